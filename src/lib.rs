@@ -1,0 +1,8 @@
+//! quota-clock-source: a rate limiter that keeps the monotonic and the wall clock apart.
+//!
+//! The core (everything but `napi`) is pure Rust and knows nothing of JavaScript.
+
+pub mod calendar;
+
+#[cfg(feature = "napi-binding")]
+mod napi;
