@@ -2,7 +2,12 @@
 //!
 //! The core (everything but `napi`) is pure Rust and knows nothing of JavaScript.
 
+pub mod anomaly;
+pub mod bucket;
 pub mod calendar;
+pub mod clock;
+pub mod limiter;
+pub mod quota;
 
 #[cfg(feature = "napi-binding")]
 mod napi;

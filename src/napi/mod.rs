@@ -1,6 +1,8 @@
-use napi_derive::napi;
+//! The only code that knows about JavaScript: classes, option conversion, errors, the
+//! threadsafe anomaly callback and the shared result buffer of the hot path.
 
-#[napi]
-pub fn hello() -> f64 {
-    1.0
-}
+mod anomaly;
+mod calendar;
+mod clock;
+mod errors;
+mod limiter;

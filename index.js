@@ -1,0 +1,429 @@
+'use strict'
+// The JS face of quota-clock-source: option checks with coded errors, clock-source plumbing,
+// and the decision object. The Rust core does every computation; see src/.
+
+const native = require('./binding.js')
+
+const { NativeLimiter, NativeManualClock } = native
+
+class QuotaClockError extends Error {
+  constructor(code, message) {
+    super(message)
+    this.name = 'QuotaClockError'
+    this.code = code
+  }
+}
+
+const CLOCK_ERROR_CODES = new Set([
+  'ERR_MONOTONIC_REGRESSION',
+  'ERR_AMBIGUOUS_WALL_JUMP',
+  'ERR_IMPLAUSIBLE_WALL_CLOCK',
+  'ERR_CLOCK_READING',
+  'ERR_UNSUPPORTED_PLATFORM',
+])
+const RANGE_ERROR_CODES = new Set(['ERR_INVALID_OPTION', 'ERR_SUB_DAY_PERIOD', 'ERR_UNKNOWN_TIME_ZONE', 'ERR_INVALID_ARG'])
+
+function coded(ErrorClass, code, message) {
+  const error = new ErrorClass(message)
+  error.code = code
+  return error
+}
+
+/** Turns a coded error from the native side into the class the contract names. */
+function toPublicError({ code, message }) {
+  if (CLOCK_ERROR_CODES.has(code)) return new QuotaClockError(code, message)
+  if (RANGE_ERROR_CODES.has(code)) return coded(RangeError, code, message)
+  return coded(Error, code || 'ERR_INTERNAL', message)
+}
+
+function callNative(body) {
+  try {
+    return body()
+  } catch (error) {
+    throw error && typeof error.code === 'string' ? toPublicError(error) : error
+  }
+}
+
+function describe(value) {
+  if (value === null) return 'null'
+  if (Array.isArray(value)) return 'an array'
+  switch (typeof value) {
+    case 'string':
+      return JSON.stringify(value)
+    case 'number':
+    case 'boolean':
+    case 'bigint':
+      return String(value)
+    case 'undefined':
+      return 'undefined'
+    case 'function':
+      return 'a function'
+    case 'symbol':
+      return 'a symbol'
+    default:
+      return 'an object'
+  }
+}
+
+function isPlainObject(value) {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+function typeError(code, name, expected, value) {
+  return coded(TypeError, code, `${name} must be ${expected}; received ${describe(value)}`)
+}
+
+function rangeError(code, name, expected, value) {
+  return coded(RangeError, code, `${name} must be ${expected}; received ${describe(value)}`)
+}
+
+/** Refuses keys that are not options (a key whose value is undefined counts as absent). */
+function refuseUnknownKeys(object, known, path) {
+  for (const key of Object.keys(object)) {
+    if (object[key] === undefined || known.includes(key)) continue
+    const near = known.find((name) => name.toLowerCase() === key.toLowerCase())
+    const hint = near ? ` (did you mean '${near}'?)` : ''
+    const where = path ? `${path}.${key}` : key
+    throw coded(
+      TypeError,
+      'ERR_INVALID_OPTION',
+      `unknown option '${where}'${hint}; expected one of ${known.map((name) => `'${name}'`).join(', ')}; received ${describe(object[key])}`,
+    )
+  }
+}
+
+function checkNumber(value, name, code = 'ERR_INVALID_OPTION') {
+  if (typeof value !== 'number') throw typeError(code, name, 'a number', value)
+  return value
+}
+
+function checkFinite(value, name, code = 'ERR_INVALID_OPTION') {
+  checkNumber(value, name, code)
+  if (!Number.isFinite(value)) throw rangeError(code, name, 'a finite number', value)
+  return value
+}
+
+const PERIOD_KEYS = ['unit', 'timeZone', 'anchorDay', 'anchorMonth', 'anchorTime']
+
+/** Type checks of a QuotaPeriodSpec; value checks happen in the Rust calendar. */
+function periodSpecInput(period, path) {
+  if (!isPlainObject(period)) throw typeError('ERR_INVALID_OPTION', path, 'an object { unit, timeZone, ... }', period)
+  refuseUnknownKeys(period, PERIOD_KEYS, path)
+  const { unit, timeZone, anchorDay, anchorMonth, anchorTime } = period
+  if (typeof unit !== 'string') throw typeError('ERR_INVALID_OPTION', `${path}.unit`, "one of 'day', 'week', 'month', 'year'", unit)
+  if (typeof timeZone !== 'string') throw typeError('ERR_INVALID_OPTION', `${path}.timeZone`, "an IANA time zone name such as 'America/Los_Angeles' or 'UTC'", timeZone)
+  if (anchorDay !== undefined) checkNumber(anchorDay, `${path}.anchorDay`)
+  if (anchorMonth !== undefined) checkNumber(anchorMonth, `${path}.anchorMonth`)
+  if (anchorTime !== undefined && typeof anchorTime !== 'string') throw typeError('ERR_INVALID_OPTION', `${path}.anchorTime`, "a local time 'HH:MM' or 'HH:MM:SS'", anchorTime)
+  return { unit, timeZone, anchorDay, anchorMonth, anchorTime }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Clock sources (SPEC §3)
+
+/** Clocks and readers this module made, so a limiter can read them natively. */
+const systemClocks = new WeakSet()
+const boottimeReaders = new WeakSet()
+
+function systemClock(options) {
+  if (options !== undefined) {
+    if (!isPlainObject(options)) throw typeError('ERR_INVALID_OPTION', 'systemClock(options)', 'an object { elapsedRealtimeMs? }', options)
+    refuseUnknownKeys(options, ['elapsedRealtimeMs'], '')
+  }
+  const reader = options === undefined ? undefined : options.elapsedRealtimeMs
+  if (reader !== undefined && typeof reader !== 'function') {
+    throw typeError('ERR_INVALID_OPTION', 'elapsedRealtimeMs', 'a function returning milliseconds', reader)
+  }
+  const clock = { monotonicMs: native.systemMonotonicMs, wallMs: native.systemWallMs }
+  if (reader !== undefined) clock.elapsedRealtimeMs = reader
+  systemClocks.add(clock)
+  return clock
+}
+
+function procUptimeElapsedRealtime() {
+  if (!native.boottimeSupported()) {
+    throw callNative(() => native.boottimeMs()) // throws ERR_UNSUPPORTED_PLATFORM
+  }
+  const reader = () => native.boottimeMs()
+  boottimeReaders.add(reader)
+  return reader
+}
+
+class ManualClock {
+  #native
+  constructor(init) {
+    if (init !== undefined && !isPlainObject(init)) throw typeError('ERR_INVALID_OPTION', 'manualClock(init)', 'an object { monotonicMs?, wallMs?, elapsedRealtimeMs? }', init)
+    const { monotonicMs = 0, wallMs = Date.UTC(2024, 0, 15), elapsedRealtimeMs } = init || {}
+    if (init !== undefined) refuseUnknownKeys(init, ['monotonicMs', 'wallMs', 'elapsedRealtimeMs'], 'init')
+    checkFinite(monotonicMs, 'init.monotonicMs')
+    checkFinite(wallMs, 'init.wallMs')
+    const hasReader = typeof elapsedRealtimeMs === 'number'
+    if (elapsedRealtimeMs !== undefined) checkFinite(elapsedRealtimeMs, 'init.elapsedRealtimeMs')
+    this.#native = new NativeManualClock(monotonicMs, wallMs, hasReader ? elapsedRealtimeMs : undefined)
+    if (hasReader) {
+      // Only a clock made with a reader has one (SPEC §3).
+      const state = this.#native
+      Object.defineProperty(this, 'elapsedRealtimeMs', { value: () => state.elapsedRealtimeMs(), enumerable: false })
+    }
+  }
+  advance(ms) {
+    checkNumber(ms, 'advance(ms)', 'ERR_INVALID_ARG')
+    callNative(() => this.#native.advance(ms))
+  }
+  suspend(ms) {
+    checkNumber(ms, 'suspend(ms)', 'ERR_INVALID_ARG')
+    callNative(() => this.#native.suspend(ms))
+  }
+  stepWall(deltaMs) {
+    checkNumber(deltaMs, 'stepWall(deltaMs)', 'ERR_INVALID_ARG')
+    callNative(() => this.#native.stepWall(deltaMs))
+  }
+  set(values) {
+    if (!isPlainObject(values)) throw typeError('ERR_INVALID_ARG', 'set(values)', 'an object { monotonicMs?, wallMs?, elapsedRealtimeMs? }', values)
+    refuseUnknownKeys(values, ['monotonicMs', 'wallMs', 'elapsedRealtimeMs'], 'set')
+    const { monotonicMs, wallMs, elapsedRealtimeMs } = values
+    if (monotonicMs !== undefined) checkNumber(monotonicMs, 'set({ monotonicMs })', 'ERR_INVALID_ARG')
+    if (wallMs !== undefined) checkNumber(wallMs, 'set({ wallMs })', 'ERR_INVALID_ARG')
+    if (elapsedRealtimeMs !== undefined) checkNumber(elapsedRealtimeMs, 'set({ elapsedRealtimeMs })', 'ERR_INVALID_ARG')
+    callNative(() => this.#native.set(monotonicMs, wallMs, elapsedRealtimeMs))
+  }
+  monotonicMs() {
+    return this.#native.monotonicMs()
+  }
+  wallMs() {
+    return this.#native.wallMs()
+  }
+  /** How many times the elapsed-realtime reader was called. */
+  get elapsedRealtimeReads() {
+    return this.#native.elapsedRealtimeReads
+  }
+  static nativeOf(clock) {
+    return clock.#native
+  }
+}
+
+function manualClock(init) {
+  return new ManualClock(init)
+}
+
+/** The arguments NativeLimiter needs to read `clock` (natively where it can). */
+function clockArguments(clock) {
+  if (clock instanceof ManualClock) return { kind: 'manual', manual: ManualClock.nativeOf(clock) }
+  if (!isPlainObject(clock) && typeof clock !== 'function') {
+    throw typeError('ERR_INVALID_OPTION', 'clock', 'a clock source { monotonicMs(), wallMs(), elapsedRealtimeMs?() }', clock)
+  }
+  for (const method of ['monotonicMs', 'wallMs']) {
+    if (typeof clock[method] !== 'function') throw typeError('ERR_INVALID_OPTION', `clock.${method}`, 'a function returning milliseconds', clock[method])
+  }
+  const reader = clock.elapsedRealtimeMs
+  if (reader !== undefined && typeof reader !== 'function') {
+    throw typeError('ERR_INVALID_OPTION', 'clock.elapsedRealtimeMs', 'a function returning milliseconds, or absent', reader)
+  }
+  if (systemClocks.has(clock) && clock.monotonicMs === native.systemMonotonicMs && clock.wallMs === native.systemWallMs) {
+    if (reader === undefined) return { kind: 'system' }
+    if (boottimeReaders.has(reader)) return { kind: 'system-boottime' }
+    return { kind: 'system-reader', elapsed: () => reader() }
+  }
+  return {
+    kind: 'js',
+    monotonic: () => clock.monotonicMs(),
+    wall: () => clock.wallMs(),
+    elapsed: reader === undefined ? undefined : () => clock.elapsedRealtimeMs(),
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// QuotaClock (SPEC §4–§8)
+
+const OPTION_KEYS = ['capacity', 'refillPerSecond', 'initialTokens', 'suspendPolicy', 'quota', 'clock', 'onAnomaly', 'earliestPlausibleWallMs']
+const SUSPEND_POLICIES = ['ignore', 'credit', 'refuse']
+const DEFAULT_EARLIEST_PLAUSIBLE_WALL_MS = Date.UTC(2020, 0, 1)
+const MISSING_SUSPEND_POLICY =
+  "suspendPolicy is required and has no default: when the wall clock runs ahead of the monotonic clock and no elapsedRealtimeMs reader can tell a host suspend from a wall-clock step, only you know whether that time should refill the bucket ('credit'), be ignored ('ignore'), or make the call fail ('refuse'); received undefined"
+
+// One result buffer per thread, shared by every limiter: the native tryConsume writes the
+// decision here and this file builds the object (cheaper than a napi-built object).
+// Slots: [0] in: n, out: status (0 decided, 1 decided with anomalies, 2 error), [1] allowed,
+// [2] retryAfterMs, [3] basis (0 none, 1 monotonic-refill, 2 wall-period), [4] tokens,
+// [5] quotaRemaining.
+const RESULT = new Float64Array(6)
+const BASIS = [null, 'monotonic-refill', 'wall-period']
+const NO_ANOMALIES = Object.freeze([])
+
+function parseOptions(options) {
+  if (!isPlainObject(options)) throw typeError('ERR_INVALID_OPTION', 'options', 'an object { capacity, refillPerSecond, suspendPolicy, ... }', options)
+  refuseUnknownKeys(options, OPTION_KEYS, '')
+  const capacity = checkNumber(options.capacity, 'capacity')
+  if (!(Number.isFinite(capacity) && capacity > 0)) throw rangeError('ERR_INVALID_OPTION', 'capacity', 'a finite number > 0', capacity)
+  const refillPerSecond = checkNumber(options.refillPerSecond, 'refillPerSecond')
+  if (!(Number.isFinite(refillPerSecond) && refillPerSecond > 0)) throw rangeError('ERR_INVALID_OPTION', 'refillPerSecond', 'a finite number > 0', refillPerSecond)
+  let initialTokens = capacity
+  if (options.initialTokens !== undefined) {
+    initialTokens = checkNumber(options.initialTokens, 'initialTokens')
+    if (!(initialTokens >= 0 && initialTokens <= capacity)) throw rangeError('ERR_INVALID_OPTION', 'initialTokens', `a number from 0 to capacity (${capacity})`, initialTokens)
+  }
+  const { suspendPolicy } = options
+  if (suspendPolicy === undefined) throw coded(TypeError, 'ERR_INVALID_OPTION', MISSING_SUSPEND_POLICY)
+  if (typeof suspendPolicy !== 'string') throw typeError('ERR_INVALID_OPTION', 'suspendPolicy', "one of 'ignore', 'credit', 'refuse'", suspendPolicy)
+  if (!SUSPEND_POLICIES.includes(suspendPolicy)) throw rangeError('ERR_INVALID_OPTION', 'suspendPolicy', "one of 'ignore', 'credit', 'refuse'", suspendPolicy)
+
+  let quotaLimit
+  let quotaPeriod
+  if (options.quota !== undefined) {
+    const { quota } = options
+    if (!isPlainObject(quota)) throw typeError('ERR_INVALID_OPTION', 'quota', 'an object { limit, period }', quota)
+    refuseUnknownKeys(quota, ['limit', 'period'], 'quota')
+    quotaLimit = checkNumber(quota.limit, 'quota.limit')
+    if (!(Number.isSafeInteger(quotaLimit) && quotaLimit >= 0)) throw rangeError('ERR_INVALID_OPTION', 'quota.limit', 'a non-negative safe integer (0 blocks every request)', quotaLimit)
+    quotaPeriod = periodSpecInput(quota.period, 'quota.period')
+  }
+
+  const clock = options.clock === undefined ? systemClock() : options.clock
+  const clockArgs = clockArguments(clock)
+
+  const { onAnomaly } = options
+  if (onAnomaly !== undefined && typeof onAnomaly !== 'function') throw typeError('ERR_INVALID_OPTION', 'onAnomaly', 'a function (anomaly) => void', onAnomaly)
+
+  let earliestPlausibleWallMs = DEFAULT_EARLIEST_PLAUSIBLE_WALL_MS
+  if (options.earliestPlausibleWallMs === null) earliestPlausibleWallMs = undefined
+  else if (options.earliestPlausibleWallMs !== undefined) earliestPlausibleWallMs = checkFinite(options.earliestPlausibleWallMs, 'earliestPlausibleWallMs')
+
+  return {
+    limiterOptions: { capacity, refillPerSecond, initialTokens, suspendPolicy, quotaLimit, quotaPeriod, earliestPlausibleWallMs },
+    clockArgs,
+    onAnomaly,
+  }
+}
+
+/** The user's handler, made safe: a throw becomes a process warning, never a crash. */
+function safeHandler(onAnomaly) {
+  return (anomaly) => {
+    try {
+      onAnomaly(anomaly)
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error)
+      process.emitWarning(`quota-clock-source: the onAnomaly handler threw: ${message} (anomaly: ${anomaly.kind}: ${anomaly.detail})`, {
+        code: 'QUOTA_CLOCK_ON_ANOMALY_THREW',
+      })
+    }
+  }
+}
+
+function checkCount(n, capacity) {
+  if (typeof n !== 'number') throw typeError('ERR_INVALID_ARG', 'n', `a positive safe integer no larger than capacity (${capacity})`, n)
+  if (!(Number.isSafeInteger(n) && n >= 1 && n <= capacity)) throw rangeError('ERR_INVALID_ARG', 'n', `a positive safe integer no larger than capacity (${capacity})`, n)
+}
+
+function toPeriod(period) {
+  return { id: period.id, startMs: period.startMs, endMs: period.endMs, startKind: period.startKind, timeZone: period.timeZone }
+}
+
+function toAnomaly(anomaly) {
+  const out = {
+    kind: anomaly.kind,
+    detail: anomaly.detail,
+    monotonicDeltaMs: anomaly.monotonicDeltaMs,
+    wallDeltaMs: anomaly.wallDeltaMs,
+    creditedMs: anomaly.creditedMs,
+  }
+  if (anomaly.suspendedMs != null) out.suspendedMs = anomaly.suspendedMs
+  if (anomaly.stepMs != null) out.stepMs = anomaly.stepMs
+  if (anomaly.skipped != null) out.skipped = anomaly.skipped
+  if (anomaly.periodId != null) out.periodId = anomaly.periodId
+  return out
+}
+
+class QuotaClock {
+  #native
+  #consume
+  #capacity
+  #hasQuota
+
+  constructor(options) {
+    const { limiterOptions, clockArgs, onAnomaly } = parseOptions(options)
+    const handler = onAnomaly === undefined ? undefined : (anomaly) => safe(toAnomaly(anomaly))
+    const safe = onAnomaly === undefined ? undefined : safeHandler(onAnomaly)
+    this.#native = callNative(
+      () =>
+        new NativeLimiter(
+          limiterOptions,
+          clockArgs.kind,
+          clockArgs.manual,
+          clockArgs.monotonic,
+          clockArgs.wall,
+          clockArgs.elapsed,
+          RESULT,
+          handler,
+        ),
+    )
+    this.#consume = this.#native.fastPath()
+    this.#capacity = limiterOptions.capacity
+    this.#hasQuota = limiterOptions.quotaPeriod !== undefined
+  }
+
+  /** SPEC §5: takes `n` tokens (and `n` from the quota) if both are there. */
+  tryConsume(n = 1) {
+    if (n !== 1) checkCount(n, this.#capacity)
+    RESULT[0] = n
+    this.#consume()
+    if (RESULT[0] === 0) {
+      return {
+        allowed: RESULT[1] === 1,
+        retryAfterMs: RESULT[2],
+        retryAfterBasis: BASIS[RESULT[3]],
+        tokens: RESULT[4],
+        quotaRemaining: this.#hasQuota ? RESULT[5] : null,
+        anomalies: NO_ANOMALIES,
+      }
+    }
+    return this.#settle()
+  }
+
+  /** The rare outcomes: a decision with anomalies, or an error. */
+  #settle() {
+    if (RESULT[0] === 1) {
+      return {
+        allowed: RESULT[1] === 1,
+        retryAfterMs: RESULT[2],
+        retryAfterBasis: BASIS[RESULT[3]],
+        tokens: RESULT[4],
+        quotaRemaining: this.#hasQuota ? RESULT[5] : null,
+        anomalies: this.#native.takeAnomalies().map(toAnomaly),
+      }
+    }
+    throw toPublicError(this.#native.takeError())
+  }
+
+  /** Reads and reconciles the clocks like tryConsume, consuming nothing. */
+  status() {
+    const status = callNative(() => this.#native.status())
+    return {
+      tokens: status.tokens,
+      quotaUsed: status.quotaUsed ?? null,
+      quotaRemaining: status.quotaRemaining ?? null,
+      period: status.period == null ? null : toPeriod(status.period),
+    }
+  }
+
+  /** The limiter's own period spec applied to `wallMs`; null without a quota. */
+  periodFor(wallMs) {
+    checkNumber(wallMs, 'wallMs', 'ERR_INVALID_ARG')
+    const period = callNative(() => this.#native.periodFor(wallMs))
+    return period == null ? null : toPeriod(period)
+  }
+}
+
+function periodFor(period, wallMs) {
+  const spec = periodSpecInput(period, 'period')
+  checkNumber(wallMs, 'wallMs', 'ERR_INVALID_ARG')
+  return toPeriod(callNative(() => native.periodFor(spec, wallMs, 'period')))
+}
+
+module.exports = {
+  QuotaClock,
+  QuotaClockError,
+  systemClock,
+  procUptimeElapsedRealtime,
+  manualClock,
+  periodFor,
+}

@@ -1,0 +1,324 @@
+'use strict'
+
+// Shared per-key request limits in a MongoDB-compatible database, call for call the
+// `@nodedk/throttle` API: `createThrottle({ db })`, `check(key, limits)`, `sweep()`.
+//
+// Storage: one document per key and window in the `throttle` collection,
+//   { _id: '<key>|minute|2024-05-01T12:34Z', n, expires_at, window }
+//   { _id: '<key>|day|<timeZone>|2024-05-01', ... }   { _id: '<key>|month|<timeZone>|2024-05', ... }
+// where <key> escapes '%' and '|', so no key can reach another key's documents. The window id is
+// part of `_id`, so a counter that outlived its window (not yet swept) is never found again.
+// Only `findOneAndUpdate()` (returning the document itself, as driver v6+ does) and
+// `deleteMany()` are called; the library starts no timers and creates no indexes.
+
+const { memoryDb } = require('./memory-db')
+
+const COLLECTION = 'throttle'
+const MINUTE_MS = 60_000
+const CLOCK_DOC_LIFETIME_MS = 86_400_000
+// Longer windows first: an attempt refused by one window never reaches the shorter ones.
+const WINDOWS = [
+  { unit: 'month', limitName: 'requests_per_month', reason: 'RATE_LIMIT_MONTH' },
+  { unit: 'day', limitName: 'requests_per_day', reason: 'RATE_LIMIT_DAY' },
+  { unit: 'minute', limitName: 'requests_per_minute', reason: 'RATE_LIMIT_MINUTE' },
+]
+const LIMIT_NAMES = WINDOWS.map((w) => w.limitName)
+const OPTION_NAMES = ['db', 'timeZone', 'time', 'clock']
+const INCREMENT = { $inc: { n: 1 } }
+const RETURN_AFTER = { returnDocument: 'after' }
+const UPSERT_RETURN_AFTER = { upsert: true, returnDocument: 'after' }
+// A bounded number of tries at the create-then-increment dance; more means the store misbehaves.
+const STORE_ATTEMPTS = 3
+
+const systemWallClock = { wallMs: () => Date.now() }
+
+function codedError(ErrorClass, code, message) {
+  const err = new ErrorClass(message)
+  err.code = code
+  return err
+}
+
+function invalidArg(ErrorClass, message) {
+  return codedError(ErrorClass, 'ERR_INVALID_ARG', message)
+}
+
+function storeError(message) {
+  return codedError(Error, 'ERR_THROTTLE_STORE', message)
+}
+
+function describe(value) {
+  if (value === null) return 'null'
+  if (Array.isArray(value)) return 'an array'
+  if (typeof value === 'string') return `the string ${JSON.stringify(value)}`
+  if (typeof value === 'object') return 'an object'
+  if (typeof value === 'function') return 'a function'
+  return `${typeof value} ${String(value)}`
+}
+
+function isObject(value) {
+  return value !== null && typeof value === 'object' && !Array.isArray(value)
+}
+
+function rejectUnknownKeys(object, known, what) {
+  for (const name of Object.keys(object)) {
+    if (!known.includes(name) && object[name] !== undefined) {
+      throw invalidArg(TypeError, `${what}: unknown option ${JSON.stringify(name)} (expected ${known.join(', ')})`)
+    }
+  }
+}
+
+// Keys go into `_id` before the first '|': escaping '%' first keeps the encoding one-to-one.
+function encodeKey(key) {
+  return key.replace(/%/g, '%25').replace(/\|/g, '%7C')
+}
+
+function validateKey(key) {
+  if (typeof key !== 'string') {
+    throw invalidArg(TypeError, `throttle.check: key must be a non-empty string, received ${describe(key)}`)
+  }
+  if (key === '') throw invalidArg(RangeError, 'throttle.check: key must be a non-empty string, received an empty string')
+  // A lone surrogate would be stored as U+FFFD, so two different keys could share counters.
+  if (/\p{Cs}/u.test(key)) {
+    throw invalidArg(RangeError, 'throttle.check: key must be well-formed Unicode, received a string with a lone surrogate')
+  }
+}
+
+// Returns [{ unit, reason, limit }] for the limits given, longest window first.
+function validateLimits(limits) {
+  if (limits === undefined) return []
+  if (!isObject(limits)) {
+    throw invalidArg(TypeError, `throttle.check: limits must be an object such as { requests_per_minute: 10 }, received ${describe(limits)}`)
+  }
+  rejectUnknownKeys(limits, LIMIT_NAMES, 'throttle.check')
+  const active = []
+  for (const { unit, limitName, reason } of WINDOWS) {
+    const limit = limits[limitName]
+    if (limit === undefined) continue // omitted: unlimited
+    if (typeof limit !== 'number') {
+      throw invalidArg(TypeError, `throttle.check: ${limitName} must be a non-negative safe integer, received ${describe(limit)}`)
+    }
+    if (!Number.isSafeInteger(limit) || limit < 0) {
+      throw invalidArg(RangeError, `throttle.check: ${limitName} must be a non-negative safe integer, received ${describe(limit)}`)
+    }
+    active.push({ unit, reason, limit })
+  }
+  return active
+}
+
+// The calendar core answers day and month windows (time zones, DST); loaded on first use because
+// index.js itself loads this file.
+let periodFor
+function calendarPeriod(unit, timeZone, wallMs) {
+  if (periodFor === undefined) periodFor = loadPeriodFor()
+  return periodFor({ unit, timeZone }, wallMs)
+}
+
+// TEMPORARY until index.js exports periodFor: UTC-only arithmetic.
+function loadPeriodFor() {
+  try {
+    const fn = require('../index.js').periodFor
+    if (typeof fn === 'function') return fn
+  } catch {}
+  return (spec, wallMs) => {
+    if (spec.timeZone !== 'UTC') throw codedError(RangeError, 'ERR_UNKNOWN_TIME_ZONE', `unknown time zone ${spec.timeZone}`)
+    const d = new Date(wallMs)
+    if (spec.unit === 'day') {
+      const startMs = Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate())
+      return { id: new Date(startMs).toISOString().slice(0, 10), startMs, endMs: startMs + 86_400_000, startKind: 'exact', timeZone: 'UTC' }
+    }
+    const startMs = Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1)
+    return { id: new Date(startMs).toISOString().slice(0, 7), startMs, endMs: Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1), startKind: 'exact', timeZone: 'UTC' }
+  }
+}
+
+// Minute windows are UTC minutes; they need no calendar.
+function minuteWindow(wallMs) {
+  const startMs = Math.floor(wallMs / MINUTE_MS) * MINUTE_MS
+  return { id: `${new Date(startMs).toISOString().slice(0, 16)}Z`, startMs, endMs: startMs + MINUTE_MS }
+}
+
+function validateTimeZone(timeZone) {
+  if (typeof timeZone !== 'string' || timeZone === '') {
+    throw invalidArg(TypeError, `createThrottle: timeZone must be an IANA time zone name such as 'Europe/Copenhagen' or 'UTC', received ${describe(timeZone)}`)
+  }
+  try {
+    calendarPeriod('day', timeZone, Date.now())
+  } catch (err) {
+    if (err && err.code === 'ERR_UNKNOWN_TIME_ZONE') {
+      throw codedError(RangeError, 'ERR_UNKNOWN_TIME_ZONE', `createThrottle: timeZone ${JSON.stringify(timeZone)} is not a known IANA time zone; use a name such as 'Europe/Copenhagen' or 'UTC'`)
+    }
+    throw err
+  }
+}
+
+// Driver v4/v5 wrap the document as { value, ok, lastErrorObject }; v6+ and memoryDb return it bare.
+function unwrap(reply) {
+  if (isObject(reply) && 'lastErrorObject' in reply && 'value' in reply && 'ok' in reply) return reply.value
+  return reply ?? null
+}
+
+/**
+ * Creates a throttle over `options.db` (anything with MongoDB's `collection(name)`).
+ * Synchronous; the database is first touched by `check()`, `sweep()` or `measureSkew()`.
+ */
+function createThrottle(options) {
+  if (!isObject(options)) {
+    throw invalidArg(TypeError, `createThrottle: options must be an object such as { db }, received ${describe(options)}`)
+  }
+  if (typeof options.collection === 'function') {
+    throw invalidArg(TypeError, 'createThrottle: pass the database as an option, createThrottle({ db }), not createThrottle(db)')
+  }
+  rejectUnknownKeys(options, OPTION_NAMES, 'createThrottle')
+  const { db, timeZone = 'UTC', time = 'local', clock = systemWallClock } = options
+  if (db === undefined || db === null) {
+    throw invalidArg(TypeError, 'createThrottle: db is required (a MongoDB Db, or memoryDb() for one process)')
+  }
+  if (typeof db.collection !== 'function') {
+    throw invalidArg(TypeError, `createThrottle: db must provide collection(name) like a MongoDB Db, received ${describe(db)} without it`)
+  }
+  if (time !== 'local' && time !== 'server') {
+    throw invalidArg(RangeError, `createThrottle: time must be 'local' or 'server', received ${describe(time)}`)
+  }
+  if (!isObject(clock) || typeof clock.wallMs !== 'function') {
+    throw invalidArg(TypeError, `createThrottle: clock must be an object with a wallMs() method, received ${describe(clock)}`)
+  }
+  validateTimeZone(timeZone)
+  const collection = db.collection(COLLECTION)
+  if (!isObject(collection) || typeof collection.findOneAndUpdate !== 'function' || typeof collection.deleteMany !== 'function') {
+    throw invalidArg(TypeError, `createThrottle: db.collection('${COLLECTION}') must provide findOneAndUpdate() and deleteMany()`)
+  }
+
+  // The last period seen per calendar unit: a hit costs two comparisons instead of a native call.
+  const openPeriods = new Map()
+  function windowFor(unit, wallMs) {
+    if (unit === 'minute') return minuteWindow(wallMs)
+    const open = openPeriods.get(unit)
+    if (open !== undefined && open.startMs <= wallMs && wallMs < open.endMs) return open
+    const period = calendarPeriod(unit, timeZone, wallMs)
+    const window = { id: period.id, startMs: period.startMs, endMs: period.endMs }
+    openPeriods.set(unit, window)
+    return window
+  }
+
+  function localNow() {
+    const wallMs = clock.wallMs()
+    if (typeof wallMs !== 'number' || !Number.isFinite(wallMs)) {
+      throw codedError(RangeError, 'ERR_CLOCK_READING', `throttle: clock.wallMs() must return a finite number of milliseconds, received ${describe(wallMs)}`)
+    }
+    return wallMs
+  }
+
+  // Reads the database server's clock through '$$NOW' in an update pipeline, writing the reading
+  // into a small per-key document (a per-key document spreads the writes across keys).
+  // skewMs = server time - local time at the midpoint of the round trip.
+  async function serverClock(clockId) {
+    for (let attempt = 0; attempt < STORE_ATTEMPTS; attempt++) {
+      const sentMs = localNow()
+      let reply
+      try {
+        reply = await collection.findOneAndUpdate(
+          { _id: clockId },
+          [{ $set: { now: '$$NOW', expires_at: new Date(sentMs + CLOCK_DOC_LIFETIME_MS) } }],
+          UPSERT_RETURN_AFTER,
+        )
+      } catch (err) {
+        if (err && err.code === 11000) continue // a racing first write created it: retry as an update
+        throw err
+      }
+      const receivedMs = localNow()
+      const doc = unwrap(reply)
+      if (doc === null) continue // a racing upsert may answer without the document: retry
+      if (!(doc.now instanceof Date) || !Number.isFinite(doc.now.getTime())) {
+        throw storeError(`throttle: the database did not return its time for '$$NOW' (received ${describe(doc.now)})`)
+      }
+      const serverMs = doc.now.getTime()
+      const roundTripMs = receivedMs - sentMs
+      return { serverMs, skewMs: serverMs - (sentMs + roundTripMs / 2), roundTripMs }
+    }
+    throw storeError(`throttle: the database did not return the clock document after ${STORE_ATTEMPTS} attempts`)
+  }
+
+  // Atomically counts one attempt in the counter `_id` and returns the new count. Increment
+  // first; only when the counter does not exist yet, create it at n = 0 ($setOnInsert, a racing
+  // creator's E11000 is fine) and increment again. No read-modify-write, so concurrent attempts
+  // each get their own count.
+  async function increment(_id, unit, endMs) {
+    const filter = { _id }
+    for (let attempt = 0; attempt < STORE_ATTEMPTS; attempt++) {
+      const doc = unwrap(await collection.findOneAndUpdate(filter, INCREMENT, RETURN_AFTER))
+      if (doc !== null) {
+        if (typeof doc.n !== 'number') throw storeError(`throttle: counter ${JSON.stringify(_id)} holds a non-numeric n`)
+        return doc.n
+      }
+      try {
+        await collection.findOneAndUpdate(
+          filter,
+          { $setOnInsert: { n: 0, expires_at: new Date(endMs), window: unit } },
+          UPSERT_RETURN_AFTER,
+        )
+      } catch (err) {
+        if (!err || err.code !== 11000) throw err
+      }
+    }
+    throw storeError(`throttle: counter ${JSON.stringify(_id)} could not be created after ${STORE_ATTEMPTS} attempts`)
+  }
+
+  function counterId(encodedKey, unit, windowId) {
+    return unit === 'minute' ? `${encodedKey}|minute|${windowId}` : `${encodedKey}|${unit}|${timeZone}|${windowId}`
+  }
+
+  /** Counts one attempt for `key` and answers whether it is within every given limit. */
+  async function check(key, limits) {
+    validateKey(key)
+    const active = validateLimits(limits)
+    const encodedKey = encodeKey(key)
+    let nowMs
+    let skewMs
+    if (active.length === 0) {
+      nowMs = localNow()
+    } else if (time === 'server') {
+      ;({ serverMs: nowMs, skewMs } = await serverClock(`${encodedKey}|clock`))
+    } else {
+      nowMs = localNow()
+    }
+    const windows = {}
+    for (const { unit, limit } of active) {
+      const { id, startMs, endMs } = windowFor(unit, nowMs)
+      windows[unit] = { id, startMs, endMs, limit, count: null, remaining: null }
+    }
+    let refusal = null
+    for (const { unit, reason, limit } of active) {
+      const window = windows[unit]
+      // Increment, then compare: an attempt a limit refuses still counts in that window's counter.
+      window.count = await increment(counterId(encodedKey, unit, window.id), unit, window.endMs)
+      window.remaining = Math.max(0, limit - window.count)
+      if (window.count > limit) {
+        refusal = { reason, retryAfterMs: Math.ceil(window.endMs - nowMs) }
+        break
+      }
+    }
+    const result = refusal === null
+      ? { allowed: true, retryAfterMs: 0 }
+      : { allowed: false, reason: refusal.reason, retryAfterMs: refusal.retryAfterMs }
+    result.nowMs = nowMs
+    if (skewMs !== undefined) result.skewMs = skewMs
+    result.windows = windows
+    return result
+  }
+
+  /** Deletes every counter whose window has ended (`expires_at <= now`); resolves to `{ n }`. */
+  async function sweep() {
+    const nowMs = time === 'server' ? (await serverClock('|clock')).serverMs : localNow()
+    const reply = await collection.deleteMany({ expires_at: { $lte: new Date(nowMs) } })
+    return { n: reply && typeof reply.deletedCount === 'number' ? reply.deletedCount : 0 }
+  }
+
+  /** Reads the database server's clock once: `{ skewMs, roundTripMs, serverMs }`. */
+  function measureSkew() {
+    return serverClock('|clock')
+  }
+
+  return { check, sweep, measureSkew }
+}
+
+module.exports = { createThrottle, memoryDb }

@@ -1,0 +1,54 @@
+//! A token bucket refilled from real elapsed time (never from a wall delta directly).
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenBucket {
+    /// Bucket size: the largest burst.
+    pub capacity: f64,
+    pub refill_per_second: f64,
+    /// Tokens held now; fractional between refills.
+    pub tokens: f64,
+}
+
+impl TokenBucket {
+    pub fn new(capacity: f64, refill_per_second: f64, initial_tokens: f64) -> TokenBucket {
+        TokenBucket { capacity, refill_per_second, tokens: initial_tokens }
+    }
+
+    /// Adds the refill owed for `elapsed_ms` of real time, up to capacity.
+    pub fn credit(&mut self, elapsed_ms: f64) {
+        let refill = elapsed_ms * self.refill_per_second / 1000.0;
+        if refill > 0.0 {
+            self.tokens = (self.tokens + refill).min(self.capacity);
+        }
+    }
+
+    /// SPEC §5: `ceil((n - tokens) / refillPerSecond * 1000)`, or 0 when `n` tokens are there.
+    pub fn wait_ms(&self, n: f64) -> f64 {
+        if self.tokens >= n {
+            0.0
+        } else {
+            ((n - self.tokens) / self.refill_per_second * 1000.0).ceil()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refill_is_proportional_to_elapsed_time_and_capped_at_capacity() {
+        let mut bucket = TokenBucket::new(10.0, 2.0, 0.0);
+        bucket.credit(1_500.0);
+        assert_eq!(bucket.tokens, 3.0);
+        bucket.credit(1e12);
+        assert_eq!(bucket.tokens, 10.0);
+    }
+
+    #[test]
+    fn the_wait_is_the_missing_tokens_over_the_rate_rounded_up() {
+        let bucket = TokenBucket::new(10.0, 3.0, 0.5);
+        assert_eq!(bucket.wait_ms(1.0), 167.0);
+        assert_eq!(bucket.wait_ms(0.5), 0.0);
+    }
+}

@@ -1,0 +1,269 @@
+//! `QuotaClock`'s core: a token bucket on real elapsed time plus an optional calendar quota,
+//! reconciled from fresh clock readings on every call (SPEC §5–§7).
+
+use crate::anomaly::{Anomaly, CallDeltas};
+use crate::bucket::TokenBucket;
+use crate::calendar::Period;
+use crate::clock::{reconcile, read_finite, ClockError, ClockSource, ReaderBaseline, Reading, SuspendPolicy, WallDivergence};
+use crate::quota::Quota;
+
+/// Validated options (the binding checks types and ranges before building one).
+#[derive(Clone, Debug)]
+pub struct LimiterConfig {
+    pub capacity: f64,
+    pub refill_per_second: f64,
+    pub initial_tokens: f64,
+    pub suspend_policy: SuspendPolicy,
+    pub quota: Option<Quota>,
+    /// `None` turns the plausibility check off.
+    pub earliest_plausible_wall_ms: Option<f64>,
+}
+
+/// Which wait a denial reports (SPEC §5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RetryBasis {
+    MonotonicRefill,
+    WallPeriod,
+}
+
+impl RetryBasis {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetryBasis::MonotonicRefill => "monotonic-refill",
+            RetryBasis::WallPeriod => "wall-period",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Decision {
+    pub allowed: bool,
+    pub retry_after_ms: f64,
+    pub retry_after_basis: Option<RetryBasis>,
+    pub tokens: f64,
+    pub quota_remaining: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Status {
+    pub tokens: f64,
+    pub quota_used: Option<u64>,
+    pub quota_remaining: Option<u64>,
+    pub period: Option<Period>,
+}
+
+/// The `QuotaClockError`s a call can raise (SPEC §9).
+#[derive(Clone, Debug, PartialEq)]
+pub enum LimiterError {
+    MonotonicRegression { previous_ms: f64, now_ms: f64, latched: bool },
+    AmbiguousWallJump { monotonic_delta_ms: f64, wall_delta_ms: f64 },
+    ImplausibleWallClock { wall_ms: f64, earliest_ms: f64 },
+    ClockReading(ClockError),
+}
+
+impl LimiterError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            LimiterError::MonotonicRegression { .. } => "ERR_MONOTONIC_REGRESSION",
+            LimiterError::AmbiguousWallJump { .. } => "ERR_AMBIGUOUS_WALL_JUMP",
+            LimiterError::ImplausibleWallClock { .. } => "ERR_IMPLAUSIBLE_WALL_CLOCK",
+            LimiterError::ClockReading(_) => "ERR_CLOCK_READING",
+        }
+    }
+
+    pub fn message(&self) -> String {
+        use crate::anomaly::ms;
+        match self {
+            LimiterError::MonotonicRegression { previous_ms, now_ms, latched: false } => format!(
+                "the monotonic clock went backwards by {} ms (from {} to {}); a monotonic source must never regress, so this limiter refuses every further call",
+                ms(previous_ms - now_ms), ms(*previous_ms), ms(*now_ms)
+            ),
+            LimiterError::MonotonicRegression { previous_ms, now_ms, latched: true } => format!(
+                "this limiter saw its monotonic clock go backwards (from {} to {}) and refuses every further call; create a new limiter on a sound clock",
+                ms(*previous_ms), ms(*now_ms)
+            ),
+            LimiterError::AmbiguousWallJump { monotonic_delta_ms, wall_delta_ms } => format!(
+                "the wall clock advanced {} ms while the monotonic clock advanced {} ms and no elapsed-realtime reader can tell a suspend from a clock step; suspendPolicy 'refuse' credited the monotonic {} ms and refuses this call (the next call proceeds)",
+                ms(*wall_delta_ms), ms(*monotonic_delta_ms), ms(*monotonic_delta_ms)
+            ),
+            LimiterError::ImplausibleWallClock { wall_ms, earliest_ms } => format!(
+                "the wall clock reads {} ms ({}), before earliestPlausibleWallMs {} ({}); the calendar quota cannot trust it (set earliestPlausibleWallMs to null to turn this check off)",
+                ms(*wall_ms), iso(*wall_ms), ms(*earliest_ms), iso(*earliest_ms)
+            ),
+            LimiterError::ClockReading(error) => error.message.clone(),
+        }
+    }
+}
+
+impl From<ClockError> for LimiterError {
+    fn from(error: ClockError) -> LimiterError {
+        LimiterError::ClockReading(error)
+    }
+}
+
+fn iso(wall_ms: f64) -> String {
+    chrono::DateTime::from_timestamp_millis(wall_ms as i64)
+        .map_or_else(|| "out of range".to_owned(), |t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+}
+
+#[derive(Clone, Debug)]
+pub struct Limiter {
+    bucket: TokenBucket,
+    suspend_policy: SuspendPolicy,
+    quota: Option<Quota>,
+    earliest_plausible_wall_ms: Option<f64>,
+    last_monotonic_ms: f64,
+    last_wall_ms: f64,
+    reader_baseline: Option<ReaderBaseline>,
+    /// Set by the first monotonic regression; every later call fails with it.
+    regression: Option<(f64, f64)>,
+}
+
+/// Fresh readings, reconciled and applied, ready for a decision.
+struct Observation {
+    wall_ms: f64,
+}
+
+impl Limiter {
+    /// Takes the starting readings, and the reader's baseline when there is a reader.
+    pub fn new(config: LimiterConfig, clock: &mut dyn ClockSource) -> Result<Limiter, LimiterError> {
+        let monotonic_ms = read_finite(Reading::Monotonic, || clock.monotonic_ms())?;
+        let wall_ms = read_finite(Reading::Wall, || clock.wall_ms())?;
+        let reader_baseline = if clock.has_elapsed_realtime() {
+            let elapsed_realtime_ms = read_finite(Reading::ElapsedRealtime, || clock.elapsed_realtime_ms())?;
+            Some(ReaderBaseline { elapsed_realtime_ms, monotonic_ms })
+        } else {
+            None
+        };
+        let mut limiter = Limiter {
+            bucket: TokenBucket::new(config.capacity, config.refill_per_second, config.initial_tokens),
+            suspend_policy: config.suspend_policy,
+            quota: config.quota,
+            earliest_plausible_wall_ms: config.earliest_plausible_wall_ms,
+            last_monotonic_ms: monotonic_ms,
+            last_wall_ms: wall_ms,
+            reader_baseline,
+            regression: None,
+        };
+        if limiter.is_plausible(wall_ms) {
+            let deltas = CallDeltas { monotonic_delta_ms: 0.0, wall_delta_ms: 0.0, credited_ms: 0.0 };
+            if let Some(quota) = limiter.quota.as_mut() {
+                quota.observe(wall_ms, deltas, &mut Vec::new());
+            }
+        }
+        Ok(limiter)
+    }
+
+    pub fn capacity(&self) -> f64 {
+        self.bucket.capacity
+    }
+
+    pub fn has_quota(&self) -> bool {
+        self.quota.is_some()
+    }
+
+    pub fn quota(&self) -> Option<&Quota> {
+        self.quota.as_ref()
+    }
+
+    fn is_plausible(&self, wall_ms: f64) -> bool {
+        self.earliest_plausible_wall_ms.is_none_or(|earliest| wall_ms >= earliest)
+    }
+
+    /// Reads the clocks, reconciles them, refills the bucket and brings the quota period up to date.
+    fn observe(&mut self, clock: &mut dyn ClockSource, anomalies: &mut Vec<Anomaly>) -> Result<Observation, LimiterError> {
+        if let Some((previous_ms, now_ms)) = self.regression {
+            return Err(LimiterError::MonotonicRegression { previous_ms, now_ms, latched: true });
+        }
+        let monotonic_ms = read_finite(Reading::Monotonic, || clock.monotonic_ms())?;
+        let wall_ms = read_finite(Reading::Wall, || clock.wall_ms())?;
+        let monotonic_delta_ms = monotonic_ms - self.last_monotonic_ms;
+        if monotonic_delta_ms < 0.0 {
+            self.regression = Some((self.last_monotonic_ms, monotonic_ms));
+            return Err(LimiterError::MonotonicRegression { previous_ms: self.last_monotonic_ms, now_ms: monotonic_ms, latched: false });
+        }
+        if let (Some(_), Some(earliest_ms)) = (&self.quota, self.earliest_plausible_wall_ms) {
+            if wall_ms < earliest_ms {
+                return Err(LimiterError::ImplausibleWallClock { wall_ms, earliest_ms });
+            }
+        }
+        let wall_delta_ms = wall_ms - self.last_wall_ms;
+        let first_anomaly = anomalies.len();
+        let reconciled = reconcile(
+            monotonic_ms,
+            monotonic_delta_ms,
+            wall_delta_ms,
+            self.suspend_policy,
+            &mut self.reader_baseline,
+            || clock.elapsed_realtime_ms(),
+            anomalies,
+        );
+        let reconciled = match reconciled {
+            Ok(reconciled) => reconciled,
+            Err(error) => {
+                anomalies.truncate(first_anomaly);
+                return Err(error.into());
+            }
+        };
+        self.bucket.credit(reconciled.credited_ms);
+        self.last_monotonic_ms = monotonic_ms;
+        self.last_wall_ms = wall_ms;
+        if reconciled.divergence == WallDivergence::WallAheadRefused {
+            return Err(LimiterError::AmbiguousWallJump { monotonic_delta_ms, wall_delta_ms });
+        }
+        if let Some(quota) = self.quota.as_mut() {
+            let deltas = CallDeltas { monotonic_delta_ms, wall_delta_ms, credited_ms: reconciled.credited_ms };
+            quota.observe(wall_ms, deltas, anomalies);
+        }
+        Ok(Observation { wall_ms })
+    }
+
+    /// SPEC §5. `n` is a positive integer no larger than capacity (checked by the caller).
+    pub fn try_consume(&mut self, n: u64, clock: &mut dyn ClockSource, anomalies: &mut Vec<Anomaly>) -> Result<Decision, LimiterError> {
+        let Observation { wall_ms } = self.observe(clock, anomalies)?;
+        let wanted = n as f64;
+        let bucket_admits = self.bucket.tokens >= wanted;
+        let quota_admits = self.quota.as_ref().is_none_or(|quota| quota.admits(n));
+        if bucket_admits && quota_admits {
+            self.bucket.tokens -= wanted;
+            if let Some(quota) = self.quota.as_mut() {
+                quota.used += n;
+            }
+            return Ok(Decision {
+                allowed: true,
+                retry_after_ms: 0.0,
+                retry_after_basis: None,
+                tokens: self.bucket.tokens,
+                quota_remaining: self.quota.as_ref().map(Quota::remaining),
+            });
+        }
+        let bucket_wait_ms = if bucket_admits { 0.0 } else { self.bucket.wait_ms(wanted) };
+        let quota_wait_ms = match &self.quota {
+            Some(quota) if !quota_admits => Some(quota.wait_ms(wall_ms)),
+            _ => None,
+        };
+        // The longer wait wins; a tie goes to the calendar.
+        let (retry_after_ms, basis) = match quota_wait_ms {
+            Some(quota_wait_ms) if quota_wait_ms >= bucket_wait_ms => (quota_wait_ms, RetryBasis::WallPeriod),
+            _ => (bucket_wait_ms, RetryBasis::MonotonicRefill),
+        };
+        Ok(Decision {
+            allowed: false,
+            retry_after_ms,
+            retry_after_basis: Some(basis),
+            tokens: self.bucket.tokens,
+            quota_remaining: self.quota.as_ref().map(Quota::remaining),
+        })
+    }
+
+    /// SPEC §5 `status()`: reads and reconciles like `try_consume`, consumes nothing.
+    pub fn status(&mut self, clock: &mut dyn ClockSource, anomalies: &mut Vec<Anomaly>) -> Result<Status, LimiterError> {
+        self.observe(clock, anomalies)?;
+        Ok(Status {
+            tokens: self.bucket.tokens,
+            quota_used: self.quota.as_ref().map(|quota| quota.used),
+            quota_remaining: self.quota.as_ref().map(Quota::remaining),
+            period: self.quota.as_ref().and_then(|quota| quota.open.clone()),
+        })
+    }
+}

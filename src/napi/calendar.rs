@@ -1,0 +1,75 @@
+//! `periodFor(spec, wallMs)` and the period objects the JS face sees.
+
+use napi::Env;
+use napi_derive::napi;
+
+use super::errors::{from_spec, guard, invalid_arg, CodedResult};
+use crate::calendar::{Period, PeriodSpec, RawPeriodSpec};
+
+/// The largest |wall ms| a JS `Date` can hold; the calendar is defined within it.
+pub(crate) const MAX_WALL_MS: f64 = 8.64e15;
+
+#[napi(object)]
+pub struct PeriodSpecInput {
+    pub unit: String,
+    pub time_zone: String,
+    pub anchor_day: Option<f64>,
+    pub anchor_month: Option<f64>,
+    pub anchor_time: Option<String>,
+}
+
+#[napi(object)]
+pub struct PeriodOutput {
+    pub id: String,
+    pub start_ms: f64,
+    pub end_ms: f64,
+    pub start_kind: String,
+    pub time_zone: String,
+}
+
+pub(crate) fn parse_spec(input: &PeriodSpecInput, option_path: &str) -> CodedResult<PeriodSpec> {
+    let raw = RawPeriodSpec {
+        unit: &input.unit,
+        time_zone: &input.time_zone,
+        anchor_day: input.anchor_day,
+        anchor_month: input.anchor_month,
+        anchor_time: input.anchor_time.as_deref(),
+    };
+    PeriodSpec::parse(&raw, option_path).map_err(from_spec)
+}
+
+pub(crate) fn period_output(spec: &PeriodSpec, period: &Period) -> PeriodOutput {
+    PeriodOutput {
+        id: period.id.clone(),
+        start_ms: period.start_ms,
+        end_ms: period.end_ms,
+        start_kind: period.start_kind.as_str().to_owned(),
+        time_zone: spec.time_zone_name().to_owned(),
+    }
+}
+
+pub(crate) fn check_wall_ms(wall_ms: f64) -> CodedResult<()> {
+    if wall_ms.is_finite() && wall_ms.abs() <= MAX_WALL_MS {
+        Ok(())
+    } else {
+        Err(invalid_arg(format!(
+            "wallMs must be a finite number of milliseconds within the range of a JS Date (±8.64e15); received {wall_ms}"
+        )))
+    }
+}
+
+/// SPEC §7: the period of `spec` containing `wall_ms`. Never calls into JS.
+#[napi(js_name = "periodFor")]
+pub fn period_for(env: &Env, spec: PeriodSpecInput, wall_ms: f64, option_path: String) -> napi::Result<PeriodOutput> {
+    guard(env, || {
+        let parsed = parse_spec(&spec, &option_path)?;
+        check_wall_ms(wall_ms)?;
+        Ok(period_output(&parsed, &parsed.period_for(wall_ms)))
+    })
+}
+
+/// Validates a period spec without computing a period (the limiter constructor's check).
+#[napi(js_name = "checkPeriodSpec")]
+pub fn check_period_spec(env: &Env, spec: PeriodSpecInput, option_path: String) -> napi::Result<String> {
+    guard(env, || parse_spec(&spec, &option_path).map(|parsed| parsed.time_zone_name().to_owned()))
+}

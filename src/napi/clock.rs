@@ -1,0 +1,238 @@
+//! Clock sources as the binding holds them: the system clocks and manual clocks are read in
+//! Rust; a plain JS object clock costs one JS call per reading.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+use super::errors::{coded, guard, invalid_arg, CodedResult};
+use crate::clock::{self, ClockError, ClockSource, ManualClock, Reading, SystemClock};
+
+#[napi(js_name = "systemMonotonicMs")]
+pub fn system_monotonic_ms() -> f64 {
+    clock::monotonic_ms()
+}
+
+#[napi(js_name = "systemWallMs")]
+pub fn system_wall_ms() -> f64 {
+    clock::wall_ms()
+}
+
+/// `CLOCK_BOOTTIME` in ms, or `ERR_UNSUPPORTED_PLATFORM` where there is none.
+#[napi(js_name = "boottimeMs")]
+pub fn boottime_ms(env: &Env) -> napi::Result<f64> {
+    guard(env, || if clock::BOOTTIME_SUPPORTED {
+        Ok(clock::boottime_ms())
+    } else {
+        Err(coded(
+            "ERR_UNSUPPORTED_PLATFORM",
+            format!(
+                "procUptimeElapsedRealtime() needs Linux CLOCK_BOOTTIME; this platform is {}. Pass your own elapsedRealtimeMs reader to systemClock(), or choose a suspendPolicy",
+                std::env::consts::OS
+            ),
+        ))
+    })
+}
+
+#[napi(js_name = "boottimeSupported")]
+pub fn boottime_supported() -> bool {
+    clock::BOOTTIME_SUPPORTED
+}
+
+fn finite(name: &str, value: f64) -> CodedResult<f64> {
+    if value.is_finite() {
+        Ok(value)
+    } else {
+        Err(invalid_arg(format!("{name} must be a finite number of milliseconds; received {value}")))
+    }
+}
+
+fn finite_non_negative(name: &str, value: f64) -> CodedResult<f64> {
+    if value.is_finite() && value >= 0.0 {
+        Ok(value)
+    } else {
+        Err(invalid_arg(format!(
+            "{name} must be a finite, non-negative number of milliseconds (use set() to move a component backwards); received {value}"
+        )))
+    }
+}
+
+/// The native half of `manualClock()`; limiters given one share its state and read it in Rust.
+#[napi]
+pub struct NativeManualClock {
+    pub(crate) state: Rc<RefCell<ManualClock>>,
+}
+
+#[napi]
+impl NativeManualClock {
+    #[napi(constructor)]
+    pub fn new(env: &Env, monotonic_ms: f64, wall_ms: f64, elapsed_realtime_ms: Option<f64>) -> napi::Result<Self> {
+        guard(env, || Self::checked(monotonic_ms, wall_ms, elapsed_realtime_ms))
+    }
+
+    fn checked(monotonic_ms: f64, wall_ms: f64, elapsed_realtime_ms: Option<f64>) -> CodedResult<Self> {
+        let clock = ManualClock::new(
+            finite("monotonicMs", monotonic_ms)?,
+            finite("wallMs", wall_ms)?,
+            elapsed_realtime_ms.map(|value| finite("elapsedRealtimeMs", value)).transpose()?,
+        );
+        Ok(NativeManualClock { state: Rc::new(RefCell::new(clock)) })
+    }
+
+    #[napi]
+    pub fn advance(&self, env: &Env, ms: f64) -> napi::Result<()> {
+        guard(env, || {
+        let ms = finite_non_negative("advance(ms)", ms)?;
+        self.state.borrow_mut().advance(ms);
+        Ok(())
+        })
+    }
+
+    #[napi]
+    pub fn suspend(&self, env: &Env, ms: f64) -> napi::Result<()> {
+        guard(env, || {
+        let ms = finite_non_negative("suspend(ms)", ms)?;
+        self.state.borrow_mut().suspend(ms);
+        Ok(())
+        })
+    }
+
+    #[napi]
+    pub fn step_wall(&self, env: &Env, delta_ms: f64) -> napi::Result<()> {
+        guard(env, || {
+        let delta_ms = finite("stepWall(deltaMs)", delta_ms)?;
+        self.state.borrow_mut().step_wall(delta_ms);
+        Ok(())
+        })
+    }
+
+    /// Moves any component to an absolute value; all are checked before any moves.
+    #[napi]
+    pub fn set(&self, env: &Env, monotonic_ms: Option<f64>, wall_ms: Option<f64>, elapsed_realtime_ms: Option<f64>) -> napi::Result<()> {
+        guard(env, || self.set_checked(monotonic_ms, wall_ms, elapsed_realtime_ms))
+    }
+
+    fn set_checked(&self, monotonic_ms: Option<f64>, wall_ms: Option<f64>, elapsed_realtime_ms: Option<f64>) -> CodedResult<()> {
+        let monotonic_ms = monotonic_ms.map(|v| finite("set({ monotonicMs })", v)).transpose()?;
+        let wall_ms = wall_ms.map(|v| finite("set({ wallMs })", v)).transpose()?;
+        let elapsed_realtime_ms = elapsed_realtime_ms.map(|v| finite("set({ elapsedRealtimeMs })", v)).transpose()?;
+        let mut state = self.state.borrow_mut();
+        if elapsed_realtime_ms.is_some() && state.elapsed_realtime_ms.is_none() {
+            return Err(invalid_arg(
+                "set({ elapsedRealtimeMs }) needs a clock with an elapsed-realtime reader: create it with manualClock({ elapsedRealtimeMs: 0 })",
+            ));
+        }
+        if let Some(value) = monotonic_ms {
+            state.monotonic_ms = value;
+        }
+        if let Some(value) = wall_ms {
+            state.wall_ms = value;
+        }
+        if let Some(value) = elapsed_realtime_ms {
+            state.elapsed_realtime_ms = Some(value);
+        }
+        Ok(())
+    }
+
+    #[napi]
+    pub fn monotonic_ms(&self) -> f64 {
+        self.state.borrow().monotonic_ms
+    }
+
+    #[napi]
+    pub fn wall_ms(&self) -> f64 {
+        self.state.borrow().wall_ms
+    }
+
+    #[napi]
+    pub fn elapsed_realtime_ms(&self) -> Option<f64> {
+        self.state.borrow_mut().read_elapsed_realtime()
+    }
+
+    #[napi(getter)]
+    pub fn elapsed_realtime_reads(&self) -> f64 {
+        self.state.borrow().elapsed_realtime_reads as f64
+    }
+}
+
+pub(crate) type Reader = FunctionRef<(), Unknown<'static>>;
+
+/// A clock source as a limiter holds it.
+pub(crate) enum ClockHandle {
+    System(SystemClock),
+    /// System clocks, with a suspend-inclusive reader written in JS.
+    SystemWithReader(Reader),
+    Manual(Rc<RefCell<ManualClock>>),
+    /// A plain JS object: `monotonicMs`, `wallMs` and optionally `elapsedRealtimeMs`, bound to it.
+    Js { monotonic: Reader, wall: Reader, elapsed_realtime: Option<Reader> },
+}
+
+/// A [`ClockHandle`] with the env it needs to call into JS for this one call.
+pub(crate) struct BoundClock<'a> {
+    pub env: &'a Env,
+    pub handle: &'a ClockHandle,
+}
+
+fn describe(value: &Unknown<'_>) -> String {
+    match value.get_type() {
+        Ok(ValueType::Undefined) => "undefined".to_owned(),
+        Ok(ValueType::Null) => "null".to_owned(),
+        Ok(ValueType::Number) => "a number".to_owned(),
+        Ok(other) => format!("a value of type {}", format!("{other:?}").to_lowercase()),
+        Err(_) => "an unreadable value".to_owned(),
+    }
+}
+
+fn call_reader(env: &Env, reader: &Reader, reading: Reading) -> std::result::Result<f64, ClockError> {
+    let function = reader.borrow_back(env).map_err(|e| ClockError::failed(reading, &e.reason))?;
+    let value = function.call(()).map_err(|e| ClockError::failed(reading, &format!("it threw: {}", e.reason)))?;
+    if matches!(value.get_type(), Ok(ValueType::Number)) {
+        // SAFETY: the value was just checked to be a number.
+        let number = unsafe { f64::from_napi_value(env.raw(), value.raw()) }.map_err(|e| ClockError::failed(reading, &e.reason))?;
+        Ok(number)
+    } else {
+        Err(ClockError::not_finite(reading, &describe(&value)))
+    }
+}
+
+impl ClockSource for BoundClock<'_> {
+    fn monotonic_ms(&mut self) -> std::result::Result<f64, ClockError> {
+        match self.handle {
+            ClockHandle::System(_) | ClockHandle::SystemWithReader(_) => Ok(clock::monotonic_ms()),
+            ClockHandle::Manual(state) => Ok(state.borrow().monotonic_ms),
+            ClockHandle::Js { monotonic, .. } => call_reader(self.env, monotonic, Reading::Monotonic),
+        }
+    }
+
+    fn wall_ms(&mut self) -> std::result::Result<f64, ClockError> {
+        match self.handle {
+            ClockHandle::System(_) | ClockHandle::SystemWithReader(_) => Ok(clock::wall_ms()),
+            ClockHandle::Manual(state) => Ok(state.borrow().wall_ms),
+            ClockHandle::Js { wall, .. } => call_reader(self.env, wall, Reading::Wall),
+        }
+    }
+
+    fn has_elapsed_realtime(&self) -> bool {
+        match self.handle {
+            ClockHandle::System(system) => system.has_elapsed_realtime(),
+            ClockHandle::SystemWithReader(_) => true,
+            ClockHandle::Manual(state) => state.borrow().has_elapsed_realtime(),
+            ClockHandle::Js { elapsed_realtime, .. } => elapsed_realtime.is_some(),
+        }
+    }
+
+    fn elapsed_realtime_ms(&mut self) -> std::result::Result<f64, ClockError> {
+        match self.handle {
+            ClockHandle::System(system) => system.clone().elapsed_realtime_ms(),
+            ClockHandle::SystemWithReader(reader) | ClockHandle::Js { elapsed_realtime: Some(reader), .. } => {
+                call_reader(self.env, reader, Reading::ElapsedRealtime)
+            }
+            ClockHandle::Manual(state) => state.borrow_mut().elapsed_realtime_ms(),
+            ClockHandle::Js { elapsed_realtime: None, .. } => {
+                Err(ClockError::failed(Reading::ElapsedRealtime, "this clock has no elapsedRealtimeMs method"))
+            }
+        }
+    }
+}

@@ -1,0 +1,45 @@
+//! Coded errors across the boundary: the JS face turns `code` into the right class
+//! (`QuotaClockError`, `RangeError`).
+
+use crate::calendar::SpecError;
+use crate::limiter::LimiterError;
+
+pub(crate) type CodedError = napi::Error<String>;
+pub(crate) type CodedResult<T> = std::result::Result<T, CodedError>;
+
+pub(crate) fn coded(code: &str, message: impl Into<String>) -> CodedError {
+    napi::Error::new(code.to_owned(), message.into())
+}
+
+pub(crate) fn from_limiter(error: &LimiterError) -> CodedError {
+    coded(error.code(), error.message())
+}
+
+pub(crate) fn from_spec(error: SpecError) -> CodedError {
+    coded(error.code.as_str(), error.message)
+}
+
+pub(crate) fn invalid_arg(message: impl Into<String>) -> CodedError {
+    coded("ERR_INVALID_ARG", message)
+}
+
+/// A panic that would otherwise cross the boundary, reported as an error instead.
+pub(crate) fn internal(payload: &(dyn std::any::Any + Send)) -> CodedError {
+    let what = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned());
+    coded("ERR_INTERNAL", format!("quota-clock-source internal error (please report it): {what}"))
+}
+
+/// Runs `body` with panics caught, and throws its error as a JS `Error` whose `code` is the
+/// error's code (napi-rs only returns errors coded with its own statuses).
+pub(crate) fn guard<T>(env: &napi::Env, body: impl FnOnce() -> CodedResult<T>) -> napi::Result<T> {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or_else(|payload| Err(internal(payload.as_ref())));
+    outcome.map_err(|error| {
+        // SAFETY: `env` is the live env of the current call.
+        unsafe { napi::JsError::from(error).throw_into(env.raw()) };
+        napi::Error::from_status(napi::Status::PendingException)
+    })
+}

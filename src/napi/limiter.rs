@@ -1,0 +1,358 @@
+//! `QuotaClock`'s native half. Construction, `status()` and `periodFor()` are ordinary napi
+//! class methods; `tryConsume` is a raw N-API function made per limiter (see `fast_path`).
+
+use std::cell::RefCell;
+use std::ffi::c_void;
+use std::ptr;
+use std::rc::Rc;
+
+use napi::bindgen_prelude::*;
+use napi::sys;
+use napi_derive::napi;
+
+use super::anomaly::{build_callback, deliver, AnomalyCallback, AnomalyOutput};
+use super::calendar::{check_wall_ms, parse_spec, period_output, PeriodOutput, PeriodSpecInput};
+use super::clock::{BoundClock, ClockHandle, NativeManualClock};
+use super::errors::{coded, from_limiter, guard, invalid_arg, CodedError, CodedResult};
+use crate::anomaly::Anomaly;
+use crate::clock::{SuspendPolicy, SystemClock};
+use crate::limiter::{Decision, Limiter, LimiterConfig, LimiterError, RetryBasis};
+use crate::quota::Quota;
+
+/// Slots of the shared result buffer (a `Float64Array` the JS face allocates once per thread).
+/// In: `N` is the token count asked for. Out: the rest.
+const SLOT_N_OR_STATUS: usize = 0;
+const SLOT_ALLOWED: usize = 1;
+const SLOT_RETRY_AFTER_MS: usize = 2;
+const SLOT_BASIS: usize = 3;
+const SLOT_TOKENS: usize = 4;
+const SLOT_QUOTA_REMAINING: usize = 5;
+pub(crate) const RESULT_SLOTS: usize = 6;
+
+const STATUS_DECIDED: f64 = 0.0;
+const STATUS_DECIDED_WITH_ANOMALIES: f64 = 1.0;
+const STATUS_ERROR: f64 = 2.0;
+
+/// Options after the JS face has checked their types and applied defaults.
+#[napi(object)]
+pub struct LimiterOptions {
+    pub capacity: f64,
+    pub refill_per_second: f64,
+    pub initial_tokens: f64,
+    pub suspend_policy: String,
+    pub quota_limit: Option<f64>,
+    pub quota_period: Option<PeriodSpecInput>,
+    /// Absent turns the plausibility check off.
+    pub earliest_plausible_wall_ms: Option<f64>,
+}
+
+#[napi(object)]
+pub struct StatusOutput {
+    pub tokens: f64,
+    pub quota_used: Option<f64>,
+    pub quota_remaining: Option<f64>,
+    pub period: Option<PeriodOutput>,
+}
+
+#[napi(object)]
+pub struct ErrorOutput {
+    pub code: String,
+    pub message: String,
+}
+
+struct LimiterState {
+    limiter: Limiter,
+    clock: ClockHandle,
+    /// Raised by the current call; reused so the hot path does not allocate.
+    anomalies: Vec<Anomaly>,
+    /// The last call's error, for `takeError()`.
+    error: Option<CodedError>,
+    on_anomaly: Option<AnomalyCallback>,
+}
+
+/// Shared by the class instance and the raw `tryConsume` function; whichever dies last frees it.
+pub(crate) struct LimiterCell {
+    state: RefCell<LimiterState>,
+    result: *mut f64,
+    /// Keeps the result buffer alive while `result` points into it.
+    _result_buffer: Float64Array,
+}
+
+fn check(condition: bool, message: impl FnOnce() -> String) -> CodedResult<()> {
+    if condition {
+        Ok(())
+    } else {
+        Err(coded("ERR_INVALID_OPTION", message()))
+    }
+}
+
+fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig> {
+    let LimiterOptions { capacity, refill_per_second, initial_tokens, .. } = *options;
+    check(capacity.is_finite() && capacity > 0.0, || format!("capacity must be a finite number > 0; received {capacity}"))?;
+    check(refill_per_second.is_finite() && refill_per_second > 0.0, || {
+        format!("refillPerSecond must be a finite number > 0; received {refill_per_second}")
+    })?;
+    check((0.0..=capacity).contains(&initial_tokens), || {
+        format!("initialTokens must be a number from 0 to capacity ({capacity}); received {initial_tokens}")
+    })?;
+    let suspend_policy = SuspendPolicy::parse(&options.suspend_policy).ok_or_else(|| {
+        coded("ERR_INVALID_OPTION", format!("suspendPolicy must be 'ignore', 'credit' or 'refuse'; received '{}'", options.suspend_policy))
+    })?;
+    let quota = match (&options.quota_period, options.quota_limit) {
+        (Some(period), Some(limit)) => {
+            check(limit >= 0.0 && limit.fract() == 0.0 && limit <= 9_007_199_254_740_991.0, || {
+                format!("quota.limit must be a non-negative safe integer; received {limit}")
+            })?;
+            Some(Quota::new(limit as u64, parse_spec(period, "quota.period")?))
+        }
+        (None, None) => None,
+        _ => return Err(coded("ERR_INVALID_OPTION", "quota needs both limit and period")),
+    };
+    if let Some(earliest) = options.earliest_plausible_wall_ms {
+        check(earliest.is_finite(), || format!("earliestPlausibleWallMs must be a finite number or null; received {earliest}"))?;
+    }
+    Ok(LimiterConfig {
+        capacity,
+        refill_per_second,
+        initial_tokens,
+        suspend_policy,
+        quota,
+        earliest_plausible_wall_ms: options.earliest_plausible_wall_ms,
+    })
+}
+
+fn make_reader(function: Option<Function<'_, (), Unknown<'_>>>, name: &str) -> CodedResult<super::clock::Reader> {
+    let function = function.ok_or_else(|| invalid_arg(format!("clock.{name} is missing")))?;
+    // The reference outlives this call; it is only ever borrowed back on this thread.
+    let reference: FunctionRef<(), Unknown<'_>> = function.create_ref().map_err(|e| coded("ERR_INTERNAL", e.reason))?;
+    // SAFETY: `FunctionRef` only stores a napi_ref; the `'static` names no borrowed data.
+    Ok(unsafe { std::mem::transmute::<FunctionRef<(), Unknown<'_>>, super::clock::Reader>(reference) })
+}
+
+impl LimiterCell {
+    fn result(&self) -> &mut [f64] {
+        // SAFETY: the buffer has at least RESULT_SLOTS f64s (checked at construction), is kept
+        // alive by `_result_buffer`, and is only touched on the JS thread that owns it.
+        unsafe { std::slice::from_raw_parts_mut(self.result, RESULT_SLOTS) }
+    }
+
+    /// The hot path: reads `n`, decides, writes the decision. No allocation unless an anomaly
+    /// or an error has to be reported.
+    fn consume(&self, env: sys::napi_env) {
+        let result = self.result();
+        let n = result[SLOT_N_OR_STATUS];
+        let Ok(mut state) = self.state.try_borrow_mut() else {
+            // A JS clock called back into the same limiter; its state is busy.
+            result[SLOT_N_OR_STATUS] = STATUS_ERROR;
+            return;
+        };
+        let state = &mut *state;
+        state.anomalies.clear();
+        state.error = None;
+        if !(n >= 1.0 && n.fract() == 0.0 && n <= state.limiter.capacity()) {
+            state.error = Some(coded(
+                "ERR_INVALID_ARG",
+                format!("n must be a positive safe integer no larger than capacity ({}); received {n}", state.limiter.capacity()),
+            ));
+            result[SLOT_N_OR_STATUS] = STATUS_ERROR;
+            return;
+        }
+        let env = Env::from_raw(env);
+        let mut clock = BoundClock { env: &env, handle: &state.clock };
+        match state.limiter.try_consume(n as u64, &mut clock, &mut state.anomalies) {
+            Ok(decision) => {
+                write_decision(result, &decision);
+                if !state.anomalies.is_empty() {
+                    result[SLOT_N_OR_STATUS] = STATUS_DECIDED_WITH_ANOMALIES;
+                    if let Some(callback) = &state.on_anomaly {
+                        state.anomalies.iter().for_each(|anomaly| deliver(callback, anomaly));
+                    }
+                }
+            }
+            Err(error) => {
+                state.error = Some(from_limiter(&error));
+                result[SLOT_N_OR_STATUS] = STATUS_ERROR;
+            }
+        }
+    }
+}
+
+fn write_decision(result: &mut [f64], decision: &Decision) {
+    result[SLOT_N_OR_STATUS] = STATUS_DECIDED;
+    result[SLOT_ALLOWED] = if decision.allowed { 1.0 } else { 0.0 };
+    result[SLOT_RETRY_AFTER_MS] = decision.retry_after_ms;
+    result[SLOT_BASIS] = match decision.retry_after_basis {
+        None => 0.0,
+        Some(RetryBasis::MonotonicRefill) => 1.0,
+        Some(RetryBasis::WallPeriod) => 2.0,
+    };
+    result[SLOT_TOKENS] = decision.tokens;
+    result[SLOT_QUOTA_REMAINING] = decision.quota_remaining.map_or(f64::NAN, |remaining| remaining as f64);
+}
+
+/// The raw `tryConsume` callback: `data` is the limiter's `LimiterCell`.
+unsafe extern "C" fn fast_consume(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    let mut data: *mut c_void = ptr::null_mut();
+    // SAFETY: N-API hands us a valid env and callback info; we ask only for `data`.
+    let status = unsafe { sys::napi_get_cb_info(env, info, ptr::null_mut(), ptr::null_mut(), ptr::null_mut(), &mut data) };
+    if status != sys::Status::napi_ok || data.is_null() {
+        return ptr::null_mut();
+    }
+    // SAFETY: `data` is an `Rc<LimiterCell>` leaked in `fast_path` and released only by the
+    // function's finalizer, so it is alive while the function can be called.
+    let cell = unsafe { &*(data as *const LimiterCell) };
+    if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cell.consume(env))) {
+        if let Ok(mut state) = cell.state.try_borrow_mut() {
+            state.error = Some(super::errors::internal(payload.as_ref()));
+        }
+        cell.result()[SLOT_N_OR_STATUS] = STATUS_ERROR;
+    }
+    ptr::null_mut()
+}
+
+unsafe extern "C" fn release_cell(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+    // SAFETY: balances the `Rc::into_raw` in `fast_path`; runs once, when the function dies.
+    drop(unsafe { Rc::from_raw(data as *const LimiterCell) });
+}
+
+#[napi]
+pub struct NativeLimiter {
+    cell: Rc<LimiterCell>,
+}
+
+#[napi]
+impl NativeLimiter {
+    /// `clock_kind`: 'system' | 'system-boottime' | 'system-reader' | 'manual' | 'js'.
+    #[napi(constructor)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        options: LimiterOptions,
+        clock_kind: String,
+        manual: Option<&NativeManualClock>,
+        monotonic: Option<Function<'_, (), Unknown<'_>>>,
+        wall: Option<Function<'_, (), Unknown<'_>>>,
+        elapsed_realtime: Option<Function<'_, (), Unknown<'_>>>,
+        mut result_buffer: Float64Array,
+        on_anomaly: Option<Function<'_, AnomalyOutput, Unknown<'static>>>,
+        env: &Env,
+    ) -> napi::Result<Self> {
+        guard(env, move || {
+            let config = config_from(&options)?;
+            if result_buffer.len() < RESULT_SLOTS {
+                return Err(invalid_arg(format!("the result buffer needs {RESULT_SLOTS} slots")));
+            }
+            let clock = match clock_kind.as_str() {
+                "system" => ClockHandle::System(SystemClock { with_boottime: false }),
+                "system-boottime" => ClockHandle::System(SystemClock { with_boottime: true }),
+                "system-reader" => ClockHandle::SystemWithReader(make_reader(elapsed_realtime, "elapsedRealtimeMs")?),
+                "manual" => ClockHandle::Manual(manual.ok_or_else(|| invalid_arg("a manual clock is missing"))?.state.clone()),
+                "js" => ClockHandle::Js {
+                    monotonic: make_reader(monotonic, "monotonicMs")?,
+                    wall: make_reader(wall, "wallMs")?,
+                    elapsed_realtime: match elapsed_realtime {
+                        Some(reader) => Some(make_reader(Some(reader), "elapsedRealtimeMs")?),
+                        None => None,
+                    },
+                },
+                other => return Err(invalid_arg(format!("unknown clock kind '{other}'"))),
+            };
+            let limiter = Limiter::new(config, &mut BoundClock { env, handle: &clock }).map_err(|e| from_limiter(&e))?;
+            let on_anomaly = match on_anomaly {
+                Some(handler) => Some(build_callback(&handler).map_err(|e| coded("ERR_INTERNAL", e.reason))?),
+                None => None,
+            };
+            // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.
+            let result = unsafe { result_buffer.as_mut() }.as_mut_ptr();
+            let state = LimiterState { limiter, clock, anomalies: Vec::new(), error: None, on_anomaly };
+            Ok(NativeLimiter { cell: Rc::new(LimiterCell { state: RefCell::new(state), result, _result_buffer: result_buffer }) })
+        })
+    }
+
+    /// Makes this limiter's `tryConsume`: a raw N-API function whose data pointer is the limiter,
+    /// called with no arguments (`n` travels in the shared buffer). Measured against a `#[napi]`
+    /// method (napi-derive 3.7 adds per-call borrow tracking to every method) and a free function
+    /// taking a handle (an argument costs a conversion and a lookup); see README, Performance.
+    #[napi]
+    pub fn fast_path<'env>(&self, env: &'env Env) -> napi::Result<Unknown<'env>> {
+        guard(env, || self.make_fast_path(env))
+    }
+
+    fn make_fast_path<'env>(&self, env: &'env Env) -> CodedResult<Unknown<'env>> {
+        let name = "tryConsume";
+        let data = Rc::into_raw(self.cell.clone()) as *mut c_void;
+        let mut function = ptr::null_mut();
+        // SAFETY: valid env; `fast_consume` matches napi_callback; `data` outlives the function
+        // (released by the finalizer below).
+        let created = unsafe {
+            sys::napi_create_function(env.raw(), name.as_ptr().cast(), name.len() as isize, Some(fast_consume), data, &mut function)
+        };
+        let finalized = created == sys::Status::napi_ok
+            && unsafe { sys::napi_add_finalizer(env.raw(), function, data, Some(release_cell), ptr::null_mut(), ptr::null_mut()) }
+                == sys::Status::napi_ok;
+        if !finalized {
+            // SAFETY: the function (if any) was not given the pointer's ownership.
+            drop(unsafe { Rc::from_raw(data as *const LimiterCell) });
+            return Err(coded("ERR_INTERNAL", "could not create the tryConsume function"));
+        }
+        // SAFETY: `function` is a live value in the current scope.
+        Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), function) })
+    }
+
+    /// The anomalies of the last `tryConsume`, as objects (called only when there were some).
+    #[napi]
+    pub fn take_anomalies(&self) -> Vec<AnomalyOutput> {
+        self.cell.state.try_borrow().map(|state| state.anomalies.iter().map(AnomalyOutput::from).collect()).unwrap_or_default()
+    }
+
+    /// The error of the last `tryConsume`.
+    #[napi]
+    pub fn take_error(&self) -> ErrorOutput {
+        let error = self.cell.state.try_borrow_mut().ok().and_then(|mut state| state.error.take());
+        match error {
+            Some(error) => ErrorOutput { code: error.status, message: error.reason },
+            None => ErrorOutput {
+                code: "ERR_CLOCK_READING".to_owned(),
+                message: "the clock called back into this limiter while it was reading it".to_owned(),
+            },
+        }
+    }
+
+    #[napi]
+    pub fn status(&self, env: &Env) -> napi::Result<StatusOutput> {
+        guard(env, || {
+            let mut state = self.cell.state.try_borrow_mut().map_err(|_| {
+                coded("ERR_CLOCK_READING", "the clock called back into this limiter while it was reading it")
+            })?;
+            let state = &mut *state;
+            let mut anomalies = Vec::new();
+            let mut clock = BoundClock { env, handle: &state.clock };
+            let status = state.limiter.status(&mut clock, &mut anomalies).map_err(|e: LimiterError| from_limiter(&e))?;
+            if let Some(callback) = &state.on_anomaly {
+                anomalies.iter().for_each(|anomaly| deliver(callback, anomaly));
+            }
+            let quota = state.limiter.quota();
+            Ok(StatusOutput {
+                tokens: status.tokens,
+                quota_used: status.quota_used.map(|used| used as f64),
+                quota_remaining: status.quota_remaining.map(|remaining| remaining as f64),
+                period: match (quota, &status.period) {
+                    (Some(quota), Some(period)) => Some(period_output(&quota.spec, period)),
+                    _ => None,
+                },
+            })
+        })
+    }
+
+    /// The limiter's own period spec applied to `wall_ms`; `None` without a quota.
+    #[napi]
+    pub fn period_for(&self, env: &Env, wall_ms: f64) -> napi::Result<Option<PeriodOutput>> {
+        guard(env, || {
+            let state = self.cell.state.try_borrow().map_err(|_| coded("ERR_CLOCK_READING", "the limiter is busy"))?;
+            let Some(quota) = state.limiter.quota() else {
+                return Ok(None);
+            };
+            check_wall_ms(wall_ms)?;
+            Ok(Some(period_output(&quota.spec, &quota.spec.period_for(wall_ms))))
+        })
+    }
+}
