@@ -1,0 +1,164 @@
+// Types of quota-clock-source (SPEC §2–§9). Hand-written: the JS face in index.js wraps the
+// generated native binding, whose own declarations are in binding.d.ts.
+
+/** What to credit when the wall clock runs ahead and no elapsed-realtime reader can tell a host suspend from a wall-clock step. */
+export type SuspendPolicy = 'ignore' | 'credit' | 'refuse'
+
+/**
+ * A source of the two (optionally three) readings, in milliseconds as finite numbers.
+ * `systemClock()` and `manualClock()` are read natively; any other object costs one JS call per reading.
+ */
+export interface ClockSource {
+  /** A clock nobody can step: time since an arbitrary origin. Must never go backwards. */
+  monotonicMs(): number
+  /** Milliseconds since the Unix epoch, as the host's wall clock tells it. */
+  wallMs(): number
+  /** Suspend-inclusive elapsed time (what Linux `CLOCK_BOOTTIME` counts and /proc/uptime reports). */
+  elapsedRealtimeMs?(): number
+}
+
+export interface ManualClockInit {
+  /** Default 0. */
+  monotonicMs?: number
+  /** Default `Date.UTC(2024, 0, 15)`. */
+  wallMs?: number
+  /** The clock has an `elapsedRealtimeMs` reader only when this is a number. */
+  elapsedRealtimeMs?: number
+}
+
+/** A clock whose components move independently, for tests and simulations. */
+export interface ManualClock extends ClockSource {
+  /** Time passes while awake: monotonic, wall and elapsed-realtime all move by `ms` (≥ 0). */
+  advance(ms: number): void
+  /** The host sleeps: wall and elapsed-realtime move by `ms` (≥ 0), monotonic does not. */
+  suspend(ms: number): void
+  /** The wall clock is set (an NTP step); negative is backwards. */
+  stepWall(deltaMs: number): void
+  /** Moves any component to an absolute value (this is how a test makes the monotonic source regress). */
+  set(values: { monotonicMs?: number; wallMs?: number; elapsedRealtimeMs?: number }): void
+  /** How many times the elapsed-realtime reader was called. */
+  readonly elapsedRealtimeReads: number
+}
+
+export interface QuotaPeriodSpec {
+  /** `'hour'`, `'minute'` and `'second'` are refused with `ERR_SUB_DAY_PERIOD`. */
+  unit: 'day' | 'week' | 'month' | 'year'
+  /** An IANA name such as `'America/Los_Angeles'`, or `'UTC'`. */
+  timeZone: string
+  /** month/year: day of month 1..31 (default 1, clamped to the month's length); week: ISO weekday 1..7, 1 = Monday (default 1). Not allowed on `'day'`. */
+  anchorDay?: number
+  /** year only: 1..12 (default 1). */
+  anchorMonth?: number
+  /** Local reset time `'HH:MM'` or `'HH:MM:SS'`, default `'00:00'`. */
+  anchorTime?: string
+}
+
+export interface QuotaClockOptions {
+  /** > 0, finite: bucket size (the largest burst). */
+  capacity: number
+  /** > 0, finite: tokens per second of real elapsed time. */
+  refillPerSecond: number
+  /** 0..capacity, default capacity. */
+  initialTokens?: number
+  /** Required, no default: see {@link SuspendPolicy}. */
+  suspendPolicy: SuspendPolicy
+  /** A calendar quota. `limit` is a non-negative safe integer; 0 blocks every request. */
+  quota?: { limit: number; period: QuotaPeriodSpec }
+  /** Default `systemClock()`. */
+  clock?: ClockSource
+  /** Called asynchronously, on the creating thread, never inside `tryConsume`. A throw becomes a process warning. */
+  onAnomaly?: (anomaly: Anomaly) => void
+  /** Default `Date.UTC(2020, 0, 1)`; `null` turns the check off. Only checked with a quota. */
+  earliestPlausibleWallMs?: number | null
+}
+
+export type AnomalyKind =
+  | 'wall-step-back'
+  | 'wall-step-forward'
+  | 'suspend'
+  | 'ambiguous-wall-jump'
+  | 'period-regression'
+  | 'period-skip'
+
+export interface Anomaly {
+  kind: AnomalyKind
+  /** One readable sentence with the numbers, for a log line. */
+  detail: string
+  monotonicDeltaMs: number
+  wallDeltaMs: number
+  /** What the bucket was credited on this call. */
+  creditedMs: number
+  /** `suspend`: the suspended time. */
+  suspendedMs?: number
+  /** `wall-step-*`: the unexplained part of the wall delta, signed. */
+  stepMs?: number
+  /** `period-skip`: how many whole periods were jumped over. */
+  skipped?: number
+  /** `period-*`: the period now open. */
+  periodId?: string
+}
+
+export interface Decision {
+  allowed: boolean
+  /** 0 when allowed. */
+  retryAfterMs: number
+  /** Which clock the wait comes from; `null` when allowed. */
+  retryAfterBasis: 'monotonic-refill' | 'wall-period' | null
+  /** Tokens left after the decision. */
+  tokens: number
+  /** `limit - used` in the open period; `null` without a quota. */
+  quotaRemaining: number | null
+  /** Raised while making this decision (usually empty; the empty array is shared and frozen). */
+  anomalies: readonly Anomaly[]
+}
+
+export interface Period {
+  /** `'YYYY-MM-DD'` (day, and week: its anchor date), `'YYYY-MM'` (month), `'YYYY'` (year). */
+  id: string
+  /** First instant of the period (ms since the epoch). */
+  startMs: number
+  /** First instant of the next period. */
+  endMs: number
+  /** `'gap'`: the local start did not exist (DST gap) and snapped to where the gap closes; `'repeat'`: it occurred twice, the first is taken. */
+  startKind: 'exact' | 'gap' | 'repeat'
+  timeZone: string
+}
+
+export interface Status {
+  tokens: number
+  quotaUsed: number | null
+  quotaRemaining: number | null
+  period: Period | null
+}
+
+/** A token bucket on real elapsed time plus an optional calendar quota, reconciled from a monotonic and a wall reading on every call. */
+export class QuotaClock {
+  /** Throws `TypeError`/`RangeError` with `code` `ERR_INVALID_OPTION`, `ERR_SUB_DAY_PERIOD` or `ERR_UNKNOWN_TIME_ZONE` on bad options. */
+  constructor(options: QuotaClockOptions)
+  /** `n`: a positive safe integer ≤ capacity (default 1). Being limited is a value, not an error; clock errors throw `QuotaClockError`. */
+  tryConsume(n?: number): Decision
+  /** Reads and reconciles the clocks like `tryConsume`, consuming nothing. */
+  status(): Status
+  /** The limiter's own period spec applied to `wallMs`; `null` without a quota. */
+  periodFor(wallMs: number): Period | null
+}
+
+/** `CLOCK_MONOTONIC` and `CLOCK_REALTIME`, read natively; optionally a suspend-inclusive reader. */
+export function systemClock(options?: { elapsedRealtimeMs?: () => number }): ClockSource
+/** A reader of Linux `CLOCK_BOOTTIME` (read natively when given to `systemClock`). Throws `ERR_UNSUPPORTED_PLATFORM` elsewhere. */
+export function procUptimeElapsedRealtime(): () => number
+export function manualClock(init?: ManualClockInit): ManualClock
+/** The period of `period` containing `wallMs`. Never calls into JS. */
+export function periodFor(period: QuotaPeriodSpec, wallMs: number): Period
+
+export type QuotaClockErrorCode =
+  | 'ERR_MONOTONIC_REGRESSION'
+  | 'ERR_AMBIGUOUS_WALL_JUMP'
+  | 'ERR_IMPLAUSIBLE_WALL_CLOCK'
+  | 'ERR_CLOCK_READING'
+  | 'ERR_UNSUPPORTED_PLATFORM'
+
+export class QuotaClockError extends Error {
+  code: QuotaClockErrorCode
+  constructor(code: QuotaClockErrorCode, message: string)
+}
