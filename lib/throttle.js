@@ -159,7 +159,7 @@ function unwrap(reply) {
 
 /**
  * Creates a throttle over `options.db` (anything with MongoDB's `collection(name)`).
- * Synchronous; the database is first touched by `check()`, `sweep()` or `measureSkew()`.
+ * Synchronous; `db` is first used by `check()`, `sweep()` or `measureSkew()`.
  */
 function createThrottle(options) {
   if (!isObject(options)) {
@@ -183,9 +183,18 @@ function createThrottle(options) {
     throw invalidArg(TypeError, `createThrottle: clock must be an object with a wallMs() method, received ${describe(clock)}`)
   }
   validateTimeZone(timeZone)
-  const collection = db.collection(COLLECTION)
-  if (!isObject(collection) || typeof collection.findOneAndUpdate !== 'function' || typeof collection.deleteMany !== 'function') {
-    throw invalidArg(TypeError, `createThrottle: db.collection('${COLLECTION}') must provide findOneAndUpdate() and deleteMany()`)
+
+  // Asked for on first use, so that creating a throttle and refusing bad arguments never touch `db`.
+  let collection
+  function throttleCollection() {
+    if (collection === undefined) {
+      const candidate = db.collection(COLLECTION)
+      if (!isObject(candidate) || typeof candidate.findOneAndUpdate !== 'function' || typeof candidate.deleteMany !== 'function') {
+        throw invalidArg(TypeError, `throttle: db.collection('${COLLECTION}') must provide findOneAndUpdate() and deleteMany()`)
+      }
+      collection = candidate
+    }
+    return collection
   }
 
   // The last period seen per calendar unit: a hit costs two comparisons instead of a native call.
@@ -216,7 +225,7 @@ function createThrottle(options) {
       const sentMs = localNow()
       let reply
       try {
-        reply = await collection.findOneAndUpdate(
+        reply = await throttleCollection().findOneAndUpdate(
           { _id: clockId },
           [{ $set: { now: '$$NOW', expires_at: new Date(sentMs + CLOCK_DOC_LIFETIME_MS) } }],
           UPSERT_RETURN_AFTER,
@@ -244,6 +253,7 @@ function createThrottle(options) {
   // each get their own count.
   async function increment(_id, unit, endMs) {
     const filter = { _id }
+    const collection = throttleCollection()
     for (let attempt = 0; attempt < STORE_ATTEMPTS; attempt++) {
       const doc = unwrap(await collection.findOneAndUpdate(filter, INCREMENT, RETURN_AFTER))
       if (doc !== null) {
@@ -309,7 +319,7 @@ function createThrottle(options) {
   /** Deletes every counter whose window has ended (`expires_at <= now`); resolves to `{ n }`. */
   async function sweep() {
     const nowMs = time === 'server' ? (await serverClock('|clock')).serverMs : localNow()
-    const reply = await collection.deleteMany({ expires_at: { $lte: new Date(nowMs) } })
+    const reply = await throttleCollection().deleteMany({ expires_at: { $lte: new Date(nowMs) } })
     return { n: reply && typeof reply.deletedCount === 'number' ? reply.deletedCount : 0 }
   }
 

@@ -267,3 +267,186 @@ impl Limiter {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::anomaly::AnomalyKind;
+    use crate::calendar::{PeriodSpec, RawPeriodSpec};
+    use crate::clock::ManualClock;
+
+    const JAN_15_2024: f64 = 1_705_276_800_000.0;
+    const DAY_MS: f64 = 86_400_000.0;
+
+    fn config(policy: SuspendPolicy) -> LimiterConfig {
+        LimiterConfig {
+            capacity: 10.0,
+            refill_per_second: 1.0,
+            initial_tokens: 0.0,
+            suspend_policy: policy,
+            quota: None,
+            earliest_plausible_wall_ms: Some(1_577_836_800_000.0),
+        }
+    }
+
+    fn daily_utc_quota(limit: u64) -> Quota {
+        let raw = RawPeriodSpec { unit: "day", time_zone: "UTC", anchor_day: None, anchor_month: None, anchor_time: None };
+        Quota::new(limit, PeriodSpec::parse(&raw, "quota.period").unwrap())
+    }
+
+    fn kinds(anomalies: &[Anomaly]) -> Vec<AnomalyKind> {
+        anomalies.iter().map(|a| a.kind).collect()
+    }
+
+    #[test]
+    fn refill_comes_from_monotonic_time_when_the_wall_steps_back() {
+        let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
+        let mut limiter = Limiter::new(config(SuspendPolicy::Ignore), &mut clock).unwrap();
+        clock.advance(3_000.0);
+        clock.step_wall(-3_600_000.0);
+        let mut anomalies = Vec::new();
+        let decision = limiter.try_consume(1, &mut clock, &mut anomalies).unwrap();
+        assert!(decision.allowed);
+        assert_eq!(decision.tokens, 2.0);
+        assert_eq!(kinds(&anomalies), [AnomalyKind::WallStepBack]);
+    }
+
+    #[test]
+    fn a_denial_reports_the_refill_wait() {
+        let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
+        let mut limiter = Limiter::new(config(SuspendPolicy::Ignore), &mut clock).unwrap();
+        clock.advance(250.0);
+        let decision = limiter.try_consume(2, &mut clock, &mut Vec::new()).unwrap();
+        assert_eq!(
+            decision,
+            Decision { allowed: false, retry_after_ms: 1_750.0, retry_after_basis: Some(RetryBasis::MonotonicRefill), tokens: 0.25, quota_remaining: None }
+        );
+    }
+
+    #[test]
+    fn a_monotonic_regression_is_latched() {
+        let mut clock = ManualClock::new(100.0, JAN_15_2024, None);
+        let mut limiter = Limiter::new(config(SuspendPolicy::Ignore), &mut clock).unwrap();
+        clock.monotonic_ms = 50.0;
+        let first = limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap_err();
+        assert_eq!(first.code(), "ERR_MONOTONIC_REGRESSION");
+        clock.monotonic_ms = 1_000.0;
+        let later = limiter.status(&mut clock, &mut Vec::new()).unwrap_err();
+        assert_eq!(later.code(), "ERR_MONOTONIC_REGRESSION");
+    }
+
+    #[test]
+    fn refuse_credits_the_monotonic_part_then_lets_the_next_call_proceed() {
+        let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
+        let mut limiter = Limiter::new(config(SuspendPolicy::Refuse), &mut clock).unwrap();
+        clock.advance(2_000.0);
+        clock.suspend(3_600_000.0);
+        let error = limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap_err();
+        assert_eq!(error.code(), "ERR_AMBIGUOUS_WALL_JUMP");
+        let mut anomalies = Vec::new();
+        let decision = limiter.try_consume(1, &mut clock, &mut anomalies).unwrap();
+        assert!(decision.allowed);
+        assert_eq!(decision.tokens, 1.0);
+        assert!(anomalies.is_empty());
+    }
+
+    #[test]
+    fn the_reader_is_called_only_when_the_wall_runs_ahead() {
+        let mut clock = ManualClock::new(0.0, JAN_15_2024, Some(0.0));
+        let mut limiter = Limiter::new(config(SuspendPolicy::Ignore), &mut clock).unwrap();
+        assert_eq!(clock.elapsed_realtime_reads, 1);
+        clock.advance(1_000.0);
+        limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
+        clock.step_wall(-10_000.0);
+        limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
+        assert_eq!(clock.elapsed_realtime_reads, 1);
+        clock.suspend(60_000.0);
+        let mut anomalies = Vec::new();
+        let decision = limiter.try_consume(1, &mut clock, &mut anomalies).unwrap();
+        assert_eq!(clock.elapsed_realtime_reads, 2);
+        assert_eq!(kinds(&anomalies), [AnomalyKind::Suspend]);
+        assert_eq!(decision.tokens, 9.0);
+    }
+
+    #[test]
+    fn a_suspend_hidden_by_an_opposite_step_is_claimed_at_the_next_forward_divergence() {
+        let mut clock = ManualClock::new(0.0, JAN_15_2024, Some(0.0));
+        let mut limiter = Limiter::new(config(SuspendPolicy::Ignore), &mut clock).unwrap();
+        clock.suspend(5_000.0);
+        clock.step_wall(-5_000.0);
+        let mut anomalies = Vec::new();
+        assert_eq!(limiter.try_consume(1, &mut clock, &mut anomalies).unwrap().tokens, 0.0);
+        assert!(anomalies.is_empty());
+        clock.step_wall(2_000.0);
+        let decision = limiter.try_consume(1, &mut clock, &mut anomalies).unwrap();
+        assert_eq!(kinds(&anomalies), [AnomalyKind::Suspend, AnomalyKind::WallStepBack]);
+        assert_eq!(anomalies[0].suspended_ms, Some(5_000.0));
+        assert_eq!(anomalies[1].step_ms, Some(-3_000.0));
+        assert_eq!(decision.tokens, 4.0);
+    }
+
+    #[test]
+    fn the_quota_blocks_until_the_period_ends_and_a_tie_goes_to_the_calendar() {
+        let mut clock = ManualClock::new(0.0, JAN_15_2024 + DAY_MS - 1_000.0, None);
+        let mut limiter = Limiter::new(LimiterConfig { quota: Some(daily_utc_quota(1)), initial_tokens: 1.0, ..config(SuspendPolicy::Ignore) }, &mut clock).unwrap();
+        assert!(limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap().allowed);
+        let decision = limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
+        assert_eq!(decision.retry_after_basis, Some(RetryBasis::WallPeriod));
+        assert_eq!(decision.retry_after_ms, 1_000.0);
+        assert_eq!(decision.quota_remaining, Some(0));
+        clock.advance(1_000.0);
+        let decision = limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
+        assert!(decision.allowed);
+        assert_eq!(decision.quota_remaining, Some(0));
+    }
+
+    #[test]
+    fn an_implausible_wall_clock_changes_nothing() {
+        let mut clock = ManualClock::new(0.0, 0.0, None);
+        let mut limiter = Limiter::new(LimiterConfig { quota: Some(daily_utc_quota(5)), ..config(SuspendPolicy::Credit) }, &mut clock).unwrap();
+        clock.advance(5_000.0);
+        let error = limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap_err();
+        assert_eq!(error.code(), "ERR_IMPLAUSIBLE_WALL_CLOCK");
+        assert_eq!(limiter.last_monotonic_ms, 0.0);
+        assert_eq!(limiter.bucket.tokens, 0.0);
+        clock.wall_ms = JAN_15_2024;
+        let mut anomalies = Vec::new();
+        let decision = limiter.try_consume(1, &mut clock, &mut anomalies).unwrap();
+        assert_eq!(kinds(&anomalies), [AnomalyKind::AmbiguousWallJump]);
+        assert!(decision.allowed);
+        assert_eq!(decision.quota_remaining, Some(4));
+    }
+
+    #[test]
+    fn a_backwards_step_across_a_boundary_holds_the_period_and_reports_once_per_episode() {
+        let mut clock = ManualClock::new(0.0, JAN_15_2024 + 1_000.0, None);
+        let mut limiter = Limiter::new(LimiterConfig { quota: Some(daily_utc_quota(5)), initial_tokens: 5.0, ..config(SuspendPolicy::Ignore) }, &mut clock).unwrap();
+        limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
+        clock.step_wall(-3_600_000.0);
+        let mut anomalies = Vec::new();
+        let decision = limiter.try_consume(1, &mut clock, &mut anomalies).unwrap();
+        assert_eq!(kinds(&anomalies), [AnomalyKind::WallStepBack, AnomalyKind::PeriodRegression]);
+        assert_eq!(decision.quota_remaining, Some(3));
+        anomalies.clear();
+        limiter.try_consume(1, &mut clock, &mut anomalies).unwrap();
+        assert!(anomalies.is_empty(), "one period-regression per episode");
+        clock.step_wall(3_600_000.0);
+        limiter.try_consume(1, &mut clock, &mut anomalies).unwrap();
+        clock.step_wall(-3_600_000.0);
+        anomalies.clear();
+        limiter.try_consume(1, &mut clock, &mut anomalies).unwrap();
+        assert_eq!(kinds(&anomalies), [AnomalyKind::WallStepBack, AnomalyKind::PeriodRegression]);
+    }
+
+    #[test]
+    fn a_forward_jump_over_whole_periods_counts_them() {
+        let mut clock = ManualClock::new(0.0, JAN_15_2024 + 1_000.0, None);
+        let mut limiter = Limiter::new(LimiterConfig { quota: Some(daily_utc_quota(5)), ..config(SuspendPolicy::Credit) }, &mut clock).unwrap();
+        clock.step_wall(3.0 * DAY_MS);
+        let mut anomalies = Vec::new();
+        let decision = limiter.try_consume(1, &mut clock, &mut anomalies).unwrap();
+        assert_eq!(kinds(&anomalies), [AnomalyKind::AmbiguousWallJump, AnomalyKind::PeriodSkip]);
+        assert_eq!(anomalies[1].skipped, Some(2));
+        assert_eq!(decision.quota_remaining, Some(4));
+    }
+}
