@@ -109,26 +109,8 @@ function validateLimits(limits) {
 // index.js itself loads this file.
 let periodFor
 function calendarPeriod(unit, timeZone, wallMs) {
-  if (periodFor === undefined) periodFor = loadPeriodFor()
+  if (periodFor === undefined) ({ periodFor } = require('../index.js'))
   return periodFor({ unit, timeZone }, wallMs)
-}
-
-// TEMPORARY until index.js exports periodFor: UTC-only arithmetic.
-function loadPeriodFor() {
-  try {
-    const fn = require('../index.js').periodFor
-    if (typeof fn === 'function') return fn
-  } catch {}
-  return (spec, wallMs) => {
-    if (spec.timeZone !== 'UTC') throw codedError(RangeError, 'ERR_UNKNOWN_TIME_ZONE', `unknown time zone ${spec.timeZone}`)
-    const d = new Date(wallMs)
-    if (spec.unit === 'day') {
-      const startMs = Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate())
-      return { id: new Date(startMs).toISOString().slice(0, 10), startMs, endMs: startMs + 86_400_000, startKind: 'exact', timeZone: 'UTC' }
-    }
-    const startMs = Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1)
-    return { id: new Date(startMs).toISOString().slice(0, 7), startMs, endMs: Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1), startKind: 'exact', timeZone: 'UTC' }
-  }
 }
 
 // Minute windows are UTC minutes; they need no calendar.
@@ -284,9 +266,7 @@ function createThrottle(options) {
     const encodedKey = encodeKey(key)
     let nowMs
     let skewMs
-    if (active.length === 0) {
-      nowMs = localNow()
-    } else if (time === 'server') {
+    if (time === 'server' && active.length > 0) {
       ;({ serverMs: nowMs, skewMs } = await serverClock(`${encodedKey}|clock`))
     } else {
       nowMs = localNow()

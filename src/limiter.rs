@@ -171,7 +171,7 @@ impl Limiter {
     }
 
     /// Reads the clocks, reconciles them, refills the bucket and brings the quota period up to date.
-    fn observe(&mut self, clock: &mut dyn ClockSource, anomalies: &mut Vec<Anomaly>) -> Result<Observation, LimiterError> {
+    fn observe<C: ClockSource + ?Sized>(&mut self, clock: &mut C, anomalies: &mut Vec<Anomaly>) -> Result<Observation, LimiterError> {
         if let Some((previous_ms, now_ms)) = self.regression {
             return Err(LimiterError::MonotonicRegression { previous_ms, now_ms, latched: true });
         }
@@ -219,7 +219,7 @@ impl Limiter {
     }
 
     /// SPEC §5. `n` is a positive integer no larger than capacity (checked by the caller).
-    pub fn try_consume(&mut self, n: u64, clock: &mut dyn ClockSource, anomalies: &mut Vec<Anomaly>) -> Result<Decision, LimiterError> {
+    pub fn try_consume<C: ClockSource + ?Sized>(&mut self, n: u64, clock: &mut C, anomalies: &mut Vec<Anomaly>) -> Result<Decision, LimiterError> {
         let Observation { wall_ms } = self.observe(clock, anomalies)?;
         let wanted = n as f64;
         let bucket_admits = self.bucket.tokens >= wanted;
@@ -257,7 +257,7 @@ impl Limiter {
     }
 
     /// SPEC §5 `status()`: reads and reconciles like `try_consume`, consumes nothing.
-    pub fn status(&mut self, clock: &mut dyn ClockSource, anomalies: &mut Vec<Anomaly>) -> Result<Status, LimiterError> {
+    pub fn status<C: ClockSource + ?Sized>(&mut self, clock: &mut C, anomalies: &mut Vec<Anomaly>) -> Result<Status, LimiterError> {
         self.observe(clock, anomalies)?;
         Ok(Status {
             tokens: self.bucket.tokens,

@@ -125,7 +125,7 @@ function spawnServer(serverBin, port, configPath) {
   const args = [
     '-c', WATCHDOG, serverBin,
     '--host', '127.0.0.1', '--port', String(port), '--storage-path', ':memory:',
-    '--config', configPath, // also turns off the search for a config file in the cwd and home
+    '--config', configPath,
   ]
   const child = spawn(VENV_PYTHON, args, {
     cwd: os.tmpdir(),
@@ -178,8 +178,9 @@ async function startMongoServer() {
   const serverBin = await ensureVenv()
   const configDir = fs.mkdtempSync(path.join(os.tmpdir(), 'throttle-test-server-'))
   const configPath = path.join(configDir, 'secantusd.toml')
-  // A 1 s TTL monitor (mongod's runs every 60 s) so a test can watch the TTL index work.
-  fs.writeFileSync(configPath, '[storage]\nttl_sweep_seconds = 1\n')
+  // An empty configuration: naming one turns off the search for secantusd.toml in the working
+  // and home directories, so no local file can change the server the tests run against.
+  fs.writeFileSync(configPath, '# test server: built-in defaults\n')
   const removeConfig = () => fs.rmSync(configDir, { recursive: true, force: true })
   process.once('exit', removeConfig)
   let lastError

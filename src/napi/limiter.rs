@@ -149,7 +149,8 @@ impl LimiterCell {
         let state = &mut *state;
         state.anomalies.clear();
         state.error = None;
-        if !(n >= 1.0 && n.fract() == 0.0 && n <= state.limiter.capacity()) {
+        // `n as u64 as f64 == n` is the integer check without a libm call.
+        if !(n >= 1.0 && n <= state.limiter.capacity() && n as u64 as f64 == n) {
             state.error = Some(coded(
                 "ERR_INVALID_ARG",
                 format!("n must be a positive safe integer no larger than capacity ({}); received {n}", state.limiter.capacity()),

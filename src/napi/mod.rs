@@ -5,4 +5,5 @@ mod anomaly;
 mod calendar;
 mod clock;
 mod errors;
+mod floor;
 mod limiter;

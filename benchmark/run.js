@@ -1,0 +1,160 @@
+'use strict'
+// `npm run bench`: ns per call of QuotaClock.tryConsume against the floor (one native call that
+// reads the two clocks), the naive Date.now() bucket, `limiter` and `rate-limiter-flexible`;
+// then bytes per idle limiter. One process, warm-up, several repetitions, medians; every case's
+// answer is asserted before it is timed.
+const assert = require('node:assert/strict')
+const { execFileSync } = require('node:child_process')
+const os = require('node:os')
+const { QuotaClock } = require('..')
+const native = require('../binding.js')
+const { TokenBucket } = require('limiter')
+const { RateLimiterMemory } = require('rate-limiter-flexible')
+
+const REPETITIONS = Number(process.env.BENCH_REPETITIONS || 7)
+const SYNC_ITERATIONS = Number(process.env.BENCH_ITERATIONS || 2_000_000)
+const ASYNC_ITERATIONS = Math.max(1, Math.floor(SYNC_ITERATIONS / 10))
+
+const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]
+
+function timeSync(op, iterations) {
+  let sink = 0
+  const start = process.hrtime.bigint()
+  for (let i = 0; i < iterations; i++) sink += op() ? 1 : 0
+  const ns = Number(process.hrtime.bigint() - start) / iterations
+  if (sink < 0) throw new Error('unreachable')
+  return ns
+}
+
+async function timeAsync(op, iterations) {
+  const start = process.hrtime.bigint()
+  for (let i = 0; i < iterations; i++) await op()
+  return Number(process.hrtime.bigint() - start) / iterations
+}
+
+function naiveBucket(capacity, refillPerSecond, initial) {
+  let tokens = initial
+  let last = Date.now()
+  return () => {
+    const now = Date.now()
+    tokens = Math.min(capacity, tokens + ((now - last) * refillPerSecond) / 1000)
+    last = now
+    if (tokens < 1) return false
+    tokens -= 1
+    return true
+  }
+}
+
+const LA_MONTH = { limit: Number.MAX_SAFE_INTEGER, period: { unit: 'month', timeZone: 'America/Los_Angeles' } }
+const open = { capacity: 1e12, refillPerSecond: 1e12, suspendPolicy: 'ignore' }
+const shut = { capacity: 1, refillPerSecond: 1e-9, initialTokens: 0, suspendPolicy: 'ignore' }
+
+function quotaClockCase(options, expectAllowed) {
+  const limiter = new QuotaClock(options)
+  const decision = limiter.tryConsume(1)
+  assert.equal(decision.allowed, expectAllowed)
+  if (!expectAllowed) assert.equal(decision.retryAfterBasis, 'monotonic-refill')
+  return () => limiter.tryConsume(1).allowed
+}
+
+function floorCase() {
+  const buffer = new Float64Array(2)
+  const read = native.clockFloor(buffer)
+  read()
+  assert.ok(buffer[0] > 0 && Math.abs(buffer[1] - Date.now()) < 1000, 'the floor reads the two clocks')
+  return () => {
+    read()
+    return buffer[0] > 0
+  }
+}
+
+function limiterCase() {
+  const bucket = new TokenBucket({ bucketSize: 1e12, tokensPerInterval: 1e12, interval: 'second' })
+  assert.equal(bucket.tryRemoveTokens(1), true)
+  return () => bucket.tryRemoveTokens(1)
+}
+
+async function flexibleCases() {
+  const allow = new RateLimiterMemory({ points: 1e12, duration: 1000 })
+  const reject = new RateLimiterMemory({ points: 1, duration: 1000 })
+  await allow.consume('k')
+  await reject.consume('k')
+  await assert.rejects(reject.consume('k'), (res) => res.remainingPoints === 0)
+  return {
+    allow: () => allow.consume('k'),
+    reject: () => reject.consume('k').then(
+      () => assert.fail('expected a rejection'),
+      () => false,
+    ),
+  }
+}
+
+function idleBytes() {
+  const script = `
+    const { QuotaClock } = require(${JSON.stringify(require.resolve('..'))})
+    const make = (i) => new QuotaClock({ capacity: 10, refillPerSecond: 1, suspendPolicy: 'ignore' })
+    const keep = []
+    for (let i = 0; i < 1000; i++) keep.push(make(i)); keep.length = 0
+    global.gc(); global.gc()
+    const before = process.memoryUsage()
+    for (let i = 0; i < 100000; i++) keep.push(make(i))
+    global.gc(); global.gc()
+    const after = process.memoryUsage()
+    if (keep[99999].tryConsume().allowed !== true) throw new Error('limiter broken')
+    console.log(JSON.stringify({ rss: (after.rss - before.rss) / 1e5, heap: (after.heapUsed - before.heapUsed) / 1e5, external: (after.external - before.external) / 1e5 }))
+  `
+  return JSON.parse(execFileSync(process.execPath, ['--expose-gc', '-e', script], { encoding: 'utf8' }))
+}
+
+async function main() {
+  const syncCases = [
+    ['floor: one native call reading the two clocks', floorCase()],
+    ['tryConsume(1) allowed, systemClock', quotaClockCase(open, true)],
+    ['tryConsume(1) denied, systemClock', quotaClockCase(shut, false)],
+    ['tryConsume(1) allowed, monthly quota (Los Angeles)', quotaClockCase({ ...open, quota: LA_MONTH }, true)],
+    ['tryConsume(1) denied, monthly quota (Los Angeles)', quotaClockCase({ ...shut, quota: LA_MONTH }, false)],
+    ['naive four-line Date.now() bucket', naiveBucket(1e12, 1e12, 1e12)],
+    ['limiter TokenBucket.tryRemoveTokens(1)', limiterCase()],
+  ]
+  const flexible = await flexibleCases()
+  const asyncCases = [
+    ['rate-limiter-flexible Memory.consume, allow (awaited)', flexible.allow],
+    ['rate-limiter-flexible Memory.consume, reject (awaited)', flexible.reject],
+  ]
+
+  const samples = new Map([...syncCases, ...asyncCases].map(([name]) => [name, []]))
+  // Warm-up, then interleaved repetitions so a noisy moment hits every case alike.
+  for (const [, op] of syncCases) timeSync(op, SYNC_ITERATIONS / 4)
+  for (const [, op] of asyncCases) await timeAsync(op, ASYNC_ITERATIONS / 4)
+  for (let r = 0; r < REPETITIONS; r++) {
+    for (const [name, op] of syncCases) samples.get(name).push(timeSync(op, SYNC_ITERATIONS))
+    for (const [name, op] of asyncCases) samples.get(name).push(await timeAsync(op, ASYNC_ITERATIONS))
+  }
+  const ns = new Map([...samples].map(([name, values]) => [name, median(values)]))
+  const reference = ns.get('tryConsume(1) allowed, systemClock')
+
+  console.log(`node ${process.version}, ${os.cpus()[0].model.trim()}, ${os.cpus().length} cores; ${REPETITIONS} repetitions, medians\n`)
+  console.log(`| case | ns/op | × tryConsume(1) |`)
+  console.log(`|---|---:|---:|`)
+  for (const [name, value] of ns) console.log(`| ${name} | ${value.toFixed(1)} | ${(value / reference).toFixed(2)} |`)
+  const memory = idleBytes()
+  console.log(`| bytes per idle limiter (100,000 instances): RSS | ${memory.rss.toFixed(0)} B | |`)
+  console.log(`| bytes per idle limiter (100,000 instances): JS heap | ${memory.heap.toFixed(0)} B | |`)
+
+  const floor = ns.get('floor: one native call reading the two clocks')
+  const targets = [
+    ['tryConsume(1) ≤ 1.3 × floor', reference <= 1.3 * floor, `${(reference / floor).toFixed(2)}×`],
+    ['tryConsume(1) ≤ 1.3 × limiter TokenBucket', reference <= 1.3 * ns.get('limiter TokenBucket.tryRemoveTokens(1)'), `${(reference / ns.get('limiter TokenBucket.tryRemoveTokens(1)')).toFixed(2)}×`],
+    ['≥ 2.5× faster than rate-limiter-flexible allow', ns.get('rate-limiter-flexible Memory.consume, allow (awaited)') >= 2.5 * reference, `${(ns.get('rate-limiter-flexible Memory.consume, allow (awaited)') / reference).toFixed(1)}×`],
+    ['≥ 15× faster than rate-limiter-flexible reject', ns.get('rate-limiter-flexible Memory.consume, reject (awaited)') >= 15 * reference, `${(ns.get('rate-limiter-flexible Memory.consume, reject (awaited)') / reference).toFixed(1)}×`],
+    ['monthly quota ≤ 1.15 × without', ns.get('tryConsume(1) allowed, monthly quota (Los Angeles)') <= 1.15 * reference, `${(ns.get('tryConsume(1) allowed, monthly quota (Los Angeles)') / reference).toFixed(2)}×`],
+    ['bytes per idle limiter < 1 KiB (aim)', memory.rss < 1024, `${memory.rss.toFixed(0)} B`],
+  ]
+  console.log('\n| target | holds | measured |\n|---|---|---|')
+  for (const [name, holds, measured] of targets) console.log(`| ${name} | ${holds ? 'yes' : 'NO'} | ${measured} |`)
+}
+
+main().catch((error) => {
+  console.error(error)
+  process.exitCode = 1
+})
