@@ -4,7 +4,7 @@
 
 const native = require('./binding.js')
 
-const { NativeLimiter, NativeManualClock } = native
+const { NativeManualClock } = native
 
 class QuotaClockError extends Error {
   constructor(code, message) {
@@ -241,12 +241,15 @@ const DEFAULT_EARLIEST_PLAUSIBLE_WALL_MS = Date.UTC(2020, 0, 1)
 const MISSING_SUSPEND_POLICY =
   "suspendPolicy is required and has no default: when the wall clock runs ahead of the monotonic clock and no elapsedRealtimeMs reader can tell a host suspend from a wall-clock step, only you know whether that time should refill the bucket ('credit'), be ignored ('ignore'), or make the call fail ('refuse'); received undefined"
 
-// One result buffer per thread, shared by every limiter: the native tryConsume writes the
-// decision here and this file builds the object (cheaper than a napi-built object).
-// Slots: [0] in: n, out: status (0 decided, 1 decided with anomalies, 2 error), [1] allowed,
-// [2] retryAfterMs, [3] basis (0 none, 1 monotonic-refill, 2 wall-period), [4] tokens,
-// [5] quotaRemaining.
-const RESULT = new Float64Array(6)
+// One result buffer per thread, shared by every limiter: the native tryConsume reads `n` and the
+// limiter's slot from it, writes the decision into it, and this file builds the object (cheaper
+// than a napi-built object). Slots: [0] in: n, out: status (0 decided, 1 decided with anomalies,
+// 2 error), [1] allowed, [2] retryAfterMs, [3] basis (0 none, 1 monotonic-refill, 2 wall-period),
+// [4] tokens, [5] quotaRemaining, [6] in: the limiter's slot.
+const RESULT = new Float64Array(7)
+const consume = native.initThread(RESULT)
+// A limiter's native state is freed once its object has been collected.
+const slots = new FinalizationRegistry((slot) => native.releaseLimiter(slot))
 const BASIS = [null, 'monotonic-refill', 'wall-period']
 const NO_ANOMALIES = Object.freeze([])
 
@@ -334,29 +337,18 @@ function toAnomaly(anomaly) {
 }
 
 class QuotaClock {
-  #native
-  #consume
+  #slot
   #capacity
   #hasQuota
 
   constructor(options) {
     const { limiterOptions, clockArgs, onAnomaly } = parseOptions(options)
-    const handler = onAnomaly === undefined ? undefined : (anomaly) => safe(toAnomaly(anomaly))
     const safe = onAnomaly === undefined ? undefined : safeHandler(onAnomaly)
-    this.#native = callNative(
-      () =>
-        new NativeLimiter(
-          limiterOptions,
-          clockArgs.kind,
-          clockArgs.manual,
-          clockArgs.monotonic,
-          clockArgs.wall,
-          clockArgs.elapsed,
-          RESULT,
-          handler,
-        ),
+    const handler = safe === undefined ? undefined : (anomaly) => safe(toAnomaly(anomaly))
+    this.#slot = callNative(() =>
+      native.createLimiter(limiterOptions, clockArgs.kind, clockArgs.manual, clockArgs.monotonic, clockArgs.wall, clockArgs.elapsed, handler),
     )
-    this.#consume = this.#native.fastPath()
+    slots.register(this, this.#slot)
     this.#capacity = limiterOptions.capacity
     this.#hasQuota = limiterOptions.quotaPeriod !== undefined
   }
@@ -365,7 +357,8 @@ class QuotaClock {
   tryConsume(n = 1) {
     if (n !== 1) checkCount(n, this.#capacity)
     RESULT[0] = n
-    this.#consume()
+    RESULT[6] = this.#slot
+    consume()
     if (RESULT[0] === 0) {
       return {
         allowed: RESULT[1] === 1,
@@ -388,15 +381,15 @@ class QuotaClock {
         retryAfterBasis: BASIS[RESULT[3]],
         tokens: RESULT[4],
         quotaRemaining: this.#hasQuota ? RESULT[5] : null,
-        anomalies: this.#native.takeAnomalies().map(toAnomaly),
+        anomalies: callNative(() => native.limiterTakeAnomalies(this.#slot)).map(toAnomaly),
       }
     }
-    throw toPublicError(this.#native.takeError())
+    throw toPublicError(native.limiterTakeError(this.#slot))
   }
 
   /** Reads and reconciles the clocks like tryConsume, consuming nothing. */
   status() {
-    const status = callNative(() => this.#native.status())
+    const status = callNative(() => native.limiterStatus(this.#slot))
     return {
       tokens: status.tokens,
       quotaUsed: status.quotaUsed ?? null,
@@ -408,7 +401,7 @@ class QuotaClock {
   /** The limiter's own period spec applied to `wallMs`; null without a quota. */
   periodFor(wallMs) {
     checkNumber(wallMs, 'wallMs', 'ERR_INVALID_ARG')
-    const period = callNative(() => this.#native.periodFor(wallMs))
+    const period = callNative(() => native.limiterPeriodFor(this.#slot, wallMs))
     return period == null ? null : toPeriod(period)
   }
 }

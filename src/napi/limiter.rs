@@ -1,5 +1,12 @@
-//! `QuotaClock`'s native half. Construction, `status()` and `periodFor()` are ordinary napi
-//! class methods; `tryConsume` is a raw N-API function made per limiter (see `fast_path`).
+//! `QuotaClock`'s native half. Limiters live in a per-thread registry and are named by a slot
+//! number. `tryConsume` is one raw N-API function per thread, called with no arguments: the JS
+//! face writes `n` and the slot into a shared `Float64Array` and reads the decision back from it.
+//!
+//! Why this shape (measured, see README "Performance"): a `#[napi]` class method pays napi-derive
+//! 3.7's per-call borrow tracking (~250 ns here); a free function pays for converting each
+//! argument; a napi-built result object costs ~500 ns more than filling a typed array. A raw
+//! function with zero arguments costs what the floor costs. Naming limiters by slot (instead of a
+//! napi class instance or a function per limiter) also keeps an idle limiter under 1 KiB.
 
 use std::cell::RefCell;
 use std::ffi::c_void;
@@ -13,21 +20,22 @@ use napi_derive::napi;
 use super::anomaly::{build_callback, deliver, AnomalyCallback, AnomalyOutput};
 use super::calendar::{check_wall_ms, parse_spec, period_output, PeriodOutput, PeriodSpecInput};
 use super::clock::{BoundClock, ClockHandle, NativeManualClock};
-use super::errors::{coded, from_limiter, guard, invalid_arg, CodedError, CodedResult};
+use super::errors::{coded, from_limiter, guard, internal, invalid_arg, CodedError, CodedResult};
 use crate::anomaly::Anomaly;
 use crate::clock::{SuspendPolicy, SystemClock};
-use crate::limiter::{Decision, Limiter, LimiterConfig, LimiterError, RetryBasis};
+use crate::limiter::{Decision, Limiter, LimiterConfig, RetryBasis};
 use crate::quota::Quota;
 
-/// Slots of the shared result buffer (a `Float64Array` the JS face allocates once per thread).
-/// In: `N` is the token count asked for. Out: the rest.
+/// Slots of the shared result buffer. In: `N` (tokens asked for) and `LIMITER` (the slot number).
+/// Out: the status in `N_OR_STATUS`, then the decision.
 const SLOT_N_OR_STATUS: usize = 0;
 const SLOT_ALLOWED: usize = 1;
 const SLOT_RETRY_AFTER_MS: usize = 2;
 const SLOT_BASIS: usize = 3;
 const SLOT_TOKENS: usize = 4;
 const SLOT_QUOTA_REMAINING: usize = 5;
-pub(crate) const RESULT_SLOTS: usize = 6;
+const SLOT_LIMITER: usize = 6;
+const RESULT_SLOTS: usize = 7;
 
 const STATUS_DECIDED: f64 = 0.0;
 const STATUS_DECIDED_WITH_ANOMALIES: f64 = 1.0;
@@ -65,17 +73,113 @@ struct LimiterState {
     clock: ClockHandle,
     /// Raised by the current call; reused so the hot path does not allocate.
     anomalies: Vec<Anomaly>,
-    /// The last call's error, for `takeError()`.
+    /// The last call's error, for `limiterTakeError`.
     error: Option<CodedError>,
     on_anomaly: Option<AnomalyCallback>,
 }
 
-/// Shared by the class instance and the raw `tryConsume` function; whichever dies last frees it.
-pub(crate) struct LimiterCell {
-    state: RefCell<LimiterState>,
+type LimiterCell = RefCell<LimiterState>;
+
+/// This thread's limiters and its result buffer.
+struct Registry {
+    cells: RefCell<Vec<Option<Rc<LimiterCell>>>>,
+    free: RefCell<Vec<u32>>,
     result: *mut f64,
     /// Keeps the result buffer alive while `result` points into it.
     _result_buffer: Float64Array,
+}
+
+thread_local! {
+    /// One registry per JS thread (the main thread and each worker have their own env).
+    static REGISTRY: RefCell<Option<Rc<Registry>>> = const { RefCell::new(None) };
+}
+
+fn registry() -> CodedResult<Rc<Registry>> {
+    REGISTRY
+        .with(|registry| registry.borrow().clone())
+        .ok_or_else(|| coded("ERR_INTERNAL", "initThread() was not called on this thread"))
+}
+
+const BUSY: &str = "the clock called back into this limiter while it was reading it";
+
+impl Registry {
+    fn result(&self) -> &mut [f64] {
+        // SAFETY: the buffer has RESULT_SLOTS f64s (checked in `init_thread`), is kept alive by
+        // `_result_buffer`, and is only touched on the JS thread that owns it.
+        unsafe { std::slice::from_raw_parts_mut(self.result, RESULT_SLOTS) }
+    }
+
+    fn cell(&self, slot: f64) -> CodedResult<Rc<LimiterCell>> {
+        let cells = self.cells.try_borrow().map_err(|_| coded("ERR_INTERNAL", "the limiter registry is busy"))?;
+        let index = slot as usize;
+        match cells.get(index) {
+            Some(Some(cell)) if index as f64 == slot => Ok(cell.clone()),
+            _ => Err(invalid_arg(format!("no limiter in slot {slot}"))),
+        }
+    }
+
+    fn insert(&self, cell: LimiterCell) -> CodedResult<u32> {
+        let mut cells = self.cells.try_borrow_mut().map_err(|_| coded("ERR_INTERNAL", "cannot create a limiter while a clock is being read"))?;
+        let cell = Some(Rc::new(cell));
+        match self.free.borrow_mut().pop() {
+            Some(slot) => {
+                cells[slot as usize] = cell;
+                Ok(slot)
+            }
+            None => {
+                cells.push(cell);
+                Ok((cells.len() - 1) as u32)
+            }
+        }
+    }
+
+    /// The hot path: reads `n` and the slot, decides, writes the decision. No allocation unless
+    /// an anomaly or an error has to be reported.
+    fn consume(&self, env: sys::napi_env) {
+        let result = self.result();
+        let cell = match self.cell(result[SLOT_LIMITER]) {
+            Ok(cell) => cell,
+            Err(_) => {
+                result[SLOT_N_OR_STATUS] = STATUS_ERROR;
+                return;
+            }
+        };
+        let Ok(mut state) = cell.try_borrow_mut() else {
+            // A JS clock called back into the same limiter; its state is busy.
+            result[SLOT_N_OR_STATUS] = STATUS_ERROR;
+            return;
+        };
+        let n = result[SLOT_N_OR_STATUS];
+        let state = &mut *state;
+        state.anomalies.clear();
+        state.error = None;
+        // `n as u64 as f64 == n` is the integer check without a libm call.
+        if !(n >= 1.0 && n <= state.limiter.capacity() && n as u64 as f64 == n) {
+            state.error = Some(invalid_arg(format!(
+                "n must be a positive safe integer no larger than capacity ({}); received {n}",
+                state.limiter.capacity()
+            )));
+            result[SLOT_N_OR_STATUS] = STATUS_ERROR;
+            return;
+        }
+        let env = Env::from_raw(env);
+        let mut clock = BoundClock { env: &env, handle: &state.clock };
+        match state.limiter.try_consume(n as u64, &mut clock, &mut state.anomalies) {
+            Ok(decision) => {
+                write_decision(result, &decision);
+                if !state.anomalies.is_empty() {
+                    result[SLOT_N_OR_STATUS] = STATUS_DECIDED_WITH_ANOMALIES;
+                    if let Some(callback) = &state.on_anomaly {
+                        state.anomalies.iter().for_each(|anomaly| deliver(callback, anomaly));
+                    }
+                }
+            }
+            Err(error) => {
+                state.error = Some(from_limiter(&error));
+                result[SLOT_N_OR_STATUS] = STATUS_ERROR;
+            }
+        }
+    }
 }
 
 fn check(condition: bool, message: impl FnOnce() -> String) -> CodedResult<()> {
@@ -129,55 +233,6 @@ fn make_reader(function: Option<Function<'_, (), Unknown<'_>>>, name: &str) -> C
     Ok(unsafe { std::mem::transmute::<FunctionRef<(), Unknown<'_>>, super::clock::Reader>(reference) })
 }
 
-impl LimiterCell {
-    fn result(&self) -> &mut [f64] {
-        // SAFETY: the buffer has at least RESULT_SLOTS f64s (checked at construction), is kept
-        // alive by `_result_buffer`, and is only touched on the JS thread that owns it.
-        unsafe { std::slice::from_raw_parts_mut(self.result, RESULT_SLOTS) }
-    }
-
-    /// The hot path: reads `n`, decides, writes the decision. No allocation unless an anomaly
-    /// or an error has to be reported.
-    fn consume(&self, env: sys::napi_env) {
-        let result = self.result();
-        let n = result[SLOT_N_OR_STATUS];
-        let Ok(mut state) = self.state.try_borrow_mut() else {
-            // A JS clock called back into the same limiter; its state is busy.
-            result[SLOT_N_OR_STATUS] = STATUS_ERROR;
-            return;
-        };
-        let state = &mut *state;
-        state.anomalies.clear();
-        state.error = None;
-        // `n as u64 as f64 == n` is the integer check without a libm call.
-        if !(n >= 1.0 && n <= state.limiter.capacity() && n as u64 as f64 == n) {
-            state.error = Some(coded(
-                "ERR_INVALID_ARG",
-                format!("n must be a positive safe integer no larger than capacity ({}); received {n}", state.limiter.capacity()),
-            ));
-            result[SLOT_N_OR_STATUS] = STATUS_ERROR;
-            return;
-        }
-        let env = Env::from_raw(env);
-        let mut clock = BoundClock { env: &env, handle: &state.clock };
-        match state.limiter.try_consume(n as u64, &mut clock, &mut state.anomalies) {
-            Ok(decision) => {
-                write_decision(result, &decision);
-                if !state.anomalies.is_empty() {
-                    result[SLOT_N_OR_STATUS] = STATUS_DECIDED_WITH_ANOMALIES;
-                    if let Some(callback) = &state.on_anomaly {
-                        state.anomalies.iter().for_each(|anomaly| deliver(callback, anomaly));
-                    }
-                }
-            }
-            Err(error) => {
-                state.error = Some(from_limiter(&error));
-                result[SLOT_N_OR_STATUS] = STATUS_ERROR;
-            }
-        }
-    }
-}
-
 fn write_decision(result: &mut [f64], decision: &Decision) {
     result[SLOT_N_OR_STATUS] = STATUS_DECIDED;
     result[SLOT_ALLOWED] = if decision.allowed { 1.0 } else { 0.0 };
@@ -191,7 +246,7 @@ fn write_decision(result: &mut [f64], decision: &Decision) {
     result[SLOT_QUOTA_REMAINING] = decision.quota_remaining.map_or(f64::NAN, |remaining| remaining as f64);
 }
 
-/// The raw `tryConsume` callback: `data` is the limiter's `LimiterCell`.
+/// The raw `tryConsume` callback: `data` is this thread's `Registry`.
 unsafe extern "C" fn fast_consume(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     let mut data: *mut c_void = ptr::null_mut();
     // SAFETY: N-API hands us a valid env and callback info; we ask only for `data`.
@@ -199,161 +254,182 @@ unsafe extern "C" fn fast_consume(env: sys::napi_env, info: sys::napi_callback_i
     if status != sys::Status::napi_ok || data.is_null() {
         return ptr::null_mut();
     }
-    // SAFETY: `data` is an `Rc<LimiterCell>` leaked in `fast_path` and released only by the
+    // SAFETY: `data` is an `Rc<Registry>` leaked in `init_thread` and released only by the
     // function's finalizer, so it is alive while the function can be called.
-    let cell = unsafe { &*(data as *const LimiterCell) };
-    if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cell.consume(env))) {
-        if let Ok(mut state) = cell.state.try_borrow_mut() {
-            state.error = Some(super::errors::internal(payload.as_ref()));
+    let registry = unsafe { &*(data as *const Registry) };
+    if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| registry.consume(env))) {
+        if let Ok(cell) = registry.cell(registry.result()[SLOT_LIMITER]) {
+            if let Ok(mut state) = cell.try_borrow_mut() {
+                state.error = Some(internal(payload.as_ref()));
+            }
         }
-        cell.result()[SLOT_N_OR_STATUS] = STATUS_ERROR;
+        registry.result()[SLOT_N_OR_STATUS] = STATUS_ERROR;
     }
     ptr::null_mut()
 }
 
-unsafe extern "C" fn release_cell(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
-    // SAFETY: balances the `Rc::into_raw` in `fast_path`; runs once, when the function dies.
-    drop(unsafe { Rc::from_raw(data as *const LimiterCell) });
+unsafe extern "C" fn release_registry(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+    // SAFETY: balances the `Rc::into_raw` in `init_thread`; runs once, when the function dies.
+    drop(unsafe { Rc::from_raw(data as *const Registry) });
 }
 
-#[napi]
-pub struct NativeLimiter {
-    cell: Rc<LimiterCell>,
-}
-
-#[napi]
-impl NativeLimiter {
-    /// `clock_kind`: 'system' | 'system-boottime' | 'system-reader' | 'manual' | 'js'.
-    #[napi(constructor)]
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        options: LimiterOptions,
-        clock_kind: String,
-        manual: Option<&NativeManualClock>,
-        monotonic: Option<Function<'_, (), Unknown<'_>>>,
-        wall: Option<Function<'_, (), Unknown<'_>>>,
-        elapsed_realtime: Option<Function<'_, (), Unknown<'_>>>,
-        mut result_buffer: Float64Array,
-        on_anomaly: Option<Function<'_, AnomalyOutput, Unknown<'static>>>,
-        env: &Env,
-    ) -> napi::Result<Self> {
-        guard(env, move || {
-            let config = config_from(&options)?;
-            if result_buffer.len() < RESULT_SLOTS {
-                return Err(invalid_arg(format!("the result buffer needs {RESULT_SLOTS} slots")));
-            }
-            let clock = match clock_kind.as_str() {
-                "system" => ClockHandle::System(SystemClock { with_boottime: false }),
-                "system-boottime" => ClockHandle::System(SystemClock { with_boottime: true }),
-                "system-reader" => ClockHandle::SystemWithReader(make_reader(elapsed_realtime, "elapsedRealtimeMs")?),
-                "manual" => ClockHandle::Manual(manual.ok_or_else(|| invalid_arg("a manual clock is missing"))?.state.clone()),
-                "js" => ClockHandle::Js {
-                    monotonic: make_reader(monotonic, "monotonicMs")?,
-                    wall: make_reader(wall, "wallMs")?,
-                    elapsed_realtime: match elapsed_realtime {
-                        Some(reader) => Some(make_reader(Some(reader), "elapsedRealtimeMs")?),
-                        None => None,
-                    },
-                },
-                other => return Err(invalid_arg(format!("unknown clock kind '{other}'"))),
-            };
-            let limiter = Limiter::new(config, &mut BoundClock { env, handle: &clock }).map_err(|e| from_limiter(&e))?;
-            let on_anomaly = match on_anomaly {
-                Some(handler) => Some(build_callback(&handler).map_err(|e| coded("ERR_INTERNAL", e.reason))?),
-                None => None,
-            };
-            // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.
-            let result = unsafe { result_buffer.as_mut() }.as_mut_ptr();
-            let state = LimiterState { limiter, clock, anomalies: Vec::new(), error: None, on_anomaly };
-            Ok(NativeLimiter { cell: Rc::new(LimiterCell { state: RefCell::new(state), result, _result_buffer: result_buffer }) })
+/// Sets up this thread's registry around `result_buffer` and returns its `tryConsume` function.
+#[napi(js_name = "initThread")]
+pub fn init_thread<'env>(env: &'env Env, mut result_buffer: Float64Array) -> napi::Result<Unknown<'env>> {
+    guard(env, move || {
+        if result_buffer.len() < RESULT_SLOTS {
+            return Err(invalid_arg(format!("the result buffer needs {RESULT_SLOTS} slots")));
+        }
+        // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.
+        let result = unsafe { result_buffer.as_mut() }.as_mut_ptr();
+        let registry = Rc::new(Registry { cells: RefCell::new(Vec::new()), free: RefCell::new(Vec::new()), result, _result_buffer: result_buffer });
+        REGISTRY.with(|slot| *slot.borrow_mut() = Some(registry.clone()));
+        // Drop the limiters (their JS references and threadsafe functions) while the env lives.
+        env.add_env_cleanup_hook((), |()| {
+            REGISTRY.with(|slot| {
+                if let Some(registry) = slot.borrow_mut().take() {
+                    if let Ok(mut cells) = registry.cells.try_borrow_mut() {
+                        cells.clear();
+                    }
+                }
+            })
         })
-    }
+        .map_err(|e| coded("ERR_INTERNAL", e.reason))?;
 
-    /// Makes this limiter's `tryConsume`: a raw N-API function whose data pointer is the limiter,
-    /// called with no arguments (`n` travels in the shared buffer). Measured against a `#[napi]`
-    /// method (napi-derive 3.7 adds per-call borrow tracking to every method) and a free function
-    /// taking a handle (an argument costs a conversion and a lookup); see README, Performance.
-    #[napi]
-    pub fn fast_path<'env>(&self, env: &'env Env) -> napi::Result<Unknown<'env>> {
-        guard(env, || self.make_fast_path(env))
-    }
-
-    fn make_fast_path<'env>(&self, env: &'env Env) -> CodedResult<Unknown<'env>> {
         let name = "tryConsume";
-        let data = Rc::into_raw(self.cell.clone()) as *mut c_void;
+        let data = Rc::into_raw(registry) as *mut c_void;
         let mut function = ptr::null_mut();
         // SAFETY: valid env; `fast_consume` matches napi_callback; `data` outlives the function
-        // (released by the finalizer below).
-        let created = unsafe {
+        // (released by the finalizer below, or right here on failure).
+        let ok = unsafe {
             sys::napi_create_function(env.raw(), name.as_ptr().cast(), name.len() as isize, Some(fast_consume), data, &mut function)
+                == sys::Status::napi_ok
+                && sys::napi_add_finalizer(env.raw(), function, data, Some(release_registry), ptr::null_mut(), ptr::null_mut())
+                    == sys::Status::napi_ok
         };
-        let finalized = created == sys::Status::napi_ok
-            && unsafe { sys::napi_add_finalizer(env.raw(), function, data, Some(release_cell), ptr::null_mut(), ptr::null_mut()) }
-                == sys::Status::napi_ok;
-        if !finalized {
-            // SAFETY: the function (if any) was not given the pointer's ownership.
-            drop(unsafe { Rc::from_raw(data as *const LimiterCell) });
+        if !ok {
+            // SAFETY: the function did not take ownership of `data`.
+            drop(unsafe { Rc::from_raw(data as *const Registry) });
             return Err(coded("ERR_INTERNAL", "could not create the tryConsume function"));
         }
         // SAFETY: `function` is a live value in the current scope.
         Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), function) })
-    }
+    })
+}
 
-    /// The anomalies of the last `tryConsume`, as objects (called only when there were some).
-    #[napi]
-    pub fn take_anomalies(&self) -> Vec<AnomalyOutput> {
-        self.cell.state.try_borrow().map(|state| state.anomalies.iter().map(AnomalyOutput::from).collect()).unwrap_or_default()
-    }
-
-    /// The error of the last `tryConsume`.
-    #[napi]
-    pub fn take_error(&self) -> ErrorOutput {
-        let error = self.cell.state.try_borrow_mut().ok().and_then(|mut state| state.error.take());
-        match error {
-            Some(error) => ErrorOutput { code: error.status, message: error.reason },
-            None => ErrorOutput {
-                code: "ERR_CLOCK_READING".to_owned(),
-                message: "the clock called back into this limiter while it was reading it".to_owned(),
+/// Creates a limiter and returns its slot. `clock_kind`: 'system' | 'system-boottime' |
+/// 'system-reader' | 'manual' | 'js'.
+#[napi(js_name = "createLimiter")]
+#[allow(clippy::too_many_arguments)]
+pub fn create_limiter(
+    env: &Env,
+    options: LimiterOptions,
+    clock_kind: String,
+    manual: Option<&NativeManualClock>,
+    monotonic: Option<Function<'_, (), Unknown<'_>>>,
+    wall: Option<Function<'_, (), Unknown<'_>>>,
+    elapsed_realtime: Option<Function<'_, (), Unknown<'_>>>,
+    on_anomaly: Option<Function<'_, AnomalyOutput, Unknown<'static>>>,
+) -> napi::Result<u32> {
+    guard(env, move || {
+        let registry = registry()?;
+        let config = config_from(&options)?;
+        let clock = match clock_kind.as_str() {
+            "system" => ClockHandle::System(SystemClock { with_boottime: false }),
+            "system-boottime" => ClockHandle::System(SystemClock { with_boottime: true }),
+            "system-reader" => ClockHandle::SystemWithReader(make_reader(elapsed_realtime, "elapsedRealtimeMs")?),
+            "manual" => ClockHandle::Manual(manual.ok_or_else(|| invalid_arg("a manual clock is missing"))?.state.clone()),
+            "js" => ClockHandle::Js {
+                monotonic: make_reader(monotonic, "monotonicMs")?,
+                wall: make_reader(wall, "wallMs")?,
+                elapsed_realtime: match elapsed_realtime {
+                    Some(reader) => Some(make_reader(Some(reader), "elapsedRealtimeMs")?),
+                    None => None,
+                },
             },
+            other => return Err(invalid_arg(format!("unknown clock kind '{other}'"))),
+        };
+        let limiter = Limiter::new(config, &mut BoundClock { env, handle: &clock }).map_err(|e| from_limiter(&e))?;
+        let on_anomaly = match on_anomaly {
+            Some(handler) => Some(build_callback(&handler).map_err(|e| coded("ERR_INTERNAL", e.reason))?),
+            None => None,
+        };
+        registry.insert(RefCell::new(LimiterState { limiter, clock, anomalies: Vec::new(), error: None, on_anomaly }))
+    })
+}
+
+/// Frees a slot (the JS face calls it when the limiter's object has been collected).
+#[napi(js_name = "releaseLimiter")]
+pub fn release_limiter(slot: u32) {
+    if let Ok(registry) = registry() {
+        let released = registry.cells.try_borrow_mut().ok().and_then(|mut cells| cells.get_mut(slot as usize).and_then(Option::take));
+        if released.is_some() {
+            registry.free.borrow_mut().push(slot);
         }
     }
+}
 
-    #[napi]
-    pub fn status(&self, env: &Env) -> napi::Result<StatusOutput> {
-        guard(env, || {
-            let mut state = self.cell.state.try_borrow_mut().map_err(|_| {
-                coded("ERR_CLOCK_READING", "the clock called back into this limiter while it was reading it")
-            })?;
-            let state = &mut *state;
+fn with_cell<T>(slot: u32, body: impl FnOnce(&mut LimiterState) -> CodedResult<T>) -> CodedResult<T> {
+    let cell = registry()?.cell(slot as f64)?;
+    let mut state = cell.try_borrow_mut().map_err(|_| coded("ERR_CLOCK_READING", BUSY))?;
+    body(&mut state)
+}
+
+/// The anomalies of the slot's last `tryConsume`, as objects (called only when there were some).
+#[napi(js_name = "limiterTakeAnomalies")]
+pub fn limiter_take_anomalies(env: &Env, slot: u32) -> napi::Result<Vec<AnomalyOutput>> {
+    guard(env, || with_cell(slot, |state| Ok(state.anomalies.iter().map(AnomalyOutput::from).collect())))
+}
+
+/// The error of the slot's last `tryConsume`.
+#[napi(js_name = "limiterTakeError")]
+pub fn limiter_take_error(slot: u32) -> ErrorOutput {
+    let error = match with_cell(slot, |state| Ok(state.error.take())) {
+        Ok(Some(error)) | Err(error) => error,
+        Ok(None) => coded("ERR_CLOCK_READING", BUSY),
+    };
+    ErrorOutput { code: error.status, message: error.reason }
+}
+
+#[napi(js_name = "limiterStatus")]
+pub fn limiter_status(env: &Env, slot: u32) -> napi::Result<StatusOutput> {
+    guard(env, || {
+        with_cell(slot, |state| {
             let mut anomalies = Vec::new();
             let mut clock = BoundClock { env, handle: &state.clock };
-            let status = state.limiter.status(&mut clock, &mut anomalies).map_err(|e: LimiterError| from_limiter(&e))?;
+            let status = state.limiter.status(&mut clock, &mut anomalies).map_err(|e| from_limiter(&e))?;
             if let Some(callback) = &state.on_anomaly {
                 anomalies.iter().for_each(|anomaly| deliver(callback, anomaly));
             }
-            let quota = state.limiter.quota();
             Ok(StatusOutput {
                 tokens: status.tokens,
                 quota_used: status.quota_used.map(|used| used as f64),
                 quota_remaining: status.quota_remaining.map(|remaining| remaining as f64),
-                period: match (quota, &status.period) {
+                period: match (state.limiter.quota(), &status.period) {
                     (Some(quota), Some(period)) => Some(period_output(&quota.spec, period)),
                     _ => None,
                 },
             })
         })
-    }
+    })
+}
 
-    /// The limiter's own period spec applied to `wall_ms`; `None` without a quota.
-    #[napi]
-    pub fn period_for(&self, env: &Env, wall_ms: f64) -> napi::Result<Option<PeriodOutput>> {
-        guard(env, || {
-            let state = self.cell.state.try_borrow().map_err(|_| coded("ERR_CLOCK_READING", "the limiter is busy"))?;
+/// The limiter's own period spec applied to `wall_ms`; `None` without a quota.
+#[napi(js_name = "limiterPeriodFor")]
+pub fn limiter_period_for(env: &Env, slot: u32, wall_ms: f64) -> napi::Result<Option<PeriodOutput>> {
+    guard(env, || {
+        with_cell(slot, |state| {
             let Some(quota) = state.limiter.quota() else {
                 return Ok(None);
             };
             check_wall_ms(wall_ms)?;
             Ok(Some(period_output(&quota.spec, &quota.spec.period_for(wall_ms))))
         })
-    }
+    })
+}
+
+/// How many limiters this thread's registry holds (for the lifecycle tests).
+#[napi(js_name = "liveLimiters")]
+pub fn live_limiters() -> u32 {
+    registry().map_or(0, |registry| registry.cells.try_borrow().map_or(0, |cells| cells.iter().flatten().count() as u32))
 }

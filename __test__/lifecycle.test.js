@@ -1,0 +1,76 @@
+'use strict'
+// The native side of a limiter lives exactly as long as its JS object, on its own thread.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const { spawnSync } = require('node:child_process')
+const path = require('node:path')
+
+const root = JSON.stringify(path.join(__dirname, '..'))
+
+function runNode(args, script) {
+  const child = spawnSync(process.execPath, [...args, '-e', script], { encoding: 'utf8', timeout: 30_000 })
+  assert.equal(child.status, 0, `child failed:\n${child.stdout}\n${child.stderr}`)
+  return child.stdout.trim()
+}
+
+test('a collected limiter frees its native slot, and slots are reused', () => {
+  const out = runNode(
+    ['--expose-gc'],
+    `
+    const { QuotaClock } = require(${root})
+    const native = require(${root} + '/binding.js')
+    const make = () => new QuotaClock({ capacity: 1, refillPerSecond: 1, suspendPolicy: 'ignore' })
+    const kept = make()
+    for (let i = 0; i < 20000; i++) make().tryConsume()
+    const before = native.liveLimiters()
+    const settle = (rounds) => new Promise((resolve) => {
+      gc()
+      if (rounds === 0 || native.liveLimiters() <= 1) return resolve()
+      setTimeout(() => settle(rounds - 1).then(resolve), 10)
+    })
+    settle(100).then(() => {
+      const after = native.liveLimiters()
+      const fresh = make()
+      if (fresh.tryConsume().allowed !== true || kept.tryConsume().allowed !== true) throw new Error('limiters broken')
+      console.log(JSON.stringify({ before, after, withFresh: native.liveLimiters() }))
+    })
+    `,
+  )
+  const { before, after, withFresh } = JSON.parse(out)
+  assert.ok(before > 1000, `expected many live limiters before GC, saw ${before}`)
+  assert.equal(after, 1, 'only the kept limiter survives')
+  assert.equal(withFresh, 2)
+})
+
+const workerPath = JSON.stringify(path.join(__dirname, 'helpers', 'lifecycle-worker.js'))
+
+test('a limiter works in a worker thread and delivers its anomalies there', () => {
+  const out = runNode(
+    [],
+    `
+    const { Worker } = require('node:worker_threads')
+    const worker = new Worker(${workerPath}, { workerData: 'anomaly' })
+    const messages = []
+    worker.on('message', (m) => messages.push(m))
+    worker.on('exit', (code) => console.log(JSON.stringify({ code, messages })))
+    `,
+  )
+  const { code, messages } = JSON.parse(out)
+  assert.equal(code, 0)
+  assert.deepEqual(messages[0], { allowed: true, anomalies: 1, threadId: 1 })
+  assert.deepEqual(messages[1], { kind: 'wall-step-back', threadId: 1 })
+})
+
+test('limiters on the main thread keep working after a worker that used the addon has exited', () => {
+  const out = runNode(
+    [],
+    `
+    const { Worker } = require('node:worker_threads')
+    const { QuotaClock } = require(${root})
+    const main = new QuotaClock({ capacity: 5, refillPerSecond: 1, suspendPolicy: 'ignore' })
+    const worker = new Worker(${workerPath}, { workerData: 'many' })
+    worker.on('exit', (code) => console.log(JSON.stringify({ code, allowed: main.tryConsume().allowed })))
+    `,
+  )
+  assert.deepEqual(JSON.parse(out), { code: 0, allowed: true })
+})
