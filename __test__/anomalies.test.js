@@ -300,10 +300,10 @@ function runChild(script, timeout = 10_000) {
   return { ...result, elapsed: Date.now() - started }
 }
 
-test('§8 a handler that throws non-Error values (a string, undefined, an object whose toString throws) never crashes the process', () => {
-  const script = `
+function throwingHandlerChild(throwsExpr) {
+  return `
     const { QuotaClock, manualClock } = require(${JSON.stringify(PKG)})
-    const throws = ['plain string 777', undefined, null, { toString() { throw new Error('evil toString') }, get message() { throw new Error('evil message') } }, Symbol('sym')]
+    const throws = ${throwsExpr}
     let i = 0
     let calls = 0
     const clock = manualClock({ wallMs: ${NOON} })
@@ -311,17 +311,30 @@ test('§8 a handler that throws non-Error values (a string, undefined, an object
     for (let k = 0; k < throws.length; k++) { clock.stepWall(-10000); limiter.tryConsume() }
     setTimeout(() => {
       const d = limiter.tryConsume()
-      process.stdout.write(JSON.stringify({ calls, allowed: d.allowed }))
+      process.stdout.write(JSON.stringify({ calls, expected: throws.length, allowed: d.allowed }))
     }, 300)
   `
-  const r = runChild(script)
+}
+
+test('§8 a handler that throws non-Error values (a string, undefined, null, a symbol, a number) never crashes the process', () => {
+  const r = runChild(throwingHandlerChild("['plain string 777', undefined, null, Symbol('sym'), 42]"))
   assert.equal(r.signal, null, `killed by ${r.signal}; stderr: ${r.stderr}`)
   assert.equal(r.status, 0, `stderr: ${r.stderr}`)
   const out = JSON.parse(r.stdout)
-  assert.equal(out.calls, 5)
+  assert.equal(out.calls, out.expected)
   assert.equal(out.allowed, true)
   assert.match(r.stderr, /Warning/, 'reported as a process warning')
   assert.match(r.stderr, /plain string 777/)
+})
+
+test('§8 a handler that throws an object whose toString and message getter throw never crashes the process', () => {
+  const r = runChild(throwingHandlerChild("[{ toString() { throw new Error('evil toString') }, get message() { throw new Error('evil message') } }, Object.create(null), new Proxy({}, { get() { throw new Error('evil proxy') }, getPrototypeOf() { throw new Error('evil proto') } })]"))
+  assert.equal(r.signal, null, `killed by ${r.signal}; stderr: ${r.stderr}`)
+  assert.equal(r.status, 0, `the process crashed; stderr: ${r.stderr}`)
+  const out = JSON.parse(r.stdout)
+  assert.equal(out.calls, out.expected)
+  assert.equal(out.allowed, true)
+  assert.match(r.stderr, /Warning/, 'reported as a process warning')
 })
 
 test('§8 a throwing handler is reported as a process warning (visible on stderr) and the exit status stays 0', () => {

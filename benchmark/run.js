@@ -68,6 +68,17 @@ function floorCase() {
   }
 }
 
+function probeMethodCase() {
+  const probe = new native.ClockProbe()
+  assert.ok(probe.read() > Date.now())
+  return () => probe.read() > 0
+}
+
+function probeHandleCase() {
+  assert.ok(native.readClocksWithHandle(7) > Date.now())
+  return () => native.readClocksWithHandle(7) > 0
+}
+
 function limiterCase() {
   const bucket = new TokenBucket({ bucketSize: 1e12, tokensPerInterval: 1e12, interval: 'second' })
   assert.equal(bucket.tryRemoveTokens(1), true)
@@ -113,6 +124,8 @@ async function main() {
     ['tryConsume(1) denied, systemClock', quotaClockCase(shut, false)],
     ['tryConsume(1) allowed, monthly quota (Los Angeles)', quotaClockCase({ ...open, quota: LA_MONTH }, true)],
     ['tryConsume(1) denied, monthly quota (Los Angeles)', quotaClockCase({ ...shut, quota: LA_MONTH }, false)],
+    ['call pattern: #[napi] class method reading the two clocks', probeMethodCase()],
+    ['call pattern: #[napi] free function with a handle argument', probeHandleCase()],
     ['naive four-line Date.now() bucket', naiveBucket(1e12, 1e12, 1e12)],
     ['limiter TokenBucket.tryRemoveTokens(1)', limiterCase()],
   ]

@@ -57,3 +57,31 @@ pub fn clock_floor<'env>(env: &'env Env, buffer: Float64Array) -> napi::Result<U
         Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), function) })
     })
 }
+
+/// For the benchmark's call-pattern comparison: the same two clock reads as a `#[napi]` class
+/// method (napi-derive's generated glue, per-call borrow tracking included).
+#[napi]
+pub struct ClockProbe {
+    reads: u64,
+}
+
+#[napi]
+impl ClockProbe {
+    #[napi(constructor)]
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        ClockProbe { reads: 0 }
+    }
+
+    #[napi]
+    pub fn read(&mut self) -> f64 {
+        self.reads += 1;
+        clock::monotonic_ms() + clock::wall_ms()
+    }
+}
+
+/// The same as a free function taking a handle argument.
+#[napi(js_name = "readClocksWithHandle")]
+pub fn read_clocks_with_handle(handle: u32) -> f64 {
+    clock::monotonic_ms() + clock::wall_ms() + f64::from(handle & 0)
+}
