@@ -298,14 +298,23 @@ function parseOptions(options) {
   }
 }
 
+/** Best-effort text of anything thrown; never throws itself. */
+function thrownText(error) {
+  try {
+    if (error instanceof Error) return String(error.message)
+    return typeof error === 'symbol' ? error.toString() : String(error)
+  } catch {
+    return 'a value that cannot be turned into text'
+  }
+}
+
 /** The user's handler, made safe: a throw becomes a process warning, never a crash. */
 function safeHandler(onAnomaly) {
   return (anomaly) => {
     try {
       onAnomaly(anomaly)
     } catch (error) {
-      const message = error instanceof Error ? error.message : String(error)
-      process.emitWarning(`quota-clock-source: the onAnomaly handler threw: ${message} (anomaly: ${anomaly.kind}: ${anomaly.detail})`, {
+      process.emitWarning(`quota-clock-source: the onAnomaly handler threw: ${thrownText(error)} (anomaly: ${anomaly.kind}: ${anomaly.detail})`, {
         code: 'QUOTA_CLOCK_ON_ANOMALY_THREW',
       })
     }
@@ -412,6 +421,9 @@ function periodFor(period, wallMs) {
   return toPeriod(callNative(() => native.periodFor(spec, wallMs, 'period')))
 }
 
+// Shared per-key limits in MongoDB (the @nodedk/throttle API); its windows come from periodFor.
+const { createThrottle, memoryDb } = require('./lib/throttle.js')
+
 module.exports = {
   QuotaClock,
   QuotaClockError,
@@ -419,4 +431,6 @@ module.exports = {
   procUptimeElapsedRealtime,
   manualClock,
   periodFor,
+  createThrottle,
+  memoryDb,
 }

@@ -322,6 +322,17 @@ test('§5 the elapsed-realtime reader is read only when the readings disagree (d
   assert.deepEqual(d.anomalies.map((a) => a.kind), ['suspend'])
 })
 
+test('§5 n is a positive safe integer ≤ capacity, else RangeError with code ERR_INVALID_ARG (nothing consumed)', () => {
+  const { limiter } = make({ capacity: 10, quota: { limit: 100, period: UTC_DAY } })
+  for (const n of [0, -1, 1.5, 11, NaN, Infinity, 2 ** 53]) {
+    assert.throws(() => limiter.tryConsume(n), (e) => e instanceof RangeError && e.code === 'ERR_INVALID_ARG', `n = ${n}`)
+  }
+  const s = limiter.status()
+  near(s.tokens, 10)
+  assert.equal(s.quotaUsed, 0)
+  assert.equal(limiter.tryConsume(10).allowed, true, 'n = capacity is valid')
+})
+
 // ---------------------------------------------------------------------------------------------
 // status()
 

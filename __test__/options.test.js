@@ -334,7 +334,7 @@ test('§4 a key whose value is undefined counts as absent', () => {
   new QuotaClock(base({ quota: { limit: 1, period: { unit: 'month', timeZone: 'UTC', anchorDay: undefined, anchorMonth: undefined, anchorTime: undefined } } }))
 })
 
-test('§4 bad options throw at construction, not later', () => {
+test('§4 bad options throw at construction, not later: an unknown time zone throws from the constructor, not from the first tryConsume', () => {
   let threw = false
   try {
     new QuotaClock(base({ quota: { limit: 1, period: { unit: 'day', timeZone: 'Nowhere/Special' } } }))

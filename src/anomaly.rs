@@ -129,6 +129,10 @@ impl Anomaly {
 
 /// Milliseconds for a log line: whole numbers without a fraction, others to the microsecond.
 pub(crate) fn ms(value: f64) -> String {
+    if !value.is_finite() {
+        // Spelled as JavaScript spells them.
+        return if value.is_nan() { "NaN" } else if value > 0.0 { "Infinity" } else { "-Infinity" }.to_owned();
+    }
     if value.fract() == 0.0 && value.abs() < 1e15 {
         format!("{value:.0}")
     } else {

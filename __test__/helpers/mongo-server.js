@@ -1,8 +1,11 @@
 'use strict'
 
-// Starts a MongoDB wire-compatible server for the tests: SecantusDB (a MongoDB wire-protocol
-// server on WiredTiger, from PyPI) in a virtualenv at the repository root, on 127.0.0.1 and a free
-// port, with in-memory storage. No mongod is needed.
+// Starts a MongoDB wire-compatible server for the tests: SecantusDB (a Python package serving the
+// MongoDB wire protocol on WiredTiger) from a virtualenv at the repository root, on 127.0.0.1 and
+// a free port, with in-memory storage. No mongod is needed.
+//
+// Its TTL monitor runs every 60 s, as mongod's does; the `[storage] ttl_sweep_seconds` setting of
+// 0.7.0b3 is accepted but not passed to the server, so the tests do not wait for TTL deletions.
 //
 //   const server = await startMongoServer()   // { uri, stop() }
 //   ...

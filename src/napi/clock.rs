@@ -175,11 +175,17 @@ pub(crate) struct BoundClock<'a> {
     pub handle: &'a ClockHandle,
 }
 
-fn describe(value: &Unknown<'_>) -> String {
+fn describe(env: &Env, value: &Unknown<'_>) -> String {
     match value.get_type() {
         Ok(ValueType::Undefined) => "undefined".to_owned(),
         Ok(ValueType::Null) => "null".to_owned(),
-        Ok(ValueType::Number) => "a number".to_owned(),
+        // SAFETY (both): the value was just checked to be of that type.
+        Ok(ValueType::Boolean) => unsafe { bool::from_napi_value(env.raw(), value.raw()) }.map_or_else(|_| "a boolean".to_owned(), |b| b.to_string()),
+        Ok(ValueType::String) => match unsafe { String::from_napi_value(env.raw(), value.raw()) } {
+            Ok(text) if text.chars().count() <= 40 => format!("the string {text:?}"),
+            Ok(text) => format!("the string {:?}...", text.chars().take(40).collect::<String>()),
+            Err(_) => "a string".to_owned(),
+        },
         Ok(other) => format!("a value of type {}", format!("{other:?}").to_lowercase()),
         Err(_) => "an unreadable value".to_owned(),
     }
@@ -193,7 +199,7 @@ fn call_reader(env: &Env, reader: &Reader, reading: Reading) -> std::result::Res
         let number = unsafe { f64::from_napi_value(env.raw(), value.raw()) }.map_err(|e| ClockError::failed(reading, &e.reason))?;
         Ok(number)
     } else {
-        Err(ClockError::not_finite(reading, &describe(&value)))
+        Err(ClockError::not_finite(reading, &describe(env, &value)))
     }
 }
 

@@ -1,0 +1,166 @@
+// Valid, strictly typed use of every export and every type index.d.ts declares. It must compile
+// with `tsc --noEmit --strict`; each `@ts-expect-error` line must stay an error.
+import {
+  QuotaClock,
+  QuotaClockError,
+  systemClock,
+  procUptimeElapsedRealtime,
+  manualClock,
+  periodFor,
+} from 'quota-clock-source'
+import type {
+  QuotaClockOptions,
+  QuotaPeriodSpec,
+  SuspendPolicy,
+  Decision,
+  Status,
+  Anomaly,
+  AnomalyKind,
+  Period,
+  ClockSource,
+  ManualClock,
+  ManualClockInit,
+  QuotaClockErrorCode,
+} from 'quota-clock-source'
+
+/** Compiles only when A and B are the same type. */
+type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false
+function assertType<T extends true>(): T | void {}
+
+// String fields are unions of their literal values (SPEC §2).
+assertType<Equal<SuspendPolicy, 'ignore' | 'credit' | 'refuse'>>()
+assertType<
+  Equal<AnomalyKind, 'wall-step-back' | 'wall-step-forward' | 'suspend' | 'ambiguous-wall-jump' | 'period-regression' | 'period-skip'>
+>()
+assertType<Equal<Decision['retryAfterBasis'], 'monotonic-refill' | 'wall-period' | null>>()
+assertType<Equal<Period['startKind'], 'exact' | 'gap' | 'repeat'>>()
+assertType<Equal<QuotaPeriodSpec['unit'], 'day' | 'week' | 'month' | 'year'>>()
+assertType<Equal<Anomaly['kind'], AnomalyKind>>()
+assertType<
+  Equal<
+    QuotaClockErrorCode,
+    'ERR_MONOTONIC_REGRESSION' | 'ERR_AMBIGUOUS_WALL_JUMP' | 'ERR_IMPLAUSIBLE_WALL_CLOCK' | 'ERR_CLOCK_READING' | 'ERR_UNSUPPORTED_PLATFORM'
+  >
+>()
+
+// Options: every field, then the smallest valid set.
+const period: QuotaPeriodSpec = {
+  unit: 'month',
+  timeZone: 'America/Los_Angeles',
+  anchorDay: 15,
+  anchorTime: '09:30',
+}
+const yearly: QuotaPeriodSpec = { unit: 'year', timeZone: 'UTC', anchorMonth: 4, anchorDay: 6 }
+const policy: SuspendPolicy = 'credit'
+const init: ManualClockInit = { monotonicMs: 0, wallMs: Date.UTC(2024, 2, 10), elapsedRealtimeMs: 0 }
+const clock: ManualClock = manualClock(init)
+const seen: Anomaly[] = []
+const options: QuotaClockOptions = {
+  capacity: 10,
+  refillPerSecond: 2.5,
+  initialTokens: 5,
+  suspendPolicy: policy,
+  quota: { limit: 1000, period },
+  clock,
+  onAnomaly: (anomaly) => {
+    seen.push(anomaly)
+  },
+  earliestPlausibleWallMs: null,
+}
+const limiter = new QuotaClock(options)
+const minimal = new QuotaClock({ capacity: 1, refillPerSecond: 1, suspendPolicy: 'refuse' })
+
+// Decisions.
+const decision: Decision = limiter.tryConsume()
+const many: Decision = minimal.tryConsume(1)
+const allowed: boolean = decision.allowed && many.allowed
+const retryAfterMs: number = decision.retryAfterMs
+const tokens: number = decision.tokens
+const quotaRemaining: number | null = decision.quotaRemaining
+const anomalies: readonly Anomaly[] = decision.anomalies
+if (decision.retryAfterBasis === 'wall-period') {
+  const waitUntilNextPeriod: number = decision.retryAfterMs
+  void waitUntilNextPeriod
+}
+
+// Anomalies: an exhaustive switch over the kinds, with the optional fields each one carries.
+function describeAnomaly(anomaly: Anomaly): string {
+  const base = `${anomaly.detail} (monotonic ${anomaly.monotonicDeltaMs} ms, wall ${anomaly.wallDeltaMs} ms, credited ${anomaly.creditedMs} ms)`
+  switch (anomaly.kind) {
+    case 'wall-step-back':
+    case 'wall-step-forward':
+      return `${base} step ${anomaly.stepMs ?? 0}`
+    case 'suspend':
+      return `${base} slept ${anomaly.suspendedMs ?? 0}`
+    case 'ambiguous-wall-jump':
+      return base
+    case 'period-regression':
+      return `${base} held ${anomaly.periodId ?? ''}`
+    case 'period-skip':
+      return `${base} skipped ${anomaly.skipped ?? 0} to ${anomaly.periodId ?? ''}`
+    default: {
+      const unreachable: never = anomaly.kind
+      return unreachable
+    }
+  }
+}
+const lines: string[] = anomalies.map(describeAnomaly)
+
+// Status and periods.
+const status: Status = limiter.status()
+const used: number | null = status.quotaUsed
+const open: Period | null = status.period
+const own: Period | null = limiter.periodFor(Date.UTC(2024, 5, 1))
+const p: Period = periodFor(yearly, Date.UTC(2024, 5, 1))
+const span: number = p.endMs - p.startMs
+const id: string = p.id
+const zone: string = p.timeZone
+
+// Clock sources: the system clock, with and without a reader, and a hand-written one.
+const system: ClockSource = systemClock()
+const withReader: ClockSource = systemClock({ elapsedRealtimeMs: procUptimeElapsedRealtime() })
+const reader: () => number = procUptimeElapsedRealtime()
+const custom: ClockSource = {
+  monotonicMs: () => 1,
+  wallMs: () => Date.now(),
+}
+const readings: number = system.monotonicMs() + system.wallMs() + (withReader.elapsedRealtimeMs?.() ?? reader())
+const fromCustom = new QuotaClock({ capacity: 2, refillPerSecond: 1, suspendPolicy: 'ignore', clock: custom })
+
+// A manual clock: every control, and the read counter.
+clock.advance(1_000)
+clock.suspend(60_000)
+clock.stepWall(-5_000)
+clock.set({ monotonicMs: 10, wallMs: 20, elapsedRealtimeMs: 30 })
+clock.set({})
+const reads: number = clock.elapsedRealtimeReads
+
+// Errors: QuotaClockError is an Error with a typed code.
+try {
+  limiter.tryConsume()
+} catch (error) {
+  if (error instanceof QuotaClockError) {
+    const code: QuotaClockErrorCode = error.code
+    const message: string = error.message
+    if (code === 'ERR_MONOTONIC_REGRESSION') void message
+  }
+}
+const made: Error = new QuotaClockError('ERR_CLOCK_READING', 'the clock threw')
+
+// What must stay refused.
+// @ts-expect-error suspendPolicy is required and has no default
+new QuotaClock({ capacity: 1, refillPerSecond: 1 })
+// @ts-expect-error suspendPolicy is one of three strings
+new QuotaClock({ capacity: 1, refillPerSecond: 1, suspendPolicy: 'skip' })
+// @ts-expect-error sub-day periods are not a unit
+periodFor({ unit: 'hour', timeZone: 'UTC' }, 0)
+// @ts-expect-error a decision is read-only data, not a promise
+void decision.then
+// @ts-expect-error the frozen anomalies array cannot be written to
+decision.anomalies.push(seen[0]!)
+// @ts-expect-error elapsedRealtimeReads is read-only
+clock.elapsedRealtimeReads = 0
+// @ts-expect-error a code outside the union
+new QuotaClockError('ERR_NOPE', 'no')
+
+export const used_ = [allowed, retryAfterMs, tokens, quotaRemaining, lines, used, open, own, span, id, zone, readings, fromCustom, reads, made]
