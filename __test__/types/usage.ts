@@ -25,7 +25,7 @@ import type {
 
 /** Compiles only when A and B are the same type. */
 type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false
-function assertType<T extends true>(): T | void {}
+function assertType<_T extends true>(): void {}
 
 // String fields are unions of their literal values (SPEC §2).
 assertType<Equal<SuspendPolicy, 'ignore' | 'credit' | 'refuse'>>()
@@ -163,4 +163,4 @@ clock.elapsedRealtimeReads = 0
 // @ts-expect-error a code outside the union
 new QuotaClockError('ERR_NOPE', 'no')
 
-export const used_ = [allowed, retryAfterMs, tokens, quotaRemaining, lines, used, open, own, span, id, zone, readings, fromCustom, reads, made]
+export const values = [allowed, retryAfterMs, tokens, quotaRemaining, lines, used, open, own, span, id, zone, readings, fromCustom, reads, made]
