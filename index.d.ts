@@ -162,3 +162,120 @@ export class QuotaClockError extends Error {
   code: QuotaClockErrorCode
   constructor(code: QuotaClockErrorCode, message: string)
 }
+
+// ---- Shared limits in MongoDB (the @nodedk/throttle API) ------------------------------------
+
+/**
+ * The part of a MongoDB collection a throttle uses: the official driver's `Collection` (v6+),
+ * or the collection of {@link memoryDb}.
+ */
+export interface ThrottleCollection {
+  /** Must resolve to the document itself (driver v6+; v4/v5's `{ value, ok }` wrapper is unwrapped too). */
+  findOneAndUpdate(filter: object, update: object | object[], options?: object): Promise<any>
+  deleteMany(filter: object): Promise<{ deletedCount?: number }>
+}
+
+/** Anything with MongoDB's `collection(name)`: a driver `Db`, or {@link memoryDb}(). */
+export interface ThrottleDb {
+  collection(name: string): ThrottleCollection
+}
+
+export interface ThrottleOptions {
+  /** Required. All throttles on the same database share the counters in its `throttle` collection. */
+  db: ThrottleDb
+  /** IANA time zone whose midnight starts the day window (and whose calendar months the month window follows). Default `'UTC'`. Minute windows are always UTC minutes. An unknown name throws `RangeError` `ERR_UNKNOWN_TIME_ZONE`. */
+  timeZone?: string | undefined
+  /**
+   * Whose clock files an attempt in its window. `'local'` (default): this process's wall clock.
+   * `'server'`: the database server's clock, read through `$$NOW` in an update pipeline (one more
+   * round trip per check), so instances with skewed clocks agree on the window; results then carry `skewMs`.
+   */
+  time?: 'local' | 'server' | undefined
+  /** The local wall clock (default `Date.now`); `manualClock()` fits, for tests. */
+  clock?: Pick<ClockSource, 'wallMs'> | undefined
+}
+
+/** Per-key limits. Each is a non-negative safe integer; an omitted (or `undefined`) limit is unlimited; 0 refuses every attempt. */
+export interface ThrottleLimits {
+  /** Attempts per UTC minute. */
+  requests_per_minute?: number | undefined
+  /** Attempts per day (a UTC day, or a local day in the throttle's `timeZone`). */
+  requests_per_day?: number | undefined
+  /** Attempts per calendar month in the throttle's `timeZone`. */
+  requests_per_month?: number | undefined
+}
+
+/** One fixed window of a check, for a limit that was given. */
+export interface ThrottleWindow {
+  /** `'2024-05-01T12:34Z'` (minute), `'2024-05-01'` (day), `'2024-05'` (month). */
+  id: string
+  /** First instant of the window, ms since the epoch. */
+  startMs: number
+  /** First instant of the next window; the counter's `expires_at`. */
+  endMs: number
+  limit: number
+  /** The window's count including this attempt; `null` when a longer window refused the attempt first (this counter was not touched). */
+  count: number | null
+  /** `max(0, limit - count)`; `null` when `count` is. */
+  remaining: number | null
+}
+
+export type ThrottleReason = 'RATE_LIMIT_MONTH' | 'RATE_LIMIT_DAY' | 'RATE_LIMIT_MINUTE'
+
+/** The fields every result carries besides `allowed`, `reason` and `retryAfterMs`. */
+export interface ThrottleResultBase {
+  /** The instant the windows were computed from: local wall time, or the server's with `time: 'server'`. */
+  nowMs: number
+  /** With `time: 'server'`: server time minus local time at the midpoint of the round trip. */
+  skewMs?: number
+  /** The windows of the limits given, longest first. */
+  windows: { month?: ThrottleWindow; day?: ThrottleWindow; minute?: ThrottleWindow }
+}
+
+/** `allowed` and `reason` are exactly the original's; the other fields are additions. */
+export type ThrottleResult =
+  | (ThrottleResultBase & { allowed: true; retryAfterMs: 0 })
+  | (ThrottleResultBase & {
+      allowed: false
+      /** Which limit refused: month first, then day, then minute. */
+      reason: ThrottleReason
+      /** Until the refusing window ends, rounded up. */
+      retryAfterMs: number
+    })
+
+/** The database server's clock, read once. */
+export interface ThrottleSkew {
+  /** Server time minus local time at the midpoint of the round trip (accurate to ± roundTripMs / 2). */
+  skewMs: number
+  roundTripMs: number
+  serverMs: number
+}
+
+export interface Throttle {
+  /**
+   * Counts one attempt for `key` (a non-empty string: an account, an IP, any group sharing a limit)
+   * and answers whether it is within every limit. The month counter is checked first, then the day,
+   * then the minute; an attempt refused by one window is not counted in the shorter ones, and is
+   * counted in the longer ones and in the window that refused it. Rejects with a `TypeError` or
+   * `RangeError` (code `ERR_INVALID_ARG`) before touching the database when the key or a limit is invalid.
+   */
+  check(key: string, limits?: ThrottleLimits): Promise<ThrottleResult>
+  /** Deletes the counters whose window has ended (`expires_at <= now`) and resolves to how many documents went. Starts no timer: call it yourself, or create the TTL index. */
+  sweep(): Promise<{ n: number }>
+  /** Reads the database server's clock once, to see whether this instance needs `time: 'server'`. */
+  measureSkew(): Promise<ThrottleSkew>
+}
+
+/**
+ * Creates a throttle over `options.db`: synchronous, and it neither touches the database nor starts
+ * a timer nor creates an index. Throws `TypeError`/`RangeError` (code `ERR_INVALID_ARG`) for bad
+ * options and `RangeError` `ERR_UNKNOWN_TIME_ZONE` for an unknown `timeZone`.
+ */
+export function createThrottle(options: ThrottleOptions): Throttle
+
+/**
+ * An in-process database with the two collection methods a throttle uses, with the server's
+ * semantics, for a single process or for tests. `options.clock` is the "server" clock `$$NOW` reads
+ * (default the system wall clock).
+ */
+export function memoryDb(options?: { clock?: Pick<ClockSource, 'wallMs'> | undefined }): ThrottleDb

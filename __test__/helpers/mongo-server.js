@@ -137,7 +137,10 @@ function spawnServer(serverBin, port, configPath) {
   })
   let output = ''
   let settled = false
-  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
+  const exited = new Promise((resolve) => {
+    child.once('exit', (code, signal) => resolve({ code, signal }))
+    child.once('error', () => resolve({ code: null, signal: null })) // never spawned: no 'exit' may follow
+  })
   const ready = new Promise((resolve, reject) => {
     const timer = setTimeout(() => finish(setupError(`no "listening" line within ${START_TIMEOUT_MS} ms; output:\n${output}`)), START_TIMEOUT_MS)
     function finish(err) {
