@@ -86,7 +86,8 @@ pub fn reconcile(
         anomalies.push(Anomaly::wall_step(deltas(dm), dw - dm));
         return Ok(Reconciliation { credited_ms: dm, divergence: WallDivergence::WallBehind });
     }
-    if !(dw > dm + tol) {
+    let wall_ahead = dw > dm + tol;
+    if !wall_ahead {
         return Ok(Reconciliation { credited_ms: dm, divergence: WallDivergence::Agree });
     }
 

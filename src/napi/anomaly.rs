@@ -42,6 +42,7 @@ impl From<&Anomaly> for AnomalyOutput {
 /// - `Status`: napi's own error status;
 /// - `false`: not callee-handled, the handler gets the anomaly alone (no error-first argument);
 /// - `true`: weak, so a pending delivery never keeps the event loop alive.
+///
 /// Calls are `NonBlocking` and queue to the next turn of the creating thread's event loop, so the
 /// handler never runs inside `tryConsume`. The JS face wraps the user's handler so that a throw
 /// becomes `process.emitWarning`.

@@ -80,11 +80,30 @@ struct LimiterState {
 
 type LimiterCell = RefCell<LimiterState>;
 
+/// The shared `Float64Array`, read and written one slot at a time (never borrowed as a slice:
+/// a JS clock may re-enter another limiter's `tryConsume` in the middle of a call).
+struct ResultSlots(*mut f64);
+
+impl ResultSlots {
+    fn get(&self, slot: usize) -> f64 {
+        assert!(slot < RESULT_SLOTS);
+        // SAFETY: in bounds (the buffer has RESULT_SLOTS f64s, checked in `init_thread`), kept
+        // alive by the registry, and only touched on the JS thread that owns it.
+        unsafe { self.0.add(slot).read() }
+    }
+
+    fn set(&self, slot: usize, value: f64) {
+        assert!(slot < RESULT_SLOTS);
+        // SAFETY: as in `get`.
+        unsafe { self.0.add(slot).write(value) }
+    }
+}
+
 /// This thread's limiters and its result buffer.
 struct Registry {
     cells: RefCell<Vec<Option<Rc<LimiterCell>>>>,
     free: RefCell<Vec<u32>>,
-    result: *mut f64,
+    result: ResultSlots,
     /// Keeps the result buffer alive while `result` points into it.
     _result_buffer: Float64Array,
 }
@@ -103,12 +122,6 @@ fn registry() -> CodedResult<Rc<Registry>> {
 const BUSY: &str = "the clock called back into this limiter while it was reading it";
 
 impl Registry {
-    fn result(&self) -> &mut [f64] {
-        // SAFETY: the buffer has RESULT_SLOTS f64s (checked in `init_thread`), is kept alive by
-        // `_result_buffer`, and is only touched on the JS thread that owns it.
-        unsafe { std::slice::from_raw_parts_mut(self.result, RESULT_SLOTS) }
-    }
-
     fn cell(&self, slot: f64) -> CodedResult<Rc<LimiterCell>> {
         let cells = self.cells.try_borrow().map_err(|_| coded("ERR_INTERNAL", "the limiter registry is busy"))?;
         let index = slot as usize;
@@ -136,20 +149,20 @@ impl Registry {
     /// The hot path: reads `n` and the slot, decides, writes the decision. No allocation unless
     /// an anomaly or an error has to be reported.
     fn consume(&self, env: sys::napi_env) {
-        let result = self.result();
-        let cell = match self.cell(result[SLOT_LIMITER]) {
+        let result = &self.result;
+        let cell = match self.cell(result.get(SLOT_LIMITER)) {
             Ok(cell) => cell,
             Err(_) => {
-                result[SLOT_N_OR_STATUS] = STATUS_ERROR;
+                result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
                 return;
             }
         };
         let Ok(mut state) = cell.try_borrow_mut() else {
             // A JS clock called back into the same limiter; its state is busy.
-            result[SLOT_N_OR_STATUS] = STATUS_ERROR;
+            result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
             return;
         };
-        let n = result[SLOT_N_OR_STATUS];
+        let n = result.get(SLOT_N_OR_STATUS);
         let state = &mut *state;
         state.anomalies.clear();
         state.error = None;
@@ -159,7 +172,7 @@ impl Registry {
                 "n must be a positive safe integer no larger than capacity ({}); received {n}",
                 state.limiter.capacity()
             )));
-            result[SLOT_N_OR_STATUS] = STATUS_ERROR;
+            result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
             return;
         }
         let env = Env::from_raw(env);
@@ -168,7 +181,7 @@ impl Registry {
             Ok(decision) => {
                 write_decision(result, &decision);
                 if !state.anomalies.is_empty() {
-                    result[SLOT_N_OR_STATUS] = STATUS_DECIDED_WITH_ANOMALIES;
+                    result.set(SLOT_N_OR_STATUS, STATUS_DECIDED_WITH_ANOMALIES);
                     if let Some(callback) = &state.on_anomaly {
                         state.anomalies.iter().for_each(|anomaly| deliver(callback, anomaly));
                     }
@@ -176,7 +189,7 @@ impl Registry {
             }
             Err(error) => {
                 state.error = Some(from_limiter(&error));
-                result[SLOT_N_OR_STATUS] = STATUS_ERROR;
+                result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
             }
         }
     }
@@ -233,17 +246,18 @@ fn make_reader(function: Option<Function<'_, (), Unknown<'_>>>, name: &str) -> C
     Ok(unsafe { std::mem::transmute::<FunctionRef<(), Unknown<'_>>, super::clock::Reader>(reference) })
 }
 
-fn write_decision(result: &mut [f64], decision: &Decision) {
-    result[SLOT_N_OR_STATUS] = STATUS_DECIDED;
-    result[SLOT_ALLOWED] = if decision.allowed { 1.0 } else { 0.0 };
-    result[SLOT_RETRY_AFTER_MS] = decision.retry_after_ms;
-    result[SLOT_BASIS] = match decision.retry_after_basis {
+fn write_decision(result: &ResultSlots, decision: &Decision) {
+    result.set(SLOT_N_OR_STATUS, STATUS_DECIDED);
+    result.set(SLOT_ALLOWED, if decision.allowed { 1.0 } else { 0.0 });
+    result.set(SLOT_RETRY_AFTER_MS, decision.retry_after_ms);
+    let basis = match decision.retry_after_basis {
         None => 0.0,
         Some(RetryBasis::MonotonicRefill) => 1.0,
         Some(RetryBasis::WallPeriod) => 2.0,
     };
-    result[SLOT_TOKENS] = decision.tokens;
-    result[SLOT_QUOTA_REMAINING] = decision.quota_remaining.map_or(f64::NAN, |remaining| remaining as f64);
+    result.set(SLOT_BASIS, basis);
+    result.set(SLOT_TOKENS, decision.tokens);
+    result.set(SLOT_QUOTA_REMAINING, decision.quota_remaining.map_or(f64::NAN, |remaining| remaining as f64));
 }
 
 /// The raw `tryConsume` callback: `data` is this thread's `Registry`.
@@ -258,12 +272,12 @@ unsafe extern "C" fn fast_consume(env: sys::napi_env, info: sys::napi_callback_i
     // function's finalizer, so it is alive while the function can be called.
     let registry = unsafe { &*(data as *const Registry) };
     if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| registry.consume(env))) {
-        if let Ok(cell) = registry.cell(registry.result()[SLOT_LIMITER]) {
+        if let Ok(cell) = registry.cell(registry.result.get(SLOT_LIMITER)) {
             if let Ok(mut state) = cell.try_borrow_mut() {
                 state.error = Some(internal(payload.as_ref()));
             }
         }
-        registry.result()[SLOT_N_OR_STATUS] = STATUS_ERROR;
+        registry.result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
     }
     ptr::null_mut()
 }
@@ -282,7 +296,12 @@ pub fn init_thread<'env>(env: &'env Env, mut result_buffer: Float64Array) -> nap
         }
         // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.
         let result = unsafe { result_buffer.as_mut() }.as_mut_ptr();
-        let registry = Rc::new(Registry { cells: RefCell::new(Vec::new()), free: RefCell::new(Vec::new()), result, _result_buffer: result_buffer });
+        let registry = Rc::new(Registry {
+            cells: RefCell::new(Vec::new()),
+            free: RefCell::new(Vec::new()),
+            result: ResultSlots(result),
+            _result_buffer: result_buffer,
+        });
         REGISTRY.with(|slot| *slot.borrow_mut() = Some(registry.clone()));
         // Drop the limiters (their JS references and threadsafe functions) while the env lives.
         env.add_env_cleanup_hook((), |()| {
