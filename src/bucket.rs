@@ -15,6 +15,7 @@ impl TokenBucket {
     }
 
     /// Adds the refill owed for `elapsed_ms` of real time, up to capacity.
+    #[inline]
     pub fn credit(&mut self, elapsed_ms: f64) {
         let refill = elapsed_ms * self.refill_per_second / 1000.0;
         if refill > 0.0 {

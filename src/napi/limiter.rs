@@ -150,12 +150,18 @@ impl Registry {
     /// an anomaly or an error has to be reported.
     fn consume(&self, env: sys::napi_env) {
         let result = &self.result;
-        let cell = match self.cell(result.get(SLOT_LIMITER)) {
-            Ok(cell) => cell,
-            Err(_) => {
-                result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
-                return;
-            }
+        // The registry stays borrowed (shared) for the call, so a re-entrant `tryConsume` works
+        // and creating a limiter from inside a clock reading is refused.
+        let Ok(cells) = self.cells.try_borrow() else {
+            result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
+            return;
+        };
+        let slot = result.get(SLOT_LIMITER);
+        // i64 round trips are single instructions; u64 ones are not.
+        let index = slot as i64;
+        let Some(Some(cell)) = (if index as f64 == slot { cells.get(index as usize) } else { None }) else {
+            result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
+            return;
         };
         let Ok(mut state) = cell.try_borrow_mut() else {
             // A JS clock called back into the same limiter; its state is busy.
@@ -166,8 +172,8 @@ impl Registry {
         let state = &mut *state;
         state.anomalies.clear();
         state.error = None;
-        // `n as u64 as f64 == n` is the integer check without a libm call.
-        if !(n >= 1.0 && n <= state.limiter.capacity() && n as u64 as f64 == n) {
+        // `n as i64 as f64 == n` is the integer check without a libm call.
+        if !(n >= 1.0 && n <= state.limiter.capacity() && n as i64 as f64 == n) {
             state.error = Some(invalid_arg(format!(
                 "n must be a positive safe integer no larger than capacity ({}); received {n}",
                 state.limiter.capacity()
