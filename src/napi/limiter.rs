@@ -156,10 +156,10 @@ impl Registry {
             result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
             return;
         };
-        let slot = result.get(SLOT_LIMITER);
-        // i64 round trips are single instructions; u64 ones are not.
-        let index = slot as i64;
-        let Some(Some(cell)) = (if index as f64 == slot { cells.get(index as usize) } else { None }) else {
+        // The JS face writes whole numbers; a cast and a bounds check are all the guard needed
+        // (a stray fraction could only name another live slot, never memory).
+        let index = result.get(SLOT_LIMITER) as u32 as usize;
+        let Some(Some(cell)) = cells.get(index) else {
             result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
             return;
         };
@@ -171,9 +171,12 @@ impl Registry {
         let n = result.get(SLOT_N_OR_STATUS);
         let state = &mut *state;
         state.anomalies.clear();
-        state.error = None;
-        // `n as i64 as f64 == n` is the integer check without a libm call.
-        if !(n >= 1.0 && n <= state.limiter.capacity() && n as i64 as f64 == n) {
+        if state.error.is_some() {
+            state.error = None;
+        }
+        // The JS face has checked that `n` is a safe integer; the range check keeps a direct
+        // call from asking for more than the bucket can hold.
+        if !(n >= 1.0 && n <= state.limiter.capacity()) {
             state.error = Some(invalid_arg(format!(
                 "n must be a positive safe integer no larger than capacity ({}); received {n}",
                 state.limiter.capacity()
