@@ -59,6 +59,7 @@ pub trait ClockSource {
 }
 
 /// Reads one component and refuses anything but a finite number.
+#[inline(always)]
 pub(crate) fn read_finite(
     reading: Reading,
     read: impl FnOnce() -> Result<f64, ClockError>,

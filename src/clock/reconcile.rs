@@ -67,7 +67,7 @@ pub fn tolerance_ms(monotonic_delta_ms: f64) -> f64 {
 /// The one place the reconciliation rule lives. `read_elapsed_realtime` is called only when the
 /// wall clock runs ahead and a reader exists (`baseline` is `Some`), so the usual call reads two
 /// clocks. On a reader error nothing has changed. Clock anomalies are pushed onto `anomalies`.
-#[inline]
+#[inline(always)]
 pub fn reconcile(
     monotonic_ms: f64,
     monotonic_delta_ms: f64,

@@ -204,7 +204,7 @@ fn call_reader(env: &Env, reader: &Reader, reading: Reading) -> std::result::Res
 }
 
 impl ClockSource for BoundClock<'_> {
-    #[inline]
+    #[inline(always)]
     fn monotonic_ms(&mut self) -> std::result::Result<f64, ClockError> {
         match self.handle {
             ClockHandle::System(_) | ClockHandle::SystemWithReader(_) => Ok(clock::monotonic_ms()),
@@ -213,7 +213,7 @@ impl ClockSource for BoundClock<'_> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn wall_ms(&mut self) -> std::result::Result<f64, ClockError> {
         match self.handle {
             ClockHandle::System(_) | ClockHandle::SystemWithReader(_) => Ok(clock::wall_ms()),

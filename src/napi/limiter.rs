@@ -101,7 +101,9 @@ impl ResultSlots {
 
 /// This thread's limiters and its result buffer.
 struct Registry {
-    cells: RefCell<Vec<Option<Rc<LimiterCell>>>>,
+    /// States are held inline (no box to chase on the hot path); while any call holds the
+    /// vector borrowed, creating a limiter is refused rather than moving them.
+    cells: RefCell<Vec<Option<LimiterCell>>>,
     free: RefCell<Vec<u32>>,
     result: ResultSlots,
     /// Keeps the result buffer alive while `result` points into it.
@@ -122,18 +124,19 @@ fn registry() -> CodedResult<Rc<Registry>> {
 const BUSY: &str = "the clock called back into this limiter while it was reading it";
 
 impl Registry {
-    fn cell(&self, slot: f64) -> CodedResult<Rc<LimiterCell>> {
+    /// Runs `body` on the limiter in `slot` (for the slow paths).
+    fn with_cell<T>(&self, slot: u32, body: impl FnOnce(&mut LimiterState) -> CodedResult<T>) -> CodedResult<T> {
         let cells = self.cells.try_borrow().map_err(|_| coded("ERR_INTERNAL", "the limiter registry is busy"))?;
-        let index = slot as usize;
-        match cells.get(index) {
-            Some(Some(cell)) if index as f64 == slot => Ok(cell.clone()),
-            _ => Err(invalid_arg(format!("no limiter in slot {slot}"))),
-        }
+        let Some(Some(cell)) = cells.get(slot as usize) else {
+            return Err(invalid_arg(format!("no limiter in slot {slot}")));
+        };
+        let mut state = cell.try_borrow_mut().map_err(|_| coded("ERR_CLOCK_READING", BUSY))?;
+        body(&mut state)
     }
 
     fn insert(&self, cell: LimiterCell) -> CodedResult<u32> {
         let mut cells = self.cells.try_borrow_mut().map_err(|_| coded("ERR_INTERNAL", "cannot create a limiter while a clock is being read"))?;
-        let cell = Some(Rc::new(cell));
+        let cell = Some(cell);
         match self.free.borrow_mut().pop() {
             Some(slot) => {
                 cells[slot as usize] = cell;
@@ -281,11 +284,11 @@ unsafe extern "C" fn fast_consume(env: sys::napi_env, info: sys::napi_callback_i
     // function's finalizer, so it is alive while the function can be called.
     let registry = unsafe { &*(data as *const Registry) };
     if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| registry.consume(env))) {
-        if let Ok(cell) = registry.cell(registry.result.get(SLOT_LIMITER)) {
-            if let Ok(mut state) = cell.try_borrow_mut() {
-                state.error = Some(internal(payload.as_ref()));
-            }
-        }
+        let slot = registry.result.get(SLOT_LIMITER) as u32;
+        let _ = registry.with_cell(slot, |state| {
+            state.error = Some(internal(payload.as_ref()));
+            Ok(())
+        });
         registry.result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
     }
     ptr::null_mut()
@@ -398,9 +401,7 @@ pub fn release_limiter(slot: u32) {
 }
 
 fn with_cell<T>(slot: u32, body: impl FnOnce(&mut LimiterState) -> CodedResult<T>) -> CodedResult<T> {
-    let cell = registry()?.cell(slot as f64)?;
-    let mut state = cell.try_borrow_mut().map_err(|_| coded("ERR_CLOCK_READING", BUSY))?;
-    body(&mut state)
+    registry()?.with_cell(slot, body)
 }
 
 /// The anomalies of the slot's last `tryConsume`, as objects (called only when there were some).
