@@ -355,6 +355,18 @@ function checkCount(n, capacity) {
   if (!(Number.isSafeInteger(n) && n >= 1 && n <= capacity)) throw rangeError('ERR_INVALID_ARG', 'n', `a positive safe integer no larger than capacity (${capacity})`, n)
 }
 
+/** The decision the native tryConsume just wrote into RESULT. */
+function readDecision(hasQuota, anomalies) {
+  return {
+    allowed: RESULT[1] === 1,
+    retryAfterMs: RESULT[2],
+    retryAfterBasis: BASIS[RESULT[3]],
+    tokens: RESULT[4],
+    quotaRemaining: hasQuota ? RESULT[5] : null,
+    anomalies,
+  }
+}
+
 function toPeriod(period) {
   return { id: period.id, startMs: period.startMs, endMs: period.endMs, startKind: period.startKind, timeZone: period.timeZone }
 }
@@ -397,30 +409,14 @@ class QuotaClock {
     RESULT[0] = n
     RESULT[6] = this.#slot
     consume()
-    if (RESULT[0] === 0) {
-      return {
-        allowed: RESULT[1] === 1,
-        retryAfterMs: RESULT[2],
-        retryAfterBasis: BASIS[RESULT[3]],
-        tokens: RESULT[4],
-        quotaRemaining: this.#hasQuota ? RESULT[5] : null,
-        anomalies: NO_ANOMALIES,
-      }
-    }
+    if (RESULT[0] === 0) return readDecision(this.#hasQuota, NO_ANOMALIES)
     return this.#settle()
   }
 
   /** The rare outcomes: a decision with anomalies, or an error. */
   #settle() {
     if (RESULT[0] === 1) {
-      return {
-        allowed: RESULT[1] === 1,
-        retryAfterMs: RESULT[2],
-        retryAfterBasis: BASIS[RESULT[3]],
-        tokens: RESULT[4],
-        quotaRemaining: this.#hasQuota ? RESULT[5] : null,
-        anomalies: callNative(() => native.limiterTakeAnomalies(this.#slot)).map(toAnomaly),
-      }
+      return readDecision(this.#hasQuota, callNative(() => native.limiterTakeAnomalies(this.#slot)).map(toAnomaly))
     }
     throw toPublicError(native.limiterTakeError(this.#slot))
   }
