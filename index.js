@@ -350,9 +350,11 @@ function safeHandler(onAnomaly) {
   }
 }
 
+/** SPEC §5: anything but a positive safe integer ≤ capacity is a RangeError, whatever its type. */
 function checkCount(n, capacity) {
-  if (typeof n !== 'number') throw typeError('ERR_INVALID_ARG', 'n', `a positive safe integer no larger than capacity (${capacity})`, n)
-  if (!(Number.isSafeInteger(n) && n >= 1 && n <= capacity)) throw rangeError('ERR_INVALID_ARG', 'n', `a positive safe integer no larger than capacity (${capacity})`, n)
+  if (!(typeof n === 'number' && Number.isSafeInteger(n) && n >= 1 && n <= capacity)) {
+    throw rangeError('ERR_INVALID_ARG', 'n', `a positive safe integer no larger than capacity (${capacity})`, n)
+  }
 }
 
 /** The decision the native tryConsume just wrote into RESULT. */
