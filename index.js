@@ -2,6 +2,8 @@
 // The JS face of quota-clock-source: option checks with coded errors, clock-source plumbing,
 // and the decision object. The Rust core does every computation; see src/.
 
+const { coded, describe, isPlainObject, refuseUnknownKeys } = require('./lib/validate.js')
+
 const native = loadNativeBinding()
 
 /** The generated loader; when no binary fits this platform, an error that names it and says what to do. */
@@ -52,12 +54,6 @@ const CLOCK_ERROR_CODES = new Set([
 ])
 const RANGE_ERROR_CODES = new Set(['ERR_INVALID_OPTION', 'ERR_SUB_DAY_PERIOD', 'ERR_UNKNOWN_TIME_ZONE', 'ERR_INVALID_ARG'])
 
-function coded(ErrorClass, code, message) {
-  const error = new ErrorClass(message)
-  error.code = code
-  return error
-}
-
 /** Turns a coded error from the native side into the class the contract names. */
 function toPublicError({ code, message }) {
   if (CLOCK_ERROR_CODES.has(code)) return new QuotaClockError(code, message)
@@ -73,52 +69,12 @@ function callNative(body) {
   }
 }
 
-function describe(value) {
-  if (value === null) return 'null'
-  if (Array.isArray(value)) return 'an array'
-  switch (typeof value) {
-    case 'string':
-      return JSON.stringify(value)
-    case 'number':
-    case 'boolean':
-    case 'bigint':
-      return String(value)
-    case 'undefined':
-      return 'undefined'
-    case 'function':
-      return 'a function'
-    case 'symbol':
-      return 'a symbol'
-    default:
-      return 'an object'
-  }
-}
-
-function isPlainObject(value) {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-}
-
 function typeError(code, name, expected, value) {
   return coded(TypeError, code, `${name} must be ${expected}; received ${describe(value)}`)
 }
 
 function rangeError(code, name, expected, value) {
   return coded(RangeError, code, `${name} must be ${expected}; received ${describe(value)}`)
-}
-
-/** Refuses keys that are not options (a key whose value is undefined counts as absent). */
-function refuseUnknownKeys(object, known, path) {
-  for (const key of Object.keys(object)) {
-    if (object[key] === undefined || known.includes(key)) continue
-    const near = known.find((name) => name.toLowerCase() === key.toLowerCase())
-    const hint = near ? ` (did you mean '${near}'?)` : ''
-    const where = path ? `${path}.${key}` : key
-    throw coded(
-      TypeError,
-      'ERR_INVALID_OPTION',
-      `unknown option '${where}'${hint}; expected one of ${known.map((name) => `'${name}'`).join(', ')}; received ${describe(object[key])}`,
-    )
-  }
 }
 
 function checkNumber(value, name, code = 'ERR_INVALID_OPTION') {

@@ -12,6 +12,7 @@
 // `deleteMany()` are called; the library starts no timers and creates no indexes.
 
 const { memoryDb } = require('./memory-db')
+const { coded, describe, isPlainObject, refuseUnknownKeys } = require('./validate')
 
 const COLLECTION = 'throttle'
 const MINUTE_MS = 60_000
@@ -32,39 +33,12 @@ const STORE_ATTEMPTS = 3
 
 const systemWallClock = { wallMs: () => Date.now() }
 
-function codedError(ErrorClass, code, message) {
-  const err = new ErrorClass(message)
-  err.code = code
-  return err
-}
-
 function invalidArg(ErrorClass, message) {
-  return codedError(ErrorClass, 'ERR_INVALID_ARG', message)
+  return coded(ErrorClass, 'ERR_INVALID_ARG', message)
 }
 
 function storeError(message) {
-  return codedError(Error, 'ERR_THROTTLE_STORE', message)
-}
-
-function describe(value) {
-  if (value === null) return 'null'
-  if (Array.isArray(value)) return 'an array'
-  if (typeof value === 'string') return `the string ${JSON.stringify(value)}`
-  if (typeof value === 'object') return 'an object'
-  if (typeof value === 'function') return 'a function'
-  return `${typeof value} ${String(value)}`
-}
-
-function isObject(value) {
-  return value !== null && typeof value === 'object' && !Array.isArray(value)
-}
-
-function rejectUnknownKeys(object, known, what) {
-  for (const name of Object.keys(object)) {
-    if (!known.includes(name) && object[name] !== undefined) {
-      throw invalidArg(TypeError, `${what}: unknown option ${JSON.stringify(name)} (expected ${known.join(', ')})`)
-    }
-  }
+  return coded(Error, 'ERR_THROTTLE_STORE', message)
 }
 
 // Keys go into `_id` before the first '|': escaping '%' first keeps the encoding one-to-one.
@@ -86,10 +60,10 @@ function validateKey(key) {
 // Returns [{ unit, reason, limit }] for the limits given, longest window first.
 function validateLimits(limits) {
   if (limits === undefined) return []
-  if (!isObject(limits)) {
+  if (!isPlainObject(limits)) {
     throw invalidArg(TypeError, `throttle.check: limits must be an object such as { requests_per_minute: 10 }, received ${describe(limits)}`)
   }
-  rejectUnknownKeys(limits, LIMIT_NAMES, 'throttle.check')
+  refuseUnknownKeys(limits, LIMIT_NAMES, 'limits', 'ERR_INVALID_ARG')
   const active = []
   for (const { unit, limitName, reason } of WINDOWS) {
     const limit = limits[limitName]
@@ -127,7 +101,7 @@ function validateTimeZone(timeZone) {
     calendarPeriod('day', timeZone, Date.now())
   } catch (err) {
     if (err && err.code === 'ERR_UNKNOWN_TIME_ZONE') {
-      throw codedError(RangeError, 'ERR_UNKNOWN_TIME_ZONE', `createThrottle: timeZone ${JSON.stringify(timeZone)} is not a known IANA time zone; use a name such as 'Europe/Copenhagen' or 'UTC'`)
+      throw coded(RangeError, 'ERR_UNKNOWN_TIME_ZONE', `createThrottle: timeZone ${JSON.stringify(timeZone)} is not a known IANA time zone; use a name such as 'Europe/Copenhagen' or 'UTC'`)
     }
     throw err
   }
@@ -135,7 +109,7 @@ function validateTimeZone(timeZone) {
 
 // Driver v4/v5 wrap the document as { value, ok, lastErrorObject }; v6+ and memoryDb return it bare.
 function unwrap(reply) {
-  if (isObject(reply) && 'lastErrorObject' in reply && 'value' in reply && 'ok' in reply) return reply.value
+  if (isPlainObject(reply) && 'lastErrorObject' in reply && 'value' in reply && 'ok' in reply) return reply.value
   return reply ?? null
 }
 
@@ -144,13 +118,13 @@ function unwrap(reply) {
  * Synchronous; `db` is first used by `check()`, `sweep()` or `measureSkew()`.
  */
 function createThrottle(options) {
-  if (!isObject(options)) {
+  if (!isPlainObject(options)) {
     throw invalidArg(TypeError, `createThrottle: options must be an object such as { db }, received ${describe(options)}`)
   }
   if (typeof options.collection === 'function') {
     throw invalidArg(TypeError, 'createThrottle: pass the database as an option, createThrottle({ db }), not createThrottle(db)')
   }
-  rejectUnknownKeys(options, OPTION_NAMES, 'createThrottle')
+  refuseUnknownKeys(options, OPTION_NAMES, '', 'ERR_INVALID_ARG')
   const { db, timeZone = 'UTC', time = 'local', clock = systemWallClock } = options
   if (db === undefined || db === null) {
     throw invalidArg(TypeError, 'createThrottle: db is required (a MongoDB Db, or memoryDb() for one process)')
@@ -161,7 +135,7 @@ function createThrottle(options) {
   if (time !== 'local' && time !== 'server') {
     throw invalidArg(RangeError, `createThrottle: time must be 'local' or 'server', received ${describe(time)}`)
   }
-  if (!isObject(clock) || typeof clock.wallMs !== 'function') {
+  if (!isPlainObject(clock) || typeof clock.wallMs !== 'function') {
     throw invalidArg(TypeError, `createThrottle: clock must be an object with a wallMs() method, received ${describe(clock)}`)
   }
   validateTimeZone(timeZone)
@@ -171,7 +145,7 @@ function createThrottle(options) {
   function throttleCollection() {
     if (collection === undefined) {
       const candidate = db.collection(COLLECTION)
-      if (!isObject(candidate) || typeof candidate.findOneAndUpdate !== 'function' || typeof candidate.deleteMany !== 'function') {
+      if (!isPlainObject(candidate) || typeof candidate.findOneAndUpdate !== 'function' || typeof candidate.deleteMany !== 'function') {
         throw invalidArg(TypeError, `throttle: db.collection('${COLLECTION}') must provide findOneAndUpdate() and deleteMany()`)
       }
       collection = candidate
@@ -194,7 +168,7 @@ function createThrottle(options) {
   function localNow() {
     const wallMs = clock.wallMs()
     if (typeof wallMs !== 'number' || !Number.isFinite(wallMs)) {
-      throw codedError(RangeError, 'ERR_CLOCK_READING', `throttle: clock.wallMs() must return a finite number of milliseconds, received ${describe(wallMs)}`)
+      throw coded(RangeError, 'ERR_CLOCK_READING', `throttle: clock.wallMs() must return a finite number of milliseconds, received ${describe(wallMs)}`)
     }
     return wallMs
   }
