@@ -9,13 +9,13 @@ use napi::sys;
 use napi_derive::napi;
 
 use super::errors::{coded, guard};
+use super::raw::{callback_data, function_with_data};
 use crate::clock;
 
 unsafe extern "C" fn read_two_clocks(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    let mut data: *mut c_void = ptr::null_mut();
-    // SAFETY: valid env and info from N-API; only `data` is asked for.
-    let status = unsafe { sys::napi_get_cb_info(env, info, ptr::null_mut(), ptr::null_mut(), ptr::null_mut(), &mut data) };
-    if status == sys::Status::napi_ok && !data.is_null() {
+    // SAFETY: N-API's own env and info.
+    let data = unsafe { callback_data(env, info) };
+    if !data.is_null() {
         // SAFETY: `data` is the leaked `Float64Array` of `clock_floor`, alive until the finalizer.
         let buffer = unsafe { &mut *(data as *mut Float64Array) };
         // SAFETY: only this thread touches the buffer; it has at least two slots (checked).
@@ -39,22 +39,12 @@ pub fn clock_floor<'env>(env: &'env Env, buffer: Float64Array) -> napi::Result<U
             return Err(coded("ERR_INVALID_ARG", "the floor needs a buffer of 2 slots"));
         }
         let data = Box::into_raw(Box::new(buffer)) as *mut c_void;
-        let name = "clockFloor";
-        let mut function = ptr::null_mut();
-        // SAFETY: valid env; `data` is released by the finalizer, or below on failure.
-        let ok = unsafe {
-            sys::napi_create_function(env.raw(), name.as_ptr().cast(), name.len() as isize, Some(read_two_clocks), data, &mut function)
-                == sys::Status::napi_ok
-                && sys::napi_add_finalizer(env.raw(), function, data, Some(release_buffer), ptr::null_mut(), ptr::null_mut())
-                    == sys::Status::napi_ok
-        };
-        if !ok {
-            // SAFETY: the function did not take ownership of `data`.
+        // SAFETY: `data` lives until `release_buffer`, which frees it once.
+        unsafe { function_with_data(env, "clockFloor", read_two_clocks, data, release_buffer) }.ok_or_else(|| {
+            // SAFETY: N-API refused, so nothing else owns `data`.
             drop(unsafe { Box::from_raw(data as *mut Float64Array) });
-            return Err(coded("ERR_INTERNAL", "could not create the floor function"));
-        }
-        // SAFETY: a live value in the current scope.
-        Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), function) })
+            coded("ERR_INTERNAL", "could not create the floor function")
+        })
     })
 }
 

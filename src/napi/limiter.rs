@@ -21,6 +21,7 @@ use super::anomaly::{build_callback, deliver, AnomalyCallback, AnomalyOutput};
 use super::calendar::{check_wall_ms, parse_spec, period_output, PeriodOutput, PeriodSpecInput};
 use super::clock::{BoundClock, ClockHandle, NativeManualClock};
 use super::errors::{coded, from_limiter, guard, internal, invalid_arg, CodedError, CodedResult};
+use super::raw::{callback_data, function_with_data};
 use crate::anomaly::Anomaly;
 use crate::clock::{SuspendPolicy, SystemClock};
 use crate::limiter::{Decision, Limiter, LimiterConfig, RetryBasis};
@@ -274,10 +275,9 @@ fn write_decision(result: &ResultSlots, decision: &Decision) {
 
 /// The raw `tryConsume` callback: `data` is this thread's `Registry`.
 unsafe extern "C" fn fast_consume(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    let mut data: *mut c_void = ptr::null_mut();
-    // SAFETY: N-API hands us a valid env and callback info; we ask only for `data`.
-    let status = unsafe { sys::napi_get_cb_info(env, info, ptr::null_mut(), ptr::null_mut(), ptr::null_mut(), &mut data) };
-    if status != sys::Status::napi_ok || data.is_null() {
+    // SAFETY: N-API's own env and info.
+    let data = unsafe { callback_data(env, info) };
+    if data.is_null() {
         return ptr::null_mut();
     }
     // SAFETY: `data` is an `Rc<Registry>` leaked in `init_thread` and released only by the
@@ -327,24 +327,13 @@ pub fn init_thread<'env>(env: &'env Env, mut result_buffer: Float64Array) -> nap
         })
         .map_err(|e| coded("ERR_INTERNAL", e.reason))?;
 
-        let name = "tryConsume";
         let data = Rc::into_raw(registry) as *mut c_void;
-        let mut function = ptr::null_mut();
-        // SAFETY: valid env; `fast_consume` matches napi_callback; `data` outlives the function
-        // (released by the finalizer below, or right here on failure).
-        let ok = unsafe {
-            sys::napi_create_function(env.raw(), name.as_ptr().cast(), name.len() as isize, Some(fast_consume), data, &mut function)
-                == sys::Status::napi_ok
-                && sys::napi_add_finalizer(env.raw(), function, data, Some(release_registry), ptr::null_mut(), ptr::null_mut())
-                    == sys::Status::napi_ok
-        };
-        if !ok {
-            // SAFETY: the function did not take ownership of `data`.
+        // SAFETY: `data` lives until `release_registry`, which releases it once.
+        unsafe { function_with_data(env, "tryConsume", fast_consume, data, release_registry) }.ok_or_else(|| {
+            // SAFETY: N-API refused, so nothing else owns `data`.
             drop(unsafe { Rc::from_raw(data as *const Registry) });
-            return Err(coded("ERR_INTERNAL", "could not create the tryConsume function"));
-        }
-        // SAFETY: `function` is a live value in the current scope.
-        Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), function) })
+            coded("ERR_INTERNAL", "could not create the tryConsume function")
+        })
     })
 }
 

@@ -7,3 +7,4 @@ mod clock;
 mod errors;
 mod floor;
 mod limiter;
+mod raw;
