@@ -226,15 +226,17 @@ const DEFAULT_EARLIEST_PLAUSIBLE_WALL_MS = Date.UTC(2020, 0, 1)
 const MISSING_SUSPEND_POLICY =
   "suspendPolicy is required and has no default: when the wall clock runs ahead of the monotonic clock and no elapsedRealtimeMs reader can tell a host suspend from a wall-clock step, only you know whether that time should refill the bucket ('credit'), be ignored ('ignore'), or make the call fail ('refuse'); received undefined"
 
-// One result buffer per thread, shared by every limiter: the native tryConsume reads `n` and the
+// One result buffer per module instance, shared by its limiters: the native tryConsume reads `n` and the
 // limiter's slot from it, writes the decision into it, and this file builds the object (cheaper
 // than a napi-built object). Slots: [0] in: n, out: status (0 decided, 1 decided with anomalies,
 // 2 error), [1] allowed, [2] retryAfterMs, [3] basis (0 none, 1 monotonic-refill, 2 wall-period),
 // [4] tokens, [5] quotaRemaining, [6] in: the limiter's slot.
 const RESULT = new Float64Array(7)
-const consume = native.initThread(RESULT)
+// This module instance's limiters (a module loaded again, by a test runner say, gets its own).
+const REGISTRY = native.createRegistry(RESULT)
+const consume = native.registryConsume(REGISTRY)
 // A limiter's native state is freed once its object has been collected.
-const slots = new FinalizationRegistry((slot) => native.releaseLimiter(slot))
+const slots = new FinalizationRegistry((slot) => native.releaseLimiter(REGISTRY, slot))
 const BASIS = [null, 'monotonic-refill', 'wall-period']
 const NO_ANOMALIES = Object.freeze([])
 
@@ -354,7 +356,7 @@ class QuotaClock {
     const safe = onAnomaly === undefined ? undefined : safeHandler(onAnomaly)
     const handler = safe === undefined ? undefined : (anomaly) => safe(toAnomaly(anomaly))
     this.#slot = callNative(() =>
-      native.createLimiter(limiterOptions, clockArgs.kind, clockArgs.manual, clockArgs.monotonic, clockArgs.wall, clockArgs.elapsed, handler),
+      native.createLimiter(REGISTRY, limiterOptions, clockArgs.kind, clockArgs.manual, clockArgs.monotonic, clockArgs.wall, clockArgs.elapsed, handler),
     )
     slots.register(this, this.#slot)
     this.#capacity = limiterOptions.capacity
@@ -374,14 +376,14 @@ class QuotaClock {
   /** The rare outcomes: a decision with anomalies, or an error. */
   #settle() {
     if (RESULT[0] === 1) {
-      return readDecision(this.#hasQuota, callNative(() => native.limiterTakeAnomalies(this.#slot)).map(toAnomaly))
+      return readDecision(this.#hasQuota, callNative(() => native.limiterTakeAnomalies(REGISTRY, this.#slot)).map(toAnomaly))
     }
-    throw toPublicError(native.limiterTakeError(this.#slot))
+    throw toPublicError(native.limiterTakeError(REGISTRY, this.#slot))
   }
 
   /** Reads and reconciles the clocks like tryConsume, consuming nothing. */
   status() {
-    const status = callNative(() => native.limiterStatus(this.#slot))
+    const status = callNative(() => native.limiterStatus(REGISTRY, this.#slot))
     return {
       tokens: status.tokens,
       quotaUsed: status.quotaUsed ?? null,
@@ -393,7 +395,7 @@ class QuotaClock {
   /** The limiter's own period spec applied to `wallMs`; null without a quota. */
   periodFor(wallMs) {
     checkNumber(wallMs, 'wallMs', 'ERR_INVALID_ARG')
-    const period = callNative(() => native.limiterPeriodFor(this.#slot, wallMs))
+    const period = callNative(() => native.limiterPeriodFor(REGISTRY, this.#slot, wallMs))
     return period == null ? null : toPeriod(period)
   }
 }

@@ -74,3 +74,28 @@ test('limiters on the main thread keep working after a worker that used the addo
   )
   assert.deepEqual(JSON.parse(out), { code: 0, allowed: true })
 })
+
+test('a module loaded again (as test runners do) gets limiters of its own, and the first keeps working', () => {
+  const out = runNode(
+    [],
+    `
+    const first = require(${root})
+    const a = new first.QuotaClock({ capacity: 2, refillPerSecond: 1, suspendPolicy: 'ignore', quota: { limit: 5, period: { unit: 'day', timeZone: 'UTC' } } })
+    for (const key of Object.keys(require.cache)) delete require.cache[key]
+    const second = require(${root})
+    const b = new second.QuotaClock({ capacity: 3, refillPerSecond: 1, suspendPolicy: 'ignore' })
+    const clock = second.manualClock()
+    const c = new second.QuotaClock({ capacity: 1, refillPerSecond: 1, suspendPolicy: 'ignore', clock })
+    clock.set({ monotonicMs: -1 })
+    let code
+    try { c.tryConsume() } catch (error) { code = error.code }
+    console.log(JSON.stringify({
+      a: [a.tryConsume().quotaRemaining, a.status().quotaUsed, a.tryConsume(2).allowed],
+      b: [b.tryConsume(3).tokens, b.status().quotaUsed],
+      code,
+      distinct: first.QuotaClock !== second.QuotaClock,
+    }))
+    `,
+  )
+  assert.deepEqual(JSON.parse(out), { a: [4, 1, false], b: [0, null], code: 'ERR_MONOTONIC_REGRESSION', distinct: true })
+})

@@ -1,9 +1,9 @@
 //! `QuotaClock`'s native half. Limiters live in a per-thread registry and are named by a slot
-//! number. `tryConsume` is one raw N-API function per thread, called with no arguments: the JS
+//! number. `tryConsume` is one raw N-API function per registry, called with no arguments: the JS
 //! face writes `n` and the slot into a shared `Float64Array` and reads the decision back from it.
 //!
 //! Why this shape (measured, see README "Performance"): a `#[napi]` class method pays napi-derive
-//! 3.7's per-call borrow tracking (~250 ns here); a free function pays for converting each
+//! 3.7's per-call glue and borrow tracking (~450 ns more here); a free function pays for converting each
 //! argument; a napi-built result object costs ~500 ns more than filling a typed array. A raw
 //! function with zero arguments costs what the floor costs. Naming limiters by slot (instead of a
 //! napi class instance or a function per limiter) also keeps an idle limiter under 1 KiB.
@@ -112,14 +112,16 @@ struct Registry {
 }
 
 thread_local! {
-    /// One registry per JS thread (the main thread and each worker have their own env).
-    static REGISTRY: RefCell<Option<Rc<Registry>>> = const { RefCell::new(None) };
+    /// This thread's registries, by id: one per load of the JS face (a test runner that re-runs
+    /// the module, or several `vm` contexts, get their own, never mixed up).
+    static REGISTRIES: RefCell<Vec<Rc<Registry>>> = const { RefCell::new(Vec::new()) };
+    static CLEANUP_HOOKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-fn registry() -> CodedResult<Rc<Registry>> {
-    REGISTRY
-        .with(|registry| registry.borrow().clone())
-        .ok_or_else(|| coded("ERR_INTERNAL", "initThread() was not called on this thread"))
+fn registry(id: u32) -> CodedResult<Rc<Registry>> {
+    REGISTRIES
+        .with(|registries| registries.borrow().get(id as usize).cloned())
+        .ok_or_else(|| invalid_arg(format!("no limiter registry {id} on this thread")))
 }
 
 const BUSY: &str = "the clock called back into this limiter while it was reading it";
@@ -299,12 +301,24 @@ unsafe extern "C" fn release_registry(_env: sys::napi_env, data: *mut c_void, _h
     drop(unsafe { Rc::from_raw(data as *const Registry) });
 }
 
-/// Sets up this thread's registry around `result_buffer` and returns its `tryConsume` function.
-#[napi(js_name = "initThread")]
-pub fn init_thread<'env>(env: &'env Env, mut result_buffer: Float64Array) -> napi::Result<Unknown<'env>> {
+/// Makes a registry around `result_buffer` and returns its id.
+#[napi(js_name = "createRegistry")]
+pub fn create_registry(env: &Env, mut result_buffer: Float64Array) -> napi::Result<u32> {
     guard(env, move || {
         if result_buffer.len() < RESULT_SLOTS {
             return Err(invalid_arg(format!("the result buffer needs {RESULT_SLOTS} slots")));
+        }
+        if !CLEANUP_HOOKED.with(|hooked| hooked.replace(true)) {
+            // Drop the limiters (their JS references and threadsafe functions) while the env lives.
+            env.add_env_cleanup_hook((), |()| {
+                let registries = REGISTRIES.with(|registries| std::mem::take(&mut *registries.borrow_mut()));
+                for registry in registries {
+                    if let Ok(mut cells) = registry.cells.try_borrow_mut() {
+                        cells.clear();
+                    }
+                }
+            })
+            .map_err(|e| coded("ERR_INTERNAL", e.reason))?;
         }
         // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.
         let result = unsafe { result_buffer.as_mut() }.as_mut_ptr();
@@ -314,20 +328,19 @@ pub fn init_thread<'env>(env: &'env Env, mut result_buffer: Float64Array) -> nap
             result: ResultSlots(result),
             _result_buffer: result_buffer,
         });
-        REGISTRY.with(|slot| *slot.borrow_mut() = Some(registry.clone()));
-        // Drop the limiters (their JS references and threadsafe functions) while the env lives.
-        env.add_env_cleanup_hook((), |()| {
-            REGISTRY.with(|slot| {
-                if let Some(registry) = slot.borrow_mut().take() {
-                    if let Ok(mut cells) = registry.cells.try_borrow_mut() {
-                        cells.clear();
-                    }
-                }
-            })
-        })
-        .map_err(|e| coded("ERR_INTERNAL", e.reason))?;
+        Ok(REGISTRIES.with(|registries| {
+            let mut registries = registries.borrow_mut();
+            registries.push(registry);
+            (registries.len() - 1) as u32
+        }))
+    })
+}
 
-        let data = Rc::into_raw(registry) as *mut c_void;
+/// The registry's `tryConsume`: a raw function of no arguments whose data is the registry.
+#[napi(js_name = "registryConsume")]
+pub fn registry_consume<'env>(env: &'env Env, registry_id: u32) -> napi::Result<Unknown<'env>> {
+    guard(env, move || {
+        let data = Rc::into_raw(registry(registry_id)?) as *mut c_void;
         // SAFETY: `data` lives until `release_registry`, which releases it once.
         unsafe { function_with_data(env, "tryConsume", fast_consume, data, release_registry) }.ok_or_else(|| {
             // SAFETY: N-API refused, so nothing else owns `data`.
@@ -343,6 +356,7 @@ pub fn init_thread<'env>(env: &'env Env, mut result_buffer: Float64Array) -> nap
 #[allow(clippy::too_many_arguments)]
 pub fn create_limiter(
     env: &Env,
+    registry_id: u32,
     options: LimiterOptions,
     clock_kind: String,
     manual: Option<&NativeManualClock>,
@@ -352,7 +366,7 @@ pub fn create_limiter(
     on_anomaly: Option<Function<'_, AnomalyOutput, Unknown<'static>>>,
 ) -> napi::Result<u32> {
     guard(env, move || {
-        let registry = registry()?;
+        let registry = registry(registry_id)?;
         let config = config_from(&options)?;
         let clock = match clock_kind.as_str() {
             "system" => ClockHandle::System(SystemClock { with_boottime: false }),
@@ -380,8 +394,8 @@ pub fn create_limiter(
 
 /// Frees a slot (the JS face calls it when the limiter's object has been collected).
 #[napi(js_name = "releaseLimiter")]
-pub fn release_limiter(slot: u32) {
-    if let Ok(registry) = registry() {
+pub fn release_limiter(registry_id: u32, slot: u32) {
+    if let Ok(registry) = registry(registry_id) {
         let released = registry.cells.try_borrow_mut().ok().and_then(|mut cells| cells.get_mut(slot as usize).and_then(Option::take));
         if released.is_some() {
             registry.free.borrow_mut().push(slot);
@@ -389,20 +403,20 @@ pub fn release_limiter(slot: u32) {
     }
 }
 
-fn with_cell<T>(slot: u32, body: impl FnOnce(&mut LimiterState) -> CodedResult<T>) -> CodedResult<T> {
-    registry()?.with_cell(slot, body)
+fn with_cell<T>(registry_id: u32, slot: u32, body: impl FnOnce(&mut LimiterState) -> CodedResult<T>) -> CodedResult<T> {
+    registry(registry_id)?.with_cell(slot, body)
 }
 
 /// The anomalies of the slot's last `tryConsume`, as objects (called only when there were some).
 #[napi(js_name = "limiterTakeAnomalies")]
-pub fn limiter_take_anomalies(env: &Env, slot: u32) -> napi::Result<Vec<AnomalyOutput>> {
-    guard(env, || with_cell(slot, |state| Ok(state.anomalies.iter().map(AnomalyOutput::from).collect())))
+pub fn limiter_take_anomalies(env: &Env, registry_id: u32, slot: u32) -> napi::Result<Vec<AnomalyOutput>> {
+    guard(env, || with_cell(registry_id, slot, |state| Ok(state.anomalies.iter().map(AnomalyOutput::from).collect())))
 }
 
 /// The error of the slot's last `tryConsume`.
 #[napi(js_name = "limiterTakeError")]
-pub fn limiter_take_error(slot: u32) -> ErrorOutput {
-    let error = match with_cell(slot, |state| Ok(state.error.take())) {
+pub fn limiter_take_error(registry_id: u32, slot: u32) -> ErrorOutput {
+    let error = match with_cell(registry_id, slot, |state| Ok(state.error.take())) {
         Ok(Some(error)) | Err(error) => error,
         Ok(None) => coded("ERR_CLOCK_READING", BUSY),
     };
@@ -410,9 +424,9 @@ pub fn limiter_take_error(slot: u32) -> ErrorOutput {
 }
 
 #[napi(js_name = "limiterStatus")]
-pub fn limiter_status(env: &Env, slot: u32) -> napi::Result<StatusOutput> {
+pub fn limiter_status(env: &Env, registry_id: u32, slot: u32) -> napi::Result<StatusOutput> {
     guard(env, || {
-        with_cell(slot, |state| {
+        with_cell(registry_id, slot, |state| {
             let mut anomalies = Vec::new();
             let mut clock = BoundClock { env, handle: &state.clock };
             let status = state.limiter.status(&mut clock, &mut anomalies).map_err(|e| from_limiter(&e))?;
@@ -434,9 +448,9 @@ pub fn limiter_status(env: &Env, slot: u32) -> napi::Result<StatusOutput> {
 
 /// The limiter's own period spec applied to `wall_ms`; `None` without a quota.
 #[napi(js_name = "limiterPeriodFor")]
-pub fn limiter_period_for(env: &Env, slot: u32, wall_ms: f64) -> napi::Result<Option<PeriodOutput>> {
+pub fn limiter_period_for(env: &Env, registry_id: u32, slot: u32, wall_ms: f64) -> napi::Result<Option<PeriodOutput>> {
     guard(env, || {
-        with_cell(slot, |state| {
+        with_cell(registry_id, slot, |state| {
             let Some(quota) = state.limiter.quota() else {
                 return Ok(None);
             };
@@ -446,8 +460,12 @@ pub fn limiter_period_for(env: &Env, slot: u32, wall_ms: f64) -> napi::Result<Op
     })
 }
 
-/// How many limiters this thread's registry holds (for the lifecycle tests).
+/// How many limiters this thread's registries hold (for the lifecycle tests).
 #[napi(js_name = "liveLimiters")]
 pub fn live_limiters() -> u32 {
-    registry().map_or(0, |registry| registry.cells.try_borrow().map_or(0, |cells| cells.iter().flatten().count() as u32))
+    REGISTRIES.with(|registries| {
+        let registries = registries.borrow();
+        let live = registries.iter().map(|registry| registry.cells.try_borrow().map_or(0, |cells| cells.iter().flatten().count()));
+        live.sum::<usize>() as u32
+    })
 }
