@@ -235,8 +235,20 @@ const RESULT = new Float64Array(7)
 // This module instance's limiters (a module loaded again, by a test runner say, gets its own).
 const REGISTRY = native.createRegistry(RESULT)
 const consume = native.registryConsume(REGISTRY)
-// A limiter's native state is freed once its object has been collected.
-const slots = new FinalizationRegistry((slot) => native.releaseLimiter(REGISTRY, slot))
+// Each limiter with an onAnomaly handler gets a listener id; one threadsafe function per module
+// instance delivers { listener, anomaly } and this map routes it. Ids are never reused, so an anomaly
+// still queued for a collected limiter is dropped rather than delivered to a newer one.
+const listeners = new Map()
+let nextListener = 1
+native.registryOnAnomaly(REGISTRY, ({ listener, anomaly }) => {
+  const onAnomaly = listeners.get(listener)
+  if (onAnomaly !== undefined) deliverSafely(onAnomaly, toAnomaly(anomaly))
+})
+// A limiter's native state (and its handler) is freed once its object has been collected.
+const slots = new FinalizationRegistry((slot) => {
+  const listener = native.releaseLimiter(REGISTRY, slot)
+  if (listener != null) listeners.delete(listener)
+})
 const BASIS = [null, 'monotonic-refill', 'wall-period']
 const NO_ANOMALIES = Object.freeze([])
 
@@ -295,16 +307,14 @@ function thrownText(error) {
   }
 }
 
-/** The user's handler, made safe: a throw becomes a process warning, never a crash. */
-function safeHandler(onAnomaly) {
-  return (anomaly) => {
-    try {
-      onAnomaly(anomaly)
-    } catch (error) {
-      process.emitWarning(`quota-clock-source: the onAnomaly handler threw: ${thrownText(error)} (anomaly: ${anomaly.kind}: ${anomaly.detail})`, {
-        code: 'QUOTA_CLOCK_ON_ANOMALY_THREW',
-      })
-    }
+/** Calls the user's handler; a throw becomes a process warning, never a crash. */
+function deliverSafely(onAnomaly, anomaly) {
+  try {
+    onAnomaly(anomaly)
+  } catch (error) {
+    process.emitWarning(`quota-clock-source: the onAnomaly handler threw: ${thrownText(error)} (anomaly: ${anomaly.kind}: ${anomaly.detail})`, {
+      code: 'QUOTA_CLOCK_ON_ANOMALY_THREW',
+    })
   }
 }
 
@@ -353,11 +363,11 @@ class QuotaClock {
 
   constructor(options) {
     const { limiterOptions, clockArgs, onAnomaly } = parseOptions(options)
-    const safe = onAnomaly === undefined ? undefined : safeHandler(onAnomaly)
-    const handler = safe === undefined ? undefined : (anomaly) => safe(toAnomaly(anomaly))
+    const listener = onAnomaly === undefined ? undefined : nextListener++
     this.#slot = callNative(() =>
-      native.createLimiter(REGISTRY, limiterOptions, clockArgs.kind, clockArgs.manual, clockArgs.monotonic, clockArgs.wall, clockArgs.elapsed, handler),
+      native.createLimiter(REGISTRY, limiterOptions, clockArgs.kind, clockArgs.manual, clockArgs.monotonic, clockArgs.wall, clockArgs.elapsed, listener),
     )
+    if (listener !== undefined) listeners.set(listener, onAnomaly)
     slots.register(this, this.#slot)
     this.#capacity = limiterOptions.capacity
     this.#hasQuota = limiterOptions.quotaPeriod !== undefined

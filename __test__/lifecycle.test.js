@@ -99,3 +99,45 @@ test('a module loaded again (as test runners do) gets limiters of its own, and t
   )
   assert.deepEqual(JSON.parse(out), { a: [4, 1, false], b: [0, null], code: 'ERR_MONOTONIC_REGRESSION', distinct: true })
 })
+
+test("each limiter's onAnomaly receives its own anomalies, however many limiters share the dispatcher", async () => {
+  const { QuotaClock, manualClock } = require('..')
+  const received = new Map()
+  const limiters = []
+  for (let i = 0; i < 50; i++) {
+    const clock = manualClock()
+    const limiter = new QuotaClock({
+      capacity: 5,
+      refillPerSecond: 1,
+      suspendPolicy: 'ignore',
+      clock,
+      onAnomaly: (a) => received.set(i, [...(received.get(i) || []), a.stepMs]),
+    })
+    limiters.push({ clock, limiter })
+  }
+  limiters.forEach(({ clock, limiter }, i) => {
+    clock.stepWall(-1000 * (i + 1))
+    limiter.tryConsume()
+  })
+  await new Promise((resolve) => setTimeout(resolve, 50))
+  for (let i = 0; i < 50; i++) assert.deepEqual(received.get(i), [-1000 * (i + 1)], `limiter ${i}`)
+})
+
+test('bytes per idle limiter stay under 1 KiB with an onAnomaly handler too', () => {
+  const out = runNode(
+    ['--expose-gc'],
+    `
+    const { QuotaClock } = require(${root})
+    const make = () => new QuotaClock({ capacity: 10, refillPerSecond: 1, suspendPolicy: 'ignore', onAnomaly() {} })
+    const keep = []
+    for (let i = 0; i < 1000; i++) keep.push(make())
+    keep.length = 0
+    gc(); gc()
+    const before = process.memoryUsage().rss
+    for (let i = 0; i < 50000; i++) keep.push(make())
+    gc(); gc()
+    console.log((process.memoryUsage().rss - before) / 50000)
+    `,
+  )
+  assert.ok(Number(out) < 1024, `${out} bytes per limiter`)
+})

@@ -36,27 +36,38 @@ impl From<&Anomaly> for AnomalyOutput {
     }
 }
 
-/// `onAnomaly`, as a threadsafe function:
-/// - `AnomalyOutput`: what the core hands over, and (same type) the one argument JS receives;
-/// - `Unknown`: the handler's return value, ignored;
+/// One anomaly for one limiter's `onAnomaly`, named by the listener id the JS face gave it.
+#[napi(object)]
+pub struct AnomalyDelivery {
+    pub listener: f64,
+    pub anomaly: AnomalyOutput,
+}
+
+/// The registry's anomaly dispatcher, as a threadsafe function (one per registry, not one per
+/// limiter: each costs an event-loop handle and ~2 KiB):
+/// - `AnomalyDelivery`: what the core hands over, and (same type) the one argument JS receives;
+///   the JS face routes it to that limiter's `onAnomaly`;
+/// - `Unknown`: the dispatcher's return value, ignored;
+/// - `AnomalyDelivery` again: the argument, passed through as it came;
 /// - `Status`: napi's own error status;
-/// - `false`: not callee-handled, the handler gets the anomaly alone (no error-first argument);
+/// - `false`: not callee-handled, no error-first argument;
 /// - `true`: weak, so a pending delivery never keeps the event loop alive.
 ///
-/// Calls are `NonBlocking` and queue to the next turn of the creating thread's event loop, so the
-/// handler never runs inside `tryConsume`. The JS face wraps the user's handler so that a throw
-/// becomes `process.emitWarning`.
-pub(crate) type AnomalyCallback = ThreadsafeFunction<AnomalyOutput, Unknown<'static>, AnomalyOutput, Status, false, true>;
+/// Calls are `NonBlocking` and queue to the next turn of the creating thread's event loop, so a
+/// handler never runs inside `tryConsume`. The JS face wraps each handler so that a throw becomes
+/// `process.emitWarning`.
+pub(crate) type AnomalyDispatcher = ThreadsafeFunction<AnomalyDelivery, Unknown<'static>, AnomalyDelivery, Status, false, true>;
 
-pub(crate) fn build_callback(handler: &Function<'_, AnomalyOutput, Unknown<'static>>) -> Result<AnomalyCallback> {
+pub(crate) fn build_dispatcher(handler: &Function<'_, AnomalyDelivery, Unknown<'static>>) -> Result<AnomalyDispatcher> {
     handler
-        .build_threadsafe_function::<AnomalyOutput>()
+        .build_threadsafe_function::<AnomalyDelivery>()
         .callee_handled::<false>()
         .weak::<true>()
         .build_callback(|context| Ok(context.value))
 }
 
-pub(crate) fn deliver(callback: &AnomalyCallback, anomaly: &Anomaly) {
+pub(crate) fn deliver(dispatcher: &AnomalyDispatcher, listener: f64, anomaly: &Anomaly) {
     // A full or closing queue only drops a log line; nothing to do about it here.
-    let _ = callback.call(AnomalyOutput::from(anomaly), ThreadsafeFunctionCallMode::NonBlocking);
+    let delivery = AnomalyDelivery { listener, anomaly: AnomalyOutput::from(anomaly) };
+    let _ = dispatcher.call(delivery, ThreadsafeFunctionCallMode::NonBlocking);
 }

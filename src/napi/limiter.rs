@@ -17,7 +17,7 @@ use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
 
-use super::anomaly::{build_callback, deliver, AnomalyCallback, AnomalyOutput};
+use super::anomaly::{build_dispatcher, deliver, AnomalyDelivery, AnomalyDispatcher, AnomalyOutput};
 use super::calendar::{check_wall_ms, parse_spec, period_output, PeriodOutput, PeriodSpecInput};
 use super::clock::{BoundClock, ClockHandle, NativeManualClock};
 use super::errors::{coded, from_limiter, guard, internal, invalid_arg, CodedError, CodedResult};
@@ -76,7 +76,8 @@ struct LimiterState {
     anomalies: Vec<Anomaly>,
     /// The last call's error, for `limiterTakeError`.
     error: Option<CodedError>,
-    on_anomaly: Option<AnomalyCallback>,
+    /// The JS face's id for this limiter's `onAnomaly`, if it has one.
+    anomaly_listener: Option<f64>,
 }
 
 type LimiterCell = RefCell<LimiterState>;
@@ -102,6 +103,8 @@ impl ResultSlots {
 
 /// This thread's limiters and its result buffer.
 struct Registry {
+    /// Set once by the JS face; routes anomalies to the limiters' handlers.
+    dispatcher: RefCell<Option<AnomalyDispatcher>>,
     /// States are held inline (no box to chase on the hot path); while any call holds the
     /// vector borrowed, creating a limiter is refused rather than moving them.
     cells: RefCell<Vec<Option<LimiterCell>>>,
@@ -152,6 +155,15 @@ impl Registry {
         }
     }
 
+    /// Queues `anomalies` for the listener's `onAnomaly`, if the limiter has one.
+    fn notify(&self, listener: Option<f64>, anomalies: &[Anomaly]) {
+        if let (Some(listener), Ok(dispatcher)) = (listener, self.dispatcher.try_borrow()) {
+            if let Some(dispatcher) = dispatcher.as_ref() {
+                anomalies.iter().for_each(|anomaly| deliver(dispatcher, listener, anomaly));
+            }
+        }
+    }
+
     /// The hot path: reads `n` and the slot, decides, writes the decision. No allocation unless
     /// an anomaly or an error has to be reported.
     fn consume(&self, env: sys::napi_env) {
@@ -197,9 +209,7 @@ impl Registry {
                 write_decision(result, &decision);
                 if !state.anomalies.is_empty() {
                     result.set(SLOT_N_OR_STATUS, STATUS_DECIDED_WITH_ANOMALIES);
-                    if let Some(callback) = &state.on_anomaly {
-                        state.anomalies.iter().for_each(|anomaly| deliver(callback, anomaly));
-                    }
+                    self.notify(state.anomaly_listener, &state.anomalies);
                 }
             }
             Err(error) => {
@@ -323,6 +333,7 @@ pub fn create_registry(env: &Env, mut result_buffer: Float64Array) -> napi::Resu
         // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.
         let result = unsafe { result_buffer.as_mut() }.as_mut_ptr();
         let registry = Rc::new(Registry {
+            dispatcher: RefCell::new(None),
             cells: RefCell::new(Vec::new()),
             free: RefCell::new(Vec::new()),
             result: ResultSlots(result),
@@ -333,6 +344,18 @@ pub fn create_registry(env: &Env, mut result_buffer: Float64Array) -> napi::Resu
             registries.push(registry);
             (registries.len() - 1) as u32
         }))
+    })
+}
+
+/// Sets the registry's anomaly dispatcher: `handler({ listener, anomaly })`, called asynchronously.
+#[napi(js_name = "registryOnAnomaly")]
+pub fn registry_on_anomaly(env: &Env, registry_id: u32, handler: Function<'_, AnomalyDelivery, Unknown<'static>>) -> napi::Result<()> {
+    guard(env, move || {
+        let dispatcher = build_dispatcher(&handler).map_err(|e| coded("ERR_INTERNAL", e.reason))?;
+        let registry = registry(registry_id)?;
+        let mut slot = registry.dispatcher.try_borrow_mut().map_err(|_| coded("ERR_INTERNAL", "the registry is busy"))?;
+        *slot = Some(dispatcher);
+        Ok(())
     })
 }
 
@@ -363,7 +386,7 @@ pub fn create_limiter(
     monotonic: Option<Function<'_, (), Unknown<'_>>>,
     wall: Option<Function<'_, (), Unknown<'_>>>,
     elapsed_realtime: Option<Function<'_, (), Unknown<'_>>>,
-    on_anomaly: Option<Function<'_, AnomalyOutput, Unknown<'static>>>,
+    anomaly_listener: Option<f64>,
 ) -> napi::Result<u32> {
     guard(env, move || {
         let registry = registry(registry_id)?;
@@ -384,23 +407,18 @@ pub fn create_limiter(
             other => return Err(invalid_arg(format!("unknown clock kind '{other}'"))),
         };
         let limiter = Limiter::new(config, &mut BoundClock { env, handle: &clock }).map_err(|e| from_limiter(&e))?;
-        let on_anomaly = match on_anomaly {
-            Some(handler) => Some(build_callback(&handler).map_err(|e| coded("ERR_INTERNAL", e.reason))?),
-            None => None,
-        };
-        registry.insert(RefCell::new(LimiterState { limiter, clock, anomalies: Vec::new(), error: None, on_anomaly }))
+        registry.insert(RefCell::new(LimiterState { limiter, clock, anomalies: Vec::new(), error: None, anomaly_listener }))
     })
 }
 
-/// Frees a slot (the JS face calls it when the limiter's object has been collected).
+/// Frees a slot (the JS face calls it when the limiter's object has been collected) and returns
+/// the limiter's anomaly listener id, if it had one.
 #[napi(js_name = "releaseLimiter")]
-pub fn release_limiter(registry_id: u32, slot: u32) {
-    if let Ok(registry) = registry(registry_id) {
-        let released = registry.cells.try_borrow_mut().ok().and_then(|mut cells| cells.get_mut(slot as usize).and_then(Option::take));
-        if released.is_some() {
-            registry.free.borrow_mut().push(slot);
-        }
-    }
+pub fn release_limiter(registry_id: u32, slot: u32) -> Option<f64> {
+    let registry = registry(registry_id).ok()?;
+    let released = registry.cells.try_borrow_mut().ok()?.get_mut(slot as usize).and_then(Option::take)?;
+    registry.free.borrow_mut().push(slot);
+    released.into_inner().anomaly_listener
 }
 
 fn with_cell<T>(registry_id: u32, slot: u32, body: impl FnOnce(&mut LimiterState) -> CodedResult<T>) -> CodedResult<T> {
@@ -426,13 +444,12 @@ pub fn limiter_take_error(registry_id: u32, slot: u32) -> ErrorOutput {
 #[napi(js_name = "limiterStatus")]
 pub fn limiter_status(env: &Env, registry_id: u32, slot: u32) -> napi::Result<StatusOutput> {
     guard(env, || {
-        with_cell(registry_id, slot, |state| {
+        let registry = registry(registry_id)?;
+        registry.with_cell(slot, |state| {
             let mut anomalies = Vec::new();
             let mut clock = BoundClock { env, handle: &state.clock };
             let status = state.limiter.status(&mut clock, &mut anomalies).map_err(|e| from_limiter(&e))?;
-            if let Some(callback) = &state.on_anomaly {
-                anomalies.iter().for_each(|anomaly| deliver(callback, anomaly));
-            }
+            registry.notify(state.anomaly_listener, &anomalies);
             Ok(StatusOutput {
                 tokens: status.tokens,
                 quota_used: status.quota_used.map(|used| used as f64),
