@@ -236,14 +236,12 @@ const RESULT = new Float64Array(7)
 const REGISTRY = native.createRegistry(RESULT)
 const consume = native.registryConsume(REGISTRY)
 // Each limiter with an onAnomaly handler gets a listener id; one threadsafe function per module
-// instance delivers { listener, anomaly } and this map routes it. Ids are never reused, so an anomaly
-// still queued for a collected limiter is dropped rather than delivered to a newer one.
+// instance delivers { listener, anomaly } and `listeners` routes it to the limiter, held weakly (so
+// a handler that refers to its own limiter does not keep it alive), whose handler gets it (see the
+// static block of QuotaClock). Ids are never reused: an anomaly still queued for a collected limiter
+// is dropped rather than delivered to a newer one.
 const listeners = new Map()
 let nextListener = 1
-native.registryOnAnomaly(REGISTRY, ({ listener, anomaly }) => {
-  const onAnomaly = listeners.get(listener)
-  if (onAnomaly !== undefined) deliverSafely(onAnomaly, toAnomaly(anomaly))
-})
 // A limiter's native state (and its handler) is freed once its object has been collected.
 const slots = new FinalizationRegistry((slot) => {
   const listener = native.releaseLimiter(REGISTRY, slot)
@@ -360,6 +358,14 @@ class QuotaClock {
   #slot
   #capacity
   #hasQuota
+  #onAnomaly
+
+  static {
+    native.registryOnAnomaly(REGISTRY, ({ listener, anomaly }) => {
+      const limiter = listeners.get(listener)?.deref()
+      if (limiter !== undefined) deliverSafely(limiter.#onAnomaly, toAnomaly(anomaly))
+    })
+  }
 
   constructor(options) {
     const { limiterOptions, clockArgs, onAnomaly } = parseOptions(options)
@@ -367,7 +373,10 @@ class QuotaClock {
     this.#slot = callNative(() =>
       native.createLimiter(REGISTRY, limiterOptions, clockArgs.kind, clockArgs.manual, clockArgs.monotonic, clockArgs.wall, clockArgs.elapsed, listener),
     )
-    if (listener !== undefined) listeners.set(listener, onAnomaly)
+    if (listener !== undefined) {
+      this.#onAnomaly = onAnomaly
+      listeners.set(listener, new WeakRef(this))
+    }
     slots.register(this, this.#slot)
     this.#capacity = limiterOptions.capacity
     this.#hasQuota = limiterOptions.quotaPeriod !== undefined
