@@ -442,6 +442,18 @@ mod tests {
     }
 
     #[test]
+    fn a_wall_reading_past_the_calendars_range_keeps_the_last_period_and_its_consumption() {
+        let mut clock = ManualClock::new(0.0, 8.64e15 - 1_000.0, None);
+        let mut limiter = Limiter::new(LimiterConfig { quota: Some(daily_utc_quota(2)), initial_tokens: 5.0, ..config(SuspendPolicy::Ignore) }, &mut clock).unwrap();
+        clock.wall_ms = 1e300;
+        assert_eq!(limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap().quota_remaining, Some(1));
+        assert_eq!(limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap().quota_remaining, Some(0));
+        let denied = limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
+        assert!(!denied.allowed);
+        assert_eq!(denied.retry_after_ms, 0.0);
+    }
+
+    #[test]
     fn a_forward_jump_over_whole_periods_counts_them() {
         let mut clock = ManualClock::new(0.0, JAN_15_2024 + 1_000.0, None);
         let mut limiter = Limiter::new(LimiterConfig { quota: Some(daily_utc_quota(5)), ..config(SuspendPolicy::Credit) }, &mut clock).unwrap();

@@ -40,6 +40,11 @@ impl Quota {
             return;
         }
         let next = self.spec.period_for(wall_ms);
+        if next.slot == open.slot {
+            // Only past the end of the calendar's range (JS Date's, year 275760): the last period
+            // stays open with its consumption.
+            return;
+        }
         let skipped = self.spec.periods_between(open, &next);
         if skipped > 0 {
             anomalies.push(Anomaly::period_skip(deltas, skipped, &open.id, &next.id));
@@ -58,8 +63,9 @@ impl Quota {
         n <= self.remaining()
     }
 
-    /// `ceil(periodEnd - wallNow)`: when the open period ends.
+    /// `ceil(periodEnd - wallNow)`: when the open period ends (never negative, even for a wall
+    /// reading past the calendar's range).
     pub fn wait_ms(&self, wall_ms: f64) -> f64 {
-        self.open.as_ref().map_or(0.0, |open| (open.end_ms - wall_ms).ceil())
+        self.open.as_ref().map_or(0.0, |open| (open.end_ms - wall_ms).ceil().max(0.0))
     }
 }
