@@ -4,7 +4,7 @@
 use crate::anomaly::{Anomaly, CallDeltas};
 use crate::bucket::TokenBucket;
 use crate::calendar::Period;
-use crate::clock::{reconcile, read_finite, ClockError, ClockSource, ReaderBaseline, Reading, SuspendPolicy, WallDivergence};
+use crate::clock::{finite, reconcile, ClockError, ClockSource, ReaderBaseline, Reading, SuspendPolicy, WallDivergence};
 use crate::quota::Quota;
 
 /// Validated options (the binding checks types and ranges before building one).
@@ -127,10 +127,10 @@ struct Observation {
 impl Limiter {
     /// Takes the starting readings, and the reader's baseline when there is a reader.
     pub fn new(config: LimiterConfig, clock: &mut dyn ClockSource) -> Result<Limiter, LimiterError> {
-        let monotonic_ms = read_finite(Reading::Monotonic, || clock.monotonic_ms())?;
-        let wall_ms = read_finite(Reading::Wall, || clock.wall_ms())?;
+        let monotonic_ms = finite(Reading::Monotonic, clock.monotonic_ms())?;
+        let wall_ms = finite(Reading::Wall, clock.wall_ms())?;
         let reader_baseline = if clock.has_elapsed_realtime() {
-            let elapsed_realtime_ms = read_finite(Reading::ElapsedRealtime, || clock.elapsed_realtime_ms())?;
+            let elapsed_realtime_ms = finite(Reading::ElapsedRealtime, clock.elapsed_realtime_ms())?;
             Some(ReaderBaseline { elapsed_realtime_ms, monotonic_ms })
         } else {
             None
@@ -177,8 +177,8 @@ impl Limiter {
         if let Some((previous_ms, now_ms)) = self.regression {
             return Err(LimiterError::MonotonicRegression { previous_ms, now_ms, latched: true });
         }
-        let monotonic_ms = read_finite(Reading::Monotonic, || clock.monotonic_ms())?;
-        let wall_ms = read_finite(Reading::Wall, || clock.wall_ms())?;
+        let monotonic_ms = finite(Reading::Monotonic, clock.monotonic_ms())?;
+        let wall_ms = finite(Reading::Wall, clock.wall_ms())?;
         let monotonic_delta_ms = monotonic_ms - self.last_monotonic_ms;
         if monotonic_delta_ms < 0.0 {
             self.regression = Some((self.last_monotonic_ms, monotonic_ms));

@@ -58,13 +58,10 @@ pub trait ClockSource {
     fn elapsed_realtime_ms(&mut self) -> Result<f64, ClockError>;
 }
 
-/// Reads one component and refuses anything but a finite number.
+/// Refuses a reading that is not a finite number.
 #[inline(always)]
-pub(crate) fn read_finite(
-    reading: Reading,
-    read: impl FnOnce() -> Result<f64, ClockError>,
-) -> Result<f64, ClockError> {
-    let value = read()?;
+pub(crate) fn finite(reading: Reading, value: Result<f64, ClockError>) -> Result<f64, ClockError> {
+    let value = value?;
     if value.is_finite() {
         Ok(value)
     } else {

@@ -93,7 +93,7 @@ pub fn reconcile(
     }
 
     if let Some(previous) = baseline.as_mut() {
-        let elapsed_realtime_ms = super::read_finite(super::Reading::ElapsedRealtime, read_elapsed_realtime)?;
+        let elapsed_realtime_ms = super::finite(super::Reading::ElapsedRealtime, read_elapsed_realtime())?;
         // Measured from the reader's own baseline, so a suspend hidden earlier by an opposite
         // wall step is claimed now.
         let suspended_ms = ((elapsed_realtime_ms - previous.elapsed_realtime_ms)
