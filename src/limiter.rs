@@ -224,7 +224,8 @@ impl Limiter {
     #[inline(always)]
     pub fn try_consume<C: ClockSource + ?Sized>(&mut self, n: u64, clock: &mut C, anomalies: &mut Vec<Anomaly>) -> Result<Decision, LimiterError> {
         let Observation { wall_ms } = self.observe(clock, anomalies)?;
-        let wanted = n as f64;
+        // n ≤ capacity is a safe integer, so the signed conversion (one instruction) is exact.
+        let wanted = n as i64 as f64;
         let bucket_admits = self.bucket.tokens >= wanted;
         let quota_admits = self.quota.as_ref().is_none_or(|quota| quota.admits(n));
         if bucket_admits && quota_admits {

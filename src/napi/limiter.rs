@@ -204,7 +204,7 @@ impl Registry {
         }
         let env = Env::from_raw(env);
         let mut clock = BoundClock { env: &env, handle: &state.clock };
-        match state.limiter.try_consume(n as u64, &mut clock, &mut state.anomalies) {
+        match state.limiter.try_consume(n as i64 as u64, &mut clock, &mut state.anomalies) {
             Ok(decision) => {
                 write_decision(result, &decision);
                 if !state.anomalies.is_empty() {
@@ -282,7 +282,7 @@ fn write_decision(result: &ResultSlots, decision: &Decision) {
     };
     result.set(SLOT_BASIS, basis);
     result.set(SLOT_TOKENS, decision.tokens);
-    result.set(SLOT_QUOTA_REMAINING, decision.quota_remaining.map_or(f64::NAN, |remaining| remaining as f64));
+    result.set(SLOT_QUOTA_REMAINING, decision.quota_remaining.map_or(f64::NAN, |remaining| remaining as i64 as f64));
 }
 
 /// The raw `tryConsume` callback: `data` is this thread's `Registry`.
