@@ -67,9 +67,3 @@ pub fn period_for(env: &Env, spec: PeriodSpecInput, wall_ms: f64, option_path: S
         Ok(period_output(&parsed, &parsed.period_for(wall_ms)))
     })
 }
-
-/// Validates a period spec without computing a period (the limiter constructor's check).
-#[napi(js_name = "checkPeriodSpec")]
-pub fn check_period_spec(env: &Env, spec: PeriodSpecInput, option_path: String) -> napi::Result<String> {
-    guard(env, || parse_spec(&spec, &option_path).map(|parsed| parsed.time_zone_name().to_owned()))
-}

@@ -233,7 +233,10 @@ impl ClockSource for BoundClock<'_> {
 
     fn elapsed_realtime_ms(&mut self) -> std::result::Result<f64, ClockError> {
         match self.handle {
-            ClockHandle::System(system) => system.clone().elapsed_realtime_ms(),
+            ClockHandle::System(system) => {
+                let mut system = *system;
+                system.elapsed_realtime_ms()
+            }
             ClockHandle::SystemWithReader(reader) | ClockHandle::Js { elapsed_realtime: Some(reader), .. } => {
                 call_reader(self.env, reader, Reading::ElapsedRealtime)
             }

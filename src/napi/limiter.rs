@@ -421,20 +421,16 @@ pub fn release_limiter(registry_id: u32, slot: u32) -> Option<f64> {
     released.into_inner().anomaly_listener
 }
 
-fn with_cell<T>(registry_id: u32, slot: u32, body: impl FnOnce(&mut LimiterState) -> CodedResult<T>) -> CodedResult<T> {
-    registry(registry_id)?.with_cell(slot, body)
-}
-
 /// The anomalies of the slot's last `tryConsume`, as objects (called only when there were some).
 #[napi(js_name = "limiterTakeAnomalies")]
 pub fn limiter_take_anomalies(env: &Env, registry_id: u32, slot: u32) -> napi::Result<Vec<AnomalyOutput>> {
-    guard(env, || with_cell(registry_id, slot, |state| Ok(state.anomalies.iter().map(AnomalyOutput::from).collect())))
+    guard(env, || registry(registry_id)?.with_cell(slot, |state| Ok(state.anomalies.iter().map(AnomalyOutput::from).collect())))
 }
 
 /// The error of the slot's last `tryConsume`.
 #[napi(js_name = "limiterTakeError")]
 pub fn limiter_take_error(registry_id: u32, slot: u32) -> ErrorOutput {
-    let error = match with_cell(registry_id, slot, |state| Ok(state.error.take())) {
+    let error = match registry(registry_id).and_then(|registry| registry.with_cell(slot, |state| Ok(state.error.take()))) {
         Ok(Some(error)) | Err(error) => error,
         Ok(None) => coded("ERR_CLOCK_READING", BUSY),
     };
@@ -467,7 +463,7 @@ pub fn limiter_status(env: &Env, registry_id: u32, slot: u32) -> napi::Result<St
 #[napi(js_name = "limiterPeriodFor")]
 pub fn limiter_period_for(env: &Env, registry_id: u32, slot: u32, wall_ms: f64) -> napi::Result<Option<PeriodOutput>> {
     guard(env, || {
-        with_cell(registry_id, slot, |state| {
+        registry(registry_id)?.with_cell(slot, |state| {
             let Some(quota) = state.limiter.quota() else {
                 return Ok(None);
             };
