@@ -4,7 +4,7 @@
 use crate::anomaly::{Anomaly, CallDeltas};
 use crate::bucket::TokenBucket;
 use crate::calendar::Period;
-use crate::clock::{finite, reconcile, ClockError, ClockSource, ReaderBaseline, Reading, SuspendPolicy, WallDivergence};
+use crate::clock::{finite, reconcile, tolerance_ms, ClockError, ClockSource, ReaderBaseline, Reading, SuspendPolicy, WallDivergence};
 use crate::quota::Quota;
 
 /// Validated options (the binding checks types and ranges before building one).
@@ -224,6 +224,41 @@ impl Limiter {
     #[inline(always)]
     pub fn try_consume<C: ClockSource + ?Sized>(&mut self, n: u64, clock: &mut C, anomalies: &mut Vec<Anomaly>) -> Result<Decision, LimiterError> {
         let Observation { wall_ms } = self.observe(clock, anomalies)?;
+        Ok(self.decide(n, wall_ms))
+    }
+
+    /// The usual call, on readings already taken: both clocks moved forward together (SPEC §6's
+    /// first row), nothing is latched, and the wall reading is inside the open quota period. Then
+    /// it decides exactly as [`Limiter::try_consume`] would, with no `Result`, clock trait or
+    /// anomaly list in the way. Any other reading returns `None` and changes nothing: the caller
+    /// then passes the same readings to `try_consume`.
+    #[inline(always)]
+    pub fn try_consume_quiet(&mut self, n: u64, monotonic_ms: f64, wall_ms: f64) -> Option<Decision> {
+        let dm = monotonic_ms - self.last_monotonic_ms;
+        let dw = wall_ms - self.last_wall_ms;
+        let tol = tolerance_ms(dm);
+        // Written so that a NaN anywhere fails it.
+        let agree = dm >= 0.0 && dw >= dm - tol && dw <= dm + tol;
+        if !agree || self.regression.is_some() {
+            return None;
+        }
+        if let Some(quota) = self.quota.as_mut() {
+            let plausible = self.earliest_plausible_wall_ms.is_none_or(|earliest| wall_ms >= earliest);
+            let open = quota.open.as_ref().is_some_and(|open| wall_ms >= open.start_ms && wall_ms < open.end_ms);
+            if !(plausible && open) {
+                return None;
+            }
+            quota.hold();
+        }
+        self.bucket.credit(dm);
+        self.last_monotonic_ms = monotonic_ms;
+        self.last_wall_ms = wall_ms;
+        Some(self.decide(n, wall_ms))
+    }
+
+    /// Takes `n` if the bucket and the quota both have it, else says how long to wait.
+    #[inline(always)]
+    fn decide(&mut self, n: u64, wall_ms: f64) -> Decision {
         // n ≤ capacity is a safe integer, so the signed conversion (one instruction) is exact.
         let wanted = n as i64 as f64;
         let bucket_admits = self.bucket.tokens >= wanted;
@@ -233,13 +268,13 @@ impl Limiter {
             if let Some(quota) = self.quota.as_mut() {
                 quota.used += n;
             }
-            return Ok(Decision {
+            return Decision {
                 allowed: true,
                 retry_after_ms: 0.0,
                 retry_after_basis: None,
                 tokens: self.bucket.tokens,
                 quota_remaining: self.quota.as_ref().map(Quota::remaining),
-            });
+            };
         }
         let bucket_wait_ms = if bucket_admits { 0.0 } else { self.bucket.wait_ms(wanted) };
         let quota_wait_ms = match &self.quota {
@@ -251,13 +286,13 @@ impl Limiter {
             Some(quota_wait_ms) if quota_wait_ms >= bucket_wait_ms => (quota_wait_ms, RetryBasis::WallPeriod),
             _ => (bucket_wait_ms, RetryBasis::MonotonicRefill),
         };
-        Ok(Decision {
+        Decision {
             allowed: false,
             retry_after_ms,
             retry_after_basis: Some(basis),
             tokens: self.bucket.tokens,
             quota_remaining: self.quota.as_ref().map(Quota::remaining),
-        })
+        }
     }
 
     /// SPEC §5 `status()`: reads and reconciles like `try_consume`, consumes nothing.
@@ -464,5 +499,77 @@ mod tests {
         assert_eq!(kinds(&anomalies), [AnomalyKind::AmbiguousWallJump, AnomalyKind::PeriodSkip]);
         assert_eq!(anomalies[1].skipped, Some(2));
         assert_eq!(decision.quota_remaining, Some(4));
+    }
+
+    /// A tiny deterministic generator (xorshift64*), so the comparison below is reproducible.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// Moves the clock the way hosts do: mostly small steps, sometimes a step, a suspend, a
+    /// regression, a jump across days, or a reading that is not a number.
+    fn move_clock(clock: &mut ManualClock, rng: &mut Rng) {
+        match rng.below(100) {
+            0..=2 => clock.step_wall(-(rng.below(3 * DAY_MS as u64) as f64)),
+            3..=5 => clock.step_wall(rng.below(3 * DAY_MS as u64) as f64),
+            6..=8 => clock.suspend(rng.below(DAY_MS as u64) as f64),
+            9 => clock.monotonic_ms -= rng.below(5) as f64,
+            10..=12 => clock.wall_ms = [f64::NAN, f64::INFINITY, 1_000.0][rng.below(3) as usize],
+            // The tolerance's edges (250 ms at dm = 0), both ways.
+            13..=17 => clock.step_wall(if rng.below(2) == 0 { 1.0 } else { -1.0 } * (249.0 + rng.below(3) as f64)),
+            _ => clock.advance(rng.below(40_000) as f64 / 8.0),
+        }
+        if clock.wall_ms.is_nan() || clock.wall_ms == f64::INFINITY || clock.wall_ms == 1_000.0 {
+            if rng.below(2) == 0 {
+                clock.wall_ms = JAN_15_2024 + clock.monotonic_ms;
+            }
+        }
+    }
+
+    #[test]
+    fn the_quiet_path_decides_exactly_as_the_general_one_or_changes_nothing() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let (mut quiet_calls, mut general_calls) = (0, 0);
+        for run in 0..300 {
+            let policy = [SuspendPolicy::Ignore, SuspendPolicy::Credit, SuspendPolicy::Refuse][run % 3];
+            let quota = (run % 2 == 0).then(|| daily_utc_quota(rng.below(20)));
+            let config = LimiterConfig { capacity: 8.0, refill_per_second: 3.0, initial_tokens: 2.0, quota, ..config(policy) };
+            let mut clock = ManualClock::new(10_000.0, JAN_15_2024 + 10_000.0, (run % 4 == 1).then_some(10_000.0));
+            let mut limiter = Limiter::new(config, &mut clock).unwrap();
+            for _ in 0..60 {
+                move_clock(&mut clock, &mut rng);
+                let n = 1 + rng.below(3);
+                let before = format!("{limiter:?}");
+                let mut general = limiter.clone();
+                let mut anomalies = Vec::new();
+                let expected = general.try_consume(n, &mut clock.clone(), &mut anomalies);
+                match limiter.try_consume_quiet(n, clock.monotonic_ms, clock.wall_ms) {
+                    Some(decision) => {
+                        quiet_calls += 1;
+                        assert_eq!(expected, Ok(decision));
+                        assert!(anomalies.is_empty(), "the quiet path decided a call that raises {anomalies:?}");
+                        assert_eq!(format!("{limiter:?}"), format!("{general:?}"));
+                    }
+                    None => {
+                        general_calls += 1;
+                        assert_eq!(format!("{limiter:?}"), before, "a refused quiet call changed the limiter");
+                        limiter = general;
+                    }
+                }
+            }
+        }
+        // Both paths were exercised, many times.
+        assert!(quiet_calls > 5_000 && general_calls > 1_000, "quiet {quiet_calls}, general {general_calls}");
     }
 }

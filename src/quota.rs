@@ -29,7 +29,7 @@ impl Quota {
         };
         // The hot path: inside the cached period, no time-zone arithmetic.
         if wall_ms >= open.start_ms && wall_ms < open.end_ms {
-            self.regression_reported = false;
+            self.hold();
             return;
         }
         if wall_ms < open.start_ms {
@@ -51,6 +51,12 @@ impl Quota {
         }
         self.open = Some(next);
         self.used = 0;
+        self.regression_reported = false;
+    }
+
+    /// A reading inside the open period: the period holds, and a later regression is news again.
+    #[inline]
+    pub fn hold(&mut self) {
         self.regression_reported = false;
     }
 

@@ -5,7 +5,7 @@ mod reconcile;
 mod system;
 
 pub use manual::ManualClock;
-pub use reconcile::{reconcile, ReaderBaseline, Reconciliation, SuspendPolicy, WallDivergence};
+pub use reconcile::{reconcile, tolerance_ms, ReaderBaseline, Reconciliation, SuspendPolicy, WallDivergence};
 pub use system::{boottime_ms, monotonic_ms, wall_ms, SystemClock, BOOTTIME_SUPPORTED};
 
 /// Which reading a [`ClockError`] is about; its name is the method a JS clock has.
