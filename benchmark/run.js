@@ -162,16 +162,24 @@ async function main() {
   console.log(`| bytes per idle limiter (100,000 instances): JS heap | ${memory.heap.toFixed(0)} B | |`)
 
   const floor = ns.get('floor: one native call reading the two clocks')
+  const denied = ns.get('tryConsume(1) denied, systemClock')
+  const bucket = ns.get('limiter TokenBucket.tryRemoveTokens(1)')
+  const allow = ns.get('rate-limiter-flexible Memory.consume, allow (awaited)')
+  const reject = ns.get('rate-limiter-flexible Memory.consume, reject (awaited)')
+  const quota = ns.get('tryConsume(1) allowed, monthly quota (Los Angeles)')
+  const times = (a, b) => `${(a / b).toFixed(2)}×`
+  // Like against like: our allowed call against its allow, our denial against its rejection.
+  // The last column says what the target asks of tryConsume in this run, next to the floor.
   const targets = [
-    ['tryConsume(1) ≤ 1.3 × floor', reference <= 1.3 * floor, `${(reference / floor).toFixed(2)}×`],
-    ['tryConsume(1) ≤ 1.3 × limiter TokenBucket', reference <= 1.3 * ns.get('limiter TokenBucket.tryRemoveTokens(1)'), `${(reference / ns.get('limiter TokenBucket.tryRemoveTokens(1)')).toFixed(2)}×`],
-    ['≥ 2.5× faster than rate-limiter-flexible allow', ns.get('rate-limiter-flexible Memory.consume, allow (awaited)') >= 2.5 * reference, `${(ns.get('rate-limiter-flexible Memory.consume, allow (awaited)') / reference).toFixed(1)}×`],
-    ['≥ 15× faster than rate-limiter-flexible reject', ns.get('rate-limiter-flexible Memory.consume, reject (awaited)') >= 15 * reference, `${(ns.get('rate-limiter-flexible Memory.consume, reject (awaited)') / reference).toFixed(1)}×`],
-    ['monthly quota ≤ 1.15 × without', ns.get('tryConsume(1) allowed, monthly quota (Los Angeles)') <= 1.15 * reference, `${(ns.get('tryConsume(1) allowed, monthly quota (Los Angeles)') / reference).toFixed(2)}×`],
-    ['bytes per idle limiter < 1 KiB (aim)', memory.rss < 1024, `${memory.rss.toFixed(0)} B`],
+    ['tryConsume(1) ≤ 1.3 × floor', reference <= 1.3 * floor, times(reference, floor), `≤ ${(1.3 * floor).toFixed(1)} ns`],
+    ['tryConsume(1) ≤ 1.3 × limiter TokenBucket', reference <= 1.3 * bucket, times(reference, bucket), `≤ ${(1.3 * bucket).toFixed(1)} ns`],
+    ['≥ 2.5× faster than rate-limiter-flexible allow (allowed call)', allow >= 2.5 * reference, times(allow, reference), `≤ ${(allow / 2.5).toFixed(1)} ns = ${times(allow / 2.5, floor)} floor`],
+    ['≥ 15× faster than rate-limiter-flexible reject (denied call)', reject >= 15 * denied, times(reject, denied), `≤ ${(reject / 15).toFixed(1)} ns = ${times(reject / 15, floor)} floor`],
+    ['monthly quota ≤ 1.15 × without', quota <= 1.15 * reference, times(quota, reference), `≤ ${(1.15 * reference).toFixed(1)} ns`],
+    ['bytes per idle limiter < 1 KiB (aim)', memory.rss < 1024, `${memory.rss.toFixed(0)} B`, '< 1024 B'],
   ]
-  console.log('\n| target | holds | measured |\n|---|---|---|')
-  for (const [name, holds, measured] of targets) console.log(`| ${name} | ${holds ? 'yes' : 'NO'} | ${measured} |`)
+  console.log('\n| target | holds | measured | asks of tryConsume |\n|---|---|---|---|')
+  for (const [name, holds, measured, asks] of targets) console.log(`| ${name} | ${holds ? 'yes' : 'NO'} | ${measured} | ${asks} |`)
 }
 
 main().catch((error) => {
