@@ -232,6 +232,8 @@ const MISSING_SUSPEND_POLICY =
 // 2 error), [1] allowed, [2] retryAfterMs, [3] basis (0 none, 1 monotonic-refill, 2 wall-period),
 // [4] tokens, [5] quotaRemaining, [6] in: the limiter's slot.
 const RESULT = new Float64Array(7)
+// [6] is written as an integer through this view, so the native side reads it without converting.
+const LIMITER_SLOT = new Uint32Array(RESULT.buffer, 6 * 8, 1)
 // This module instance's limiters (a module loaded again, by a test runner say, gets its own).
 const REGISTRY = native.createRegistry(RESULT)
 const consume = native.registryConsume(REGISTRY)
@@ -386,7 +388,7 @@ class QuotaClock {
   tryConsume(n = 1) {
     if (n !== 1) checkCount(n, this.#capacity)
     RESULT[0] = n
-    RESULT[6] = this.#slot
+    LIMITER_SLOT[0] = this.#slot
     consume()
     if (RESULT[0] === 0) return readDecision(this.#hasQuota, NO_ANOMALIES)
     return this.#settle()
