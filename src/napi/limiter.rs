@@ -3,7 +3,7 @@
 //! face writes `n` and the slot into a shared `Float64Array` and reads the decision back from it.
 //!
 //! Why this shape (measured, see README "Performance"): a `#[napi]` class method pays napi-derive
-//! 3.7's per-call glue and borrow tracking (~450 ns more here); a free function pays for converting each
+//! 3.7's per-call glue and borrow tracking (~300 ns more here); a free function pays for converting each
 //! argument; a napi-built result object costs ~500 ns more than filling a typed array. A raw
 //! function with zero arguments costs what the floor costs. Naming limiters by slot (instead of a
 //! napi class instance or a function per limiter) also keeps an idle limiter under 1 KiB.
