@@ -231,7 +231,7 @@ impl Limiter {
     /// first row), nothing is latched, and the wall reading is inside the open quota period. Then
     /// it decides exactly as [`Limiter::try_consume`] would, with no `Result`, clock trait or
     /// anomaly list in the way. Any other reading returns `None` and changes nothing: the caller
-    /// then passes the same readings to `try_consume`.
+    /// then takes the general path, [`Limiter::try_consume`].
     #[inline(always)]
     pub fn try_consume_quiet(&mut self, n: u64, monotonic_ms: f64, wall_ms: f64) -> Option<Decision> {
         let dm = monotonic_ms - self.last_monotonic_ms;
