@@ -242,10 +242,9 @@ impl Limiter {
         if !agree || self.regression.is_some() {
             return None;
         }
+        let plausible = self.is_plausible(wall_ms);
         if let Some(quota) = self.quota.as_mut() {
-            let plausible = self.earliest_plausible_wall_ms.is_none_or(|earliest| wall_ms >= earliest);
-            let open = quota.open.as_ref().is_some_and(|open| wall_ms >= open.start_ms && wall_ms < open.end_ms);
-            if !(plausible && open) {
+            if !(plausible && quota.open.as_ref().is_some_and(|open| open.contains(wall_ms))) {
                 return None;
             }
             quota.hold();

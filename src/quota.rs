@@ -28,7 +28,7 @@ impl Quota {
             return;
         };
         // The hot path: inside the cached period, no time-zone arithmetic.
-        if wall_ms >= open.start_ms && wall_ms < open.end_ms {
+        if open.contains(wall_ms) {
             self.hold();
             return;
         }

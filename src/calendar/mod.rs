@@ -76,6 +76,14 @@ pub struct Period {
     pub slot: i64,
 }
 
+impl Period {
+    /// Whether `wall_ms` falls inside `[start_ms, end_ms)`.
+    #[inline]
+    pub fn contains(&self, wall_ms: f64) -> bool {
+        wall_ms >= self.start_ms && wall_ms < self.end_ms
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SpecErrorCode {
     InvalidOption,
