@@ -416,7 +416,7 @@ impl NativeKeyed {
             if result_buffer.len() < RESULT_SLOTS {
                 return Err(invalid_arg(format!("the result buffer needs {RESULT_SLOTS} slots")));
             }
-            if !(max_keys >= 1.0 && max_keys <= MAX_SAFE_INTEGER && max_keys.fract() == 0.0) {
+            if !((1.0..=MAX_SAFE_INTEGER).contains(&max_keys) && max_keys.fract() == 0.0) {
                 return Err(coded("ERR_INVALID_OPTION", format!("maxKeys must be a positive safe integer; received {max_keys}")));
             }
             let limits = config_from(&options)?;
