@@ -6,8 +6,7 @@
 //! - policies (a key's limits) are shared: keys with equal limits point at one [`Policy`], and
 //!   policies with equal period specs at one [`SpecState`], which holds the spec's open period
 //!   (opened, advanced, held and reported once for all its keys);
-//! - a key is a fixed-size, pointer-free [`table::Record`] (64 bytes, and 8 of recency links)
-//!   found through a SwissTable.
+//! - a key is a fixed-size, pointer-free [`table::Record`] found through a SwissTable.
 //!
 //! Memory (SPEC §10): a key with a full bucket and no use in its open period is *idle* and may be
 //! dropped at any time. Records are on a recency list (most recent first). When a new key must be
@@ -618,7 +617,7 @@ impl KeyedLimiter {
         let lists = self.specs.iter().map(|state| state.parked.tail).chain(std::iter::once(self.main.tail));
         lists.flat_map(move |tail| {
             std::iter::successors((tail != NIL).then_some(tail), move |&index| {
-                let prev = self.table.links[index as usize].prev;
+                let prev = self.table.records[index as usize].prev;
                 (prev != NIL).then_some(prev)
             })
         })
