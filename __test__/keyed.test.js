@@ -3,6 +3,8 @@
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
+const { spawnSync } = require('node:child_process')
+const path = require('node:path')
 const { KeyedQuotaClock, QuotaClock, QuotaClockError, manualClock } = require('..')
 
 const DAY = 86_400_000
@@ -549,3 +551,51 @@ for (const [row, move] of [
     if (row !== 'agree') assert.ok(outcomes.anomalies > 50, JSON.stringify(outcomes))
   })
 }
+
+// ---------------------------------------------------------------------------------------------
+// Lifetime (SPEC §9: a limiter never keeps itself alive)
+
+test('§9 a KeyedQuotaClock whose onAnomaly and policy refer to it is collected like any other', () => {
+  const root = JSON.stringify(path.join(__dirname, '..'))
+  const script = `
+    const { KeyedQuotaClock, manualClock } = require(${root})
+    let collected = 0
+    const registry = new FinalizationRegistry(() => collected++)
+    for (let i = 0; i < 200; i++) {
+      const clock = manualClock()
+      const limiter = new KeyedQuotaClock({
+        capacity: 1, refillPerSecond: 1, suspendPolicy: 'ignore', clock,
+        onAnomaly: () => limiter.size,
+        policy: () => (limiter.size, undefined),
+      })
+      for (let k = 0; k < 100; k++) limiter.tryConsume('key-' + k)
+      clock.stepWall(-10_000)
+      limiter.tryConsume('key-0')
+      registry.register(limiter, i)
+    }
+    const settle = (rounds) => {
+      gc()
+      if (collected >= 190 || rounds === 0) return console.log(JSON.stringify({ collected }))
+      setTimeout(() => settle(rounds - 1), 20)
+    }
+    setTimeout(() => settle(100), 50)
+  `
+  const child = spawnSync(process.execPath, ['--expose-gc', '-e', script], { encoding: 'utf8', timeout: 60_000 })
+  assert.equal(child.status, 0, child.stderr)
+  const { collected } = JSON.parse(child.stdout.trim())
+  assert.ok(collected >= 190, `collected ${collected} of 200`)
+})
+
+test('§9 nothing malformed crashes the process: a throwing clock, a re-entrant clock, a hostile policy', () => {
+  const thrower = { monotonicMs: () => { throw new Error('no clock today') }, wallMs: () => NOON }
+  const { limiter } = make({ clock: thrower })
+  assert.throws(() => limiter.tryConsume('a'), isCode(QuotaClockError, 'ERR_CLOCK_READING'))
+  assert.throws(() => limiter.status('a'), isCode(QuotaClockError, 'ERR_CLOCK_READING'))
+  let inner
+  const reentrant = { monotonicMs: () => (inner?.tryConsume('other'), 0), wallMs: () => NOON }
+  inner = new KeyedQuotaClock({ capacity: 5, refillPerSecond: 1, suspendPolicy: 'ignore', clock: reentrant })
+  assert.throws(() => inner.tryConsume('k'), (e) => e.code === 'ERR_CLOCK_READING')
+  const hostile = make({ policy: () => ({ get capacity() { throw new Error('getter') } }) }).limiter
+  assert.throws(() => hostile.tryConsume('k'), (e) => e instanceof Error)
+  assert.equal(hostile.size, 0)
+})

@@ -271,6 +271,17 @@ fn a_snapshot_that_is_not_one_is_refused_with_the_reason() {
     assert_eq!(refused(&image, 2), SnapshotError::TooManyKeys { keys: 3, max_keys: 2 });
     assert!(Snapshot::parse(&image, 3).is_ok());
     // A well-checksummed image holding a key twice is still corrupt.
+    let mut one = keyed(policy(10.0, None), 10, &mut clock);
+    consume(&mut one, &mut clock, "a", 1).unwrap();
+    let image = one.snapshot();
+    let key_record = image[16..image.len() - 4].to_vec();
+    let mut doubled = image[..16].to_vec();
+    doubled[12..16].copy_from_slice(&2u32.to_le_bytes());
+    doubled.extend_from_slice(&key_record);
+    doubled.extend_from_slice(&key_record);
+    let checksum = crc32fast::hash(&doubled);
+    doubled.extend_from_slice(&checksum.to_le_bytes());
+    assert!(refused(&doubled, 10).message().contains("held twice"));
     let empty = keyed(policy(10.0, None), 10, &mut clock).snapshot();
     assert!(Snapshot::parse(&empty, 0).unwrap().is_empty());
 }
