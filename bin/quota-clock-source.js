@@ -423,7 +423,7 @@ function duration(ms) {
 function formatRun(run) {
   const { meta, timeline, result } = run
   const zone = meta.quota ? meta.quota.period.timeZone : 'UTC'
-  const wallOf = (ms) => localTime(ms, zone).slice(11) // 'HH:MM:SS ±HH:MM'
+  const wallOf = (ms) => (meta.quota ? localTime(ms, zone).slice(11) : utcTime(ms).slice(11, 19)) // 'HH:MM:SS[ ±HH:MM]'
   const out = []
   out.push(`${meta.name}: ${meta.title}`)
   const rate = meta.refillPerSecond === 1 ? '1 token/s' : `${meta.refillPerSecond} tokens/s`
