@@ -179,8 +179,9 @@ describe('simulate', () => {
     const names = json(['simulate', '--list'])
     assert.ok(Array.isArray(names) && names.every((name) => typeof name === 'string'))
     for (const name of SCENARIOS) assert.ok(names.includes(name), name)
-    const text = ok(['simulate', '--list'])
-    for (const name of names) assert.match(text, new RegExp(`^${name} `, 'm'))
+    assert.deepEqual(ok(['simulate', '--list']).trimEnd().split('\n'), names, 'text: one name a line')
+    const help = ok(['simulate', '--help'])
+    for (const name of names) assert.match(help, new RegExp(`^  ${name} +\\S`, 'm'), `--help says what ${name} does`)
   })
 
   test('--json: { scenario, steps: [{ atMs, n, naive: { allowed, tokens }, quotaClock: { allowed, tokens, retryAfterMs, retryAfterBasis, anomalies } }] }', () => {

@@ -115,7 +115,7 @@ ${SCENARIOS.map((scenario) => `  ${scenario.name.padEnd(21)} ${scenario.title}`)
 
 Options:
   --svg FILE   write a plot of both buckets over time, anomalies marked (one panel per scenario)
-  --list       print the scenario names (--json: an array of names)
+  --list       print the scenario names, one a line (--json: an array of names)
   --json       print { scenario, steps: [{ atMs, n, naive: { allowed, tokens }, quotaClock:
                { allowed, tokens, retryAfterMs, retryAfterBasis, anomalies } }] } (an array of
                them without a scenario); atMs is scenario time since its start
@@ -190,6 +190,8 @@ function describeParseError(error, commandName, options) {
   const message = String(error.message).split(/\r?\n/).join(' ')
   const missing = /^Option '(-[^' ]+)[^']*' argument missing/.exec(message)
   if (missing) return `${missing[1]} needs a value`
+  const ambiguous = /^Option '(-[^' ]+)' argument is ambiguous/.exec(message)
+  if (ambiguous) return `${ambiguous[1]} needs a value; for a value that starts with '-', write ${ambiguous[1]}=-…`
   if (error.code !== 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return message
   const raw = (/'([^']*)'/.exec(message) || [null, ''])[1]
   const given = raw.replace(/^-+/, '').split('=')[0]
@@ -363,7 +365,7 @@ function simulate(values, positionals) {
   if (values.list) {
     if (positionals.length > 0) throw usage(`--list takes no scenario; received '${positionals[0]}'`)
     if (values.json) return print(JSON.stringify(NAMES))
-    return print(SCENARIOS.map((scenario) => `${scenario.name.padEnd(21)} ${scenario.title}`).join('\n'))
+    return print(NAMES.join('\n')) // one name a line; --help has what each one does
   }
   const names = positionals.length === 0 ? NAMES : [positionals[0]]
   if (!NAMES.includes(names[0])) {
