@@ -13,6 +13,7 @@ const SERIES = [
 ]
 const ANOMALY_COLOR = '#7b3294'
 const EVENT_COLOR = '#555555'
+const PERIOD_COLOR = '#2a7f3f'
 
 const WIDTH = 760
 const PANEL_HEIGHT = 340
@@ -92,6 +93,16 @@ function panel(run, offsetY) {
   out.push(`<rect x="${MARGIN.left}" y="${MARGIN.top}" width="${plotWidth}" height="${plotHeight}" fill="none" stroke="#333"/>`)
   out.push(`<text x="${MARGIN.left + plotWidth / 2}" y="${MARGIN.top + plotHeight + 34}" font-size="12" text-anchor="middle">scenario time (s: real time, awake or asleep)</text>`)
   out.push(`<text transform="translate(14 ${MARGIN.top + plotHeight / 2}) rotate(-90)" font-size="12" text-anchor="middle">tokens</text>`)
+
+  // Quota periods: where each one was first seen open, with its id (QuotaClock's quota only).
+  let periodId = null
+  for (const entry of timeline) {
+    if (entry.type !== 'request' || entry.periodId === null || entry.periodId === periodId) continue
+    periodId = entry.periodId
+    const at = num(x(entry.atMs))
+    out.push(`<line class="period" x1="${at}" x2="${at}" y1="${MARGIN.top}" y2="${MARGIN.top + plotHeight}" stroke="${PERIOD_COLOR}" stroke-width="1"/>`)
+    out.push(`<text class="period-label" x="${num(x(entry.atMs) + 4)}" y="${MARGIN.top + plotHeight - 6}" font-size="11" fill="${PERIOD_COLOR}">quota period ${escapeXml(periodId)}</text>`)
+  }
 
   // Wall steps: a mark at the top of the plot where NTP set the clock.
   for (const event of timeline) {
