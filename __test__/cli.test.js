@@ -136,6 +136,19 @@ describe('periods', () => {
     )
   })
 
+  test("at the ends of a JS Date's range it prints what periodFor gives and exits 0", () => {
+    for (const [from, zone] of [
+      ['-8640000000000000', 'America/Los_Angeles'],
+      ['8640000000000000', 'UTC'],
+    ]) {
+      const spec = { unit: 'year', timeZone: zone }
+      const first = periodFor(spec, Number(from))
+      assert.deepEqual(json(['periods', '--unit', 'year', '--zone', zone, `--from=${from}`, '--count', '1']), [first])
+      const text = ok(['periods', '--unit', 'year', '--zone', zone, `--from=${from}`, '--count', '2'])
+      assert.ok(text.includes(first.id), text)
+    }
+  })
+
   test('a bad argument exits 2 with one line naming it, with a did-you-mean for a mistyped flag, unit or zone', () => {
     const base = ['periods', '--unit', 'day', '--zone', 'UTC']
     refused(['periods', '--zonee', 'UTC', '--unit', 'day'], /'--zonee'/, /did you mean '--zone'\?/)

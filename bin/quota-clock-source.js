@@ -316,36 +316,39 @@ function hours(ms) {
   return String(Math.round((ms / 3_600_000) * 1000) / 1000)
 }
 
+// A period can start or end just outside a JS Date's range (the first or last period there is):
+// such an instant is printed as its number of milliseconds.
+const inDateRange = (ms) => Math.abs(ms) <= MAX_WALL_MS
+
 function utcTime(ms) {
-  return new Date(ms).toISOString().replace('.000Z', 'Z')
+  return inDateRange(ms) ? new Date(ms).toISOString().replace('.000Z', 'Z') : `${ms} ms`
 }
 
-const localFormats = new Map()
-/** '2021-03-14 03:00:00 -04:00': the wall time and offset in `timeZone`. */
+const offsetFormats = new Map()
+/**
+ * '2021-03-14 03:00:00 -04:00': the wall time and UTC offset in `timeZone`. The offset comes from
+ * Intl; the date is written like toISOString (and the period ids), so years outside 0–9999 read
+ * the same way ('+275760', '-271821').
+ */
 function localTime(ms, timeZone) {
-  let format = localFormats.get(timeZone)
+  let format = offsetFormats.get(timeZone)
   if (format === undefined) {
     try {
-      format = new Intl.DateTimeFormat('en-US', {
-        timeZone,
-        year: 'numeric',
-        month: '2-digit',
-        day: '2-digit',
-        hour: '2-digit',
-        minute: '2-digit',
-        second: '2-digit',
-        hourCycle: 'h23',
-        timeZoneName: 'longOffset',
-      })
+      format = new Intl.DateTimeFormat('en-US', { timeZone, timeZoneName: 'longOffset' })
     } catch {
       format = null // a name chrono-tz knows and this Node's ICU does not
     }
-    localFormats.set(timeZone, format)
+    offsetFormats.set(timeZone, format)
   }
-  if (format === null) return '?'
-  const parts = Object.fromEntries(format.formatToParts(new Date(ms)).map((part) => [part.type, part.value]))
-  const offset = parts.timeZoneName === 'GMT' ? '+00:00' : parts.timeZoneName.replace('GMT', '')
-  return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}:${parts.second} ${offset}`
+  if (format === null || !inDateRange(ms)) return '?'
+  const name = format.formatToParts(new Date(ms)).find((part) => part.type === 'timeZoneName').value // 'GMT-04:00', 'GMT'
+  const match = /^GMT(?:([+-])(\d{2}):(\d{2})(?::(\d{2}))?)?$/.exec(name)
+  if (!match) return '?'
+  const [, sign = '+', hh = '00', mm = '00', ss] = match
+  const offsetMs = (sign === '-' ? -1 : 1) * ((Number(hh) * 60 + Number(mm)) * 60 + Number(ss || 0)) * 1000
+  if (!inDateRange(ms + offsetMs)) return '?'
+  const wall = new Date(ms + offsetMs).toISOString().replace('T', ' ').replace(/\.\d{3}Z$/, '')
+  return `${wall} ${sign}${hh}:${mm}${ss ? `:${ss}` : ''}`
 }
 
 function table(header, rows, rightAligned) {
@@ -569,7 +572,7 @@ async function main(argv) {
     if (parsed.values.help) return print(COMMANDS[name].help.trimEnd())
     return await COMMANDS[name].run(parsed.values, parsed.positionals)
   } catch (error) {
-    if (error instanceof UsageError) error.command = name
+    if (error !== null && typeof error === 'object') error.command = name
     throw error
   }
 }
