@@ -423,6 +423,18 @@ describe('simulate', () => {
   })
 })
 
+test("the README's examples are what the command prints", () => {
+  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')
+  const blocks = [...readme.matchAll(/```console\n\$ quota-clock-source (periods|simulate) ([^\n]*)\n([\s\S]*?)```/g)]
+  assert.ok(blocks.length >= 2, 'the README shows periods and simulate')
+  for (const [, command, args, shown] of blocks) {
+    const out = ok([command, ...args.split(' ')])
+    const lines = shown.trimEnd().split('\n')
+    const prefix = lines[lines.length - 1] === '...' ? lines.slice(0, -1) : lines
+    assert.deepEqual(out.split('\n').slice(0, prefix.length), prefix, `${command} ${args}`)
+  }
+})
+
 describe('watch', () => {
   test('--count 2 --interval 50 --json: stops after two readings, exit 0, every stdout line an Anomaly', () => {
     const started = Date.now()
