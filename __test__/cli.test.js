@@ -435,6 +435,22 @@ test("the README's examples are what the command prints", () => {
   }
 })
 
+test('npm run demo (examples/demo.js) runs simulate over every scenario and writes a plot for each', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-demo-'))
+  try {
+    const result = spawnSync(process.execPath, [path.join(ROOT, 'examples', 'demo.js'), dir], { encoding: 'utf8', timeout: 60_000 })
+    assert.equal(result.status, 0, result.stderr)
+    assert.equal(result.stderr, '')
+    for (const name of SCENARIOS) assert.match(result.stdout, new RegExp(`^${name}: `, 'm'))
+    assert.match(result.stdout, /^2021-03-14\s.*\s23\s+exact$/m, "New York's spring-forward day")
+    const plots = fs.readdirSync(dir).sort()
+    assert.deepEqual(plots, ['all-scenarios.svg', ...json(['simulate', '--list']).map((name) => `${name}.svg`)].sort())
+    for (const plot of plots) assert.equal(XMLValidator.validate(fs.readFileSync(path.join(dir, plot), 'utf8')), true, plot)
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+})
+
 describe('watch', () => {
   test('--count 2 --interval 50 --json: stops after two readings, exit 0, every stdout line an Anomaly', () => {
     const started = Date.now()

@@ -2,7 +2,7 @@
 // `npm run demo`: the package's command, run the way a user would. First `simulate` over every
 // scenario (the classic naive Date.now() bucket, with its Math.max(0, …) clamp, and a QuotaClock on
 // one manual clock, through NTP steps back and forward, suspends, a DST gap and a month end), with
-// the plots written to examples/plots/; then the calendar: when New York's days and a 02:30 reset
+// the plots written to examples/plots/ (or the folder given as its argument); then the calendar: when New York's days and a 02:30 reset
 // start around the spring-forward, and the day Samoa skipped.
 
 const { spawnSync } = require('node:child_process')
@@ -10,7 +10,7 @@ const fs = require('node:fs')
 const path = require('node:path')
 
 const BIN = path.join(__dirname, '..', 'bin', 'quota-clock-source.js')
-const PLOTS = path.join(__dirname, 'plots')
+const PLOTS = path.resolve(process.argv[2] || path.join(__dirname, 'plots'))
 const shown = (file) => path.relative(process.cwd(), file) || '.'
 
 /** Runs the command; prints what it prints. Stops the demo if it fails. */
