@@ -413,8 +413,8 @@ describe('simulate', () => {
         ok(['simulate', 'step-back', '--svg', file])
         assert.equal(
           fs.readFileSync(file, 'utf8'),
-          fs.readFileSync(path.join(ROOT, 'docs', 'simulate-step-back.svg'), 'utf8'),
-          'docs/simulate-step-back.svg is stale: run `node bin/quota-clock-source.js simulate step-back --svg docs/simulate-step-back.svg`',
+          fs.readFileSync(path.join(ROOT, 'examples', 'simulate-step-back.svg'), 'utf8'),
+          'examples/simulate-step-back.svg is stale: run `node bin/quota-clock-source.js simulate step-back --svg examples/simulate-step-back.svg`',
         )
       } finally {
         fs.rmSync(dir, { recursive: true, force: true })
