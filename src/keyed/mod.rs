@@ -354,7 +354,10 @@ impl KeyedLimiter {
             }
             Target::New(policy) => {
                 if let Some(victim) = victim {
+                    // Pinned: the victim may be the last key of this very policy.
+                    self.policies[policy as usize].keys += 1;
                     self.drop_record(victim);
+                    self.policies[policy as usize].keys -= 1;
                 }
                 self.hold(key, policy, open_slot)
             }
