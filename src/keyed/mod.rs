@@ -206,10 +206,6 @@ impl KeyedLimiter {
         self.table.len() == 0
     }
 
-    pub fn max_keys(&self) -> usize {
-        self.max_keys
-    }
-
     #[inline(always)]
     pub fn find(&self, key: Key<'_>) -> Option<u32> {
         self.table.find(key)
