@@ -38,8 +38,8 @@ function hostPlatform() {
 const { NativeManualClock } = native
 
 class QuotaClockError extends Error {
-  constructor(code, message) {
-    super(message)
+  constructor(code, message, options) {
+    super(message, options)
     this.name = 'QuotaClockError'
     this.code = code
   }
@@ -136,6 +136,13 @@ function procUptimeElapsedRealtime() {
 
 class ManualClock {
   #native
+  /** The native state of a real manual clock; a Proxy of one, or an object made from its prototype, has none. */
+  static #of(clock, what) {
+    if ((typeof clock !== 'object' && typeof clock !== 'function') || clock === null || !(#native in clock)) {
+      throw typeError('ERR_INVALID_ARG', what, 'called on a clock made by manualClock()', clock)
+    }
+    return clock.#native
+  }
   constructor(init) {
     if (init !== undefined && !isPlainObject(init)) throw typeError('ERR_INVALID_OPTION', 'manualClock(init)', 'an object { monotonicMs?, wallMs?, elapsedRealtimeMs? }', init)
     const { monotonicMs = 0, wallMs = Date.UTC(2024, 0, 15), elapsedRealtimeMs } = init || {}
@@ -152,38 +159,43 @@ class ManualClock {
     }
   }
   advance(ms) {
+    const state = ManualClock.#of(this, 'advance(ms)')
     checkNumber(ms, 'advance(ms)', 'ERR_INVALID_ARG')
-    callNative(() => this.#native.advance(ms))
+    callNative(() => state.advance(ms))
   }
   suspend(ms) {
+    const state = ManualClock.#of(this, 'suspend(ms)')
     checkNumber(ms, 'suspend(ms)', 'ERR_INVALID_ARG')
-    callNative(() => this.#native.suspend(ms))
+    callNative(() => state.suspend(ms))
   }
   stepWall(deltaMs) {
+    const state = ManualClock.#of(this, 'stepWall(deltaMs)')
     checkNumber(deltaMs, 'stepWall(deltaMs)', 'ERR_INVALID_ARG')
-    callNative(() => this.#native.stepWall(deltaMs))
+    callNative(() => state.stepWall(deltaMs))
   }
   set(values) {
+    const state = ManualClock.#of(this, 'set(values)')
     if (!isPlainObject(values)) throw typeError('ERR_INVALID_ARG', 'set(values)', 'an object { monotonicMs?, wallMs?, elapsedRealtimeMs? }', values)
     refuseUnknownKeys(values, ['monotonicMs', 'wallMs', 'elapsedRealtimeMs'], 'set')
     const { monotonicMs, wallMs, elapsedRealtimeMs } = values
     if (monotonicMs !== undefined) checkNumber(monotonicMs, 'set({ monotonicMs })', 'ERR_INVALID_ARG')
     if (wallMs !== undefined) checkNumber(wallMs, 'set({ wallMs })', 'ERR_INVALID_ARG')
     if (elapsedRealtimeMs !== undefined) checkNumber(elapsedRealtimeMs, 'set({ elapsedRealtimeMs })', 'ERR_INVALID_ARG')
-    callNative(() => this.#native.set(monotonicMs, wallMs, elapsedRealtimeMs))
+    callNative(() => state.set(monotonicMs, wallMs, elapsedRealtimeMs))
   }
   monotonicMs() {
-    return this.#native.monotonicMs()
+    return ManualClock.#of(this, 'monotonicMs()').monotonicMs()
   }
   wallMs() {
-    return this.#native.wallMs()
+    return ManualClock.#of(this, 'wallMs()').wallMs()
   }
   /** How many times the elapsed-realtime reader was called. */
   get elapsedRealtimeReads() {
-    return this.#native.elapsedRealtimeReads
+    return ManualClock.#of(this, 'elapsedRealtimeReads').elapsedRealtimeReads
   }
+  /** The native state of a manual clock, or undefined for anything else. */
   static nativeOf(clock) {
-    return clock.#native
+    return (typeof clock === 'object' || typeof clock === 'function') && clock !== null && #native in clock ? clock.#native : undefined
   }
 }
 
@@ -191,9 +203,13 @@ function manualClock(init) {
   return new ManualClock(init)
 }
 
-/** The arguments NativeLimiter needs to read `clock` (natively where it can). */
+/** How a limiter reads `clock`: natively where it can; `clock` or `reader` are read in JS. */
 function clockArguments(clock) {
-  if (clock instanceof ManualClock) return { kind: 'manual', manual: ManualClock.nativeOf(clock) }
+  const manual = ManualClock.nativeOf(clock)
+  if (manual !== undefined) return { kind: 'manual', manual }
+  if (clock instanceof ManualClock) {
+    throw typeError('ERR_INVALID_OPTION', 'clock', 'a clock source; a Proxy of a manual clock, or an object made from its prototype, is not one (pass the clock manualClock() returned)', clock)
+  }
   if (!isPlainObject(clock) && typeof clock !== 'function') {
     throw typeError('ERR_INVALID_OPTION', 'clock', 'a clock source { monotonicMs(), wallMs(), elapsedRealtimeMs?() }', clock)
   }
@@ -207,14 +223,41 @@ function clockArguments(clock) {
   if (systemClocks.has(clock) && clock.monotonicMs === native.systemMonotonicMs && clock.wallMs === native.systemWallMs) {
     if (reader === undefined) return { kind: 'system' }
     if (boottimeReaders.has(reader)) return { kind: 'system-boottime' }
-    return { kind: 'system-reader', elapsed: () => reader() }
+    return { kind: 'system-reader', reader }
   }
-  return {
-    kind: 'js',
-    monotonic: () => clock.monotonicMs(),
-    wall: () => clock.wallMs(),
-    elapsed: reader === undefined ? undefined : () => clock.elapsedRealtimeMs(),
+  // Its methods are looked up at every reading.
+  return { kind: reader === undefined ? 'js' : 'js-reader', clock }
+}
+
+/** Best-effort text of anything thrown, kept short; never throws itself. */
+function thrownText(error) {
+  let text
+  try {
+    if (error instanceof Error) text = String(error.message)
+    else text = typeof error === 'symbol' ? error.toString() : String(error)
+  } catch {
+    return 'a value that cannot be turned into text'
   }
+  return text.length > 200 ? `${text.slice(0, 200)}... (${text.length} characters)` : text
+}
+
+/** A reading of a JS clock method: a finite number, or ERR_CLOCK_READING with what was thrown as `cause`. */
+function readClock(clock, method) {
+  let value
+  try {
+    value = clock[method]()
+  } catch (error) {
+    throw new QuotaClockError('ERR_CLOCK_READING', `clock.${method}() failed: it threw: ${thrownText(error)}`, { cause: error })
+  }
+  if (typeof value !== 'number' || !Number.isFinite(value)) {
+    throw new QuotaClockError('ERR_CLOCK_READING', `clock.${method}() must return a finite number of milliseconds; received ${describe(value)}`)
+  }
+  return value
+}
+
+/** A reading of systemClock({ elapsedRealtimeMs }) 's reader. */
+function readReader(reader) {
+  return readClock({ elapsedRealtimeMs: reader }, 'elapsedRealtimeMs')
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -230,13 +273,17 @@ const MISSING_SUSPEND_POLICY =
 // limiter's slot from it, writes the decision into it, and this file builds the object (cheaper
 // than a napi-built object). Slots: [0] in: n, out: status (0 decided, 1 decided with anomalies,
 // 2 error), [1] allowed, [2] retryAfterMs, [3] basis (0 none, 1 monotonic-refill, 2 wall-period),
-// [4] tokens, [5] quotaRemaining, [6] in: the limiter's slot.
-const RESULT = new Float64Array(7)
+// [4] tokens, [5] quotaRemaining, [6] in: the limiter's slot; [7] monotonic, [8] wall, [9] elapsed
+// realtime, [10] 1 when [9] holds a reading: the readings of a JS clock (in), or (out, status 3)
+// those a call took before it stopped for the JS elapsed-realtime reader.
+const RESULT = new Float64Array(11)
 // [6] is written as an integer through this view, so the native side reads it without converting.
 const LIMITER_SLOT = new Uint32Array(RESULT.buffer, 6 * 8, 1)
 // This module instance's limiters (a module loaded again, by a test runner say, gets its own).
 const REGISTRY = native.createRegistry(RESULT)
-const consume = native.registryConsume(REGISTRY)
+const consume = native.registryConsume(REGISTRY, false)
+// The same for readings taken in JS: a JS clock's, or those of a call resumed after a JS reader.
+const consumeSupplied = native.registryConsume(REGISTRY, true)
 // Each limiter with an onAnomaly handler gets a listener id; one threadsafe function per module
 // instance delivers { listener, anomaly } and `listeners` routes it to the limiter, held weakly (so
 // a handler that refers to its own limiter does not keep it alive), whose handler gets it (see the
@@ -297,16 +344,6 @@ function parseOptions(options) {
   }
 }
 
-/** Best-effort text of anything thrown; never throws itself. */
-function thrownText(error) {
-  try {
-    if (error instanceof Error) return String(error.message)
-    return typeof error === 'symbol' ? error.toString() : String(error)
-  } catch {
-    return 'a value that cannot be turned into text'
-  }
-}
-
 /** Calls the user's handler; a throw becomes a process warning, never a crash. */
 function deliverSafely(onAnomaly, anomaly) {
   try {
@@ -324,6 +361,18 @@ function checkCount(n, capacity) {
     throw rangeError('ERR_INVALID_ARG', 'n', `a positive safe integer no larger than capacity (${capacity})`, n)
   }
 }
+
+/** Writes a call's input for consumeSupplied. */
+function supply(slot, n, monotonicMs, wallMs, elapsedRealtimeMs) {
+  RESULT[0] = n
+  LIMITER_SLOT[0] = slot
+  RESULT[7] = monotonicMs
+  RESULT[8] = wallMs
+  RESULT[9] = elapsedRealtimeMs === undefined ? NaN : elapsedRealtimeMs
+  RESULT[10] = elapsedRealtimeMs === undefined ? 0 : 1
+}
+
+const REENTERED = 'the clock called back into this limiter while it was reading it'
 
 /** The decision the native tryConsume just wrote into RESULT. */
 function readDecision(hasQuota, anomalies) {
@@ -361,6 +410,15 @@ class QuotaClock {
   #capacity
   #hasQuota
   #onAnomaly
+  // A JS clock (read here, at every call) or a JS elapsed-realtime reader of systemClock(); the
+  // native side holds neither, so a clock or reader that refers back to this limiter does not
+  // keep it alive.
+  #clock
+  #reader
+  // A JS clock or reader is being read: a call it makes back into this limiter is refused.
+  #reading = false
+  // The monotonic clock regressed: every later call fails with that, and a JS clock is not read.
+  #latched = false
 
   static {
     native.registryOnAnomaly(REGISTRY, ({ listener, anomaly }) => {
@@ -371,10 +429,24 @@ class QuotaClock {
 
   constructor(options) {
     const { limiterOptions, clockArgs, onAnomaly } = parseOptions(options)
+    const { kind, manual, clock, reader } = clockArgs
+    // The starting readings of a clock read in JS, in the order the native side takes them.
+    let monotonicMs
+    let wallMs
+    let elapsedRealtimeMs
+    if (clock !== undefined) {
+      monotonicMs = readClock(clock, 'monotonicMs')
+      wallMs = readClock(clock, 'wallMs')
+      if (kind === 'js-reader') elapsedRealtimeMs = readClock(clock, 'elapsedRealtimeMs')
+    } else if (reader !== undefined) {
+      monotonicMs = native.systemMonotonicMs()
+      wallMs = native.systemWallMs()
+      elapsedRealtimeMs = readReader(reader)
+    }
     const listener = onAnomaly === undefined ? undefined : nextListener++
-    this.#slot = callNative(() =>
-      native.createLimiter(REGISTRY, limiterOptions, clockArgs.kind, clockArgs.manual, clockArgs.monotonic, clockArgs.wall, clockArgs.elapsed, listener),
-    )
+    this.#slot = callNative(() => native.createLimiter(REGISTRY, limiterOptions, kind, manual, monotonicMs, wallMs, elapsedRealtimeMs, listener))
+    this.#clock = clock
+    this.#reader = reader
     if (listener !== undefined) {
       this.#onAnomaly = onAnomaly
       listeners.set(listener, new WeakRef(this))
@@ -387,24 +459,103 @@ class QuotaClock {
   /** SPEC §5: takes `n` tokens (and `n` from the quota) if both are there. */
   tryConsume(n = 1) {
     if (n !== 1) checkCount(n, this.#capacity)
+    if (this.#clock !== undefined) return this.#consumeJs(n)
     RESULT[0] = n
     LIMITER_SLOT[0] = this.#slot
     consume()
     if (RESULT[0] === 0) return readDecision(this.#hasQuota, NO_ANOMALIES)
-    return this.#settle()
+    return this.#settle(n)
   }
 
-  /** The rare outcomes: a decision with anomalies, or an error. */
-  #settle() {
-    if (RESULT[0] === 1) {
+  /** tryConsume on a JS clock: the readings are taken here and passed in. */
+  #consumeJs(n) {
+    let monotonicMs = NaN
+    let wallMs = NaN
+    if (!this.#latched) {
+      this.#enterClock()
+      try {
+        monotonicMs = readClock(this.#clock, 'monotonicMs')
+        wallMs = readClock(this.#clock, 'wallMs')
+      } finally {
+        this.#reading = false
+      }
+    }
+    // Written only now: the clock may have called other limiters, which share RESULT.
+    supply(this.#slot, n, monotonicMs, wallMs, undefined)
+    consumeSupplied()
+    if (RESULT[0] === 0) return readDecision(this.#hasQuota, NO_ANOMALIES)
+    return this.#settle(n)
+  }
+
+  #enterClock() {
+    if (this.#reading) throw new QuotaClockError('ERR_CLOCK_READING', REENTERED)
+    this.#reading = true
+  }
+
+  /** The JS elapsed-realtime reading (of a JS clock, or of systemClock's reader). */
+  #readElapsedRealtime() {
+    this.#enterClock()
+    try {
+      return this.#clock !== undefined ? readClock(this.#clock, 'elapsedRealtimeMs') : readReader(this.#reader)
+    } finally {
+      this.#reading = false
+    }
+  }
+
+  /** The rare outcomes: a decision with anomalies, a call that needs the JS reader, or an error. */
+  #settle(n) {
+    const status = RESULT[0]
+    if (status === 1) {
       return readDecision(this.#hasQuota, callNative(() => native.limiterTakeAnomalies(REGISTRY, this.#slot)).map(toAnomaly))
     }
-    throw toPublicError(native.limiterTakeError(REGISTRY, this.#slot))
+    if (status === 3) {
+      // Nothing changed yet: resume on the readings the call took, with the reader's.
+      const monotonicMs = RESULT[7]
+      const wallMs = RESULT[8]
+      const elapsedRealtimeMs = this.#readElapsedRealtime()
+      supply(this.#slot, n, monotonicMs, wallMs, elapsedRealtimeMs)
+      consumeSupplied()
+      if (RESULT[0] === 0) return readDecision(this.#hasQuota, NO_ANOMALIES)
+      return this.#settle(n)
+    }
+    throw this.#failed(toPublicError(native.limiterTakeError(REGISTRY, this.#slot)))
+  }
+
+  #failed(error) {
+    if (error.code === 'ERR_MONOTONIC_REGRESSION') this.#latched = true
+    return error
+  }
+
+  #status(monotonicMs, wallMs, elapsedRealtimeMs) {
+    try {
+      return native.limiterStatus(REGISTRY, this.#slot, monotonicMs, wallMs, elapsedRealtimeMs)
+    } catch (error) {
+      throw error && typeof error.code === 'string' ? this.#failed(toPublicError(error)) : error
+    }
   }
 
   /** Reads and reconciles the clocks like tryConsume, consuming nothing. */
   status() {
-    const status = callNative(() => native.limiterStatus(REGISTRY, this.#slot))
+    let monotonicMs
+    let wallMs
+    if (this.#clock !== undefined) {
+      monotonicMs = NaN
+      wallMs = NaN
+      if (!this.#latched) {
+        this.#enterClock()
+        try {
+          monotonicMs = readClock(this.#clock, 'monotonicMs')
+          wallMs = readClock(this.#clock, 'wallMs')
+        } finally {
+          this.#reading = false
+        }
+      }
+    }
+    let status = this.#status(monotonicMs, wallMs, undefined)
+    if (status.needsReader) {
+      const { takenMonotonicMs, takenWallMs } = status
+      status = this.#status(takenMonotonicMs, takenWallMs, this.#readElapsedRealtime())
+    }
     return {
       tokens: status.tokens,
       quotaUsed: status.quotaUsed ?? null,

@@ -19,7 +19,7 @@ use napi_derive::napi;
 
 use super::anomaly::{build_dispatcher, deliver, AnomalyDelivery, AnomalyDispatcher, AnomalyOutput};
 use super::calendar::{check_wall_ms, parse_spec, period_output, PeriodOutput, PeriodSpecInput};
-use super::clock::{BoundClock, ClockHandle, NativeManualClock};
+use super::clock::{BoundClock, ClockHandle, NativeManualClock, Supplied};
 use super::errors::{coded, from_limiter, guard, internal, invalid_arg, CodedError, CodedResult};
 use super::raw::{callback_data, function_with_data};
 use crate::anomaly::Anomaly;
@@ -36,11 +36,21 @@ const SLOT_BASIS: usize = 3;
 const SLOT_TOKENS: usize = 4;
 const SLOT_QUOTA_REMAINING: usize = 5;
 const SLOT_LIMITER: usize = 6;
-const RESULT_SLOTS: usize = 7;
+/// In (a JS clock, or a call resumed after the JS reader): the readings; out (status
+/// `STATUS_NEEDS_READER`): the readings the stopped call took.
+const SLOT_MONOTONIC_MS: usize = 7;
+const SLOT_WALL_MS: usize = 8;
+const SLOT_ELAPSED_REALTIME_MS: usize = 9;
+/// In: 1 when `SLOT_ELAPSED_REALTIME_MS` holds a reading.
+const SLOT_HAS_ELAPSED_REALTIME: usize = 10;
+const RESULT_SLOTS: usize = 11;
 
 const STATUS_DECIDED: f64 = 0.0;
 const STATUS_DECIDED_WITH_ANOMALIES: f64 = 1.0;
 const STATUS_ERROR: f64 = 2.0;
+/// The call needs an elapsed-realtime reading from a JS reader; it changed nothing, and the JS
+/// face calls `consumeSupplied` with the readings it took and the reader's.
+const STATUS_NEEDS_READER: f64 = 3.0;
 
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
@@ -59,6 +69,10 @@ pub struct LimiterOptions {
 
 #[napi(object)]
 pub struct StatusOutput {
+    /// The call needs the JS reader's reading (nothing changed): call again with these readings.
+    pub needs_reader: bool,
+    pub taken_monotonic_ms: f64,
+    pub taken_wall_ms: f64,
     pub tokens: f64,
     pub quota_used: Option<f64>,
     pub quota_remaining: Option<f64>,
@@ -203,7 +217,7 @@ impl Registry {
             return false;
         }
         let (monotonic_ms, wall_ms) = match &state.clock {
-            ClockHandle::System(_) | ClockHandle::SystemWithReader(_) => (clock::monotonic_ms(), clock::wall_ms()),
+            ClockHandle::System(_) | ClockHandle::SystemWithReader => (clock::monotonic_ms(), clock::wall_ms()),
             ClockHandle::Manual(manual) => match manual.try_borrow() {
                 Ok(manual) => (manual.monotonic_ms, manual.wall_ms),
                 Err(_) => return false,
@@ -221,11 +235,12 @@ impl Registry {
         }
     }
 
-    /// The general path: reads `n` and the slot, decides, writes the decision. No allocation
-    /// unless an anomaly or an error has to be reported.
+    /// The general path: reads `n` and the slot (and with `supplied`, the readings the JS face
+    /// took), decides, writes the decision. No allocation unless an anomaly or an error has to be
+    /// reported.
     #[inline(never)]
     #[cold]
-    fn consume(&self, env: sys::napi_env) {
+    fn consume(&self, supplied: bool) {
         let result = &self.result;
         // The registry stays borrowed (shared) for the call, so a re-entrant `tryConsume` works
         // and creating a limiter from inside a clock reading is refused.
@@ -259,8 +274,8 @@ impl Registry {
             result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
             return;
         }
-        let env = Env::from_raw(env);
-        let mut clock = BoundClock { env: &env, handle: &state.clock };
+        let readings = if supplied { self.supplied_readings() } else { Supplied::default() };
+        let mut clock = BoundClock::new(&state.clock, readings);
         match state.limiter.try_consume(n as i64 as u64, &mut clock, &mut state.anomalies) {
             Ok(decision) => {
                 write_decision(result, &decision);
@@ -269,10 +284,25 @@ impl Registry {
                     self.notify(state.anomaly_listener, &state.anomalies);
                 }
             }
+            Err(_) if clock.reader_wanted => {
+                result.set(SLOT_MONOTONIC_MS, clock.taken.0);
+                result.set(SLOT_WALL_MS, clock.taken.1);
+                result.set(SLOT_N_OR_STATUS, STATUS_NEEDS_READER);
+            }
             Err(error) => {
                 state.error = Some(from_limiter(&error));
                 result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
             }
+        }
+    }
+
+    /// The readings the JS face wrote into the result buffer.
+    fn supplied_readings(&self) -> Supplied {
+        let result = &self.result;
+        Supplied {
+            monotonic_ms: Some(result.get(SLOT_MONOTONIC_MS)),
+            wall_ms: Some(result.get(SLOT_WALL_MS)),
+            elapsed_realtime_ms: (result.get(SLOT_HAS_ELAPSED_REALTIME) == 1.0).then(|| result.get(SLOT_ELAPSED_REALTIME_MS)),
         }
     }
 }
@@ -320,14 +350,6 @@ fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig> {
     })
 }
 
-fn make_reader(function: Option<Function<'_, (), Unknown<'_>>>, name: &str) -> CodedResult<super::clock::Reader> {
-    let function = function.ok_or_else(|| invalid_arg(format!("clock.{name} is missing")))?;
-    // The reference outlives this call; it is only ever borrowed back on this thread.
-    let reference: FunctionRef<(), Unknown<'_>> = function.create_ref().map_err(|e| coded("ERR_INTERNAL", e.reason))?;
-    // SAFETY: `FunctionRef` only stores a napi_ref; the `'static` names no borrowed data.
-    Ok(unsafe { std::mem::transmute::<FunctionRef<(), Unknown<'_>>, super::clock::Reader>(reference) })
-}
-
 fn write_decision(result: &ResultSlots, decision: &Decision) {
     result.set(SLOT_N_OR_STATUS, STATUS_DECIDED);
     result.set(SLOT_ALLOWED, if decision.allowed { 1.0 } else { 0.0 });
@@ -342,8 +364,23 @@ fn write_decision(result: &ResultSlots, decision: &Decision) {
     result.set(SLOT_QUOTA_REMAINING, decision.quota_remaining.map_or(f64::NAN, |remaining| remaining as i64 as f64));
 }
 
-/// The raw `tryConsume` callback: `data` is this thread's `Registry`.
+/// The raw `tryConsume` callback for native clocks: `data` is this thread's `Registry`.
 unsafe extern "C" fn fast_consume(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    // SAFETY: as in `consume_with`.
+    unsafe { consume_with(env, info, false) }
+}
+
+/// The raw callback for readings the JS face supplies (a JS clock, or a call resumed after the
+/// JS elapsed-realtime reader).
+unsafe extern "C" fn supplied_consume(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    // SAFETY: as in `consume_with`.
+    unsafe { consume_with(env, info, true) }
+}
+
+/// # Safety
+/// `env` and `info` are N-API's own, for a function made by `registry_consume`.
+#[inline(always)]
+unsafe fn consume_with(env: sys::napi_env, info: sys::napi_callback_info, supplied: bool) -> sys::napi_value {
     // SAFETY: N-API's own env and info.
     let data = unsafe { callback_data(env, info) };
     if data.is_null() {
@@ -353,8 +390,10 @@ unsafe extern "C" fn fast_consume(env: sys::napi_env, info: sys::napi_callback_i
     // function's finalizer, so it is alive while the function can be called.
     let registry = unsafe { &*(data as *const Registry) };
     let decided = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        if !registry.consume_quiet() {
-            registry.consume(env);
+        if supplied {
+            registry.consume(true);
+        } else if !registry.consume_quiet() {
+            registry.consume(false);
         }
     }));
     if let Err(payload) = decided {
@@ -421,13 +460,15 @@ pub fn registry_on_anomaly(env: &Env, registry_id: u32, handler: Function<'_, An
     })
 }
 
-/// The registry's `tryConsume`: a raw function of no arguments whose data is the registry.
+/// The registry's `tryConsume`: a raw function of no arguments whose data is the registry. With
+/// `supplied`, the one that takes the readings from the result buffer.
 #[napi(js_name = "registryConsume")]
-pub fn registry_consume<'env>(env: &'env Env, registry_id: u32) -> napi::Result<Unknown<'env>> {
+pub fn registry_consume<'env>(env: &'env Env, registry_id: u32, supplied: bool) -> napi::Result<Unknown<'env>> {
     guard(env, move || {
         let data = Rc::into_raw(registry(registry_id)?) as *mut c_void;
+        let callback = if supplied { supplied_consume } else { fast_consume };
         // SAFETY: `data` lives until `release_registry`, which releases it once.
-        unsafe { function_with_data(env, "tryConsume", fast_consume, data, release_registry) }.ok_or_else(|| {
+        unsafe { function_with_data(env, "tryConsume", callback, data, release_registry) }.ok_or_else(|| {
             // SAFETY: N-API refused, so nothing else owns `data`.
             drop(unsafe { Rc::from_raw(data as *const Registry) });
             coded("ERR_INTERNAL", "could not create the tryConsume function")
@@ -436,7 +477,8 @@ pub fn registry_consume<'env>(env: &'env Env, registry_id: u32) -> napi::Result<
 }
 
 /// Creates a limiter and returns its slot. `clock_kind`: 'system' | 'system-boottime' |
-/// 'system-reader' | 'manual' | 'js'.
+/// 'system-reader' | 'manual' | 'js' | 'js-reader'. The JS face reads the clocks that are JS
+/// ('system-reader': all three readings) and passes the starting readings.
 #[napi(js_name = "createLimiter")]
 #[allow(clippy::too_many_arguments)]
 pub fn create_limiter(
@@ -445,9 +487,9 @@ pub fn create_limiter(
     options: LimiterOptions,
     clock_kind: String,
     manual: Option<&NativeManualClock>,
-    monotonic: Option<Function<'_, (), Unknown<'_>>>,
-    wall: Option<Function<'_, (), Unknown<'_>>>,
-    elapsed_realtime: Option<Function<'_, (), Unknown<'_>>>,
+    monotonic_ms: Option<f64>,
+    wall_ms: Option<f64>,
+    elapsed_realtime_ms: Option<f64>,
     anomaly_listener: Option<f64>,
 ) -> napi::Result<u32> {
     guard(env, move || {
@@ -456,19 +498,14 @@ pub fn create_limiter(
         let clock = match clock_kind.as_str() {
             "system" => ClockHandle::System(SystemClock { with_boottime: false }),
             "system-boottime" => ClockHandle::System(SystemClock { with_boottime: true }),
-            "system-reader" => ClockHandle::SystemWithReader(make_reader(elapsed_realtime, "elapsedRealtimeMs")?),
+            "system-reader" => ClockHandle::SystemWithReader,
             "manual" => ClockHandle::Manual(manual.ok_or_else(|| invalid_arg("a manual clock is missing"))?.state.clone()),
-            "js" => ClockHandle::Js {
-                monotonic: make_reader(monotonic, "monotonicMs")?,
-                wall: make_reader(wall, "wallMs")?,
-                elapsed_realtime: match elapsed_realtime {
-                    Some(reader) => Some(make_reader(Some(reader), "elapsedRealtimeMs")?),
-                    None => None,
-                },
-            },
+            "js" => ClockHandle::Js { has_reader: false },
+            "js-reader" => ClockHandle::Js { has_reader: true },
             other => return Err(invalid_arg(format!("unknown clock kind '{other}'"))),
         };
-        let limiter = Limiter::new(config, &mut BoundClock { env, handle: &clock }).map_err(|e| from_limiter(&e))?;
+        let supplied = Supplied { monotonic_ms, wall_ms, elapsed_realtime_ms };
+        let limiter = Limiter::new(config, &mut BoundClock::new(&clock, supplied)).map_err(|e| from_limiter(&e))?;
         let quiet_max_n = limiter.capacity().min(MAX_SAFE_INTEGER);
         registry.insert(RefCell::new(LimiterState { limiter, clock, anomalies: Vec::new(), error: None, anomaly_listener, quiet_max_n }))
     })
@@ -500,16 +537,36 @@ pub fn limiter_take_error(registry_id: u32, slot: u32) -> ErrorOutput {
     ErrorOutput { code: error.status, message: error.reason }
 }
 
+/// `status()`: with the readings the JS face took for a JS clock (or for a call resumed after the
+/// JS reader); `needs_reader` when the JS reader must be called first (nothing changed).
 #[napi(js_name = "limiterStatus")]
-pub fn limiter_status(env: &Env, registry_id: u32, slot: u32) -> napi::Result<StatusOutput> {
+pub fn limiter_status(
+    env: &Env,
+    registry_id: u32,
+    slot: u32,
+    monotonic_ms: Option<f64>,
+    wall_ms: Option<f64>,
+    elapsed_realtime_ms: Option<f64>,
+) -> napi::Result<StatusOutput> {
     guard(env, || {
         let registry = registry(registry_id)?;
         registry.with_cell(slot, |state| {
             let mut anomalies = Vec::new();
-            let mut clock = BoundClock { env, handle: &state.clock };
-            let status = state.limiter.status(&mut clock, &mut anomalies).map_err(|e| from_limiter(&e))?;
+            let mut clock = BoundClock::new(&state.clock, Supplied { monotonic_ms, wall_ms, elapsed_realtime_ms });
+            let status = match state.limiter.status(&mut clock, &mut anomalies) {
+                Ok(status) => status,
+                Err(_) if clock.reader_wanted => {
+                    let (taken_monotonic_ms, taken_wall_ms) = clock.taken;
+                    let status = StatusOutput { needs_reader: true, taken_monotonic_ms, taken_wall_ms, tokens: f64::NAN, quota_used: None, quota_remaining: None, period: None };
+                    return Ok(status);
+                }
+                Err(error) => return Err(from_limiter(&error)),
+            };
             registry.notify(state.anomaly_listener, &anomalies);
             Ok(StatusOutput {
+                needs_reader: false,
+                taken_monotonic_ms: f64::NAN,
+                taken_wall_ms: f64::NAN,
                 tokens: status.tokens,
                 quota_used: status.quota_used.map(|used| used as f64),
                 quota_remaining: status.quota_remaining.map(|remaining| remaining as f64),
