@@ -280,10 +280,9 @@ const RESULT = new Float64Array(11)
 // [6] is written as an integer through this view, so the native side reads it without converting.
 const LIMITER_SLOT = new Uint32Array(RESULT.buffer, 6 * 8, 1)
 // This module instance's limiters (a module loaded again, by a test runner say, gets its own).
-const REGISTRY = native.createRegistry(RESULT)
-const consume = native.registryConsume(REGISTRY, false)
-// The same for readings taken in JS: a JS clock's, or those of a call resumed after a JS reader.
-const consumeSupplied = native.registryConsume(REGISTRY, true)
+// `consume` is tryConsume for natively read clocks; `consumeSupplied` the same for readings taken in
+// JS (a JS clock's, or those of a call resumed after a JS reader). The registry lives as long as they do.
+const { id: REGISTRY, consume, consumeSupplied } = native.createRegistry(RESULT)
 // Each limiter with an onAnomaly handler gets a listener id; one threadsafe function per module
 // instance delivers { listener, anomaly } and `listeners` routes it to the limiter, held weakly (so
 // a handler that refers to its own limiter does not keep it alive), whose handler gets it (see the
@@ -297,6 +296,8 @@ const slots = new FinalizationRegistry((slot) => {
   if (listener != null) listeners.delete(listener)
 })
 const BASIS = [null, 'monotonic-refill', 'wall-period']
+// SPEC §8: at most this many deliveries wait per thread (the native side drops and counts the rest).
+const MAX_WAITING_DELIVERIES = 10_000
 const NO_ANOMALIES = Object.freeze([])
 
 function parseOptions(options) {
@@ -344,14 +345,31 @@ function parseOptions(options) {
   }
 }
 
-/** Calls the user's handler; a throw becomes a process warning, never a crash. */
-function deliverSafely(onAnomaly, anomaly) {
+/** A process warning; never throws (not even if emitWarning was replaced by one that does). */
+function warn(message, code) {
   try {
-    onAnomaly(anomaly)
+    process.emitWarning(message, { code })
+  } catch {
+    // Nowhere left to report it.
+  }
+}
+
+function handlerFailed(how, error, anomaly) {
+  warn(`quota-clock-source: the onAnomaly handler ${how}: ${thrownText(error)} (anomaly: ${anomaly.kind}: ${anomaly.detail})`, 'QUOTA_CLOCK_ON_ANOMALY_THREW')
+}
+
+/** Calls the user's handler; a throw, or a promise it returns that rejects, becomes a process warning, never a crash. */
+function deliverSafely(onAnomaly, anomaly) {
+  let returned
+  try {
+    returned = onAnomaly(anomaly)
   } catch (error) {
-    process.emitWarning(`quota-clock-source: the onAnomaly handler threw: ${thrownText(error)} (anomaly: ${anomaly.kind}: ${anomaly.detail})`, {
-      code: 'QUOTA_CLOCK_ON_ANOMALY_THREW',
-    })
+    handlerFailed('threw', error, anomaly)
+    return
+  }
+  if ((typeof returned === 'object' && returned !== null) || typeof returned === 'function') {
+    // An async handler (or any thenable): its rejection must not become an unhandled one.
+    Promise.resolve(returned).then(undefined, (error) => handlerFailed('returned a promise that rejected', error, anomaly))
   }
 }
 
@@ -420,11 +438,20 @@ class QuotaClock {
   // The monotonic clock regressed: every later call fails with that, and a JS clock is not read.
   #latched = false
 
+  // The native side holds this weakly (so that it never keeps this module alive); the class holds it.
+  static #dispatch = ({ listener, anomaly, dropped }) => {
+    const limiter = listeners.get(listener)?.deref()
+    if (limiter !== undefined) deliverSafely(limiter.#onAnomaly, toAnomaly(anomaly))
+    if (dropped != null) {
+      warn(
+        `quota-clock-source: ${dropped} anomaly deliveries to onAnomaly were dropped: more than ${MAX_WAITING_DELIVERIES} were waiting on this thread (the event loop did not run while they piled up). Each is still on its decision.anomalies.`,
+        'QUOTA_CLOCK_ANOMALIES_DROPPED',
+      )
+    }
+  }
+
   static {
-    native.registryOnAnomaly(REGISTRY, ({ listener, anomaly }) => {
-      const limiter = listeners.get(listener)?.deref()
-      if (limiter !== undefined) deliverSafely(limiter.#onAnomaly, toAnomaly(anomaly))
-    })
+    native.registryOnAnomaly(REGISTRY, QuotaClock.#dispatch)
   }
 
   constructor(options) {

@@ -11,7 +11,8 @@
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::ptr;
-use std::rc::Rc;
+use std::collections::HashMap;
+use std::rc::{Rc, Weak};
 
 use napi::bindgen_prelude::*;
 use napi::sys;
@@ -129,8 +130,11 @@ impl ResultSlots {
     }
 }
 
-/// This thread's limiters and its result buffer.
+/// One module instance's limiters and its result buffer. It lives as long as the module
+/// instance's `tryConsume` functions (their finalizers release it), and holds nothing that keeps
+/// JS alive but the result buffer: a module loaded again and dropped is collected whole.
 struct Registry {
+    id: u32,
     /// Set once by the JS face; routes anomalies to the limiters' handlers.
     dispatcher: RefCell<Option<AnomalyDispatcher>>,
     /// States are held inline (no box to chase on the hot path); while any call holds the
@@ -142,17 +146,35 @@ struct Registry {
     _result_buffer: Float64Array,
 }
 
+/// This thread's registries, by id: one per load of the JS face (a test runner that re-runs
+/// the module, or several `vm` contexts, get their own, never mixed up). Held weakly: a
+/// registry leaves the table when it is dropped.
+#[derive(Default)]
+struct Registries {
+    live: HashMap<u32, Weak<Registry>>,
+    next_id: u32,
+}
+
 thread_local! {
-    /// This thread's registries, by id: one per load of the JS face (a test runner that re-runs
-    /// the module, or several `vm` contexts, get their own, never mixed up).
-    static REGISTRIES: RefCell<Vec<Rc<Registry>>> = const { RefCell::new(Vec::new()) };
+    static REGISTRIES: RefCell<Registries> = RefCell::new(Registries::default());
     static CLEANUP_HOOKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 fn registry(id: u32) -> CodedResult<Rc<Registry>> {
     REGISTRIES
-        .with(|registries| registries.borrow().get(id as usize).cloned())
+        .with(|registries| registries.borrow().live.get(&id).and_then(Weak::upgrade))
         .ok_or_else(|| invalid_arg(format!("no limiter registry {id} on this thread")))
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        // At thread teardown the table may be gone already.
+        let _ = REGISTRIES.try_with(|registries| {
+            if let Ok(mut registries) = registries.try_borrow_mut() {
+                registries.live.remove(&self.id);
+            }
+        });
+    }
 }
 
 const BUSY: &str = "the clock called back into this limiter while it was reading it";
@@ -378,7 +400,7 @@ unsafe extern "C" fn supplied_consume(env: sys::napi_env, info: sys::napi_callba
 }
 
 /// # Safety
-/// `env` and `info` are N-API's own, for a function made by `registry_consume`.
+/// `env` and `info` are N-API's own, for a function made by `consume_function`.
 #[inline(always)]
 unsafe fn consume_with(env: sys::napi_env, info: sys::napi_callback_info, supplied: bool) -> sys::napi_value {
     // SAFETY: N-API's own env and info.
@@ -386,7 +408,7 @@ unsafe fn consume_with(env: sys::napi_env, info: sys::napi_callback_info, suppli
     if data.is_null() {
         return ptr::null_mut();
     }
-    // SAFETY: `data` is an `Rc<Registry>` leaked in `registry_consume` and released only by the
+    // SAFETY: `data` is an `Rc<Registry>` leaked in `consume_function` and released only by the
     // function's finalizer, so it is alive while the function can be called.
     let registry = unsafe { &*(data as *const Registry) };
     let decided = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -408,13 +430,15 @@ unsafe fn consume_with(env: sys::napi_env, info: sys::napi_callback_info, suppli
 }
 
 unsafe extern "C" fn release_registry(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
-    // SAFETY: balances the `Rc::into_raw` in `registry_consume`; runs once, when the function dies.
+    // SAFETY: balances the `Rc::into_raw` in `consume_function`; runs once, when the function dies.
     drop(unsafe { Rc::from_raw(data as *const Registry) });
 }
 
-/// Makes a registry around `result_buffer` and returns its id.
-#[napi(js_name = "createRegistry")]
-pub fn create_registry(env: &Env, mut result_buffer: Float64Array) -> napi::Result<u32> {
+/// Makes a registry around `result_buffer`: `{ id, consume, consumeSupplied }`, the two
+/// `tryConsume` functions (raw functions of no arguments; `consumeSupplied` takes the readings
+/// from the result buffer).
+#[napi(js_name = "createRegistry", ts_return_type = "{ id: number, consume: () => void, consumeSupplied: () => void }")]
+pub fn create_registry<'env>(env: &'env Env, mut result_buffer: Float64Array) -> napi::Result<Object<'env>> {
     guard(env, move || {
         if result_buffer.len() < RESULT_SLOTS {
             return Err(invalid_arg(format!("the result buffer needs {RESULT_SLOTS} slots")));
@@ -422,10 +446,13 @@ pub fn create_registry(env: &Env, mut result_buffer: Float64Array) -> napi::Resu
         if !CLEANUP_HOOKED.with(|hooked| hooked.replace(true)) {
             // Drop the limiters (their JS references and threadsafe functions) while the env lives.
             env.add_env_cleanup_hook((), |()| {
-                let registries = REGISTRIES.with(|registries| std::mem::take(&mut *registries.borrow_mut()));
-                for registry in registries {
+                let live: Vec<Rc<Registry>> = REGISTRIES.with(|registries| registries.borrow().live.values().filter_map(Weak::upgrade).collect());
+                for registry in live {
                     if let Ok(mut cells) = registry.cells.try_borrow_mut() {
                         cells.clear();
+                    }
+                    if let Ok(mut dispatcher) = registry.dispatcher.try_borrow_mut() {
+                        dispatcher.take();
                     }
                 }
             })
@@ -433,18 +460,29 @@ pub fn create_registry(env: &Env, mut result_buffer: Float64Array) -> napi::Resu
         }
         // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.
         let result = unsafe { result_buffer.as_mut() }.as_mut_ptr();
+        let id = REGISTRIES.with(|registries| {
+            let mut registries = registries.borrow_mut();
+            registries.next_id += 1;
+            registries.next_id
+        });
         let registry = Rc::new(Registry {
+            id,
             dispatcher: RefCell::new(None),
             cells: RefCell::new(Vec::new()),
             free: RefCell::new(Vec::new()),
             result: ResultSlots(result),
             _result_buffer: result_buffer,
         });
-        Ok(REGISTRIES.with(|registries| {
-            let mut registries = registries.borrow_mut();
-            registries.push(registry);
-            (registries.len() - 1) as u32
-        }))
+        REGISTRIES.with(|registries| registries.borrow_mut().live.insert(id, Rc::downgrade(&registry)));
+        // The two functions hold the registry: it lives as long as they do.
+        let mut made = Object::new(env).map_err(|e| coded("ERR_INTERNAL", e.reason))?;
+        let consume = consume_function(env, &registry, false)?;
+        let consume_supplied = consume_function(env, &registry, true)?;
+        let set = |made: &mut Object, name: &str, value: Unknown<'_>| made.set_named_property(name, value).map_err(|e| coded("ERR_INTERNAL", e.reason));
+        made.set_named_property("id", id).map_err(|e| coded("ERR_INTERNAL", e.reason))?;
+        set(&mut made, "consume", consume)?;
+        set(&mut made, "consumeSupplied", consume_supplied)?;
+        Ok(made)
     })
 }
 
@@ -452,7 +490,7 @@ pub fn create_registry(env: &Env, mut result_buffer: Float64Array) -> napi::Resu
 #[napi(js_name = "registryOnAnomaly")]
 pub fn registry_on_anomaly(env: &Env, registry_id: u32, handler: Function<'_, AnomalyDelivery, Unknown<'static>>) -> napi::Result<()> {
     guard(env, move || {
-        let dispatcher = build_dispatcher(&handler).map_err(|e| coded("ERR_INTERNAL", e.reason))?;
+        let dispatcher = build_dispatcher(env, &handler).map_err(|e| coded("ERR_INTERNAL", e.reason))?;
         let registry = registry(registry_id)?;
         let mut slot = registry.dispatcher.try_borrow_mut().map_err(|_| coded("ERR_INTERNAL", "the registry is busy"))?;
         *slot = Some(dispatcher);
@@ -460,19 +498,16 @@ pub fn registry_on_anomaly(env: &Env, registry_id: u32, handler: Function<'_, An
     })
 }
 
-/// The registry's `tryConsume`: a raw function of no arguments whose data is the registry. With
-/// `supplied`, the one that takes the readings from the result buffer.
-#[napi(js_name = "registryConsume")]
-pub fn registry_consume<'env>(env: &'env Env, registry_id: u32, supplied: bool) -> napi::Result<Unknown<'env>> {
-    guard(env, move || {
-        let data = Rc::into_raw(registry(registry_id)?) as *mut c_void;
-        let callback = if supplied { supplied_consume } else { fast_consume };
-        // SAFETY: `data` lives until `release_registry`, which releases it once.
-        unsafe { function_with_data(env, "tryConsume", callback, data, release_registry) }.ok_or_else(|| {
-            // SAFETY: N-API refused, so nothing else owns `data`.
-            drop(unsafe { Rc::from_raw(data as *const Registry) });
-            coded("ERR_INTERNAL", "could not create the tryConsume function")
-        })
+/// A `tryConsume` function of the registry (`supplied`: the one that takes the readings from the
+/// result buffer), holding it.
+fn consume_function<'env>(env: &'env Env, registry: &Rc<Registry>, supplied: bool) -> CodedResult<Unknown<'env>> {
+    let data = Rc::into_raw(registry.clone()) as *mut c_void;
+    let callback = if supplied { supplied_consume } else { fast_consume };
+    // SAFETY: `data` lives until `release_registry`, which releases it once.
+    unsafe { function_with_data(env, "tryConsume", callback, data, release_registry) }.ok_or_else(|| {
+        // SAFETY: N-API refused, so nothing else owns `data`.
+        drop(unsafe { Rc::from_raw(data as *const Registry) });
+        coded("ERR_INTERNAL", "could not create the tryConsume function")
     })
 }
 
@@ -598,7 +633,13 @@ pub fn limiter_period_for(env: &Env, registry_id: u32, slot: u32, wall_ms: f64) 
 pub fn live_limiters() -> u32 {
     REGISTRIES.with(|registries| {
         let registries = registries.borrow();
-        let live = registries.iter().map(|registry| registry.cells.try_borrow().map_or(0, |cells| cells.iter().flatten().count()));
-        live.sum::<usize>() as u32
+        let live = registries.live.values().filter_map(Weak::upgrade);
+        live.map(|registry| registry.cells.try_borrow().map_or(0, |cells| cells.iter().flatten().count())).sum::<usize>() as u32
     })
+}
+
+/// How many registries (module instances) are alive on this thread (for the lifecycle tests).
+#[napi(js_name = "liveRegistries")]
+pub fn live_registries() -> u32 {
+    REGISTRIES.with(|registries| registries.borrow().live.values().filter(|registry| registry.strong_count() > 0).count() as u32)
 }
