@@ -2,7 +2,7 @@
 // The JS face of quota-clock-source: option checks with coded errors, clock-source plumbing,
 // and the decision object. The Rust core does every computation; see src/.
 
-const { coded, describe, isPlainObject, refuseUnknownKeys } = require('./lib/validate.js')
+const { coded, describe, thrownText, isPlainObject, readOptions } = require('./lib/validate.js')
 
 const native = loadNativeBinding()
 
@@ -93,8 +93,7 @@ const PERIOD_KEYS = ['unit', 'timeZone', 'anchorDay', 'anchorMonth', 'anchorTime
 /** Type checks of a QuotaPeriodSpec; value checks happen in the Rust calendar. */
 function periodSpecInput(period, path) {
   if (!isPlainObject(period)) throw typeError('ERR_INVALID_OPTION', path, 'an object { unit, timeZone, ... }', period)
-  refuseUnknownKeys(period, PERIOD_KEYS, path)
-  const { unit, timeZone, anchorDay, anchorMonth, anchorTime } = period
+  const { unit, timeZone, anchorDay, anchorMonth, anchorTime } = readOptions(period, PERIOD_KEYS, path)
   if (typeof unit !== 'string') throw typeError('ERR_INVALID_OPTION', `${path}.unit`, "one of 'day', 'week', 'month', 'year'", unit)
   if (typeof timeZone !== 'string') throw typeError('ERR_INVALID_OPTION', `${path}.timeZone`, "an IANA time zone name such as 'America/Los_Angeles' or 'UTC'", timeZone)
   if (anchorDay !== undefined) checkNumber(anchorDay, `${path}.anchorDay`)
@@ -113,9 +112,8 @@ const boottimeReaders = new WeakSet()
 function systemClock(options) {
   if (options !== undefined) {
     if (!isPlainObject(options)) throw typeError('ERR_INVALID_OPTION', 'systemClock(options)', 'an object { elapsedRealtimeMs? }', options)
-    refuseUnknownKeys(options, ['elapsedRealtimeMs'], '')
   }
-  const reader = options === undefined ? undefined : options.elapsedRealtimeMs
+  const reader = options === undefined ? undefined : readOptions(options, ['elapsedRealtimeMs'], '').elapsedRealtimeMs
   if (reader !== undefined && typeof reader !== 'function') {
     throw typeError('ERR_INVALID_OPTION', 'elapsedRealtimeMs', 'a function returning milliseconds', reader)
   }
@@ -145,8 +143,7 @@ class ManualClock {
   }
   constructor(init) {
     if (init !== undefined && !isPlainObject(init)) throw typeError('ERR_INVALID_OPTION', 'manualClock(init)', 'an object { monotonicMs?, wallMs?, elapsedRealtimeMs? }', init)
-    const { monotonicMs = 0, wallMs = Date.UTC(2024, 0, 15), elapsedRealtimeMs } = init || {}
-    if (init !== undefined) refuseUnknownKeys(init, ['monotonicMs', 'wallMs', 'elapsedRealtimeMs'], 'init')
+    const { monotonicMs = 0, wallMs = Date.UTC(2024, 0, 15), elapsedRealtimeMs } = init === undefined ? {} : readOptions(init, ['monotonicMs', 'wallMs', 'elapsedRealtimeMs'], 'init')
     checkFinite(monotonicMs, 'init.monotonicMs')
     checkFinite(wallMs, 'init.wallMs')
     const hasReader = typeof elapsedRealtimeMs === 'number'
@@ -176,8 +173,7 @@ class ManualClock {
   set(values) {
     const state = ManualClock.#of(this, 'set(values)')
     if (!isPlainObject(values)) throw typeError('ERR_INVALID_ARG', 'set(values)', 'an object { monotonicMs?, wallMs?, elapsedRealtimeMs? }', values)
-    refuseUnknownKeys(values, ['monotonicMs', 'wallMs', 'elapsedRealtimeMs'], 'set')
-    const { monotonicMs, wallMs, elapsedRealtimeMs } = values
+    const { monotonicMs, wallMs, elapsedRealtimeMs } = readOptions(values, ['monotonicMs', 'wallMs', 'elapsedRealtimeMs'], 'set', 'ERR_INVALID_ARG')
     if (monotonicMs !== undefined) checkNumber(monotonicMs, 'set({ monotonicMs })', 'ERR_INVALID_ARG')
     if (wallMs !== undefined) checkNumber(wallMs, 'set({ wallMs })', 'ERR_INVALID_ARG')
     if (elapsedRealtimeMs !== undefined) checkNumber(elapsedRealtimeMs, 'set({ elapsedRealtimeMs })', 'ERR_INVALID_ARG')
@@ -203,42 +199,64 @@ function manualClock(init) {
   return new ManualClock(init)
 }
 
+/**
+ * A clock's method, own or from its class; one that only Object.prototype has (a polluted
+ * prototype) is not the clock's. A getter or Proxy trap that throws is ERR_INVALID_OPTION.
+ */
+function clockMethod(clock, name) {
+  try {
+    const value = clock[name]
+    return value !== undefined && value === Object.prototype[name] && !Object.prototype.hasOwnProperty.call(clock, name) ? undefined : value
+  } catch (error) {
+    throw coded(TypeError, 'ERR_INVALID_OPTION', `clock.${name} could not be read: ${thrownText(error)}`, { cause: error })
+  }
+}
+
+/** A Proxy of a manual clock, or an object made from its prototype: it has no clock state. */
+function isManualClockCopy(clock) {
+  try {
+    return clock instanceof ManualClock
+  } catch (error) {
+    throw coded(TypeError, 'ERR_INVALID_OPTION', `clock could not be inspected: ${thrownText(error)}`, { cause: error })
+  }
+}
+
+// Objects made here always have every field they are read for (an absent one would be looked up
+// on Object.prototype, which may be polluted); objects from the native side are read with `own`.
+function clockKind(kind, manual, clock, reader) {
+  return { kind, manual, clock, reader }
+}
+
+/** An own property, or undefined (never one inherited from a polluted Object.prototype). */
+function own(object, key) {
+  return Object.hasOwn(object, key) ? object[key] : undefined
+}
+
 /** How a limiter reads `clock`: natively where it can; `clock` or `reader` are read in JS. */
 function clockArguments(clock) {
   const manual = ManualClock.nativeOf(clock)
-  if (manual !== undefined) return { kind: 'manual', manual }
-  if (clock instanceof ManualClock) {
+  if (manual !== undefined) return clockKind('manual', manual, undefined, undefined)
+  if (isManualClockCopy(clock)) {
     throw typeError('ERR_INVALID_OPTION', 'clock', 'a clock source; a Proxy of a manual clock, or an object made from its prototype, is not one (pass the clock manualClock() returned)', clock)
   }
   if (!isPlainObject(clock) && typeof clock !== 'function') {
     throw typeError('ERR_INVALID_OPTION', 'clock', 'a clock source { monotonicMs(), wallMs(), elapsedRealtimeMs?() }', clock)
   }
-  for (const method of ['monotonicMs', 'wallMs']) {
-    if (typeof clock[method] !== 'function') throw typeError('ERR_INVALID_OPTION', `clock.${method}`, 'a function returning milliseconds', clock[method])
-  }
-  const reader = clock.elapsedRealtimeMs
+  const monotonicMs = clockMethod(clock, 'monotonicMs')
+  if (typeof monotonicMs !== 'function') throw typeError('ERR_INVALID_OPTION', 'clock.monotonicMs', 'a function returning milliseconds', monotonicMs)
+  const wallMs = clockMethod(clock, 'wallMs')
+  if (typeof wallMs !== 'function') throw typeError('ERR_INVALID_OPTION', 'clock.wallMs', 'a function returning milliseconds', wallMs)
+  const reader = clockMethod(clock, 'elapsedRealtimeMs')
   if (reader !== undefined && typeof reader !== 'function') {
     throw typeError('ERR_INVALID_OPTION', 'clock.elapsedRealtimeMs', 'a function returning milliseconds, or absent', reader)
   }
-  if (systemClocks.has(clock) && clock.monotonicMs === native.systemMonotonicMs && clock.wallMs === native.systemWallMs) {
-    if (reader === undefined) return { kind: 'system' }
-    if (boottimeReaders.has(reader)) return { kind: 'system-boottime' }
-    return { kind: 'system-reader', reader }
+  if (systemClocks.has(clock) && monotonicMs === native.systemMonotonicMs && wallMs === native.systemWallMs) {
+    if (reader === undefined) return clockKind('system', undefined, undefined, undefined)
+    if (boottimeReaders.has(reader)) return clockKind('system-boottime', undefined, undefined, undefined)
+    return clockKind('system-reader', undefined, undefined, reader)
   }
   // Its methods are looked up at every reading.
-  return { kind: reader === undefined ? 'js' : 'js-reader', clock }
-}
-
-/** Best-effort text of anything thrown, kept short; never throws itself. */
-function thrownText(error) {
-  let text
-  try {
-    if (error instanceof Error) text = String(error.message)
-    else text = typeof error === 'symbol' ? error.toString() : String(error)
-  } catch {
-    return 'a value that cannot be turned into text'
-  }
-  return text.length > 200 ? `${text.slice(0, 200)}... (${text.length} characters)` : text
+  return clockKind(reader === undefined ? 'js' : 'js-reader', undefined, clock, undefined)
 }
 
 /** A reading of a JS clock method: a finite number, or ERR_CLOCK_READING with what was thrown as `cause`. */
@@ -300,9 +318,9 @@ const BASIS = [null, 'monotonic-refill', 'wall-period']
 const MAX_WAITING_DELIVERIES = 10_000
 const NO_ANOMALIES = Object.freeze([])
 
-function parseOptions(options) {
-  if (!isPlainObject(options)) throw typeError('ERR_INVALID_OPTION', 'options', 'an object { capacity, refillPerSecond, suspendPolicy, ... }', options)
-  refuseUnknownKeys(options, OPTION_KEYS, '')
+function parseOptions(given) {
+  if (!isPlainObject(given)) throw typeError('ERR_INVALID_OPTION', 'options', 'an object { capacity, refillPerSecond, suspendPolicy, ... }', given)
+  const options = readOptions(given, OPTION_KEYS, '')
   const capacity = checkNumber(options.capacity, 'capacity')
   if (!(Number.isFinite(capacity) && capacity > 0)) throw rangeError('ERR_INVALID_OPTION', 'capacity', 'a finite number > 0', capacity)
   const refillPerSecond = checkNumber(options.refillPerSecond, 'refillPerSecond')
@@ -320,9 +338,8 @@ function parseOptions(options) {
   let quotaLimit
   let quotaPeriod
   if (options.quota !== undefined) {
-    const { quota } = options
-    if (!isPlainObject(quota)) throw typeError('ERR_INVALID_OPTION', 'quota', 'an object { limit, period }', quota)
-    refuseUnknownKeys(quota, ['limit', 'period'], 'quota')
+    if (!isPlainObject(options.quota)) throw typeError('ERR_INVALID_OPTION', 'quota', 'an object { limit, period }', options.quota)
+    const quota = readOptions(options.quota, ['limit', 'period'], 'quota')
     quotaLimit = checkNumber(quota.limit, 'quota.limit')
     if (!(Number.isSafeInteger(quotaLimit) && quotaLimit >= 0)) throw rangeError('ERR_INVALID_OPTION', 'quota.limit', 'a non-negative safe integer (0 blocks every request)', quotaLimit)
     quotaPeriod = periodSpecInput(quota.period, 'quota.period')
@@ -416,10 +433,10 @@ function toAnomaly(anomaly) {
     wallDeltaMs: anomaly.wallDeltaMs,
     creditedMs: anomaly.creditedMs,
   }
-  if (anomaly.suspendedMs != null) out.suspendedMs = anomaly.suspendedMs
-  if (anomaly.stepMs != null) out.stepMs = anomaly.stepMs
-  if (anomaly.skipped != null) out.skipped = anomaly.skipped
-  if (anomaly.periodId != null) out.periodId = anomaly.periodId
+  for (const key of ['suspendedMs', 'stepMs', 'skipped', 'periodId']) {
+    const value = own(anomaly, key)
+    if (value != null) out[key] = value
+  }
   return out
 }
 
@@ -439,7 +456,9 @@ class QuotaClock {
   #latched = false
 
   // The native side holds this weakly (so that it never keeps this module alive); the class holds it.
-  static #dispatch = ({ listener, anomaly, dropped }) => {
+  static #dispatch = (delivery) => {
+    const { listener, anomaly } = delivery
+    const dropped = own(delivery, 'dropped')
     const limiter = listeners.get(listener)?.deref()
     if (limiter !== undefined) deliverSafely(limiter.#onAnomaly, toAnomaly(anomaly))
     if (dropped != null) {
@@ -585,9 +604,9 @@ class QuotaClock {
     }
     return {
       tokens: status.tokens,
-      quotaUsed: status.quotaUsed ?? null,
-      quotaRemaining: status.quotaRemaining ?? null,
-      period: status.period == null ? null : toPeriod(status.period),
+      quotaUsed: own(status, 'quotaUsed') ?? null,
+      quotaRemaining: own(status, 'quotaRemaining') ?? null,
+      period: own(status, 'period') == null ? null : toPeriod(status.period),
     }
   }
 

@@ -3,7 +3,7 @@
 
 use crate::anomaly::{Anomaly, CallDeltas};
 use crate::bucket::TokenBucket;
-use crate::calendar::Period;
+use crate::calendar::{Period, MAX_WALL_MS};
 use crate::clock::{finite, reconcile, tolerance_ms, ClockError, ClockSource, ReaderBaseline, Reading, SuspendPolicy, WallDivergence};
 use crate::quota::Quota;
 
@@ -166,8 +166,10 @@ impl Limiter {
         self.quota.as_ref()
     }
 
+    /// Whether the calendar quota can use `wall_ms`: inside the calendar's range (SPEC §7) and
+    /// not before `earliestPlausibleWallMs`.
     fn is_plausible(&self, wall_ms: f64) -> bool {
-        self.earliest_plausible_wall_ms.is_none_or(|earliest| wall_ms >= earliest)
+        wall_ms.abs() <= MAX_WALL_MS && self.earliest_plausible_wall_ms.is_none_or(|earliest| wall_ms >= earliest)
     }
 
     /// Reads the clocks, reconciles them, refills the bucket and brings the quota period up to date.
@@ -183,6 +185,9 @@ impl Limiter {
         if monotonic_delta_ms < 0.0 {
             self.regression = Some((self.last_monotonic_ms, monotonic_ms));
             return Err(LimiterError::MonotonicRegression { previous_ms: self.last_monotonic_ms, now_ms: monotonic_ms, latched: false });
+        }
+        if self.quota.is_some() && !(wall_ms.abs() <= MAX_WALL_MS) {
+            return Err(ClockError::outside_calendar(wall_ms).into());
         }
         if let (Some(_), Some(earliest_ms)) = (&self.quota, self.earliest_plausible_wall_ms) {
             if wall_ms < earliest_ms {
@@ -477,15 +482,20 @@ mod tests {
     }
 
     #[test]
-    fn a_wall_reading_past_the_calendars_range_keeps_the_last_period_and_its_consumption() {
+    fn a_wall_reading_outside_the_calendars_range_is_a_clock_reading_error_and_changes_nothing() {
         let mut clock = ManualClock::new(0.0, 8.64e15 - 1_000.0, None);
         let mut limiter = Limiter::new(LimiterConfig { quota: Some(daily_utc_quota(2)), initial_tokens: 5.0, ..config(SuspendPolicy::Ignore) }, &mut clock).unwrap();
-        clock.wall_ms = 1e300;
         assert_eq!(limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap().quota_remaining, Some(1));
-        assert_eq!(limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap().quota_remaining, Some(0));
-        let denied = limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
-        assert!(!denied.allowed);
-        assert_eq!(denied.retry_after_ms, 0.0);
+        let before = format!("{limiter:?}");
+        for wall_ms in [8.64e15 + 1.0, 1e300, -8.64e15 - 1.0] {
+            clock.wall_ms = wall_ms;
+            clock.monotonic_ms += 1_000.0;
+            let error = limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap_err();
+            assert_eq!(error.code(), "ERR_CLOCK_READING");
+            assert_eq!(limiter.status(&mut clock, &mut Vec::new()).unwrap_err().code(), "ERR_CLOCK_READING");
+            assert_eq!(limiter.try_consume_quiet(1, clock.monotonic_ms, wall_ms), None);
+            assert_eq!(format!("{limiter:?}"), before);
+        }
     }
 
     #[test]

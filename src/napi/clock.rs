@@ -8,6 +8,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use super::errors::{coded, guard, invalid_arg, CodedResult};
+use crate::anomaly::js_number;
 use crate::clock::{self, ClockError, ClockSource, ManualClock, Reading, SystemClock};
 
 #[napi(js_name = "systemMonotonicMs")]
@@ -45,7 +46,7 @@ fn finite(name: &str, value: f64) -> CodedResult<f64> {
     if value.is_finite() {
         Ok(value)
     } else {
-        Err(invalid_arg(format!("{name} must be a finite number of milliseconds; received {value}")))
+        Err(invalid_arg(format!("{name} must be a finite number of milliseconds; received {}", js_number(value))))
     }
 }
 
@@ -54,7 +55,8 @@ fn finite_non_negative(name: &str, value: f64) -> CodedResult<f64> {
         Ok(value)
     } else {
         Err(invalid_arg(format!(
-            "{name} must be a finite, non-negative number of milliseconds (use set() to move a component backwards); received {value}"
+            "{name} must be a finite, non-negative number of milliseconds (use set() to move a component backwards); received {}",
+            js_number(value)
         )))
     }
 }

@@ -23,7 +23,7 @@ use super::calendar::{check_wall_ms, parse_spec, period_output, PeriodOutput, Pe
 use super::clock::{BoundClock, ClockHandle, NativeManualClock, Supplied};
 use super::errors::{coded, from_limiter, guard, internal, invalid_arg, CodedError, CodedResult};
 use super::raw::{callback_data, function_with_data};
-use crate::anomaly::Anomaly;
+use crate::anomaly::{js_number, Anomaly};
 use crate::clock::{self, SuspendPolicy, SystemClock};
 use crate::limiter::{Decision, Limiter, LimiterConfig, RetryBasis};
 use crate::quota::Quota;
@@ -290,8 +290,9 @@ impl Registry {
         // call from asking for more than the bucket can hold.
         if !(n >= 1.0 && n <= state.limiter.capacity()) {
             state.error = Some(invalid_arg(format!(
-                "n must be a positive safe integer no larger than capacity ({}); received {n}",
-                state.limiter.capacity()
+                "n must be a positive safe integer no larger than capacity ({}); received {}",
+                js_number(state.limiter.capacity()),
+                js_number(n)
             )));
             result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
             return;
@@ -339,12 +340,12 @@ fn check(condition: bool, message: impl FnOnce() -> String) -> CodedResult<()> {
 
 fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig> {
     let LimiterOptions { capacity, refill_per_second, initial_tokens, .. } = *options;
-    check(capacity.is_finite() && capacity > 0.0, || format!("capacity must be a finite number > 0; received {capacity}"))?;
+    check(capacity.is_finite() && capacity > 0.0, || format!("capacity must be a finite number > 0; received {}", js_number(capacity)))?;
     check(refill_per_second.is_finite() && refill_per_second > 0.0, || {
-        format!("refillPerSecond must be a finite number > 0; received {refill_per_second}")
+        format!("refillPerSecond must be a finite number > 0; received {}", js_number(refill_per_second))
     })?;
     check((0.0..=capacity).contains(&initial_tokens), || {
-        format!("initialTokens must be a number from 0 to capacity ({capacity}); received {initial_tokens}")
+        format!("initialTokens must be a number from 0 to capacity ({}); received {}", js_number(capacity), js_number(initial_tokens))
     })?;
     let suspend_policy = SuspendPolicy::parse(&options.suspend_policy).ok_or_else(|| {
         coded("ERR_INVALID_OPTION", format!("suspendPolicy must be 'ignore', 'credit' or 'refuse'; received '{}'", options.suspend_policy))
@@ -352,7 +353,7 @@ fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig> {
     let quota = match (&options.quota_period, options.quota_limit) {
         (Some(period), Some(limit)) => {
             check(limit >= 0.0 && limit.fract() == 0.0 && limit <= MAX_SAFE_INTEGER, || {
-                format!("quota.limit must be a non-negative safe integer; received {limit}")
+                format!("quota.limit must be a non-negative safe integer; received {}", js_number(limit))
             })?;
             Some(Quota::new(limit as u64, parse_spec(period, "quota.period")?))
         }
@@ -360,7 +361,7 @@ fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig> {
         _ => return Err(coded("ERR_INVALID_OPTION", "quota needs both limit and period")),
     };
     if let Some(earliest) = options.earliest_plausible_wall_ms {
-        check(earliest.is_finite(), || format!("earliestPlausibleWallMs must be a finite number or null; received {earliest}"))?;
+        check(earliest.is_finite(), || format!("earliestPlausibleWallMs must be a finite number or null; received {}", js_number(earliest)))?;
     }
     Ok(LimiterConfig {
         capacity,
