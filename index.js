@@ -290,7 +290,8 @@ const MISSING_SUSPEND_POLICY =
 // One result buffer per module instance, shared by its limiters: the native tryConsume reads `n` and the
 // limiter's slot from it, writes the decision into it, and this file builds the object (cheaper
 // than a napi-built object). Slots: [0] in: n, out: status (0 decided, 1 decided with anomalies,
-// 2 error), [1] allowed, [2] retryAfterMs, [3] basis (0 none, 1 monotonic-refill, 2 wall-period),
+// 2 error, 3 needs the JS elapsed-realtime reader, 4 a JS clock: read it and call consumeSupplied),
+// [1] allowed, [2] retryAfterMs, [3] basis (0 none, 1 monotonic-refill, 2 wall-period),
 // [4] tokens, [5] quotaRemaining, [6] in: the limiter's slot; [7] monotonic, [8] wall, [9] elapsed
 // realtime, [10] 1 when [9] holds a reading: the readings of a JS clock (in), or (out, status 3)
 // those a call took before it stopped for the JS elapsed-realtime reader.
@@ -505,7 +506,6 @@ class QuotaClock {
   /** SPEC §5: takes `n` tokens (and `n` from the quota) if both are there. */
   tryConsume(n = 1) {
     if (n !== 1) checkCount(n, this.#capacity)
-    if (this.#clock !== undefined) return this.#consumeJs(n)
     RESULT[0] = n
     LIMITER_SLOT[0] = this.#slot
     consume()
@@ -548,9 +548,10 @@ class QuotaClock {
     }
   }
 
-  /** The rare outcomes: a decision with anomalies, a call that needs the JS reader, or an error. */
+  /** The rare outcomes: a decision with anomalies, a JS clock to read, a call that needs the JS reader, or an error. */
   #settle(n) {
     const status = RESULT[0]
+    if (status === 4) return this.#consumeJs(n)
     if (status === 1) {
       return readDecision(this.#hasQuota, callNative(() => native.limiterTakeAnomalies(REGISTRY, this.#slot)).map(toAnomaly))
     }
