@@ -143,7 +143,7 @@ class ManualClock {
   }
   constructor(init) {
     if (init !== undefined && !isPlainObject(init)) throw typeError('ERR_INVALID_OPTION', 'manualClock(init)', 'an object { monotonicMs?, wallMs?, elapsedRealtimeMs? }', init)
-    const { monotonicMs = 0, wallMs = Date.UTC(2024, 0, 15), elapsedRealtimeMs } = init === undefined ? {} : readOptions(init, ['monotonicMs', 'wallMs', 'elapsedRealtimeMs'], 'init')
+    const { monotonicMs = 0, wallMs = Date.UTC(2024, 0, 15), elapsedRealtimeMs } = init === undefined ? Object.create(null) : readOptions(init, ['monotonicMs', 'wallMs', 'elapsedRealtimeMs'], 'init')
     checkFinite(monotonicMs, 'init.monotonicMs')
     checkFinite(wallMs, 'init.wallMs')
     const hasReader = typeof elapsedRealtimeMs === 'number'
