@@ -408,7 +408,11 @@ function supply(slot, n, monotonicMs, wallMs, elapsedRealtimeMs) {
   RESULT[10] = elapsedRealtimeMs === undefined ? 0 : 1
 }
 
-const REENTERED = 'the clock called back into this limiter while it was reading it'
+/** Marks a limiter's JS clock as being read; a call it makes back into the limiter is refused. */
+function enterClock(js) {
+  if (js.reading) throw new QuotaClockError('ERR_CLOCK_READING', 'the clock called back into this limiter while it was reading it')
+  js.reading = true
+}
 
 /** The decision the native tryConsume just wrote into RESULT. */
 function readDecision(hasQuota, anomalies) {
@@ -446,15 +450,13 @@ class QuotaClock {
   #capacity
   #hasQuota
   #onAnomaly
-  // A JS clock (read here, at every call) or a JS elapsed-realtime reader of systemClock(); the
-  // native side holds neither, so a clock or reader that refers back to this limiter does not
-  // keep it alive.
-  #clock
-  #reader
-  // A JS clock or reader is being read: a call it makes back into this limiter is refused.
-  #reading = false
-  // The monotonic clock regressed: every later call fails with that, and a JS clock is not read.
-  #latched = false
+  // For a limiter read in JS (one field, so that others stay small): `{ clock, reader, reading,
+  // latched }`, a JS clock (read here, at every call) or a JS elapsed-realtime reader of
+  // systemClock(). The native side holds neither, so a clock or reader that refers back to this
+  // limiter does not keep it alive. `reading`: a call the clock makes back into this limiter is
+  // refused. `latched`: the monotonic clock regressed; every later call fails with that, and the
+  // clock is not read again.
+  #js
 
   // The native side holds this weakly (so that it never keeps this module alive); the class holds it.
   static #dispatch = (delivery) => {
@@ -492,8 +494,7 @@ class QuotaClock {
     }
     const listener = onAnomaly === undefined ? undefined : nextListener++
     this.#slot = callNative(() => native.createLimiter(REGISTRY, limiterOptions, kind, manual, monotonicMs, wallMs, elapsedRealtimeMs, listener))
-    this.#clock = clock
-    this.#reader = reader
+    if (clock !== undefined || reader !== undefined) this.#js = { clock, reader, reading: false, latched: false }
     if (listener !== undefined) {
       this.#onAnomaly = onAnomaly
       listeners.set(listener, new WeakRef(this))
@@ -515,15 +516,16 @@ class QuotaClock {
 
   /** tryConsume on a JS clock: the readings are taken here and passed in. */
   #consumeJs(n) {
+    const js = this.#js
     let monotonicMs = NaN
     let wallMs = NaN
-    if (!this.#latched) {
-      this.#enterClock()
+    if (!js.latched) {
+      enterClock(js)
       try {
-        monotonicMs = readClock(this.#clock, 'monotonicMs')
-        wallMs = readClock(this.#clock, 'wallMs')
+        monotonicMs = readClock(js.clock, 'monotonicMs')
+        wallMs = readClock(js.clock, 'wallMs')
       } finally {
-        this.#reading = false
+        js.reading = false
       }
     }
     // Written only now: the clock may have called other limiters, which share RESULT.
@@ -533,18 +535,14 @@ class QuotaClock {
     return this.#settle(n)
   }
 
-  #enterClock() {
-    if (this.#reading) throw new QuotaClockError('ERR_CLOCK_READING', REENTERED)
-    this.#reading = true
-  }
-
   /** The JS elapsed-realtime reading (of a JS clock, or of systemClock's reader). */
   #readElapsedRealtime() {
-    this.#enterClock()
+    const js = this.#js
+    enterClock(js)
     try {
-      return this.#clock !== undefined ? readClock(this.#clock, 'elapsedRealtimeMs') : readReader(this.#reader)
+      return js.clock !== undefined ? readClock(js.clock, 'elapsedRealtimeMs') : readReader(js.reader)
     } finally {
-      this.#reading = false
+      js.reading = false
     }
   }
 
@@ -569,7 +567,7 @@ class QuotaClock {
   }
 
   #failed(error) {
-    if (error.code === 'ERR_MONOTONIC_REGRESSION') this.#latched = true
+    if (error.code === 'ERR_MONOTONIC_REGRESSION' && this.#js !== undefined) this.#js.latched = true
     return error
   }
 
@@ -585,16 +583,17 @@ class QuotaClock {
   status() {
     let monotonicMs
     let wallMs
-    if (this.#clock !== undefined) {
+    const js = this.#js
+    if (js !== undefined && js.clock !== undefined) {
       monotonicMs = NaN
       wallMs = NaN
-      if (!this.#latched) {
-        this.#enterClock()
+      if (!js.latched) {
+        enterClock(js)
         try {
-          monotonicMs = readClock(this.#clock, 'monotonicMs')
-          wallMs = readClock(this.#clock, 'wallMs')
+          monotonicMs = readClock(js.clock, 'monotonicMs')
+          wallMs = readClock(js.clock, 'wallMs')
         } finally {
-          this.#reading = false
+          js.reading = false
         }
       }
     }
