@@ -186,7 +186,7 @@ impl Limiter {
             self.regression = Some((self.last_monotonic_ms, monotonic_ms));
             return Err(LimiterError::MonotonicRegression { previous_ms: self.last_monotonic_ms, now_ms: monotonic_ms, latched: false });
         }
-        if self.quota.is_some() && !(wall_ms.abs() <= MAX_WALL_MS) {
+        if self.quota.is_some() && wall_ms.abs() > MAX_WALL_MS {
             return Err(ClockError::outside_calendar(wall_ms).into());
         }
         if let (Some(_), Some(earliest_ms)) = (&self.quota, self.earliest_plausible_wall_ms) {
