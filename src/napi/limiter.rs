@@ -105,7 +105,7 @@ struct LimiterState {
 type LimiterCell = RefCell<LimiterState>;
 
 /// The shared `Float64Array`, read and written one slot at a time (never borrowed as a slice:
-/// a JS clock may re-enter another limiter's `tryConsume` in the middle of a call).
+/// the JS face calls back in with the same buffer for each step of a call).
 struct ResultSlots(*mut f64);
 
 impl ResultSlots {
@@ -180,7 +180,7 @@ impl Drop for Registry {
     }
 }
 
-const BUSY: &str = "the clock called back into this limiter while it was reading it";
+const BUSY: &str = "the limiter is busy with another call (please report it: no JS runs inside a native call)";
 
 impl Registry {
     /// Runs `body` on the limiter in `slot` (for the slow paths).
@@ -189,12 +189,12 @@ impl Registry {
         let Some(Some(cell)) = cells.get(slot as usize) else {
             return Err(invalid_arg(format!("no limiter in slot {slot}")));
         };
-        let mut state = cell.try_borrow_mut().map_err(|_| coded("ERR_CLOCK_READING", BUSY))?;
+        let mut state = cell.try_borrow_mut().map_err(|_| coded("ERR_INTERNAL", BUSY))?;
         body(&mut state)
     }
 
     fn insert(&self, cell: LimiterCell) -> CodedResult<u32> {
-        let mut cells = self.cells.try_borrow_mut().map_err(|_| coded("ERR_INTERNAL", "cannot create a limiter while a clock is being read"))?;
+        let mut cells = self.cells.try_borrow_mut().map_err(|_| coded("ERR_INTERNAL", "the limiter registry is busy (please report it: no JS runs inside a native call)"))?;
         let cell = Some(cell);
         match self.free.borrow_mut().pop() {
             Some(slot) => {
@@ -269,8 +269,8 @@ impl Registry {
     #[cold]
     fn consume(&self, supplied: bool) {
         let result = &self.result;
-        // The registry stays borrowed (shared) for the call, so a re-entrant `tryConsume` works
-        // and creating a limiter from inside a clock reading is refused.
+        // No JS runs during a native call (JS clocks are read by the JS face), so the borrows
+        // below always succeed; they stay checked all the same.
         let Ok(cells) = self.cells.try_borrow() else {
             result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
             return;
@@ -281,7 +281,7 @@ impl Registry {
             return;
         };
         let Ok(mut state) = cell.try_borrow_mut() else {
-            // A JS clock called back into the same limiter; its state is busy.
+            // Its state is borrowed elsewhere (cannot happen: no JS runs here).
             result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
             return;
         };
@@ -579,7 +579,7 @@ pub fn limiter_take_anomalies(env: &Env, registry_id: u32, slot: u32) -> napi::R
 pub fn limiter_take_error(registry_id: u32, slot: u32) -> ErrorOutput {
     let error = match registry(registry_id).and_then(|registry| registry.with_cell(slot, |state| Ok(state.error.take()))) {
         Ok(Some(error)) | Err(error) => error,
-        Ok(None) => coded("ERR_CLOCK_READING", BUSY),
+        Ok(None) => coded("ERR_INTERNAL", BUSY),
     };
     ErrorOutput { code: error.status, message: error.reason }
 }
