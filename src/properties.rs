@@ -1,7 +1,7 @@
 //! Properties of the limiter over random clock histories (SPEC §5–§7): whatever the clocks do,
 //! 0 ≤ tokens ≤ capacity, the quota's use never passes its limit, a denial consumes nothing,
 //! waits are finite and ≥ 0, a monotonic regression latches, and the open period never moves
-//! backwards. Failures found are kept in `proptest-regressions/properties.txt` (committed), so
+//! backwards. Failures found are kept in `src/properties.proptest-regressions` (committed), so
 //! every later run tries them first. (A unit test module, not an integration test: with the
 //! binding feature on, a test executable linking the whole library could not resolve N-API.)
 
@@ -148,7 +148,7 @@ fn apply(clock: &mut ManualClock, step: &Move) {
 fn config() -> Config {
     Config {
         cases: 1_000,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("proptest-regressions/properties.txt"))),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("src/properties.proptest-regressions"))),
         ..Config::default()
     }
 }
