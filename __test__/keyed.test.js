@@ -601,3 +601,28 @@ test('§9 nothing malformed crashes the process: a throwing clock, a re-entrant 
   assert.throws(() => hostile.tryConsume('k'), (e) => e instanceof Error)
   assert.equal(hostile.size, 0)
 })
+
+test('§10 a JS clock with a JS elapsed-realtime reader: read in JS, settled by the reader, for tryConsume, refund and status alike', () => {
+  const inner = manualClock({ wallMs: NOON, elapsedRealtimeMs: 0 })
+  let reads = 0
+  const clock = {
+    monotonicMs: () => inner.monotonicMs(),
+    wallMs: () => inner.wallMs(),
+    elapsedRealtimeMs: () => (reads++, inner.elapsedRealtimeMs()),
+  }
+  const { limiter } = make({ clock, capacity: 100, initialTokens: 0, policy: (key) => (key === 'big' ? { capacity: 1000 } : undefined) })
+  const baseline = reads
+  limiter.tryConsume('a')
+  assert.equal(reads, baseline, 'the reader is read only when the wall runs ahead')
+  inner.suspend(30_000)
+  const d = limiter.tryConsume('big')
+  assert.deepEqual(d.anomalies.map((x) => x.kind), ['suspend'])
+  assert.equal(reads, baseline + 1)
+  assert.equal(limiter.status('a').tokens, 30, 'the suspended 30 s were credited to the timeline')
+  inner.suspend(5_000)
+  limiter.refund('a', 1)
+  assert.equal(limiter.status('a').tokens, 36)
+  inner.suspend(1_000)
+  assert.equal(limiter.status('zzz').tokens, 0, 'a fresh key, after the reader settled the reading')
+  assert.equal(reads, baseline + 3)
+})

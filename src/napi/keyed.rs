@@ -18,11 +18,12 @@ use napi_derive::napi;
 
 use super::anomaly::AnomalyOutput;
 use super::calendar::{parse_spec, PeriodOutput, PeriodSpecInput};
-use super::clock::{BoundClock, ClockHandle, NativeManualClock};
+use super::clock::{BoundClock, ClockHandle, NativeManualClock, Supplied};
 use super::errors::{coded, from_limiter, guard, internal, invalid_arg, CodedError, CodedResult};
 use super::limiter::{
     clock_handle, config_from, notify_listener, positive_safe_integer, write_decision, ErrorOutput, LimiterOptions, ResultSlots, BUSY,
-    MAX_SAFE_INTEGER, RESULT_SLOTS, SLOT_N_OR_STATUS, STATUS_DECIDED_WITH_ANOMALIES, STATUS_ERROR,
+    MAX_SAFE_INTEGER, RESULT_SLOTS, SLOT_ELAPSED_REALTIME_MS, SLOT_HAS_ELAPSED_REALTIME, SLOT_MONOTONIC_MS, SLOT_N_OR_STATUS, SLOT_WALL_MS,
+    STATUS_DECIDED_WITH_ANOMALIES, STATUS_ERROR, STATUS_NEEDS_READER, STATUS_NEEDS_READINGS,
 };
 use super::raw::function_with_data;
 use crate::anomaly::Anomaly;
@@ -33,9 +34,10 @@ use crate::keyed::{words_for, Key, KeyBuf, KeyPolicy, KeyStatus, KeyedConfig, Ke
 const SLOT_OPERATION: usize = 6;
 const OPERATION_CONSUME: f64 = 0.0;
 const OPERATION_REFUND: f64 = 1.0;
-/// Out: the key is not held and the limiter has a `policy`: the JS face calls it and retries
-/// with `consumeNew`. Nothing was read or changed.
-const STATUS_NEEDS_POLICY: f64 = 3.0;
+/// Out: the key is not held and the limiter has a `policy`: the JS face calls it and calls
+/// `callSlow` with what it returned. Nothing was read or changed. (3 and 4 are `QuotaClock`'s:
+/// the JS elapsed-realtime reader is needed, or the clock is a JS clock the JS face reads.)
+const STATUS_NEEDS_POLICY: f64 = 5.0;
 /// Out (refund): done.
 const STATUS_DONE: f64 = 0.0;
 
@@ -56,6 +58,12 @@ pub struct PolicyInput {
 
 #[napi(object)]
 pub struct KeyStatusOutput {
+    /// Set when the JS face must bring something first (nothing was read or changed): 'policy'
+    /// (call `policy(key)`), 'readings' (read the JS clock), 'reader' (read the JS elapsed-realtime
+    /// reader; the call's readings are in `taken_*`).
+    pub needs: Option<String>,
+    pub taken_monotonic_ms: f64,
+    pub taken_wall_ms: f64,
     pub tokens: f64,
     pub quota_used: Option<f64>,
     pub quota_remaining: Option<f64>,
@@ -201,19 +209,6 @@ fn count_for(n: f64, capacity: f64) -> CodedResult<u64> {
 }
 
 impl KeyedState {
-    /// `tryConsume` for a key: the decision goes into the result buffer.
-    fn consume(&mut self, env: sys::napi_env, key: Key<'_>, target: Target) -> CodedResult<()> {
-        let n = self.result.get(SLOT_N_OR_STATUS);
-        let count = count_for(n, self.limiter.capacity_of(target))?;
-        self.anomalies.clear();
-        let env = Env::from_raw(env);
-        let mut clock = BoundClock { env: &env, handle: &self.clock };
-        let decision = self.limiter.try_consume(key, target, count, &mut clock, &mut self.anomalies).map_err(|e| from_limiter(&e))?;
-        write_decision(&self.result, &decision);
-        self.report();
-        Ok(())
-    }
-
     fn report(&self) {
         if !self.anomalies.is_empty() {
             self.result.set(SLOT_N_OR_STATUS, STATUS_DECIDED_WITH_ANOMALIES);
@@ -230,7 +225,7 @@ impl KeyedState {
             return false;
         }
         let (monotonic_ms, wall_ms) = match &self.clock {
-            ClockHandle::System(_) | ClockHandle::SystemWithReader(_) => (clock::monotonic_ms(), clock::wall_ms()),
+            ClockHandle::System(_) | ClockHandle::SystemWithReader => (clock::monotonic_ms(), clock::wall_ms()),
             ClockHandle::Manual(manual) => match manual.try_borrow() {
                 Ok(manual) => (manual.monotonic_ms, manual.wall_ms),
                 Err(_) => return false,
@@ -248,39 +243,91 @@ impl KeyedState {
         }
     }
 
-    /// The raw call: the operation in the result buffer, for `key`.
-    fn call(&mut self, env: sys::napi_env, key: Key<'_>) -> CodedResult<()> {
-        let operation = self.result.get(SLOT_OPERATION);
-        if operation == OPERATION_REFUND {
-            let count = positive_safe_integer(self.result.get(SLOT_N_OR_STATUS))?;
-            self.anomalies.clear();
-            let env = Env::from_raw(env);
-            let mut clock = BoundClock { env: &env, handle: &self.clock };
-            self.limiter.refund(key, count, &mut clock, &mut self.anomalies).map_err(|e| from_limiter(&e))?;
-            self.result.set(SLOT_N_OR_STATUS, STATUS_DONE);
-            self.report();
-            return Ok(());
-        }
-        if operation != OPERATION_CONSUME {
-            return Err(invalid_arg(format!("unknown operation {operation}")));
-        }
-        match self.limiter.find(key) {
-            Some(index) => {
-                if self.anomalies.is_empty() && self.consume_quiet(index) {
+    /// The raw call: the operation in the result buffer, for `key`, on a native clock's readings.
+    #[inline(always)]
+    fn call(&mut self, key: Key<'_>) -> CodedResult<()> {
+        if self.result.get(SLOT_OPERATION) == OPERATION_CONSUME {
+            if let Some(index) = self.limiter.find(key) {
+                if self.consume_quiet(index) {
                     return Ok(());
                 }
-                self.consume(env, key, Target::Held(index))
             }
-            None if self.has_policy => {
-                self.result.set(SLOT_N_OR_STATUS, STATUS_NEEDS_POLICY);
+        }
+        self.run(key, None, false)
+    }
+
+    /// Any call: the operation and `n` in the result buffer; `policy`, what the JS face's call of
+    /// `policy(key)` returned (for a key not held); `supplied`, the readings are in the buffer
+    /// (a JS clock's, or a call resumed after the JS reader). What it needs from the JS face
+    /// first is a status (nothing read or changed): the policy, the readings, the reader.
+    fn run(&mut self, key: Key<'_>, policy: Option<KeyPolicy>, supplied: bool) -> CodedResult<()> {
+        let operation = self.result.get(SLOT_OPERATION);
+        let target = match (self.limiter.find(key), operation == OPERATION_REFUND) {
+            (Some(index), _) => Some(Target::Held(index)),
+            // A key not held is not held by a refund either, and no policy is asked.
+            (None, true) => None,
+            (None, false) => match policy {
+                Some(policy) => Some(Target::New(self.limiter.intern(policy))),
+                None if self.has_policy => {
+                    self.result.set(SLOT_N_OR_STATUS, STATUS_NEEDS_POLICY);
+                    return Ok(());
+                }
+                None => Some(Target::New(DEFAULT_POLICY)),
+            },
+        };
+        let outcome = self.run_on(key, target, supplied);
+        if let Some(Target::New(id)) = target {
+            self.limiter.release_if_unused(id);
+        }
+        outcome
+    }
+
+    fn run_on(&mut self, key: Key<'_>, target: Option<Target>, supplied: bool) -> CodedResult<()> {
+        let n = self.result.get(SLOT_N_OR_STATUS);
+        let consume = self.result.get(SLOT_OPERATION) == OPERATION_CONSUME;
+        if !consume && self.result.get(SLOT_OPERATION) != OPERATION_REFUND {
+            return Err(invalid_arg(format!("unknown operation {}", self.result.get(SLOT_OPERATION))));
+        }
+        // The order of checks (SPEC §10): n against the key's capacity before any reading.
+        let count = match target {
+            Some(target) if consume => count_for(n, self.limiter.capacity_of(target))?,
+            _ => positive_safe_integer(n)?,
+        };
+        if !supplied && matches!(self.clock, ClockHandle::Js { .. }) {
+            self.result.set(SLOT_N_OR_STATUS, STATUS_NEEDS_READINGS);
+            return Ok(());
+        }
+        let readings = if supplied { supplied_readings(&self.result) } else { Supplied::default() };
+        self.anomalies.clear();
+        let mut clock = BoundClock::new(&self.clock, readings);
+        let outcome = match target {
+            Some(target) if consume => self.limiter.try_consume(key, target, count, &mut clock, &mut self.anomalies).map(Some),
+            _ => self.limiter.refund(key, count, &mut clock, &mut self.anomalies).map(|()| None),
+        };
+        match outcome {
+            Ok(decision) => {
+                match decision {
+                    Some(decision) => write_decision(&self.result, &decision),
+                    None => self.result.set(SLOT_N_OR_STATUS, STATUS_DONE),
+                }
+                self.report();
                 Ok(())
             }
-            None => self.consume(env, key, Target::New(DEFAULT_POLICY)),
+            Err(_) if clock.reader_wanted => {
+                self.result.set(SLOT_MONOTONIC_MS, clock.taken.0);
+                self.result.set(SLOT_WALL_MS, clock.taken.1);
+                self.result.set(SLOT_N_OR_STATUS, STATUS_NEEDS_READER);
+                Ok(())
+            }
+            Err(error) => Err(from_limiter(&error)),
         }
     }
 
     fn status_output(status: KeyStatus) -> KeyStatusOutput {
         KeyStatusOutput {
+            needs: None,
+            taken_monotonic_ms: f64::NAN,
+            taken_wall_ms: f64::NAN,
             tokens: status.tokens,
             quota_used: status.quota_used.map(|used| used as f64),
             quota_remaining: status.quota_remaining.map(|remaining| remaining as f64),
@@ -295,6 +342,48 @@ impl KeyedState {
             refill_per_second: status.refill_per_second,
             quota_limit: status.quota_limit.map(|limit| limit as f64),
         }
+    }
+
+    /// A status that says what the JS face must bring first (nothing was read or changed).
+    fn status_needs(needs: &str, taken: (f64, f64)) -> KeyStatusOutput {
+        KeyStatusOutput {
+            needs: Some(needs.to_owned()),
+            taken_monotonic_ms: taken.0,
+            taken_wall_ms: taken.1,
+            tokens: f64::NAN,
+            quota_used: None,
+            quota_remaining: None,
+            period: None,
+            capacity: f64::NAN,
+            refill_per_second: f64::NAN,
+            quota_limit: None,
+        }
+    }
+}
+
+/// The readings the JS face wrote into the result buffer.
+fn supplied_readings(result: &ResultSlots) -> Supplied {
+    Supplied {
+        monotonic_ms: Some(result.get(SLOT_MONOTONIC_MS)),
+        wall_ms: Some(result.get(SLOT_WALL_MS)),
+        elapsed_realtime_ms: (result.get(SLOT_HAS_ELAPSED_REALTIME) == 1.0).then(|| result.get(SLOT_ELAPSED_REALTIME_MS)),
+    }
+}
+
+impl KeyedState {
+    fn status_of(&mut self, target: Target, supplied: Supplied) -> CodedResult<KeyStatusOutput> {
+        if supplied.monotonic_ms.is_none() && matches!(self.clock, ClockHandle::Js { .. }) {
+            return Ok(KeyedState::status_needs("readings", (f64::NAN, f64::NAN)));
+        }
+        let mut anomalies = Vec::new();
+        let mut clock = BoundClock::new(&self.clock, supplied);
+        let status = match self.limiter.status(target, &mut clock, &mut anomalies) {
+            Ok(status) => status,
+            Err(_) if clock.reader_wanted => return Ok(KeyedState::status_needs("reader", clock.taken)),
+            Err(error) => return Err(from_limiter(&error)),
+        };
+        notify_listener(self.registry_id, self.anomaly_listener, &anomalies);
+        Ok(KeyedState::status_output(status))
     }
 }
 
@@ -333,7 +422,7 @@ unsafe extern "C" fn keyed_call(env: sys::napi_env, info: sys::napi_callback_inf
         }
         let mut scratch = KeyScratch::new();
         let key = scratch.read(env, argv[0])?;
-        state.call(env, key)
+        state.call(key)
     }));
     let error = match outcome {
         Ok(Ok(())) => return ptr::null_mut(),
@@ -439,9 +528,9 @@ impl NativeKeyed {
         mut result_buffer: Float64Array,
         clock_kind: String,
         manual: Option<&NativeManualClock>,
-        monotonic: Option<Function<'_, (), Unknown<'_>>>,
-        wall: Option<Function<'_, (), Unknown<'_>>>,
-        elapsed_realtime: Option<Function<'_, (), Unknown<'_>>>,
+        monotonic_ms: Option<f64>,
+        wall_ms: Option<f64>,
+        elapsed_realtime_ms: Option<f64>,
         anomaly_listener: Option<f64>,
         restore: Option<&NativeSnapshot>,
     ) -> napi::Result<Self> {
@@ -466,8 +555,9 @@ impl NativeKeyed {
                 // More keys than memory could ever hold are as good as no bound.
                 max_keys: max_keys.min(usize::MAX as f64) as usize,
             };
-            let clock = clock_handle(&clock_kind, manual, monotonic, wall, elapsed_realtime)?;
-            let mut limiter = KeyedLimiter::new(config, &mut BoundClock { env, handle: &clock }).map_err(|e| from_limiter(&e))?;
+            let clock = clock_handle(&clock_kind, manual)?;
+            let supplied = Supplied { monotonic_ms, wall_ms, elapsed_realtime_ms };
+            let mut limiter = KeyedLimiter::new(config, &mut BoundClock::new(&clock, supplied)).map_err(|e| from_limiter(&e))?;
             if let Some(restore) = restore {
                 let ids: Vec<PolicyId> = restore.policies.iter().map(|policy| limiter.intern(policy.clone())).collect();
                 let per_key: Vec<PolicyId> = restore.choices.iter().map(|&choice| ids.get(choice as usize).copied().unwrap_or(DEFAULT_POLICY)).collect();
@@ -508,32 +598,31 @@ impl NativeKeyed {
         })
     }
 
-    /// `tryConsume` of a key not held, with its policy (the JS face called `policy(key)`); the
-    /// decision goes into the result buffer. Throws what a decision cannot be made for.
+    /// A `tryConsume` or `refund` the raw call could not finish: with what the JS face brought
+    /// (the key's policy, readings in the result buffer). Writes a status or the decision into
+    /// the buffer; throws what no decision can be made for.
     #[napi]
-    pub fn consume_new(&self, env: &Env, key: Unknown<'_>, policy: PolicyInput) -> napi::Result<()> {
+    pub fn call_slow(&self, env: &Env, key: Unknown<'_>, policy: Option<PolicyInput>, supplied: bool) -> napi::Result<()> {
         guard(env, || {
             let key = key_argument(env, &key)?;
-            let policy = key_policy(&policy)?;
-            with_state(&self.state, |state| {
-                let target = match state.limiter.find(key.key()) {
-                    // Held meanwhile (by a call made from inside `policy`): it keeps its limits.
-                    Some(index) => Target::Held(index),
-                    None => Target::New(state.limiter.intern(policy)),
-                };
-                let outcome = state.consume(env.raw(), key.key(), target);
-                if let Target::New(id) = target {
-                    state.limiter.release_if_unused(id);
-                }
-                outcome
-            })
+            let policy = policy.as_ref().map(key_policy).transpose()?;
+            with_state(&self.state, |state| state.run(key.key(), policy, supplied))
         })
     }
 
-    /// SPEC §10 `status(key)`. `None` when the key is not held, the limiter has a `policy` and
-    /// none was given: the JS face calls it and asks again.
+    /// SPEC §10 `status(key)`, or what the JS face must bring first (`needs`): for a key not held,
+    /// what a fresh key of its policy would have, without holding it. `monotonic_ms`/`wall_ms`
+    /// (and `elapsed_realtime_ms`): readings the JS face took.
     #[napi]
-    pub fn status(&self, env: &Env, key: Unknown<'_>, policy: Option<PolicyInput>) -> napi::Result<Option<KeyStatusOutput>> {
+    pub fn status(
+        &self,
+        env: &Env,
+        key: Unknown<'_>,
+        policy: Option<PolicyInput>,
+        monotonic_ms: Option<f64>,
+        wall_ms: Option<f64>,
+        elapsed_realtime_ms: Option<f64>,
+    ) -> napi::Result<KeyStatusOutput> {
         guard(env, || {
             let key = key_argument(env, &key)?;
             let policy = policy.as_ref().map(key_policy).transpose()?;
@@ -541,18 +630,14 @@ impl NativeKeyed {
                 let target = match (state.limiter.find(key.key()), policy) {
                     (Some(index), _) => Target::Held(index),
                     (None, Some(policy)) => Target::New(state.limiter.intern(policy)),
-                    (None, None) if state.has_policy => return Ok(None),
+                    (None, None) if state.has_policy => return Ok(KeyedState::status_needs("policy", (f64::NAN, f64::NAN))),
                     (None, None) => Target::New(DEFAULT_POLICY),
                 };
-                let mut anomalies = Vec::new();
-                let mut clock = BoundClock { env, handle: &state.clock };
-                let status = state.limiter.status(target, &mut clock, &mut anomalies);
+                let outcome = state.status_of(target, Supplied { monotonic_ms, wall_ms, elapsed_realtime_ms });
                 if let Target::New(id) = target {
                     state.limiter.release_if_unused(id);
                 }
-                let status = status.map_err(|e| from_limiter(&e))?;
-                notify_listener(state.registry_id, state.anomaly_listener, &anomalies);
-                Ok(Some(KeyedState::status_output(status)))
+                outcome
             })
         })
     }
