@@ -231,6 +231,6 @@ function main() {
   setTimeout(() => console.log(JSON.stringify(tally)), 20)
 }
 
-module.exports = { fuzz, main }
+module.exports = { fuzz, main, fuzzer, judge, OPTION_CODES, ARG_CODES, CLOCK_CODES }
 
 if (require.main === module) main()
