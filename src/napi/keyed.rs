@@ -26,7 +26,7 @@ use super::limiter::{
     STATUS_DECIDED_WITH_ANOMALIES, STATUS_ERROR, STATUS_NEEDS_READER, STATUS_NEEDS_READINGS,
 };
 use super::raw::function_with_data;
-use crate::anomaly::Anomaly;
+use crate::anomaly::{js_number, Anomaly};
 use crate::clock;
 use crate::keyed::{words_for, Key, KeyBuf, KeyPolicy, KeyStatus, KeyedConfig, KeyedLimiter, PolicyId, Snapshot, SnapshotError, Target, DEFAULT_POLICY};
 
@@ -180,17 +180,17 @@ fn check(condition: bool, message: impl FnOnce() -> String) -> CodedResult<()> {
 /// Validates a normalized policy's values (the JS face checked types and merged the defaults).
 fn key_policy(input: &PolicyInput) -> CodedResult<KeyPolicy> {
     let PolicyInput { capacity, refill_per_second, initial_tokens, ref path, .. } = *input;
-    check(capacity.is_finite() && capacity > 0.0, || format!("{path}.capacity must be a finite number > 0; received {capacity}"))?;
+    check(capacity.is_finite() && capacity > 0.0, || format!("{path}.capacity must be a finite number > 0; received {}", js_number(capacity)))?;
     check(refill_per_second.is_finite() && refill_per_second > 0.0, || {
-        format!("{path}.refillPerSecond must be a finite number > 0; received {refill_per_second}")
+        format!("{path}.refillPerSecond must be a finite number > 0; received {}", js_number(refill_per_second))
     })?;
     check((0.0..=capacity).contains(&initial_tokens), || {
-        format!("{path}.initialTokens must be a number from 0 to capacity ({capacity}); received {initial_tokens}")
+        format!("{path}.initialTokens must be a number from 0 to capacity ({}); received {}", js_number(capacity), js_number(initial_tokens))
     })?;
     let quota = match (&input.quota_period, input.quota_limit) {
         (Some(period), Some(limit)) => {
             check(limit >= 0.0 && limit.fract() == 0.0 && limit <= MAX_SAFE_INTEGER, || {
-                format!("{path}.quota.limit must be a non-negative safe integer; received {limit}")
+                format!("{path}.quota.limit must be a non-negative safe integer; received {}", js_number(limit))
             })?;
             Some((limit as u64, parse_spec(period, &format!("{path}.quota.period"))?))
         }
@@ -204,7 +204,7 @@ fn count_for(n: f64, capacity: f64) -> CodedResult<u64> {
     if n >= 1.0 && n <= capacity && n <= MAX_SAFE_INTEGER && n.fract() == 0.0 {
         Ok(n as u64)
     } else {
-        Err(invalid_arg(format!("n must be a positive safe integer no larger than the key's capacity ({capacity}); received {n}")))
+        Err(invalid_arg(format!("n must be a positive safe integer no larger than the key's capacity ({}); received {}", js_number(capacity), js_number(n))))
     }
 }
 
@@ -539,7 +539,7 @@ impl NativeKeyed {
                 return Err(invalid_arg(format!("the result buffer needs {RESULT_SLOTS} slots")));
             }
             if !((1.0..=MAX_SAFE_INTEGER).contains(&max_keys) && max_keys.fract() == 0.0) {
-                return Err(coded("ERR_INVALID_OPTION", format!("maxKeys must be a positive safe integer; received {max_keys}")));
+                return Err(coded("ERR_INVALID_OPTION", format!("maxKeys must be a positive safe integer; received {}", js_number(max_keys))));
             }
             let limits = config_from(&options)?;
             let defaults = KeyPolicy {
