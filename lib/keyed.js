@@ -93,9 +93,10 @@ module.exports = function defineKeyedQuotaClock(internals) {
   function assignPolicies(plan, policy, defaults) {
     const inputs = []
     const bySignature = new Map()
-    const choices = new Uint32Array(plan.length)
-    for (let i = 0; i < plan.length; i++) {
-      const key = plan.keyAt(i)
+    const choices = new Uint32Array(native.snapshotLength(plan))
+    const length = native.snapshotLength(plan)
+    for (let i = 0; i < length; i++) {
+      const key = native.snapshotKeyAt(plan, i)
       const normalized = resolvePolicy(policy, key, defaults)
       const { capacity, refillPerSecond, initialTokens, quotaLimit, quotaPeriod } = normalized
       if (capacity === defaults.capacity && refillPerSecond === defaults.refillPerSecond && initialTokens === defaults.initialTokens && quotaLimit === defaults.quotaLimit && quotaPeriod === defaults.quotaPeriod) {
@@ -111,7 +112,7 @@ module.exports = function defineKeyedQuotaClock(internals) {
       }
       choices[i] = choice
     }
-    callNative(() => plan.setPolicies(inputs, choices))
+    callNative(() => native.snapshotSetPolicies(plan, inputs, choices))
   }
 
   function readDecision(result, anomalies) {
@@ -152,7 +153,7 @@ module.exports = function defineKeyedQuotaClock(internals) {
       const defaults = { ...limiterOptions, initialTokensGiven }
       let plan
       if (restore !== undefined) {
-        plan = callNative(() => new native.NativeSnapshot(restore, maxKeys))
+        plan = callNative(() => native.snapshotParse(restore, maxKeys))
         if (policy !== undefined) assignPolicies(plan, policy, defaults)
       }
       const { kind, manual, clock, reader } = clockArgs
@@ -171,10 +172,10 @@ module.exports = function defineKeyedQuotaClock(internals) {
       }
       const result = new Float64Array(RESULT_SLOTS)
       const listener = onAnomaly === undefined ? undefined : registerListener(this, onAnomaly)
-      this.#native = callNative(
-        () => new native.NativeKeyed(REGISTRY, limiterOptions, maxKeys, policy !== undefined, result, kind, manual, monotonicMs, wallMs, elapsedRealtimeMs, listener, plan),
+      this.#native = callNative(() =>
+        native.keyedCreate(REGISTRY, limiterOptions, maxKeys, policy !== undefined, result, kind, manual, monotonicMs, wallMs, elapsedRealtimeMs, listener, plan),
       )
-      this.#call = this.#native.callFunction()
+      this.#call = native.keyedCallFunction(this.#native)
       this.#result = result
       this.#policy = policy
       this.#defaults = defaults
@@ -212,10 +213,10 @@ module.exports = function defineKeyedQuotaClock(internals) {
         const status = result[0]
         if (status === 0) return operation === CONSUME ? readDecision(result, NO_ANOMALIES) : undefined
         if (status === 1) {
-          const anomalies = callNative(() => this.#native.takeAnomalies()).map(toAnomaly)
+          const anomalies = callNative(() => native.keyedTakeAnomalies(this.#native)).map(toAnomaly)
           return operation === CONSUME ? readDecision(result, anomalies) : undefined
         }
-        if (status === 2) throw this.#failed(toPublicError(this.#native.takeError()))
+        if (status === 2) throw this.#failed(toPublicError(native.keyedTakeError(this.#native)))
         let readings
         if (status === NEEDS_POLICY) policy = resolvePolicy(this.#policy, key, this.#defaults)
         else if (status === NEEDS_READINGS) readings = this.#readJsClock()
@@ -230,7 +231,7 @@ module.exports = function defineKeyedQuotaClock(internals) {
           result[9] = readings[2] === undefined ? NaN : readings[2]
           result[10] = readings[2] === undefined ? 0 : 1
         }
-        this.#slow(() => this.#native.callSlow(key, policy, readings !== undefined))
+        this.#slow(() => native.keyedCallSlow(this.#native, key, policy, readings !== undefined))
       }
     }
 
@@ -277,7 +278,7 @@ module.exports = function defineKeyedQuotaClock(internals) {
       let policy
       let readings = []
       for (;;) {
-        const status = this.#slow(() => this.#native.status(key, policy, readings[0], readings[1], readings[2]))
+        const status = this.#slow(() => native.keyedStatus(this.#native, key, policy, readings[0], readings[1], readings[2]))
         const { needs } = status
         if (needs === 'policy') policy = resolvePolicy(this.#policy, key, this.#defaults)
         else if (needs === 'readings') readings = this.#readJsClock()
@@ -299,17 +300,17 @@ module.exports = function defineKeyedQuotaClock(internals) {
     /** Drops the key and all its state; true if it was held. Reads no clock. */
     delete(key) {
       checkKey(key)
-      return callNative(() => this.#native.delete(key))
+      return callNative(() => native.keyedDelete(this.#native, key))
     }
 
     /** Keys held now (idle keys may be dropped at any time, so it can shrink by itself). */
     get size() {
-      return callNative(() => this.#native.size)
+      return callNative(() => native.keyedSize(this.#native))
     }
 
     /** A versioned binary image of every held key, for `new KeyedQuotaClock({ ..., restore })`. Reads no clock. */
     snapshot() {
-      return callNative(() => this.#native.snapshot())
+      return callNative(() => native.keyedSnapshot(this.#native))
     }
   }
 

@@ -28,7 +28,9 @@ use super::limiter::{
 use super::raw::function_with_data;
 use crate::anomaly::{js_number, Anomaly};
 use crate::clock;
-use crate::keyed::{words_for, Key, KeyBuf, KeyPolicy, KeyStatus, KeyedConfig, KeyedLimiter, PolicyId, Snapshot, SnapshotError, Target, DEFAULT_POLICY};
+use crate::keyed::{
+    words_for, Key, KeyBuf, KeyPolicy, KeyStatus, KeyedConfig, KeyedLimiter, PolicyId, Snapshot, SnapshotError, Target, DEFAULT_POLICY,
+};
 
 /// In: the operation of the raw call.
 const SLOT_OPERATION: usize = 6;
@@ -204,7 +206,11 @@ fn count_for(n: f64, capacity: f64) -> CodedResult<u64> {
     if n >= 1.0 && n <= capacity && n <= MAX_SAFE_INTEGER && n.fract() == 0.0 {
         Ok(n as u64)
     } else {
-        Err(invalid_arg(format!("n must be a positive safe integer no larger than the key's capacity ({}); received {}", js_number(capacity), js_number(n))))
+        Err(invalid_arg(format!(
+            "n must be a positive safe integer no larger than the key's capacity ({}); received {}",
+            js_number(capacity),
+            js_number(n)
+        )))
     }
 }
 
@@ -332,10 +338,7 @@ impl KeyedState {
             quota_used: status.quota_used.map(|used| used as f64),
             quota_remaining: status.quota_remaining.map(|remaining| remaining as f64),
             period: match (&status.period, status.time_zone) {
-                (Some(period), Some(time_zone)) => Some(PeriodOutput {
-                    time_zone: time_zone.to_owned(),
-                    ..period_output_without_zone(period)
-                }),
+                (Some(period), Some(time_zone)) => Some(PeriodOutput { time_zone: time_zone.to_owned(), ..period_output_without_zone(period) }),
                 _ => None,
             },
             capacity: status.capacity,
@@ -439,8 +442,9 @@ unsafe extern "C" fn release_cell(_env: sys::napi_env, data: *mut c_void, _hint:
     drop(unsafe { Rc::from_raw(data as *const KeyedCell) });
 }
 
-/// A snapshot read and validated, with the policies of its keys once the JS face has them.
-#[napi]
+/// A snapshot read and validated, with the policies of its keys once the JS face has them. The JS
+/// face holds it as an External (free functions on handles, not `#[napi]` classes: a class costs
+/// every load of the addon a few KB that Node-API keeps with the load's environment, measured).
 pub struct NativeSnapshot {
     snapshot: Snapshot,
     /// Distinct policies, and for each key the index of its own (`u32::MAX`: the defaults).
@@ -452,25 +456,35 @@ fn snapshot_error(error: &SnapshotError) -> CodedError {
     coded("ERR_INVALID_OPTION", error.message())
 }
 
-#[napi]
+/// Validates every byte of `bytes` (and that it holds at most `max_keys` keys).
+#[napi(js_name = "snapshotParse")]
+pub fn snapshot_parse(env: &Env, bytes: Uint8Array, max_keys: f64) -> napi::Result<External<NativeSnapshot>> {
+    guard(env, || {
+        let snapshot = Snapshot::parse(&bytes, max_keys as u64).map_err(|e| snapshot_error(&e))?;
+        Ok(External::new(NativeSnapshot { snapshot, policies: Vec::new(), choices: Vec::new() }))
+    })
+}
+
+#[napi(js_name = "snapshotLength")]
+pub fn snapshot_length(plan: &External<NativeSnapshot>) -> u32 {
+    plan.snapshot.len() as u32
+}
+
+/// Key `position` as a JS string (built from its UTF-16 code units: exact for any key).
+#[napi(js_name = "snapshotKeyAt")]
+pub fn snapshot_key_at<'env>(env: &'env Env, plan: &External<NativeSnapshot>, position: u32) -> napi::Result<Unknown<'env>> {
+    plan.key_at(env, position)
+}
+
+/// The keys' policies: `choices[i]` indexes `policies` (`u32::MAX`: the defaults). All are
+/// validated before any is kept.
+#[napi(js_name = "snapshotSetPolicies")]
+pub fn snapshot_set_policies(env: &Env, plan: &mut External<NativeSnapshot>, policies: Vec<PolicyInput>, choices: Uint32Array) -> napi::Result<()> {
+    plan.set_policies(env, policies, choices)
+}
+
 impl NativeSnapshot {
-    /// Validates every byte of `bytes` (and that it holds at most `max_keys` keys).
-    #[napi(constructor)]
-    pub fn new(env: &Env, bytes: Uint8Array, max_keys: f64) -> napi::Result<Self> {
-        guard(env, || {
-            let snapshot = Snapshot::parse(&bytes, max_keys as u64).map_err(|e| snapshot_error(&e))?;
-            Ok(NativeSnapshot { snapshot, policies: Vec::new(), choices: Vec::new() })
-        })
-    }
-
-    #[napi(getter)]
-    pub fn length(&self) -> u32 {
-        self.snapshot.len() as u32
-    }
-
-    /// Key `position` as a JS string (built from its UTF-16 code units: exact for any key).
-    #[napi]
-    pub fn key_at(&self, env: &Env, position: u32) -> napi::Result<Unknown<'_>> {
+    fn key_at<'env>(&self, env: &'env Env, position: u32) -> napi::Result<Unknown<'env>> {
         guard(env, || {
             if position as usize >= self.snapshot.len() {
                 return Err(invalid_arg(format!("no key {position} in this snapshot")));
@@ -487,10 +501,7 @@ impl NativeSnapshot {
         })
     }
 
-    /// The keys' policies: `choices[i]` indexes `policies` (`u32::MAX`: the defaults). All are
-    /// validated before any is kept.
-    #[napi]
-    pub fn set_policies(&mut self, env: &Env, policies: Vec<PolicyInput>, choices: Uint32Array) -> napi::Result<()> {
+    fn set_policies(&mut self, env: &Env, policies: Vec<PolicyInput>, choices: Uint32Array) -> napi::Result<()> {
         guard(env, || {
             let parsed = policies.iter().map(key_policy).collect::<CodedResult<Vec<_>>>()?;
             if choices.len() != self.snapshot.len() || choices.iter().any(|&choice| choice != u32::MAX && choice as usize >= parsed.len()) {
@@ -503,7 +514,7 @@ impl NativeSnapshot {
     }
 }
 
-#[napi]
+/// A keyed limiter as the JS face holds it (an External, as [`NativeSnapshot`]).
 pub struct NativeKeyed {
     state: Rc<KeyedCell>,
 }
@@ -514,167 +525,172 @@ fn with_state<T>(cell: &KeyedCell, body: impl FnOnce(&mut KeyedState) -> CodedRe
     body(&mut state)
 }
 
-#[napi]
-impl NativeKeyed {
-    /// `clock_kind` as for `createLimiter`; `restore`: a validated snapshot to hold the keys of.
-    #[napi(constructor)]
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        env: &Env,
-        registry_id: u32,
-        options: LimiterOptions,
-        max_keys: f64,
-        has_policy: bool,
-        mut result_buffer: Float64Array,
-        clock_kind: String,
-        manual: Option<&NativeManualClock>,
-        monotonic_ms: Option<f64>,
-        wall_ms: Option<f64>,
-        elapsed_realtime_ms: Option<f64>,
-        anomaly_listener: Option<f64>,
-        restore: Option<&NativeSnapshot>,
-    ) -> napi::Result<Self> {
-        guard(env, move || {
-            if result_buffer.len() < RESULT_SLOTS {
-                return Err(invalid_arg(format!("the result buffer needs {RESULT_SLOTS} slots")));
-            }
-            if !((1.0..=MAX_SAFE_INTEGER).contains(&max_keys) && max_keys.fract() == 0.0) {
-                return Err(coded("ERR_INVALID_OPTION", format!("maxKeys must be a positive safe integer; received {}", js_number(max_keys))));
-            }
-            let limits = config_from(&options)?;
-            let defaults = KeyPolicy {
-                capacity: limits.capacity,
-                refill_per_second: limits.refill_per_second,
-                initial_tokens: limits.initial_tokens,
-                quota: limits.quota.map(|quota| (quota.limit, quota.spec)),
-            };
-            let config = KeyedConfig {
-                defaults,
-                suspend_policy: limits.suspend_policy,
-                earliest_plausible_wall_ms: limits.earliest_plausible_wall_ms,
-                // More keys than memory could ever hold are as good as no bound.
-                max_keys: max_keys.min(usize::MAX as f64) as usize,
-            };
-            let clock = clock_handle(&clock_kind, manual)?;
-            let supplied = Supplied { monotonic_ms, wall_ms, elapsed_realtime_ms };
-            let mut limiter = KeyedLimiter::new(config, &mut BoundClock::new(&clock, supplied)).map_err(|e| from_limiter(&e))?;
-            if let Some(restore) = restore {
-                let ids: Vec<PolicyId> = restore.policies.iter().map(|policy| limiter.intern(policy.clone())).collect();
-                let per_key: Vec<PolicyId> = restore.choices.iter().map(|&choice| ids.get(choice as usize).copied().unwrap_or(DEFAULT_POLICY)).collect();
-                limiter.restore(&restore.snapshot, &per_key);
-                for id in ids {
-                    limiter.release_if_unused(id);
-                }
-            }
-            // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.
-            let address = unsafe { result_buffer.as_mut() }.as_mut_ptr();
-            let result = ResultSlots(address);
-            let state = KeyedState {
-                limiter,
-                clock,
-                anomalies: Vec::new(),
-                error: None,
-                registry_id,
-                anomaly_listener,
-                has_policy,
-                result,
-                _result_buffer: result_buffer,
-            };
-            Ok(NativeKeyed { state: Rc::new(KeyedCell { result: ResultSlots(address), state: RefCell::new(state) }) })
-        })
-    }
-
-    /// The hot path: a raw function `call(key)` on this limiter (see the module comment).
-    #[napi]
-    pub fn call_function<'env>(&self, env: &'env Env) -> napi::Result<Unknown<'env>> {
-        guard(env, || {
-            let data = Rc::into_raw(self.state.clone()) as *mut c_void;
-            // SAFETY: `data` lives until `release_cell`, which releases it once.
-            unsafe { function_with_data(env, "call", keyed_call, data, release_cell) }.ok_or_else(|| {
-                // SAFETY: N-API refused, so nothing else owns `data`.
-                drop(unsafe { Rc::from_raw(data as *const KeyedCell) });
-                coded("ERR_INTERNAL", "could not create the call function")
-            })
-        })
-    }
-
-    /// A `tryConsume` or `refund` the raw call could not finish: with what the JS face brought
-    /// (the key's policy, readings in the result buffer). Writes a status or the decision into
-    /// the buffer; throws what no decision can be made for.
-    #[napi]
-    pub fn call_slow(&self, env: &Env, key: Unknown<'_>, policy: Option<PolicyInput>, supplied: bool) -> napi::Result<()> {
-        guard(env, || {
-            let key = key_argument(env, &key)?;
-            let policy = policy.as_ref().map(key_policy).transpose()?;
-            with_state(&self.state, |state| state.run(key.key(), policy, supplied))
-        })
-    }
-
-    /// SPEC §10 `status(key)`, or what the JS face must bring first (`needs`): for a key not held,
-    /// what a fresh key of its policy would have, without holding it. `monotonic_ms`/`wall_ms`
-    /// (and `elapsed_realtime_ms`): readings the JS face took.
-    #[napi]
-    pub fn status(
-        &self,
-        env: &Env,
-        key: Unknown<'_>,
-        policy: Option<PolicyInput>,
-        monotonic_ms: Option<f64>,
-        wall_ms: Option<f64>,
-        elapsed_realtime_ms: Option<f64>,
-    ) -> napi::Result<KeyStatusOutput> {
-        guard(env, || {
-            let key = key_argument(env, &key)?;
-            let policy = policy.as_ref().map(key_policy).transpose()?;
-            with_state(&self.state, |state| {
-                let target = match (state.limiter.find(key.key()), policy) {
-                    (Some(index), _) => Target::Held(index),
-                    (None, Some(policy)) => Target::New(state.limiter.intern(policy)),
-                    (None, None) if state.has_policy => return Ok(KeyedState::status_needs("policy", (f64::NAN, f64::NAN))),
-                    (None, None) => Target::New(DEFAULT_POLICY),
-                };
-                let outcome = state.status_of(target, Supplied { monotonic_ms, wall_ms, elapsed_realtime_ms });
-                if let Target::New(id) = target {
-                    state.limiter.release_if_unused(id);
-                }
-                outcome
-            })
-        })
-    }
-
-    /// SPEC §10 `delete(key)`.
-    #[napi]
-    pub fn delete(&self, env: &Env, key: Unknown<'_>) -> napi::Result<bool> {
-        guard(env, || {
-            let key = key_argument(env, &key)?;
-            with_state(&self.state, |state| Ok(state.limiter.delete(key.key())))
-        })
-    }
-
-    #[napi(getter)]
-    pub fn size(&self, env: &Env) -> napi::Result<f64> {
-        guard(env, || with_state(&self.state, |state| Ok(state.limiter.len() as f64)))
-    }
-
-    /// SPEC §10 `snapshot()`: reads no clock.
-    #[napi]
-    pub fn snapshot(&self, env: &Env) -> napi::Result<Uint8Array> {
-        guard(env, || with_state(&self.state, |state| Ok(Uint8Array::new(state.limiter.snapshot()))))
-    }
-
-    /// The anomalies of the last raw call (called only when there were some).
-    #[napi]
-    pub fn take_anomalies(&self, env: &Env) -> napi::Result<Vec<AnomalyOutput>> {
-        guard(env, || with_state(&self.state, |state| Ok(state.anomalies.iter().map(AnomalyOutput::from).collect())))
-    }
-
-    /// The error of the last raw call.
-    #[napi]
-    pub fn take_error(&self) -> ErrorOutput {
-        let error = match self.state.state.try_borrow_mut() {
-            Ok(mut state) => state.error.take().unwrap_or_else(|| coded("ERR_CLOCK_READING", BUSY)),
-            Err(_) => coded("ERR_CLOCK_READING", BUSY),
+/// Makes a keyed limiter. `clock_kind` as for `createLimiter` (the JS face passes the starting
+/// readings of a clock read in JS); `restore`: a validated snapshot to hold the keys of.
+#[napi(js_name = "keyedCreate")]
+#[allow(clippy::too_many_arguments)]
+pub fn keyed_create(
+    env: &Env,
+    registry_id: u32,
+    options: LimiterOptions,
+    max_keys: f64,
+    has_policy: bool,
+    mut result_buffer: Float64Array,
+    clock_kind: String,
+    manual: Option<&NativeManualClock>,
+    monotonic_ms: Option<f64>,
+    wall_ms: Option<f64>,
+    elapsed_realtime_ms: Option<f64>,
+    anomaly_listener: Option<f64>,
+    restore: Option<&External<NativeSnapshot>>,
+) -> napi::Result<External<NativeKeyed>> {
+    guard(env, move || {
+        if result_buffer.len() < RESULT_SLOTS {
+            return Err(invalid_arg(format!("the result buffer needs {RESULT_SLOTS} slots")));
+        }
+        if !((1.0..=MAX_SAFE_INTEGER).contains(&max_keys) && max_keys.fract() == 0.0) {
+            return Err(coded("ERR_INVALID_OPTION", format!("maxKeys must be a positive safe integer; received {}", js_number(max_keys))));
+        }
+        let limits = config_from(&options)?;
+        let defaults = KeyPolicy {
+            capacity: limits.capacity,
+            refill_per_second: limits.refill_per_second,
+            initial_tokens: limits.initial_tokens,
+            quota: limits.quota.map(|quota| (quota.limit, quota.spec)),
         };
-        ErrorOutput { code: error.status, message: error.reason }
-    }
+        let config = KeyedConfig {
+            defaults,
+            suspend_policy: limits.suspend_policy,
+            earliest_plausible_wall_ms: limits.earliest_plausible_wall_ms,
+            // More keys than memory could ever hold are as good as no bound.
+            max_keys: max_keys.min(usize::MAX as f64) as usize,
+        };
+        let clock = clock_handle(&clock_kind, manual)?;
+        let supplied = Supplied { monotonic_ms, wall_ms, elapsed_realtime_ms };
+        let mut limiter = KeyedLimiter::new(config, &mut BoundClock::new(&clock, supplied)).map_err(|e| from_limiter(&e))?;
+        if let Some(restore) = restore {
+            let ids: Vec<PolicyId> = restore.policies.iter().map(|policy| limiter.intern(policy.clone())).collect();
+            let per_key: Vec<PolicyId> = restore.choices.iter().map(|&choice| ids.get(choice as usize).copied().unwrap_or(DEFAULT_POLICY)).collect();
+            limiter.restore(&restore.snapshot, &per_key);
+            for id in ids {
+                limiter.release_if_unused(id);
+            }
+        }
+        // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.
+        let address = unsafe { result_buffer.as_mut() }.as_mut_ptr();
+        let result = ResultSlots(address);
+        let state = KeyedState {
+            limiter,
+            clock,
+            anomalies: Vec::new(),
+            error: None,
+            registry_id,
+            anomaly_listener,
+            has_policy,
+            result,
+            _result_buffer: result_buffer,
+        };
+        Ok(External::new(NativeKeyed { state: Rc::new(KeyedCell { result: ResultSlots(address), state: RefCell::new(state) }) }))
+    })
+}
+
+/// The hot path: a raw function `call(key)` on this limiter (see the module comment).
+#[napi(js_name = "keyedCallFunction")]
+pub fn keyed_call_function<'env>(env: &'env Env, limiter: &External<NativeKeyed>) -> napi::Result<Unknown<'env>> {
+    guard(env, || {
+        let data = Rc::into_raw(limiter.state.clone()) as *mut c_void;
+        // SAFETY: `data` lives until `release_cell`, which releases it once.
+        unsafe { function_with_data(env, "call", keyed_call, data, release_cell) }.ok_or_else(|| {
+            // SAFETY: N-API refused, so nothing else owns `data`.
+            drop(unsafe { Rc::from_raw(data as *const KeyedCell) });
+            coded("ERR_INTERNAL", "could not create the call function")
+        })
+    })
+}
+
+/// A `tryConsume` or `refund` the raw call could not finish: with what the JS face brought
+/// (the key's policy, readings in the result buffer). Writes a status or the decision into
+/// the buffer; throws what no decision can be made for.
+#[napi(js_name = "keyedCallSlow")]
+pub fn keyed_call_slow(
+    env: &Env,
+    limiter: &External<NativeKeyed>,
+    key: Unknown<'_>,
+    policy: Option<PolicyInput>,
+    supplied: bool,
+) -> napi::Result<()> {
+    guard(env, || {
+        let key = key_argument(env, &key)?;
+        let policy = policy.as_ref().map(key_policy).transpose()?;
+        with_state(&limiter.state, |state| state.run(key.key(), policy, supplied))
+    })
+}
+
+/// SPEC §10 `status(key)`, or what the JS face must bring first (`needs`): for a key not held,
+/// what a fresh key of its policy would have, without holding it. `monotonic_ms`/`wall_ms`
+/// (and `elapsed_realtime_ms`): readings the JS face took.
+#[napi(js_name = "keyedStatus")]
+#[allow(clippy::too_many_arguments)]
+pub fn keyed_status(
+    env: &Env,
+    limiter: &External<NativeKeyed>,
+    key: Unknown<'_>,
+    policy: Option<PolicyInput>,
+    monotonic_ms: Option<f64>,
+    wall_ms: Option<f64>,
+    elapsed_realtime_ms: Option<f64>,
+) -> napi::Result<KeyStatusOutput> {
+    guard(env, || {
+        let key = key_argument(env, &key)?;
+        let policy = policy.as_ref().map(key_policy).transpose()?;
+        with_state(&limiter.state, |state| {
+            let target = match (state.limiter.find(key.key()), policy) {
+                (Some(index), _) => Target::Held(index),
+                (None, Some(policy)) => Target::New(state.limiter.intern(policy)),
+                (None, None) if state.has_policy => return Ok(KeyedState::status_needs("policy", (f64::NAN, f64::NAN))),
+                (None, None) => Target::New(DEFAULT_POLICY),
+            };
+            let outcome = state.status_of(target, Supplied { monotonic_ms, wall_ms, elapsed_realtime_ms });
+            if let Target::New(id) = target {
+                state.limiter.release_if_unused(id);
+            }
+            outcome
+        })
+    })
+}
+
+/// SPEC §10 `delete(key)`.
+#[napi(js_name = "keyedDelete")]
+pub fn keyed_delete(env: &Env, limiter: &External<NativeKeyed>, key: Unknown<'_>) -> napi::Result<bool> {
+    guard(env, || {
+        let key = key_argument(env, &key)?;
+        with_state(&limiter.state, |state| Ok(state.limiter.delete(key.key())))
+    })
+}
+
+#[napi(js_name = "keyedSize")]
+pub fn keyed_size(env: &Env, limiter: &External<NativeKeyed>) -> napi::Result<f64> {
+    guard(env, || with_state(&limiter.state, |state| Ok(state.limiter.len() as f64)))
+}
+
+/// SPEC §10 `snapshot()`: reads no clock.
+#[napi(js_name = "keyedSnapshot")]
+pub fn keyed_snapshot(env: &Env, limiter: &External<NativeKeyed>) -> napi::Result<Uint8Array> {
+    guard(env, || with_state(&limiter.state, |state| Ok(Uint8Array::new(state.limiter.snapshot()))))
+}
+
+/// The anomalies of the last raw call (called only when there were some).
+#[napi(js_name = "keyedTakeAnomalies")]
+pub fn keyed_take_anomalies(env: &Env, limiter: &External<NativeKeyed>) -> napi::Result<Vec<AnomalyOutput>> {
+    guard(env, || with_state(&limiter.state, |state| Ok(state.anomalies.iter().map(AnomalyOutput::from).collect())))
+}
+
+/// The error of the last raw call.
+#[napi(js_name = "keyedTakeError")]
+pub fn keyed_take_error(limiter: &External<NativeKeyed>) -> ErrorOutput {
+    let error = match limiter.state.state.try_borrow_mut() {
+        Ok(mut state) => state.error.take().unwrap_or_else(|| coded("ERR_CLOCK_READING", BUSY)),
+        Err(_) => coded("ERR_CLOCK_READING", BUSY),
+    };
+    ErrorOutput { code: error.status, message: error.reason }
 }
