@@ -84,7 +84,10 @@ impl Anomaly {
             ms(step_ms.abs()),
             Self::deltas_sentence(deltas)
         );
-        Anomaly { step_ms: Some(step_ms), ..Anomaly::new(kind, deltas, detail) }
+        Anomaly {
+            step_ms: Some(step_ms),
+            ..Anomaly::new(kind, deltas, detail)
+        }
     }
 
     pub fn suspend(deltas: CallDeltas, suspended_ms: f64) -> Anomaly {
@@ -93,7 +96,10 @@ impl Anomaly {
             ms(suspended_ms),
             Self::deltas_sentence(deltas)
         );
-        Anomaly { suspended_ms: Some(suspended_ms), ..Anomaly::new(AnomalyKind::Suspend, deltas, detail) }
+        Anomaly {
+            suspended_ms: Some(suspended_ms),
+            ..Anomaly::new(AnomalyKind::Suspend, deltas, detail)
+        }
     }
 
     pub fn ambiguous_wall_jump(deltas: CallDeltas, policy: &str) -> Anomaly {
@@ -105,15 +111,28 @@ impl Anomaly {
         Anomaly::new(AnomalyKind::AmbiguousWallJump, deltas, detail)
     }
 
-    pub fn period_regression(deltas: CallDeltas, period_id: &str, period_start_ms: f64, wall_ms: f64) -> Anomaly {
+    pub fn period_regression(
+        deltas: CallDeltas,
+        period_id: &str,
+        period_start_ms: f64,
+        wall_ms: f64,
+    ) -> Anomaly {
         let detail = format!(
             "wall clock is {} ms before the start of the open period {period_id}; the period is held with its consumption",
             ms(period_start_ms - wall_ms)
         );
-        Anomaly { period_id: Some(period_id.to_owned()), ..Anomaly::new(AnomalyKind::PeriodRegression, deltas, detail) }
+        Anomaly {
+            period_id: Some(period_id.to_owned()),
+            ..Anomaly::new(AnomalyKind::PeriodRegression, deltas, detail)
+        }
     }
 
-    pub fn period_skip(deltas: CallDeltas, skipped: u64, from_id: &str, period_id: &str) -> Anomaly {
+    pub fn period_skip(
+        deltas: CallDeltas,
+        skipped: u64,
+        from_id: &str,
+        period_id: &str,
+    ) -> Anomaly {
         let noun = if skipped == 1 { "period" } else { "periods" };
         let detail = format!(
             "wall clock jumped from period {from_id} to {period_id}, skipping {skipped} whole {noun}; wall clock advanced {} ms",
@@ -161,7 +180,9 @@ pub fn js_number(value: f64) -> String {
     // Rust's LowerExp is the shortest round-trip form too: `1e308`, `-1.5e-7`.
     let text = format!("{value:e}");
     match text.split_once('e') {
-        Some((mantissa, exponent)) if !exponent.starts_with('-') => format!("{mantissa}e+{exponent}"),
+        Some((mantissa, exponent)) if !exponent.starts_with('-') => {
+            format!("{mantissa}e+{exponent}")
+        }
         _ => text,
     }
 }

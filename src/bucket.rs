@@ -11,7 +11,11 @@ pub struct TokenBucket {
 
 impl TokenBucket {
     pub fn new(capacity: f64, refill_per_second: f64, initial_tokens: f64) -> TokenBucket {
-        TokenBucket { capacity, refill_per_second, tokens: initial_tokens }
+        TokenBucket {
+            capacity,
+            refill_per_second,
+            tokens: initial_tokens,
+        }
     }
 
     /// Adds the refill owed for `elapsed_ms` of real time, up to capacity.
@@ -44,7 +48,9 @@ pub fn refill_wait_ms(tokens: f64, n: f64, refill_per_second: f64) -> f64 {
     if tokens >= n {
         0.0
     } else {
-        ((n - tokens) / refill_per_second * 1000.0).ceil().min(f64::MAX)
+        ((n - tokens) / refill_per_second * 1000.0)
+            .ceil()
+            .min(f64::MAX)
     }
 }
 

@@ -56,12 +56,24 @@ pub struct Status {
 /// The `QuotaClockError`s a call can raise (SPEC §9).
 #[derive(Clone, Debug, PartialEq)]
 pub enum LimiterError {
-    MonotonicRegression { previous_ms: f64, now_ms: f64, latched: bool },
-    AmbiguousWallJump { monotonic_delta_ms: f64, wall_delta_ms: f64 },
-    ImplausibleWallClock { wall_ms: f64, earliest_ms: f64 },
+    MonotonicRegression {
+        previous_ms: f64,
+        now_ms: f64,
+        latched: bool,
+    },
+    AmbiguousWallJump {
+        monotonic_delta_ms: f64,
+        wall_delta_ms: f64,
+    },
+    ImplausibleWallClock {
+        wall_ms: f64,
+        earliest_ms: f64,
+    },
     ClockReading(ClockError),
     /// A keyed limiter cannot hold a new key: every held key has quota use (SPEC §10).
-    KeyLimit { max_keys: u64 },
+    KeyLimit {
+        max_keys: u64,
+    },
 }
 
 impl LimiterError {
@@ -109,15 +121,19 @@ impl From<ClockError> for LimiterError {
 }
 
 fn iso(wall_ms: f64) -> String {
-    chrono::DateTime::from_timestamp_millis(wall_ms as i64)
-        .map_or_else(|| "out of range".to_owned(), |t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+    chrono::DateTime::from_timestamp_millis(wall_ms as i64).map_or_else(
+        || "out of range".to_owned(),
+        |t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
+    )
 }
 
 /// SPEC §5: a denial waits the longer of the waits that apply; a tie goes to the calendar.
 #[inline(always)]
 pub(crate) fn longer_wait(bucket_wait_ms: f64, quota_wait_ms: Option<f64>) -> (f64, RetryBasis) {
     match quota_wait_ms {
-        Some(quota_wait_ms) if quota_wait_ms >= bucket_wait_ms => (quota_wait_ms, RetryBasis::WallPeriod),
+        Some(quota_wait_ms) if quota_wait_ms >= bucket_wait_ms => {
+            (quota_wait_ms, RetryBasis::WallPeriod)
+        }
         _ => (bucket_wait_ms, RetryBasis::MonotonicRefill),
     }
 }
@@ -136,15 +152,30 @@ struct Observation {
 
 impl Limiter {
     /// Takes the starting readings, and the reader's baseline when there is a reader.
-    pub fn new(config: LimiterConfig, clock: &mut dyn ClockSource) -> Result<Limiter, LimiterError> {
-        let (reconciler, wall_ms) = Reconciler::new(config.suspend_policy, config.earliest_plausible_wall_ms, clock)?;
+    pub fn new(
+        config: LimiterConfig,
+        clock: &mut dyn ClockSource,
+    ) -> Result<Limiter, LimiterError> {
+        let (reconciler, wall_ms) = Reconciler::new(
+            config.suspend_policy,
+            config.earliest_plausible_wall_ms,
+            clock,
+        )?;
         let mut limiter = Limiter {
-            bucket: TokenBucket::new(config.capacity, config.refill_per_second, config.initial_tokens),
+            bucket: TokenBucket::new(
+                config.capacity,
+                config.refill_per_second,
+                config.initial_tokens,
+            ),
             quota: config.quota,
             reconciler,
         };
         if limiter.reconciler.is_plausible(wall_ms) {
-            let deltas = CallDeltas { monotonic_delta_ms: 0.0, wall_delta_ms: 0.0, credited_ms: 0.0 };
+            let deltas = CallDeltas {
+                monotonic_delta_ms: 0.0,
+                wall_delta_ms: 0.0,
+                credited_ms: 0.0,
+            };
             if let Some(quota) = limiter.quota.as_mut() {
                 quota.observe(wall_ms, deltas, &mut Vec::new());
             }
@@ -167,19 +198,32 @@ impl Limiter {
     /// Reads the clocks, reconciles them, refills the bucket and brings the quota period up to date.
     // Inlined into the binding's hot path: one frame, no Result copies (measured).
     #[inline(always)]
-    fn observe<C: ClockSource + ?Sized>(&mut self, clock: &mut C, anomalies: &mut Vec<Anomaly>) -> Result<Observation, LimiterError> {
-        let reconciled = self.reconciler.read(clock, self.quota.is_some(), anomalies)?;
+    fn observe<C: ClockSource + ?Sized>(
+        &mut self,
+        clock: &mut C,
+        anomalies: &mut Vec<Anomaly>,
+    ) -> Result<Observation, LimiterError> {
+        let reconciled = self
+            .reconciler
+            .read(clock, self.quota.is_some(), anomalies)?;
         self.bucket.credit(reconciled.deltas.credited_ms);
         self.reconciler.commit(&reconciled)?;
         if let Some(quota) = self.quota.as_mut() {
             quota.observe(reconciled.wall_ms, reconciled.deltas, anomalies);
         }
-        Ok(Observation { wall_ms: reconciled.wall_ms })
+        Ok(Observation {
+            wall_ms: reconciled.wall_ms,
+        })
     }
 
     /// SPEC §5. `n` is a positive integer no larger than capacity (checked by the caller).
     #[inline(always)]
-    pub fn try_consume<C: ClockSource + ?Sized>(&mut self, n: u64, clock: &mut C, anomalies: &mut Vec<Anomaly>) -> Result<Decision, LimiterError> {
+    pub fn try_consume<C: ClockSource + ?Sized>(
+        &mut self,
+        n: u64,
+        clock: &mut C,
+        anomalies: &mut Vec<Anomaly>,
+    ) -> Result<Decision, LimiterError> {
         let Observation { wall_ms } = self.observe(clock, anomalies)?;
         Ok(self.decide(n, wall_ms))
     }
@@ -190,7 +234,12 @@ impl Limiter {
     /// anomaly list in the way. Any other reading returns `None` and changes nothing: the caller
     /// then takes the general path, [`Limiter::try_consume`].
     #[inline(always)]
-    pub fn try_consume_quiet(&mut self, n: u64, monotonic_ms: f64, wall_ms: f64) -> Option<Decision> {
+    pub fn try_consume_quiet(
+        &mut self,
+        n: u64,
+        monotonic_ms: f64,
+        wall_ms: f64,
+    ) -> Option<Decision> {
         let dm = self.reconciler.quiet_delta(monotonic_ms, wall_ms)?;
         let plausible = self.reconciler.is_plausible(wall_ms);
         if let Some(quota) = self.quota.as_mut() {
@@ -224,7 +273,11 @@ impl Limiter {
                 quota_remaining: self.quota.as_ref().map(Quota::remaining),
             };
         }
-        let bucket_wait_ms = if bucket_admits { 0.0 } else { self.bucket.wait_ms(wanted) };
+        let bucket_wait_ms = if bucket_admits {
+            0.0
+        } else {
+            self.bucket.wait_ms(wanted)
+        };
         let quota_wait_ms = match &self.quota {
             Some(quota) if !quota_admits => Some(quota.wait_ms(wall_ms)),
             _ => None,
@@ -242,7 +295,12 @@ impl Limiter {
     /// SPEC §5 `refund(n)`: reads and reconciles like `try_consume`, then gives back `n` tokens
     /// (capped at capacity) and `n` quota units of the open period (never below zero). `n` is a
     /// positive integer (checked by the caller); it may exceed capacity.
-    pub fn refund<C: ClockSource + ?Sized>(&mut self, n: u64, clock: &mut C, anomalies: &mut Vec<Anomaly>) -> Result<(), LimiterError> {
+    pub fn refund<C: ClockSource + ?Sized>(
+        &mut self,
+        n: u64,
+        clock: &mut C,
+        anomalies: &mut Vec<Anomaly>,
+    ) -> Result<(), LimiterError> {
         self.observe(clock, anomalies)?;
         self.bucket.give_back(n as f64);
         if let Some(quota) = self.quota.as_mut() {
@@ -252,13 +310,20 @@ impl Limiter {
     }
 
     /// SPEC §5 `status()`: reads and reconciles like `try_consume`, consumes nothing.
-    pub fn status<C: ClockSource + ?Sized>(&mut self, clock: &mut C, anomalies: &mut Vec<Anomaly>) -> Result<Status, LimiterError> {
+    pub fn status<C: ClockSource + ?Sized>(
+        &mut self,
+        clock: &mut C,
+        anomalies: &mut Vec<Anomaly>,
+    ) -> Result<Status, LimiterError> {
         self.observe(clock, anomalies)?;
         Ok(Status {
             tokens: self.bucket.tokens,
             quota_used: self.quota.as_ref().map(|quota| quota.used),
             quota_remaining: self.quota.as_ref().map(Quota::remaining),
-            period: self.quota.as_ref().and_then(|quota| quota.period.open.clone()),
+            period: self
+                .quota
+                .as_ref()
+                .and_then(|quota| quota.period.open.clone()),
         })
     }
 }
@@ -285,7 +350,13 @@ mod tests {
     }
 
     fn daily_utc_quota(limit: u64) -> Quota {
-        let raw = RawPeriodSpec { unit: "day", time_zone: "UTC", anchor_day: None, anchor_month: None, anchor_time: None };
+        let raw = RawPeriodSpec {
+            unit: "day",
+            time_zone: "UTC",
+            anchor_day: None,
+            anchor_month: None,
+            anchor_time: None,
+        };
         Quota::new(limit, PeriodSpec::parse(&raw, "quota.period").unwrap())
     }
 
@@ -314,7 +385,13 @@ mod tests {
         let decision = limiter.try_consume(2, &mut clock, &mut Vec::new()).unwrap();
         assert_eq!(
             decision,
-            Decision { allowed: false, retry_after_ms: 1_750.0, retry_after_basis: Some(RetryBasis::MonotonicRefill), tokens: 0.25, quota_remaining: None }
+            Decision {
+                allowed: false,
+                retry_after_ms: 1_750.0,
+                retry_after_basis: Some(RetryBasis::MonotonicRefill),
+                tokens: 0.25,
+                quota_remaining: None
+            }
         );
     }
 
@@ -323,7 +400,9 @@ mod tests {
         let mut clock = ManualClock::new(100.0, JAN_15_2024, None);
         let mut limiter = Limiter::new(config(SuspendPolicy::Ignore), &mut clock).unwrap();
         clock.monotonic_ms = 50.0;
-        let first = limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap_err();
+        let first = limiter
+            .try_consume(1, &mut clock, &mut Vec::new())
+            .unwrap_err();
         assert_eq!(first.code(), "ERR_MONOTONIC_REGRESSION");
         clock.monotonic_ms = 1_000.0;
         let later = limiter.status(&mut clock, &mut Vec::new()).unwrap_err();
@@ -336,7 +415,9 @@ mod tests {
         let mut limiter = Limiter::new(config(SuspendPolicy::Refuse), &mut clock).unwrap();
         clock.advance(2_000.0);
         clock.suspend(3_600_000.0);
-        let error = limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap_err();
+        let error = limiter
+            .try_consume(1, &mut clock, &mut Vec::new())
+            .unwrap_err();
         assert_eq!(error.code(), "ERR_AMBIGUOUS_WALL_JUMP");
         let mut anomalies = Vec::new();
         let decision = limiter.try_consume(1, &mut clock, &mut anomalies).unwrap();
@@ -370,11 +451,20 @@ mod tests {
         clock.suspend(5_000.0);
         clock.step_wall(-5_000.0);
         let mut anomalies = Vec::new();
-        assert_eq!(limiter.try_consume(1, &mut clock, &mut anomalies).unwrap().tokens, 0.0);
+        assert_eq!(
+            limiter
+                .try_consume(1, &mut clock, &mut anomalies)
+                .unwrap()
+                .tokens,
+            0.0
+        );
         assert!(anomalies.is_empty());
         clock.step_wall(2_000.0);
         let decision = limiter.try_consume(1, &mut clock, &mut anomalies).unwrap();
-        assert_eq!(kinds(&anomalies), [AnomalyKind::Suspend, AnomalyKind::WallStepBack]);
+        assert_eq!(
+            kinds(&anomalies),
+            [AnomalyKind::Suspend, AnomalyKind::WallStepBack]
+        );
         assert_eq!(anomalies[0].suspended_ms, Some(5_000.0));
         assert_eq!(anomalies[1].step_ms, Some(-3_000.0));
         assert_eq!(decision.tokens, 4.0);
@@ -383,8 +473,21 @@ mod tests {
     #[test]
     fn the_quota_blocks_until_the_period_ends_and_a_tie_goes_to_the_calendar() {
         let mut clock = ManualClock::new(0.0, JAN_15_2024 + DAY_MS - 1_000.0, None);
-        let mut limiter = Limiter::new(LimiterConfig { quota: Some(daily_utc_quota(1)), initial_tokens: 1.0, ..config(SuspendPolicy::Ignore) }, &mut clock).unwrap();
-        assert!(limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap().allowed);
+        let mut limiter = Limiter::new(
+            LimiterConfig {
+                quota: Some(daily_utc_quota(1)),
+                initial_tokens: 1.0,
+                ..config(SuspendPolicy::Ignore)
+            },
+            &mut clock,
+        )
+        .unwrap();
+        assert!(
+            limiter
+                .try_consume(1, &mut clock, &mut Vec::new())
+                .unwrap()
+                .allowed
+        );
         let decision = limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
         assert_eq!(decision.retry_after_basis, Some(RetryBasis::WallPeriod));
         assert_eq!(decision.retry_after_ms, 1_000.0);
@@ -398,9 +501,18 @@ mod tests {
     #[test]
     fn an_implausible_wall_clock_changes_nothing() {
         let mut clock = ManualClock::new(0.0, 0.0, None);
-        let mut limiter = Limiter::new(LimiterConfig { quota: Some(daily_utc_quota(5)), ..config(SuspendPolicy::Credit) }, &mut clock).unwrap();
+        let mut limiter = Limiter::new(
+            LimiterConfig {
+                quota: Some(daily_utc_quota(5)),
+                ..config(SuspendPolicy::Credit)
+            },
+            &mut clock,
+        )
+        .unwrap();
         clock.advance(5_000.0);
-        let error = limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap_err();
+        let error = limiter
+            .try_consume(1, &mut clock, &mut Vec::new())
+            .unwrap_err();
         assert_eq!(error.code(), "ERR_IMPLAUSIBLE_WALL_CLOCK");
         assert_eq!(limiter.reconciler.last_monotonic_ms, 0.0);
         assert_eq!(limiter.bucket.tokens, 0.0);
@@ -415,12 +527,23 @@ mod tests {
     #[test]
     fn a_backwards_step_across_a_boundary_holds_the_period_and_reports_once_per_episode() {
         let mut clock = ManualClock::new(0.0, JAN_15_2024 + 1_000.0, None);
-        let mut limiter = Limiter::new(LimiterConfig { quota: Some(daily_utc_quota(5)), initial_tokens: 5.0, ..config(SuspendPolicy::Ignore) }, &mut clock).unwrap();
+        let mut limiter = Limiter::new(
+            LimiterConfig {
+                quota: Some(daily_utc_quota(5)),
+                initial_tokens: 5.0,
+                ..config(SuspendPolicy::Ignore)
+            },
+            &mut clock,
+        )
+        .unwrap();
         limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
         clock.step_wall(-3_600_000.0);
         let mut anomalies = Vec::new();
         let decision = limiter.try_consume(1, &mut clock, &mut anomalies).unwrap();
-        assert_eq!(kinds(&anomalies), [AnomalyKind::WallStepBack, AnomalyKind::PeriodRegression]);
+        assert_eq!(
+            kinds(&anomalies),
+            [AnomalyKind::WallStepBack, AnomalyKind::PeriodRegression]
+        );
         assert_eq!(decision.quota_remaining, Some(3));
         anomalies.clear();
         limiter.try_consume(1, &mut clock, &mut anomalies).unwrap();
@@ -430,22 +553,50 @@ mod tests {
         clock.step_wall(-3_600_000.0);
         anomalies.clear();
         limiter.try_consume(1, &mut clock, &mut anomalies).unwrap();
-        assert_eq!(kinds(&anomalies), [AnomalyKind::WallStepBack, AnomalyKind::PeriodRegression]);
+        assert_eq!(
+            kinds(&anomalies),
+            [AnomalyKind::WallStepBack, AnomalyKind::PeriodRegression]
+        );
     }
 
     #[test]
     fn a_wall_reading_outside_the_calendars_range_is_a_clock_reading_error_and_changes_nothing() {
         let mut clock = ManualClock::new(0.0, 8.64e15 - 1_000.0, None);
-        let mut limiter = Limiter::new(LimiterConfig { quota: Some(daily_utc_quota(2)), initial_tokens: 5.0, ..config(SuspendPolicy::Ignore) }, &mut clock).unwrap();
-        assert_eq!(limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap().quota_remaining, Some(1));
+        let mut limiter = Limiter::new(
+            LimiterConfig {
+                quota: Some(daily_utc_quota(2)),
+                initial_tokens: 5.0,
+                ..config(SuspendPolicy::Ignore)
+            },
+            &mut clock,
+        )
+        .unwrap();
+        assert_eq!(
+            limiter
+                .try_consume(1, &mut clock, &mut Vec::new())
+                .unwrap()
+                .quota_remaining,
+            Some(1)
+        );
         let before = format!("{limiter:?}");
         for wall_ms in [8.64e15 + 1.0, 1e300, -8.64e15 - 1.0] {
             clock.wall_ms = wall_ms;
             clock.monotonic_ms += 1_000.0;
-            let error = limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap_err();
+            let error = limiter
+                .try_consume(1, &mut clock, &mut Vec::new())
+                .unwrap_err();
             assert_eq!(error.code(), "ERR_CLOCK_READING");
-            assert_eq!(limiter.status(&mut clock, &mut Vec::new()).unwrap_err().code(), "ERR_CLOCK_READING");
-            assert_eq!(limiter.try_consume_quiet(1, clock.monotonic_ms, wall_ms), None);
+            assert_eq!(
+                limiter
+                    .status(&mut clock, &mut Vec::new())
+                    .unwrap_err()
+                    .code(),
+                "ERR_CLOCK_READING"
+            );
+            assert_eq!(
+                limiter.try_consume_quiet(1, clock.monotonic_ms, wall_ms),
+                None
+            );
             assert_eq!(format!("{limiter:?}"), before);
         }
     }
@@ -453,18 +604,40 @@ mod tests {
     #[test]
     fn a_refund_reconciles_then_gives_back_tokens_and_quota_never_past_their_bounds() {
         let mut clock = ManualClock::new(0.0, JAN_15_2024 + 60_000.0, None);
-        let mut limiter = Limiter::new(LimiterConfig { quota: Some(daily_utc_quota(5)), initial_tokens: 4.0, ..config(SuspendPolicy::Ignore) }, &mut clock).unwrap();
-        assert_eq!(limiter.try_consume(3, &mut clock, &mut Vec::new()).unwrap().quota_remaining, Some(2));
+        let mut limiter = Limiter::new(
+            LimiterConfig {
+                quota: Some(daily_utc_quota(5)),
+                initial_tokens: 4.0,
+                ..config(SuspendPolicy::Ignore)
+            },
+            &mut clock,
+        )
+        .unwrap();
+        assert_eq!(
+            limiter
+                .try_consume(3, &mut clock, &mut Vec::new())
+                .unwrap()
+                .quota_remaining,
+            Some(2)
+        );
         clock.advance(1_000.0);
         clock.step_wall(-10_000.0);
         let mut anomalies = Vec::new();
         limiter.refund(2, &mut clock, &mut anomalies).unwrap();
-        assert_eq!(kinds(&anomalies), [AnomalyKind::WallStepBack], "a refund reconciles like tryConsume");
+        assert_eq!(
+            kinds(&anomalies),
+            [AnomalyKind::WallStepBack],
+            "a refund reconciles like tryConsume"
+        );
         let status = limiter.status(&mut clock, &mut Vec::new()).unwrap();
         assert_eq!((status.tokens, status.quota_used), (4.0, Some(1)));
         limiter.refund(100, &mut clock, &mut Vec::new()).unwrap();
         let status = limiter.status(&mut clock, &mut Vec::new()).unwrap();
-        assert_eq!((status.tokens, status.quota_used), (10.0, Some(0)), "capped at capacity, never below zero");
+        assert_eq!(
+            (status.tokens, status.quota_used),
+            (10.0, Some(0)),
+            "capped at capacity, never below zero"
+        );
     }
 
     #[test]
@@ -472,18 +645,34 @@ mod tests {
         let mut clock = ManualClock::new(10.0, JAN_15_2024, None);
         let mut limiter = Limiter::new(config(SuspendPolicy::Ignore), &mut clock).unwrap();
         clock.monotonic_ms = 5.0;
-        assert_eq!(limiter.refund(1, &mut clock, &mut Vec::new()).unwrap_err().code(), "ERR_MONOTONIC_REGRESSION");
+        assert_eq!(
+            limiter
+                .refund(1, &mut clock, &mut Vec::new())
+                .unwrap_err()
+                .code(),
+            "ERR_MONOTONIC_REGRESSION"
+        );
         assert_eq!(limiter.bucket.tokens, 0.0);
     }
 
     #[test]
     fn a_forward_jump_over_whole_periods_counts_them() {
         let mut clock = ManualClock::new(0.0, JAN_15_2024 + 1_000.0, None);
-        let mut limiter = Limiter::new(LimiterConfig { quota: Some(daily_utc_quota(5)), ..config(SuspendPolicy::Credit) }, &mut clock).unwrap();
+        let mut limiter = Limiter::new(
+            LimiterConfig {
+                quota: Some(daily_utc_quota(5)),
+                ..config(SuspendPolicy::Credit)
+            },
+            &mut clock,
+        )
+        .unwrap();
         clock.step_wall(3.0 * DAY_MS);
         let mut anomalies = Vec::new();
         let decision = limiter.try_consume(1, &mut clock, &mut anomalies).unwrap();
-        assert_eq!(kinds(&anomalies), [AnomalyKind::AmbiguousWallJump, AnomalyKind::PeriodSkip]);
+        assert_eq!(
+            kinds(&anomalies),
+            [AnomalyKind::AmbiguousWallJump, AnomalyKind::PeriodSkip]
+        );
         assert_eq!(anomalies[1].skipped, Some(2));
         assert_eq!(decision.quota_remaining, Some(4));
     }
@@ -514,11 +703,14 @@ mod tests {
             9 => clock.monotonic_ms -= rng.below(5) as f64,
             10..=12 => clock.wall_ms = [f64::NAN, f64::INFINITY, 1_000.0][rng.below(3) as usize],
             // The tolerance's edges (250 ms at dm = 0), both ways.
-            13..=17 => clock.step_wall(if rng.below(2) == 0 { 1.0 } else { -1.0 } * (249.0 + rng.below(3) as f64)),
+            13..=17 => clock.step_wall(
+                if rng.below(2) == 0 { 1.0 } else { -1.0 } * (249.0 + rng.below(3) as f64),
+            ),
             _ => clock.advance(rng.below(40_000) as f64 / 8.0),
         }
         // A broken wall reading is repaired half the time (the other half, the next move meets it).
-        let broken = clock.wall_ms.is_nan() || clock.wall_ms == f64::INFINITY || clock.wall_ms == 1_000.0;
+        let broken =
+            clock.wall_ms.is_nan() || clock.wall_ms == f64::INFINITY || clock.wall_ms == 1_000.0;
         if broken && rng.below(2) == 0 {
             clock.wall_ms = JAN_15_2024 + clock.monotonic_ms;
         }
@@ -529,10 +721,24 @@ mod tests {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         let (mut quiet_calls, mut general_calls) = (0, 0);
         for run in 0..300 {
-            let policy = [SuspendPolicy::Ignore, SuspendPolicy::Credit, SuspendPolicy::Refuse][run % 3];
+            let policy = [
+                SuspendPolicy::Ignore,
+                SuspendPolicy::Credit,
+                SuspendPolicy::Refuse,
+            ][run % 3];
             let quota = (run % 2 == 0).then(|| daily_utc_quota(rng.below(20)));
-            let config = LimiterConfig { capacity: 8.0, refill_per_second: 3.0, initial_tokens: 2.0, quota, ..config(policy) };
-            let mut clock = ManualClock::new(10_000.0, JAN_15_2024 + 10_000.0, (run % 4 == 1).then_some(10_000.0));
+            let config = LimiterConfig {
+                capacity: 8.0,
+                refill_per_second: 3.0,
+                initial_tokens: 2.0,
+                quota,
+                ..config(policy)
+            };
+            let mut clock = ManualClock::new(
+                10_000.0,
+                JAN_15_2024 + 10_000.0,
+                (run % 4 == 1).then_some(10_000.0),
+            );
             let mut limiter = Limiter::new(config, &mut clock).unwrap();
             for _ in 0..60 {
                 move_clock(&mut clock, &mut rng);
@@ -545,18 +751,28 @@ mod tests {
                     Some(decision) => {
                         quiet_calls += 1;
                         assert_eq!(expected, Ok(decision));
-                        assert!(anomalies.is_empty(), "the quiet path decided a call that raises {anomalies:?}");
+                        assert!(
+                            anomalies.is_empty(),
+                            "the quiet path decided a call that raises {anomalies:?}"
+                        );
                         assert_eq!(format!("{limiter:?}"), format!("{general:?}"));
                     }
                     None => {
                         general_calls += 1;
-                        assert_eq!(format!("{limiter:?}"), before, "a refused quiet call changed the limiter");
+                        assert_eq!(
+                            format!("{limiter:?}"),
+                            before,
+                            "a refused quiet call changed the limiter"
+                        );
                         limiter = general;
                     }
                 }
             }
         }
         // Both paths were exercised, many times.
-        assert!(quiet_calls > 5_000 && general_calls > 1_000, "quiet {quiet_calls}, general {general_calls}");
+        assert!(
+            quiet_calls > 5_000 && general_calls > 1_000,
+            "quiet {quiet_calls}, general {general_calls}"
+        );
     }
 }

@@ -5,13 +5,13 @@
 //! every later run tries them first. (A unit test module, not an integration test: with the
 //! binding feature on, a test executable linking the whole library could not resolve N-API.)
 
-use proptest::prelude::*;
-use proptest::test_runner::{Config, FileFailurePersistence};
 use crate::anomaly::Anomaly;
 use crate::calendar::{PeriodSpec, RawPeriodSpec};
 use crate::clock::{ManualClock, SuspendPolicy};
 use crate::limiter::{Limiter, LimiterConfig, LimiterError};
 use crate::quota::Quota;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, FileFailurePersistence};
 
 const JAN_15_2024: f64 = 1_705_276_800_000.0;
 const DAY_MS: f64 = 86_400_000.0;
@@ -75,28 +75,59 @@ fn moves() -> impl Strategy<Value = Move> {
 }
 
 fn setups() -> impl Strategy<Value = Setup> {
-    let zones = prop_oneof![Just("UTC"), Just("America/Los_Angeles"), Just("Pacific/Apia"), Just("Australia/Lord_Howe"), Just("America/Sao_Paulo")];
+    let zones = prop_oneof![
+        Just("UTC"),
+        Just("America/Los_Angeles"),
+        Just("Pacific/Apia"),
+        Just("Australia/Lord_Howe"),
+        Just("America/Sao_Paulo")
+    ];
     let units = prop_oneof![Just("day"), Just("week"), Just("month"), Just("year")];
     let quota = proptest::option::of((0u64..20, units, zones, proptest::option::of(1.0..=7.0f64)));
     (
         prop_oneof![0.001..10.0f64, 1.0..1e6f64, Just(1e300)],
         prop_oneof![1e-6..10.0f64, 10.0..1e9f64, Just(5e-324), Just(f64::MAX)],
         0.0..=1.0f64,
-        prop_oneof![Just(SuspendPolicy::Ignore), Just(SuspendPolicy::Credit), Just(SuspendPolicy::Refuse)],
+        prop_oneof![
+            Just(SuspendPolicy::Ignore),
+            Just(SuspendPolicy::Credit),
+            Just(SuspendPolicy::Refuse)
+        ],
         quota,
         any::<bool>(),
         any::<bool>(),
     )
-        .prop_map(|(capacity, refill_per_second, initial_fraction, policy, quota, reader, earliest_plausible)| Setup {
-            capacity,
-            refill_per_second,
-            initial_fraction,
-            policy,
-            // A week's anchor is an ISO weekday; other units take none in this generator.
-            quota: quota.map(|(limit, unit, zone, anchor)| (limit, unit, zone, if unit == "week" { anchor.map(f64::floor) } else { None })),
-            reader,
-            earliest_plausible,
-        })
+        .prop_map(
+            |(
+                capacity,
+                refill_per_second,
+                initial_fraction,
+                policy,
+                quota,
+                reader,
+                earliest_plausible,
+            )| Setup {
+                capacity,
+                refill_per_second,
+                initial_fraction,
+                policy,
+                // A week's anchor is an ISO weekday; other units take none in this generator.
+                quota: quota.map(|(limit, unit, zone, anchor)| {
+                    (
+                        limit,
+                        unit,
+                        zone,
+                        if unit == "week" {
+                            anchor.map(f64::floor)
+                        } else {
+                            None
+                        },
+                    )
+                }),
+                reader,
+                earliest_plausible,
+            },
+        )
 }
 
 fn calls() -> impl Strategy<Value = Call> {
@@ -105,8 +136,17 @@ fn calls() -> impl Strategy<Value = Call> {
 
 fn build(setup: &Setup, clock: &mut ManualClock) -> Limiter {
     let quota = setup.quota.map(|(limit, unit, time_zone, anchor_day)| {
-        let raw = RawPeriodSpec { unit, time_zone, anchor_day, anchor_month: None, anchor_time: None };
-        Quota::new(limit, PeriodSpec::parse(&raw, "quota.period").expect("generated specs are valid"))
+        let raw = RawPeriodSpec {
+            unit,
+            time_zone,
+            anchor_day,
+            anchor_month: None,
+            anchor_time: None,
+        };
+        Quota::new(
+            limit,
+            PeriodSpec::parse(&raw, "quota.period").expect("generated specs are valid"),
+        )
     });
     let config = LimiterConfig {
         capacity: setup.capacity,
@@ -148,7 +188,9 @@ fn apply(clock: &mut ManualClock, step: &Move) {
 fn config() -> Config {
     Config {
         cases: 1_000,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("src/properties.proptest-regressions"))),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "src/properties.proptest-regressions",
+        ))),
         ..Config::default()
     }
 }

@@ -17,7 +17,13 @@ pub struct OpenPeriod {
 impl OpenPeriod {
     /// Makes the open period the right one for `wall_ms` (or holds it), raising period anomalies.
     /// Returns whether another period is now open (its use starts at zero).
-    pub fn observe(&mut self, spec: &PeriodSpec, wall_ms: f64, deltas: CallDeltas, anomalies: &mut Vec<Anomaly>) -> bool {
+    pub fn observe(
+        &mut self,
+        spec: &PeriodSpec,
+        wall_ms: f64,
+        deltas: CallDeltas,
+        anomalies: &mut Vec<Anomaly>,
+    ) -> bool {
         let Some(open) = self.open.as_ref() else {
             self.open = Some(spec.period_for(wall_ms));
             return true;
@@ -30,7 +36,12 @@ impl OpenPeriod {
         if wall_ms < open.start_ms {
             if !self.regression_reported {
                 self.regression_reported = true;
-                anomalies.push(Anomaly::period_regression(deltas, &open.id, open.start_ms, wall_ms));
+                anomalies.push(Anomaly::period_regression(
+                    deltas,
+                    &open.id,
+                    open.start_ms,
+                    wall_ms,
+                ));
             }
             return false;
         }
@@ -61,7 +72,9 @@ impl OpenPeriod {
     /// Whether `wall_ms` is inside the open period.
     #[inline(always)]
     pub fn contains(&self, wall_ms: f64) -> bool {
-        self.open.as_ref().is_some_and(|open| open.contains(wall_ms))
+        self.open
+            .as_ref()
+            .is_some_and(|open| open.contains(wall_ms))
     }
 
     /// The open period's slot, if one is open.
@@ -79,7 +92,9 @@ impl OpenPeriod {
     /// `ceil(periodEnd - wallNow)`: when the open period ends (never negative, even for a wall
     /// reading past the calendar's range).
     pub fn wait_ms(&self, wall_ms: f64) -> f64 {
-        self.open.as_ref().map_or(0.0, |open| (open.end_ms - wall_ms).ceil().max(0.0))
+        self.open
+            .as_ref()
+            .map_or(0.0, |open| (open.end_ms - wall_ms).ceil().max(0.0))
     }
 }
 
@@ -94,7 +109,12 @@ pub struct Quota {
 
 impl Quota {
     pub fn new(limit: u64, spec: PeriodSpec) -> Quota {
-        Quota { limit, spec, period: OpenPeriod::default(), used: 0 }
+        Quota {
+            limit,
+            spec,
+            period: OpenPeriod::default(),
+            used: 0,
+        }
     }
 
     /// Makes the open period the right one for `wall_ms` (or holds it), raising period anomalies;

@@ -7,7 +7,10 @@
 
 use crate::anomaly::{Anomaly, CallDeltas};
 use crate::calendar::MAX_WALL_MS;
-use crate::clock::{finite, reconcile, tolerance_ms, ClockError, ClockSource, ReaderBaseline, Reading, SuspendPolicy, WallDivergence};
+use crate::clock::{
+    finite, reconcile, tolerance_ms, ClockError, ClockSource, ReaderBaseline, Reading,
+    SuspendPolicy, WallDivergence,
+};
 use crate::limiter::LimiterError;
 
 #[derive(Clone, Debug)]
@@ -36,12 +39,20 @@ pub struct Reconciled {
 impl Reconciler {
     /// Takes the starting readings (and the reader's baseline when there is a reader); returns the
     /// wall reading too, for the first quota period.
-    pub fn new(suspend_policy: SuspendPolicy, earliest_plausible_wall_ms: Option<f64>, clock: &mut dyn ClockSource) -> Result<(Reconciler, f64), LimiterError> {
+    pub fn new(
+        suspend_policy: SuspendPolicy,
+        earliest_plausible_wall_ms: Option<f64>,
+        clock: &mut dyn ClockSource,
+    ) -> Result<(Reconciler, f64), LimiterError> {
         let monotonic_ms = finite(Reading::Monotonic, clock.monotonic_ms())?;
         let wall_ms = finite(Reading::Wall, clock.wall_ms())?;
         let reader_baseline = if clock.has_elapsed_realtime() {
-            let elapsed_realtime_ms = finite(Reading::ElapsedRealtime, clock.elapsed_realtime_ms())?;
-            Some(ReaderBaseline { elapsed_realtime_ms, monotonic_ms })
+            let elapsed_realtime_ms =
+                finite(Reading::ElapsedRealtime, clock.elapsed_realtime_ms())?;
+            Some(ReaderBaseline {
+                elapsed_realtime_ms,
+                monotonic_ms,
+            })
         } else {
             None
         };
@@ -60,7 +71,10 @@ impl Reconciler {
     /// before `earliestPlausibleWallMs`.
     #[inline(always)]
     pub fn is_plausible(&self, wall_ms: f64) -> bool {
-        wall_ms.abs() <= MAX_WALL_MS && self.earliest_plausible_wall_ms.is_none_or(|earliest| wall_ms >= earliest)
+        wall_ms.abs() <= MAX_WALL_MS
+            && self
+                .earliest_plausible_wall_ms
+                .is_none_or(|earliest| wall_ms >= earliest)
     }
 
     /// Takes one monotonic and one wall reading and reconciles them against the previous ones.
@@ -70,23 +84,39 @@ impl Reconciler {
     /// `earliestPlausibleWallMs` is an error (SPEC §7). On an error, the
     /// anomalies pushed by this call are taken back.
     #[inline(always)]
-    pub fn read<C: ClockSource + ?Sized>(&mut self, clock: &mut C, check_plausible: bool, anomalies: &mut Vec<Anomaly>) -> Result<Reconciled, LimiterError> {
+    pub fn read<C: ClockSource + ?Sized>(
+        &mut self,
+        clock: &mut C,
+        check_plausible: bool,
+        anomalies: &mut Vec<Anomaly>,
+    ) -> Result<Reconciled, LimiterError> {
         if let Some((previous_ms, now_ms)) = self.regression {
-            return Err(LimiterError::MonotonicRegression { previous_ms, now_ms, latched: true });
+            return Err(LimiterError::MonotonicRegression {
+                previous_ms,
+                now_ms,
+                latched: true,
+            });
         }
         let monotonic_ms = finite(Reading::Monotonic, clock.monotonic_ms())?;
         let wall_ms = finite(Reading::Wall, clock.wall_ms())?;
         let monotonic_delta_ms = monotonic_ms - self.last_monotonic_ms;
         if monotonic_delta_ms < 0.0 {
             self.regression = Some((self.last_monotonic_ms, monotonic_ms));
-            return Err(LimiterError::MonotonicRegression { previous_ms: self.last_monotonic_ms, now_ms: monotonic_ms, latched: false });
+            return Err(LimiterError::MonotonicRegression {
+                previous_ms: self.last_monotonic_ms,
+                now_ms: monotonic_ms,
+                latched: false,
+            });
         }
         if check_plausible && wall_ms.abs() > MAX_WALL_MS {
             return Err(ClockError::outside_calendar(wall_ms).into());
         }
         if let (true, Some(earliest_ms)) = (check_plausible, self.earliest_plausible_wall_ms) {
             if wall_ms < earliest_ms {
-                return Err(LimiterError::ImplausibleWallClock { wall_ms, earliest_ms });
+                return Err(LimiterError::ImplausibleWallClock {
+                    wall_ms,
+                    earliest_ms,
+                });
             }
         }
         let wall_delta_ms = wall_ms - self.last_wall_ms;
@@ -111,7 +141,11 @@ impl Reconciler {
         Ok(Reconciled {
             monotonic_ms,
             wall_ms,
-            deltas: CallDeltas { monotonic_delta_ms, wall_delta_ms, credited_ms: reconciled.credited_ms },
+            deltas: CallDeltas {
+                monotonic_delta_ms,
+                wall_delta_ms,
+                credited_ms: reconciled.credited_ms,
+            },
             refused: reconciled.divergence == WallDivergence::WallAheadRefused,
             reader_baseline,
         })
@@ -125,8 +159,15 @@ impl Reconciler {
         self.last_wall_ms = reconciled.wall_ms;
         self.reader_baseline = reconciled.reader_baseline;
         if reconciled.refused {
-            let CallDeltas { monotonic_delta_ms, wall_delta_ms, .. } = reconciled.deltas;
-            return Err(LimiterError::AmbiguousWallJump { monotonic_delta_ms, wall_delta_ms });
+            let CallDeltas {
+                monotonic_delta_ms,
+                wall_delta_ms,
+                ..
+            } = reconciled.deltas;
+            return Err(LimiterError::AmbiguousWallJump {
+                monotonic_delta_ms,
+                wall_delta_ms,
+            });
         }
         Ok(())
     }

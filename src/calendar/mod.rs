@@ -291,8 +291,16 @@ impl PeriodSpec {
         SpecIdentity {
             unit: self.unit,
             time_zone: self.time_zone,
-            anchor_day: if self.unit == PeriodUnit::Day { 0 } else { self.anchor_day },
-            anchor_month: if self.unit == PeriodUnit::Year { self.anchor_month } else { 0 },
+            anchor_day: if self.unit == PeriodUnit::Day {
+                0
+            } else {
+                self.anchor_day
+            },
+            anchor_month: if self.unit == PeriodUnit::Year {
+                self.anchor_month
+            } else {
+                0
+            },
             anchor_time_secs: self.anchor_time_secs,
         }
     }

@@ -14,7 +14,12 @@ pub struct ManualClock {
 
 impl ManualClock {
     pub fn new(monotonic_ms: f64, wall_ms: f64, elapsed_realtime_ms: Option<f64>) -> ManualClock {
-        ManualClock { monotonic_ms, wall_ms, elapsed_realtime_ms, elapsed_realtime_reads: 0 }
+        ManualClock {
+            monotonic_ms,
+            wall_ms,
+            elapsed_realtime_ms,
+            elapsed_realtime_reads: 0,
+        }
     }
 
     /// Time passes while awake: every component moves.
@@ -57,7 +62,11 @@ impl ClockSource for ManualClock {
         self.elapsed_realtime_ms.is_some()
     }
     fn elapsed_realtime_ms(&mut self) -> Result<f64, ClockError> {
-        self.read_elapsed_realtime()
-            .ok_or_else(|| ClockError::failed(super::Reading::ElapsedRealtime, "this manual clock has no elapsed-realtime reader"))
+        self.read_elapsed_realtime().ok_or_else(|| {
+            ClockError::failed(
+                super::Reading::ElapsedRealtime,
+                "this manual clock has no elapsed-realtime reader",
+            )
+        })
     }
 }

@@ -5,7 +5,9 @@ mod reconcile;
 mod system;
 
 pub use manual::ManualClock;
-pub use reconcile::{reconcile, tolerance_ms, ReaderBaseline, Reconciliation, SuspendPolicy, WallDivergence};
+pub use reconcile::{
+    reconcile, tolerance_ms, ReaderBaseline, Reconciliation, SuspendPolicy, WallDivergence,
+};
 pub use system::{boottime_ms, monotonic_ms, wall_ms, SystemClock, BOOTTIME_SUPPORTED};
 
 /// Which reading a [`ClockError`] is about; its name is the method a JS clock has.
@@ -55,7 +57,9 @@ impl ClockError {
 
     /// The source failed to answer (a JS method threw, or is missing).
     pub fn failed(reading: Reading, why: &str) -> ClockError {
-        ClockError { message: format!("clock.{} failed: {why}", reading.method_name()) }
+        ClockError {
+            message: format!("clock.{} failed: {why}", reading.method_name()),
+        }
     }
 }
 

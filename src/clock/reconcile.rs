@@ -80,26 +80,40 @@ pub fn reconcile(
     let dm = monotonic_delta_ms;
     let dw = wall_delta_ms;
     let tol = tolerance_ms(dm);
-    let deltas = |credited_ms| CallDeltas { monotonic_delta_ms: dm, wall_delta_ms: dw, credited_ms };
+    let deltas = |credited_ms| CallDeltas {
+        monotonic_delta_ms: dm,
+        wall_delta_ms: dw,
+        credited_ms,
+    };
 
     if dw < dm - tol {
         // The wall was set back: the monotonic delta is the whole truth.
         anomalies.push(Anomaly::wall_step(deltas(dm), dw - dm));
-        return Ok(Reconciliation { credited_ms: dm, divergence: WallDivergence::WallBehind });
+        return Ok(Reconciliation {
+            credited_ms: dm,
+            divergence: WallDivergence::WallBehind,
+        });
     }
     let wall_ahead = dw > dm + tol;
     if !wall_ahead {
-        return Ok(Reconciliation { credited_ms: dm, divergence: WallDivergence::Agree });
+        return Ok(Reconciliation {
+            credited_ms: dm,
+            divergence: WallDivergence::Agree,
+        });
     }
 
     if let Some(previous) = baseline.as_mut() {
-        let elapsed_realtime_ms = super::finite(super::Reading::ElapsedRealtime, read_elapsed_realtime())?;
+        let elapsed_realtime_ms =
+            super::finite(super::Reading::ElapsedRealtime, read_elapsed_realtime())?;
         // Measured from the reader's own baseline, so a suspend hidden earlier by an opposite
         // wall step is claimed now.
         let suspended_ms = ((elapsed_realtime_ms - previous.elapsed_realtime_ms)
             - (monotonic_ms - previous.monotonic_ms))
             .max(0.0);
-        *previous = ReaderBaseline { elapsed_realtime_ms, monotonic_ms };
+        *previous = ReaderBaseline {
+            elapsed_realtime_ms,
+            monotonic_ms,
+        };
         let credited_ms = dm + suspended_ms;
         let step_ms = dw - dm - suspended_ms;
         if suspended_ms > 0.0 {
@@ -108,16 +122,30 @@ pub fn reconcile(
         if step_ms > tol || step_ms < -tol {
             anomalies.push(Anomaly::wall_step(deltas(credited_ms), step_ms));
         }
-        return Ok(Reconciliation { credited_ms, divergence: WallDivergence::WallAheadSettled });
+        return Ok(Reconciliation {
+            credited_ms,
+            divergence: WallDivergence::WallAheadSettled,
+        });
     }
 
     let (credited_ms, divergence) = match policy {
         SuspendPolicy::Ignore => (dm, WallDivergence::WallAheadAmbiguous),
         SuspendPolicy::Credit => (dw, WallDivergence::WallAheadAmbiguous),
-        SuspendPolicy::Refuse => return Ok(Reconciliation { credited_ms: dm, divergence: WallDivergence::WallAheadRefused }),
+        SuspendPolicy::Refuse => {
+            return Ok(Reconciliation {
+                credited_ms: dm,
+                divergence: WallDivergence::WallAheadRefused,
+            })
+        }
     };
-    anomalies.push(Anomaly::ambiguous_wall_jump(deltas(credited_ms), policy.as_str()));
-    Ok(Reconciliation { credited_ms, divergence })
+    anomalies.push(Anomaly::ambiguous_wall_jump(
+        deltas(credited_ms),
+        policy.as_str(),
+    ));
+    Ok(Reconciliation {
+        credited_ms,
+        divergence,
+    })
 }
 
 #[cfg(test)]
@@ -131,7 +159,16 @@ mod tests {
 
     fn run(dm: f64, dw: f64, policy: SuspendPolicy) -> (Reconciliation, Vec<Anomaly>) {
         let mut anomalies = Vec::new();
-        let result = reconcile(1_000_000.0 + dm, dm, dw, policy, &mut None, no_reader, &mut anomalies).unwrap();
+        let result = reconcile(
+            1_000_000.0 + dm,
+            dm,
+            dw,
+            policy,
+            &mut None,
+            no_reader,
+            &mut anomalies,
+        )
+        .unwrap();
         (result, anomalies)
     }
 
@@ -139,7 +176,13 @@ mod tests {
     fn readings_within_tolerance_agree_and_credit_the_monotonic_delta() {
         // tol at dm = 1000 s is 250 + 500 = 750 ms.
         let (result, anomalies) = run(1_000_000.0, 1_000_750.0, SuspendPolicy::Credit);
-        assert_eq!(result, Reconciliation { credited_ms: 1_000_000.0, divergence: WallDivergence::Agree });
+        assert_eq!(
+            result,
+            Reconciliation {
+                credited_ms: 1_000_000.0,
+                divergence: WallDivergence::Agree
+            }
+        );
         assert!(anomalies.is_empty());
         let (result, _) = run(1_000_000.0, 999_250.0, SuspendPolicy::Credit);
         assert_eq!(result.divergence, WallDivergence::Agree);
@@ -163,30 +206,64 @@ mod tests {
         assert_eq!(credit.credited_ms, 3_601_000.0);
         assert_eq!(a[0].credited_ms, 3_601_000.0);
         let (refuse, a) = run(1_000.0, 3_601_000.0, SuspendPolicy::Refuse);
-        assert_eq!(refuse, Reconciliation { credited_ms: 1_000.0, divergence: WallDivergence::WallAheadRefused });
+        assert_eq!(
+            refuse,
+            Reconciliation {
+                credited_ms: 1_000.0,
+                divergence: WallDivergence::WallAheadRefused
+            }
+        );
         assert!(a.is_empty());
     }
 
     #[test]
     fn the_reader_settles_a_suspend_and_credits_it_whatever_the_policy() {
-        let mut baseline = Some(ReaderBaseline { elapsed_realtime_ms: 0.0, monotonic_ms: 0.0 });
+        let mut baseline = Some(ReaderBaseline {
+            elapsed_realtime_ms: 0.0,
+            monotonic_ms: 0.0,
+        });
         let mut anomalies = Vec::new();
-        let result = reconcile(1_000.0, 1_000.0, 3_601_000.0, SuspendPolicy::Ignore, &mut baseline, || Ok(3_601_000.0), &mut anomalies)
-            .unwrap();
+        let result = reconcile(
+            1_000.0,
+            1_000.0,
+            3_601_000.0,
+            SuspendPolicy::Ignore,
+            &mut baseline,
+            || Ok(3_601_000.0),
+            &mut anomalies,
+        )
+        .unwrap();
         assert_eq!(result.credited_ms, 3_601_000.0);
         assert_eq!(anomalies.len(), 1);
         assert_eq!(anomalies[0].kind, AnomalyKind::Suspend);
         assert_eq!(anomalies[0].suspended_ms, Some(3_600_000.0));
-        assert_eq!(baseline, Some(ReaderBaseline { elapsed_realtime_ms: 3_601_000.0, monotonic_ms: 1_000.0 }));
+        assert_eq!(
+            baseline,
+            Some(ReaderBaseline {
+                elapsed_realtime_ms: 3_601_000.0,
+                monotonic_ms: 1_000.0
+            })
+        );
     }
 
     #[test]
     fn the_unexplained_rest_is_a_step_and_is_never_credited() {
-        let mut baseline = Some(ReaderBaseline { elapsed_realtime_ms: 0.0, monotonic_ms: 0.0 });
+        let mut baseline = Some(ReaderBaseline {
+            elapsed_realtime_ms: 0.0,
+            monotonic_ms: 0.0,
+        });
         let mut anomalies = Vec::new();
         // 10 min suspended, then the wall also stepped 50 min forward.
-        let result = reconcile(1_000.0, 1_000.0, 3_601_000.0, SuspendPolicy::Credit, &mut baseline, || Ok(601_000.0), &mut anomalies)
-            .unwrap();
+        let result = reconcile(
+            1_000.0,
+            1_000.0,
+            3_601_000.0,
+            SuspendPolicy::Credit,
+            &mut baseline,
+            || Ok(601_000.0),
+            &mut anomalies,
+        )
+        .unwrap();
         assert_eq!(result.credited_ms, 601_000.0);
         let kinds: Vec<_> = anomalies.iter().map(|a| a.kind).collect();
         assert_eq!(kinds, [AnomalyKind::Suspend, AnomalyKind::WallStepForward]);
@@ -195,10 +272,21 @@ mod tests {
 
     #[test]
     fn a_reader_error_changes_nothing() {
-        let before = Some(ReaderBaseline { elapsed_realtime_ms: 5.0, monotonic_ms: 5.0 });
+        let before = Some(ReaderBaseline {
+            elapsed_realtime_ms: 5.0,
+            monotonic_ms: 5.0,
+        });
         let mut baseline = before;
         let mut anomalies = Vec::new();
-        let error = reconcile(10.0, 5.0, 10_000.0, SuspendPolicy::Ignore, &mut baseline, || Ok(f64::NAN), &mut anomalies);
+        let error = reconcile(
+            10.0,
+            5.0,
+            10_000.0,
+            SuspendPolicy::Ignore,
+            &mut baseline,
+            || Ok(f64::NAN),
+            &mut anomalies,
+        );
         assert!(error.is_err());
         assert_eq!(baseline, before);
         assert!(anomalies.is_empty());

@@ -8,7 +8,10 @@ pub const BOOTTIME_SUPPORTED: bool = cfg!(any(target_os = "linux", target_os = "
 #[cfg(unix)]
 #[inline]
 fn read(clock_id: libc::clockid_t) -> f64 {
-    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `now` is a valid, writable timespec; the clock ids used here exist on this platform.
     unsafe { libc::clock_gettime(clock_id, &mut now) };
     // A multiplication, not a division: this runs twice on every call.
@@ -91,7 +94,10 @@ mod tests {
         let first = monotonic_ms();
         let second = monotonic_ms();
         assert!(second >= first);
-        assert!(wall_ms() > 1_577_836_800_000.0, "CLOCK_REALTIME should be after 2020");
+        assert!(
+            wall_ms() > 1_577_836_800_000.0,
+            "CLOCK_REALTIME should be after 2020"
+        );
         if BOOTTIME_SUPPORTED {
             assert!(boottime_ms() >= monotonic_ms() - 1.0);
         }

@@ -156,7 +156,9 @@ struct RecordLists<'a> {
 impl Lists for RecordLists<'_> {
     fn list(&mut self, record: &Record) -> &mut List {
         match self.policies[record.policy as usize].quota {
-            Some(quota) if record.flags & FLAG_PARKED != 0 => &mut self.specs[quota.spec as usize].parked,
+            Some(quota) if record.flags & FLAG_PARKED != 0 => {
+                &mut self.specs[quota.spec as usize].parked
+            }
             _ => self.main,
         }
     }
@@ -165,8 +167,15 @@ impl Lists for RecordLists<'_> {
 impl KeyedLimiter {
     /// Takes the starting readings; the default spec's first period opens at the first plausible
     /// one, construction included.
-    pub fn new(config: KeyedConfig, clock: &mut dyn ClockSource) -> Result<KeyedLimiter, LimiterError> {
-        let (reconciler, wall_ms) = Reconciler::new(config.suspend_policy, config.earliest_plausible_wall_ms, clock)?;
+    pub fn new(
+        config: KeyedConfig,
+        clock: &mut dyn ClockSource,
+    ) -> Result<KeyedLimiter, LimiterError> {
+        let (reconciler, wall_ms) = Reconciler::new(
+            config.suspend_policy,
+            config.earliest_plausible_wall_ms,
+            clock,
+        )?;
         let mut limiter = KeyedLimiter {
             reconciler,
             timeline_ms: 0.0,
@@ -213,7 +222,9 @@ impl KeyedLimiter {
 
     fn policy_of(&self, target: Target) -> &Policy {
         match target {
-            Target::Held(index) => &self.policies[self.table.records[index as usize].policy as usize],
+            Target::Held(index) => {
+                &self.policies[self.table.records[index as usize].policy as usize]
+            }
             Target::New(policy) => &self.policies[policy as usize],
         }
     }
@@ -226,7 +237,10 @@ impl KeyedLimiter {
 
     /// A policy's id, shared with every key of equal limits.
     pub fn intern(&mut self, policy: KeyPolicy) -> PolicyId {
-        let quota = policy.quota.map(|(limit, spec)| PolicyQuota { limit, spec: self.intern_spec(spec) });
+        let quota = policy.quota.map(|(limit, spec)| PolicyQuota {
+            limit,
+            spec: self.intern_spec(spec),
+        });
         let entry = Policy {
             capacity: policy.capacity,
             refill_per_second: policy.refill_per_second,
@@ -261,7 +275,12 @@ impl KeyedLimiter {
             self.specs[id as usize].policies += 1;
             return id;
         }
-        let state = SpecState { spec, period: OpenPeriod::default(), parked: List::default(), policies: 1 };
+        let state = SpecState {
+            spec,
+            period: OpenPeriod::default(),
+            parked: List::default(),
+            policies: 1,
+        };
         let id = match self.free_specs.pop() {
             Some(id) => {
                 self.specs[id as usize] = state;
@@ -288,7 +307,10 @@ impl KeyedLimiter {
     /// Frees a policy no key holds (the defaults stay).
     pub fn release_if_unused(&mut self, policy: PolicyId) {
         let entry = self.policies[policy as usize];
-        if policy == DEFAULT_POLICY || entry.keys > 0 || self.policy_ids.get(&entry.identity()) != Some(&policy) {
+        if policy == DEFAULT_POLICY
+            || entry.keys > 0
+            || self.policy_ids.get(&entry.identity()) != Some(&policy)
+        {
             return;
         }
         self.policy_ids.remove(&entry.identity());
@@ -302,7 +324,13 @@ impl KeyedLimiter {
     /// latched, and the key's quota period (if any) holds the wall reading. Then it decides
     /// exactly as [`KeyedLimiter::try_consume`] would; `None` changes nothing.
     #[inline(always)]
-    pub fn try_consume_quiet(&mut self, index: u32, n: u64, monotonic_ms: f64, wall_ms: f64) -> Option<Decision> {
+    pub fn try_consume_quiet(
+        &mut self,
+        index: u32,
+        n: u64,
+        monotonic_ms: f64,
+        wall_ms: f64,
+    ) -> Option<Decision> {
         let dm = self.reconciler.quiet_delta(monotonic_ms, wall_ms)?;
         let policy = self.policies[self.table.records[index as usize].policy as usize];
         let open_slot = match policy.quota {
@@ -325,7 +353,14 @@ impl KeyedLimiter {
 
     /// SPEC §10 `tryConsume(key, n)`: `n` is a positive integer no larger than the target's
     /// capacity (checked by the caller, as the order of checks says: before the clocks are read).
-    pub fn try_consume<C: ClockSource + ?Sized>(&mut self, key: Key<'_>, target: Target, n: u64, clock: &mut C, anomalies: &mut Vec<Anomaly>) -> Result<Decision, LimiterError> {
+    pub fn try_consume<C: ClockSource + ?Sized>(
+        &mut self,
+        key: Key<'_>,
+        target: Target,
+        n: u64,
+        clock: &mut C,
+        anomalies: &mut Vec<Anomaly>,
+    ) -> Result<Decision, LimiterError> {
         let spec = self.policy_of(target).quota.map(|quota| quota.spec);
         let first_anomaly = anomalies.len();
         let reconciled = self.reconciler.read(clock, spec.is_some(), anomalies)?;
@@ -335,7 +370,9 @@ impl KeyedLimiter {
                 if victim.is_none() {
                     // Nothing changes: the readings are not even taken in.
                     anomalies.truncate(first_anomaly);
-                    return Err(LimiterError::KeyLimit { max_keys: self.max_keys as u64 });
+                    return Err(LimiterError::KeyLimit {
+                        max_keys: self.max_keys as u64,
+                    });
                 }
                 victim
             }
@@ -359,7 +396,10 @@ impl KeyedLimiter {
             }
         };
         let decision = self.decide(index, n, reconciled.wall_ms);
-        if matches!(target, Target::New(_)) && self.table.len() > IDLE_SCAN_FOR_ROOM && self.table.len() * 2 >= self.max_keys {
+        if matches!(target, Target::New(_))
+            && self.table.len() > IDLE_SCAN_FOR_ROOM
+            && self.table.len() * 2 >= self.max_keys
+        {
             self.sweep_idle(key);
         }
         Ok(decision)
@@ -368,9 +408,19 @@ impl KeyedLimiter {
     /// SPEC §10 `refund(key, n)`: reconciles, then gives back `n` tokens (up to capacity) and `n`
     /// quota units if the key's use is in the open period (down to zero). A key not held: the
     /// clocks are reconciled and nothing else happens.
-    pub fn refund<C: ClockSource + ?Sized>(&mut self, key: Key<'_>, n: u64, clock: &mut C, anomalies: &mut Vec<Anomaly>) -> Result<(), LimiterError> {
+    pub fn refund<C: ClockSource + ?Sized>(
+        &mut self,
+        key: Key<'_>,
+        n: u64,
+        clock: &mut C,
+        anomalies: &mut Vec<Anomaly>,
+    ) -> Result<(), LimiterError> {
         let held = self.find(key);
-        let spec = held.and_then(|index| self.policy_of(Target::Held(index)).quota.map(|quota| quota.spec));
+        let spec = held.and_then(|index| {
+            self.policy_of(Target::Held(index))
+                .quota
+                .map(|quota| quota.spec)
+        });
         let reconciled = self.reconciler.read(clock, spec.is_some(), anomalies)?;
         let open_slot = self.apply(&reconciled, spec, anomalies)?;
         if let Some(index) = held {
@@ -386,7 +436,12 @@ impl KeyedLimiter {
 
     /// SPEC §10 `status(key)`: consumes nothing and does not count as use. For a key not held
     /// (`Target::New`), what a fresh key of that policy would have, without holding it.
-    pub fn status<C: ClockSource + ?Sized>(&mut self, target: Target, clock: &mut C, anomalies: &mut Vec<Anomaly>) -> Result<KeyStatus, LimiterError> {
+    pub fn status<C: ClockSource + ?Sized>(
+        &mut self,
+        target: Target,
+        clock: &mut C,
+        anomalies: &mut Vec<Anomaly>,
+    ) -> Result<KeyStatus, LimiterError> {
         let policy = *self.policy_of(target);
         let spec = policy.quota.map(|quota| quota.spec);
         let reconciled = self.reconciler.read(clock, spec.is_some(), anomalies)?;
@@ -403,7 +458,9 @@ impl KeyedLimiter {
         Ok(KeyStatus {
             tokens,
             quota_used: policy.quota.map(|_| quota_used),
-            quota_remaining: policy.quota.map(|quota| quota.limit.saturating_sub(quota_used)),
+            quota_remaining: policy
+                .quota
+                .map(|quota| quota.limit.saturating_sub(quota_used)),
             period: state.and_then(|state| state.period.open.clone()),
             time_zone: state.map(|state| state.spec.time_zone_name()),
             capacity: policy.capacity,
@@ -425,14 +482,24 @@ impl KeyedLimiter {
 
     /// Credits the reading to the timeline, re-anchors (or fails the call for policy `refuse`),
     /// and moves the call's spec's period; returns that period's slot.
-    fn apply(&mut self, reconciled: &Reconciled, spec: Option<u32>, anomalies: &mut Vec<Anomaly>) -> Result<i32, LimiterError> {
+    fn apply(
+        &mut self,
+        reconciled: &Reconciled,
+        spec: Option<u32>,
+        anomalies: &mut Vec<Anomaly>,
+    ) -> Result<i32, LimiterError> {
         self.timeline_ms += reconciled.deltas.credited_ms;
         self.reconciler.commit(reconciled)?;
         let Some(spec) = spec else {
             return Ok(NO_PERIOD);
         };
         let state = &mut self.specs[spec as usize];
-        state.period.observe(&state.spec, reconciled.wall_ms, reconciled.deltas, anomalies);
+        state.period.observe(
+            &state.spec,
+            reconciled.wall_ms,
+            reconciled.deltas,
+            anomalies,
+        );
         Ok(slot_i32(state.period.slot()))
     }
 
@@ -441,7 +508,12 @@ impl KeyedLimiter {
     fn refresh(&mut self, index: u32, open_slot: i32) {
         let record = &mut self.table.records[index as usize];
         let policy = &self.policies[record.policy as usize];
-        record.tokens = refilled(record.tokens, self.timeline_ms - record.credited_at_ms, policy.refill_per_second, policy.capacity);
+        record.tokens = refilled(
+            record.tokens,
+            self.timeline_ms - record.credited_at_ms,
+            policy.refill_per_second,
+            policy.capacity,
+        );
         record.credited_at_ms = self.timeline_ms;
         if record.period_slot != open_slot {
             record.period_slot = open_slot;
@@ -457,7 +529,9 @@ impl KeyedLimiter {
         // n ≤ capacity is a safe integer, so the signed conversion (one instruction) is exact.
         let wanted = n as i64 as f64;
         let bucket_admits = record.tokens >= wanted;
-        let quota_admits = policy.quota.is_none_or(|quota| n <= quota.limit.saturating_sub(record.quota_used));
+        let quota_admits = policy
+            .quota
+            .is_none_or(|quota| n <= quota.limit.saturating_sub(record.quota_used));
         if bucket_admits && quota_admits {
             record.tokens -= wanted;
             if policy.quota.is_some() {
@@ -468,12 +542,20 @@ impl KeyedLimiter {
                 retry_after_ms: 0.0,
                 retry_after_basis: None,
                 tokens: record.tokens,
-                quota_remaining: policy.quota.map(|quota| quota.limit.saturating_sub(record.quota_used)),
+                quota_remaining: policy
+                    .quota
+                    .map(|quota| quota.limit.saturating_sub(record.quota_used)),
             };
         }
-        let bucket_wait_ms = if bucket_admits { 0.0 } else { refill_wait_ms(record.tokens, wanted, policy.refill_per_second) };
+        let bucket_wait_ms = if bucket_admits {
+            0.0
+        } else {
+            refill_wait_ms(record.tokens, wanted, policy.refill_per_second)
+        };
         let quota_wait_ms = match policy.quota {
-            Some(quota) if !quota_admits => Some(self.specs[quota.spec as usize].period.wait_ms(wall_ms)),
+            Some(quota) if !quota_admits => {
+                Some(self.specs[quota.spec as usize].period.wait_ms(wall_ms))
+            }
             _ => None,
         };
         let (retry_after_ms, basis) = longer_wait(bucket_wait_ms, quota_wait_ms);
@@ -482,7 +564,9 @@ impl KeyedLimiter {
             retry_after_ms,
             retry_after_basis: Some(basis),
             tokens: record.tokens,
-            quota_remaining: policy.quota.map(|quota| quota.limit.saturating_sub(record.quota_used)),
+            quota_remaining: policy
+                .quota
+                .map(|quota| quota.limit.saturating_sub(record.quota_used)),
         }
     }
 
@@ -495,7 +579,8 @@ impl KeyedLimiter {
         let record = self.table.records[index as usize];
         if record.flags & FLAG_PARKED != 0 {
             let spec = self.parked_spec(&record);
-            self.table.unlink(index, &mut self.specs[spec as usize].parked);
+            self.table
+                .unlink(index, &mut self.specs[spec as usize].parked);
             self.table.records[index as usize].flags &= !FLAG_PARKED;
         } else {
             self.table.unlink(index, &mut self.main);
@@ -505,7 +590,9 @@ impl KeyedLimiter {
 
     fn parked_spec(&self, record: &Record) -> u32 {
         // Only keys with a quota are ever parked.
-        self.policies[record.policy as usize].quota.map_or(0, |quota| quota.spec)
+        self.policies[record.policy as usize]
+            .quota
+            .map_or(0, |quota| quota.spec)
     }
 
     /// Holds a new key at the head of the recency list.
@@ -521,7 +608,11 @@ impl KeyedLimiter {
     /// Removes a record from its list and the table, and lets go of its policy.
     fn drop_record(&mut self, index: u32) {
         let record = self.table.records[index as usize];
-        let mut lists = RecordLists { main: &mut self.main, policies: &self.policies, specs: &mut self.specs };
+        let mut lists = RecordLists {
+            main: &mut self.main,
+            policies: &self.policies,
+            specs: &mut self.specs,
+        };
         let list = lists.list(&record);
         self.table.unlink(index, list);
         self.table.remove(index, &mut lists);
@@ -550,7 +641,12 @@ impl KeyedLimiter {
     /// no use in its open period.
     fn is_idle(&self, record: &Record, timeline_ms: f64, wall_ms: Option<f64>) -> bool {
         let policy = &self.policies[record.policy as usize];
-        let tokens = refilled(record.tokens, timeline_ms - record.credited_at_ms, policy.refill_per_second, policy.capacity);
+        let tokens = refilled(
+            record.tokens,
+            timeline_ms - record.credited_at_ms,
+            policy.refill_per_second,
+            policy.capacity,
+        );
         tokens >= policy.capacity && !self.has_current_use(record, wall_ms)
     }
 
@@ -587,7 +683,8 @@ impl KeyedLimiter {
             }
             let spec = self.parked_spec(&record);
             self.table.unlink(tail, &mut self.main);
-            self.table.push_front(tail, &mut self.specs[spec as usize].parked);
+            self.table
+                .push_front(tail, &mut self.specs[spec as usize].parked);
             self.table.records[tail as usize].flags |= FLAG_PARKED;
         }
     }
@@ -602,7 +699,9 @@ impl KeyedLimiter {
             self.sweep_cursor %= len;
             let index = self.sweep_cursor;
             let record = self.table.records[index];
-            if self.is_idle(&record, self.timeline_ms, None) && self.table.key_of(index as u32) != keep {
+            if self.is_idle(&record, self.timeline_ms, None)
+                && self.table.key_of(index as u32) != keep
+            {
                 // The last record moves into `index`: look at it next.
                 self.drop_record(index as u32);
             } else {
@@ -613,7 +712,11 @@ impl KeyedLimiter {
 
     /// Every held key from the least to the most recently used: the parked ones, then the main list.
     fn keys_oldest_first(&self) -> impl Iterator<Item = u32> + '_ {
-        let lists = self.specs.iter().map(|state| state.parked.tail).chain(std::iter::once(self.main.tail));
+        let lists = self
+            .specs
+            .iter()
+            .map(|state| state.parked.tail)
+            .chain(std::iter::once(self.main.tail));
         lists.flat_map(move |tail| {
             std::iter::successors((tail != NIL).then_some(tail), move |&index| {
                 let prev = self.table.records[index as usize].prev;
@@ -625,7 +728,9 @@ impl KeyedLimiter {
 
 fn slot_i32(slot: Option<i64>) -> i32 {
     // Slots of periods within the JS Date range fit easily (days since 1970: ±1e8).
-    slot.map_or(NO_PERIOD, |slot| slot.clamp(i64::from(i32::MIN) + 1, i64::from(i32::MAX)) as i32)
+    slot.map_or(NO_PERIOD, |slot| {
+        slot.clamp(i64::from(i32::MIN) + 1, i64::from(i32::MAX)) as i32
+    })
 }
 
 #[cfg(test)]

@@ -98,7 +98,12 @@ impl KeyedLimiter {
         for index in self.keys_oldest_first() {
             let record = &self.table.records[index as usize];
             let policy = &self.policies[record.policy as usize];
-            let tokens = super::refilled(record.tokens, self.timeline_ms - record.credited_at_ms, policy.refill_per_second, policy.capacity);
+            let tokens = super::refilled(
+                record.tokens,
+                self.timeline_ms - record.credited_at_ms,
+                policy.refill_per_second,
+                policy.capacity,
+            );
             let mut saved_spec = NO_SPEC;
             let mut quota_used = 0;
             if let Some(quota) = policy.quota {
@@ -109,8 +114,15 @@ impl KeyedLimiter {
                         saved_spec = *saved_specs[quota.spec as usize].get_or_insert_with(|| {
                             let identity = state.spec.identity();
                             let zone = state.spec.time_zone_name().as_bytes();
-                            spec_bytes.extend_from_slice(&[unit_code(identity.unit), identity.anchor_day as u8, identity.anchor_month as u8, zone.len() as u8]);
-                            spec_bytes.extend_from_slice(&(identity.anchor_time_secs as u32).to_le_bytes());
+                            spec_bytes.extend_from_slice(&[
+                                unit_code(identity.unit),
+                                identity.anchor_day as u8,
+                                identity.anchor_month as u8,
+                                zone.len() as u8,
+                            ]);
+                            spec_bytes.extend_from_slice(
+                                &(identity.anchor_time_secs as u32).to_le_bytes(),
+                            );
                             spec_bytes.extend_from_slice(zone);
                             spec_bytes.push(open.id.len() as u8);
                             spec_bytes.extend_from_slice(open.id.as_bytes());
@@ -128,7 +140,8 @@ impl KeyedLimiter {
             key_bytes.extend_from_slice(&quota_used.to_le_bytes());
             key_bytes.extend_from_slice(&saved_spec.to_le_bytes());
         }
-        let mut out = Vec::with_capacity(HEADER_BYTES + spec_bytes.len() + key_bytes.len() + TRAILER_BYTES);
+        let mut out =
+            Vec::with_capacity(HEADER_BYTES + spec_bytes.len() + key_bytes.len() + TRAILER_BYTES);
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
         out.extend_from_slice(&0u16.to_le_bytes());
@@ -158,13 +171,25 @@ impl KeyedLimiter {
                     let kept = saved.spec.is_some_and(|spec| {
                         let saved_spec = &snapshot.specs[spec as usize];
                         saved_spec.spec.identity() == state.spec.identity()
-                            && state.period.open.as_ref().is_some_and(|open| open.id == saved_spec.period_id)
+                            && state
+                                .period
+                                .open
+                                .as_ref()
+                                .is_some_and(|open| open.id == saved_spec.period_id)
                     });
-                    (if kept { saved.quota_used } else { 0 }, slot_i32(state.period.slot()))
+                    (
+                        if kept { saved.quota_used } else { 0 },
+                        slot_i32(state.period.slot()),
+                    )
                 }
             };
             self.policies[policy_id as usize].keys += 1;
-            let mut record = KeyTable::blank(policy_id, saved.tokens.min(policy.capacity), self.timeline_ms, period_slot);
+            let mut record = KeyTable::blank(
+                policy_id,
+                saved.tokens.min(policy.capacity),
+                self.timeline_ms,
+                period_slot,
+            );
             record.quota_used = quota_used;
             let index = self.table.insert(snapshot.key(position), record);
             self.table.push_front(index, &mut self.main);
@@ -180,8 +205,16 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn take(&mut self, len: usize, what: &str) -> Result<&'a [u8], SnapshotError> {
-        let end = self.at.checked_add(len).filter(|&end| end <= self.bytes.len());
-        let end = end.ok_or_else(|| SnapshotError::NotASnapshot(format!("it is truncated (it ends inside {what} at byte {})", self.at)))?;
+        let end = self
+            .at
+            .checked_add(len)
+            .filter(|&end| end <= self.bytes.len());
+        let end = end.ok_or_else(|| {
+            SnapshotError::NotASnapshot(format!(
+                "it is truncated (it ends inside {what} at byte {})",
+                self.at
+            ))
+        })?;
         let slice = &self.bytes[self.at..end];
         self.at = end;
         Ok(slice)
@@ -208,7 +241,8 @@ impl<'a> Reader<'a> {
     }
 
     fn text(&mut self, len: usize, what: &str) -> Result<&'a str, SnapshotError> {
-        std::str::from_utf8(self.take(len, what)?).map_err(|_| corrupt(format!("{what} is not text")))
+        std::str::from_utf8(self.take(len, what)?)
+            .map_err(|_| corrupt(format!("{what} is not text")))
     }
 }
 
@@ -222,9 +256,15 @@ impl Snapshot {
     pub fn parse(bytes: &[u8], max_keys: u64) -> Result<Snapshot, SnapshotError> {
         if bytes.len() < HEADER_BYTES + TRAILER_BYTES || &bytes[..4] != MAGIC {
             if bytes.len() >= 4 && &bytes[..4] == MAGIC {
-                return Err(SnapshotError::NotASnapshot(format!("it is truncated ({} bytes, less than a header)", bytes.len())));
+                return Err(SnapshotError::NotASnapshot(format!(
+                    "it is truncated ({} bytes, less than a header)",
+                    bytes.len()
+                )));
             }
-            return Err(SnapshotError::NotASnapshot(format!("these {} bytes do not start like one", bytes.len())));
+            return Err(SnapshotError::NotASnapshot(format!(
+                "these {} bytes do not start like one",
+                bytes.len()
+            )));
         }
         let version = u16::from_le_bytes([bytes[4], bytes[5]]);
         if version != FORMAT_VERSION {
@@ -233,7 +273,9 @@ impl Snapshot {
         let (body, trailer) = bytes.split_at(bytes.len() - TRAILER_BYTES);
         let saved_checksum = u32::from_le_bytes([trailer[0], trailer[1], trailer[2], trailer[3]]);
         if crc32fast::hash(body) != saved_checksum {
-            return Err(SnapshotError::NotASnapshot("its checksum does not match (it is truncated or corrupt)".to_owned()));
+            return Err(SnapshotError::NotASnapshot(
+                "its checksum does not match (it is truncated or corrupt)".to_owned(),
+            ));
         }
         let mut reader = Reader { bytes: body, at: 6 };
         if reader.u16("the header")? != 0 {
@@ -242,7 +284,10 @@ impl Snapshot {
         let spec_count = reader.u32("the header")?;
         let key_count = reader.u32("the header")?;
         if u64::from(key_count) > max_keys {
-            return Err(SnapshotError::TooManyKeys { keys: u64::from(key_count), max_keys });
+            return Err(SnapshotError::TooManyKeys {
+                keys: u64::from(key_count),
+                max_keys,
+            });
         }
         let mut specs = Vec::new();
         for position in 0..spec_count {
@@ -254,10 +299,16 @@ impl Snapshot {
             keys.push(read_key(&mut reader, position, spec_count, &mut words)?);
         }
         if reader.at != body.len() {
-            return Err(corrupt(format!("{} bytes after the last key", body.len() - reader.at)));
+            return Err(corrupt(format!(
+                "{} bytes after the last key",
+                body.len() - reader.at
+            )));
         }
         let snapshot = Snapshot { words, specs, keys };
-        let mut seen = HashSet::with_capacity_and_hasher(snapshot.keys.len(), foldhash::fast::RandomState::default());
+        let mut seen = HashSet::with_capacity_and_hasher(
+            snapshot.keys.len(),
+            foldhash::fast::RandomState::default(),
+        );
         for position in 0..snapshot.keys.len() {
             if !seen.insert(snapshot.key(position)) {
                 return Err(corrupt(format!("key {position} is held twice")));
@@ -279,7 +330,11 @@ impl Snapshot {
     pub fn key(&self, position: usize) -> Key<'_> {
         let saved = &self.keys[position];
         let start = saved.word_start as usize;
-        Key { wide: saved.wide, len: saved.key_len, words: &self.words[start..start + words_for(usize::from(saved.key_len))] }
+        Key {
+            wide: saved.wide,
+            len: saved.key_len,
+            words: &self.words[start..start + words_for(usize::from(saved.key_len))],
+        }
     }
 }
 
@@ -300,9 +355,16 @@ fn read_spec(reader: &mut Reader<'_>, position: u32) -> Result<SavedSpec, Snapsh
     let id_len = reader.u8(&what)?;
     let period_id = reader.text(usize::from(id_len), &what)?.to_owned();
     if anchor_time_secs >= 86_400 {
-        return Err(corrupt(format!("{what} has anchor time {anchor_time_secs} s")));
+        return Err(corrupt(format!(
+            "{what} has anchor time {anchor_time_secs} s"
+        )));
     }
-    let anchor_time = format!("{:02}:{:02}:{:02}", anchor_time_secs / 3600, anchor_time_secs / 60 % 60, anchor_time_secs % 60);
+    let anchor_time = format!(
+        "{:02}:{:02}:{:02}",
+        anchor_time_secs / 3600,
+        anchor_time_secs / 60 % 60,
+        anchor_time_secs % 60
+    );
     let raw = RawPeriodSpec {
         unit,
         time_zone: zone,
@@ -310,11 +372,17 @@ fn read_spec(reader: &mut Reader<'_>, position: u32) -> Result<SavedSpec, Snapsh
         anchor_month: (anchor_month > 0).then_some(f64::from(anchor_month)),
         anchor_time: Some(&anchor_time),
     };
-    let spec = PeriodSpec::parse(&raw, "restore").map_err(|error| corrupt(format!("{what}: {}", error.message)))?;
+    let spec = PeriodSpec::parse(&raw, "restore")
+        .map_err(|error| corrupt(format!("{what}: {}", error.message)))?;
     Ok(SavedSpec { spec, period_id })
 }
 
-fn read_key(reader: &mut Reader<'_>, position: u32, spec_count: u32, words: &mut Vec<u64>) -> Result<SavedKey, SnapshotError> {
+fn read_key(
+    reader: &mut Reader<'_>,
+    position: u32,
+    spec_count: u32,
+    words: &mut Vec<u64>,
+) -> Result<SavedKey, SnapshotError> {
     let what = format!("key {position}");
     let wide = match reader.u8(&what)? {
         0 => false,
@@ -325,7 +393,9 @@ fn read_key(reader: &mut Reader<'_>, position: u32, spec_count: u32, words: &mut
     let bytes = reader.take(usize::from(key_len), &what)?;
     let units = if wide { bytes.len() / 2 } else { bytes.len() };
     if bytes.is_empty() || !Key::is_canonical(wide, bytes) || units > MAX_KEY_UNITS {
-        return Err(corrupt(format!("{what} is not a key of 1 to 256 UTF-16 code units")));
+        return Err(corrupt(format!(
+            "{what} is not a key of 1 to 256 UTF-16 code units"
+        )));
     }
     let word_start = words.len() as u32;
     pack(bytes, words);
@@ -333,10 +403,25 @@ fn read_key(reader: &mut Reader<'_>, position: u32, spec_count: u32, words: &mut
     let quota_used = reader.u64(&what)?;
     let spec = reader.u32(&what)?;
     if !(tokens.is_finite() && tokens >= 0.0) {
-        return Err(corrupt(format!("{what} has {} tokens", crate::anomaly::js_number(tokens))));
+        return Err(corrupt(format!(
+            "{what} has {} tokens",
+            crate::anomaly::js_number(tokens)
+        )));
     }
-    if quota_used > MAX_SAFE_INTEGER || (spec == NO_SPEC) != (quota_used == 0) || (spec != NO_SPEC && spec >= spec_count) {
-        return Err(corrupt(format!("{what} has quota use {quota_used} under spec {spec}")));
+    if quota_used > MAX_SAFE_INTEGER
+        || (spec == NO_SPEC) != (quota_used == 0)
+        || (spec != NO_SPEC && spec >= spec_count)
+    {
+        return Err(corrupt(format!(
+            "{what} has quota use {quota_used} under spec {spec}"
+        )));
     }
-    Ok(SavedKey { wide, key_len, word_start, tokens, quota_used, spec: (spec != NO_SPEC).then_some(spec) })
+    Ok(SavedKey {
+        wide,
+        key_len,
+        word_start,
+        tokens,
+        quota_used,
+        spec: (spec != NO_SPEC).then_some(spec),
+    })
 }

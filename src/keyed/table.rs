@@ -60,14 +60,27 @@ impl KeyBuf {
     pub fn from_bytes(wide: bool, bytes: &[u8]) -> KeyBuf {
         let mut words = Vec::with_capacity(words_for(bytes.len()));
         pack(bytes, &mut words);
-        KeyBuf { wide, len: bytes.len() as u16, words }
+        KeyBuf {
+            wide,
+            len: bytes.len() as u16,
+            words,
+        }
     }
 
     pub fn from_utf16(units: &[u16]) -> KeyBuf {
         if units.iter().all(|&unit| unit < 256) {
-            KeyBuf::from_bytes(false, &units.iter().map(|&unit| unit as u8).collect::<Vec<_>>())
+            KeyBuf::from_bytes(
+                false,
+                &units.iter().map(|&unit| unit as u8).collect::<Vec<_>>(),
+            )
         } else {
-            KeyBuf::from_bytes(true, &units.iter().flat_map(|unit| unit.to_le_bytes()).collect::<Vec<_>>())
+            KeyBuf::from_bytes(
+                true,
+                &units
+                    .iter()
+                    .flat_map(|unit| unit.to_le_bytes())
+                    .collect::<Vec<_>>(),
+            )
         }
     }
 
@@ -77,21 +90,31 @@ impl KeyBuf {
     }
 
     pub fn key(&self) -> Key<'_> {
-        Key { wide: self.wide, len: self.len, words: &self.words }
+        Key {
+            wide: self.wide,
+            len: self.len,
+            words: &self.words,
+        }
     }
 }
 
 impl Key<'_> {
     /// The encoded bytes.
     pub fn bytes(&self) -> impl Iterator<Item = u8> + '_ {
-        self.words.iter().flat_map(|word| word.to_le_bytes()).take(usize::from(self.len))
+        self.words
+            .iter()
+            .flat_map(|word| word.to_le_bytes())
+            .take(usize::from(self.len))
     }
 
     /// The UTF-16 code units.
     pub fn to_utf16(&self) -> Vec<u16> {
         let bytes: Vec<u8> = self.bytes().collect();
         if self.wide {
-            bytes.chunks_exact(2).map(|pair| u16::from_le_bytes([pair[0], pair[1]])).collect()
+            bytes
+                .chunks_exact(2)
+                .map(|pair| u16::from_le_bytes([pair[0], pair[1]]))
+                .collect()
         } else {
             bytes.into_iter().map(u16::from).collect()
         }
@@ -139,7 +162,11 @@ impl Record {
         } else {
             &self.key[..words_for(usize::from(self.key_len))]
         };
-        Key { wide: self.flags & FLAG_WIDE != 0, len: self.key_len, words }
+        Key {
+            wide: self.flags & FLAG_WIDE != 0,
+            len: self.key_len,
+            words,
+        }
     }
 
     /// Whether this is the record of `key`, in whole-word compares.
@@ -181,7 +208,10 @@ pub struct List {
 
 impl Default for List {
     fn default() -> List {
-        List { head: NIL, tail: NIL }
+        List {
+            head: NIL,
+            tail: NIL,
+        }
     }
 }
 
@@ -228,7 +258,9 @@ impl KeyTable {
     pub fn find(&self, key: Key<'_>) -> Option<u32> {
         let hash = Self::hash(&self.hasher, key);
         let (records, long_keys) = (&self.records, &self.long_keys);
-        self.index.find(hash, |&index| records[index as usize].holds(key, long_keys)).copied()
+        self.index
+            .find(hash, |&index| records[index as usize].holds(key, long_keys))
+            .copied()
     }
 
     pub fn key_of(&self, index: u32) -> Key<'_> {
@@ -262,7 +294,9 @@ impl KeyTable {
         self.records.push(record);
         let hash = Self::hash(&self.hasher, key);
         let (records, long_keys, hasher) = (&self.records, &self.long_keys, &self.hasher);
-        self.index.insert_unique(hash, index, |&other| Self::hash(hasher, records[other as usize].key(long_keys)));
+        self.index.insert_unique(hash, index, |&other| {
+            Self::hash(hasher, records[other as usize].key(long_keys))
+        });
         if capacities != (self.records.capacity(), self.index.capacity()) {
             return_freed_memory(capacities.0 * std::mem::size_of::<Record>());
         }

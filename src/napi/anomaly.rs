@@ -91,7 +91,9 @@ impl Drop for Waiting {
 /// How many were dropped, once the backlog has emptied after some were.
 fn dropped_if_drained() -> Option<f64> {
     let drained = WAITING.try_with(Cell::get).ok()? == 0;
-    let dropped = DROPPED.try_with(|dropped| if drained { dropped.replace(0) } else { 0 }).ok()?;
+    let dropped = DROPPED
+        .try_with(|dropped| if drained { dropped.replace(0) } else { 0 })
+        .ok()?;
     (dropped > 0).then_some(dropped as f64)
 }
 
@@ -117,17 +119,30 @@ pub(crate) struct Queued {
 /// holds the JS dispatcher weakly: a threadsafe function holds its function as a GC root, and
 /// the JS dispatcher closes over the whole JS face, which would then never be collected (a module
 /// loaded again and again would leak each copy).
-pub(crate) type AnomalyDispatcher = ThreadsafeFunction<Queued, Unknown<'static>, AnomalyDelivery, Status, false, true>;
+pub(crate) type AnomalyDispatcher =
+    ThreadsafeFunction<Queued, Unknown<'static>, AnomalyDelivery, Status, false, true>;
 
 /// The trampoline's data: a weak reference to the JS dispatcher.
 struct WeakDispatcher(sys::napi_ref);
 
-unsafe extern "C" fn trampoline(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+unsafe extern "C" fn trampoline(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+) -> sys::napi_value {
     let mut argc = 1usize;
     let mut argv = [ptr::null_mut(); 1];
     let mut data: *mut c_void = ptr::null_mut();
     // SAFETY: N-API's own env and info; room for one argument.
-    let status = unsafe { sys::napi_get_cb_info(env, info, &mut argc, argv.as_mut_ptr(), ptr::null_mut(), &mut data) };
+    let status = unsafe {
+        sys::napi_get_cb_info(
+            env,
+            info,
+            &mut argc,
+            argv.as_mut_ptr(),
+            ptr::null_mut(),
+            &mut data,
+        )
+    };
     if status != sys::Status::napi_ok || data.is_null() {
         return ptr::null_mut();
     }
@@ -138,11 +153,15 @@ unsafe extern "C" fn trampoline(env: sys::napi_env, info: sys::napi_callback_inf
     let mut result = ptr::null_mut();
     // SAFETY: a live env and reference; `target` stays null once the dispatcher is collected.
     unsafe {
-        if sys::napi_get_reference_value(env, dispatcher.0, &mut target) != sys::Status::napi_ok || target.is_null() {
+        if sys::napi_get_reference_value(env, dispatcher.0, &mut target) != sys::Status::napi_ok
+            || target.is_null()
+        {
             return ptr::null_mut();
         }
         sys::napi_get_undefined(env, &mut receiver);
-        if sys::napi_call_function(env, receiver, target, 1, argv.as_ptr(), &mut result) == sys::Status::napi_pending_exception {
+        if sys::napi_call_function(env, receiver, target, 1, argv.as_ptr(), &mut result)
+            == sys::Status::napi_pending_exception
+        {
             // The JS face catches what handlers throw; whatever still gets here is dropped rather
             // than made fatal.
             let mut exception = ptr::null_mut();
@@ -159,28 +178,45 @@ unsafe extern "C" fn release_trampoline(env: sys::napi_env, data: *mut c_void, _
     unsafe { sys::napi_delete_reference(env, dispatcher.0) };
 }
 
-pub(crate) fn build_dispatcher(env: &Env, handler: &Function<'_, AnomalyDelivery, Unknown<'static>>) -> Result<AnomalyDispatcher> {
+pub(crate) fn build_dispatcher(
+    env: &Env,
+    handler: &Function<'_, AnomalyDelivery, Unknown<'static>>,
+) -> Result<AnomalyDispatcher> {
     let mut weak = ptr::null_mut();
     // SAFETY: a live env and value; refcount 0 makes the reference weak.
     check_status!(unsafe { sys::napi_create_reference(env.raw(), handler.raw(), 0, &mut weak) })?;
     let data = Box::into_raw(Box::new(WeakDispatcher(weak))) as *mut c_void;
     // SAFETY: `data` lives until `release_trampoline`, which frees it once.
-    let Some(function) = (unsafe { function_with_data(env, "deliverAnomaly", trampoline, data, release_trampoline) }) else {
+    let Some(function) = (unsafe {
+        function_with_data(env, "deliverAnomaly", trampoline, data, release_trampoline)
+    }) else {
         // SAFETY: N-API refused, so nothing else owns `data`.
         let dispatcher = unsafe { Box::from_raw(data as *mut WeakDispatcher) };
         unsafe { sys::napi_delete_reference(env.raw(), dispatcher.0) };
-        return Err(Error::from_reason("could not create the anomaly trampoline"));
+        return Err(Error::from_reason(
+            "could not create the anomaly trampoline",
+        ));
     };
     // SAFETY: a function value just created on this env.
-    let function = unsafe { Function::<AnomalyDelivery, Unknown<'static>>::from_napi_value(env.raw(), function.raw()) }?;
+    let function = unsafe {
+        Function::<AnomalyDelivery, Unknown<'static>>::from_napi_value(env.raw(), function.raw())
+    }?;
     function
         .build_threadsafe_function::<Queued>()
         .callee_handled::<false>()
         .weak::<true>()
         .build_callback(|context| {
-            let Queued { listener, anomaly, _waiting } = context.value;
+            let Queued {
+                listener,
+                anomaly,
+                _waiting,
+            } = context.value;
             drop(_waiting);
-            Ok(AnomalyDelivery { listener, anomaly, dropped: dropped_if_drained() })
+            Ok(AnomalyDelivery {
+                listener,
+                anomaly,
+                dropped: dropped_if_drained(),
+            })
         })
 }
 
@@ -190,5 +226,12 @@ pub(crate) fn deliver(dispatcher: &AnomalyDispatcher, listener: f64, anomaly: &A
         return;
     };
     // A closing queue only drops a log line (its place in the backlog is given back with it).
-    let _ = dispatcher.call(Queued { listener, anomaly: AnomalyOutput::from(anomaly), _waiting: waiting }, ThreadsafeFunctionCallMode::NonBlocking);
+    let _ = dispatcher.call(
+        Queued {
+            listener,
+            anomaly: AnomalyOutput::from(anomaly),
+            _waiting: waiting,
+        },
+        ThreadsafeFunctionCallMode::NonBlocking,
+    );
 }

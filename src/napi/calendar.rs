@@ -7,7 +7,6 @@ use super::errors::{from_spec, guard, invalid_arg, CodedResult};
 use crate::anomaly::js_number;
 use crate::calendar::{Period, PeriodSpec, RawPeriodSpec, MAX_WALL_MS};
 
-
 #[napi(object)]
 pub struct PeriodSpecInput {
     pub unit: String,
@@ -60,7 +59,12 @@ pub(crate) fn check_wall_ms(wall_ms: f64) -> CodedResult<()> {
 
 /// SPEC §7: the period of `spec` containing `wall_ms`. Never calls into JS.
 #[napi(js_name = "periodFor")]
-pub fn period_for(env: &Env, spec: PeriodSpecInput, wall_ms: f64, option_path: String) -> napi::Result<PeriodOutput> {
+pub fn period_for(
+    env: &Env,
+    spec: PeriodSpecInput,
+    wall_ms: f64,
+    option_path: String,
+) -> napi::Result<PeriodOutput> {
     guard(env, || {
         let parsed = parse_spec(&spec, &option_path)?;
         check_wall_ms(wall_ms)?;

@@ -24,16 +24,18 @@ pub fn system_wall_ms() -> f64 {
 /// `CLOCK_BOOTTIME` in ms, or `ERR_UNSUPPORTED_PLATFORM` where there is none.
 #[napi(js_name = "boottimeMs")]
 pub fn boottime_ms(env: &Env) -> napi::Result<f64> {
-    guard(env, || if clock::BOOTTIME_SUPPORTED {
-        Ok(clock::boottime_ms())
-    } else {
-        Err(coded(
+    guard(env, || {
+        if clock::BOOTTIME_SUPPORTED {
+            Ok(clock::boottime_ms())
+        } else {
+            Err(coded(
             "ERR_UNSUPPORTED_PLATFORM",
             format!(
                 "procUptimeElapsedRealtime() needs Linux CLOCK_BOOTTIME; this platform is {}. Pass your own elapsedRealtimeMs reader to systemClock(), or choose a suspendPolicy",
                 std::env::consts::OS
             ),
         ))
+        }
     })
 }
 
@@ -46,7 +48,10 @@ fn finite(name: &str, value: f64) -> CodedResult<f64> {
     if value.is_finite() {
         Ok(value)
     } else {
-        Err(invalid_arg(format!("{name} must be a finite number of milliseconds; received {}", js_number(value))))
+        Err(invalid_arg(format!(
+            "{name} must be a finite number of milliseconds; received {}",
+            js_number(value)
+        )))
     }
 }
 
@@ -70,56 +75,88 @@ pub struct NativeManualClock {
 #[napi]
 impl NativeManualClock {
     #[napi(constructor)]
-    pub fn new(env: &Env, monotonic_ms: f64, wall_ms: f64, elapsed_realtime_ms: Option<f64>) -> napi::Result<Self> {
-        guard(env, || Self::checked(monotonic_ms, wall_ms, elapsed_realtime_ms))
+    pub fn new(
+        env: &Env,
+        monotonic_ms: f64,
+        wall_ms: f64,
+        elapsed_realtime_ms: Option<f64>,
+    ) -> napi::Result<Self> {
+        guard(env, || {
+            Self::checked(monotonic_ms, wall_ms, elapsed_realtime_ms)
+        })
     }
 
-    fn checked(monotonic_ms: f64, wall_ms: f64, elapsed_realtime_ms: Option<f64>) -> CodedResult<Self> {
+    fn checked(
+        monotonic_ms: f64,
+        wall_ms: f64,
+        elapsed_realtime_ms: Option<f64>,
+    ) -> CodedResult<Self> {
         let clock = ManualClock::new(
             finite("monotonicMs", monotonic_ms)?,
             finite("wallMs", wall_ms)?,
-            elapsed_realtime_ms.map(|value| finite("elapsedRealtimeMs", value)).transpose()?,
+            elapsed_realtime_ms
+                .map(|value| finite("elapsedRealtimeMs", value))
+                .transpose()?,
         );
-        Ok(NativeManualClock { state: Rc::new(RefCell::new(clock)) })
+        Ok(NativeManualClock {
+            state: Rc::new(RefCell::new(clock)),
+        })
     }
 
     #[napi]
     pub fn advance(&self, env: &Env, ms: f64) -> napi::Result<()> {
         guard(env, || {
-        let ms = finite_non_negative("advance(ms)", ms)?;
-        self.state.borrow_mut().advance(ms);
-        Ok(())
+            let ms = finite_non_negative("advance(ms)", ms)?;
+            self.state.borrow_mut().advance(ms);
+            Ok(())
         })
     }
 
     #[napi]
     pub fn suspend(&self, env: &Env, ms: f64) -> napi::Result<()> {
         guard(env, || {
-        let ms = finite_non_negative("suspend(ms)", ms)?;
-        self.state.borrow_mut().suspend(ms);
-        Ok(())
+            let ms = finite_non_negative("suspend(ms)", ms)?;
+            self.state.borrow_mut().suspend(ms);
+            Ok(())
         })
     }
 
     #[napi]
     pub fn step_wall(&self, env: &Env, delta_ms: f64) -> napi::Result<()> {
         guard(env, || {
-        let delta_ms = finite("stepWall(deltaMs)", delta_ms)?;
-        self.state.borrow_mut().step_wall(delta_ms);
-        Ok(())
+            let delta_ms = finite("stepWall(deltaMs)", delta_ms)?;
+            self.state.borrow_mut().step_wall(delta_ms);
+            Ok(())
         })
     }
 
     /// Moves any component to an absolute value; all are checked before any moves.
     #[napi]
-    pub fn set(&self, env: &Env, monotonic_ms: Option<f64>, wall_ms: Option<f64>, elapsed_realtime_ms: Option<f64>) -> napi::Result<()> {
-        guard(env, || self.set_checked(monotonic_ms, wall_ms, elapsed_realtime_ms))
+    pub fn set(
+        &self,
+        env: &Env,
+        monotonic_ms: Option<f64>,
+        wall_ms: Option<f64>,
+        elapsed_realtime_ms: Option<f64>,
+    ) -> napi::Result<()> {
+        guard(env, || {
+            self.set_checked(monotonic_ms, wall_ms, elapsed_realtime_ms)
+        })
     }
 
-    fn set_checked(&self, monotonic_ms: Option<f64>, wall_ms: Option<f64>, elapsed_realtime_ms: Option<f64>) -> CodedResult<()> {
-        let monotonic_ms = monotonic_ms.map(|v| finite("set({ monotonicMs })", v)).transpose()?;
+    fn set_checked(
+        &self,
+        monotonic_ms: Option<f64>,
+        wall_ms: Option<f64>,
+        elapsed_realtime_ms: Option<f64>,
+    ) -> CodedResult<()> {
+        let monotonic_ms = monotonic_ms
+            .map(|v| finite("set({ monotonicMs })", v))
+            .transpose()?;
         let wall_ms = wall_ms.map(|v| finite("set({ wallMs })", v)).transpose()?;
-        let elapsed_realtime_ms = elapsed_realtime_ms.map(|v| finite("set({ elapsedRealtimeMs })", v)).transpose()?;
+        let elapsed_realtime_ms = elapsed_realtime_ms
+            .map(|v| finite("set({ elapsedRealtimeMs })", v))
+            .transpose()?;
         let mut state = self.state.borrow_mut();
         if elapsed_realtime_ms.is_some() && state.elapsed_realtime_ms.is_none() {
             return Err(invalid_arg(
@@ -169,7 +206,9 @@ pub(crate) enum ClockHandle {
     SystemWithReader,
     Manual(Rc<RefCell<ManualClock>>),
     /// A plain JS object: `monotonicMs`, `wallMs` and, when `has_reader`, `elapsedRealtimeMs`.
-    Js { has_reader: bool },
+    Js {
+        has_reader: bool,
+    },
 }
 
 /// Readings the JS face took for this call; `None` where the clock is read natively.
@@ -193,12 +232,20 @@ pub(crate) struct BoundClock<'a> {
 
 impl<'a> BoundClock<'a> {
     pub fn new(handle: &'a ClockHandle, supplied: Supplied) -> BoundClock<'a> {
-        BoundClock { handle, supplied, taken: (f64::NAN, f64::NAN), reader_wanted: false }
+        BoundClock {
+            handle,
+            supplied,
+            taken: (f64::NAN, f64::NAN),
+            reader_wanted: false,
+        }
     }
 }
 
 fn not_supplied(reading: Reading) -> ClockError {
-    ClockError::failed(reading, "the reading was not supplied (an internal error; please report it)")
+    ClockError::failed(
+        reading,
+        "the reading was not supplied (an internal error; please report it)",
+    )
 }
 
 impl ClockSource for BoundClock<'_> {
@@ -242,16 +289,22 @@ impl ClockSource for BoundClock<'_> {
                 system.elapsed_realtime_ms()
             }
             ClockHandle::Manual(state) => state.borrow_mut().elapsed_realtime_ms(),
-            ClockHandle::SystemWithReader | ClockHandle::Js { has_reader: true } => match self.supplied.elapsed_realtime_ms {
-                Some(value) => Ok(value),
-                None => {
-                    self.reader_wanted = true;
-                    Err(ClockError::failed(Reading::ElapsedRealtime, "the reading is taken in JavaScript"))
+            ClockHandle::SystemWithReader | ClockHandle::Js { has_reader: true } => {
+                match self.supplied.elapsed_realtime_ms {
+                    Some(value) => Ok(value),
+                    None => {
+                        self.reader_wanted = true;
+                        Err(ClockError::failed(
+                            Reading::ElapsedRealtime,
+                            "the reading is taken in JavaScript",
+                        ))
+                    }
                 }
-            },
-            ClockHandle::Js { has_reader: false } => {
-                Err(ClockError::failed(Reading::ElapsedRealtime, "this clock has no elapsedRealtimeMs method"))
             }
+            ClockHandle::Js { has_reader: false } => Err(ClockError::failed(
+                Reading::ElapsedRealtime,
+                "this clock has no elapsedRealtimeMs method",
+            )),
         }
     }
 }

@@ -30,13 +30,17 @@ pub(crate) fn internal(payload: &(dyn std::any::Any + Send)) -> CodedError {
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".to_owned());
-    coded("ERR_INTERNAL", format!("quota-clock-source internal error (please report it): {what}"))
+    coded(
+        "ERR_INTERNAL",
+        format!("quota-clock-source internal error (please report it): {what}"),
+    )
 }
 
 /// Runs `body` with panics caught, and throws its error as a JS `Error` whose `code` is the
 /// error's code (napi-rs only returns errors coded with its own statuses).
 pub(crate) fn guard<T>(env: &napi::Env, body: impl FnOnce() -> CodedResult<T>) -> napi::Result<T> {
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or_else(|payload| Err(internal(payload.as_ref())));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body))
+        .unwrap_or_else(|payload| Err(internal(payload.as_ref())));
     outcome.map_err(|error| {
         // SAFETY: `env` is the live env of the current call.
         unsafe { napi::JsError::from(error).throw_into(env.raw()) };

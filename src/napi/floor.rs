@@ -12,7 +12,10 @@ use super::errors::{coded, guard};
 use super::raw::{callback_data, function_with_data};
 use crate::clock;
 
-unsafe extern "C" fn read_two_clocks(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+unsafe extern "C" fn read_two_clocks(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+) -> sys::napi_value {
     // SAFETY: N-API's own env and info.
     let data = unsafe { callback_data(env, info) };
     if !data.is_null() {
@@ -36,15 +39,19 @@ unsafe extern "C" fn release_buffer(_env: sys::napi_env, data: *mut c_void, _hin
 pub fn clock_floor<'env>(env: &'env Env, buffer: Float64Array) -> napi::Result<Unknown<'env>> {
     guard(env, move || {
         if buffer.len() < 2 {
-            return Err(coded("ERR_INVALID_ARG", "the floor needs a buffer of 2 slots"));
+            return Err(coded(
+                "ERR_INVALID_ARG",
+                "the floor needs a buffer of 2 slots",
+            ));
         }
         let data = Box::into_raw(Box::new(buffer)) as *mut c_void;
         // SAFETY: `data` lives until `release_buffer`, which frees it once.
-        unsafe { function_with_data(env, "clockFloor", read_two_clocks, data, release_buffer) }.ok_or_else(|| {
-            // SAFETY: N-API refused, so nothing else owns `data`.
-            drop(unsafe { Box::from_raw(data as *mut Float64Array) });
-            coded("ERR_INTERNAL", "could not create the floor function")
-        })
+        unsafe { function_with_data(env, "clockFloor", read_two_clocks, data, release_buffer) }
+            .ok_or_else(|| {
+                // SAFETY: N-API refused, so nothing else owns `data`.
+                drop(unsafe { Box::from_raw(data as *mut Float64Array) });
+                coded("ERR_INTERNAL", "could not create the floor function")
+            })
     })
 }
 
@@ -84,12 +91,24 @@ enum KeyRead {
     Utf16,
 }
 
-unsafe extern "C" fn read_key(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+unsafe extern "C" fn read_key(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+) -> sys::napi_value {
     let mut argc = 1usize;
     let mut argv = [ptr::null_mut(); 1];
     let mut data: *mut c_void = ptr::null_mut();
     // SAFETY: N-API's own env and info; room for one argument.
-    let status = unsafe { sys::napi_get_cb_info(env, info, &mut argc, argv.as_mut_ptr(), ptr::null_mut(), &mut data) };
+    let status = unsafe {
+        sys::napi_get_cb_info(
+            env,
+            info,
+            &mut argc,
+            argv.as_mut_ptr(),
+            ptr::null_mut(),
+            &mut data,
+        )
+    };
     if status != sys::Status::napi_ok || data.is_null() || argc < 1 {
         return ptr::null_mut();
     }
@@ -100,15 +119,39 @@ unsafe extern "C" fn read_key(env: sys::napi_env, info: sys::napi_callback_info)
     let read = match mode {
         KeyRead::Utf8 => {
             let mut bytes = [0u8; 772];
-            unsafe { sys::napi_get_value_string_utf8(env, argv[0], bytes.as_mut_ptr().cast(), bytes.len(), &mut len) }
+            unsafe {
+                sys::napi_get_value_string_utf8(
+                    env,
+                    argv[0],
+                    bytes.as_mut_ptr().cast(),
+                    bytes.len(),
+                    &mut len,
+                )
+            }
         }
         KeyRead::Latin1 => {
             let mut bytes = [0u8; 258];
-            unsafe { sys::napi_get_value_string_latin1(env, argv[0], bytes.as_mut_ptr().cast(), bytes.len(), &mut len) }
+            unsafe {
+                sys::napi_get_value_string_latin1(
+                    env,
+                    argv[0],
+                    bytes.as_mut_ptr().cast(),
+                    bytes.len(),
+                    &mut len,
+                )
+            }
         }
         KeyRead::Utf16 => {
             let mut units = [0u16; 258];
-            unsafe { sys::napi_get_value_string_utf16(env, argv[0], units.as_mut_ptr(), units.len(), &mut len) }
+            unsafe {
+                sys::napi_get_value_string_utf16(
+                    env,
+                    argv[0],
+                    units.as_mut_ptr(),
+                    units.len(),
+                    &mut len,
+                )
+            }
         }
     };
     std::hint::black_box((read, len));
@@ -129,15 +172,22 @@ pub fn key_probe<'env>(env: &'env Env, mode: String) -> napi::Result<Unknown<'en
             "utf8" => KeyRead::Utf8,
             "latin1" => KeyRead::Latin1,
             "utf16" => KeyRead::Utf16,
-            other => return Err(coded("ERR_INVALID_ARG", format!("unknown key read '{other}'"))),
+            other => {
+                return Err(coded(
+                    "ERR_INVALID_ARG",
+                    format!("unknown key read '{other}'"),
+                ))
+            }
         };
         let data = Box::into_raw(Box::new(mode)) as *mut c_void;
         // SAFETY: `data` lives until `release_mode`, which frees it once.
-        unsafe { function_with_data(env, "keyProbe", read_key, data, release_mode) }.ok_or_else(|| {
-            // SAFETY: N-API refused, so nothing else owns `data`.
-            drop(unsafe { Box::from_raw(data as *mut KeyRead) });
-            coded("ERR_INTERNAL", "could not create the key probe")
-        })
+        unsafe { function_with_data(env, "keyProbe", read_key, data, release_mode) }.ok_or_else(
+            || {
+                // SAFETY: N-API refused, so nothing else owns `data`.
+                drop(unsafe { Box::from_raw(data as *mut KeyRead) });
+                coded("ERR_INTERNAL", "could not create the key probe")
+            },
+        )
     })
 }
 

@@ -21,15 +21,17 @@ use super::calendar::{parse_spec, PeriodOutput, PeriodSpecInput};
 use super::clock::{BoundClock, ClockHandle, NativeManualClock, Supplied};
 use super::errors::{coded, from_limiter, guard, internal, invalid_arg, CodedError, CodedResult};
 use super::limiter::{
-    clock_handle, config_from, notify_listener, positive_safe_integer, write_decision, ErrorOutput, LimiterOptions, ResultSlots, BUSY,
-    MAX_SAFE_INTEGER, RESULT_SLOTS, SLOT_ELAPSED_REALTIME_MS, SLOT_HAS_ELAPSED_REALTIME, SLOT_MONOTONIC_MS, SLOT_N_OR_STATUS, SLOT_WALL_MS,
+    clock_handle, config_from, notify_listener, positive_safe_integer, write_decision, ErrorOutput,
+    LimiterOptions, ResultSlots, BUSY, MAX_SAFE_INTEGER, RESULT_SLOTS, SLOT_ELAPSED_REALTIME_MS,
+    SLOT_HAS_ELAPSED_REALTIME, SLOT_MONOTONIC_MS, SLOT_N_OR_STATUS, SLOT_WALL_MS,
     STATUS_DECIDED_WITH_ANOMALIES, STATUS_ERROR, STATUS_NEEDS_READER, STATUS_NEEDS_READINGS,
 };
 use super::raw::function_with_data;
 use crate::anomaly::{js_number, Anomaly};
 use crate::clock;
 use crate::keyed::{
-    words_for, Key, KeyBuf, KeyPolicy, KeyStatus, KeyedConfig, KeyedLimiter, PolicyId, Snapshot, SnapshotError, Target, DEFAULT_POLICY,
+    words_for, Key, KeyBuf, KeyPolicy, KeyStatus, KeyedConfig, KeyedLimiter, PolicyId, Snapshot,
+    SnapshotError, Target, DEFAULT_POLICY,
 };
 
 /// In: the operation of the raw call.
@@ -112,7 +114,10 @@ const SCRATCH_WORDS: usize = (2 * SCRATCH_UNITS).div_ceil(8);
 impl KeyScratch {
     #[inline(always)]
     fn new() -> KeyScratch {
-        KeyScratch { units: MaybeUninit::uninit(), words: MaybeUninit::uninit() }
+        KeyScratch {
+            units: MaybeUninit::uninit(),
+            words: MaybeUninit::uninit(),
+        }
     }
 
     /// Reads a JS string of 1 to 256 UTF-16 code units (one copy) and packs it as the table
@@ -123,12 +128,23 @@ impl KeyScratch {
     fn read(&mut self, env: sys::napi_env, value: sys::napi_value) -> CodedResult<Key<'_>> {
         let mut len = 0usize;
         // SAFETY: a live env and value; the buffer's size is passed, N-API writes within it.
-        let status = unsafe { sys::napi_get_value_string_utf16(env, value, self.units.as_mut_ptr().cast(), SCRATCH_UNITS, &mut len) };
+        let status = unsafe {
+            sys::napi_get_value_string_utf16(
+                env,
+                value,
+                self.units.as_mut_ptr().cast(),
+                SCRATCH_UNITS,
+                &mut len,
+            )
+        };
         if status != sys::Status::napi_ok {
             return Err(coded("ERR_INVALID_ARG", "key must be a string"));
         }
         if !(1..=MAX_KEY_UNITS).contains(&len) {
-            return Err(coded("ERR_INVALID_ARG", "key must be a string of 1 to 256 UTF-16 code units"));
+            return Err(coded(
+                "ERR_INVALID_ARG",
+                "key must be a string of 1 to 256 UTF-16 code units",
+            ));
         }
         // SAFETY: N-API wrote the first `len` units.
         let units = unsafe { std::slice::from_raw_parts(self.units.as_ptr().cast::<u16>(), len) };
@@ -149,7 +165,11 @@ impl KeyScratch {
         }
         if widest < 256 {
             // SAFETY: the first words_for(len) words were just written.
-            return Ok(Key { wide: false, len: len as u16, words: unsafe { std::slice::from_raw_parts(words, words_for(len)) } });
+            return Ok(Key {
+                wide: false,
+                len: len as u16,
+                words: unsafe { std::slice::from_raw_parts(words, words_for(len)) },
+            });
         }
         for (index, chunk) in units.chunks(4).enumerate() {
             let mut packed = 0u64;
@@ -160,7 +180,11 @@ impl KeyScratch {
             unsafe { words.add(index).write(packed) };
         }
         // SAFETY: the first words_for(2 len) words were just written.
-        Ok(Key { wide: true, len: 2 * len as u16, words: unsafe { std::slice::from_raw_parts(words, words_for(2 * len)) } })
+        Ok(Key {
+            wide: true,
+            len: 2 * len as u16,
+            words: unsafe { std::slice::from_raw_parts(words, words_for(2 * len)) },
+        })
     }
 }
 
@@ -168,7 +192,11 @@ impl KeyScratch {
 fn key_argument(env: &Env, value: &Unknown<'_>) -> CodedResult<KeyBuf> {
     let mut scratch = KeyScratch::new();
     let key = scratch.read(env.raw(), value.raw())?;
-    Ok(KeyBuf { wide: key.wide, len: key.len, words: key.words.to_vec() })
+    Ok(KeyBuf {
+        wide: key.wide,
+        len: key.len,
+        words: key.words.to_vec(),
+    })
 }
 
 fn check(condition: bool, message: impl FnOnce() -> String) -> CodedResult<()> {
@@ -181,25 +209,65 @@ fn check(condition: bool, message: impl FnOnce() -> String) -> CodedResult<()> {
 
 /// Validates a normalized policy's values (the JS face checked types and merged the defaults).
 fn key_policy(input: &PolicyInput) -> CodedResult<KeyPolicy> {
-    let PolicyInput { capacity, refill_per_second, initial_tokens, ref path, .. } = *input;
-    check(capacity.is_finite() && capacity > 0.0, || format!("{path}.capacity must be a finite number > 0; received {}", js_number(capacity)))?;
-    check(refill_per_second.is_finite() && refill_per_second > 0.0, || {
-        format!("{path}.refillPerSecond must be a finite number > 0; received {}", js_number(refill_per_second))
+    let PolicyInput {
+        capacity,
+        refill_per_second,
+        initial_tokens,
+        ref path,
+        ..
+    } = *input;
+    check(capacity.is_finite() && capacity > 0.0, || {
+        format!(
+            "{path}.capacity must be a finite number > 0; received {}",
+            js_number(capacity)
+        )
     })?;
+    check(
+        refill_per_second.is_finite() && refill_per_second > 0.0,
+        || {
+            format!(
+                "{path}.refillPerSecond must be a finite number > 0; received {}",
+                js_number(refill_per_second)
+            )
+        },
+    )?;
     check((0.0..=capacity).contains(&initial_tokens), || {
-        format!("{path}.initialTokens must be a number from 0 to capacity ({}); received {}", js_number(capacity), js_number(initial_tokens))
+        format!(
+            "{path}.initialTokens must be a number from 0 to capacity ({}); received {}",
+            js_number(capacity),
+            js_number(initial_tokens)
+        )
     })?;
     let quota = match (&input.quota_period, input.quota_limit) {
         (Some(period), Some(limit)) => {
-            check(limit >= 0.0 && limit.fract() == 0.0 && limit <= MAX_SAFE_INTEGER, || {
-                format!("{path}.quota.limit must be a non-negative safe integer; received {}", js_number(limit))
-            })?;
-            Some((limit as u64, parse_spec(period, &format!("{path}.quota.period"))?))
+            check(
+                limit >= 0.0 && limit.fract() == 0.0 && limit <= MAX_SAFE_INTEGER,
+                || {
+                    format!(
+                        "{path}.quota.limit must be a non-negative safe integer; received {}",
+                        js_number(limit)
+                    )
+                },
+            )?;
+            Some((
+                limit as u64,
+                parse_spec(period, &format!("{path}.quota.period"))?,
+            ))
         }
         (None, None) => None,
-        _ => return Err(coded("ERR_INVALID_OPTION", format!("{path}.quota needs both limit and period"))),
+        _ => {
+            return Err(coded(
+                "ERR_INVALID_OPTION",
+                format!("{path}.quota needs both limit and period"),
+            ))
+        }
     };
-    Ok(KeyPolicy { capacity, refill_per_second, initial_tokens, quota })
+    Ok(KeyPolicy {
+        capacity,
+        refill_per_second,
+        initial_tokens,
+        quota,
+    })
 }
 
 fn count_for(n: f64, capacity: f64) -> CodedResult<u64> {
@@ -217,7 +285,8 @@ fn count_for(n: f64, capacity: f64) -> CodedResult<u64> {
 impl KeyedState {
     fn report(&self) {
         if !self.anomalies.is_empty() {
-            self.result.set(SLOT_N_OR_STATUS, STATUS_DECIDED_WITH_ANOMALIES);
+            self.result
+                .set(SLOT_N_OR_STATUS, STATUS_DECIDED_WITH_ANOMALIES);
             notify_listener(self.registry_id, self.anomaly_listener, &self.anomalies);
         }
     }
@@ -227,11 +296,16 @@ impl KeyedState {
     #[inline(always)]
     fn consume_quiet(&mut self, index: u32) -> bool {
         let n = self.result.get(SLOT_N_OR_STATUS);
-        if !(n >= 1.0 && n <= self.limiter.capacity_of(Target::Held(index)) && n <= MAX_SAFE_INTEGER) {
+        if !(n >= 1.0
+            && n <= self.limiter.capacity_of(Target::Held(index))
+            && n <= MAX_SAFE_INTEGER)
+        {
             return false;
         }
         let (monotonic_ms, wall_ms) = match &self.clock {
-            ClockHandle::System(_) | ClockHandle::SystemWithReader => (clock::monotonic_ms(), clock::wall_ms()),
+            ClockHandle::System(_) | ClockHandle::SystemWithReader => {
+                (clock::monotonic_ms(), clock::wall_ms())
+            }
             ClockHandle::Manual(manual) => match manual.try_borrow() {
                 Ok(manual) => (manual.monotonic_ms, manual.wall_ms),
                 Err(_) => return false,
@@ -240,7 +314,10 @@ impl KeyedState {
         };
         // SAFETY: 1 ≤ n ≤ 2^53 - 1 (checked above), so it fits an i64.
         let count = unsafe { n.to_int_unchecked::<i64>() } as u64;
-        match self.limiter.try_consume_quiet(index, count, monotonic_ms, wall_ms) {
+        match self
+            .limiter
+            .try_consume_quiet(index, count, monotonic_ms, wall_ms)
+        {
             Some(decision) => {
                 write_decision(&self.result, &decision);
                 true
@@ -292,7 +369,10 @@ impl KeyedState {
         let n = self.result.get(SLOT_N_OR_STATUS);
         let consume = self.result.get(SLOT_OPERATION) == OPERATION_CONSUME;
         if !consume && self.result.get(SLOT_OPERATION) != OPERATION_REFUND {
-            return Err(invalid_arg(format!("unknown operation {}", self.result.get(SLOT_OPERATION))));
+            return Err(invalid_arg(format!(
+                "unknown operation {}",
+                self.result.get(SLOT_OPERATION)
+            )));
         }
         // The order of checks (SPEC §10): n against the key's capacity before any reading.
         let count = match target {
@@ -303,12 +383,22 @@ impl KeyedState {
             self.result.set(SLOT_N_OR_STATUS, STATUS_NEEDS_READINGS);
             return Ok(());
         }
-        let readings = if supplied { supplied_readings(&self.result) } else { Supplied::default() };
+        let readings = if supplied {
+            supplied_readings(&self.result)
+        } else {
+            Supplied::default()
+        };
         self.anomalies.clear();
         let mut clock = BoundClock::new(&self.clock, readings);
         let outcome = match target {
-            Some(target) if consume => self.limiter.try_consume(key, target, count, &mut clock, &mut self.anomalies).map(Some),
-            _ => self.limiter.refund(key, count, &mut clock, &mut self.anomalies).map(|()| None),
+            Some(target) if consume => self
+                .limiter
+                .try_consume(key, target, count, &mut clock, &mut self.anomalies)
+                .map(Some),
+            _ => self
+                .limiter
+                .refund(key, count, &mut clock, &mut self.anomalies)
+                .map(|()| None),
         };
         match outcome {
             Ok(decision) => {
@@ -338,7 +428,10 @@ impl KeyedState {
             quota_used: status.quota_used.map(|used| used as f64),
             quota_remaining: status.quota_remaining.map(|remaining| remaining as f64),
             period: match (&status.period, status.time_zone) {
-                (Some(period), Some(time_zone)) => Some(PeriodOutput { time_zone: time_zone.to_owned(), ..period_output_without_zone(period) }),
+                (Some(period), Some(time_zone)) => Some(PeriodOutput {
+                    time_zone: time_zone.to_owned(),
+                    ..period_output_without_zone(period)
+                }),
                 _ => None,
             },
             capacity: status.capacity,
@@ -369,7 +462,8 @@ fn supplied_readings(result: &ResultSlots) -> Supplied {
     Supplied {
         monotonic_ms: Some(result.get(SLOT_MONOTONIC_MS)),
         wall_ms: Some(result.get(SLOT_WALL_MS)),
-        elapsed_realtime_ms: (result.get(SLOT_HAS_ELAPSED_REALTIME) == 1.0).then(|| result.get(SLOT_ELAPSED_REALTIME_MS)),
+        elapsed_realtime_ms: (result.get(SLOT_HAS_ELAPSED_REALTIME) == 1.0)
+            .then(|| result.get(SLOT_ELAPSED_REALTIME_MS)),
     }
 }
 
@@ -382,7 +476,9 @@ impl KeyedState {
         let mut clock = BoundClock::new(&self.clock, supplied);
         let status = match self.limiter.status(target, &mut clock, &mut anomalies) {
             Ok(status) => status,
-            Err(_) if clock.reader_wanted => return Ok(KeyedState::status_needs("reader", clock.taken)),
+            Err(_) if clock.reader_wanted => {
+                return Ok(KeyedState::status_needs("reader", clock.taken))
+            }
             Err(error) => return Err(from_limiter(&error)),
         };
         notify_listener(self.registry_id, self.anomaly_listener, &anomalies);
@@ -401,12 +497,24 @@ fn period_output_without_zone(period: &crate::calendar::Period) -> PeriodOutput 
 }
 
 /// The raw `call(key)`: `data` is the limiter's `KeyedCell`.
-unsafe extern "C" fn keyed_call(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+unsafe extern "C" fn keyed_call(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+) -> sys::napi_value {
     let mut argc = 1usize;
     let mut argv = [ptr::null_mut(); 1];
     let mut data: *mut c_void = ptr::null_mut();
     // SAFETY: N-API's own env and info; room for one argument.
-    let status = unsafe { sys::napi_get_cb_info(env, info, &mut argc, argv.as_mut_ptr(), ptr::null_mut(), &mut data) };
+    let status = unsafe {
+        sys::napi_get_cb_info(
+            env,
+            info,
+            &mut argc,
+            argv.as_mut_ptr(),
+            ptr::null_mut(),
+            &mut data,
+        )
+    };
     if status != sys::Status::napi_ok || data.is_null() {
         return ptr::null_mut();
     }
@@ -458,10 +566,18 @@ fn snapshot_error(error: &SnapshotError) -> CodedError {
 
 /// Validates every byte of `bytes` (and that it holds at most `max_keys` keys).
 #[napi(js_name = "snapshotParse")]
-pub fn snapshot_parse(env: &Env, bytes: Uint8Array, max_keys: f64) -> napi::Result<External<NativeSnapshot>> {
+pub fn snapshot_parse(
+    env: &Env,
+    bytes: Uint8Array,
+    max_keys: f64,
+) -> napi::Result<External<NativeSnapshot>> {
     guard(env, || {
         let snapshot = Snapshot::parse(&bytes, max_keys as u64).map_err(|e| snapshot_error(&e))?;
-        Ok(External::new(NativeSnapshot { snapshot, policies: Vec::new(), choices: Vec::new() }))
+        Ok(External::new(NativeSnapshot {
+            snapshot,
+            policies: Vec::new(),
+            choices: Vec::new(),
+        }))
     })
 }
 
@@ -472,14 +588,23 @@ pub fn snapshot_length(plan: &External<NativeSnapshot>) -> u32 {
 
 /// Key `position` as a JS string (built from its UTF-16 code units: exact for any key).
 #[napi(js_name = "snapshotKeyAt")]
-pub fn snapshot_key_at<'env>(env: &'env Env, plan: &External<NativeSnapshot>, position: u32) -> napi::Result<Unknown<'env>> {
+pub fn snapshot_key_at<'env>(
+    env: &'env Env,
+    plan: &External<NativeSnapshot>,
+    position: u32,
+) -> napi::Result<Unknown<'env>> {
     plan.key_at(env, position)
 }
 
 /// The keys' policies: `choices[i]` indexes `policies` (`u32::MAX`: the defaults). All are
 /// validated before any is kept.
 #[napi(js_name = "snapshotSetPolicies")]
-pub fn snapshot_set_policies(env: &Env, plan: &mut External<NativeSnapshot>, policies: Vec<PolicyInput>, choices: Uint32Array) -> napi::Result<()> {
+pub fn snapshot_set_policies(
+    env: &Env,
+    plan: &mut External<NativeSnapshot>,
+    policies: Vec<PolicyInput>,
+    choices: Uint32Array,
+) -> napi::Result<()> {
     plan.set_policies(env, policies, choices)
 }
 
@@ -492,7 +617,14 @@ impl NativeSnapshot {
             let units = self.snapshot.key(position as usize).to_utf16();
             let mut value = ptr::null_mut();
             // SAFETY: a live env; `units` outlives the call, which copies them.
-            let status = unsafe { sys::napi_create_string_utf16(env.raw(), units.as_ptr(), units.len() as isize, &mut value) };
+            let status = unsafe {
+                sys::napi_create_string_utf16(
+                    env.raw(),
+                    units.as_ptr(),
+                    units.len() as isize,
+                    &mut value,
+                )
+            };
             if status != sys::Status::napi_ok {
                 return Err(coded("ERR_INTERNAL", "could not create a key string"));
             }
@@ -501,11 +633,25 @@ impl NativeSnapshot {
         })
     }
 
-    fn set_policies(&mut self, env: &Env, policies: Vec<PolicyInput>, choices: Uint32Array) -> napi::Result<()> {
+    fn set_policies(
+        &mut self,
+        env: &Env,
+        policies: Vec<PolicyInput>,
+        choices: Uint32Array,
+    ) -> napi::Result<()> {
         guard(env, || {
-            let parsed = policies.iter().map(key_policy).collect::<CodedResult<Vec<_>>>()?;
-            if choices.len() != self.snapshot.len() || choices.iter().any(|&choice| choice != u32::MAX && choice as usize >= parsed.len()) {
-                return Err(invalid_arg("one policy choice per key, each naming a policy"));
+            let parsed = policies
+                .iter()
+                .map(key_policy)
+                .collect::<CodedResult<Vec<_>>>()?;
+            if choices.len() != self.snapshot.len()
+                || choices
+                    .iter()
+                    .any(|&choice| choice != u32::MAX && choice as usize >= parsed.len())
+            {
+                return Err(invalid_arg(
+                    "one policy choice per key, each naming a policy",
+                ));
             }
             self.policies = parsed;
             self.choices = choices.to_vec();
@@ -520,8 +666,14 @@ pub struct NativeKeyed {
 }
 
 /// Runs `body` on the state, refusing a re-entrant call.
-fn with_state<T>(cell: &KeyedCell, body: impl FnOnce(&mut KeyedState) -> CodedResult<T>) -> CodedResult<T> {
-    let mut state = cell.state.try_borrow_mut().map_err(|_| coded("ERR_CLOCK_READING", BUSY))?;
+fn with_state<T>(
+    cell: &KeyedCell,
+    body: impl FnOnce(&mut KeyedState) -> CodedResult<T>,
+) -> CodedResult<T> {
+    let mut state = cell
+        .state
+        .try_borrow_mut()
+        .map_err(|_| coded("ERR_CLOCK_READING", BUSY))?;
     body(&mut state)
 }
 
@@ -546,10 +698,18 @@ pub fn keyed_create(
 ) -> napi::Result<External<NativeKeyed>> {
     guard(env, move || {
         if result_buffer.len() < RESULT_SLOTS {
-            return Err(invalid_arg(format!("the result buffer needs {RESULT_SLOTS} slots")));
+            return Err(invalid_arg(format!(
+                "the result buffer needs {RESULT_SLOTS} slots"
+            )));
         }
         if !((1.0..=MAX_SAFE_INTEGER).contains(&max_keys) && max_keys.fract() == 0.0) {
-            return Err(coded("ERR_INVALID_OPTION", format!("maxKeys must be a positive safe integer; received {}", js_number(max_keys))));
+            return Err(coded(
+                "ERR_INVALID_OPTION",
+                format!(
+                    "maxKeys must be a positive safe integer; received {}",
+                    js_number(max_keys)
+                ),
+            ));
         }
         let limits = config_from(&options)?;
         let defaults = KeyPolicy {
@@ -566,11 +726,24 @@ pub fn keyed_create(
             max_keys: max_keys.min(usize::MAX as f64) as usize,
         };
         let clock = clock_handle(&clock_kind, manual)?;
-        let supplied = Supplied { monotonic_ms, wall_ms, elapsed_realtime_ms };
-        let mut limiter = KeyedLimiter::new(config, &mut BoundClock::new(&clock, supplied)).map_err(|e| from_limiter(&e))?;
+        let supplied = Supplied {
+            monotonic_ms,
+            wall_ms,
+            elapsed_realtime_ms,
+        };
+        let mut limiter = KeyedLimiter::new(config, &mut BoundClock::new(&clock, supplied))
+            .map_err(|e| from_limiter(&e))?;
         if let Some(restore) = restore {
-            let ids: Vec<PolicyId> = restore.policies.iter().map(|policy| limiter.intern(policy.clone())).collect();
-            let per_key: Vec<PolicyId> = restore.choices.iter().map(|&choice| ids.get(choice as usize).copied().unwrap_or(DEFAULT_POLICY)).collect();
+            let ids: Vec<PolicyId> = restore
+                .policies
+                .iter()
+                .map(|policy| limiter.intern(policy.clone()))
+                .collect();
+            let per_key: Vec<PolicyId> = restore
+                .choices
+                .iter()
+                .map(|&choice| ids.get(choice as usize).copied().unwrap_or(DEFAULT_POLICY))
+                .collect();
             limiter.restore(&restore.snapshot, &per_key);
             for id in ids {
                 limiter.release_if_unused(id);
@@ -590,21 +763,31 @@ pub fn keyed_create(
             result,
             _result_buffer: result_buffer,
         };
-        Ok(External::new(NativeKeyed { state: Rc::new(KeyedCell { result: ResultSlots(address), state: RefCell::new(state) }) }))
+        Ok(External::new(NativeKeyed {
+            state: Rc::new(KeyedCell {
+                result: ResultSlots(address),
+                state: RefCell::new(state),
+            }),
+        }))
     })
 }
 
 /// The hot path: a raw function `call(key)` on this limiter (see the module comment).
 #[napi(js_name = "keyedCallFunction")]
-pub fn keyed_call_function<'env>(env: &'env Env, limiter: &External<NativeKeyed>) -> napi::Result<Unknown<'env>> {
+pub fn keyed_call_function<'env>(
+    env: &'env Env,
+    limiter: &External<NativeKeyed>,
+) -> napi::Result<Unknown<'env>> {
     guard(env, || {
         let data = Rc::into_raw(limiter.state.clone()) as *mut c_void;
         // SAFETY: `data` lives until `release_cell`, which releases it once.
-        unsafe { function_with_data(env, "call", keyed_call, data, release_cell) }.ok_or_else(|| {
-            // SAFETY: N-API refused, so nothing else owns `data`.
-            drop(unsafe { Rc::from_raw(data as *const KeyedCell) });
-            coded("ERR_INTERNAL", "could not create the call function")
-        })
+        unsafe { function_with_data(env, "call", keyed_call, data, release_cell) }.ok_or_else(
+            || {
+                // SAFETY: N-API refused, so nothing else owns `data`.
+                drop(unsafe { Rc::from_raw(data as *const KeyedCell) });
+                coded("ERR_INTERNAL", "could not create the call function")
+            },
+        )
     })
 }
 
@@ -622,7 +805,9 @@ pub fn keyed_call_slow(
     guard(env, || {
         let key = key_argument(env, &key)?;
         let policy = policy.as_ref().map(key_policy).transpose()?;
-        with_state(&limiter.state, |state| state.run(key.key(), policy, supplied))
+        with_state(&limiter.state, |state| {
+            state.run(key.key(), policy, supplied)
+        })
     })
 }
 
@@ -647,10 +832,19 @@ pub fn keyed_status(
             let target = match (state.limiter.find(key.key()), policy) {
                 (Some(index), _) => Target::Held(index),
                 (None, Some(policy)) => Target::New(state.limiter.intern(policy)),
-                (None, None) if state.has_policy => return Ok(KeyedState::status_needs("policy", (f64::NAN, f64::NAN))),
+                (None, None) if state.has_policy => {
+                    return Ok(KeyedState::status_needs("policy", (f64::NAN, f64::NAN)))
+                }
                 (None, None) => Target::New(DEFAULT_POLICY),
             };
-            let outcome = state.status_of(target, Supplied { monotonic_ms, wall_ms, elapsed_realtime_ms });
+            let outcome = state.status_of(
+                target,
+                Supplied {
+                    monotonic_ms,
+                    wall_ms,
+                    elapsed_realtime_ms,
+                },
+            );
             if let Target::New(id) = target {
                 state.limiter.release_if_unused(id);
             }
@@ -661,7 +855,11 @@ pub fn keyed_status(
 
 /// SPEC §10 `delete(key)`.
 #[napi(js_name = "keyedDelete")]
-pub fn keyed_delete(env: &Env, limiter: &External<NativeKeyed>, key: Unknown<'_>) -> napi::Result<bool> {
+pub fn keyed_delete(
+    env: &Env,
+    limiter: &External<NativeKeyed>,
+    key: Unknown<'_>,
+) -> napi::Result<bool> {
     guard(env, || {
         let key = key_argument(env, &key)?;
         with_state(&limiter.state, |state| Ok(state.limiter.delete(key.key())))
@@ -670,27 +868,46 @@ pub fn keyed_delete(env: &Env, limiter: &External<NativeKeyed>, key: Unknown<'_>
 
 #[napi(js_name = "keyedSize")]
 pub fn keyed_size(env: &Env, limiter: &External<NativeKeyed>) -> napi::Result<f64> {
-    guard(env, || with_state(&limiter.state, |state| Ok(state.limiter.len() as f64)))
+    guard(env, || {
+        with_state(&limiter.state, |state| Ok(state.limiter.len() as f64))
+    })
 }
 
 /// SPEC §10 `snapshot()`: reads no clock.
 #[napi(js_name = "keyedSnapshot")]
 pub fn keyed_snapshot(env: &Env, limiter: &External<NativeKeyed>) -> napi::Result<Uint8Array> {
-    guard(env, || with_state(&limiter.state, |state| Ok(Uint8Array::new(state.limiter.snapshot()))))
+    guard(env, || {
+        with_state(&limiter.state, |state| {
+            Ok(Uint8Array::new(state.limiter.snapshot()))
+        })
+    })
 }
 
 /// The anomalies of the last raw call (called only when there were some).
 #[napi(js_name = "keyedTakeAnomalies")]
-pub fn keyed_take_anomalies(env: &Env, limiter: &External<NativeKeyed>) -> napi::Result<Vec<AnomalyOutput>> {
-    guard(env, || with_state(&limiter.state, |state| Ok(state.anomalies.iter().map(AnomalyOutput::from).collect())))
+pub fn keyed_take_anomalies(
+    env: &Env,
+    limiter: &External<NativeKeyed>,
+) -> napi::Result<Vec<AnomalyOutput>> {
+    guard(env, || {
+        with_state(&limiter.state, |state| {
+            Ok(state.anomalies.iter().map(AnomalyOutput::from).collect())
+        })
+    })
 }
 
 /// The error of the last raw call.
 #[napi(js_name = "keyedTakeError")]
 pub fn keyed_take_error(limiter: &External<NativeKeyed>) -> ErrorOutput {
     let error = match limiter.state.state.try_borrow_mut() {
-        Ok(mut state) => state.error.take().unwrap_or_else(|| coded("ERR_CLOCK_READING", BUSY)),
+        Ok(mut state) => state
+            .error
+            .take()
+            .unwrap_or_else(|| coded("ERR_CLOCK_READING", BUSY)),
         Err(_) => coded("ERR_CLOCK_READING", BUSY),
     };
-    ErrorOutput { code: error.status, message: error.reason }
+    ErrorOutput {
+        code: error.status,
+        message: error.reason,
+    }
 }

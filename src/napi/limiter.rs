@@ -9,16 +9,18 @@
 //! napi class instance or a function per limiter) also keeps an idle limiter under 1 KiB.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::ptr;
-use std::collections::HashMap;
 use std::rc::{Rc, Weak};
 
 use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
 
-use super::anomaly::{build_dispatcher, deliver, AnomalyDelivery, AnomalyDispatcher, AnomalyOutput};
+use super::anomaly::{
+    build_dispatcher, deliver, AnomalyDelivery, AnomalyDispatcher, AnomalyOutput,
+};
 use super::calendar::{check_wall_ms, parse_spec, period_output, PeriodOutput, PeriodSpecInput};
 use super::clock::{BoundClock, ClockHandle, NativeManualClock, Supplied};
 use super::errors::{coded, from_limiter, guard, internal, invalid_arg, CodedError, CodedResult};
@@ -180,21 +182,36 @@ impl Drop for Registry {
     }
 }
 
-pub(crate) const BUSY: &str = "the limiter is busy with another call (please report it: no JS runs inside a native call)";
+pub(crate) const BUSY: &str =
+    "the limiter is busy with another call (please report it: no JS runs inside a native call)";
 
 impl Registry {
     /// Runs `body` on the limiter in `slot` (for the slow paths).
-    fn with_cell<T>(&self, slot: u32, body: impl FnOnce(&mut LimiterState) -> CodedResult<T>) -> CodedResult<T> {
-        let cells = self.cells.try_borrow().map_err(|_| coded("ERR_INTERNAL", "the limiter registry is busy"))?;
+    fn with_cell<T>(
+        &self,
+        slot: u32,
+        body: impl FnOnce(&mut LimiterState) -> CodedResult<T>,
+    ) -> CodedResult<T> {
+        let cells = self
+            .cells
+            .try_borrow()
+            .map_err(|_| coded("ERR_INTERNAL", "the limiter registry is busy"))?;
         let Some(Some(cell)) = cells.get(slot as usize) else {
             return Err(invalid_arg(format!("no limiter in slot {slot}")));
         };
-        let mut state = cell.try_borrow_mut().map_err(|_| coded("ERR_INTERNAL", BUSY))?;
+        let mut state = cell
+            .try_borrow_mut()
+            .map_err(|_| coded("ERR_INTERNAL", BUSY))?;
         body(&mut state)
     }
 
     fn insert(&self, cell: LimiterCell) -> CodedResult<u32> {
-        let mut cells = self.cells.try_borrow_mut().map_err(|_| coded("ERR_INTERNAL", "the limiter registry is busy (please report it: no JS runs inside a native call)"))?;
+        let mut cells = self.cells.try_borrow_mut().map_err(|_| {
+            coded(
+                "ERR_INTERNAL",
+                "the limiter registry is busy (please report it: no JS runs inside a native call)",
+            )
+        })?;
         let cell = Some(cell);
         match self.free.borrow_mut().pop() {
             Some(slot) => {
@@ -212,7 +229,9 @@ impl Registry {
     fn notify(&self, listener: Option<f64>, anomalies: &[Anomaly]) {
         if let (Some(listener), Ok(dispatcher)) = (listener, self.dispatcher.try_borrow()) {
             if let Some(dispatcher) = dispatcher.as_ref() {
-                anomalies.iter().for_each(|anomaly| deliver(dispatcher, listener, anomaly));
+                anomalies
+                    .iter()
+                    .for_each(|anomaly| deliver(dispatcher, listener, anomaly));
             }
         }
     }
@@ -244,7 +263,9 @@ impl Registry {
             return false;
         }
         let (monotonic_ms, wall_ms) = match &state.clock {
-            ClockHandle::System(_) | ClockHandle::SystemWithReader => (clock::monotonic_ms(), clock::wall_ms()),
+            ClockHandle::System(_) | ClockHandle::SystemWithReader => {
+                (clock::monotonic_ms(), clock::wall_ms())
+            }
             ClockHandle::Manual(manual) => match manual.try_borrow() {
                 Ok(manual) => (manual.monotonic_ms, manual.wall_ms),
                 Err(_) => return false,
@@ -253,7 +274,10 @@ impl Registry {
         };
         // SAFETY: 1 ≤ n ≤ 2^53 - 1 (checked above), so it fits an i64.
         let count = unsafe { n.to_int_unchecked::<i64>() } as u64;
-        match state.limiter.try_consume_quiet(count, monotonic_ms, wall_ms) {
+        match state
+            .limiter
+            .try_consume_quiet(count, monotonic_ms, wall_ms)
+        {
             Some(decision) => {
                 write_decision(result, &decision);
                 true
@@ -306,9 +330,16 @@ impl Registry {
             result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
             return;
         }
-        let readings = if supplied { self.supplied_readings() } else { Supplied::default() };
+        let readings = if supplied {
+            self.supplied_readings()
+        } else {
+            Supplied::default()
+        };
         let mut clock = BoundClock::new(&state.clock, readings);
-        match state.limiter.try_consume(n as i64 as u64, &mut clock, &mut state.anomalies) {
+        match state
+            .limiter
+            .try_consume(n as i64 as u64, &mut clock, &mut state.anomalies)
+        {
             Ok(decision) => {
                 write_decision(result, &decision);
                 if !state.anomalies.is_empty() {
@@ -334,7 +365,8 @@ impl Registry {
         Supplied {
             monotonic_ms: Some(result.get(SLOT_MONOTONIC_MS)),
             wall_ms: Some(result.get(SLOT_WALL_MS)),
-            elapsed_realtime_ms: (result.get(SLOT_HAS_ELAPSED_REALTIME) == 1.0).then(|| result.get(SLOT_ELAPSED_REALTIME_MS)),
+            elapsed_realtime_ms: (result.get(SLOT_HAS_ELAPSED_REALTIME) == 1.0)
+                .then(|| result.get(SLOT_ELAPSED_REALTIME_MS)),
         }
     }
 }
@@ -348,29 +380,74 @@ fn check(condition: bool, message: impl FnOnce() -> String) -> CodedResult<()> {
 }
 
 pub(crate) fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig> {
-    let LimiterOptions { capacity, refill_per_second, initial_tokens, .. } = *options;
-    check(capacity.is_finite() && capacity > 0.0, || format!("capacity must be a finite number > 0; received {}", js_number(capacity)))?;
-    check(refill_per_second.is_finite() && refill_per_second > 0.0, || {
-        format!("refillPerSecond must be a finite number > 0; received {}", js_number(refill_per_second))
+    let LimiterOptions {
+        capacity,
+        refill_per_second,
+        initial_tokens,
+        ..
+    } = *options;
+    check(capacity.is_finite() && capacity > 0.0, || {
+        format!(
+            "capacity must be a finite number > 0; received {}",
+            js_number(capacity)
+        )
     })?;
+    check(
+        refill_per_second.is_finite() && refill_per_second > 0.0,
+        || {
+            format!(
+                "refillPerSecond must be a finite number > 0; received {}",
+                js_number(refill_per_second)
+            )
+        },
+    )?;
     check((0.0..=capacity).contains(&initial_tokens), || {
-        format!("initialTokens must be a number from 0 to capacity ({}); received {}", js_number(capacity), js_number(initial_tokens))
+        format!(
+            "initialTokens must be a number from 0 to capacity ({}); received {}",
+            js_number(capacity),
+            js_number(initial_tokens)
+        )
     })?;
     let suspend_policy = SuspendPolicy::parse(&options.suspend_policy).ok_or_else(|| {
-        coded("ERR_INVALID_OPTION", format!("suspendPolicy must be 'ignore', 'credit' or 'refuse'; received '{}'", options.suspend_policy))
+        coded(
+            "ERR_INVALID_OPTION",
+            format!(
+                "suspendPolicy must be 'ignore', 'credit' or 'refuse'; received '{}'",
+                options.suspend_policy
+            ),
+        )
     })?;
     let quota = match (&options.quota_period, options.quota_limit) {
         (Some(period), Some(limit)) => {
-            check(limit >= 0.0 && limit.fract() == 0.0 && limit <= MAX_SAFE_INTEGER, || {
-                format!("quota.limit must be a non-negative safe integer; received {}", js_number(limit))
-            })?;
-            Some(Quota::new(limit as u64, parse_spec(period, "quota.period")?))
+            check(
+                limit >= 0.0 && limit.fract() == 0.0 && limit <= MAX_SAFE_INTEGER,
+                || {
+                    format!(
+                        "quota.limit must be a non-negative safe integer; received {}",
+                        js_number(limit)
+                    )
+                },
+            )?;
+            Some(Quota::new(
+                limit as u64,
+                parse_spec(period, "quota.period")?,
+            ))
         }
         (None, None) => None,
-        _ => return Err(coded("ERR_INVALID_OPTION", "quota needs both limit and period")),
+        _ => {
+            return Err(coded(
+                "ERR_INVALID_OPTION",
+                "quota needs both limit and period",
+            ))
+        }
     };
     if let Some(earliest) = options.earliest_plausible_wall_ms {
-        check(earliest.is_finite(), || format!("earliestPlausibleWallMs must be a finite number or null; received {}", js_number(earliest)))?;
+        check(earliest.is_finite(), || {
+            format!(
+                "earliestPlausibleWallMs must be a finite number or null; received {}",
+                js_number(earliest)
+            )
+        })?;
     }
     Ok(LimiterConfig {
         capacity,
@@ -393,18 +470,29 @@ pub(crate) fn write_decision(result: &ResultSlots, decision: &Decision) {
     };
     result.set(SLOT_BASIS, basis);
     result.set(SLOT_TOKENS, decision.tokens);
-    result.set(SLOT_QUOTA_REMAINING, decision.quota_remaining.map_or(f64::NAN, |remaining| remaining as i64 as f64));
+    result.set(
+        SLOT_QUOTA_REMAINING,
+        decision
+            .quota_remaining
+            .map_or(f64::NAN, |remaining| remaining as i64 as f64),
+    );
 }
 
 /// The raw `tryConsume` callback for native clocks: `data` is this thread's `Registry`.
-unsafe extern "C" fn fast_consume(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+unsafe extern "C" fn fast_consume(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+) -> sys::napi_value {
     // SAFETY: as in `consume_with`.
     unsafe { consume_with::<false>(env, info) }
 }
 
 /// The raw callback for readings the JS face supplies (a JS clock, or a call resumed after the
 /// JS elapsed-realtime reader).
-unsafe extern "C" fn supplied_consume(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+unsafe extern "C" fn supplied_consume(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+) -> sys::napi_value {
     // SAFETY: as in `consume_with`.
     unsafe { consume_with::<true>(env, info) }
 }
@@ -412,7 +500,10 @@ unsafe extern "C" fn supplied_consume(env: sys::napi_env, info: sys::napi_callba
 /// # Safety
 /// `env` and `info` are N-API's own, for a function made by `consume_function`.
 #[inline(always)]
-unsafe fn consume_with<const SUPPLIED: bool>(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+unsafe fn consume_with<const SUPPLIED: bool>(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+) -> sys::napi_value {
     // SAFETY: N-API's own env and info.
     let data = unsafe { callback_data(env, info) };
     if data.is_null() {
@@ -449,16 +540,31 @@ unsafe extern "C" fn release_registry(_env: sys::napi_env, data: *mut c_void, _h
 /// Makes a registry around `result_buffer`: `{ id, consume, consumeSupplied }`, the two
 /// `tryConsume` functions (raw functions of no arguments; `consumeSupplied` takes the readings
 /// from the result buffer).
-#[napi(js_name = "createRegistry", ts_return_type = "{ id: number, consume: () => void, consumeSupplied: () => void }")]
-pub fn create_registry<'env>(env: &'env Env, mut result_buffer: Float64Array) -> napi::Result<Object<'env>> {
+#[napi(
+    js_name = "createRegistry",
+    ts_return_type = "{ id: number, consume: () => void, consumeSupplied: () => void }"
+)]
+pub fn create_registry<'env>(
+    env: &'env Env,
+    mut result_buffer: Float64Array,
+) -> napi::Result<Object<'env>> {
     guard(env, move || {
         if result_buffer.len() < RESULT_SLOTS {
-            return Err(invalid_arg(format!("the result buffer needs {RESULT_SLOTS} slots")));
+            return Err(invalid_arg(format!(
+                "the result buffer needs {RESULT_SLOTS} slots"
+            )));
         }
         if !CLEANUP_HOOKED.with(|hooked| hooked.replace(true)) {
             // Drop the limiters (their JS references and threadsafe functions) while the env lives.
             env.add_env_cleanup_hook((), |()| {
-                let live: Vec<Rc<Registry>> = REGISTRIES.with(|registries| registries.borrow().live.values().filter_map(Weak::upgrade).collect());
+                let live: Vec<Rc<Registry>> = REGISTRIES.with(|registries| {
+                    registries
+                        .borrow()
+                        .live
+                        .values()
+                        .filter_map(Weak::upgrade)
+                        .collect()
+                });
                 for registry in live {
                     if let Ok(mut cells) = registry.cells.try_borrow_mut() {
                         cells.clear();
@@ -485,13 +591,22 @@ pub fn create_registry<'env>(env: &'env Env, mut result_buffer: Float64Array) ->
             result: ResultSlots(result),
             _result_buffer: result_buffer,
         });
-        REGISTRIES.with(|registries| registries.borrow_mut().live.insert(id, Rc::downgrade(&registry)));
+        REGISTRIES.with(|registries| {
+            registries
+                .borrow_mut()
+                .live
+                .insert(id, Rc::downgrade(&registry))
+        });
         // The two functions hold the registry: it lives as long as they do.
         let mut made = Object::new(env).map_err(|e| coded("ERR_INTERNAL", e.reason))?;
         let consume = consume_function(env, &registry, false)?;
         let consume_supplied = consume_function(env, &registry, true)?;
-        let set = |made: &mut Object, name: &str, value: Unknown<'_>| made.set_named_property(name, value).map_err(|e| coded("ERR_INTERNAL", e.reason));
-        made.set_named_property("id", id).map_err(|e| coded("ERR_INTERNAL", e.reason))?;
+        let set = |made: &mut Object, name: &str, value: Unknown<'_>| {
+            made.set_named_property(name, value)
+                .map_err(|e| coded("ERR_INTERNAL", e.reason))
+        };
+        made.set_named_property("id", id)
+            .map_err(|e| coded("ERR_INTERNAL", e.reason))?;
         set(&mut made, "consume", consume)?;
         set(&mut made, "consumeSupplied", consume_supplied)?;
         Ok(made)
@@ -500,11 +615,19 @@ pub fn create_registry<'env>(env: &'env Env, mut result_buffer: Float64Array) ->
 
 /// Sets the registry's anomaly dispatcher: `handler({ listener, anomaly })`, called asynchronously.
 #[napi(js_name = "registryOnAnomaly")]
-pub fn registry_on_anomaly(env: &Env, registry_id: u32, handler: Function<'_, AnomalyDelivery, Unknown<'static>>) -> napi::Result<()> {
+pub fn registry_on_anomaly(
+    env: &Env,
+    registry_id: u32,
+    handler: Function<'_, AnomalyDelivery, Unknown<'static>>,
+) -> napi::Result<()> {
     guard(env, move || {
-        let dispatcher = build_dispatcher(env, &handler).map_err(|e| coded("ERR_INTERNAL", e.reason))?;
+        let dispatcher =
+            build_dispatcher(env, &handler).map_err(|e| coded("ERR_INTERNAL", e.reason))?;
         let registry = registry(registry_id)?;
-        let mut slot = registry.dispatcher.try_borrow_mut().map_err(|_| coded("ERR_INTERNAL", "the registry is busy"))?;
+        let mut slot = registry
+            .dispatcher
+            .try_borrow_mut()
+            .map_err(|_| coded("ERR_INTERNAL", "the registry is busy"))?;
         *slot = Some(dispatcher);
         Ok(())
     })
@@ -512,24 +635,46 @@ pub fn registry_on_anomaly(env: &Env, registry_id: u32, handler: Function<'_, An
 
 /// A `tryConsume` function of the registry (`supplied`: the one that takes the readings from the
 /// result buffer), holding it.
-fn consume_function<'env>(env: &'env Env, registry: &Rc<Registry>, supplied: bool) -> CodedResult<Unknown<'env>> {
+fn consume_function<'env>(
+    env: &'env Env,
+    registry: &Rc<Registry>,
+    supplied: bool,
+) -> CodedResult<Unknown<'env>> {
     let data = Rc::into_raw(registry.clone()) as *mut c_void;
-    let callback = if supplied { supplied_consume } else { fast_consume };
+    let callback = if supplied {
+        supplied_consume
+    } else {
+        fast_consume
+    };
     // SAFETY: `data` lives until `release_registry`, which releases it once.
-    unsafe { function_with_data(env, "tryConsume", callback, data, release_registry) }.ok_or_else(|| {
-        // SAFETY: N-API refused, so nothing else owns `data`.
-        drop(unsafe { Rc::from_raw(data as *const Registry) });
-        coded("ERR_INTERNAL", "could not create the tryConsume function")
-    })
+    unsafe { function_with_data(env, "tryConsume", callback, data, release_registry) }.ok_or_else(
+        || {
+            // SAFETY: N-API refused, so nothing else owns `data`.
+            drop(unsafe { Rc::from_raw(data as *const Registry) });
+            coded("ERR_INTERNAL", "could not create the tryConsume function")
+        },
+    )
 }
 
 /// The clock a limiter reads: `clock_kind` as for `createLimiter`.
-pub(crate) fn clock_handle(clock_kind: &str, manual: Option<&NativeManualClock>) -> CodedResult<ClockHandle> {
+pub(crate) fn clock_handle(
+    clock_kind: &str,
+    manual: Option<&NativeManualClock>,
+) -> CodedResult<ClockHandle> {
     Ok(match clock_kind {
-        "system" => ClockHandle::System(SystemClock { with_boottime: false }),
-        "system-boottime" => ClockHandle::System(SystemClock { with_boottime: true }),
+        "system" => ClockHandle::System(SystemClock {
+            with_boottime: false,
+        }),
+        "system-boottime" => ClockHandle::System(SystemClock {
+            with_boottime: true,
+        }),
         "system-reader" => ClockHandle::SystemWithReader,
-        "manual" => ClockHandle::Manual(manual.ok_or_else(|| invalid_arg("a manual clock is missing"))?.state.clone()),
+        "manual" => ClockHandle::Manual(
+            manual
+                .ok_or_else(|| invalid_arg("a manual clock is missing"))?
+                .state
+                .clone(),
+        ),
         "js" => ClockHandle::Js { has_reader: false },
         "js-reader" => ClockHandle::Js { has_reader: true },
         other => return Err(invalid_arg(format!("unknown clock kind '{other}'"))),
@@ -566,10 +711,22 @@ pub fn create_limiter(
         let registry = registry(registry_id)?;
         let config = config_from(&options)?;
         let clock = clock_handle(&clock_kind, manual)?;
-        let supplied = Supplied { monotonic_ms, wall_ms, elapsed_realtime_ms };
-        let limiter = Limiter::new(config, &mut BoundClock::new(&clock, supplied)).map_err(|e| from_limiter(&e))?;
+        let supplied = Supplied {
+            monotonic_ms,
+            wall_ms,
+            elapsed_realtime_ms,
+        };
+        let limiter = Limiter::new(config, &mut BoundClock::new(&clock, supplied))
+            .map_err(|e| from_limiter(&e))?;
         let quiet_max_n = limiter.capacity().min(MAX_SAFE_INTEGER);
-        registry.insert(RefCell::new(LimiterState { limiter, clock, anomalies: Vec::new(), error: None, anomaly_listener, quiet_max_n }))
+        registry.insert(RefCell::new(LimiterState {
+            limiter,
+            clock,
+            anomalies: Vec::new(),
+            error: None,
+            anomaly_listener,
+            quiet_max_n,
+        }))
     })
 }
 
@@ -578,25 +735,43 @@ pub fn create_limiter(
 #[napi(js_name = "releaseLimiter")]
 pub fn release_limiter(registry_id: u32, slot: u32) -> Option<f64> {
     let registry = registry(registry_id).ok()?;
-    let released = registry.cells.try_borrow_mut().ok()?.get_mut(slot as usize).and_then(Option::take)?;
+    let released = registry
+        .cells
+        .try_borrow_mut()
+        .ok()?
+        .get_mut(slot as usize)
+        .and_then(Option::take)?;
     registry.free.borrow_mut().push(slot);
     released.into_inner().anomaly_listener
 }
 
 /// The anomalies of the slot's last `tryConsume`, as objects (called only when there were some).
 #[napi(js_name = "limiterTakeAnomalies")]
-pub fn limiter_take_anomalies(env: &Env, registry_id: u32, slot: u32) -> napi::Result<Vec<AnomalyOutput>> {
-    guard(env, || registry(registry_id)?.with_cell(slot, |state| Ok(state.anomalies.iter().map(AnomalyOutput::from).collect())))
+pub fn limiter_take_anomalies(
+    env: &Env,
+    registry_id: u32,
+    slot: u32,
+) -> napi::Result<Vec<AnomalyOutput>> {
+    guard(env, || {
+        registry(registry_id)?.with_cell(slot, |state| {
+            Ok(state.anomalies.iter().map(AnomalyOutput::from).collect())
+        })
+    })
 }
 
 /// The error of the slot's last `tryConsume`.
 #[napi(js_name = "limiterTakeError")]
 pub fn limiter_take_error(registry_id: u32, slot: u32) -> ErrorOutput {
-    let error = match registry(registry_id).and_then(|registry| registry.with_cell(slot, |state| Ok(state.error.take()))) {
+    let error = match registry(registry_id)
+        .and_then(|registry| registry.with_cell(slot, |state| Ok(state.error.take())))
+    {
         Ok(Some(error)) | Err(error) => error,
         Ok(None) => coded("ERR_INTERNAL", BUSY),
     };
-    ErrorOutput { code: error.status, message: error.reason }
+    ErrorOutput {
+        code: error.status,
+        message: error.reason,
+    }
 }
 
 /// `status()`: with the readings the JS face took for a JS clock (or for a call resumed after the
@@ -614,12 +789,27 @@ pub fn limiter_status(
         let registry = registry(registry_id)?;
         registry.with_cell(slot, |state| {
             let mut anomalies = Vec::new();
-            let mut clock = BoundClock::new(&state.clock, Supplied { monotonic_ms, wall_ms, elapsed_realtime_ms });
+            let mut clock = BoundClock::new(
+                &state.clock,
+                Supplied {
+                    monotonic_ms,
+                    wall_ms,
+                    elapsed_realtime_ms,
+                },
+            );
             let status = match state.limiter.status(&mut clock, &mut anomalies) {
                 Ok(status) => status,
                 Err(_) if clock.reader_wanted => {
                     let (taken_monotonic_ms, taken_wall_ms) = clock.taken;
-                    let status = StatusOutput { needs_reader: true, taken_monotonic_ms, taken_wall_ms, tokens: f64::NAN, quota_used: None, quota_remaining: None, period: None };
+                    let status = StatusOutput {
+                        needs_reader: true,
+                        taken_monotonic_ms,
+                        taken_wall_ms,
+                        tokens: f64::NAN,
+                        quota_used: None,
+                        quota_remaining: None,
+                        period: None,
+                    };
                     return Ok(status);
                 }
                 Err(error) => return Err(from_limiter(&error)),
@@ -668,17 +858,32 @@ pub fn limiter_refund(
         let registry = registry(registry_id)?;
         registry.with_cell(slot, |state| {
             let mut anomalies = Vec::new();
-            let mut clock = BoundClock::new(&state.clock, Supplied { monotonic_ms, wall_ms, elapsed_realtime_ms });
+            let mut clock = BoundClock::new(
+                &state.clock,
+                Supplied {
+                    monotonic_ms,
+                    wall_ms,
+                    elapsed_realtime_ms,
+                },
+            );
             match state.limiter.refund(count, &mut clock, &mut anomalies) {
                 Ok(()) => {}
                 Err(_) if clock.reader_wanted => {
                     let (taken_monotonic_ms, taken_wall_ms) = clock.taken;
-                    return Ok(CallOutput { needs_reader: true, taken_monotonic_ms, taken_wall_ms });
+                    return Ok(CallOutput {
+                        needs_reader: true,
+                        taken_monotonic_ms,
+                        taken_wall_ms,
+                    });
                 }
                 Err(error) => return Err(from_limiter(&error)),
             }
             registry.notify(state.anomaly_listener, &anomalies);
-            Ok(CallOutput { needs_reader: false, taken_monotonic_ms: f64::NAN, taken_wall_ms: f64::NAN })
+            Ok(CallOutput {
+                needs_reader: false,
+                taken_monotonic_ms: f64::NAN,
+                taken_wall_ms: f64::NAN,
+            })
         })
     })
 }
@@ -688,20 +893,31 @@ pub(crate) fn positive_safe_integer(n: f64) -> CodedResult<u64> {
     if (1.0..=MAX_SAFE_INTEGER).contains(&n) && n.fract() == 0.0 {
         Ok(n as u64)
     } else {
-        Err(invalid_arg(format!("n must be a positive safe integer; received {}", js_number(n))))
+        Err(invalid_arg(format!(
+            "n must be a positive safe integer; received {}",
+            js_number(n)
+        )))
     }
 }
 
 /// The limiter's own period spec applied to `wall_ms`; `None` without a quota.
 #[napi(js_name = "limiterPeriodFor")]
-pub fn limiter_period_for(env: &Env, registry_id: u32, slot: u32, wall_ms: f64) -> napi::Result<Option<PeriodOutput>> {
+pub fn limiter_period_for(
+    env: &Env,
+    registry_id: u32,
+    slot: u32,
+    wall_ms: f64,
+) -> napi::Result<Option<PeriodOutput>> {
     guard(env, || {
         registry(registry_id)?.with_cell(slot, |state| {
             let Some(quota) = state.limiter.quota() else {
                 return Ok(None);
             };
             check_wall_ms(wall_ms)?;
-            Ok(Some(period_output(&quota.spec, &quota.spec.period_for(wall_ms))))
+            Ok(Some(period_output(
+                &quota.spec,
+                &quota.spec.period_for(wall_ms),
+            )))
         })
     })
 }
@@ -712,12 +928,25 @@ pub fn live_limiters() -> u32 {
     REGISTRIES.with(|registries| {
         let registries = registries.borrow();
         let live = registries.live.values().filter_map(Weak::upgrade);
-        live.map(|registry| registry.cells.try_borrow().map_or(0, |cells| cells.iter().flatten().count())).sum::<usize>() as u32
+        live.map(|registry| {
+            registry
+                .cells
+                .try_borrow()
+                .map_or(0, |cells| cells.iter().flatten().count())
+        })
+        .sum::<usize>() as u32
     })
 }
 
 /// How many registries (module instances) are alive on this thread (for the lifecycle tests).
 #[napi(js_name = "liveRegistries")]
 pub fn live_registries() -> u32 {
-    REGISTRIES.with(|registries| registries.borrow().live.values().filter(|registry| registry.strong_count() > 0).count() as u32)
+    REGISTRIES.with(|registries| {
+        registries
+            .borrow()
+            .live
+            .values()
+            .filter(|registry| registry.strong_count() > 0)
+            .count() as u32
+    })
 }

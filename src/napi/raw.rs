@@ -6,17 +6,30 @@ use std::ptr;
 use napi::bindgen_prelude::*;
 use napi::sys;
 
-pub(crate) type RawCallback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
+pub(crate) type RawCallback =
+    unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
 pub(crate) type RawFinalizer = unsafe extern "C" fn(sys::napi_env, *mut c_void, *mut c_void);
 
 /// The `data` pointer a raw function was created with (null if N-API refuses).
 ///
 /// # Safety
 /// `env` and `info` must be the ones N-API passed to the callback.
-pub(crate) unsafe fn callback_data(env: sys::napi_env, info: sys::napi_callback_info) -> *mut c_void {
+pub(crate) unsafe fn callback_data(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+) -> *mut c_void {
     let mut data: *mut c_void = ptr::null_mut();
     // SAFETY: per the caller; only `data` is asked for.
-    let status = unsafe { sys::napi_get_cb_info(env, info, ptr::null_mut(), ptr::null_mut(), ptr::null_mut(), &mut data) };
+    let status = unsafe {
+        sys::napi_get_cb_info(
+            env,
+            info,
+            ptr::null_mut(),
+            ptr::null_mut(),
+            ptr::null_mut(),
+            &mut data,
+        )
+    };
     if status == sys::Status::napi_ok {
         data
     } else {
@@ -39,10 +52,22 @@ pub(crate) unsafe fn function_with_data<'env>(
     let mut function = ptr::null_mut();
     // SAFETY: a live env; `callback` and `finalize` have N-API's signatures; per the caller for `data`.
     let ok = unsafe {
-        sys::napi_create_function(env.raw(), name.as_ptr().cast(), name.len() as isize, Some(callback), data, &mut function)
-            == sys::Status::napi_ok
-            && sys::napi_add_finalizer(env.raw(), function, data, Some(finalize), ptr::null_mut(), ptr::null_mut())
-                == sys::Status::napi_ok
+        sys::napi_create_function(
+            env.raw(),
+            name.as_ptr().cast(),
+            name.len() as isize,
+            Some(callback),
+            data,
+            &mut function,
+        ) == sys::Status::napi_ok
+            && sys::napi_add_finalizer(
+                env.raw(),
+                function,
+                data,
+                Some(finalize),
+                ptr::null_mut(),
+                ptr::null_mut(),
+            ) == sys::Status::napi_ok
     };
     // SAFETY: `function` is a live value in the current scope.
     ok.then(|| unsafe { Unknown::from_raw_unchecked(env.raw(), function) })
