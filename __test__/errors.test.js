@@ -62,7 +62,7 @@ function expectConfigError(fn, { classes = [TypeError, RangeError], codes, name,
     assert.ok(classes.some((C) => error instanceof C), `expected ${classes.map((C) => C.name).join('/')}, got ${className(error)}: ${safeMessage(error)}`)
     assert.ok(codes.includes(error.code), `expected code ${codes.join('/')}, got ${error.code}: ${safeMessage(error)}`)
     if (name) assert.ok(error.message.includes(name), `message names ${JSON.stringify(name)}: ${error.message}`)
-    if (checkReceived && arguments[1].hasOwnProperty('received')) {
+    if (checkReceived && Object.hasOwn(arguments[1], 'received')) {
       const text = describeReceived(received)
       if (text !== null) assert.ok(error.message.includes(text) || error.message.includes(JSON.stringify(text).slice(1, -1)), `message names the received value ${JSON.stringify(text)}: ${error.message}`)
       else if (typeof received === 'symbol') assert.match(error.message, /symbol/i, `message says a symbol was received: ${error.message}`)
@@ -143,7 +143,7 @@ const BAD_READINGS = [
   ['a symbol', Symbol('reading')],
   ['a plain object', {}],
   ['an object with valueOf', { valueOf: () => 1000 }],
-  ['a Number object', new Number(1000)], // eslint-disable-line no-new-wrappers
+  ['a Number object', new Number(1000)],
   ['an array', [1000]],
   ['a promise', Promise.resolve(1000)],
   ['a function', () => 1000],
@@ -232,7 +232,7 @@ for (const bad of [undefined, null, 5, 'options', true, Symbol('o'), [], 10n]) {
 }
 
 kase('§9 QuotaClock called without new throws a TypeError, no crash', () => {
-  assert.throws(() => QuotaClock(base()), TypeError) // eslint-disable-line new-cap
+  assert.throws(() => QuotaClock(base()), TypeError)
 })
 
 const NUMERIC_OPTIONS = [
@@ -249,7 +249,7 @@ const WRONG_TYPES = [
   ['a symbol', Symbol('ten')],
   ['an object', {}],
   ['an array', [10]],
-  ['a Number object', new Number(10)], // eslint-disable-line no-new-wrappers
+  ['a Number object', new Number(10)],
   ['a function', () => 10],
   ['a proxy', new Proxy({}, {})],
   ['an object whose valueOf throws', { valueOf() { throw new Error('evil valueOf') } }],
@@ -258,7 +258,7 @@ const WRONG_VALUES = [
   ['NaN', NaN],
   ['Infinity', Infinity],
   ['-Infinity', -Infinity],
-  ['1e309 (Infinity)', 1e309],
+  ['1e309 (Infinity)', 1e309], // eslint-disable-line no-loss-of-precision -- the literal that overflows is the point
 ]
 
 for (const [name, make] of NUMERIC_OPTIONS) {
@@ -401,7 +401,7 @@ for (const value of [0, -0, -1, 1.5, NaN, Infinity, -Infinity, 11, 2 ** 53, Numb
   })
 }
 
-for (const [label, value] of [['a string', '1'], ['null', null], ['true', true], ['a bigint', 1n], ['a symbol', Symbol('n')], ['an object', {}], ['an array', [1]], ['a Number object', new Number(1)], ['a function', () => 1], ['a proxy', new Proxy({}, { get() { throw new Error('evil proxy n') } })], ['an object whose valueOf throws', { valueOf() { throw new Error('evil valueOf n') } }]]) { // eslint-disable-line no-new-wrappers
+for (const [label, value] of [['a string', '1'], ['null', null], ['true', true], ['a bigint', 1n], ['a symbol', Symbol('n')], ['an object', {}], ['an array', [1]], ['a Number object', new Number(1)], ['a function', () => 1], ['a proxy', new Proxy({}, { get() { throw new Error('evil proxy n') } })], ['an object whose valueOf throws', { valueOf() { throw new Error('evil valueOf n') } }]]) {
   kase(`§9 tryConsume(${label}) is a TypeError/RangeError ERR_INVALID_ARG; nothing consumed`, () => {
     const limiter = new QuotaClock(base())
     expectConfigError(() => limiter.tryConsume(value), { codes: ['ERR_INVALID_ARG'], received: value })
@@ -552,7 +552,7 @@ for (const [label, thrown] of [
       state.throwWith = thrown
       let threw = false
       try {
-        new QuotaClock(base({ clock })) // eslint-disable-line no-new
+        new QuotaClock(base({ clock }))
       } catch (e) {
         threw = true
         assertNotPanic(e)

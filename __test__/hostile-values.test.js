@@ -4,7 +4,7 @@
 // Object.prototype (only own properties are options).
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { QuotaClock, QuotaClockError, manualClock, periodFor, systemClock } = require('..')
+const { QuotaClock, QuotaClockError, manualClock, periodFor } = require('..')
 const { runScript } = require('./helpers/child.js')
 
 const base = { capacity: 5, refillPerSecond: 1, suspendPolicy: 'ignore' }

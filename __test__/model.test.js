@@ -226,7 +226,7 @@ function outcomeOf(fn) {
 
 /** The anomaly fields the model computes (detail is a sentence for people, not compared). */
 function comparable(anomalies) {
-  return anomalies.map(({ detail, periodId, ...rest }) => {
+  return anomalies.map(({ detail, periodId: _periodId, ...rest }) => {
     assert.equal(typeof detail, 'string')
     return rest
   })

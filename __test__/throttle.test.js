@@ -10,8 +10,8 @@ const { pathToFileURL } = require('node:url')
 const { describe, it, before, after } = require('node:test')
 const { MongoClient } = require('mongodb')
 
-const { createThrottle, memoryDb } = require('../lib/throttle.js')
-const { MemoryDbError } = require('../lib/memory-db.js')
+const { createThrottle, memoryDb } = require('../lib/throttle/index.js')
+const { MemoryDbError } = require('../lib/throttle/memory-db.js')
 const { startMongoServer } = require('./helpers/mongo-server.js')
 
 const MINUTE = 60_000

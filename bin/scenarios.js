@@ -134,7 +134,7 @@ const SCENARIOS = [
     suspendPolicy: 'ignore',
     clock: { wallMs: Date.UTC(2024, 2, 1, 7, 59, 56) }, // 23:59:56 PST on 29 February, 4 s before March
     quota: { limit: 3, period: { unit: 'month', timeZone: 'America/Los_Angeles' } },
-    script({ request, advance, stepWall, every }) {
+    script({ advance, stepWall, every }) {
       every(2_000, 6, 1, { first: true }) // two in February, March opens at 08:00Z, three in March, one denied
       advance(1_000)
       stepWall(-10_000) // back to 23:59:57 PST on 29 February

@@ -1,8 +1,15 @@
 'use strict'
-// KeyedQuotaClock's JS face (SPEC §10): argument checks, the policy call, and the decision object.
-// The Rust core (src/keyed/) holds every key; index.js hands this module its internals.
+// KeyedQuotaClock, many keys in one limiter: argument checks, the policy call, and the decision
+// object. The Rust core holds every key.
 
-const { coded, isPlainObject, readOptions } = require('./validate.js')
+const native = require('./binding.js')
+const { registerListener, toAnomaly } = require('./anomalies.js')
+const { periodSpecInput, toPeriod } = require('./calendar.js')
+const { readClock, readReader, enterClock, startingReadings } = require('./clocks.js')
+const { toPublicError, callNative, internalError } = require('./errors.js')
+const { parseOptions } = require('./options.js')
+const { REGISTRY, BASIS, NO_ANOMALIES } = require('./registry.js')
+const { coded, isPlainObject, readOptions, typeError, rangeError, checkNumber, thrownText } = require('./validate.js')
 
 const KEYED_KEYS = ['policy', 'maxKeys', 'restore']
 const POLICY_KEYS = ['capacity', 'refillPerSecond', 'initialTokens', 'quota']
@@ -22,297 +29,280 @@ const CONSUME = 0
 const REFUND = 1
 const DEFAULT_CHOICE = 0xffffffff
 
-module.exports = function defineKeyedQuotaClock(internals) {
-  const { native, REGISTRY, parseOptions, periodSpecInput, registerListener, callNative, toPublicError, typeError, rangeError, checkNumber, thrownText, toAnomaly, toPeriod, BASIS, NO_ANOMALIES } = internals
-  const { readClock, readReader, enterClock } = internals.clockReading
-
-  /** SPEC §10: a string of 1 to 256 UTF-16 code units, checked before any clock is read. */
-  function checkKey(key) {
-    if (typeof key !== 'string') throw typeError('ERR_INVALID_ARG', 'key', 'a string of 1 to 256 UTF-16 code units', key)
-    if (key.length === 0 || key.length > MAX_KEY_UNITS) {
-      throw coded(RangeError, 'ERR_INVALID_ARG', `key must be a string of 1 to 256 UTF-16 code units; received a string of ${key.length}`)
-    }
+/** A string of 1 to 256 UTF-16 code units, checked before any clock is read. */
+function checkKey(key) {
+  if (typeof key !== 'string') throw typeError('ERR_INVALID_ARG', 'key', 'a string of 1 to 256 UTF-16 code units', key)
+  if (key.length === 0 || key.length > MAX_KEY_UNITS) {
+    throw coded(RangeError, 'ERR_INVALID_ARG', `key must be a string of 1 to 256 UTF-16 code units; received a string of ${key.length}`)
   }
-
-  /** `n` as in §5: a positive safe integer (its capacity bound is checked natively, per key). */
-  function checkCount(n) {
-    if (!(typeof n === 'number' && Number.isSafeInteger(n) && n >= 1)) throw rangeError('ERR_INVALID_ARG', 'n', 'a positive safe integer', n)
-  }
-
-  function checkPositive(value, name) {
-    checkNumber(value, name)
-    if (!(Number.isFinite(value) && value > 0)) throw rangeError('ERR_INVALID_OPTION', name, 'a finite number > 0', value)
-    return value
-  }
-
-  /** A KeyPolicy merged with the defaults, type-checked; values are checked natively too. */
-  function normalizePolicy(policy, path, defaults) {
-    if (policy === undefined) return { ...defaults, path }
-    if (!isPlainObject(policy)) throw typeError('ERR_INVALID_OPTION', path, 'a KeyPolicy object { capacity?, refillPerSecond?, initialTokens?, quota? } or undefined', policy)
-    // Read once, own properties only (a getter that throws is ERR_INVALID_OPTION with its error as cause).
-    policy = readOptions(policy, POLICY_KEYS, path)
-    const capacity = policy.capacity === undefined ? defaults.capacity : checkPositive(policy.capacity, `${path}.capacity`)
-    const refillPerSecond = policy.refillPerSecond === undefined ? defaults.refillPerSecond : checkPositive(policy.refillPerSecond, `${path}.refillPerSecond`)
-    let initialTokens
-    if (policy.initialTokens !== undefined) {
-      initialTokens = checkNumber(policy.initialTokens, `${path}.initialTokens`)
-      if (!(initialTokens >= 0 && initialTokens <= capacity)) throw rangeError('ERR_INVALID_OPTION', `${path}.initialTokens`, `a number from 0 to capacity (${capacity})`, initialTokens)
-    } else {
-      // The limiter's own initialTokens if it set one (never above this key's capacity), else a full bucket.
-      initialTokens = defaults.initialTokensGiven ? Math.min(defaults.initialTokens, capacity) : capacity
-    }
-    let { quotaLimit, quotaPeriod } = defaults
-    if (policy.quota === null) {
-      quotaLimit = undefined
-      quotaPeriod = undefined
-    } else if (policy.quota !== undefined) {
-      if (!isPlainObject(policy.quota)) throw typeError('ERR_INVALID_OPTION', `${path}.quota`, 'an object { limit, period } or null', policy.quota)
-      const quota = readOptions(policy.quota, ['limit', 'period'], `${path}.quota`)
-      quotaLimit = checkNumber(quota.limit, `${path}.quota.limit`)
-      if (!(Number.isSafeInteger(quotaLimit) && quotaLimit >= 0)) throw rangeError('ERR_INVALID_OPTION', `${path}.quota.limit`, 'a non-negative safe integer (0 blocks every request)', quotaLimit)
-      quotaPeriod = periodSpecInput(quota.period, `${path}.quota.period`)
-    }
-    return { capacity, refillPerSecond, initialTokens, quotaLimit, quotaPeriod, path }
-  }
-
-  /** Calls the user's policy for a key and normalizes what it returned. */
-  function resolvePolicy(policy, key, defaults) {
-    const path = `policy(${JSON.stringify(key)})`
-    let returned
-    try {
-      returned = policy(key)
-    } catch (error) {
-      const wrapped = coded(TypeError, 'ERR_INVALID_OPTION', `${path} threw: ${thrownText(error)}`)
-      wrapped.cause = error
-      throw wrapped
-    }
-    return normalizePolicy(returned, path, defaults)
-  }
-
-  /** Gives a snapshot's keys their policies (one call per key; equal policies are passed once). */
-  function assignPolicies(plan, policy, defaults) {
-    const inputs = []
-    const bySignature = new Map()
-    const choices = new Uint32Array(native.snapshotLength(plan))
-    const length = native.snapshotLength(plan)
-    for (let i = 0; i < length; i++) {
-      const key = native.snapshotKeyAt(plan, i)
-      const normalized = resolvePolicy(policy, key, defaults)
-      const { capacity, refillPerSecond, initialTokens, quotaLimit, quotaPeriod } = normalized
-      if (capacity === defaults.capacity && refillPerSecond === defaults.refillPerSecond && initialTokens === defaults.initialTokens && quotaLimit === defaults.quotaLimit && quotaPeriod === defaults.quotaPeriod) {
-        choices[i] = DEFAULT_CHOICE
-        continue
-      }
-      const signature = JSON.stringify([capacity, refillPerSecond, initialTokens, quotaLimit, quotaPeriod])
-      let choice = bySignature.get(signature)
-      if (choice === undefined) {
-        choice = inputs.length
-        inputs.push(normalized)
-        bySignature.set(signature, choice)
-      }
-      choices[i] = choice
-    }
-    callNative(() => native.snapshotSetPolicies(plan, inputs, choices))
-  }
-
-  function readDecision(result, anomalies) {
-    const quotaRemaining = result[5]
-    return {
-      allowed: result[1] === 1,
-      retryAfterMs: result[2],
-      retryAfterBasis: BASIS[result[3]],
-      tokens: result[4],
-      quotaRemaining: quotaRemaining === quotaRemaining ? quotaRemaining : null,
-      anomalies,
-    }
-  }
-
-  class KeyedQuotaClock {
-    #native
-    #call
-    #result
-    #policy
-    #defaults
-    // A clock (or systemClock's elapsed-realtime reader) read in JS, as QuotaClock's: the native
-    // side holds neither. `reading`: a call the clock makes back into this limiter is refused.
-    // `latched`: the monotonic clock regressed; the clock is not read again.
-    #js
-
-    constructor(options) {
-      const { limiterOptions, clockArgs, onAnomaly, initialTokensGiven, read } = parseOptions(options, KEYED_KEYS)
-      const { policy, restore } = read
-      if (policy !== undefined && typeof policy !== 'function') throw typeError('ERR_INVALID_OPTION', 'policy', 'a function (key) => KeyPolicy | undefined', policy)
-      let maxKeys = DEFAULT_MAX_KEYS
-      if (read.maxKeys !== undefined) {
-        maxKeys = checkNumber(read.maxKeys, 'maxKeys')
-        if (!(Number.isSafeInteger(maxKeys) && maxKeys >= 1)) throw rangeError('ERR_INVALID_OPTION', 'maxKeys', 'a positive safe integer', maxKeys)
-      }
-      if (restore !== undefined && !(restore instanceof Uint8Array)) {
-        throw typeError('ERR_INVALID_OPTION', 'restore', 'a Uint8Array from snapshot()', restore)
-      }
-      const defaults = { ...limiterOptions, initialTokensGiven }
-      let plan
-      if (restore !== undefined) {
-        plan = callNative(() => native.snapshotParse(restore, maxKeys))
-        if (policy !== undefined) assignPolicies(plan, policy, defaults)
-      }
-      const { kind, manual, clock, reader } = clockArgs
-      // The starting readings of a clock read in JS, in the order the native side takes them.
-      let monotonicMs
-      let wallMs
-      let elapsedRealtimeMs
-      if (clock !== undefined) {
-        monotonicMs = readClock(clock, 'monotonicMs')
-        wallMs = readClock(clock, 'wallMs')
-        if (kind === 'js-reader') elapsedRealtimeMs = readClock(clock, 'elapsedRealtimeMs')
-      } else if (reader !== undefined) {
-        monotonicMs = native.systemMonotonicMs()
-        wallMs = native.systemWallMs()
-        elapsedRealtimeMs = readReader(reader)
-      }
-      const result = new Float64Array(RESULT_SLOTS)
-      const listener = onAnomaly === undefined ? undefined : registerListener(this, onAnomaly)
-      this.#native = callNative(() =>
-        native.keyedCreate(REGISTRY, limiterOptions, maxKeys, policy !== undefined, result, kind, manual, monotonicMs, wallMs, elapsedRealtimeMs, listener, plan),
-      )
-      this.#call = native.keyedCallFunction(this.#native)
-      this.#result = result
-      this.#policy = policy
-      this.#defaults = defaults
-      if (clock !== undefined || reader !== undefined) this.#js = { clock, reader, reading: false, latched: false }
-    }
-
-    /** SPEC §10: `n` (default 1) against the key's own capacity; being limited is a value, not an error. */
-    tryConsume(key, n = 1) {
-      checkKey(key)
-      if (n !== 1) checkCount(n)
-      const result = this.#result
-      result[0] = n
-      result[6] = CONSUME
-      this.#call(key)
-      if (result[0] === 0) return readDecision(result, NO_ANOMALIES)
-      return this.#settle(key, n, CONSUME)
-    }
-
-    /** SPEC §10: reconciles, then gives back `n` tokens and quota units; a key not held is left alone. */
-    refund(key, n = 1) {
-      checkKey(key)
-      if (n !== 1) checkCount(n)
-      const result = this.#result
-      result[0] = n
-      result[6] = REFUND
-      this.#call(key)
-      if (result[0] !== 0) this.#settle(key, n, REFUND)
-    }
-
-    /** The rare outcomes: anomalies, an error, or what the native side needs first (a policy, readings). */
-    #settle(key, n, operation) {
-      const result = this.#result
-      let policy
-      for (;;) {
-        const status = result[0]
-        if (status === 0) return operation === CONSUME ? readDecision(result, NO_ANOMALIES) : undefined
-        if (status === 1) {
-          const anomalies = callNative(() => native.keyedTakeAnomalies(this.#native)).map(toAnomaly)
-          return operation === CONSUME ? readDecision(result, anomalies) : undefined
-        }
-        if (status === 2) throw this.#failed(toPublicError(native.keyedTakeError(this.#native)))
-        let readings
-        if (status === NEEDS_POLICY) policy = resolvePolicy(this.#policy, key, this.#defaults)
-        else if (status === NEEDS_READINGS) readings = this.#readJsClock()
-        else if (status === NEEDS_READER) readings = [result[7], result[8], this.#readElapsedRealtime()]
-        else throw coded(Error, 'ERR_INTERNAL', `quota-clock-source internal error (please report it): status ${status}`)
-        // `policy` and a JS clock may have made calls of their own on this limiter: write it all again.
-        result[0] = n
-        result[6] = operation
-        if (readings !== undefined) {
-          result[7] = readings[0]
-          result[8] = readings[1]
-          result[9] = readings[2] === undefined ? NaN : readings[2]
-          result[10] = readings[2] === undefined ? 0 : 1
-        }
-        this.#slow(() => native.keyedCallSlow(this.#native, key, policy, readings !== undefined))
-      }
-    }
-
-    /** A JS clock's two readings (NaN once latched: the native latch answers before it looks at them). */
-    #readJsClock() {
-      const js = this.#js
-      if (js.latched) return [NaN, NaN]
-      enterClock(js)
-      try {
-        return [readClock(js.clock, 'monotonicMs'), readClock(js.clock, 'wallMs')]
-      } finally {
-        js.reading = false
-      }
-    }
-
-    /** The JS elapsed-realtime reading (of a JS clock, or of systemClock's reader). */
-    #readElapsedRealtime() {
-      const js = this.#js
-      enterClock(js)
-      try {
-        return js.clock !== undefined ? readClock(js.clock, 'elapsedRealtimeMs') : readReader(js.reader)
-      } finally {
-        js.reading = false
-      }
-    }
-
-    #failed(error) {
-      if (error.code === 'ERR_MONOTONIC_REGRESSION' && this.#js !== undefined) this.#js.latched = true
-      return error
-    }
-
-    /** A native call of the slow paths, its coded errors made public. */
-    #slow(body) {
-      try {
-        return body()
-      } catch (error) {
-        throw error && typeof error.code === 'string' ? this.#failed(toPublicError(error)) : error
-      }
-    }
-
-    /** SPEC §10: the §5 status of one key (a key not held: what a fresh key would have, not holding it). */
-    status(key) {
-      checkKey(key)
-      let policy
-      let readings = []
-      for (;;) {
-        const status = this.#slow(() => native.keyedStatus(this.#native, key, policy, readings[0], readings[1], readings[2]))
-        const { needs } = status
-        if (needs === 'policy') policy = resolvePolicy(this.#policy, key, this.#defaults)
-        else if (needs === 'readings') readings = this.#readJsClock()
-        else if (needs === 'reader') readings = [status.takenMonotonicMs, status.takenWallMs, this.#readElapsedRealtime()]
-        else {
-          return {
-            tokens: status.tokens,
-            quotaUsed: status.quotaUsed ?? null,
-            quotaRemaining: status.quotaRemaining ?? null,
-            period: status.period == null ? null : toPeriod(status.period),
-            capacity: status.capacity,
-            refillPerSecond: status.refillPerSecond,
-            quotaLimit: status.quotaLimit ?? null,
-          }
-        }
-      }
-    }
-
-    /** Drops the key and all its state; true if it was held. Reads no clock. */
-    delete(key) {
-      checkKey(key)
-      return callNative(() => native.keyedDelete(this.#native, key))
-    }
-
-    /** Keys held now (idle keys may be dropped at any time, so it can shrink by itself). */
-    get size() {
-      return callNative(() => native.keyedSize(this.#native))
-    }
-
-    /** A versioned binary image of every held key, for `new KeyedQuotaClock({ ..., restore })`. Reads no clock. */
-    snapshot() {
-      return callNative(() => native.keyedSnapshot(this.#native))
-    }
-  }
-
-  return { KeyedQuotaClock }
 }
+
+/** `n` as for QuotaClock: a positive safe integer (its capacity bound is checked natively, per key). */
+function checkCount(n) {
+  if (!(typeof n === 'number' && Number.isSafeInteger(n) && n >= 1)) throw rangeError('ERR_INVALID_ARG', 'n', 'a positive safe integer', n)
+}
+
+function checkPositive(value, name) {
+  checkNumber(value, name)
+  if (!(Number.isFinite(value) && value > 0)) throw rangeError('ERR_INVALID_OPTION', name, 'a finite number > 0', value)
+  return value
+}
+
+/** A KeyPolicy merged with the defaults, type-checked; values are checked natively too. */
+function normalizePolicy(policy, path, defaults) {
+  if (policy === undefined) return { ...defaults, path }
+  if (!isPlainObject(policy)) throw typeError('ERR_INVALID_OPTION', path, 'a KeyPolicy object { capacity?, refillPerSecond?, initialTokens?, quota? } or undefined', policy)
+  // Read once, own properties only (a getter that throws is ERR_INVALID_OPTION with its error as cause).
+  policy = readOptions(policy, POLICY_KEYS, path)
+  const capacity = policy.capacity === undefined ? defaults.capacity : checkPositive(policy.capacity, `${path}.capacity`)
+  const refillPerSecond = policy.refillPerSecond === undefined ? defaults.refillPerSecond : checkPositive(policy.refillPerSecond, `${path}.refillPerSecond`)
+  let initialTokens
+  if (policy.initialTokens !== undefined) {
+    initialTokens = checkNumber(policy.initialTokens, `${path}.initialTokens`)
+    if (!(initialTokens >= 0 && initialTokens <= capacity)) throw rangeError('ERR_INVALID_OPTION', `${path}.initialTokens`, `a number from 0 to capacity (${capacity})`, initialTokens)
+  } else {
+    // The limiter's own initialTokens if it set one (never above this key's capacity), else a full bucket.
+    initialTokens = defaults.initialTokensGiven ? Math.min(defaults.initialTokens, capacity) : capacity
+  }
+  let { quotaLimit, quotaPeriod } = defaults
+  if (policy.quota === null) {
+    quotaLimit = undefined
+    quotaPeriod = undefined
+  } else if (policy.quota !== undefined) {
+    if (!isPlainObject(policy.quota)) throw typeError('ERR_INVALID_OPTION', `${path}.quota`, 'an object { limit, period } or null', policy.quota)
+    const quota = readOptions(policy.quota, ['limit', 'period'], `${path}.quota`)
+    quotaLimit = checkNumber(quota.limit, `${path}.quota.limit`)
+    if (!(Number.isSafeInteger(quotaLimit) && quotaLimit >= 0)) throw rangeError('ERR_INVALID_OPTION', `${path}.quota.limit`, 'a non-negative safe integer (0 blocks every request)', quotaLimit)
+    quotaPeriod = periodSpecInput(quota.period, `${path}.quota.period`)
+  }
+  return { capacity, refillPerSecond, initialTokens, quotaLimit, quotaPeriod, path }
+}
+
+/** Calls the user's policy for a key and normalizes what it returned. */
+function resolvePolicy(policy, key, defaults) {
+  const path = `policy(${JSON.stringify(key)})`
+  let returned
+  try {
+    returned = policy(key)
+  } catch (error) {
+    const wrapped = coded(TypeError, 'ERR_INVALID_OPTION', `${path} threw: ${thrownText(error)}`)
+    wrapped.cause = error
+    throw wrapped
+  }
+  return normalizePolicy(returned, path, defaults)
+}
+
+/** Gives a snapshot's keys their policies (one call per key; equal policies are passed once). */
+function assignPolicies(plan, policy, defaults) {
+  const inputs = []
+  const bySignature = new Map()
+  const choices = new Uint32Array(native.snapshotLength(plan))
+  const length = native.snapshotLength(plan)
+  for (let i = 0; i < length; i++) {
+    const key = native.snapshotKeyAt(plan, i)
+    const normalized = resolvePolicy(policy, key, defaults)
+    const { capacity, refillPerSecond, initialTokens, quotaLimit, quotaPeriod } = normalized
+    if (capacity === defaults.capacity && refillPerSecond === defaults.refillPerSecond && initialTokens === defaults.initialTokens && quotaLimit === defaults.quotaLimit && quotaPeriod === defaults.quotaPeriod) {
+      choices[i] = DEFAULT_CHOICE
+      continue
+    }
+    const signature = JSON.stringify([capacity, refillPerSecond, initialTokens, quotaLimit, quotaPeriod])
+    let choice = bySignature.get(signature)
+    if (choice === undefined) {
+      choice = inputs.length
+      inputs.push(normalized)
+      bySignature.set(signature, choice)
+    }
+    choices[i] = choice
+  }
+  callNative(() => native.snapshotSetPolicies(plan, inputs, choices))
+}
+
+function readDecision(result, anomalies) {
+  const quotaRemaining = result[5]
+  return {
+    allowed: result[1] === 1,
+    retryAfterMs: result[2],
+    retryAfterBasis: BASIS[result[3]],
+    tokens: result[4],
+    quotaRemaining: quotaRemaining === quotaRemaining ? quotaRemaining : null,
+    anomalies,
+  }
+}
+
+class KeyedQuotaClock {
+  #native
+  #call
+  #result
+  #policy
+  #defaults
+  // A clock (or systemClock's elapsed-realtime reader) read in JS, as QuotaClock's: the native
+  // side holds neither. `reading`: a call the clock makes back into this limiter is refused.
+  // `latched`: the monotonic clock regressed; the clock is not read again.
+  #js
+
+  constructor(options) {
+    const { limiterOptions, clockArgs, onAnomaly, initialTokensGiven, read } = parseOptions(options, KEYED_KEYS)
+    const { policy, restore } = read
+    if (policy !== undefined && typeof policy !== 'function') throw typeError('ERR_INVALID_OPTION', 'policy', 'a function (key) => KeyPolicy | undefined', policy)
+    let maxKeys = DEFAULT_MAX_KEYS
+    if (read.maxKeys !== undefined) {
+      maxKeys = checkNumber(read.maxKeys, 'maxKeys')
+      if (!(Number.isSafeInteger(maxKeys) && maxKeys >= 1)) throw rangeError('ERR_INVALID_OPTION', 'maxKeys', 'a positive safe integer', maxKeys)
+    }
+    if (restore !== undefined && !(restore instanceof Uint8Array)) {
+      throw typeError('ERR_INVALID_OPTION', 'restore', 'a Uint8Array from snapshot()', restore)
+    }
+    const defaults = { ...limiterOptions, initialTokensGiven }
+    let plan
+    if (restore !== undefined) {
+      plan = callNative(() => native.snapshotParse(restore, maxKeys))
+      if (policy !== undefined) assignPolicies(plan, policy, defaults)
+    }
+    const { kind, manual, clock, reader } = clockArgs
+    const { monotonicMs, wallMs, elapsedRealtimeMs } = startingReadings(clockArgs)
+    const result = new Float64Array(RESULT_SLOTS)
+    const listener = onAnomaly === undefined ? undefined : registerListener(this, onAnomaly)
+    this.#native = callNative(() =>
+      native.keyedCreate(REGISTRY, limiterOptions, maxKeys, policy !== undefined, result, kind, manual, monotonicMs, wallMs, elapsedRealtimeMs, listener, plan),
+    )
+    this.#call = native.keyedCallFunction(this.#native)
+    this.#result = result
+    this.#policy = policy
+    this.#defaults = defaults
+    if (clock !== undefined || reader !== undefined) this.#js = { clock, reader, reading: false, latched: false }
+  }
+
+  /** `n` (default 1) against the key's own capacity; being limited is a value, not an error. */
+  tryConsume(key, n = 1) {
+    checkKey(key)
+    if (n !== 1) checkCount(n)
+    const result = this.#result
+    result[0] = n
+    result[6] = CONSUME
+    this.#call(key)
+    if (result[0] === 0) return readDecision(result, NO_ANOMALIES)
+    return this.#settle(key, n, CONSUME)
+  }
+
+  /** Reconciles, then gives back `n` tokens and quota units; a key not held is left alone. */
+  refund(key, n = 1) {
+    checkKey(key)
+    if (n !== 1) checkCount(n)
+    const result = this.#result
+    result[0] = n
+    result[6] = REFUND
+    this.#call(key)
+    if (result[0] !== 0) this.#settle(key, n, REFUND)
+  }
+
+  /** The rare outcomes: anomalies, an error, or what the native side needs first (a policy, readings). */
+  #settle(key, n, operation) {
+    const result = this.#result
+    let policy
+    for (;;) {
+      const status = result[0]
+      if (status === 0) return operation === CONSUME ? readDecision(result, NO_ANOMALIES) : undefined
+      if (status === 1) {
+        const anomalies = callNative(() => native.keyedTakeAnomalies(this.#native)).map(toAnomaly)
+        return operation === CONSUME ? readDecision(result, anomalies) : undefined
+      }
+      if (status === 2) throw this.#failed(toPublicError(native.keyedTakeError(this.#native)))
+      let readings
+      if (status === NEEDS_POLICY) policy = resolvePolicy(this.#policy, key, this.#defaults)
+      else if (status === NEEDS_READINGS) readings = this.#readJsClock()
+      else if (status === NEEDS_READER) readings = [result[7], result[8], this.#readElapsedRealtime()]
+      else throw internalError(`status ${status}`)
+      // `policy` and a JS clock may have made calls of their own on this limiter: write it all again.
+      result[0] = n
+      result[6] = operation
+      if (readings !== undefined) {
+        result[7] = readings[0]
+        result[8] = readings[1]
+        result[9] = readings[2] === undefined ? NaN : readings[2]
+        result[10] = readings[2] === undefined ? 0 : 1
+      }
+      this.#slow(() => native.keyedCallSlow(this.#native, key, policy, readings !== undefined))
+    }
+  }
+
+  /** A JS clock's two readings (NaN once latched: the native latch answers before it looks at them). */
+  #readJsClock() {
+    const js = this.#js
+    if (js.latched) return [NaN, NaN]
+    enterClock(js)
+    try {
+      return [readClock(js.clock, 'monotonicMs'), readClock(js.clock, 'wallMs')]
+    } finally {
+      js.reading = false
+    }
+  }
+
+  /** The JS elapsed-realtime reading (of a JS clock, or of systemClock's reader). */
+  #readElapsedRealtime() {
+    const js = this.#js
+    enterClock(js)
+    try {
+      return js.clock !== undefined ? readClock(js.clock, 'elapsedRealtimeMs') : readReader(js.reader)
+    } finally {
+      js.reading = false
+    }
+  }
+
+  #failed(error) {
+    if (error.code === 'ERR_MONOTONIC_REGRESSION' && this.#js !== undefined) this.#js.latched = true
+    return error
+  }
+
+  /** A native call of the slow paths, its coded errors made public. */
+  #slow(body) {
+    try {
+      return body()
+    } catch (error) {
+      throw error && typeof error.code === 'string' ? this.#failed(toPublicError(error)) : error
+    }
+  }
+
+  /** QuotaClock's status() for one key (a key not held: what a fresh key would have, not holding it). */
+  status(key) {
+    checkKey(key)
+    let policy
+    let readings = []
+    for (;;) {
+      const status = this.#slow(() => native.keyedStatus(this.#native, key, policy, readings[0], readings[1], readings[2]))
+      const { needs } = status
+      if (needs === 'policy') policy = resolvePolicy(this.#policy, key, this.#defaults)
+      else if (needs === 'readings') readings = this.#readJsClock()
+      else if (needs === 'reader') readings = [status.takenMonotonicMs, status.takenWallMs, this.#readElapsedRealtime()]
+      else {
+        return {
+          tokens: status.tokens,
+          quotaUsed: status.quotaUsed ?? null,
+          quotaRemaining: status.quotaRemaining ?? null,
+          period: status.period == null ? null : toPeriod(status.period),
+          capacity: status.capacity,
+          refillPerSecond: status.refillPerSecond,
+          quotaLimit: status.quotaLimit ?? null,
+        }
+      }
+    }
+  }
+
+  /** Drops the key and all its state; true if it was held. Reads no clock. */
+  delete(key) {
+    checkKey(key)
+    return callNative(() => native.keyedDelete(this.#native, key))
+  }
+
+  /** Keys held now (idle keys may be dropped at any time, so it can shrink by itself). */
+  get size() {
+    return callNative(() => native.keyedSize(this.#native))
+  }
+
+  /** A versioned binary image of every held key, for `new KeyedQuotaClock({ ..., restore })`. Reads no clock. */
+  snapshot() {
+    return callNative(() => native.keyedSnapshot(this.#native))
+  }
+}
+
+module.exports = { KeyedQuotaClock }

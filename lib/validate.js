@@ -1,6 +1,6 @@
 'use strict'
 // Shared by the JS face and the throttle: coded errors whose messages name what was received,
-// and option objects read once, from their own properties only.
+// type checks, and option objects read once, from their own properties only.
 
 function coded(ErrorClass, code, message, options) {
   const error = new ErrorClass(message, options)
@@ -96,4 +96,28 @@ function readOptions(object, known, path, code = 'ERR_INVALID_OPTION') {
   return values
 }
 
-module.exports = { coded, describe, thrownText, isPlainObject, refuseUnknownKeys, readOptions }
+function typeError(code, name, expected, value) {
+  return coded(TypeError, code, `${name} must be ${expected}; received ${describe(value)}`)
+}
+
+function rangeError(code, name, expected, value) {
+  return coded(RangeError, code, `${name} must be ${expected}; received ${describe(value)}`)
+}
+
+function checkNumber(value, name, code = 'ERR_INVALID_OPTION') {
+  if (typeof value !== 'number') throw typeError(code, name, 'a number', value)
+  return value
+}
+
+function checkFinite(value, name, code = 'ERR_INVALID_OPTION') {
+  checkNumber(value, name, code)
+  if (!Number.isFinite(value)) throw rangeError(code, name, 'a finite number', value)
+  return value
+}
+
+/** An own property, or undefined (never one inherited from a polluted Object.prototype). */
+function own(object, key) {
+  return Object.hasOwn(object, key) ? object[key] : undefined
+}
+
+module.exports = { coded, describe, thrownText, isPlainObject, refuseUnknownKeys, readOptions, typeError, rangeError, checkNumber, checkFinite, own }

@@ -11,8 +11,9 @@
 // Only `findOneAndUpdate()` (returning the document itself, as driver v6+ does) and
 // `deleteMany()` are called; the library starts no timers and creates no indexes.
 
-const { memoryDb } = require('./memory-db')
-const { coded, describe, isPlainObject, refuseUnknownKeys } = require('./validate')
+const { memoryDb } = require('./memory-db.js')
+const { coded, describe, isPlainObject, refuseUnknownKeys } = require('../validate.js')
+const { periodFor } = require('../calendar.js')
 
 const COLLECTION = 'throttle'
 const MINUTE_MS = 60_000
@@ -79,11 +80,8 @@ function validateLimits(limits) {
   return active
 }
 
-// The calendar core answers day and month windows (time zones, DST); loaded on first use because
-// index.js itself loads this file.
-let periodFor
+// The calendar core answers day and month windows (time zones, DST).
 function calendarPeriod(unit, timeZone, wallMs) {
-  if (periodFor === undefined) ({ periodFor } = require('../index.js'))
   return periodFor({ unit, timeZone }, wallMs)
 }
 

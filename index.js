@@ -1,0 +1,33 @@
+'use strict'
+// quota-clock-source: a rate limiter with a Rust core that keeps the monotonic and the wall clock
+// apart. This file only gathers the public API; each part lives in lib/ by concern:
+//   lib/binding.js      the native addon (and what to do when no binary fits this platform)
+//   lib/validate.js     coded type errors and option objects read once
+//   lib/errors.js       QuotaClockError and the mapping of native error codes
+//   lib/clocks.js       clock sources, and how a limiter reads the clock it is given
+//   lib/calendar.js     period specs and periodFor
+//   lib/options.js      a limiter's options
+//   lib/registry.js     the native registry and the result buffer its limiters share
+//   lib/anomalies.js    onAnomaly delivery
+//   lib/quota-clock.js  QuotaClock
+//   lib/keyed.js        KeyedQuotaClock
+//   lib/throttle/       createThrottle and memoryDb (shared limits in MongoDB)
+
+const { QuotaClock } = require('./lib/quota-clock.js')
+const { KeyedQuotaClock } = require('./lib/keyed.js')
+const { QuotaClockError } = require('./lib/errors.js')
+const { systemClock, procUptimeElapsedRealtime, manualClock } = require('./lib/clocks.js')
+const { periodFor } = require('./lib/calendar.js')
+const { createThrottle, memoryDb } = require('./lib/throttle/index.js')
+
+module.exports = {
+  QuotaClock,
+  QuotaClockError,
+  KeyedQuotaClock,
+  systemClock,
+  procUptimeElapsedRealtime,
+  manualClock,
+  periodFor,
+  createThrottle,
+  memoryDb,
+}

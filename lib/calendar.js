@@ -1,0 +1,35 @@
+'use strict'
+// Calendar periods: the type checks of a period spec (its values are checked by the Rust
+// calendar) and `periodFor`, the period a wall-clock instant falls in.
+
+const native = require('./binding.js')
+const { callNative } = require('./errors.js')
+const { isPlainObject, readOptions, typeError, checkNumber } = require('./validate.js')
+
+const PERIOD_KEYS = ['unit', 'timeZone', 'anchorDay', 'anchorMonth', 'anchorTime']
+
+/** Type checks of a QuotaPeriodSpec; value checks happen in the Rust calendar. */
+function periodSpecInput(period, path) {
+  if (!isPlainObject(period)) throw typeError('ERR_INVALID_OPTION', path, 'an object { unit, timeZone, ... }', period)
+  const { unit, timeZone, anchorDay, anchorMonth, anchorTime } = readOptions(period, PERIOD_KEYS, path)
+  if (typeof unit !== 'string') throw typeError('ERR_INVALID_OPTION', `${path}.unit`, "one of 'day', 'week', 'month', 'year'", unit)
+  if (typeof timeZone !== 'string') throw typeError('ERR_INVALID_OPTION', `${path}.timeZone`, "an IANA time zone name such as 'America/Los_Angeles' or 'UTC'", timeZone)
+  if (anchorDay !== undefined) checkNumber(anchorDay, `${path}.anchorDay`)
+  if (anchorMonth !== undefined) checkNumber(anchorMonth, `${path}.anchorMonth`)
+  if (anchorTime !== undefined && typeof anchorTime !== 'string') throw typeError('ERR_INVALID_OPTION', `${path}.anchorTime`, "a local time 'HH:MM' or 'HH:MM:SS'", anchorTime)
+  return { unit, timeZone, anchorDay, anchorMonth, anchorTime }
+}
+
+/** A native period as the public object (its fields in a fixed order). */
+function toPeriod(period) {
+  return { id: period.id, startMs: period.startMs, endMs: period.endMs, startKind: period.startKind, timeZone: period.timeZone }
+}
+
+/** The period of `period` (a QuotaPeriodSpec) that holds `wallMs`. */
+function periodFor(period, wallMs) {
+  const spec = periodSpecInput(period, 'period')
+  checkNumber(wallMs, 'wallMs', 'ERR_INVALID_ARG')
+  return toPeriod(callNative(() => native.periodFor(spec, wallMs, 'period')))
+}
+
+module.exports = { periodSpecInput, toPeriod, periodFor }

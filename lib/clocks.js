@@ -1,0 +1,201 @@
+'use strict'
+// Clock sources: systemClock(), procUptimeElapsedRealtime(), manualClock(), how a limiter reads
+// a clock it is given (natively where it can, in JS otherwise), and the checked JS readings.
+
+const native = require('./binding.js')
+const { QuotaClockError, callNative } = require('./errors.js')
+const { coded, describe, thrownText, isPlainObject, readOptions, typeError, checkNumber, checkFinite } = require('./validate.js')
+
+const { NativeManualClock } = native
+
+/** Clocks and readers this module made, so a limiter can read them natively. */
+const systemClocks = new WeakSet()
+const boottimeReaders = new WeakSet()
+
+function systemClock(options) {
+  if (options !== undefined) {
+    if (!isPlainObject(options)) throw typeError('ERR_INVALID_OPTION', 'systemClock(options)', 'an object { elapsedRealtimeMs? }', options)
+  }
+  const reader = options === undefined ? undefined : readOptions(options, ['elapsedRealtimeMs'], '').elapsedRealtimeMs
+  if (reader !== undefined && typeof reader !== 'function') {
+    throw typeError('ERR_INVALID_OPTION', 'elapsedRealtimeMs', 'a function returning milliseconds', reader)
+  }
+  const clock = { monotonicMs: native.systemMonotonicMs, wallMs: native.systemWallMs }
+  if (reader !== undefined) clock.elapsedRealtimeMs = reader
+  systemClocks.add(clock)
+  return clock
+}
+
+function procUptimeElapsedRealtime() {
+  if (!native.boottimeSupported()) {
+    throw callNative(() => native.boottimeMs()) // throws ERR_UNSUPPORTED_PLATFORM
+  }
+  const reader = () => native.boottimeMs()
+  boottimeReaders.add(reader)
+  return reader
+}
+
+class ManualClock {
+  #native
+  /** The native state of a real manual clock; a Proxy of one, or an object made from its prototype, has none. */
+  static #of(clock, what) {
+    if ((typeof clock !== 'object' && typeof clock !== 'function') || clock === null || !(#native in clock)) {
+      throw typeError('ERR_INVALID_ARG', what, 'called on a clock made by manualClock()', clock)
+    }
+    return clock.#native
+  }
+  constructor(init) {
+    if (init !== undefined && !isPlainObject(init)) throw typeError('ERR_INVALID_OPTION', 'manualClock(init)', 'an object { monotonicMs?, wallMs?, elapsedRealtimeMs? }', init)
+    const { monotonicMs = 0, wallMs = Date.UTC(2024, 0, 15), elapsedRealtimeMs } = init === undefined ? Object.create(null) : readOptions(init, ['monotonicMs', 'wallMs', 'elapsedRealtimeMs'], 'init')
+    checkFinite(monotonicMs, 'init.monotonicMs')
+    checkFinite(wallMs, 'init.wallMs')
+    const hasReader = typeof elapsedRealtimeMs === 'number'
+    if (elapsedRealtimeMs !== undefined) checkFinite(elapsedRealtimeMs, 'init.elapsedRealtimeMs')
+    this.#native = new NativeManualClock(monotonicMs, wallMs, hasReader ? elapsedRealtimeMs : undefined)
+    if (hasReader) {
+      // Only a clock made with a reader has one (SPEC §3).
+      const state = this.#native
+      Object.defineProperty(this, 'elapsedRealtimeMs', { value: () => state.elapsedRealtimeMs(), enumerable: false })
+    }
+  }
+  advance(ms) {
+    const state = ManualClock.#of(this, 'advance(ms)')
+    checkNumber(ms, 'advance(ms)', 'ERR_INVALID_ARG')
+    callNative(() => state.advance(ms))
+  }
+  suspend(ms) {
+    const state = ManualClock.#of(this, 'suspend(ms)')
+    checkNumber(ms, 'suspend(ms)', 'ERR_INVALID_ARG')
+    callNative(() => state.suspend(ms))
+  }
+  stepWall(deltaMs) {
+    const state = ManualClock.#of(this, 'stepWall(deltaMs)')
+    checkNumber(deltaMs, 'stepWall(deltaMs)', 'ERR_INVALID_ARG')
+    callNative(() => state.stepWall(deltaMs))
+  }
+  set(values) {
+    const state = ManualClock.#of(this, 'set(values)')
+    if (!isPlainObject(values)) throw typeError('ERR_INVALID_ARG', 'set(values)', 'an object { monotonicMs?, wallMs?, elapsedRealtimeMs? }', values)
+    const { monotonicMs, wallMs, elapsedRealtimeMs } = readOptions(values, ['monotonicMs', 'wallMs', 'elapsedRealtimeMs'], 'set', 'ERR_INVALID_ARG')
+    if (monotonicMs !== undefined) checkNumber(monotonicMs, 'set({ monotonicMs })', 'ERR_INVALID_ARG')
+    if (wallMs !== undefined) checkNumber(wallMs, 'set({ wallMs })', 'ERR_INVALID_ARG')
+    if (elapsedRealtimeMs !== undefined) checkNumber(elapsedRealtimeMs, 'set({ elapsedRealtimeMs })', 'ERR_INVALID_ARG')
+    callNative(() => state.set(monotonicMs, wallMs, elapsedRealtimeMs))
+  }
+  monotonicMs() {
+    return ManualClock.#of(this, 'monotonicMs()').monotonicMs()
+  }
+  wallMs() {
+    return ManualClock.#of(this, 'wallMs()').wallMs()
+  }
+  /** How many times the elapsed-realtime reader was called. */
+  get elapsedRealtimeReads() {
+    return ManualClock.#of(this, 'elapsedRealtimeReads').elapsedRealtimeReads
+  }
+  /** The native state of a manual clock, or undefined for anything else. */
+  static nativeOf(clock) {
+    return (typeof clock === 'object' || typeof clock === 'function') && clock !== null && #native in clock ? clock.#native : undefined
+  }
+}
+
+function manualClock(init) {
+  return new ManualClock(init)
+}
+
+/**
+ * A clock's method, own or from its class; one that only Object.prototype has (a polluted
+ * prototype) is not the clock's. A getter or Proxy trap that throws is ERR_INVALID_OPTION.
+ */
+function clockMethod(clock, name) {
+  try {
+    const value = clock[name]
+    return value !== undefined && value === Object.prototype[name] && !Object.prototype.hasOwnProperty.call(clock, name) ? undefined : value
+  } catch (error) {
+    throw coded(TypeError, 'ERR_INVALID_OPTION', `clock.${name} could not be read: ${thrownText(error)}`, { cause: error })
+  }
+}
+
+/** A Proxy of a manual clock, or an object made from its prototype: it has no clock state. */
+function isManualClockCopy(clock) {
+  try {
+    return clock instanceof ManualClock
+  } catch (error) {
+    throw coded(TypeError, 'ERR_INVALID_OPTION', `clock could not be inspected: ${thrownText(error)}`, { cause: error })
+  }
+}
+
+// Objects made here always have every field they are read for (an absent one would be looked up
+// on Object.prototype, which may be polluted); objects from the native side are read with `own`.
+function clockKind(kind, manual, clock, reader) {
+  return { kind, manual, clock, reader }
+}
+
+/** How a limiter reads `clock`: natively where it can; `clock` or `reader` are read in JS. */
+function clockArguments(clock) {
+  const manual = ManualClock.nativeOf(clock)
+  if (manual !== undefined) return clockKind('manual', manual, undefined, undefined)
+  if (isManualClockCopy(clock)) {
+    throw typeError('ERR_INVALID_OPTION', 'clock', 'a clock source; a Proxy of a manual clock, or an object made from its prototype, is not one (pass the clock manualClock() returned)', clock)
+  }
+  if (!isPlainObject(clock) && typeof clock !== 'function') {
+    throw typeError('ERR_INVALID_OPTION', 'clock', 'a clock source { monotonicMs(), wallMs(), elapsedRealtimeMs?() }', clock)
+  }
+  const monotonicMs = clockMethod(clock, 'monotonicMs')
+  if (typeof monotonicMs !== 'function') throw typeError('ERR_INVALID_OPTION', 'clock.monotonicMs', 'a function returning milliseconds', monotonicMs)
+  const wallMs = clockMethod(clock, 'wallMs')
+  if (typeof wallMs !== 'function') throw typeError('ERR_INVALID_OPTION', 'clock.wallMs', 'a function returning milliseconds', wallMs)
+  const reader = clockMethod(clock, 'elapsedRealtimeMs')
+  if (reader !== undefined && typeof reader !== 'function') {
+    throw typeError('ERR_INVALID_OPTION', 'clock.elapsedRealtimeMs', 'a function returning milliseconds, or absent', reader)
+  }
+  if (systemClocks.has(clock) && monotonicMs === native.systemMonotonicMs && wallMs === native.systemWallMs) {
+    if (reader === undefined) return clockKind('system', undefined, undefined, undefined)
+    if (boottimeReaders.has(reader)) return clockKind('system-boottime', undefined, undefined, undefined)
+    return clockKind('system-reader', undefined, undefined, reader)
+  }
+  // Its methods are looked up at every reading.
+  return clockKind(reader === undefined ? 'js' : 'js-reader', undefined, clock, undefined)
+}
+
+/** A reading of a JS clock method: a finite number, or ERR_CLOCK_READING with what was thrown as `cause`. */
+function readClock(clock, method) {
+  let value
+  try {
+    value = clock[method]()
+  } catch (error) {
+    throw new QuotaClockError('ERR_CLOCK_READING', `clock.${method}() failed: it threw: ${thrownText(error)}`, { cause: error })
+  }
+  if (typeof value !== 'number' || !Number.isFinite(value)) {
+    throw new QuotaClockError('ERR_CLOCK_READING', `clock.${method}() must return a finite number of milliseconds; received ${describe(value)}`)
+  }
+  return value
+}
+
+/** A reading of systemClock({ elapsedRealtimeMs }) 's reader. */
+function readReader(reader) {
+  return readClock({ elapsedRealtimeMs: reader }, 'elapsedRealtimeMs')
+}
+
+
+/** Marks a limiter's JS clock as being read; a call it makes back into the limiter is refused. */
+function enterClock(js) {
+  if (js.reading) throw new QuotaClockError('ERR_CLOCK_READING', 'the clock called back into this limiter while it was reading it')
+  js.reading = true
+}
+
+/** The starting readings of a clock read in JS, in the order the native side takes them (none for a native clock). */
+function startingReadings({ kind, clock, reader }) {
+  if (clock !== undefined) {
+    const monotonicMs = readClock(clock, 'monotonicMs')
+    const wallMs = readClock(clock, 'wallMs')
+    return { monotonicMs, wallMs, elapsedRealtimeMs: kind === 'js-reader' ? readClock(clock, 'elapsedRealtimeMs') : undefined }
+  }
+  if (reader !== undefined) {
+    const monotonicMs = native.systemMonotonicMs()
+    const wallMs = native.systemWallMs()
+    return { monotonicMs, wallMs, elapsedRealtimeMs: readReader(reader) }
+  }
+  return { monotonicMs: undefined, wallMs: undefined, elapsedRealtimeMs: undefined }
+}
+
+module.exports = { systemClock, procUptimeElapsedRealtime, manualClock, clockArguments, readClock, readReader, enterClock, startingReadings }

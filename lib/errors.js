@@ -1,0 +1,55 @@
+'use strict'
+// The error classes callers see: a coded error from the native side becomes a QuotaClockError
+// (clock trouble), a RangeError (a value out of range) or an Error with its code.
+
+const { coded } = require('./validate.js')
+
+class QuotaClockError extends Error {
+  constructor(code, message, options) {
+    super(message, options)
+    this.name = 'QuotaClockError'
+    this.code = code
+  }
+}
+
+const CLOCK_ERROR_CODES = new Set([
+  'ERR_MONOTONIC_REGRESSION',
+  'ERR_AMBIGUOUS_WALL_JUMP',
+  'ERR_IMPLAUSIBLE_WALL_CLOCK',
+  'ERR_CLOCK_READING',
+  'ERR_UNSUPPORTED_PLATFORM',
+  'ERR_KEY_LIMIT',
+])
+const RANGE_ERROR_CODES = new Set(['ERR_INVALID_OPTION', 'ERR_SUB_DAY_PERIOD', 'ERR_UNKNOWN_TIME_ZONE', 'ERR_INVALID_ARG'])
+
+/** Turns a coded error from the native side into the class the contract names. */
+function toPublicError({ code, message }) {
+  if (CLOCK_ERROR_CODES.has(code)) return new QuotaClockError(code, message)
+  if (RANGE_ERROR_CODES.has(code)) return coded(RangeError, code, message)
+  return coded(Error, code || 'ERR_INTERNAL', message)
+}
+
+/** Runs a native call; a coded error it throws comes out as the public class. */
+function callNative(body) {
+  try {
+    return body()
+  } catch (error) {
+    throw error && typeof error.code === 'string' ? toPublicError(error) : error
+  }
+}
+
+/** A process warning; never throws (not even if emitWarning was replaced by one that does). */
+function warn(message, code) {
+  try {
+    process.emitWarning(message, { code })
+  } catch {
+    // Nowhere left to report it.
+  }
+}
+
+/** An error that is a bug in this package, never the caller's. */
+function internalError(what) {
+  return coded(Error, 'ERR_INTERNAL', `quota-clock-source internal error (please report it): ${what}`)
+}
+
+module.exports = { QuotaClockError, toPublicError, callNative, warn, internalError }

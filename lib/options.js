@@ -1,0 +1,78 @@
+'use strict'
+// The options of a limiter (QuotaClock's, which KeyedQuotaClock shares), read once and
+// type-checked here; the Rust core checks the values again where it uses them.
+
+const { clockArguments, systemClock } = require('./clocks.js')
+const { periodSpecInput } = require('./calendar.js')
+const { coded, isPlainObject, readOptions, typeError, rangeError, checkNumber, checkFinite } = require('./validate.js')
+
+const OPTION_KEYS = ['capacity', 'refillPerSecond', 'initialTokens', 'suspendPolicy', 'quota', 'clock', 'onAnomaly', 'earliestPlausibleWallMs']
+const SUSPEND_POLICIES = ['ignore', 'credit', 'refuse']
+const DEFAULT_EARLIEST_PLAUSIBLE_WALL_MS = Date.UTC(2020, 0, 1)
+const MISSING_SUSPEND_POLICY =
+  "suspendPolicy is required and has no default: when the wall clock runs ahead of the monotonic clock and no elapsedRealtimeMs reader can tell a host suspend from a wall-clock step, only you know whether that time should refill the bucket ('credit'), be ignored ('ignore'), or make the call fail ('refuse'); received undefined"
+
+/** The §4 options; `moreKeys` are read too and checked by the caller (KeyedQuotaClock's own). */
+function parseOptions(given, moreKeys = []) {
+  if (!isPlainObject(given)) throw typeError('ERR_INVALID_OPTION', 'options', 'an object { capacity, refillPerSecond, suspendPolicy, ... }', given)
+  const options = readOptions(given, moreKeys.length === 0 ? OPTION_KEYS : [...OPTION_KEYS, ...moreKeys], '')
+  const capacity = checkNumber(options.capacity, 'capacity')
+  if (!(Number.isFinite(capacity) && capacity > 0)) throw rangeError('ERR_INVALID_OPTION', 'capacity', 'a finite number > 0', capacity)
+  const refillPerSecond = checkNumber(options.refillPerSecond, 'refillPerSecond')
+  if (!(Number.isFinite(refillPerSecond) && refillPerSecond > 0)) throw rangeError('ERR_INVALID_OPTION', 'refillPerSecond', 'a finite number > 0', refillPerSecond)
+  let initialTokens = capacity
+  if (options.initialTokens !== undefined) {
+    initialTokens = checkNumber(options.initialTokens, 'initialTokens')
+    if (!(initialTokens >= 0 && initialTokens <= capacity)) throw rangeError('ERR_INVALID_OPTION', 'initialTokens', `a number from 0 to capacity (${capacity})`, initialTokens)
+  }
+  const { suspendPolicy } = options
+  if (suspendPolicy === undefined) throw coded(TypeError, 'ERR_INVALID_OPTION', MISSING_SUSPEND_POLICY)
+  if (typeof suspendPolicy !== 'string') throw typeError('ERR_INVALID_OPTION', 'suspendPolicy', "one of 'ignore', 'credit', 'refuse'", suspendPolicy)
+  if (!SUSPEND_POLICIES.includes(suspendPolicy)) throw rangeError('ERR_INVALID_OPTION', 'suspendPolicy', "one of 'ignore', 'credit', 'refuse'", suspendPolicy)
+
+  let quotaLimit
+  let quotaPeriod
+  if (options.quota !== undefined) {
+    if (!isPlainObject(options.quota)) throw typeError('ERR_INVALID_OPTION', 'quota', 'an object { limit, period }', options.quota)
+    const quota = readOptions(options.quota, ['limit', 'period'], 'quota')
+    quotaLimit = checkNumber(quota.limit, 'quota.limit')
+    if (!(Number.isSafeInteger(quotaLimit) && quotaLimit >= 0)) throw rangeError('ERR_INVALID_OPTION', 'quota.limit', 'a non-negative safe integer (0 blocks every request)', quotaLimit)
+    quotaPeriod = periodSpecInput(quota.period, 'quota.period')
+  }
+
+  const clock = options.clock === undefined ? systemClock() : options.clock
+  const clockArgs = clockArguments(clock)
+
+  const { onAnomaly } = options
+  if (onAnomaly !== undefined && typeof onAnomaly !== 'function') throw typeError('ERR_INVALID_OPTION', 'onAnomaly', 'a function (anomaly) => void', onAnomaly)
+
+  let earliestPlausibleWallMs = DEFAULT_EARLIEST_PLAUSIBLE_WALL_MS
+  if (options.earliestPlausibleWallMs === null) earliestPlausibleWallMs = undefined
+  else if (options.earliestPlausibleWallMs !== undefined) earliestPlausibleWallMs = checkFinite(options.earliestPlausibleWallMs, 'earliestPlausibleWallMs')
+
+  return {
+    limiterOptions: { capacity, refillPerSecond, initialTokens, suspendPolicy, quotaLimit, quotaPeriod, earliestPlausibleWallMs },
+    clockArgs,
+    onAnomaly,
+    initialTokensGiven: options.initialTokens !== undefined,
+    // The options as read (once, own properties only), for the caller's `moreKeys`.
+    read: options,
+  }
+}
+
+/** SPEC §5: anything but a positive safe integer ≤ capacity is a RangeError, whatever its type. */
+function checkCount(n, capacity) {
+  if (!(typeof n === 'number' && Number.isSafeInteger(n) && n >= 1 && n <= capacity)) {
+    throw rangeError('ERR_INVALID_ARG', 'n', `a positive safe integer no larger than capacity (${capacity})`, n)
+  }
+}
+
+/** `n` of refund: a positive safe integer (no capacity bound: the bucket caps what comes back). */
+function checkPositiveCount(n) {
+  if (!(typeof n === 'number' && Number.isSafeInteger(n) && n >= 1)) {
+    throw rangeError('ERR_INVALID_ARG', 'n', 'a positive safe integer', n)
+  }
+}
+
+
+module.exports = { parseOptions, checkCount, checkPositiveCount }
