@@ -1,5 +1,5 @@
-// Types of quota-clock-source (SPEC §2–§10). Hand-written: the JS face in index.js wraps the
-// generated native binding, whose own declarations are in binding.d.ts.
+// Types of quota-clock-source. Hand-written: the JS face (index.js and lib/) wraps the generated
+// native binding, whose own declarations are in binding.d.ts.
 
 /** What to credit when the wall clock runs ahead and no elapsed-realtime reader can tell a host suspend from a wall-clock step. */
 export type SuspendPolicy = 'ignore' | 'credit' | 'refuse'

@@ -1,5 +1,5 @@
 'use strict'
-// `npm run bench:keyed`: many keys in one limiter (SPEC §10). For N = 10k and 1M keys, uniform and
+// `npm run bench:keyed`: many keys in one limiter (KeyedQuotaClock). For N = 10k and 1M keys, uniform and
 // zipf access: ns per check of KeyedQuotaClock against a Map of QuotaClocks, a naive JS
 // Map<{ tokens, last }> bucket, rate-limiter-flexible's RateLimiterMemory and express-rate-limit's
 // MemoryStore (medians over interleaved repetitions; ratios paired within a repetition); RSS bytes

@@ -116,7 +116,7 @@ function panel(run, offsetY) {
   // decided. Between requests: what the bucket would hold if it were asked, from its own rule and
   // the clock (sampled, since the naive bucket's level jumps with the wall clock): the naive one
   // credits the wall clock's advance since its last request, clamped at 0; QuotaClock credits the
-  // time awake, plus the time asleep when a reader measures it (SPEC §6, as in these scenarios).
+  // time awake, plus the time asleep when a reader measures it (as in these scenarios).
   const rate = meta.refillPerSecond / 1000
   const level = {
     naive: (from, at) => Math.min(meta.capacity, from.naive + Math.max(0, at.wallMs - from.wallMs) * rate),

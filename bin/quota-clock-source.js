@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 'use strict'
-// The `quota-clock-source` command (SPEC §12): `periods` (when does a quota reset), `simulate`
+// The `quota-clock-source` command: `periods` (when does a quota reset), `simulate`
 // (what the naive Date.now() bucket gets wrong) and `watch` (this host's clocks, live).
 // A bad argument exits 2 with one line on stderr naming it; success exits 0.
 
@@ -76,7 +76,7 @@ const COMMANDS = {
     positionals: [],
     help: `Usage: ${PROGRAM} periods --unit <day|week|month|year> --zone <IANA> [options]
 
-The quota periods (SPEC §7) from the one holding --from: id, local start, UTC start, length in
+The quota periods from the one holding --from: id, local start, UTC start, length in
 hours and startKind ('exact'; 'gap' when the local start time was skipped by a DST change;
 'repeat' when it occurred twice).
 

@@ -1,5 +1,5 @@
 'use strict'
-// The scenarios of `quota-clock-source simulate` (SPEC §12): the classic naive Date.now() bucket
+// The scenarios of `quota-clock-source simulate`: the classic naive Date.now() bucket
 // and a QuotaClock, both read from one manual clock, through the clock events a real host sees.
 
 const { QuotaClock, manualClock } = require('../index.js')
@@ -150,7 +150,7 @@ const SCENARIOS = [
 const NAMES = SCENARIOS.map((scenario) => scenario.name)
 
 /**
- * Runs one scenario. Returns the §12 JSON (`scenario`, `steps`) and, for the text and the plot,
+ * Runs one scenario. Returns the JSON of `simulate --json` (`scenario`, `steps`) and, for the text and the plot,
  * `timeline` (clock events and requests in order) and `meta` (the scenario's setup).
  */
 function runScenario(name) {

@@ -53,7 +53,7 @@ class ManualClock {
     if (elapsedRealtimeMs !== undefined) checkFinite(elapsedRealtimeMs, 'init.elapsedRealtimeMs')
     this.#native = new NativeManualClock(monotonicMs, wallMs, hasReader ? elapsedRealtimeMs : undefined)
     if (hasReader) {
-      // Only a clock made with a reader has one (SPEC §3).
+      // Only a clock made with a reader has one.
       const state = this.#native
       Object.defineProperty(this, 'elapsedRealtimeMs', { value: () => state.elapsedRealtimeMs(), enumerable: false })
     }

@@ -12,7 +12,7 @@ const DEFAULT_EARLIEST_PLAUSIBLE_WALL_MS = Date.UTC(2020, 0, 1)
 const MISSING_SUSPEND_POLICY =
   "suspendPolicy is required and has no default: when the wall clock runs ahead of the monotonic clock and no elapsedRealtimeMs reader can tell a host suspend from a wall-clock step, only you know whether that time should refill the bucket ('credit'), be ignored ('ignore'), or make the call fail ('refuse'); received undefined"
 
-/** The §4 options; `moreKeys` are read too and checked by the caller (KeyedQuotaClock's own). */
+/** QuotaClock's options; `moreKeys` are read too and checked by the caller (KeyedQuotaClock's own). */
 function parseOptions(given, moreKeys = []) {
   if (!isPlainObject(given)) throw typeError('ERR_INVALID_OPTION', 'options', 'an object { capacity, refillPerSecond, suspendPolicy, ... }', given)
   const options = readOptions(given, moreKeys.length === 0 ? OPTION_KEYS : [...OPTION_KEYS, ...moreKeys], '')
@@ -60,7 +60,7 @@ function parseOptions(given, moreKeys = []) {
   }
 }
 
-/** SPEC §5: anything but a positive safe integer ≤ capacity is a RangeError, whatever its type. */
+/** `n` of tryConsume: anything but a positive safe integer ≤ capacity is a RangeError, whatever its type. */
 function checkCount(n, capacity) {
   if (!(typeof n === 'number' && Number.isSafeInteger(n) && n >= 1 && n <= capacity)) {
     throw rangeError('ERR_INVALID_ARG', 'n', `a positive safe integer no larger than capacity (${capacity})`, n)
