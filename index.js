@@ -45,15 +45,11 @@ class QuotaClockError extends Error {
   }
 }
 
-const CLOCK_ERROR_CODES = new Set([
-  'ERR_MONOTONIC_REGRESSION',
-  'ERR_AMBIGUOUS_WALL_JUMP',
-  'ERR_IMPLAUSIBLE_WALL_CLOCK',
-  'ERR_CLOCK_READING',
-  'ERR_UNSUPPORTED_PLATFORM',
-  'ERR_KEY_LIMIT',
-])
-const RANGE_ERROR_CODES = new Set(['ERR_INVALID_OPTION', 'ERR_SUB_DAY_PERIOD', 'ERR_UNKNOWN_TIME_ZONE', 'ERR_INVALID_ARG'])
+// The JS↔native contract (error codes, the unions' values, the result-buffer layout), defined once
+// in Rust (src/contract.rs) and read here at load.
+const CONTRACT = native.contract()
+const CLOCK_ERROR_CODES = new Set(CONTRACT.errorCodes.filter((entry) => entry.class === 'QuotaClockError').map((entry) => entry.code))
+const RANGE_ERROR_CODES = new Set(CONTRACT.errorCodes.filter((entry) => entry.class === 'RangeError').map((entry) => entry.code))
 
 /** Turns a coded error from the native side into the class the contract names. */
 function toPublicError({ code, message }) {
@@ -283,22 +279,23 @@ function readReader(reader) {
 // QuotaClock (SPEC §4–§8)
 
 const OPTION_KEYS = ['capacity', 'refillPerSecond', 'initialTokens', 'suspendPolicy', 'quota', 'clock', 'onAnomaly', 'earliestPlausibleWallMs']
-const SUSPEND_POLICIES = ['ignore', 'credit', 'refuse']
+const SUSPEND_POLICIES = CONTRACT.suspendPolicies
+const SUSPEND_POLICY_CHOICES = `one of ${SUSPEND_POLICIES.map((policy) => `'${policy}'`).join(', ')}`
 const DEFAULT_EARLIEST_PLAUSIBLE_WALL_MS = Date.UTC(2020, 0, 1)
 const MISSING_SUSPEND_POLICY =
   "suspendPolicy is required and has no default: when the wall clock runs ahead of the monotonic clock and no elapsedRealtimeMs reader can tell a host suspend from a wall-clock step, only you know whether that time should refill the bucket ('credit'), be ignored ('ignore'), or make the call fail ('refuse'); received undefined"
 
 // One result buffer per module instance, shared by its limiters: the native tryConsume reads `n` and the
-// limiter's slot from it, writes the decision into it, and this file builds the object (cheaper
-// than a napi-built object). Slots: [0] in: n, out: status (0 decided, 1 decided with anomalies,
-// 2 error, 3 needs the JS elapsed-realtime reader, 4 a JS clock: read it and call consumeSupplied),
-// [1] allowed, [2] retryAfterMs, [3] basis (0 none, 1 monotonic-refill, 2 wall-period),
-// [4] tokens, [5] quotaRemaining, [6] in: the limiter's slot; [7] monotonic, [8] wall, [9] elapsed
-// realtime, [10] 1 when [9] holds a reading: the readings of a JS clock (in), or (out, status 3)
-// those a call took before it stopped for the JS elapsed-realtime reader.
-const RESULT = new Float64Array(11)
-// [6] is written as an integer through this view, so the native side reads it without converting.
-const LIMITER_SLOT = new Uint32Array(RESULT.buffer, 6 * 8, 1)
+// limiter's registry index from it, writes the decision into it, and this file builds the object
+// (cheaper than a napi-built object). Its layout (positions, statuses) is the contract's
+// `resultBuffer`: in, `n` and the limiter (and the readings of a JS clock); out, the status, then the
+// decision (or, status needsReader, the readings a call took before it stopped for the JS reader).
+const LAYOUT = CONTRACT.resultBuffer
+const AT = LAYOUT.positions
+const STATUS = LAYOUT.status
+const RESULT = new Float64Array(LAYOUT.length)
+// The limiter's index is written as an integer through this view, so the native side reads it without converting.
+const LIMITER_INDEX = new Uint32Array(RESULT.buffer, AT.limiter * Float64Array.BYTES_PER_ELEMENT, 1)
 // This module instance's limiters (a module loaded again, by a test runner say, gets its own).
 // `consume` is tryConsume for natively read clocks; `consumeSupplied` the same for readings taken in
 // JS (a JS clock's, or those of a call resumed after a JS reader). The registry lives as long as they do.
@@ -328,7 +325,10 @@ function registerListener(limiter, onAnomaly) {
   return listener
 }
 
-const BASIS = [null, 'monotonic-refill', 'wall-period']
+// A decision's retryAfterBasis by its code in the result buffer.
+const BASIS = []
+BASIS[LAYOUT.basisNone] = null
+for (const { name, code } of CONTRACT.retryAfterBasis) BASIS[code] = name
 // SPEC §8: at most this many deliveries wait per thread (the native side drops and counts the rest).
 const MAX_WAITING_DELIVERIES = 10_000
 const NO_ANOMALIES = Object.freeze([])
@@ -348,8 +348,8 @@ function parseOptions(given, moreKeys = []) {
   }
   const { suspendPolicy } = options
   if (suspendPolicy === undefined) throw coded(TypeError, 'ERR_INVALID_OPTION', MISSING_SUSPEND_POLICY)
-  if (typeof suspendPolicy !== 'string') throw typeError('ERR_INVALID_OPTION', 'suspendPolicy', "one of 'ignore', 'credit', 'refuse'", suspendPolicy)
-  if (!SUSPEND_POLICIES.includes(suspendPolicy)) throw rangeError('ERR_INVALID_OPTION', 'suspendPolicy', "one of 'ignore', 'credit', 'refuse'", suspendPolicy)
+  if (typeof suspendPolicy !== 'string') throw typeError('ERR_INVALID_OPTION', 'suspendPolicy', SUSPEND_POLICY_CHOICES, suspendPolicy)
+  if (!SUSPEND_POLICIES.includes(suspendPolicy)) throw rangeError('ERR_INVALID_OPTION', 'suspendPolicy', SUSPEND_POLICY_CHOICES, suspendPolicy)
 
   let quotaLimit
   let quotaPeriod
@@ -425,12 +425,12 @@ function checkPositiveCount(n) {
 
 /** Writes a call's input for consumeSupplied. */
 function supply(slot, n, monotonicMs, wallMs, elapsedRealtimeMs) {
-  RESULT[0] = n
-  LIMITER_SLOT[0] = slot
-  RESULT[7] = monotonicMs
-  RESULT[8] = wallMs
-  RESULT[9] = elapsedRealtimeMs === undefined ? NaN : elapsedRealtimeMs
-  RESULT[10] = elapsedRealtimeMs === undefined ? 0 : 1
+  RESULT[AT.nOrStatus] = n
+  LIMITER_INDEX[0] = slot
+  RESULT[AT.monotonicMs] = monotonicMs
+  RESULT[AT.wallMs] = wallMs
+  RESULT[AT.elapsedRealtimeMs] = elapsedRealtimeMs === undefined ? NaN : elapsedRealtimeMs
+  RESULT[AT.hasElapsedRealtime] = elapsedRealtimeMs === undefined ? 0 : 1
 }
 
 /** Marks a limiter's JS clock as being read; a call it makes back into the limiter is refused. */
@@ -442,11 +442,11 @@ function enterClock(js) {
 /** The decision the native tryConsume just wrote into RESULT. */
 function readDecision(hasQuota, anomalies) {
   return {
-    allowed: RESULT[1] === 1,
-    retryAfterMs: RESULT[2],
-    retryAfterBasis: BASIS[RESULT[3]],
-    tokens: RESULT[4],
-    quotaRemaining: hasQuota ? RESULT[5] : null,
+    allowed: RESULT[AT.allowed] === 1,
+    retryAfterMs: RESULT[AT.retryAfterMs],
+    retryAfterBasis: BASIS[RESULT[AT.basis]],
+    tokens: RESULT[AT.tokens],
+    quotaRemaining: hasQuota ? RESULT[AT.quotaRemaining] : null,
     anomalies,
   }
 }
@@ -521,7 +521,9 @@ class QuotaClock {
       elapsedRealtimeMs = readReader(reader)
     }
     const listener = onAnomaly === undefined ? undefined : nextListener++
-    this.#slot = callNative(() => native.createLimiter(REGISTRY, limiterOptions, kind, manual, monotonicMs, wallMs, elapsedRealtimeMs, listener))
+    this.#slot = callNative(() =>
+      native.createLimiter({ registry: REGISTRY, options: limiterOptions, clock: { kind, manual, monotonicMs, wallMs, elapsedRealtimeMs }, anomalyListener: listener }),
+    )
     if (clock !== undefined || reader !== undefined) this.#js = { clock, reader, reading: false, latched: false }
     if (listener !== undefined) {
       this.#onAnomaly = onAnomaly
@@ -537,10 +539,10 @@ class QuotaClock {
   /** SPEC §5: takes `n` tokens (and `n` from the quota) if both are there. */
   tryConsume(n = 1) {
     if (n !== 1) checkCount(n, this.#capacity)
-    RESULT[0] = n
-    LIMITER_SLOT[0] = this.#slot
+    RESULT[AT.nOrStatus] = n
+    LIMITER_INDEX[0] = this.#slot
     consume()
-    if (RESULT[0] === 0) return readDecision(this.#hasQuota, NO_ANOMALIES)
+    if (RESULT[AT.nOrStatus] === STATUS.decided) return readDecision(this.#hasQuota, NO_ANOMALIES)
     return this.#settle(n)
   }
 
@@ -561,7 +563,7 @@ class QuotaClock {
     // Written only now: the clock may have called other limiters, which share RESULT.
     supply(this.#slot, n, monotonicMs, wallMs, undefined)
     consumeSupplied()
-    if (RESULT[0] === 0) return readDecision(this.#hasQuota, NO_ANOMALIES)
+    if (RESULT[AT.nOrStatus] === STATUS.decided) return readDecision(this.#hasQuota, NO_ANOMALIES)
     return this.#settle(n)
   }
 
@@ -578,19 +580,19 @@ class QuotaClock {
 
   /** The rare outcomes: a decision with anomalies, a JS clock to read, a call that needs the JS reader, or an error. */
   #settle(n) {
-    const status = RESULT[0]
-    if (status === 4) return this.#consumeJs(n)
-    if (status === 1) {
+    const status = RESULT[AT.nOrStatus]
+    if (status === STATUS.needsReadings) return this.#consumeJs(n)
+    if (status === STATUS.decidedWithAnomalies) {
       return readDecision(this.#hasQuota, callNative(() => native.limiterTakeAnomalies(REGISTRY, this.#slot)).map(toAnomaly))
     }
-    if (status === 3) {
+    if (status === STATUS.needsReader) {
       // Nothing changed yet: resume on the readings the call took, with the reader's.
-      const monotonicMs = RESULT[7]
-      const wallMs = RESULT[8]
+      const monotonicMs = RESULT[AT.monotonicMs]
+      const wallMs = RESULT[AT.wallMs]
       const elapsedRealtimeMs = this.#readElapsedRealtime()
       supply(this.#slot, n, monotonicMs, wallMs, elapsedRealtimeMs)
       consumeSupplied()
-      if (RESULT[0] === 0) return readDecision(this.#hasQuota, NO_ANOMALIES)
+      if (RESULT[AT.nOrStatus] === STATUS.decided) return readDecision(this.#hasQuota, NO_ANOMALIES)
       return this.#settle(n)
     }
     throw this.#failed(toPublicError(native.limiterTakeError(REGISTRY, this.#slot)))
@@ -694,6 +696,7 @@ function periodFor(period, wallMs) {
 // Many keys in one limiter (SPEC §10).
 const { KeyedQuotaClock } = require('./lib/keyed.js')({
   native,
+  CONTRACT,
   REGISTRY,
   parseOptions,
   periodSpecInput,
