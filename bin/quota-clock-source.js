@@ -10,11 +10,10 @@ const { parseArgs } = require('node:util')
 const { QuotaClock, systemClock, procUptimeElapsedRealtime, periodFor } = require('../index.js')
 const { NAMES, SCENARIOS, runScenario } = require('./scenarios.js')
 const { renderSvg } = require('./plot.js')
+const { PERIOD_UNITS: UNITS, MAX_WALL_MS } = require('../lib/contract.js')
 
 const PROGRAM = 'quota-clock-source'
-const UNITS = ['day', 'week', 'month', 'year']
 const MAX_PERIODS = 10_000
-const MAX_WALL_MS = 8.64e15 // the range of a JS Date
 
 /** A bad argument: reported as one line on stderr, exit status 2. */
 class UsageError extends Error {}

@@ -3,16 +3,18 @@
 // calendar) and `periodFor`, the period a wall-clock instant falls in.
 
 const native = require('./binding.js')
+const { PERIOD_UNITS, oneOf } = require('./contract.js')
 const { callNative } = require('./errors.js')
 const { isPlainObject, readOptions, typeError, checkNumber } = require('./validate.js')
 
 const PERIOD_KEYS = ['unit', 'timeZone', 'anchorDay', 'anchorMonth', 'anchorTime']
+const UNIT_CHOICES = oneOf(PERIOD_UNITS)
 
 /** Type checks of a QuotaPeriodSpec; value checks happen in the Rust calendar. */
 function periodSpecInput(period, path) {
   if (!isPlainObject(period)) throw typeError('ERR_INVALID_OPTION', path, 'an object { unit, timeZone, ... }', period)
   const { unit, timeZone, anchorDay, anchorMonth, anchorTime } = readOptions(period, PERIOD_KEYS, path)
-  if (typeof unit !== 'string') throw typeError('ERR_INVALID_OPTION', `${path}.unit`, "one of 'day', 'week', 'month', 'year'", unit)
+  if (typeof unit !== 'string') throw typeError('ERR_INVALID_OPTION', `${path}.unit`, UNIT_CHOICES, unit)
   if (typeof timeZone !== 'string') throw typeError('ERR_INVALID_OPTION', `${path}.timeZone`, "an IANA time zone name such as 'America/Los_Angeles' or 'UTC'", timeZone)
   if (anchorDay !== undefined) checkNumber(anchorDay, `${path}.anchorDay`)
   if (anchorMonth !== undefined) checkNumber(anchorMonth, `${path}.anchorMonth`)

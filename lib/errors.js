@@ -2,6 +2,7 @@
 // The error classes callers see: a coded error from the native side becomes a QuotaClockError
 // (clock trouble), a RangeError (a value out of range) or an Error with its code.
 
+const { CLOCK_ERROR_CODES, RANGE_ERROR_CODES } = require('./contract.js')
 const { coded } = require('./validate.js')
 
 class QuotaClockError extends Error {
@@ -11,16 +12,6 @@ class QuotaClockError extends Error {
     this.code = code
   }
 }
-
-const CLOCK_ERROR_CODES = new Set([
-  'ERR_MONOTONIC_REGRESSION',
-  'ERR_AMBIGUOUS_WALL_JUMP',
-  'ERR_IMPLAUSIBLE_WALL_CLOCK',
-  'ERR_CLOCK_READING',
-  'ERR_UNSUPPORTED_PLATFORM',
-  'ERR_KEY_LIMIT',
-])
-const RANGE_ERROR_CODES = new Set(['ERR_INVALID_OPTION', 'ERR_SUB_DAY_PERIOD', 'ERR_UNKNOWN_TIME_ZONE', 'ERR_INVALID_ARG'])
 
 /** Turns a coded error from the native side into the class the contract names. */
 function toPublicError({ code, message }) {

@@ -8,25 +8,21 @@ const { periodSpecInput, toPeriod } = require('./calendar.js')
 const { readClock, readReader, enterClock, startingReadings } = require('./clocks.js')
 const { toPublicError, callNative, internalError } = require('./errors.js')
 const { parseOptions } = require('./options.js')
-const { REGISTRY, BASIS, NO_ANOMALIES } = require('./registry.js')
+const { LAYOUT, AT, STATUS, OPERATION, BASIS } = require('./contract.js')
+const { REGISTRY, NO_ANOMALIES } = require('./registry.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError, checkNumber, thrownText } = require('./validate.js')
 
 const KEYED_KEYS = ['policy', 'maxKeys', 'restore']
 const POLICY_KEYS = ['capacity', 'refillPerSecond', 'initialTokens', 'quota']
 const DEFAULT_MAX_KEYS = 1_000_000
 const MAX_KEY_UNITS = 256
-// Each limiter's result buffer: [0] in: n, out: status (0 done, 1 done with anomalies, 2 error, and
-// what the native side needs first, having read and changed nothing: 3 the JS elapsed-realtime
-// reader (the readings it took are in [7] and [8]), 4 the readings of a JS clock, 5 the key's
-// policy), [1] allowed, [2] retryAfterMs, [3] basis, [4] tokens, [5] quotaRemaining (NaN: no
-// quota), [6] in: the operation (0 tryConsume, 1 refund); [7] monotonic, [8] wall, [9] elapsed
-// realtime, [10] 1 when [9] holds a reading: readings taken in JS (in).
-const RESULT_SLOTS = 11
-const NEEDS_READER = 3
-const NEEDS_READINGS = 4
-const NEEDS_POLICY = 5
-const CONSUME = 0
-const REFUND = 1
+// Each limiter's result buffer, laid out as the contract's (lib/contract.js): in, `n`, the
+// operation and readings taken in JS; out, the status (what the native side needs first, having
+// read and changed nothing: the JS elapsed-realtime reader, a JS clock's readings, or the key's
+// policy), then the decision (quotaRemaining NaN: no quota).
+const { consume: CONSUME, refund: REFUND } = OPERATION
+const N_OR_STATUS = AT.nOrStatus
+const DECIDED = STATUS.decided
 const DEFAULT_CHOICE = 0xffffffff
 
 /** A string of 1 to 256 UTF-16 code units, checked before any clock is read. */
@@ -119,12 +115,12 @@ function assignPolicies(plan, policy, defaults) {
 }
 
 function readDecision(result, anomalies) {
-  const quotaRemaining = result[5]
+  const quotaRemaining = result[AT.quotaRemaining]
   return {
-    allowed: result[1] === 1,
-    retryAfterMs: result[2],
-    retryAfterBasis: BASIS[result[3]],
-    tokens: result[4],
+    allowed: result[AT.allowed] === 1,
+    retryAfterMs: result[AT.retryAfterMs],
+    retryAfterBasis: BASIS[result[AT.basis]],
+    tokens: result[AT.tokens],
     quotaRemaining: quotaRemaining === quotaRemaining ? quotaRemaining : null,
     anomalies,
   }
@@ -161,10 +157,19 @@ class KeyedQuotaClock {
     }
     const { kind, manual, clock, reader } = clockArgs
     const { monotonicMs, wallMs, elapsedRealtimeMs } = startingReadings(clockArgs)
-    const result = new Float64Array(RESULT_SLOTS)
+    const result = new Float64Array(LAYOUT.length)
     const listener = onAnomaly === undefined ? undefined : registerListener(this, onAnomaly)
     this.#native = callNative(() =>
-      native.keyedCreate(REGISTRY, limiterOptions, maxKeys, policy !== undefined, result, kind, manual, monotonicMs, wallMs, elapsedRealtimeMs, listener, plan),
+      native.keyedCreate({
+        registry: REGISTRY,
+        options: limiterOptions,
+        maxKeys,
+        hasPolicy: policy !== undefined,
+        result,
+        clock: { kind, manual, monotonicMs, wallMs, elapsedRealtimeMs },
+        anomalyListener: listener,
+        restore: plan,
+      }),
     )
     this.#call = native.keyedCallFunction(this.#native)
     this.#result = result
@@ -178,10 +183,10 @@ class KeyedQuotaClock {
     checkKey(key)
     if (n !== 1) checkCount(n)
     const result = this.#result
-    result[0] = n
-    result[6] = CONSUME
+    result[N_OR_STATUS] = n
+    result[AT.operation] = CONSUME
     this.#call(key)
-    if (result[0] === 0) return readDecision(result, NO_ANOMALIES)
+    if (result[N_OR_STATUS] === DECIDED) return readDecision(result, NO_ANOMALIES)
     return this.#settle(key, n, CONSUME)
   }
 
@@ -190,10 +195,10 @@ class KeyedQuotaClock {
     checkKey(key)
     if (n !== 1) checkCount(n)
     const result = this.#result
-    result[0] = n
-    result[6] = REFUND
+    result[N_OR_STATUS] = n
+    result[AT.operation] = REFUND
     this.#call(key)
-    if (result[0] !== 0) this.#settle(key, n, REFUND)
+    if (result[N_OR_STATUS] !== DECIDED) this.#settle(key, n, REFUND)
   }
 
   /** The rare outcomes: anomalies, an error, or what the native side needs first (a policy, readings). */
@@ -201,26 +206,26 @@ class KeyedQuotaClock {
     const result = this.#result
     let policy
     for (;;) {
-      const status = result[0]
-      if (status === 0) return operation === CONSUME ? readDecision(result, NO_ANOMALIES) : undefined
-      if (status === 1) {
+      const status = result[N_OR_STATUS]
+      if (status === DECIDED) return operation === CONSUME ? readDecision(result, NO_ANOMALIES) : undefined
+      if (status === STATUS.decidedWithAnomalies) {
         const anomalies = callNative(() => native.keyedTakeAnomalies(this.#native)).map(toAnomaly)
         return operation === CONSUME ? readDecision(result, anomalies) : undefined
       }
-      if (status === 2) throw this.#failed(toPublicError(native.keyedTakeError(this.#native)))
+      if (status === STATUS.error) throw this.#failed(toPublicError(native.keyedTakeError(this.#native)))
       let readings
-      if (status === NEEDS_POLICY) policy = resolvePolicy(this.#policy, key, this.#defaults)
-      else if (status === NEEDS_READINGS) readings = this.#readJsClock()
-      else if (status === NEEDS_READER) readings = [result[7], result[8], this.#readElapsedRealtime()]
+      if (status === STATUS.needsPolicy) policy = resolvePolicy(this.#policy, key, this.#defaults)
+      else if (status === STATUS.needsReadings) readings = this.#readJsClock()
+      else if (status === STATUS.needsReader) readings = [result[AT.monotonicMs], result[AT.wallMs], this.#readElapsedRealtime()]
       else throw internalError(`status ${status}`)
       // `policy` and a JS clock may have made calls of their own on this limiter: write it all again.
-      result[0] = n
-      result[6] = operation
+      result[N_OR_STATUS] = n
+      result[AT.operation] = operation
       if (readings !== undefined) {
-        result[7] = readings[0]
-        result[8] = readings[1]
-        result[9] = readings[2] === undefined ? NaN : readings[2]
-        result[10] = readings[2] === undefined ? 0 : 1
+        result[AT.monotonicMs] = readings[0]
+        result[AT.wallMs] = readings[1]
+        result[AT.elapsedRealtimeMs] = readings[2] === undefined ? NaN : readings[2]
+        result[AT.hasElapsedRealtime] = readings[2] === undefined ? 0 : 1
       }
       this.#slow(() => native.keyedCallSlow(this.#native, key, policy, readings !== undefined))
     }

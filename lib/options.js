@@ -4,10 +4,11 @@
 
 const { clockArguments, systemClock } = require('./clocks.js')
 const { periodSpecInput } = require('./calendar.js')
+const { SUSPEND_POLICIES, oneOf } = require('./contract.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError, checkNumber, checkFinite } = require('./validate.js')
 
 const OPTION_KEYS = ['capacity', 'refillPerSecond', 'initialTokens', 'suspendPolicy', 'quota', 'clock', 'onAnomaly', 'earliestPlausibleWallMs']
-const SUSPEND_POLICIES = ['ignore', 'credit', 'refuse']
+const SUSPEND_POLICY_CHOICES = oneOf(SUSPEND_POLICIES)
 const DEFAULT_EARLIEST_PLAUSIBLE_WALL_MS = Date.UTC(2020, 0, 1)
 const MISSING_SUSPEND_POLICY =
   "suspendPolicy is required and has no default: when the wall clock runs ahead of the monotonic clock and no elapsedRealtimeMs reader can tell a host suspend from a wall-clock step, only you know whether that time should refill the bucket ('credit'), be ignored ('ignore'), or make the call fail ('refuse'); received undefined"
@@ -27,8 +28,8 @@ function parseOptions(given, moreKeys = []) {
   }
   const { suspendPolicy } = options
   if (suspendPolicy === undefined) throw coded(TypeError, 'ERR_INVALID_OPTION', MISSING_SUSPEND_POLICY)
-  if (typeof suspendPolicy !== 'string') throw typeError('ERR_INVALID_OPTION', 'suspendPolicy', "one of 'ignore', 'credit', 'refuse'", suspendPolicy)
-  if (!SUSPEND_POLICIES.includes(suspendPolicy)) throw rangeError('ERR_INVALID_OPTION', 'suspendPolicy', "one of 'ignore', 'credit', 'refuse'", suspendPolicy)
+  if (typeof suspendPolicy !== 'string') throw typeError('ERR_INVALID_OPTION', 'suspendPolicy', SUSPEND_POLICY_CHOICES, suspendPolicy)
+  if (!SUSPEND_POLICIES.includes(suspendPolicy)) throw rangeError('ERR_INVALID_OPTION', 'suspendPolicy', SUSPEND_POLICY_CHOICES, suspendPolicy)
 
   let quotaLimit
   let quotaPeriod

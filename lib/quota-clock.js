@@ -9,14 +9,16 @@ const { toPeriod } = require('./calendar.js')
 const { readClock, readReader, enterClock, startingReadings } = require('./clocks.js')
 const { toPublicError, callNative } = require('./errors.js')
 const { parseOptions, checkCount, checkPositiveCount } = require('./options.js')
-const { RESULT, LIMITER_SLOT, REGISTRY, consume, consumeSupplied, NO_ANOMALIES, supply, readDecision } = require('./registry.js')
+const { STATUS, AT } = require('./contract.js')
+const { RESULT, LIMITER_INDEX, REGISTRY, consume, consumeSupplied, N_OR_STATUS, DECIDED, NO_ANOMALIES, supply, readDecision } = require('./registry.js')
 const { checkNumber, own } = require('./validate.js')
 
 // A limiter's native state is freed once its object has been collected.
-const slots = new FinalizationRegistry((slot) => native.releaseLimiter(REGISTRY, slot))
+const indexes = new FinalizationRegistry((index) => native.releaseLimiter(REGISTRY, index))
 
 class QuotaClock {
-  #slot
+  // Its index in this module instance's native registry.
+  #index
   #capacity
   #refillPerSecond
   #quotaLimit
@@ -34,9 +36,11 @@ class QuotaClock {
     const { kind, manual, clock, reader } = clockArgs
     const { monotonicMs, wallMs, elapsedRealtimeMs } = startingReadings(clockArgs)
     const listener = onAnomaly === undefined ? undefined : registerListener(this, onAnomaly)
-    this.#slot = callNative(() => native.createLimiter(REGISTRY, limiterOptions, kind, manual, monotonicMs, wallMs, elapsedRealtimeMs, listener))
+    this.#index = callNative(() =>
+      native.createLimiter({ registry: REGISTRY, options: limiterOptions, clock: { kind, manual, monotonicMs, wallMs, elapsedRealtimeMs }, anomalyListener: listener }),
+    )
     if (clock !== undefined || reader !== undefined) this.#js = { clock, reader, reading: false, latched: false }
-    slots.register(this, this.#slot)
+    indexes.register(this, this.#index)
     this.#capacity = limiterOptions.capacity
     this.#refillPerSecond = limiterOptions.refillPerSecond
     this.#hasQuota = limiterOptions.quotaPeriod !== undefined
@@ -46,10 +50,10 @@ class QuotaClock {
   /** Takes `n` tokens (and `n` from the quota) if both are there. */
   tryConsume(n = 1) {
     if (n !== 1) checkCount(n, this.#capacity)
-    RESULT[0] = n
-    LIMITER_SLOT[0] = this.#slot
+    RESULT[N_OR_STATUS] = n
+    LIMITER_INDEX[0] = this.#index
     consume()
-    if (RESULT[0] === 0) return readDecision(this.#hasQuota, NO_ANOMALIES)
+    if (RESULT[N_OR_STATUS] === DECIDED) return readDecision(this.#hasQuota, NO_ANOMALIES)
     return this.#settle(n)
   }
 
@@ -68,9 +72,9 @@ class QuotaClock {
       }
     }
     // Written only now: the clock may have called other limiters, which share RESULT.
-    supply(this.#slot, n, monotonicMs, wallMs, undefined)
+    supply(this.#index, n, monotonicMs, wallMs, undefined)
     consumeSupplied()
-    if (RESULT[0] === 0) return readDecision(this.#hasQuota, NO_ANOMALIES)
+    if (RESULT[N_OR_STATUS] === DECIDED) return readDecision(this.#hasQuota, NO_ANOMALIES)
     return this.#settle(n)
   }
 
@@ -87,22 +91,22 @@ class QuotaClock {
 
   /** The rare outcomes: a decision with anomalies, a JS clock to read, a call that needs the JS reader, or an error. */
   #settle(n) {
-    const status = RESULT[0]
-    if (status === 4) return this.#consumeJs(n)
-    if (status === 1) {
-      return readDecision(this.#hasQuota, callNative(() => native.limiterTakeAnomalies(REGISTRY, this.#slot)).map(toAnomaly))
+    const status = RESULT[N_OR_STATUS]
+    if (status === STATUS.needsReadings) return this.#consumeJs(n)
+    if (status === STATUS.decidedWithAnomalies) {
+      return readDecision(this.#hasQuota, callNative(() => native.limiterTakeAnomalies(REGISTRY, this.#index)).map(toAnomaly))
     }
-    if (status === 3) {
+    if (status === STATUS.needsReader) {
       // Nothing changed yet: resume on the readings the call took, with the reader's.
-      const monotonicMs = RESULT[7]
-      const wallMs = RESULT[8]
+      const monotonicMs = RESULT[AT.monotonicMs]
+      const wallMs = RESULT[AT.wallMs]
       const elapsedRealtimeMs = this.#readElapsedRealtime()
-      supply(this.#slot, n, monotonicMs, wallMs, elapsedRealtimeMs)
+      supply(this.#index, n, monotonicMs, wallMs, elapsedRealtimeMs)
       consumeSupplied()
-      if (RESULT[0] === 0) return readDecision(this.#hasQuota, NO_ANOMALIES)
+      if (RESULT[N_OR_STATUS] === DECIDED) return readDecision(this.#hasQuota, NO_ANOMALIES)
       return this.#settle(n)
     }
-    throw this.#failed(toPublicError(native.limiterTakeError(REGISTRY, this.#slot)))
+    throw this.#failed(toPublicError(native.limiterTakeError(REGISTRY, this.#index)))
   }
 
   #failed(error) {
@@ -114,11 +118,11 @@ class QuotaClock {
   refund(n = 1) {
     checkPositiveCount(n)
     const [monotonicMs, wallMs] = this.#readJsClock()
-    const done = this.#native(() => native.limiterRefund(REGISTRY, this.#slot, n, monotonicMs, wallMs, undefined))
+    const done = this.#native(() => native.limiterRefund(REGISTRY, this.#index, n, monotonicMs, wallMs, undefined))
     if (done.needsReader) {
       const { takenMonotonicMs, takenWallMs } = done
       const elapsedRealtimeMs = this.#readElapsedRealtime()
-      this.#native(() => native.limiterRefund(REGISTRY, this.#slot, n, takenMonotonicMs, takenWallMs, elapsedRealtimeMs))
+      this.#native(() => native.limiterRefund(REGISTRY, this.#index, n, takenMonotonicMs, takenWallMs, elapsedRealtimeMs))
     }
   }
 
@@ -147,11 +151,11 @@ class QuotaClock {
   /** Reads and reconciles the clocks like tryConsume, consuming nothing; also reports the limits in force. */
   status() {
     const [monotonicMs, wallMs] = this.#readJsClock()
-    let status = this.#native(() => native.limiterStatus(REGISTRY, this.#slot, monotonicMs, wallMs, undefined))
+    let status = this.#native(() => native.limiterStatus(REGISTRY, this.#index, monotonicMs, wallMs, undefined))
     if (status.needsReader) {
       const { takenMonotonicMs, takenWallMs } = status
       const elapsedRealtimeMs = this.#readElapsedRealtime()
-      status = this.#native(() => native.limiterStatus(REGISTRY, this.#slot, takenMonotonicMs, takenWallMs, elapsedRealtimeMs))
+      status = this.#native(() => native.limiterStatus(REGISTRY, this.#index, takenMonotonicMs, takenWallMs, elapsedRealtimeMs))
     }
     return {
       tokens: status.tokens,
@@ -167,7 +171,7 @@ class QuotaClock {
   /** The limiter's own period spec applied to `wallMs`; null without a quota. */
   periodFor(wallMs) {
     checkNumber(wallMs, 'wallMs', 'ERR_INVALID_ARG')
-    const period = callNative(() => native.limiterPeriodFor(REGISTRY, this.#slot, wallMs))
+    const period = callNative(() => native.limiterPeriodFor(REGISTRY, this.#index, wallMs))
     return period == null ? null : toPeriod(period)
   }
 }

@@ -3,45 +3,53 @@
 // native tryConsume reads `n` and the limiter's registry index from it and writes the decision
 // into it, and this file builds the object (cheaper than a napi-built object). A module loaded
 // again (by a test runner, say) gets its own registry; it lives as long as its functions do.
+//
+// The buffer's layout is the contract's (lib/contract.js): in, `n` and the limiter (and the
+// readings of a JS clock); out, the status, then the decision (or, status needsReader, the
+// readings a call took before it stopped for the JS elapsed-realtime reader).
 
 const native = require('./binding.js')
+const { LAYOUT, AT, STATUS, BASIS } = require('./contract.js')
 
-// Positions: [0] in: n, out: status (0 decided, 1 decided with anomalies, 2 error, 3 needs the
-// JS elapsed-realtime reader, 4 a JS clock: read it and call consumeSupplied), [1] allowed,
-// [2] retryAfterMs, [3] basis (0 none, 1 monotonic-refill, 2 wall-period), [4] tokens,
-// [5] quotaRemaining, [6] in: the limiter's registry index; [7] monotonic, [8] wall, [9] elapsed
-// realtime, [10] 1 when [9] holds a reading: the readings of a JS clock (in), or (out, status 3)
-// those a call took before it stopped for the JS elapsed-realtime reader.
-const RESULT = new Float64Array(11)
-// [6] is written as an integer through this view, so the native side reads it without converting.
-const LIMITER_SLOT = new Uint32Array(RESULT.buffer, 6 * 8, 1)
+const RESULT = new Float64Array(LAYOUT.length)
+// The limiter's index is written as an integer through this view, so the native side reads it without converting.
+const LIMITER_INDEX = new Uint32Array(RESULT.buffer, AT.limiter * Float64Array.BYTES_PER_ELEMENT, 1)
 // `consume` is tryConsume for natively read clocks; `consumeSupplied` the same for readings taken
 // in JS (a JS clock's, or those of a call resumed after a JS reader).
 const { id: REGISTRY, consume, consumeSupplied } = native.createRegistry(RESULT)
 
-const BASIS = [null, 'monotonic-refill', 'wall-period']
+// The positions and the status the hot path reads, as plain numbers.
+const N_OR_STATUS = AT.nOrStatus
+const DECIDED = STATUS.decided
+
 const NO_ANOMALIES = Object.freeze([])
 
 /** Writes a call's input for consumeSupplied. */
-function supply(slot, n, monotonicMs, wallMs, elapsedRealtimeMs) {
-  RESULT[0] = n
-  LIMITER_SLOT[0] = slot
-  RESULT[7] = monotonicMs
-  RESULT[8] = wallMs
-  RESULT[9] = elapsedRealtimeMs === undefined ? NaN : elapsedRealtimeMs
-  RESULT[10] = elapsedRealtimeMs === undefined ? 0 : 1
+function supply(index, n, monotonicMs, wallMs, elapsedRealtimeMs) {
+  RESULT[N_OR_STATUS] = n
+  LIMITER_INDEX[0] = index
+  RESULT[AT.monotonicMs] = monotonicMs
+  RESULT[AT.wallMs] = wallMs
+  RESULT[AT.elapsedRealtimeMs] = elapsedRealtimeMs === undefined ? NaN : elapsedRealtimeMs
+  RESULT[AT.hasElapsedRealtime] = elapsedRealtimeMs === undefined ? 0 : 1
 }
+
+const ALLOWED = AT.allowed
+const RETRY_AFTER_MS = AT.retryAfterMs
+const BASIS_AT = AT.basis
+const TOKENS = AT.tokens
+const QUOTA_REMAINING = AT.quotaRemaining
 
 /** The decision the native tryConsume just wrote into RESULT. */
 function readDecision(hasQuota, anomalies) {
   return {
-    allowed: RESULT[1] === 1,
-    retryAfterMs: RESULT[2],
-    retryAfterBasis: BASIS[RESULT[3]],
-    tokens: RESULT[4],
-    quotaRemaining: hasQuota ? RESULT[5] : null,
+    allowed: RESULT[ALLOWED] === 1,
+    retryAfterMs: RESULT[RETRY_AFTER_MS],
+    retryAfterBasis: BASIS[RESULT[BASIS_AT]],
+    tokens: RESULT[TOKENS],
+    quotaRemaining: hasQuota ? RESULT[QUOTA_REMAINING] : null,
     anomalies,
   }
 }
 
-module.exports = { RESULT, LIMITER_SLOT, REGISTRY, consume, consumeSupplied, BASIS, NO_ANOMALIES, supply, readDecision }
+module.exports = { RESULT, LIMITER_INDEX, REGISTRY, consume, consumeSupplied, N_OR_STATUS, DECIDED, NO_ANOMALIES, supply, readDecision }

@@ -6,6 +6,7 @@ pub mod anomaly;
 pub mod bucket;
 pub mod calendar;
 pub mod clock;
+pub mod contract;
 pub mod keyed;
 pub mod limiter;
 pub mod quota;

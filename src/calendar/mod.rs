@@ -157,8 +157,8 @@ fn start_ms(start: Resolved) -> f64 {
     (start.utc_secs * 1000) as f64
 }
 
-/// JavaScript's Date range: ±8.64e15 ms. The calendar is defined within it (SPEC §7).
-pub const MAX_WALL_MS: f64 = 8.64e15;
+/// JavaScript's Date range: ±8.64e15 ms. The calendar is defined within it.
+pub use crate::contract::MAX_WALL_MS;
 
 impl PeriodSpec {
     /// Validates a raw spec. `option_path` prefixes option names in messages, e.g.

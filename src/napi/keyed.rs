@@ -17,33 +17,22 @@ use napi::sys;
 use napi_derive::napi;
 
 use super::anomaly::AnomalyOutput;
+use super::buffer::{write_decision, ResultBuffer};
 use super::calendar::{parse_spec, PeriodOutput, PeriodSpecInput};
-use super::clock::{BoundClock, ClockHandle, NativeManualClock, Supplied};
+use super::clock::{BoundClock, ClockHandle, Supplied};
 use super::errors::{coded, from_limiter, guard, internal, invalid_arg, CodedError, CodedResult};
-use super::limiter::{
-    clock_handle, config_from, notify_listener, positive_safe_integer, write_decision, ErrorOutput,
-    LimiterOptions, ResultSlots, BUSY, MAX_SAFE_INTEGER, RESULT_SLOTS, SLOT_ELAPSED_REALTIME_MS,
-    SLOT_HAS_ELAPSED_REALTIME, SLOT_MONOTONIC_MS, SLOT_N_OR_STATUS, SLOT_WALL_MS,
-    STATUS_DECIDED_WITH_ANOMALIES, STATUS_ERROR, STATUS_NEEDS_READER, STATUS_NEEDS_READINGS,
+use super::limiter::{notify_listener, ErrorOutput, BUSY, NO_STORED_ERROR};
+use super::options::{
+    config_from, positive_safe_integer, ClockInput, LimiterOptions, MAX_SAFE_INTEGER,
 };
 use super::raw::function_with_data;
 use crate::anomaly::{js_number, Anomaly};
 use crate::clock;
+use crate::contract::buffer;
 use crate::keyed::{
     words_for, Key, KeyBuf, KeyPolicy, KeyStatus, KeyedConfig, KeyedLimiter, PolicyId, Snapshot,
     SnapshotError, Target, DEFAULT_POLICY,
 };
-
-/// In: the operation of the raw call.
-const SLOT_OPERATION: usize = 6;
-const OPERATION_CONSUME: f64 = 0.0;
-const OPERATION_REFUND: f64 = 1.0;
-/// Out: the key is not held and the limiter has a `policy`: the JS face calls it and calls
-/// `callSlow` with what it returned. Nothing was read or changed. (3 and 4 are `QuotaClock`'s:
-/// the JS elapsed-realtime reader is needed, or the clock is a JS clock the JS face reads.)
-const STATUS_NEEDS_POLICY: f64 = 5.0;
-/// Out (refund): done.
-const STATUS_DONE: f64 = 0.0;
 
 /// Keys are 1 to 256 UTF-16 code units (SPEC §10); one more unit tells a longer string.
 const MAX_KEY_UNITS: usize = 256;
@@ -87,7 +76,7 @@ struct KeyedState {
     registry_id: u32,
     anomaly_listener: Option<f64>,
     has_policy: bool,
-    result: ResultSlots,
+    result: ResultBuffer,
     /// Keeps the result buffer alive while `result` points into it.
     _result_buffer: Float64Array,
 }
@@ -95,7 +84,7 @@ struct KeyedState {
 /// What the raw function's data points at: the state, and the result buffer's address outside
 /// it (so a call that finds the state busy can still say so).
 struct KeyedCell {
-    result: ResultSlots,
+    result: ResultBuffer,
     state: RefCell<KeyedState>,
 }
 
@@ -286,7 +275,7 @@ impl KeyedState {
     fn report(&self) {
         if !self.anomalies.is_empty() {
             self.result
-                .set(SLOT_N_OR_STATUS, STATUS_DECIDED_WITH_ANOMALIES);
+                .set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED_WITH_ANOMALIES);
             notify_listener(self.registry_id, self.anomaly_listener, &self.anomalies);
         }
     }
@@ -295,7 +284,7 @@ impl KeyedState {
     /// native clock. `false`: nothing was changed or written.
     #[inline(always)]
     fn consume_quiet(&mut self, index: u32) -> bool {
-        let n = self.result.get(SLOT_N_OR_STATUS);
+        let n = self.result.get(buffer::N_OR_STATUS);
         if !(n >= 1.0
             && n <= self.limiter.capacity_of(Target::Held(index))
             && n <= MAX_SAFE_INTEGER)
@@ -329,7 +318,7 @@ impl KeyedState {
     /// The raw call: the operation in the result buffer, for `key`, on a native clock's readings.
     #[inline(always)]
     fn call(&mut self, key: Key<'_>) -> CodedResult<()> {
-        if self.result.get(SLOT_OPERATION) == OPERATION_CONSUME {
+        if self.result.get(buffer::OPERATION) == buffer::OPERATION_CONSUME {
             if let Some(index) = self.limiter.find(key) {
                 if self.consume_quiet(index) {
                     return Ok(());
@@ -344,15 +333,19 @@ impl KeyedState {
     /// (a JS clock's, or a call resumed after the JS reader). What it needs from the JS face
     /// first is a status (nothing read or changed): the policy, the readings, the reader.
     fn run(&mut self, key: Key<'_>, policy: Option<KeyPolicy>, supplied: bool) -> CodedResult<()> {
-        let operation = self.result.get(SLOT_OPERATION);
-        let target = match (self.limiter.find(key), operation == OPERATION_REFUND) {
+        let operation = self.result.get(buffer::OPERATION);
+        let target = match (
+            self.limiter.find(key),
+            operation == buffer::OPERATION_REFUND,
+        ) {
             (Some(index), _) => Some(Target::Held(index)),
             // A key not held is not held by a refund either, and no policy is asked.
             (None, true) => None,
             (None, false) => match policy {
                 Some(policy) => Some(Target::New(self.limiter.intern(policy))),
                 None if self.has_policy => {
-                    self.result.set(SLOT_N_OR_STATUS, STATUS_NEEDS_POLICY);
+                    self.result
+                        .set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_POLICY);
                     return Ok(());
                 }
                 None => Some(Target::New(DEFAULT_POLICY)),
@@ -366,12 +359,12 @@ impl KeyedState {
     }
 
     fn run_on(&mut self, key: Key<'_>, target: Option<Target>, supplied: bool) -> CodedResult<()> {
-        let n = self.result.get(SLOT_N_OR_STATUS);
-        let consume = self.result.get(SLOT_OPERATION) == OPERATION_CONSUME;
-        if !consume && self.result.get(SLOT_OPERATION) != OPERATION_REFUND {
+        let n = self.result.get(buffer::N_OR_STATUS);
+        let consume = self.result.get(buffer::OPERATION) == buffer::OPERATION_CONSUME;
+        if !consume && self.result.get(buffer::OPERATION) != buffer::OPERATION_REFUND {
             return Err(invalid_arg(format!(
                 "unknown operation {}",
-                self.result.get(SLOT_OPERATION)
+                self.result.get(buffer::OPERATION)
             )));
         }
         // The order of checks (SPEC §10): n against the key's capacity before any reading.
@@ -380,7 +373,8 @@ impl KeyedState {
             _ => positive_safe_integer(n)?,
         };
         if !supplied && matches!(self.clock, ClockHandle::Js { .. }) {
-            self.result.set(SLOT_N_OR_STATUS, STATUS_NEEDS_READINGS);
+            self.result
+                .set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_READINGS);
             return Ok(());
         }
         let readings = if supplied {
@@ -404,15 +398,16 @@ impl KeyedState {
             Ok(decision) => {
                 match decision {
                     Some(decision) => write_decision(&self.result, &decision),
-                    None => self.result.set(SLOT_N_OR_STATUS, STATUS_DONE),
+                    None => self.result.set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED),
                 }
                 self.report();
                 Ok(())
             }
             Err(_) if clock.reader_wanted => {
-                self.result.set(SLOT_MONOTONIC_MS, clock.taken.0);
-                self.result.set(SLOT_WALL_MS, clock.taken.1);
-                self.result.set(SLOT_N_OR_STATUS, STATUS_NEEDS_READER);
+                self.result.set(buffer::MONOTONIC_MS, clock.taken.0);
+                self.result.set(buffer::WALL_MS, clock.taken.1);
+                self.result
+                    .set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_READER);
                 Ok(())
             }
             Err(error) => Err(from_limiter(&error)),
@@ -458,12 +453,12 @@ impl KeyedState {
 }
 
 /// The readings the JS face wrote into the result buffer.
-fn supplied_readings(result: &ResultSlots) -> Supplied {
+fn supplied_readings(result: &ResultBuffer) -> Supplied {
     Supplied {
-        monotonic_ms: Some(result.get(SLOT_MONOTONIC_MS)),
-        wall_ms: Some(result.get(SLOT_WALL_MS)),
-        elapsed_realtime_ms: (result.get(SLOT_HAS_ELAPSED_REALTIME) == 1.0)
-            .then(|| result.get(SLOT_ELAPSED_REALTIME_MS)),
+        monotonic_ms: Some(result.get(buffer::MONOTONIC_MS)),
+        wall_ms: Some(result.get(buffer::WALL_MS)),
+        elapsed_realtime_ms: (result.get(buffer::HAS_ELAPSED_REALTIME) == 1.0)
+            .then(|| result.get(buffer::ELAPSED_REALTIME_MS)),
     }
 }
 
@@ -523,7 +518,7 @@ unsafe extern "C" fn keyed_call(
     let cell = unsafe { &*(data as *const KeyedCell) };
     let Ok(mut state) = cell.state.try_borrow_mut() else {
         // A JS clock called back into this limiter while it was reading it.
-        cell.result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
+        cell.result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
         return ptr::null_mut();
     };
     let state = &mut *state;
@@ -541,7 +536,7 @@ unsafe extern "C" fn keyed_call(
         Err(payload) => internal(payload.as_ref()),
     };
     state.error = Some(error);
-    state.result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
+    state.result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
     ptr::null_mut()
 }
 
@@ -673,33 +668,45 @@ fn with_state<T>(
     let mut state = cell
         .state
         .try_borrow_mut()
-        .map_err(|_| coded("ERR_CLOCK_READING", BUSY))?;
+        .map_err(|_| coded("ERR_INTERNAL", BUSY))?;
     body(&mut state)
 }
 
-/// Makes a keyed limiter. `clock_kind` as for `createLimiter` (the JS face passes the starting
-/// readings of a clock read in JS); `restore`: a validated snapshot to hold the keys of.
+/// `keyedCreate`'s input.
+#[napi(object, object_to_js = false)]
+pub struct KeyedInput<'_javascript_function_scope> {
+    /// The registry (`createRegistry`'s `id`) whose anomaly dispatcher it shares.
+    pub registry: u32,
+    pub options: LimiterOptions,
+    pub max_keys: f64,
+    /// Whether the JS face has a `policy` to call for a key not held.
+    pub has_policy: bool,
+    /// The limiter's own result buffer (`contract().resultBuffer`'s layout).
+    pub result: Float64Array,
+    pub clock: ClockInput<'_javascript_function_scope>,
+    pub anomaly_listener: Option<f64>,
+    /// A validated snapshot (`snapshotParse`) whose keys it starts with.
+    pub restore: Option<&'_javascript_function_scope External<NativeSnapshot>>,
+}
+
+/// Makes a keyed limiter from `input` (see `KeyedInput`).
 #[napi(js_name = "keyedCreate")]
-#[allow(clippy::too_many_arguments)]
-pub fn keyed_create(
-    env: &Env,
-    registry_id: u32,
-    options: LimiterOptions,
-    max_keys: f64,
-    has_policy: bool,
-    mut result_buffer: Float64Array,
-    clock_kind: String,
-    manual: Option<&NativeManualClock>,
-    monotonic_ms: Option<f64>,
-    wall_ms: Option<f64>,
-    elapsed_realtime_ms: Option<f64>,
-    anomaly_listener: Option<f64>,
-    restore: Option<&External<NativeSnapshot>>,
-) -> napi::Result<External<NativeKeyed>> {
+pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<NativeKeyed>> {
+    let KeyedInput {
+        registry: registry_id,
+        options,
+        max_keys,
+        has_policy,
+        result: mut result_buffer,
+        clock,
+        anomaly_listener,
+        restore,
+    } = input;
     guard(env, move || {
-        if result_buffer.len() < RESULT_SLOTS {
+        if result_buffer.len() < buffer::LENGTH {
             return Err(invalid_arg(format!(
-                "the result buffer needs {RESULT_SLOTS} slots"
+                "the result buffer needs {} numbers",
+                buffer::LENGTH
             )));
         }
         if !((1.0..=MAX_SAFE_INTEGER).contains(&max_keys) && max_keys.fract() == 0.0) {
@@ -725,12 +732,7 @@ pub fn keyed_create(
             // More keys than memory could ever hold are as good as no bound.
             max_keys: max_keys.min(usize::MAX as f64) as usize,
         };
-        let clock = clock_handle(&clock_kind, manual)?;
-        let supplied = Supplied {
-            monotonic_ms,
-            wall_ms,
-            elapsed_realtime_ms,
-        };
+        let (clock, supplied) = clock.handle()?;
         let mut limiter = KeyedLimiter::new(config, &mut BoundClock::new(&clock, supplied))
             .map_err(|e| from_limiter(&e))?;
         if let Some(restore) = restore {
@@ -751,7 +753,7 @@ pub fn keyed_create(
         }
         // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.
         let address = unsafe { result_buffer.as_mut() }.as_mut_ptr();
-        let result = ResultSlots(address);
+        let result = ResultBuffer(address);
         let state = KeyedState {
             limiter,
             clock,
@@ -765,7 +767,7 @@ pub fn keyed_create(
         };
         Ok(External::new(NativeKeyed {
             state: Rc::new(KeyedCell {
-                result: ResultSlots(address),
+                result: ResultBuffer(address),
                 state: RefCell::new(state),
             }),
         }))
@@ -903,8 +905,8 @@ pub fn keyed_take_error(limiter: &External<NativeKeyed>) -> ErrorOutput {
         Ok(mut state) => state
             .error
             .take()
-            .unwrap_or_else(|| coded("ERR_CLOCK_READING", BUSY)),
-        Err(_) => coded("ERR_CLOCK_READING", BUSY),
+            .unwrap_or_else(|| coded("ERR_INTERNAL", NO_STORED_ERROR)),
+        Err(_) => coded("ERR_INTERNAL", BUSY),
     };
     ErrorOutput {
         code: error.status,

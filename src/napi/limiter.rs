@@ -21,57 +21,16 @@ use napi_derive::napi;
 use super::anomaly::{
     build_dispatcher, deliver, AnomalyDelivery, AnomalyDispatcher, AnomalyOutput,
 };
-use super::calendar::{check_wall_ms, parse_spec, period_output, PeriodOutput, PeriodSpecInput};
-use super::clock::{BoundClock, ClockHandle, NativeManualClock, Supplied};
+use super::buffer::{write_decision, ResultBuffer};
+use super::calendar::{check_wall_ms, period_output, PeriodOutput};
+use super::clock::{BoundClock, ClockHandle, Supplied};
 use super::errors::{coded, from_limiter, guard, internal, invalid_arg, CodedError, CodedResult};
+use super::options::{config_from, positive_safe_integer, LimiterInput, MAX_SAFE_INTEGER};
 use super::raw::{callback_data, function_with_data};
 use crate::anomaly::{js_number, Anomaly};
-use crate::clock::{self, SuspendPolicy, SystemClock};
-use crate::limiter::{Decision, Limiter, LimiterConfig, RetryBasis};
-use crate::quota::Quota;
-
-/// Slots of the shared result buffer. In: `N` (tokens asked for) and `LIMITER` (the slot number).
-/// Out: the status in `N_OR_STATUS`, then the decision.
-pub(crate) const SLOT_N_OR_STATUS: usize = 0;
-const SLOT_ALLOWED: usize = 1;
-const SLOT_RETRY_AFTER_MS: usize = 2;
-const SLOT_BASIS: usize = 3;
-const SLOT_TOKENS: usize = 4;
-const SLOT_QUOTA_REMAINING: usize = 5;
-const SLOT_LIMITER: usize = 6;
-/// In (a JS clock, or a call resumed after the JS reader): the readings; out (status
-/// `STATUS_NEEDS_READER`): the readings the stopped call took.
-pub(crate) const SLOT_MONOTONIC_MS: usize = 7;
-pub(crate) const SLOT_WALL_MS: usize = 8;
-pub(crate) const SLOT_ELAPSED_REALTIME_MS: usize = 9;
-/// In: 1 when `SLOT_ELAPSED_REALTIME_MS` holds a reading.
-pub(crate) const SLOT_HAS_ELAPSED_REALTIME: usize = 10;
-pub(crate) const RESULT_SLOTS: usize = 11;
-
-const STATUS_DECIDED: f64 = 0.0;
-pub(crate) const STATUS_DECIDED_WITH_ANOMALIES: f64 = 1.0;
-pub(crate) const STATUS_ERROR: f64 = 2.0;
-/// The call needs an elapsed-realtime reading from a JS reader; it changed nothing, and the JS
-/// face calls `consumeSupplied` with the readings it took and the reader's.
-pub(crate) const STATUS_NEEDS_READER: f64 = 3.0;
-/// The limiter's clock is a JS clock: nothing changed, and the JS face reads it and calls
-/// `consumeSupplied` (so the usual call on a native clock needs no check for it in JS).
-pub(crate) const STATUS_NEEDS_READINGS: f64 = 4.0;
-
-pub(crate) const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
-
-/// Options after the JS face has checked their types and applied defaults.
-#[napi(object)]
-pub struct LimiterOptions {
-    pub capacity: f64,
-    pub refill_per_second: f64,
-    pub initial_tokens: f64,
-    pub suspend_policy: String,
-    pub quota_limit: Option<f64>,
-    pub quota_period: Option<PeriodSpecInput>,
-    /// Absent turns the plausibility check off.
-    pub earliest_plausible_wall_ms: Option<f64>,
-}
+use crate::clock;
+use crate::contract::buffer;
+use crate::limiter::Limiter;
 
 #[napi(object)]
 pub struct StatusOutput {
@@ -106,35 +65,6 @@ struct LimiterState {
 
 type LimiterCell = RefCell<LimiterState>;
 
-/// The shared `Float64Array`, read and written one slot at a time (never borrowed as a slice:
-/// the JS face calls back in with the same buffer for each step of a call).
-pub(crate) struct ResultSlots(pub(crate) *mut f64);
-
-impl ResultSlots {
-    pub(crate) fn get(&self, slot: usize) -> f64 {
-        assert!(slot < RESULT_SLOTS);
-        // SAFETY: in bounds (the buffer has RESULT_SLOTS f64s, checked in `create_registry`), kept
-        // alive by the registry, and only touched on the JS thread that owns it.
-        unsafe { self.0.add(slot).read() }
-    }
-
-    pub(crate) fn set(&self, slot: usize, value: f64) {
-        assert!(slot < RESULT_SLOTS);
-        // SAFETY: as in `get`.
-        unsafe { self.0.add(slot).write(value) }
-    }
-
-    /// The limiter's slot number, which the JS face writes as a `u32` into the first half of
-    /// `SLOT_LIMITER` (through a `Uint32Array` on the same memory; same machine, same byte
-    /// order). Read as an integer, it needs no float conversion: that conversion sat on the
-    /// chain of loads each call waits for before its first clock reading (measured: ~5 ns).
-    fn limiter_slot(&self) -> usize {
-        // SAFETY: as in `get`; any bit pattern is a valid u32, and a wrong one names a slot the
-        // bounds check refuses or another live limiter, never memory.
-        unsafe { self.0.add(SLOT_LIMITER).cast::<u32>().read() as usize }
-    }
-}
-
 /// One module instance's limiters and its result buffer. It lives as long as the module
 /// instance's `tryConsume` functions (their finalizers release it), and holds nothing that keeps
 /// JS alive but the result buffer: a module loaded again and dropped is collected whole.
@@ -146,7 +76,7 @@ struct Registry {
     /// vector borrowed, creating a limiter is refused rather than moving them.
     cells: RefCell<Vec<Option<LimiterCell>>>,
     free: RefCell<Vec<u32>>,
-    result: ResultSlots,
+    result: ResultBuffer,
     /// Keeps the result buffer alive while `result` points into it.
     _result_buffer: Float64Array,
 }
@@ -181,6 +111,11 @@ impl Drop for Registry {
         });
     }
 }
+
+/// What taking the last call's error finds when the call stored none: a bug of this package, never
+/// a clock error.
+pub(crate) const NO_STORED_ERROR: &str =
+    "quota-clock-source internal error (please report it): the call reported an error but stored none";
 
 pub(crate) const BUSY: &str =
     "the limiter is busy with another call (please report it: no JS runs inside a native call)";
@@ -249,14 +184,14 @@ impl Registry {
         let Ok(cells) = (unsafe { self.cells.try_borrow_unguarded() }) else {
             return false;
         };
-        let Some(Some(cell)) = cells.get(result.limiter_slot()) else {
+        let Some(Some(cell)) = cells.get(result.limiter_index()) else {
             return false;
         };
         let Ok(mut state) = cell.try_borrow_mut() else {
             return false;
         };
         let state = &mut *state;
-        let n = result.get(SLOT_N_OR_STATUS);
+        let n = result.get(buffer::N_OR_STATUS);
         // (What an earlier call left in `error` or `anomalies` was taken by the JS face right
         // after it; the general path clears both before it decides.)
         if !(n >= 1.0 && n <= state.quiet_max_n) {
@@ -296,24 +231,24 @@ impl Registry {
         // No JS runs during a native call (JS clocks are read by the JS face), so the borrows
         // below always succeed; they stay checked all the same.
         let Ok(cells) = self.cells.try_borrow() else {
-            result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
+            result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
             return;
         };
         // The slot is read as a u32; the bounds check is all the guard it needs.
-        let Some(Some(cell)) = cells.get(result.limiter_slot()) else {
-            result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
+        let Some(Some(cell)) = cells.get(result.limiter_index()) else {
+            result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
             return;
         };
         let Ok(mut state) = cell.try_borrow_mut() else {
             // Its state is borrowed elsewhere (cannot happen: no JS runs here).
-            result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
+            result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
             return;
         };
         if !supplied && matches!(state.clock, ClockHandle::Js { .. }) {
-            result.set(SLOT_N_OR_STATUS, STATUS_NEEDS_READINGS);
+            result.set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_READINGS);
             return;
         }
-        let n = result.get(SLOT_N_OR_STATUS);
+        let n = result.get(buffer::N_OR_STATUS);
         let state = &mut *state;
         state.anomalies.clear();
         if state.error.is_some() {
@@ -327,7 +262,7 @@ impl Registry {
                 js_number(state.limiter.capacity()),
                 js_number(n)
             )));
-            result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
+            result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
             return;
         }
         let readings = if supplied {
@@ -343,18 +278,18 @@ impl Registry {
             Ok(decision) => {
                 write_decision(result, &decision);
                 if !state.anomalies.is_empty() {
-                    result.set(SLOT_N_OR_STATUS, STATUS_DECIDED_WITH_ANOMALIES);
+                    result.set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED_WITH_ANOMALIES);
                     self.notify(state.anomaly_listener, &state.anomalies);
                 }
             }
             Err(_) if clock.reader_wanted => {
-                result.set(SLOT_MONOTONIC_MS, clock.taken.0);
-                result.set(SLOT_WALL_MS, clock.taken.1);
-                result.set(SLOT_N_OR_STATUS, STATUS_NEEDS_READER);
+                result.set(buffer::MONOTONIC_MS, clock.taken.0);
+                result.set(buffer::WALL_MS, clock.taken.1);
+                result.set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_READER);
             }
             Err(error) => {
                 state.error = Some(from_limiter(&error));
-                result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
+                result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
             }
         }
     }
@@ -363,119 +298,12 @@ impl Registry {
     fn supplied_readings(&self) -> Supplied {
         let result = &self.result;
         Supplied {
-            monotonic_ms: Some(result.get(SLOT_MONOTONIC_MS)),
-            wall_ms: Some(result.get(SLOT_WALL_MS)),
-            elapsed_realtime_ms: (result.get(SLOT_HAS_ELAPSED_REALTIME) == 1.0)
-                .then(|| result.get(SLOT_ELAPSED_REALTIME_MS)),
+            monotonic_ms: Some(result.get(buffer::MONOTONIC_MS)),
+            wall_ms: Some(result.get(buffer::WALL_MS)),
+            elapsed_realtime_ms: (result.get(buffer::HAS_ELAPSED_REALTIME) == 1.0)
+                .then(|| result.get(buffer::ELAPSED_REALTIME_MS)),
         }
     }
-}
-
-fn check(condition: bool, message: impl FnOnce() -> String) -> CodedResult<()> {
-    if condition {
-        Ok(())
-    } else {
-        Err(coded("ERR_INVALID_OPTION", message()))
-    }
-}
-
-pub(crate) fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig> {
-    let LimiterOptions {
-        capacity,
-        refill_per_second,
-        initial_tokens,
-        ..
-    } = *options;
-    check(capacity.is_finite() && capacity > 0.0, || {
-        format!(
-            "capacity must be a finite number > 0; received {}",
-            js_number(capacity)
-        )
-    })?;
-    check(
-        refill_per_second.is_finite() && refill_per_second > 0.0,
-        || {
-            format!(
-                "refillPerSecond must be a finite number > 0; received {}",
-                js_number(refill_per_second)
-            )
-        },
-    )?;
-    check((0.0..=capacity).contains(&initial_tokens), || {
-        format!(
-            "initialTokens must be a number from 0 to capacity ({}); received {}",
-            js_number(capacity),
-            js_number(initial_tokens)
-        )
-    })?;
-    let suspend_policy = SuspendPolicy::parse(&options.suspend_policy).ok_or_else(|| {
-        coded(
-            "ERR_INVALID_OPTION",
-            format!(
-                "suspendPolicy must be 'ignore', 'credit' or 'refuse'; received '{}'",
-                options.suspend_policy
-            ),
-        )
-    })?;
-    let quota = match (&options.quota_period, options.quota_limit) {
-        (Some(period), Some(limit)) => {
-            check(
-                limit >= 0.0 && limit.fract() == 0.0 && limit <= MAX_SAFE_INTEGER,
-                || {
-                    format!(
-                        "quota.limit must be a non-negative safe integer; received {}",
-                        js_number(limit)
-                    )
-                },
-            )?;
-            Some(Quota::new(
-                limit as u64,
-                parse_spec(period, "quota.period")?,
-            ))
-        }
-        (None, None) => None,
-        _ => {
-            return Err(coded(
-                "ERR_INVALID_OPTION",
-                "quota needs both limit and period",
-            ))
-        }
-    };
-    if let Some(earliest) = options.earliest_plausible_wall_ms {
-        check(earliest.is_finite(), || {
-            format!(
-                "earliestPlausibleWallMs must be a finite number or null; received {}",
-                js_number(earliest)
-            )
-        })?;
-    }
-    Ok(LimiterConfig {
-        capacity,
-        refill_per_second,
-        initial_tokens,
-        suspend_policy,
-        quota,
-        earliest_plausible_wall_ms: options.earliest_plausible_wall_ms,
-    })
-}
-
-pub(crate) fn write_decision(result: &ResultSlots, decision: &Decision) {
-    result.set(SLOT_N_OR_STATUS, STATUS_DECIDED);
-    result.set(SLOT_ALLOWED, if decision.allowed { 1.0 } else { 0.0 });
-    result.set(SLOT_RETRY_AFTER_MS, decision.retry_after_ms);
-    let basis = match decision.retry_after_basis {
-        None => 0.0,
-        Some(RetryBasis::MonotonicRefill) => 1.0,
-        Some(RetryBasis::WallPeriod) => 2.0,
-    };
-    result.set(SLOT_BASIS, basis);
-    result.set(SLOT_TOKENS, decision.tokens);
-    result.set(
-        SLOT_QUOTA_REMAINING,
-        decision
-            .quota_remaining
-            .map_or(f64::NAN, |remaining| remaining as i64 as f64),
-    );
 }
 
 /// The raw `tryConsume` callback for native clocks: `data` is this thread's `Registry`.
@@ -522,12 +350,14 @@ unsafe fn consume_with<const SUPPLIED: bool>(
         }
     }));
     if let Err(payload) = decided {
-        let slot = registry.result.limiter_slot() as u32;
+        let slot = registry.result.limiter_index() as u32;
         let _ = registry.with_cell(slot, |state| {
             state.error = Some(internal(payload.as_ref()));
             Ok(())
         });
-        registry.result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
+        registry
+            .result
+            .set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
     }
     ptr::null_mut()
 }
@@ -549,9 +379,10 @@ pub fn create_registry<'env>(
     mut result_buffer: Float64Array,
 ) -> napi::Result<Object<'env>> {
     guard(env, move || {
-        if result_buffer.len() < RESULT_SLOTS {
+        if result_buffer.len() < buffer::LENGTH {
             return Err(invalid_arg(format!(
-                "the result buffer needs {RESULT_SLOTS} slots"
+                "the result buffer needs {} numbers",
+                buffer::LENGTH
             )));
         }
         if !CLEANUP_HOOKED.with(|hooked| hooked.replace(true)) {
@@ -588,7 +419,7 @@ pub fn create_registry<'env>(
             dispatcher: RefCell::new(None),
             cells: RefCell::new(Vec::new()),
             free: RefCell::new(Vec::new()),
-            result: ResultSlots(result),
+            result: ResultBuffer(result),
             _result_buffer: result_buffer,
         });
         REGISTRIES.with(|registries| {
@@ -656,31 +487,6 @@ fn consume_function<'env>(
     )
 }
 
-/// The clock a limiter reads: `clock_kind` as for `createLimiter`.
-pub(crate) fn clock_handle(
-    clock_kind: &str,
-    manual: Option<&NativeManualClock>,
-) -> CodedResult<ClockHandle> {
-    Ok(match clock_kind {
-        "system" => ClockHandle::System(SystemClock {
-            with_boottime: false,
-        }),
-        "system-boottime" => ClockHandle::System(SystemClock {
-            with_boottime: true,
-        }),
-        "system-reader" => ClockHandle::SystemWithReader,
-        "manual" => ClockHandle::Manual(
-            manual
-                .ok_or_else(|| invalid_arg("a manual clock is missing"))?
-                .state
-                .clone(),
-        ),
-        "js" => ClockHandle::Js { has_reader: false },
-        "js-reader" => ClockHandle::Js { has_reader: true },
-        other => return Err(invalid_arg(format!("unknown clock kind '{other}'"))),
-    })
-}
-
 /// Queues anomalies for a listener's `onAnomaly` through the registry's dispatcher (a keyed
 /// limiter shares its module's dispatcher, so its handler is held weakly too).
 pub(crate) fn notify_listener(registry_id: u32, listener: Option<f64>, anomalies: &[Anomaly]) {
@@ -691,31 +497,13 @@ pub(crate) fn notify_listener(registry_id: u32, listener: Option<f64>, anomalies
     }
 }
 
-/// Creates a limiter and returns its slot. `clock_kind`: 'system' | 'system-boottime' |
-/// 'system-reader' | 'manual' | 'js' | 'js-reader'. The JS face reads the clocks that are JS
-/// ('system-reader': all three readings) and passes the starting readings.
+/// Creates a limiter from `input` (see `LimiterInput`) and returns its registry index.
 #[napi(js_name = "createLimiter")]
-#[allow(clippy::too_many_arguments)]
-pub fn create_limiter(
-    env: &Env,
-    registry_id: u32,
-    options: LimiterOptions,
-    clock_kind: String,
-    manual: Option<&NativeManualClock>,
-    monotonic_ms: Option<f64>,
-    wall_ms: Option<f64>,
-    elapsed_realtime_ms: Option<f64>,
-    anomaly_listener: Option<f64>,
-) -> napi::Result<u32> {
+pub fn create_limiter(env: &Env, input: LimiterInput<'_>) -> napi::Result<u32> {
     guard(env, move || {
-        let registry = registry(registry_id)?;
-        let config = config_from(&options)?;
-        let clock = clock_handle(&clock_kind, manual)?;
-        let supplied = Supplied {
-            monotonic_ms,
-            wall_ms,
-            elapsed_realtime_ms,
-        };
+        let registry = registry(input.registry)?;
+        let config = config_from(&input.options)?;
+        let (clock, supplied) = input.clock.handle()?;
         let limiter = Limiter::new(config, &mut BoundClock::new(&clock, supplied))
             .map_err(|e| from_limiter(&e))?;
         let quiet_max_n = limiter.capacity().min(MAX_SAFE_INTEGER);
@@ -724,7 +512,7 @@ pub fn create_limiter(
             clock,
             anomalies: Vec::new(),
             error: None,
-            anomaly_listener,
+            anomaly_listener: input.anomaly_listener,
             quiet_max_n,
         }))
     })
@@ -766,7 +554,7 @@ pub fn limiter_take_error(registry_id: u32, slot: u32) -> ErrorOutput {
         .and_then(|registry| registry.with_cell(slot, |state| Ok(state.error.take())))
     {
         Ok(Some(error)) | Err(error) => error,
-        Ok(None) => coded("ERR_INTERNAL", BUSY),
+        Ok(None) => coded("ERR_INTERNAL", NO_STORED_ERROR),
     };
     ErrorOutput {
         code: error.status,
@@ -888,18 +676,6 @@ pub fn limiter_refund(
     })
 }
 
-/// `n` of `refund`: a positive safe integer (the JS face checks it first; this guards direct calls).
-pub(crate) fn positive_safe_integer(n: f64) -> CodedResult<u64> {
-    if (1.0..=MAX_SAFE_INTEGER).contains(&n) && n.fract() == 0.0 {
-        Ok(n as u64)
-    } else {
-        Err(invalid_arg(format!(
-            "n must be a positive safe integer; received {}",
-            js_number(n)
-        )))
-    }
-}
-
 /// The limiter's own period spec applied to `wall_ms`; `None` without a quota.
 #[napi(js_name = "limiterPeriodFor")]
 pub fn limiter_period_for(
@@ -922,31 +698,22 @@ pub fn limiter_period_for(
     })
 }
 
-/// How many limiters this thread's registries hold (for the lifecycle tests).
-#[napi(js_name = "liveLimiters")]
-pub fn live_limiters() -> u32 {
+/// How many limiters this thread's registries hold, and how many registries (module instances)
+/// are alive (for the lifecycle tests' probes).
+#[cfg(feature = "probes")]
+pub(crate) fn live_counts() -> (u32, u32) {
     REGISTRIES.with(|registries| {
         let registries = registries.borrow();
-        let live = registries.live.values().filter_map(Weak::upgrade);
-        live.map(|registry| {
-            registry
-                .cells
-                .try_borrow()
-                .map_or(0, |cells| cells.iter().flatten().count())
-        })
-        .sum::<usize>() as u32
-    })
-}
-
-/// How many registries (module instances) are alive on this thread (for the lifecycle tests).
-#[napi(js_name = "liveRegistries")]
-pub fn live_registries() -> u32 {
-    REGISTRIES.with(|registries| {
-        registries
-            .borrow()
-            .live
-            .values()
-            .filter(|registry| registry.strong_count() > 0)
-            .count() as u32
+        let live: Vec<Rc<Registry>> = registries.live.values().filter_map(Weak::upgrade).collect();
+        let limiters = live
+            .iter()
+            .map(|registry| {
+                registry
+                    .cells
+                    .try_borrow()
+                    .map_or(0, |cells| cells.iter().flatten().count())
+            })
+            .sum::<usize>();
+        (limiters as u32, live.len() as u32)
     })
 }

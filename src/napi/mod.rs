@@ -2,10 +2,14 @@
 //! threadsafe anomaly callback and the shared result buffer of the hot path.
 
 mod anomaly;
+mod buffer;
 mod calendar;
 mod clock;
+mod contract;
 mod errors;
-mod floor;
 mod keyed;
 mod limiter;
+mod options;
+#[cfg(feature = "probes")]
+mod probes;
 mod raw;

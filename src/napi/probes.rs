@@ -1,5 +1,7 @@
-//! The benchmark's floor: the cheapest possible native call that reads the two clocks, made the
-//! same way as `tryConsume` (a raw N-API function, no arguments, results in a shared buffer).
+//! Benchmark and test probes, built only with the `probes` cargo feature (never in the published
+//! binary): the benchmark's floor (the cheapest possible native call that reads the two clocks,
+//! made the same way as `tryConsume`: a raw N-API function, no arguments, results in a shared
+//! buffer), the call-pattern and key-conversion probes, and the lifecycle tests' live counts.
 
 use std::ffi::c_void;
 use std::ptr;
@@ -195,4 +197,16 @@ pub fn key_probe<'env>(env: &'env Env, mode: String) -> napi::Result<Unknown<'en
 #[napi(js_name = "keyProbeString")]
 pub fn key_probe_string(key: String) -> u32 {
     key.len() as u32
+}
+
+/// How many limiters this thread's registries hold (for the lifecycle tests).
+#[napi(js_name = "liveLimiters")]
+pub fn live_limiters() -> u32 {
+    super::limiter::live_counts().0
+}
+
+/// How many registries (module instances) are alive on this thread (for the lifecycle tests).
+#[napi(js_name = "liveRegistries")]
+pub fn live_registries() -> u32 {
+    super::limiter::live_counts().1
 }

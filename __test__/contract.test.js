@@ -1,0 +1,108 @@
+'use strict'
+// The JS↔native contract is defined once, in Rust, and exported as `contract()`: index.d.ts's
+// string unions must be exactly its lists (checked by the TypeScript compiler, both ways), and
+// the JS face must read it rather than keep copies.
+
+const { test } = require('node:test')
+const assert = require('node:assert/strict')
+const { spawnSync } = require('node:child_process')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+
+const ROOT = path.resolve(__dirname, '..')
+const TSCONFIG = path.join(__dirname, 'types', 'tsconfig.json')
+const native = require('../binding.js')
+const contract = native.contract()
+
+function tscScript() {
+  const manifestPath = require.resolve('typescript/package.json', { paths: [ROOT] })
+  const manifest = JSON.parse(fs.readFileSync(manifestPath, 'utf8'))
+  return path.join(path.dirname(manifestPath), typeof manifest.bin === 'string' ? manifest.bin : manifest.bin.tsc)
+}
+
+/** index.d.ts's type for each contract list, and the list. */
+function unions(lists) {
+  return [
+    ['SuspendPolicy', lists.suspendPolicies],
+    ['AnomalyKind', lists.anomalyKinds],
+    ["QuotaPeriodSpec['unit']", lists.periodUnits],
+    ["Period['startKind']", lists.startKinds],
+    ["NonNullable<Decision['retryAfterBasis']>", lists.retryAfterBasis],
+    ['QuotaClockErrorCode', lists.quotaClockErrorCodes],
+  ]
+}
+
+const LISTS = {
+  suspendPolicies: contract.suspendPolicies,
+  anomalyKinds: contract.anomalyKinds,
+  periodUnits: contract.periodUnits,
+  startKinds: contract.startKinds,
+  retryAfterBasis: contract.retryAfterBasis.map((entry) => entry.name),
+  quotaClockErrorCodes: contract.errorCodes.filter((entry) => entry.class === 'QuotaClockError').map((entry) => entry.code),
+}
+
+/** Compiles a file that states, for each union, that it equals the contract's list; returns tsc's result. */
+function compileEqualities(lists) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-contract-'))
+  try {
+    const checks = unions(lists).map(([type, values], i) => {
+      const literal = values.length === 0 ? 'never' : values.map((value) => JSON.stringify(value)).join(' | ')
+      return `type Listed${i} = ${literal}\nexport const check${i}: Same<${type}, Listed${i}> = true`
+    })
+    const source = [
+      `import type { SuspendPolicy, AnomalyKind, QuotaPeriodSpec, Period, Decision, QuotaClockErrorCode } from ${JSON.stringify(path.join(ROOT, 'index.js'))}`,
+      'type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false',
+      ...checks,
+    ].join('\n')
+    const file = path.join(dir, 'contract.ts')
+    fs.writeFileSync(file, `${source}\n`)
+    fs.writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({ extends: TSCONFIG, files: [file] }))
+    const result = spawnSync(process.execPath, [tscScript(), '-p', path.join(dir, 'tsconfig.json'), '--noEmit', '--pretty', 'false'], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 })
+    if (result.error) throw result.error
+    return { status: result.status, output: `${result.stdout}${result.stderr}`, lines: source.split('\n') }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+test("index.d.ts's unions are exactly the native contract's lists", () => {
+  for (const [name, values] of Object.entries(LISTS)) assert.ok(values.length > 0, `the contract's ${name} is empty`)
+  const { status, output } = compileEqualities(LISTS)
+  assert.equal(status, 0, `index.d.ts and the native contract disagree:\n${output}`)
+})
+
+test('the check fails when a list and a union differ, one value more or one less (it can fail)', () => {
+  for (const change of [(list) => list.slice(1), (list) => [...list, 'not-in-the-types']]) {
+    const lists = { ...LISTS, anomalyKinds: change(LISTS.anomalyKinds), periodUnits: change(LISTS.periodUnits) }
+    const { status, output } = compileEqualities(lists)
+    assert.notEqual(status, 0, 'a changed list still compiled')
+    assert.equal(output.split('\n').filter((line) => /error TS\d+:/.test(line)).length, 2, output)
+  }
+})
+
+test('every error code of the contract is documented in the README', () => {
+  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')
+  for (const { code } of contract.errorCodes) assert.ok(readme.includes(`\`${code}\``), `README.md does not mention ${code}`)
+})
+
+test('every error class the contract names is one the JS face throws', () => {
+  assert.deepEqual([...new Set(contract.errorCodes.map((entry) => entry.class))].sort(), ['Error', 'QuotaClockError', 'RangeError'])
+})
+
+test('the JS face keeps no copy of the contract: no list or buffer position is spelled out in lib/ or index.js', () => {
+  const files = ['index.js', ...fs.readdirSync(path.join(ROOT, 'lib'), { recursive: true }).filter((file) => file.endsWith('.js')).map((file) => path.join('lib', file))]
+  const copies = [
+    [/new Float64Array\(\d+\)/, 'a result buffer of a literal length'],
+    [/\bresult\[\d+\]|\bRESULT\[\d+\]/, 'a result-buffer position as a literal'],
+    [/'monotonic-refill',\s*'wall-period'/, 'the retryAfterBasis list'],
+    [/'ignore',\s*'credit',\s*'refuse'/, 'the suspend policies'],
+    [/'day',\s*'week',\s*'month',\s*'year'/, 'the period units'],
+    [/'ERR_MONOTONIC_REGRESSION',\s*'ERR_/, 'a list of error codes'],
+    [/8\.64e15|8_640_000_000_000_000/, 'MAX_WALL_MS'],
+  ]
+  for (const file of files) {
+    const source = fs.readFileSync(path.join(ROOT, file), 'utf8')
+    for (const [pattern, what] of copies) assert.doesNotMatch(source, pattern, `${file} copies ${what}`)
+  }
+})

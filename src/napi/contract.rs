@@ -1,0 +1,143 @@
+//! `contract()`: the lists and the result-buffer layout of `crate::contract`, for the JS face to
+//! read at load (it copies none of them).
+
+use napi_derive::napi;
+
+use crate::contract::{self, buffer, ErrorCode};
+
+#[napi(object)]
+pub struct ErrorCodeEntry {
+    pub code: String,
+    /// 'QuotaClockError' | 'RangeError' | 'Error': the class the JS face throws it as.
+    pub class: String,
+}
+
+#[napi(object)]
+pub struct BasisEntry {
+    pub name: String,
+    /// The value in the result buffer's `basis` position.
+    pub code: f64,
+}
+
+/// Positions in the shared result buffer (a `Float64Array` of `length` numbers).
+#[napi(object)]
+pub struct BufferPositions {
+    pub n_or_status: u32,
+    pub allowed: u32,
+    pub retry_after_ms: u32,
+    pub basis: u32,
+    pub tokens: u32,
+    pub quota_remaining: u32,
+    /// A QuotaClock's registry index, written as a `u32` into the position's first half.
+    pub limiter: u32,
+    /// A keyed limiter's operation (the same position).
+    pub operation: u32,
+    pub monotonic_ms: u32,
+    pub wall_ms: u32,
+    pub elapsed_realtime_ms: u32,
+    pub has_elapsed_realtime: u32,
+}
+
+/// The values of the `nOrStatus` position after a call.
+#[napi(object)]
+pub struct BufferStatuses {
+    pub decided: f64,
+    pub decided_with_anomalies: f64,
+    pub error: f64,
+    pub needs_reader: f64,
+    pub needs_readings: f64,
+    pub needs_policy: f64,
+}
+
+#[napi(object)]
+pub struct BufferOperations {
+    pub consume: f64,
+    pub refund: f64,
+}
+
+#[napi(object)]
+pub struct ResultBufferLayout {
+    pub length: u32,
+    pub positions: BufferPositions,
+    pub status: BufferStatuses,
+    pub operation: BufferOperations,
+    /// The `basis` value of a decision whose retryAfterBasis is null.
+    pub basis_none: f64,
+}
+
+#[napi(object)]
+pub struct Contract {
+    pub error_codes: Vec<ErrorCodeEntry>,
+    pub retry_after_basis: Vec<BasisEntry>,
+    pub anomaly_kinds: Vec<String>,
+    pub suspend_policies: Vec<String>,
+    pub period_units: Vec<String>,
+    pub start_kinds: Vec<String>,
+    pub max_wall_ms: f64,
+    pub result_buffer: ResultBufferLayout,
+}
+
+fn names<T: Copy>(items: &[T], name: impl Fn(T) -> &'static str) -> Vec<String> {
+    items.iter().map(|&item| name(item).to_owned()).collect()
+}
+
+/// The JS↔native contract: error codes (with the class each is thrown as), the string unions'
+/// values, MAX_WALL_MS and the result-buffer layout. A fresh object per call.
+#[napi(js_name = "contract")]
+pub fn contract() -> Contract {
+    use crate::anomaly::AnomalyKind;
+    use crate::calendar::{PeriodUnit, StartKind};
+    use crate::clock::SuspendPolicy;
+    let position = |at: usize| at as u32;
+    Contract {
+        error_codes: ErrorCode::ALL
+            .iter()
+            .map(|code| ErrorCodeEntry {
+                code: code.as_str().to_owned(),
+                class: code.class().as_str().to_owned(),
+            })
+            .collect(),
+        retry_after_basis: contract::RETRY_BASES
+            .iter()
+            .map(|&basis| BasisEntry {
+                name: basis.as_str().to_owned(),
+                code: contract::basis_code(Some(basis)),
+            })
+            .collect(),
+        anomaly_kinds: names(&contract::ANOMALY_KINDS, AnomalyKind::as_str),
+        suspend_policies: names(&contract::SUSPEND_POLICIES, SuspendPolicy::as_str),
+        period_units: names(&contract::PERIOD_UNITS, PeriodUnit::as_str),
+        start_kinds: names(&contract::START_KINDS, StartKind::as_str),
+        max_wall_ms: contract::MAX_WALL_MS,
+        result_buffer: ResultBufferLayout {
+            length: position(buffer::LENGTH),
+            positions: BufferPositions {
+                n_or_status: position(buffer::N_OR_STATUS),
+                allowed: position(buffer::ALLOWED),
+                retry_after_ms: position(buffer::RETRY_AFTER_MS),
+                basis: position(buffer::BASIS),
+                tokens: position(buffer::TOKENS),
+                quota_remaining: position(buffer::QUOTA_REMAINING),
+                limiter: position(buffer::LIMITER),
+                operation: position(buffer::OPERATION),
+                monotonic_ms: position(buffer::MONOTONIC_MS),
+                wall_ms: position(buffer::WALL_MS),
+                elapsed_realtime_ms: position(buffer::ELAPSED_REALTIME_MS),
+                has_elapsed_realtime: position(buffer::HAS_ELAPSED_REALTIME),
+            },
+            status: BufferStatuses {
+                decided: buffer::STATUS_DECIDED,
+                decided_with_anomalies: buffer::STATUS_DECIDED_WITH_ANOMALIES,
+                error: buffer::STATUS_ERROR,
+                needs_reader: buffer::STATUS_NEEDS_READER,
+                needs_readings: buffer::STATUS_NEEDS_READINGS,
+                needs_policy: buffer::STATUS_NEEDS_POLICY,
+            },
+            operation: BufferOperations {
+                consume: buffer::OPERATION_CONSUME,
+                refund: buffer::OPERATION_REFUND,
+            },
+            basis_none: buffer::BASIS_NONE,
+        },
+    }
+}

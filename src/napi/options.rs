@@ -1,0 +1,187 @@
+//! The inputs of the create entry points: a limiter's options after the JS face checked their
+//! types (checked again here: a direct call gets coded errors too), and the clock it reads.
+
+use napi_derive::napi;
+
+use super::calendar::{parse_spec, PeriodSpecInput};
+use super::clock::{ClockHandle, NativeManualClock, Supplied};
+use super::errors::{coded, invalid_arg, CodedResult};
+use crate::anomaly::js_number;
+use crate::clock::{SuspendPolicy, SystemClock};
+use crate::limiter::LimiterConfig;
+use crate::quota::Quota;
+
+pub(crate) const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+
+/// Options after the JS face has checked their types and applied defaults.
+#[napi(object)]
+pub struct LimiterOptions {
+    pub capacity: f64,
+    pub refill_per_second: f64,
+    pub initial_tokens: f64,
+    pub suspend_policy: String,
+    pub quota_limit: Option<f64>,
+    pub quota_period: Option<PeriodSpecInput>,
+    /// Absent turns the plausibility check off.
+    pub earliest_plausible_wall_ms: Option<f64>,
+}
+
+/// The clock a limiter reads, and the starting readings the JS face took of a clock it reads.
+/// (The lifetime is the call's; napi-derive's generated conversions name it so.)
+#[napi(object, object_to_js = false)]
+pub struct ClockInput<'_javascript_function_scope> {
+    /// 'system' | 'system-boottime' | 'system-reader' | 'manual' | 'js' | 'js-reader'. The JS
+    /// face reads the clocks that are JS ('system-reader': the JS elapsed-realtime reader).
+    pub kind: String,
+    /// With kind 'manual': the clock.
+    pub manual: Option<&'_javascript_function_scope NativeManualClock>,
+    pub monotonic_ms: Option<f64>,
+    pub wall_ms: Option<f64>,
+    pub elapsed_realtime_ms: Option<f64>,
+}
+
+impl ClockInput<'_> {
+    /// The clock to hold, and the starting readings to take with it.
+    pub(crate) fn handle(&self) -> CodedResult<(ClockHandle, Supplied)> {
+        let clock = clock_handle(&self.kind, self.manual)?;
+        let supplied = Supplied {
+            monotonic_ms: self.monotonic_ms,
+            wall_ms: self.wall_ms,
+            elapsed_realtime_ms: self.elapsed_realtime_ms,
+        };
+        Ok((clock, supplied))
+    }
+}
+
+/// `createLimiter`'s input.
+#[napi(object, object_to_js = false)]
+pub struct LimiterInput<'_javascript_function_scope> {
+    /// The registry (`createRegistry`'s `id`) to hold the limiter.
+    pub registry: u32,
+    pub options: LimiterOptions,
+    pub clock: ClockInput<'_javascript_function_scope>,
+    /// The JS face's id for the limiter's `onAnomaly`, if it has one.
+    pub anomaly_listener: Option<f64>,
+}
+
+/// The clock a limiter reads.
+fn clock_handle(clock_kind: &str, manual: Option<&NativeManualClock>) -> CodedResult<ClockHandle> {
+    Ok(match clock_kind {
+        "system" => ClockHandle::System(SystemClock {
+            with_boottime: false,
+        }),
+        "system-boottime" => ClockHandle::System(SystemClock {
+            with_boottime: true,
+        }),
+        "system-reader" => ClockHandle::SystemWithReader,
+        "manual" => ClockHandle::Manual(
+            manual
+                .ok_or_else(|| invalid_arg("a manual clock is missing"))?
+                .state
+                .clone(),
+        ),
+        "js" => ClockHandle::Js { has_reader: false },
+        "js-reader" => ClockHandle::Js { has_reader: true },
+        other => return Err(invalid_arg(format!("unknown clock kind '{other}'"))),
+    })
+}
+
+fn check(condition: bool, message: impl FnOnce() -> String) -> CodedResult<()> {
+    if condition {
+        Ok(())
+    } else {
+        Err(coded("ERR_INVALID_OPTION", message()))
+    }
+}
+
+pub(crate) fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig> {
+    let LimiterOptions {
+        capacity,
+        refill_per_second,
+        initial_tokens,
+        ..
+    } = *options;
+    check(capacity.is_finite() && capacity > 0.0, || {
+        format!(
+            "capacity must be a finite number > 0; received {}",
+            js_number(capacity)
+        )
+    })?;
+    check(
+        refill_per_second.is_finite() && refill_per_second > 0.0,
+        || {
+            format!(
+                "refillPerSecond must be a finite number > 0; received {}",
+                js_number(refill_per_second)
+            )
+        },
+    )?;
+    check((0.0..=capacity).contains(&initial_tokens), || {
+        format!(
+            "initialTokens must be a number from 0 to capacity ({}); received {}",
+            js_number(capacity),
+            js_number(initial_tokens)
+        )
+    })?;
+    let suspend_policy = SuspendPolicy::parse(&options.suspend_policy).ok_or_else(|| {
+        coded(
+            "ERR_INVALID_OPTION",
+            format!(
+                "suspendPolicy must be 'ignore', 'credit' or 'refuse'; received '{}'",
+                options.suspend_policy
+            ),
+        )
+    })?;
+    let quota = match (&options.quota_period, options.quota_limit) {
+        (Some(period), Some(limit)) => {
+            check(
+                limit >= 0.0 && limit.fract() == 0.0 && limit <= MAX_SAFE_INTEGER,
+                || {
+                    format!(
+                        "quota.limit must be a non-negative safe integer; received {}",
+                        js_number(limit)
+                    )
+                },
+            )?;
+            Some(Quota::new(
+                limit as u64,
+                parse_spec(period, "quota.period")?,
+            ))
+        }
+        (None, None) => None,
+        _ => {
+            return Err(coded(
+                "ERR_INVALID_OPTION",
+                "quota needs both limit and period",
+            ))
+        }
+    };
+    if let Some(earliest) = options.earliest_plausible_wall_ms {
+        check(earliest.is_finite(), || {
+            format!(
+                "earliestPlausibleWallMs must be a finite number or null; received {}",
+                js_number(earliest)
+            )
+        })?;
+    }
+    Ok(LimiterConfig {
+        capacity,
+        refill_per_second,
+        initial_tokens,
+        suspend_policy,
+        quota,
+        earliest_plausible_wall_ms: options.earliest_plausible_wall_ms,
+    })
+}
+
+/// `n` of `refund`: a positive safe integer (the JS face checks it first; this guards direct calls).
+pub(crate) fn positive_safe_integer(n: f64) -> CodedResult<u64> {
+    if (1.0..=MAX_SAFE_INTEGER).contains(&n) && n.fract() == 0.0 {
+        Ok(n as u64)
+    } else {
+        Err(invalid_arg(format!(
+            "n must be a positive safe integer; received {}",
+            js_number(n)
+        )))
+    }
+}
