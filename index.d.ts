@@ -126,9 +126,18 @@ export interface Period {
 
 export interface Status {
   tokens: number
+  /** Used in the open period; `null` without a quota. */
   quotaUsed: number | null
+  /** `limit - used` in the open period; `null` without a quota. */
   quotaRemaining: number | null
+  /** The open period; `null` without a quota (or before the first plausible wall reading). */
   period: Period | null
+  /** The limits in force: the bucket size ... */
+  capacity: number
+  /** ... its refill rate ... */
+  refillPerSecond: number
+  /** ... and the quota's limit (`null` without a quota). */
+  quotaLimit: number | null
 }
 
 /** A token bucket on real elapsed time plus an optional calendar quota, reconciled from a monotonic and a wall reading on every call. */
@@ -137,7 +146,13 @@ export class QuotaClock {
   constructor(options: QuotaClockOptions)
   /** `n`: a positive safe integer ≤ capacity (default 1). Being limited is a value, not an error; clock errors throw `QuotaClockError`. */
   tryConsume(n?: number): Decision
-  /** Reads and reconciles the clocks like `tryConsume`, consuming nothing. */
+  /**
+   * Reads and reconciles the clocks like `tryConsume`, then gives back `n` tokens (capped at capacity)
+   * and `n` quota units of the open period (never below zero): for requests that must not count.
+   * `n`: a positive safe integer (default 1), else `RangeError` `ERR_INVALID_ARG`.
+   */
+  refund(n?: number): void
+  /** Reads and reconciles the clocks like `tryConsume`, consuming nothing; also the limits in force. */
   status(): Status
   /** The limiter's own period spec applied to `wallMs`; `null` without a quota. */
   periodFor(wallMs: number): Period | null

@@ -325,6 +325,13 @@ function checkCount(n, capacity) {
   }
 }
 
+/** `n` of refund: a positive safe integer (no capacity bound: the bucket caps what comes back). */
+function checkPositiveCount(n) {
+  if (!(typeof n === 'number' && Number.isSafeInteger(n) && n >= 1)) {
+    throw rangeError('ERR_INVALID_ARG', 'n', 'a positive safe integer', n)
+  }
+}
+
 /** The decision the native tryConsume just wrote into RESULT. */
 function readDecision(hasQuota, anomalies) {
   return {
@@ -359,6 +366,8 @@ function toAnomaly(anomaly) {
 class QuotaClock {
   #slot
   #capacity
+  #refillPerSecond
+  #quotaLimit
   #hasQuota
   #onAnomaly
 
@@ -381,7 +390,9 @@ class QuotaClock {
     }
     slots.register(this, this.#slot)
     this.#capacity = limiterOptions.capacity
+    this.#refillPerSecond = limiterOptions.refillPerSecond
     this.#hasQuota = limiterOptions.quotaPeriod !== undefined
+    this.#quotaLimit = this.#hasQuota ? limiterOptions.quotaLimit : null
   }
 
   /** SPEC §5: takes `n` tokens (and `n` from the quota) if both are there. */
@@ -402,7 +413,13 @@ class QuotaClock {
     throw toPublicError(native.limiterTakeError(REGISTRY, this.#slot))
   }
 
-  /** Reads and reconciles the clocks like tryConsume, consuming nothing. */
+  /** Reads and reconciles the clocks like tryConsume, then gives back `n` tokens (up to capacity) and `n` quota units (down to zero). */
+  refund(n = 1) {
+    checkPositiveCount(n)
+    callNative(() => native.limiterRefund(REGISTRY, this.#slot, n))
+  }
+
+  /** Reads and reconciles the clocks like tryConsume, consuming nothing; also reports the limits in force. */
   status() {
     const status = callNative(() => native.limiterStatus(REGISTRY, this.#slot))
     return {
@@ -410,6 +427,9 @@ class QuotaClock {
       quotaUsed: status.quotaUsed ?? null,
       quotaRemaining: status.quotaRemaining ?? null,
       period: status.period == null ? null : toPeriod(status.period),
+      capacity: this.#capacity,
+      refillPerSecond: this.#refillPerSecond,
+      quotaLimit: this.#quotaLimit,
     }
   }
 

@@ -336,12 +336,12 @@ test('§5 n is a positive safe integer ≤ capacity, else RangeError with code E
 // ---------------------------------------------------------------------------------------------
 // status()
 
-test('§5 status() → { tokens, quotaUsed, quotaRemaining, period } without consuming', () => {
+test('§5 status() → { tokens, quotaUsed, quotaRemaining, period, capacity, refillPerSecond, quotaLimit } without consuming', () => {
   const { limiter } = make({ capacity: 10, quota: { limit: 7, period: UTC_DAY } })
   limiter.tryConsume(2)
   const s1 = limiter.status()
   const s2 = limiter.status()
-  assert.deepEqual(Object.keys(s1).sort(), ['period', 'quotaRemaining', 'quotaUsed', 'tokens'])
+  assert.deepEqual(Object.keys(s1).sort(), ['capacity', 'period', 'quotaLimit', 'quotaRemaining', 'quotaUsed', 'refillPerSecond', 'tokens'])
   near(s1.tokens, 8)
   assert.equal(s1.quotaUsed, 2)
   assert.equal(s1.quotaRemaining, 5)
@@ -353,13 +353,14 @@ test('§5 status() → { tokens, quotaUsed, quotaRemaining, period } without con
   assert.equal(s1.period.timeZone, 'UTC')
 })
 
-test('§5 status(): without a quota the three quota fields are null', () => {
+test('§5 status(): without a quota the four quota fields are null', () => {
   const { limiter } = make({ capacity: 10 })
   const s = limiter.status()
   near(s.tokens, 10)
   assert.equal(s.quotaUsed, null)
   assert.equal(s.quotaRemaining, null)
   assert.equal(s.period, null)
+  assert.equal(s.quotaLimit, null)
 })
 
 test('§5 status() reads and reconciles the clocks like tryConsume (it refills from elapsed time)', () => {

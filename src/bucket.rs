@@ -23,6 +23,12 @@ impl TokenBucket {
         }
     }
 
+    /// Returns `n` tokens taken earlier, up to capacity.
+    #[inline]
+    pub fn give_back(&mut self, n: f64) {
+        self.tokens = (self.tokens + n).min(self.capacity);
+    }
+
     /// SPEC §5: `ceil((n - tokens) / refillPerSecond * 1000)`, or 0 when `n` tokens are there.
     pub fn wait_ms(&self, n: f64) -> f64 {
         if self.tokens >= n {

@@ -294,6 +294,18 @@ impl Limiter {
         }
     }
 
+    /// SPEC §5 `refund(n)`: reads and reconciles like `try_consume`, then gives back `n` tokens
+    /// (capped at capacity) and `n` quota units of the open period (never below zero). `n` is a
+    /// positive integer (checked by the caller); it may exceed capacity.
+    pub fn refund<C: ClockSource + ?Sized>(&mut self, n: u64, clock: &mut C, anomalies: &mut Vec<Anomaly>) -> Result<(), LimiterError> {
+        self.observe(clock, anomalies)?;
+        self.bucket.give_back(n as f64);
+        if let Some(quota) = self.quota.as_mut() {
+            quota.used = quota.used.saturating_sub(n);
+        }
+        Ok(())
+    }
+
     /// SPEC §5 `status()`: reads and reconciles like `try_consume`, consumes nothing.
     pub fn status<C: ClockSource + ?Sized>(&mut self, clock: &mut C, anomalies: &mut Vec<Anomaly>) -> Result<Status, LimiterError> {
         self.observe(clock, anomalies)?;
@@ -486,6 +498,32 @@ mod tests {
         let denied = limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
         assert!(!denied.allowed);
         assert_eq!(denied.retry_after_ms, 0.0);
+    }
+
+    #[test]
+    fn a_refund_reconciles_then_gives_back_tokens_and_quota_never_past_their_bounds() {
+        let mut clock = ManualClock::new(0.0, JAN_15_2024 + 60_000.0, None);
+        let mut limiter = Limiter::new(LimiterConfig { quota: Some(daily_utc_quota(5)), initial_tokens: 4.0, ..config(SuspendPolicy::Ignore) }, &mut clock).unwrap();
+        assert_eq!(limiter.try_consume(3, &mut clock, &mut Vec::new()).unwrap().quota_remaining, Some(2));
+        clock.advance(1_000.0);
+        clock.step_wall(-10_000.0);
+        let mut anomalies = Vec::new();
+        limiter.refund(2, &mut clock, &mut anomalies).unwrap();
+        assert_eq!(kinds(&anomalies), [AnomalyKind::WallStepBack], "a refund reconciles like tryConsume");
+        let status = limiter.status(&mut clock, &mut Vec::new()).unwrap();
+        assert_eq!((status.tokens, status.quota_used), (4.0, Some(1)));
+        limiter.refund(100, &mut clock, &mut Vec::new()).unwrap();
+        let status = limiter.status(&mut clock, &mut Vec::new()).unwrap();
+        assert_eq!((status.tokens, status.quota_used), (10.0, Some(0)), "capped at capacity, never below zero");
+    }
+
+    #[test]
+    fn a_refund_throws_the_clock_errors_of_try_consume_and_gives_nothing_back() {
+        let mut clock = ManualClock::new(10.0, JAN_15_2024, None);
+        let mut limiter = Limiter::new(config(SuspendPolicy::Ignore), &mut clock).unwrap();
+        clock.monotonic_ms = 5.0;
+        assert_eq!(limiter.refund(1, &mut clock, &mut Vec::new()).unwrap_err().code(), "ERR_MONOTONIC_REGRESSION");
+        assert_eq!(limiter.bucket.tokens, 0.0);
     }
 
     #[test]

@@ -110,6 +110,9 @@ const lines: string[] = anomalies.map(describeAnomaly)
 const status: Status = limiter.status()
 const used: number | null = status.quotaUsed
 const open: Period | null = status.period
+const limits: [number, number, number | null] = [status.capacity, status.refillPerSecond, status.quotaLimit]
+const refunded: void = limiter.refund(1)
+limiter.refund()
 const own: Period | null = limiter.periodFor(Date.UTC(2024, 5, 1))
 const p: Period = periodFor(yearly, Date.UTC(2024, 5, 1))
 const span: number = p.endMs - p.startMs

@@ -522,6 +522,31 @@ pub fn limiter_status(env: &Env, registry_id: u32, slot: u32) -> napi::Result<St
     })
 }
 
+/// SPEC §5 `refund(n)`: reconciles, then gives back `n` tokens and quota units.
+#[napi(js_name = "limiterRefund")]
+pub fn limiter_refund(env: &Env, registry_id: u32, slot: u32, n: f64) -> napi::Result<()> {
+    guard(env, || {
+        let count = positive_safe_integer(n)?;
+        let registry = registry(registry_id)?;
+        registry.with_cell(slot, |state| {
+            let mut anomalies = Vec::new();
+            let mut clock = BoundClock { env, handle: &state.clock };
+            state.limiter.refund(count, &mut clock, &mut anomalies).map_err(|e| from_limiter(&e))?;
+            registry.notify(state.anomaly_listener, &anomalies);
+            Ok(())
+        })
+    })
+}
+
+/// `n` of `refund`: a positive safe integer (the JS face checks it first; this guards direct calls).
+pub(crate) fn positive_safe_integer(n: f64) -> CodedResult<u64> {
+    if n >= 1.0 && n <= MAX_SAFE_INTEGER && n.fract() == 0.0 {
+        Ok(n as u64)
+    } else {
+        Err(invalid_arg(format!("n must be a positive safe integer; received {n}")))
+    }
+}
+
 /// The limiter's own period spec applied to `wall_ms`; `None` without a quota.
 #[napi(js_name = "limiterPeriodFor")]
 pub fn limiter_period_for(env: &Env, registry_id: u32, slot: u32, wall_ms: f64) -> napi::Result<Option<PeriodOutput>> {
