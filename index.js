@@ -3,6 +3,7 @@
 // and the decision object. The Rust core does every computation; see src/.
 
 const { coded, describe, isPlainObject, refuseUnknownKeys } = require('./lib/validate.js')
+const { rememberWallClock } = require('./lib/http-clocks.js')
 
 const native = loadNativeBinding()
 
@@ -217,6 +218,13 @@ function clockArguments(clock) {
   }
 }
 
+/** The wall reading of `clockArgs` as a JS function, for the HTTP headers' reset times (lib/http.js). */
+function wallReaderOf(clockArgs) {
+  if (clockArgs.kind === 'manual') return () => clockArgs.manual.wallMs()
+  if (clockArgs.kind === 'js') return clockArgs.wall
+  return Date.now
+}
+
 // ---------------------------------------------------------------------------------------------
 // QuotaClock (SPEC §4–§8)
 
@@ -393,6 +401,7 @@ class QuotaClock {
     this.#refillPerSecond = limiterOptions.refillPerSecond
     this.#hasQuota = limiterOptions.quotaPeriod !== undefined
     this.#quotaLimit = this.#hasQuota ? limiterOptions.quotaLimit : null
+    rememberWallClock(this, wallReaderOf(clockArgs))
   }
 
   /** SPEC §5: takes `n` tokens (and `n` from the quota) if both are there. */
