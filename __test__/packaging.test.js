@@ -45,8 +45,9 @@ const PUBLIC_EXPORTS = [
   'memoryDb',
 ]
 
-// The main tarball: exactly these files, plus lib/*.js and a licence file.
-const MAIN_REQUIRED_FILES = ['package.json', 'README.md', 'index.js', 'index.mjs', 'index.d.ts', 'binding.js', 'binding.d.ts']
+// The main tarball: exactly these files, plus lib/*.js (and the http subpath's lib/http.mjs and
+// lib/http.d.ts) and a licence file.
+const MAIN_REQUIRED_FILES = ['package.json', 'README.md', 'index.js', 'index.mjs', 'index.d.ts', 'binding.js', 'binding.d.ts', 'lib/http.js', 'lib/http.mjs', 'lib/http.d.ts']
 const MAIN_ALLOWED = [/^lib\/[\w.-]+\.js$/, /^LICEN[CS]E(\.md|\.txt)?$/i]
 const NEVER_PACKED = [
   [/\.node$/, 'a native binary (it ships only in the platform packages)'],
