@@ -3,7 +3,7 @@
 // and the decision object. The Rust core does every computation; see src/.
 
 const { coded, describe, isPlainObject, refuseUnknownKeys } = require('./lib/validate.js')
-const { rememberWallClock } = require('./lib/http-clocks.js')
+const { rememberLimiter } = require('./lib/http-clocks.js')
 
 const native = loadNativeBinding()
 
@@ -401,7 +401,7 @@ class QuotaClock {
     this.#refillPerSecond = limiterOptions.refillPerSecond
     this.#hasQuota = limiterOptions.quotaPeriod !== undefined
     this.#quotaLimit = this.#hasQuota ? limiterOptions.quotaLimit : null
-    rememberWallClock(this, wallReaderOf(clockArgs))
+    rememberLimiter(this, wallReaderOf(clockArgs), true)
   }
 
   /** SPEC §5: takes `n` tokens (and `n` from the quota) if both are there. */

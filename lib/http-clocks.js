@@ -1,18 +1,22 @@
 'use strict'
-// The wall clock each limiter reads, remembered by index.js when a limiter is made, so that the
-// HTTP middleware (lib/http.js) can tell how long a quota's open period has left by the limiter's
-// own clock (a manualClock in tests, any JS clock source), not by Date.now().
+// What the HTTP middleware (lib/http.js) needs to know about a limiter and cannot ask it, recorded
+// by index.js when the limiter is made:
+// - its wall clock, so that a quota's reset time in the RateLimit header is read from the
+//   limiter's own clock (a manualClock in tests, any JS clock source), not from Date.now();
+// - whether every key has the same limits (no `policy`), so that one record of the limits in force
+//   serves every key instead of one `status(key)` per key.
 
-const wallClocks = new WeakMap()
+const facts = new WeakMap()
+const UNKNOWN = Object.freeze({ readWallMs: Date.now, sameLimitsForEveryKey: false })
 
-/** Called by the limiter constructors: `readWallMs` is a function returning the wall reading. */
-function rememberWallClock(limiter, readWallMs) {
-  wallClocks.set(limiter, readWallMs)
+/** Called by the limiter constructors. */
+function rememberLimiter(limiter, readWallMs, sameLimitsForEveryKey) {
+  facts.set(limiter, Object.freeze({ readWallMs, sameLimitsForEveryKey }))
 }
 
-/** The limiter's wall clock reader; Date.now for a limiter this file was not told about. */
-function wallClockOf(limiter) {
-  return wallClocks.get(limiter) ?? Date.now
+/** `{ readWallMs, sameLimitsForEveryKey }`; for a limiter made elsewhere, Date.now and false. */
+function limiterFacts(limiter) {
+  return facts.get(limiter) ?? UNKNOWN
 }
 
-module.exports = { rememberWallClock, wallClockOf }
+module.exports = { rememberLimiter, limiterFacts }

@@ -11,7 +11,7 @@
 const { serializeString } = require('structured-headers')
 const index = require('../index.js')
 const { coded, describe, isPlainObject } = require('./validate')
-const { wallClockOf } = require('./http-clocks')
+const { limiterFacts } = require('./http-clocks')
 
 const { QuotaClock } = index
 // Absent from builds without the keyed limiter; then only QuotaClock entries are accepted.
@@ -139,6 +139,7 @@ function parseLimiterEntry(entry, what, defaults) {
   }
   const cost = checkFunction(entry.cost, `${what}.cost`, '(req) => number') ?? defaults.cost
   const name = entry.name ?? defaults.name
+  const { readWallMs, sameLimitsForEveryKey } = limiterFacts(limiter)
   return {
     throttle: false,
     keyed,
@@ -147,8 +148,10 @@ function parseLimiterEntry(entry, what, defaults) {
     cost,
     name,
     items: itemNames(name, `${what}.name`),
-    wallMs: wallClockOf(limiter),
-    // The limits in force per key (a QuotaClock has one record, under the key '').
+    wallMs: readWallMs,
+    // The limits in force: one record for a limiter whose keys all have the same limits (under the
+    // key ''), else one per key.
+    recordPerKey: keyed && !sameLimitsForEveryKey,
     records: new Map(),
   }
 }
@@ -427,43 +430,24 @@ function recordFrom(entry, status, wallNowMs) {
     unit = unitOfPeriod(period)
     policy += `, ${quoted[unit]};q=${sfInteger(quotaLimit)};w=${sfInteger(Math.round((period.endMs - period.startMs) / 1000))}`
   }
+  const refreshAtMs = entry.recordPerKey ? wallNowMs + RECORD_LIFETIME_MS : Infinity
+  const periodEndMs = unit === undefined ? Infinity : period.endMs
   return {
     capacity,
     refillPerSecond,
-    quotaLimit: unit === undefined ? null : quotaLimit,
     unit,
-    periodEndMs: unit === undefined ? Infinity : period.endMs,
-    refreshAtMs: entry.keyed ? wallNowMs + RECORD_LIFETIME_MS : Infinity,
+    periodEndMs,
+    // The wall clock matters to this record: for its quota's reset time, or its lifetime.
+    readsWall: periodEndMs !== Infinity || refreshAtMs !== Infinity,
+    staleAtMs: Math.min(periodEndMs, refreshAtMs),
     policy,
+    // The wall reading of the request being answered (set by recordFor when readsWall).
+    wallNowMs: 0,
   }
 }
 
 function statusOf(entry, key) {
   return entry.keyed ? entry.limiter.status(key) : entry.limiter.status()
-}
-
-/** The record for `key`, read again from `status` when it may be out of date. */
-function recordFor(entry, key, wallNowMs) {
-  const recordKey = entry.keyed ? key : ''
-  let record = entry.records.get(recordKey)
-  if (record === undefined || wallNowMs >= record.periodEndMs || wallNowMs >= record.refreshAtMs) {
-    record = recordFrom(entry, statusOf(entry, key), wallNowMs)
-    if (entry.records.size >= MAX_RECORDS) entry.records.delete(entry.records.keys().next().value)
-    entry.records.delete(recordKey) // re-inserted last: the oldest record goes first when full
-    entry.records.set(recordKey, record)
-  }
-  return record
-}
-
-/** The entry's `RateLimit` items for `tokens` and `quotaRemaining` (after the decision). */
-function limitItems(entry, record, tokens, quotaRemaining, wallNowMs) {
-  const { quoted } = entry.items
-  const full = (record.capacity - tokens) / record.refillPerSecond
-  let items = `${quoted.burst};r=${sfInteger(tokens)};t=${sfInteger(Math.ceil(full))}`
-  if (record.unit !== undefined && quotaRemaining !== null) {
-    items += `, ${quoted[record.unit]};r=${sfInteger(quotaRemaining)};t=${sfInteger(Math.ceil((record.periodEndMs - wallNowMs) / 1000))}`
-  }
-  return items
 }
 
 function readWall(entry) {
@@ -472,12 +456,41 @@ function readWall(entry) {
   return typeof wallNowMs === 'number' && Number.isFinite(wallNowMs) ? wallNowMs : Date.now()
 }
 
+/**
+ * The limits in force for `key` (read from `status` when unknown, when the key's quota period has
+ * ended, and, per key, at least every RECORD_LIFETIME_MS); `record.wallNowMs` is now's wall reading.
+ */
+function recordFor(entry, key) {
+  const recordKey = entry.recordPerKey ? key : ''
+  let record = entry.records.get(recordKey)
+  if (record !== undefined && !record.readsWall) return record
+  const wallNowMs = readWall(entry)
+  if (record === undefined || wallNowMs >= record.staleAtMs) {
+    record = recordFrom(entry, statusOf(entry, key), wallNowMs)
+    if (entry.records.size >= MAX_RECORDS) entry.records.delete(entry.records.keys().next().value)
+    entry.records.delete(recordKey) // re-inserted last: the oldest record goes first when full
+    entry.records.set(recordKey, record)
+  }
+  record.wallNowMs = wallNowMs
+  return record
+}
+
+/** The entry's `RateLimit` items for `tokens` and `quotaRemaining` (after the decision). */
+function limitItems(entry, record, tokens, quotaRemaining) {
+  const { quoted } = entry.items
+  const full = (record.capacity - tokens) / record.refillPerSecond
+  let items = `${quoted.burst};r=${sfInteger(tokens)};t=${sfInteger(Math.ceil(full))}`
+  if (record.unit !== undefined && quotaRemaining !== null) {
+    items += `, ${quoted[record.unit]};r=${sfInteger(quotaRemaining)};t=${sfInteger(Math.ceil((record.periodEndMs - record.wallNowMs) / 1000))}`
+  }
+  return items
+}
+
 /** Fills `out.policy[i]` and `out.limit[i]` for a limiter entry, from a decision or a status. */
 function describeLimiter(entry, key, tokens, quotaRemaining, out, i) {
-  const wallNowMs = readWall(entry)
-  const record = recordFor(entry, key, wallNowMs)
+  const record = recordFor(entry, key)
   out.policy[i] = record.policy
-  out.limit[i] = limitItems(entry, record, Math.min(tokens, record.capacity), quotaRemaining, wallNowMs)
+  out.limit[i] = limitItems(entry, record, Math.min(tokens, record.capacity), quotaRemaining)
 }
 
 function describeThrottle(entry, result, out, i) {
@@ -665,11 +678,10 @@ function rateLimit(options) {
       if (entry.cost !== undefined) n = entry.cost(req)
       decision = entry.keyed ? entry.limiter.tryConsume(key, n) : entry.limiter.tryConsume(n)
       if (headers || !decision.allowed) {
-        const wallNowMs = readWall(entry)
-        const record = recordFor(entry, key, wallNowMs)
+        const record = recordFor(entry, key)
         if (headers) {
           res.setHeader('RateLimit-Policy', record.policy)
-          res.setHeader('RateLimit', limitItems(entry, record, decision.tokens, decision.quotaRemaining, wallNowMs))
+          res.setHeader('RateLimit', limitItems(entry, record, decision.tokens, decision.quotaRemaining))
         }
         if (!decision.allowed) return limited(req, res, next, decision, violatedBy(entry, record, decision, n))
       }
@@ -703,9 +715,7 @@ function rateLimit(options) {
         // SPEC §11: a denial refunds what the earlier limits took; the later ones are reported from status.
         allowedCount = 0 // refunded here, whether or not every refund succeeds
         refundTaken(taken, s)
-        const wallNowMs = readWall(entry)
-        const record = recordFor(entry, key, wallNowMs)
-        const violated = violatedBy(entry, record, decision, n)
+        const violated = violatedBy(entry, recordFor(entry, key), decision, n)
         if (headers) {
           for (let e = 0; e < s; e++) {
             const { entry: earlier, key: earlierKey, n: earlierN, decision: d } = taken[e]
