@@ -52,6 +52,7 @@ const CLOCK_ERROR_CODES = new Set([
   'ERR_IMPLAUSIBLE_WALL_CLOCK',
   'ERR_CLOCK_READING',
   'ERR_UNSUPPORTED_PLATFORM',
+  'ERR_KEY_LIMIT',
 ])
 const RANGE_ERROR_CODES = new Set(['ERR_INVALID_OPTION', 'ERR_SUB_DAY_PERIOD', 'ERR_UNKNOWN_TIME_ZONE', 'ERR_INVALID_ARG'])
 
@@ -257,12 +258,26 @@ const slots = new FinalizationRegistry((slot) => {
   const listener = native.releaseLimiter(REGISTRY, slot)
   if (listener != null) listeners.delete(listener)
 })
+// The onAnomaly handlers of the other limiters routed through `listeners` (KeyedQuotaClock).
+const otherHandlers = new WeakMap()
+const listenerIds = new FinalizationRegistry((listener) => listeners.delete(listener))
+
+/** Gives a limiter (other than a QuotaClock) a listener id for its onAnomaly, held weakly. */
+function registerListener(limiter, onAnomaly) {
+  const listener = nextListener++
+  otherHandlers.set(limiter, onAnomaly)
+  listeners.set(listener, new WeakRef(limiter))
+  listenerIds.register(limiter, listener)
+  return listener
+}
+
 const BASIS = [null, 'monotonic-refill', 'wall-period']
 const NO_ANOMALIES = Object.freeze([])
 
-function parseOptions(options) {
+/** The §4 options; `moreKeys` are checked by the caller (KeyedQuotaClock's own options). */
+function parseOptions(options, moreKeys = []) {
   if (!isPlainObject(options)) throw typeError('ERR_INVALID_OPTION', 'options', 'an object { capacity, refillPerSecond, suspendPolicy, ... }', options)
-  refuseUnknownKeys(options, OPTION_KEYS, '')
+  refuseUnknownKeys(options, [...OPTION_KEYS, ...moreKeys], '')
   const capacity = checkNumber(options.capacity, 'capacity')
   if (!(Number.isFinite(capacity) && capacity > 0)) throw rangeError('ERR_INVALID_OPTION', 'capacity', 'a finite number > 0', capacity)
   const refillPerSecond = checkNumber(options.refillPerSecond, 'refillPerSecond')
@@ -302,6 +317,7 @@ function parseOptions(options) {
     limiterOptions: { capacity, refillPerSecond, initialTokens, suspendPolicy, quotaLimit, quotaPeriod, earliestPlausibleWallMs },
     clockArgs,
     onAnomaly,
+    initialTokensGiven: options.initialTokens !== undefined,
   }
 }
 
@@ -382,7 +398,8 @@ class QuotaClock {
   static {
     native.registryOnAnomaly(REGISTRY, ({ listener, anomaly }) => {
       const limiter = listeners.get(listener)?.deref()
-      if (limiter !== undefined) deliverSafely(limiter.#onAnomaly, toAnomaly(anomaly))
+      if (limiter === undefined) return
+      deliverSafely(#onAnomaly in limiter ? limiter.#onAnomaly : otherHandlers.get(limiter), toAnomaly(anomaly))
     })
   }
 
@@ -456,12 +473,32 @@ function periodFor(period, wallMs) {
   return toPeriod(callNative(() => native.periodFor(spec, wallMs, 'period')))
 }
 
+// Many keys in one limiter (SPEC §10).
+const { KeyedQuotaClock } = require('./lib/keyed.js')({
+  native,
+  REGISTRY,
+  parseOptions,
+  periodSpecInput,
+  registerListener,
+  callNative,
+  toPublicError,
+  typeError,
+  rangeError,
+  checkNumber,
+  thrownText,
+  toAnomaly,
+  toPeriod,
+  BASIS,
+  NO_ANOMALIES,
+})
+
 // Shared per-key limits in MongoDB (the @nodedk/throttle API); its windows come from periodFor.
 const { createThrottle, memoryDb } = require('./lib/throttle.js')
 
 module.exports = {
   QuotaClock,
   QuotaClockError,
+  KeyedQuotaClock,
   systemClock,
   procUptimeElapsedRealtime,
   manualClock,

@@ -9,6 +9,7 @@ const cjs = require('./index.js')
 export const {
   QuotaClock,
   QuotaClockError,
+  KeyedQuotaClock,
   systemClock,
   procUptimeElapsedRealtime,
   manualClock,

@@ -31,11 +31,29 @@ impl TokenBucket {
 
     /// SPEC §5: `ceil((n - tokens) / refillPerSecond * 1000)`, or 0 when `n` tokens are there.
     pub fn wait_ms(&self, n: f64) -> f64 {
-        if self.tokens >= n {
-            0.0
-        } else {
-            ((n - self.tokens) / self.refill_per_second * 1000.0).ceil()
-        }
+        refill_wait_ms(self.tokens, n, self.refill_per_second)
+    }
+}
+
+/// SPEC §5: `ceil((n - tokens) / refillPerSecond * 1000)`, or 0 when `n` tokens are there.
+#[inline(always)]
+pub fn refill_wait_ms(tokens: f64, n: f64, refill_per_second: f64) -> f64 {
+    if tokens >= n {
+        0.0
+    } else {
+        ((n - tokens) / refill_per_second * 1000.0).ceil()
+    }
+}
+
+/// Tokens after `elapsed_ms` of real time refilled at `refill_per_second`, up to capacity (the
+/// arithmetic of [`TokenBucket::credit`], for buckets stored elsewhere).
+#[inline(always)]
+pub fn refilled(tokens: f64, elapsed_ms: f64, refill_per_second: f64, capacity: f64) -> f64 {
+    let refill = elapsed_ms * refill_per_second / 1000.0;
+    if refill > 0.0 {
+        (tokens + refill).min(capacity)
+    } else {
+        tokens
     }
 }
 

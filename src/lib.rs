@@ -6,8 +6,10 @@ pub mod anomaly;
 pub mod bucket;
 pub mod calendar;
 pub mod clock;
+pub mod keyed;
 pub mod limiter;
 pub mod quota;
+pub mod reconciler;
 
 // `cargo test` covers the core; the binding is exercised by the JS suite against the built addon.
 #[cfg(all(feature = "napi-binding", not(test)))]

@@ -4,8 +4,9 @@
 use crate::anomaly::{Anomaly, CallDeltas};
 use crate::bucket::TokenBucket;
 use crate::calendar::Period;
-use crate::clock::{finite, reconcile, tolerance_ms, ClockError, ClockSource, ReaderBaseline, Reading, SuspendPolicy, WallDivergence};
+use crate::clock::{ClockError, ClockSource, SuspendPolicy};
 use crate::quota::Quota;
+use crate::reconciler::Reconciler;
 
 /// Validated options (the binding checks types and ranges before building one).
 #[derive(Clone, Debug)]
@@ -59,6 +60,8 @@ pub enum LimiterError {
     AmbiguousWallJump { monotonic_delta_ms: f64, wall_delta_ms: f64 },
     ImplausibleWallClock { wall_ms: f64, earliest_ms: f64 },
     ClockReading(ClockError),
+    /// A keyed limiter cannot hold a new key: every held key has quota use (SPEC §10).
+    KeyLimit { max_keys: u64 },
 }
 
 impl LimiterError {
@@ -68,6 +71,7 @@ impl LimiterError {
             LimiterError::AmbiguousWallJump { .. } => "ERR_AMBIGUOUS_WALL_JUMP",
             LimiterError::ImplausibleWallClock { .. } => "ERR_IMPLAUSIBLE_WALL_CLOCK",
             LimiterError::ClockReading(_) => "ERR_CLOCK_READING",
+            LimiterError::KeyLimit { .. } => "ERR_KEY_LIMIT",
         }
     }
 
@@ -91,6 +95,9 @@ impl LimiterError {
                 ms(*wall_ms), iso(*wall_ms), ms(*earliest_ms), iso(*earliest_ms)
             ),
             LimiterError::ClockReading(error) => error.message.clone(),
+            LimiterError::KeyLimit { max_keys } => format!(
+                "cannot hold a new key: all {max_keys} keys (maxKeys) have quota use in their open period, and quota use is never dropped to make room; raise maxKeys, or delete keys you no longer need"
+            ),
         }
     }
 }
@@ -106,17 +113,20 @@ fn iso(wall_ms: f64) -> String {
         .map_or_else(|| "out of range".to_owned(), |t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
 }
 
+/// SPEC §5: a denial waits the longer of the waits that apply; a tie goes to the calendar.
+#[inline(always)]
+pub(crate) fn longer_wait(bucket_wait_ms: f64, quota_wait_ms: Option<f64>) -> (f64, RetryBasis) {
+    match quota_wait_ms {
+        Some(quota_wait_ms) if quota_wait_ms >= bucket_wait_ms => (quota_wait_ms, RetryBasis::WallPeriod),
+        _ => (bucket_wait_ms, RetryBasis::MonotonicRefill),
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Limiter {
     bucket: TokenBucket,
-    suspend_policy: SuspendPolicy,
     quota: Option<Quota>,
-    earliest_plausible_wall_ms: Option<f64>,
-    last_monotonic_ms: f64,
-    last_wall_ms: f64,
-    reader_baseline: Option<ReaderBaseline>,
-    /// Set by the first monotonic regression; every later call fails with it.
-    regression: Option<(f64, f64)>,
+    reconciler: Reconciler,
 }
 
 /// Fresh readings, reconciled and applied, ready for a decision.
@@ -127,25 +137,13 @@ struct Observation {
 impl Limiter {
     /// Takes the starting readings, and the reader's baseline when there is a reader.
     pub fn new(config: LimiterConfig, clock: &mut dyn ClockSource) -> Result<Limiter, LimiterError> {
-        let monotonic_ms = finite(Reading::Monotonic, clock.monotonic_ms())?;
-        let wall_ms = finite(Reading::Wall, clock.wall_ms())?;
-        let reader_baseline = if clock.has_elapsed_realtime() {
-            let elapsed_realtime_ms = finite(Reading::ElapsedRealtime, clock.elapsed_realtime_ms())?;
-            Some(ReaderBaseline { elapsed_realtime_ms, monotonic_ms })
-        } else {
-            None
-        };
+        let (reconciler, wall_ms) = Reconciler::new(config.suspend_policy, config.earliest_plausible_wall_ms, clock)?;
         let mut limiter = Limiter {
             bucket: TokenBucket::new(config.capacity, config.refill_per_second, config.initial_tokens),
-            suspend_policy: config.suspend_policy,
             quota: config.quota,
-            earliest_plausible_wall_ms: config.earliest_plausible_wall_ms,
-            last_monotonic_ms: monotonic_ms,
-            last_wall_ms: wall_ms,
-            reader_baseline,
-            regression: None,
+            reconciler,
         };
-        if limiter.is_plausible(wall_ms) {
+        if limiter.reconciler.is_plausible(wall_ms) {
             let deltas = CallDeltas { monotonic_delta_ms: 0.0, wall_delta_ms: 0.0, credited_ms: 0.0 };
             if let Some(quota) = limiter.quota.as_mut() {
                 quota.observe(wall_ms, deltas, &mut Vec::new());
@@ -166,58 +164,17 @@ impl Limiter {
         self.quota.as_ref()
     }
 
-    fn is_plausible(&self, wall_ms: f64) -> bool {
-        self.earliest_plausible_wall_ms.is_none_or(|earliest| wall_ms >= earliest)
-    }
-
     /// Reads the clocks, reconciles them, refills the bucket and brings the quota period up to date.
     // Inlined into the binding's hot path: one frame, no Result copies (measured).
     #[inline(always)]
     fn observe<C: ClockSource + ?Sized>(&mut self, clock: &mut C, anomalies: &mut Vec<Anomaly>) -> Result<Observation, LimiterError> {
-        if let Some((previous_ms, now_ms)) = self.regression {
-            return Err(LimiterError::MonotonicRegression { previous_ms, now_ms, latched: true });
-        }
-        let monotonic_ms = finite(Reading::Monotonic, clock.monotonic_ms())?;
-        let wall_ms = finite(Reading::Wall, clock.wall_ms())?;
-        let monotonic_delta_ms = monotonic_ms - self.last_monotonic_ms;
-        if monotonic_delta_ms < 0.0 {
-            self.regression = Some((self.last_monotonic_ms, monotonic_ms));
-            return Err(LimiterError::MonotonicRegression { previous_ms: self.last_monotonic_ms, now_ms: monotonic_ms, latched: false });
-        }
-        if let (Some(_), Some(earliest_ms)) = (&self.quota, self.earliest_plausible_wall_ms) {
-            if wall_ms < earliest_ms {
-                return Err(LimiterError::ImplausibleWallClock { wall_ms, earliest_ms });
-            }
-        }
-        let wall_delta_ms = wall_ms - self.last_wall_ms;
-        let first_anomaly = anomalies.len();
-        let reconciled = reconcile(
-            monotonic_ms,
-            monotonic_delta_ms,
-            wall_delta_ms,
-            self.suspend_policy,
-            &mut self.reader_baseline,
-            || clock.elapsed_realtime_ms(),
-            anomalies,
-        );
-        let reconciled = match reconciled {
-            Ok(reconciled) => reconciled,
-            Err(error) => {
-                anomalies.truncate(first_anomaly);
-                return Err(error.into());
-            }
-        };
-        self.bucket.credit(reconciled.credited_ms);
-        self.last_monotonic_ms = monotonic_ms;
-        self.last_wall_ms = wall_ms;
-        if reconciled.divergence == WallDivergence::WallAheadRefused {
-            return Err(LimiterError::AmbiguousWallJump { monotonic_delta_ms, wall_delta_ms });
-        }
+        let reconciled = self.reconciler.read(clock, self.quota.is_some(), anomalies)?;
+        self.bucket.credit(reconciled.deltas.credited_ms);
+        self.reconciler.commit(&reconciled)?;
         if let Some(quota) = self.quota.as_mut() {
-            let deltas = CallDeltas { monotonic_delta_ms, wall_delta_ms, credited_ms: reconciled.credited_ms };
-            quota.observe(wall_ms, deltas, anomalies);
+            quota.observe(reconciled.wall_ms, reconciled.deltas, anomalies);
         }
-        Ok(Observation { wall_ms })
+        Ok(Observation { wall_ms: reconciled.wall_ms })
     }
 
     /// SPEC §5. `n` is a positive integer no larger than capacity (checked by the caller).
@@ -234,24 +191,16 @@ impl Limiter {
     /// then takes the general path, [`Limiter::try_consume`].
     #[inline(always)]
     pub fn try_consume_quiet(&mut self, n: u64, monotonic_ms: f64, wall_ms: f64) -> Option<Decision> {
-        let dm = monotonic_ms - self.last_monotonic_ms;
-        let dw = wall_ms - self.last_wall_ms;
-        let tol = tolerance_ms(dm);
-        // Written so that a NaN anywhere fails it.
-        let agree = dm >= 0.0 && dw >= dm - tol && dw <= dm + tol;
-        if !agree || self.regression.is_some() {
-            return None;
-        }
-        let plausible = self.is_plausible(wall_ms);
+        let dm = self.reconciler.quiet_delta(monotonic_ms, wall_ms)?;
+        let plausible = self.reconciler.is_plausible(wall_ms);
         if let Some(quota) = self.quota.as_mut() {
-            if !(plausible && quota.open.as_ref().is_some_and(|open| open.contains(wall_ms))) {
+            if !(plausible && quota.period.contains(wall_ms)) {
                 return None;
             }
-            quota.hold();
+            quota.period.hold();
         }
         self.bucket.credit(dm);
-        self.last_monotonic_ms = monotonic_ms;
-        self.last_wall_ms = wall_ms;
+        self.reconciler.anchor(monotonic_ms, wall_ms);
         Some(self.decide(n, wall_ms))
     }
 
@@ -280,11 +229,7 @@ impl Limiter {
             Some(quota) if !quota_admits => Some(quota.wait_ms(wall_ms)),
             _ => None,
         };
-        // The longer wait wins; a tie goes to the calendar.
-        let (retry_after_ms, basis) = match quota_wait_ms {
-            Some(quota_wait_ms) if quota_wait_ms >= bucket_wait_ms => (quota_wait_ms, RetryBasis::WallPeriod),
-            _ => (bucket_wait_ms, RetryBasis::MonotonicRefill),
-        };
+        let (retry_after_ms, basis) = longer_wait(bucket_wait_ms, quota_wait_ms);
         Decision {
             allowed: false,
             retry_after_ms,
@@ -313,7 +258,7 @@ impl Limiter {
             tokens: self.bucket.tokens,
             quota_used: self.quota.as_ref().map(|quota| quota.used),
             quota_remaining: self.quota.as_ref().map(Quota::remaining),
-            period: self.quota.as_ref().and_then(|quota| quota.open.clone()),
+            period: self.quota.as_ref().and_then(|quota| quota.period.open.clone()),
         })
     }
 }
@@ -457,7 +402,7 @@ mod tests {
         clock.advance(5_000.0);
         let error = limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap_err();
         assert_eq!(error.code(), "ERR_IMPLAUSIBLE_WALL_CLOCK");
-        assert_eq!(limiter.last_monotonic_ms, 0.0);
+        assert_eq!(limiter.reconciler.last_monotonic_ms, 0.0);
         assert_eq!(limiter.bucket.tokens, 0.0);
         clock.wall_ms = JAN_15_2024;
         let mut anomalies = Vec::new();

@@ -4,60 +4,105 @@
 use crate::anomaly::{Anomaly, CallDeltas};
 use crate::calendar::{Period, PeriodSpec};
 
-#[derive(Clone, Debug)]
-pub struct Quota {
-    pub limit: u64,
-    pub spec: PeriodSpec,
+/// The open period of one period spec: held on a backwards step, advanced on a forward one.
+/// `QuotaClock`'s quota has one; a keyed limiter has one per distinct spec, shared by its keys.
+#[derive(Clone, Debug, Default)]
+pub struct OpenPeriod {
     /// `None` until the first plausible wall reading.
     pub open: Option<Period>,
-    /// Consumed in the open period.
-    pub used: u64,
     /// A `period-regression` was raised and the wall clock has not come back into the period.
     regression_reported: bool,
 }
 
-impl Quota {
-    pub fn new(limit: u64, spec: PeriodSpec) -> Quota {
-        Quota { limit, spec, open: None, used: 0, regression_reported: false }
-    }
-
+impl OpenPeriod {
     /// Makes the open period the right one for `wall_ms` (or holds it), raising period anomalies.
-    pub fn observe(&mut self, wall_ms: f64, deltas: CallDeltas, anomalies: &mut Vec<Anomaly>) {
+    /// Returns whether another period is now open (its use starts at zero).
+    pub fn observe(&mut self, spec: &PeriodSpec, wall_ms: f64, deltas: CallDeltas, anomalies: &mut Vec<Anomaly>) -> bool {
         let Some(open) = self.open.as_ref() else {
-            self.open = Some(self.spec.period_for(wall_ms));
-            return;
+            self.open = Some(spec.period_for(wall_ms));
+            return true;
         };
         // The hot path: inside the cached period, no time-zone arithmetic.
         if open.contains(wall_ms) {
             self.hold();
-            return;
+            return false;
         }
         if wall_ms < open.start_ms {
             if !self.regression_reported {
                 self.regression_reported = true;
                 anomalies.push(Anomaly::period_regression(deltas, &open.id, open.start_ms, wall_ms));
             }
-            return;
+            return false;
         }
-        let next = self.spec.period_for(wall_ms);
+        let next = spec.period_for(wall_ms);
         if next.slot == open.slot {
             // Only past the end of the calendar's range (JS Date's, year 275760): the last period
             // stays open with its consumption.
-            return;
+            return false;
         }
-        let skipped = self.spec.periods_between(open, &next);
+        let skipped = spec.periods_between(open, &next);
         if skipped > 0 {
             anomalies.push(Anomaly::period_skip(deltas, skipped, &open.id, &next.id));
         }
         self.open = Some(next);
-        self.used = 0;
         self.regression_reported = false;
+        true
+    }
+
+    /// The slot that would be open after observing `wall_ms`, without observing it (`None`: no
+    /// period would be open).
+    pub fn slot_after(&self, spec: &PeriodSpec, wall_ms: f64) -> Option<i64> {
+        match &self.open {
+            Some(open) if wall_ms < open.end_ms => Some(open.slot),
+            _ => Some(spec.period_for(wall_ms).slot),
+        }
+    }
+
+    /// Whether `wall_ms` is inside the open period.
+    #[inline(always)]
+    pub fn contains(&self, wall_ms: f64) -> bool {
+        self.open.as_ref().is_some_and(|open| open.contains(wall_ms))
+    }
+
+    /// The open period's slot, if one is open.
+    #[inline(always)]
+    pub fn slot(&self) -> Option<i64> {
+        self.open.as_ref().map(|open| open.slot)
     }
 
     /// A reading inside the open period: the period holds, and a later regression is news again.
     #[inline]
     pub fn hold(&mut self) {
         self.regression_reported = false;
+    }
+
+    /// `ceil(periodEnd - wallNow)`: when the open period ends (never negative, even for a wall
+    /// reading past the calendar's range).
+    pub fn wait_ms(&self, wall_ms: f64) -> f64 {
+        self.open.as_ref().map_or(0.0, |open| (open.end_ms - wall_ms).ceil().max(0.0))
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Quota {
+    pub limit: u64,
+    pub spec: PeriodSpec,
+    pub period: OpenPeriod,
+    /// Consumed in the open period.
+    pub used: u64,
+}
+
+impl Quota {
+    pub fn new(limit: u64, spec: PeriodSpec) -> Quota {
+        Quota { limit, spec, period: OpenPeriod::default(), used: 0 }
+    }
+
+    /// Makes the open period the right one for `wall_ms` (or holds it), raising period anomalies;
+    /// a new period starts at zero use.
+    pub fn observe(&mut self, wall_ms: f64, deltas: CallDeltas, anomalies: &mut Vec<Anomaly>) {
+        if self.period.observe(&self.spec, wall_ms, deltas, anomalies) {
+            self.used = 0;
+        }
     }
 
     pub fn remaining(&self) -> u64 {
@@ -69,9 +114,8 @@ impl Quota {
         n <= self.remaining()
     }
 
-    /// `ceil(periodEnd - wallNow)`: when the open period ends (never negative, even for a wall
-    /// reading past the calendar's range).
+    /// `ceil(periodEnd - wallNow)`: when the open period ends.
     pub fn wait_ms(&self, wall_ms: f64) -> f64 {
-        self.open.as_ref().map_or(0.0, |open| (open.end_ms - wall_ms).ceil().max(0.0))
+        self.period.wait_ms(wall_ms)
     }
 }

@@ -20,7 +20,7 @@ use civil::{civil_from_days, days_from_civil, days_in_month, SECONDS_PER_DAY};
 use local::{date_line_jumps, offset_at, resolve_local, DateLineJump, Resolved};
 
 /// The length of a quota period.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PeriodUnit {
     Day,
     Week,
@@ -123,6 +123,17 @@ pub struct RawPeriodSpec<'a> {
     pub anchor_day: Option<f64>,
     pub anchor_month: Option<f64>,
     pub anchor_time: Option<&'a str>,
+}
+
+/// A validated spec's fields; an anchor that does not apply to the unit is 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SpecIdentity {
+    pub unit: PeriodUnit,
+    pub time_zone: Tz,
+    pub anchor_day: u32,
+    pub anchor_month: u32,
+    /// Local reset time, seconds after midnight.
+    pub anchor_time_secs: i64,
 }
 
 /// A validated `QuotaPeriodSpec`.
@@ -274,8 +285,19 @@ impl PeriodSpec {
         self.unit
     }
 
+    /// What makes two specs the same spec (equal identities give equal periods).
+    pub fn identity(&self) -> SpecIdentity {
+        SpecIdentity {
+            unit: self.unit,
+            time_zone: self.time_zone,
+            anchor_day: if self.unit == PeriodUnit::Day { 0 } else { self.anchor_day },
+            anchor_month: if self.unit == PeriodUnit::Year { self.anchor_month } else { 0 },
+            anchor_time_secs: self.anchor_time_secs,
+        }
+    }
+
     /// chrono-tz's name of the zone, e.g. "America/Los_Angeles".
-    pub fn time_zone_name(&self) -> &str {
+    pub fn time_zone_name(&self) -> &'static str {
         self.time_zone.name()
     }
 

@@ -29,20 +29,20 @@ use crate::quota::Quota;
 
 /// Slots of the shared result buffer. In: `N` (tokens asked for) and `LIMITER` (the slot number).
 /// Out: the status in `N_OR_STATUS`, then the decision.
-const SLOT_N_OR_STATUS: usize = 0;
+pub(crate) const SLOT_N_OR_STATUS: usize = 0;
 const SLOT_ALLOWED: usize = 1;
 const SLOT_RETRY_AFTER_MS: usize = 2;
 const SLOT_BASIS: usize = 3;
 const SLOT_TOKENS: usize = 4;
 const SLOT_QUOTA_REMAINING: usize = 5;
 const SLOT_LIMITER: usize = 6;
-const RESULT_SLOTS: usize = 7;
+pub(crate) const RESULT_SLOTS: usize = 7;
 
 const STATUS_DECIDED: f64 = 0.0;
-const STATUS_DECIDED_WITH_ANOMALIES: f64 = 1.0;
-const STATUS_ERROR: f64 = 2.0;
+pub(crate) const STATUS_DECIDED_WITH_ANOMALIES: f64 = 1.0;
+pub(crate) const STATUS_ERROR: f64 = 2.0;
 
-const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+pub(crate) const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
 /// Options after the JS face has checked their types and applied defaults.
 #[napi(object)]
@@ -88,17 +88,17 @@ type LimiterCell = RefCell<LimiterState>;
 
 /// The shared `Float64Array`, read and written one slot at a time (never borrowed as a slice:
 /// a JS clock may re-enter another limiter's `tryConsume` in the middle of a call).
-struct ResultSlots(*mut f64);
+pub(crate) struct ResultSlots(pub(crate) *mut f64);
 
 impl ResultSlots {
-    fn get(&self, slot: usize) -> f64 {
+    pub(crate) fn get(&self, slot: usize) -> f64 {
         assert!(slot < RESULT_SLOTS);
         // SAFETY: in bounds (the buffer has RESULT_SLOTS f64s, checked in `create_registry`), kept
         // alive by the registry, and only touched on the JS thread that owns it.
         unsafe { self.0.add(slot).read() }
     }
 
-    fn set(&self, slot: usize, value: f64) {
+    pub(crate) fn set(&self, slot: usize, value: f64) {
         assert!(slot < RESULT_SLOTS);
         // SAFETY: as in `get`.
         unsafe { self.0.add(slot).write(value) }
@@ -141,7 +141,7 @@ fn registry(id: u32) -> CodedResult<Rc<Registry>> {
         .ok_or_else(|| invalid_arg(format!("no limiter registry {id} on this thread")))
 }
 
-const BUSY: &str = "the clock called back into this limiter while it was reading it";
+pub(crate) const BUSY: &str = "the clock called back into this limiter while it was reading it";
 
 impl Registry {
     /// Runs `body` on the limiter in `slot` (for the slow paths).
@@ -285,7 +285,7 @@ fn check(condition: bool, message: impl FnOnce() -> String) -> CodedResult<()> {
     }
 }
 
-fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig> {
+pub(crate) fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig> {
     let LimiterOptions { capacity, refill_per_second, initial_tokens, .. } = *options;
     check(capacity.is_finite() && capacity > 0.0, || format!("capacity must be a finite number > 0; received {capacity}"))?;
     check(refill_per_second.is_finite() && refill_per_second > 0.0, || {
@@ -320,7 +320,7 @@ fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig> {
     })
 }
 
-fn make_reader(function: Option<Function<'_, (), Unknown<'_>>>, name: &str) -> CodedResult<super::clock::Reader> {
+pub(crate) fn make_reader(function: Option<Function<'_, (), Unknown<'_>>>, name: &str) -> CodedResult<super::clock::Reader> {
     let function = function.ok_or_else(|| invalid_arg(format!("clock.{name} is missing")))?;
     // The reference outlives this call; it is only ever borrowed back on this thread.
     let reference: FunctionRef<(), Unknown<'_>> = function.create_ref().map_err(|e| coded("ERR_INTERNAL", e.reason))?;
@@ -328,7 +328,7 @@ fn make_reader(function: Option<Function<'_, (), Unknown<'_>>>, name: &str) -> C
     Ok(unsafe { std::mem::transmute::<FunctionRef<(), Unknown<'_>>, super::clock::Reader>(reference) })
 }
 
-fn write_decision(result: &ResultSlots, decision: &Decision) {
+pub(crate) fn write_decision(result: &ResultSlots, decision: &Decision) {
     result.set(SLOT_N_OR_STATUS, STATUS_DECIDED);
     result.set(SLOT_ALLOWED, if decision.allowed { 1.0 } else { 0.0 });
     result.set(SLOT_RETRY_AFTER_MS, decision.retry_after_ms);
@@ -435,6 +435,42 @@ pub fn registry_consume<'env>(env: &'env Env, registry_id: u32) -> napi::Result<
     })
 }
 
+/// The clock a limiter reads. `clock_kind`: 'system' | 'system-boottime' | 'system-reader' |
+/// 'manual' | 'js'.
+pub(crate) fn clock_handle(
+    clock_kind: &str,
+    manual: Option<&NativeManualClock>,
+    monotonic: Option<Function<'_, (), Unknown<'_>>>,
+    wall: Option<Function<'_, (), Unknown<'_>>>,
+    elapsed_realtime: Option<Function<'_, (), Unknown<'_>>>,
+) -> CodedResult<ClockHandle> {
+    Ok(match clock_kind {
+        "system" => ClockHandle::System(SystemClock { with_boottime: false }),
+        "system-boottime" => ClockHandle::System(SystemClock { with_boottime: true }),
+        "system-reader" => ClockHandle::SystemWithReader(make_reader(elapsed_realtime, "elapsedRealtimeMs")?),
+        "manual" => ClockHandle::Manual(manual.ok_or_else(|| invalid_arg("a manual clock is missing"))?.state.clone()),
+        "js" => ClockHandle::Js {
+            monotonic: make_reader(monotonic, "monotonicMs")?,
+            wall: make_reader(wall, "wallMs")?,
+            elapsed_realtime: match elapsed_realtime {
+                Some(reader) => Some(make_reader(Some(reader), "elapsedRealtimeMs")?),
+                None => None,
+            },
+        },
+        other => return Err(invalid_arg(format!("unknown clock kind '{other}'"))),
+    })
+}
+
+/// Queues anomalies for a listener's `onAnomaly` through the registry's dispatcher (a keyed
+/// limiter shares its module's dispatcher, so its handler is held weakly too).
+pub(crate) fn notify_listener(registry_id: u32, listener: Option<f64>, anomalies: &[Anomaly]) {
+    if listener.is_some() && !anomalies.is_empty() {
+        if let Ok(registry) = registry(registry_id) {
+            registry.notify(listener, anomalies);
+        }
+    }
+}
+
 /// Creates a limiter and returns its slot. `clock_kind`: 'system' | 'system-boottime' |
 /// 'system-reader' | 'manual' | 'js'.
 #[napi(js_name = "createLimiter")]
@@ -453,21 +489,7 @@ pub fn create_limiter(
     guard(env, move || {
         let registry = registry(registry_id)?;
         let config = config_from(&options)?;
-        let clock = match clock_kind.as_str() {
-            "system" => ClockHandle::System(SystemClock { with_boottime: false }),
-            "system-boottime" => ClockHandle::System(SystemClock { with_boottime: true }),
-            "system-reader" => ClockHandle::SystemWithReader(make_reader(elapsed_realtime, "elapsedRealtimeMs")?),
-            "manual" => ClockHandle::Manual(manual.ok_or_else(|| invalid_arg("a manual clock is missing"))?.state.clone()),
-            "js" => ClockHandle::Js {
-                monotonic: make_reader(monotonic, "monotonicMs")?,
-                wall: make_reader(wall, "wallMs")?,
-                elapsed_realtime: match elapsed_realtime {
-                    Some(reader) => Some(make_reader(Some(reader), "elapsedRealtimeMs")?),
-                    None => None,
-                },
-            },
-            other => return Err(invalid_arg(format!("unknown clock kind '{other}'"))),
-        };
+        let clock = clock_handle(&clock_kind, manual, monotonic, wall, elapsed_realtime)?;
         let limiter = Limiter::new(config, &mut BoundClock { env, handle: &clock }).map_err(|e| from_limiter(&e))?;
         let quiet_max_n = limiter.capacity().min(MAX_SAFE_INTEGER);
         registry.insert(RefCell::new(LimiterState { limiter, clock, anomalies: Vec::new(), error: None, anomaly_listener, quiet_max_n }))

@@ -6,5 +6,6 @@ mod calendar;
 mod clock;
 mod errors;
 mod floor;
+mod keyed;
 mod limiter;
 mod raw;

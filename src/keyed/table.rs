@@ -1,0 +1,298 @@
+//! The keys of a keyed limiter: fixed-size, pointer-free records in one vector, found through a
+//! SwissTable of record indices, and linked (by index) into recency lists.
+
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
+
+/// "No record" in a link or a list end.
+pub const NIL: u32 = u32::MAX;
+
+/// Key bytes held in the record itself; longer keys live in [`KeyTable::long_keys`].
+const INLINE_KEY_BYTES: usize = 29;
+
+/// The record's key is UTF-16 (little-endian code units), not Latin-1.
+const FLAG_WIDE: u8 = 1;
+/// The key bytes are out of line; the inline bytes hold their index in `long_keys`.
+const FLAG_LONG: u8 = 2;
+/// The record is on its period spec's parked list, not on the main recency list.
+pub const FLAG_PARKED: u8 = 4;
+
+/// A key as it is stored: the string's Latin-1 bytes when every UTF-16 code unit is below 256,
+/// else its UTF-16 code units as little-endian bytes. Each string has exactly one encoding, so
+/// equal strings have equal keys and different strings (lone surrogates included) differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Key<'a> {
+    pub wide: bool,
+    pub bytes: &'a [u8],
+}
+
+/// An owned [`Key`], made from UTF-16 code units.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyBuf {
+    pub wide: bool,
+    pub bytes: Vec<u8>,
+}
+
+impl KeyBuf {
+    pub fn from_utf16(units: &[u16]) -> KeyBuf {
+        if units.iter().all(|&unit| unit < 256) {
+            KeyBuf { wide: false, bytes: units.iter().map(|&unit| unit as u8).collect() }
+        } else {
+            KeyBuf { wide: true, bytes: units.iter().flat_map(|unit| unit.to_le_bytes()).collect() }
+        }
+    }
+
+    pub fn from_text(text: &str) -> KeyBuf {
+        KeyBuf::from_utf16(&text.encode_utf16().collect::<Vec<_>>())
+    }
+
+    pub fn key(&self) -> Key<'_> {
+        Key { wide: self.wide, bytes: &self.bytes }
+    }
+}
+
+impl Key<'_> {
+    /// The key's length in UTF-16 code units.
+    pub fn utf16_len(&self) -> usize {
+        if self.wide {
+            self.bytes.len() / 2
+        } else {
+            self.bytes.len()
+        }
+    }
+
+    /// The UTF-16 code units.
+    pub fn to_utf16(&self) -> Vec<u16> {
+        if self.wide {
+            self.bytes.chunks_exact(2).map(|pair| u16::from_le_bytes([pair[0], pair[1]])).collect()
+        } else {
+            self.bytes.iter().map(|&byte| u16::from(byte)).collect()
+        }
+    }
+
+    /// Whether these bytes are the one encoding of some string (what a snapshot must hold).
+    pub fn is_canonical(&self) -> bool {
+        if !self.wide {
+            return true;
+        }
+        self.bytes.len().is_multiple_of(2) && self.to_utf16().iter().any(|&unit| unit >= 256)
+    }
+}
+
+/// One key's state: 72 bytes, no pointers (only indices), so the table could live in shared
+/// memory. The bucket is stored as of `credited_at_ms`, a position on the limiter's timeline of
+/// credited real time, and refilled when the key is next looked at.
+#[derive(Clone, Copy, Debug)]
+#[repr(C)]
+pub struct Record {
+    pub tokens: f64,
+    /// The limiter's timeline (credited ms) when `tokens` was last brought up to date.
+    pub credited_at_ms: f64,
+    /// Quota use in the period `period_slot` of the key's spec.
+    pub quota_used: u64,
+    /// The period the use belongs to ([`NO_PERIOD`] for none).
+    pub period_slot: i32,
+    /// Recency links (towards the most recent, towards the least recent).
+    pub prev: u32,
+    pub next: u32,
+    /// Index of the key's policy.
+    pub policy: u32,
+    key_len: u16,
+    pub flags: u8,
+    key: [u8; INLINE_KEY_BYTES],
+}
+
+/// `period_slot` of a record whose use belongs to no period.
+pub const NO_PERIOD: i32 = i32::MIN;
+
+const _: () = assert!(std::mem::size_of::<Record>() == 72);
+
+impl Record {
+    fn key<'a>(&'a self, long_keys: &'a [Box<[u8]>]) -> Key<'a> {
+        let bytes = if self.flags & FLAG_LONG != 0 {
+            &long_keys[self.long_index() as usize][..]
+        } else {
+            &self.key[..self.key_len as usize]
+        };
+        Key { wide: self.flags & FLAG_WIDE != 0, bytes }
+    }
+
+    fn long_index(&self) -> u32 {
+        u32::from_le_bytes([self.key[0], self.key[1], self.key[2], self.key[3]])
+    }
+}
+
+/// Ends of a doubly linked list of records: `head` is the most recent.
+#[derive(Clone, Copy, Debug)]
+pub struct List {
+    pub head: u32,
+    pub tail: u32,
+}
+
+impl Default for List {
+    fn default() -> List {
+        List { head: NIL, tail: NIL }
+    }
+}
+
+/// A list a record is on: the main recency list or a spec's parked list.
+pub trait Lists {
+    fn list(&mut self, record: &Record) -> &mut List;
+}
+
+pub struct KeyTable {
+    pub records: Vec<Record>,
+    index: HashTable<u32>,
+    long_keys: Vec<Box<[u8]>>,
+    free_long_keys: Vec<u32>,
+    hasher: foldhash::fast::RandomState,
+}
+
+impl KeyTable {
+    pub fn new() -> KeyTable {
+        KeyTable {
+            records: Vec::new(),
+            index: HashTable::new(),
+            long_keys: Vec::new(),
+            free_long_keys: Vec::new(),
+            hasher: foldhash::fast::RandomState::default(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    #[inline(always)]
+    fn hash(hasher: &foldhash::fast::RandomState, key: Key<'_>) -> u64 {
+        hasher.hash_one(key)
+    }
+
+    #[inline(always)]
+    pub fn find(&self, key: Key<'_>) -> Option<u32> {
+        let hash = Self::hash(&self.hasher, key);
+        let (records, long_keys) = (&self.records, &self.long_keys);
+        self.index.find(hash, |&index| records[index as usize].key(long_keys) == key).copied()
+    }
+
+    pub fn key_of(&self, index: u32) -> Key<'_> {
+        self.records[index as usize].key(&self.long_keys)
+    }
+
+    /// Adds a record for `key` (not held) with `record`'s state; returns its index. The record is
+    /// on no list yet.
+    pub fn insert(&mut self, key: Key<'_>, mut record: Record) -> u32 {
+        let index = self.records.len() as u32;
+        record.flags = if key.wide { FLAG_WIDE } else { 0 };
+        record.key = [0; INLINE_KEY_BYTES];
+        if key.bytes.len() <= INLINE_KEY_BYTES {
+            record.key[..key.bytes.len()].copy_from_slice(key.bytes);
+        } else {
+            let long = match self.free_long_keys.pop() {
+                Some(slot) => {
+                    self.long_keys[slot as usize] = key.bytes.into();
+                    slot
+                }
+                None => {
+                    self.long_keys.push(key.bytes.into());
+                    (self.long_keys.len() - 1) as u32
+                }
+            };
+            record.flags |= FLAG_LONG;
+            record.key[..4].copy_from_slice(&long.to_le_bytes());
+        }
+        record.key_len = key.bytes.len() as u16;
+        self.records.push(record);
+        let hash = Self::hash(&self.hasher, key);
+        let (records, long_keys, hasher) = (&self.records, &self.long_keys, &self.hasher);
+        self.index.insert_unique(hash, index, |&other| Self::hash(hasher, records[other as usize].key(long_keys)));
+        index
+    }
+
+    /// Removes record `index` (already off its list) and moves the last record into its place,
+    /// re-linking it; returns the removed record.
+    pub fn remove(&mut self, index: u32, lists: &mut impl Lists) -> Record {
+        let removed = self.records[index as usize];
+        let hash = Self::hash(&self.hasher, removed.key(&self.long_keys));
+        if let Ok(entry) = self.index.find_entry(hash, |&other| other == index) {
+            entry.remove();
+        }
+        if removed.flags & FLAG_LONG != 0 {
+            let slot = removed.long_index();
+            self.long_keys[slot as usize] = Box::new([]);
+            self.free_long_keys.push(slot);
+        }
+        let last = (self.records.len() - 1) as u32;
+        self.records.swap_remove(index as usize);
+        if index != last {
+            let moved = self.records[index as usize];
+            let hash = Self::hash(&self.hasher, moved.key(&self.long_keys));
+            if let Some(slot) = self.index.find_mut(hash, |&other| other == last) {
+                *slot = index;
+            }
+            // Re-point the neighbours (or the list's ends) at the record's new place.
+            if moved.prev == NIL {
+                lists.list(&moved).head = index;
+            } else {
+                self.records[moved.prev as usize].next = index;
+            }
+            if moved.next == NIL {
+                lists.list(&moved).tail = index;
+            } else {
+                self.records[moved.next as usize].prev = index;
+            }
+        }
+        removed
+    }
+
+    /// Takes record `index` off `list`.
+    pub fn unlink(&mut self, index: u32, list: &mut List) {
+        let Record { prev, next, .. } = self.records[index as usize];
+        if prev == NIL {
+            list.head = next;
+        } else {
+            self.records[prev as usize].next = next;
+        }
+        if next == NIL {
+            list.tail = prev;
+        } else {
+            self.records[next as usize].prev = prev;
+        }
+        let record = &mut self.records[index as usize];
+        record.prev = NIL;
+        record.next = NIL;
+    }
+
+    /// Puts record `index` (on no list) at the head of `list`.
+    pub fn push_front(&mut self, index: u32, list: &mut List) {
+        let old_head = list.head;
+        {
+            let record = &mut self.records[index as usize];
+            record.prev = NIL;
+            record.next = old_head;
+        }
+        if old_head == NIL {
+            list.tail = index;
+        } else {
+            self.records[old_head as usize].prev = index;
+        }
+        list.head = index;
+    }
+
+    /// An empty record with `policy`, for [`KeyTable::insert`].
+    pub fn blank(policy: u32, tokens: f64, credited_at_ms: f64, period_slot: i32) -> Record {
+        Record {
+            tokens,
+            credited_at_ms,
+            quota_used: 0,
+            period_slot,
+            prev: NIL,
+            next: NIL,
+            policy,
+            key_len: 0,
+            flags: 0,
+            key: [0; INLINE_KEY_BYTES],
+        }
+    }
+}

@@ -1,0 +1,562 @@
+//! `KeyedQuotaClock`'s native half (SPEC §10): a thin layer over [`KeyedLimiter`].
+//!
+//! The hot path is shaped like `QuotaClock`'s: one raw N-API function per limiter, called with
+//! the key as its only argument; the JS face writes `n` and the operation into the limiter's own
+//! `Float64Array` and reads the decision back from it. The key is read as UTF-16 into a stack
+//! buffer (one copy, exact for every string, lone surrogates included) and stored as Latin-1 when
+//! it fits (see README "Performance" for the alternatives measured).
+
+use std::cell::RefCell;
+use std::ffi::c_void;
+use std::ptr;
+use std::rc::Rc;
+
+use napi::bindgen_prelude::*;
+use napi::sys;
+use napi_derive::napi;
+
+use super::anomaly::AnomalyOutput;
+use super::calendar::{parse_spec, PeriodOutput, PeriodSpecInput};
+use super::clock::{BoundClock, ClockHandle, NativeManualClock};
+use super::errors::{coded, from_limiter, guard, internal, invalid_arg, CodedError, CodedResult};
+use super::limiter::{
+    clock_handle, config_from, notify_listener, positive_safe_integer, write_decision, ErrorOutput, LimiterOptions, ResultSlots, BUSY,
+    MAX_SAFE_INTEGER, RESULT_SLOTS, SLOT_N_OR_STATUS, STATUS_DECIDED_WITH_ANOMALIES, STATUS_ERROR,
+};
+use super::raw::function_with_data;
+use crate::anomaly::Anomaly;
+use crate::clock;
+use crate::keyed::{Key, KeyBuf, KeyPolicy, KeyStatus, KeyedConfig, KeyedLimiter, PolicyId, Snapshot, SnapshotError, Target, DEFAULT_POLICY};
+
+/// In: the operation of the raw call.
+const SLOT_OPERATION: usize = 6;
+const OPERATION_CONSUME: f64 = 0.0;
+const OPERATION_REFUND: f64 = 1.0;
+/// Out: the key is not held and the limiter has a `policy`: the JS face calls it and retries
+/// with `consumeNew`. Nothing was read or changed.
+const STATUS_NEEDS_POLICY: f64 = 3.0;
+/// Out (refund): done.
+const STATUS_DONE: f64 = 0.0;
+
+/// Keys are 1 to 256 UTF-16 code units (SPEC §10); one more unit tells a longer string.
+const MAX_KEY_UNITS: usize = 256;
+
+/// A key's limits as the JS face normalized them (defaults filled in, types checked).
+#[napi(object)]
+pub struct PolicyInput {
+    pub capacity: f64,
+    pub refill_per_second: f64,
+    pub initial_tokens: f64,
+    pub quota_limit: Option<f64>,
+    pub quota_period: Option<PeriodSpecInput>,
+    /// How messages name it, e.g. `policy("tenant-1")`.
+    pub path: String,
+}
+
+#[napi(object)]
+pub struct KeyStatusOutput {
+    pub tokens: f64,
+    pub quota_used: Option<f64>,
+    pub quota_remaining: Option<f64>,
+    pub period: Option<PeriodOutput>,
+    pub capacity: f64,
+    pub refill_per_second: f64,
+    pub quota_limit: Option<f64>,
+}
+
+struct KeyedState {
+    limiter: KeyedLimiter,
+    clock: ClockHandle,
+    /// Raised by the current call; reused so the hot path does not allocate.
+    anomalies: Vec<Anomaly>,
+    /// The last raw call's error, for `takeError`.
+    error: Option<CodedError>,
+    registry_id: u32,
+    anomaly_listener: Option<f64>,
+    has_policy: bool,
+    result: ResultSlots,
+    /// Keeps the result buffer alive while `result` points into it.
+    _result_buffer: Float64Array,
+}
+
+/// What the raw function's data points at: the state, and the result buffer's address outside
+/// it (so a call that finds the state busy can still say so).
+struct KeyedCell {
+    result: ResultSlots,
+    state: RefCell<KeyedState>,
+}
+
+/// Reads a JS string as UTF-16 into `units`; `None` if it is not a string.
+fn read_units(env: sys::napi_env, value: sys::napi_value, units: &mut [u16; MAX_KEY_UNITS + 2]) -> Option<usize> {
+    let mut len = 0usize;
+    // SAFETY: a live env and value; the buffer's size is passed, N-API writes within it.
+    let status = unsafe { sys::napi_get_value_string_utf16(env, value, units.as_mut_ptr(), units.len(), &mut len) };
+    (status == sys::Status::napi_ok).then_some(len)
+}
+
+/// The stored form of a key read by [`read_units`]: Latin-1 bytes when every unit fits.
+fn encode<'a>(units: &[u16], bytes: &'a mut [u8; 2 * (MAX_KEY_UNITS + 2)]) -> Key<'a> {
+    if units.iter().all(|&unit| unit < 256) {
+        for (byte, &unit) in bytes.iter_mut().zip(units) {
+            *byte = unit as u8;
+        }
+        Key { wide: false, bytes: &bytes[..units.len()] }
+    } else {
+        for (pair, unit) in bytes.chunks_exact_mut(2).zip(units) {
+            pair.copy_from_slice(&unit.to_le_bytes());
+        }
+        Key { wide: true, bytes: &bytes[..2 * units.len()] }
+    }
+}
+
+fn key_error(len: Option<usize>) -> CodedError {
+    match len {
+        None => coded("ERR_INVALID_ARG", "key must be a string"),
+        Some(_) => coded("ERR_INVALID_ARG", "key must be a string of 1 to 256 UTF-16 code units"),
+    }
+}
+
+/// A key argument of a slow-path method, checked like the hot path checks it.
+fn key_argument(env: &Env, value: &Unknown<'_>) -> CodedResult<KeyBuf> {
+    let mut units = [0u16; MAX_KEY_UNITS + 2];
+    match read_units(env.raw(), value.raw(), &mut units) {
+        Some(len) if (1..=MAX_KEY_UNITS).contains(&len) => Ok(KeyBuf::from_utf16(&units[..len])),
+        other => Err(key_error(other)),
+    }
+}
+
+fn check(condition: bool, message: impl FnOnce() -> String) -> CodedResult<()> {
+    if condition {
+        Ok(())
+    } else {
+        Err(coded("ERR_INVALID_OPTION", message()))
+    }
+}
+
+/// Validates a normalized policy's values (the JS face checked types and merged the defaults).
+fn key_policy(input: &PolicyInput) -> CodedResult<KeyPolicy> {
+    let PolicyInput { capacity, refill_per_second, initial_tokens, ref path, .. } = *input;
+    check(capacity.is_finite() && capacity > 0.0, || format!("{path}.capacity must be a finite number > 0; received {capacity}"))?;
+    check(refill_per_second.is_finite() && refill_per_second > 0.0, || {
+        format!("{path}.refillPerSecond must be a finite number > 0; received {refill_per_second}")
+    })?;
+    check((0.0..=capacity).contains(&initial_tokens), || {
+        format!("{path}.initialTokens must be a number from 0 to capacity ({capacity}); received {initial_tokens}")
+    })?;
+    let quota = match (&input.quota_period, input.quota_limit) {
+        (Some(period), Some(limit)) => {
+            check(limit >= 0.0 && limit.fract() == 0.0 && limit <= MAX_SAFE_INTEGER, || {
+                format!("{path}.quota.limit must be a non-negative safe integer; received {limit}")
+            })?;
+            Some((limit as u64, parse_spec(period, &format!("{path}.quota.period"))?))
+        }
+        (None, None) => None,
+        _ => return Err(coded("ERR_INVALID_OPTION", format!("{path}.quota needs both limit and period"))),
+    };
+    Ok(KeyPolicy { capacity, refill_per_second, initial_tokens, quota })
+}
+
+fn count_for(n: f64, capacity: f64) -> CodedResult<u64> {
+    if n >= 1.0 && n <= capacity && n <= MAX_SAFE_INTEGER && n.fract() == 0.0 {
+        Ok(n as u64)
+    } else {
+        Err(invalid_arg(format!("n must be a positive safe integer no larger than the key's capacity ({capacity}); received {n}")))
+    }
+}
+
+impl KeyedState {
+    /// `tryConsume` for a key: the decision goes into the result buffer.
+    fn consume(&mut self, env: sys::napi_env, key: Key<'_>, target: Target) -> CodedResult<()> {
+        let n = self.result.get(SLOT_N_OR_STATUS);
+        let count = count_for(n, self.limiter.capacity_of(target))?;
+        self.anomalies.clear();
+        let env = Env::from_raw(env);
+        let mut clock = BoundClock { env: &env, handle: &self.clock };
+        let decision = self.limiter.try_consume(key, target, count, &mut clock, &mut self.anomalies).map_err(|e| from_limiter(&e))?;
+        write_decision(&self.result, &decision);
+        self.report();
+        Ok(())
+    }
+
+    fn report(&self) {
+        if !self.anomalies.is_empty() {
+            self.result.set(SLOT_N_OR_STATUS, STATUS_DECIDED_WITH_ANOMALIES);
+            notify_listener(self.registry_id, self.anomaly_listener, &self.anomalies);
+        }
+    }
+
+    /// The hot path's quiet case (see [`KeyedLimiter::try_consume_quiet`]): a held key, a
+    /// native clock. `false`: nothing was changed or written.
+    #[inline(always)]
+    fn consume_quiet(&mut self, index: u32) -> bool {
+        let n = self.result.get(SLOT_N_OR_STATUS);
+        if !(n >= 1.0 && n <= self.limiter.capacity_of(Target::Held(index)) && n <= MAX_SAFE_INTEGER) {
+            return false;
+        }
+        let (monotonic_ms, wall_ms) = match &self.clock {
+            ClockHandle::System(_) | ClockHandle::SystemWithReader(_) => (clock::monotonic_ms(), clock::wall_ms()),
+            ClockHandle::Manual(manual) => match manual.try_borrow() {
+                Ok(manual) => (manual.monotonic_ms, manual.wall_ms),
+                Err(_) => return false,
+            },
+            ClockHandle::Js { .. } => return false,
+        };
+        // SAFETY: 1 ≤ n ≤ 2^53 - 1 (checked above), so it fits an i64.
+        let count = unsafe { n.to_int_unchecked::<i64>() } as u64;
+        match self.limiter.try_consume_quiet(index, count, monotonic_ms, wall_ms) {
+            Some(decision) => {
+                write_decision(&self.result, &decision);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The raw call: the operation in the result buffer, for `key`.
+    fn call(&mut self, env: sys::napi_env, key: Key<'_>) -> CodedResult<()> {
+        let operation = self.result.get(SLOT_OPERATION);
+        if operation == OPERATION_REFUND {
+            let count = positive_safe_integer(self.result.get(SLOT_N_OR_STATUS))?;
+            self.anomalies.clear();
+            let env = Env::from_raw(env);
+            let mut clock = BoundClock { env: &env, handle: &self.clock };
+            self.limiter.refund(key, count, &mut clock, &mut self.anomalies).map_err(|e| from_limiter(&e))?;
+            self.result.set(SLOT_N_OR_STATUS, STATUS_DONE);
+            self.report();
+            return Ok(());
+        }
+        if operation != OPERATION_CONSUME {
+            return Err(invalid_arg(format!("unknown operation {operation}")));
+        }
+        match self.limiter.find(key) {
+            Some(index) => {
+                if self.anomalies.is_empty() && self.consume_quiet(index) {
+                    return Ok(());
+                }
+                self.consume(env, key, Target::Held(index))
+            }
+            None if self.has_policy => {
+                self.result.set(SLOT_N_OR_STATUS, STATUS_NEEDS_POLICY);
+                Ok(())
+            }
+            None => self.consume(env, key, Target::New(DEFAULT_POLICY)),
+        }
+    }
+
+    fn status_output(status: KeyStatus) -> KeyStatusOutput {
+        KeyStatusOutput {
+            tokens: status.tokens,
+            quota_used: status.quota_used.map(|used| used as f64),
+            quota_remaining: status.quota_remaining.map(|remaining| remaining as f64),
+            period: match (&status.period, status.time_zone) {
+                (Some(period), Some(time_zone)) => Some(PeriodOutput {
+                    time_zone: time_zone.to_owned(),
+                    ..period_output_without_zone(period)
+                }),
+                _ => None,
+            },
+            capacity: status.capacity,
+            refill_per_second: status.refill_per_second,
+            quota_limit: status.quota_limit.map(|limit| limit as f64),
+        }
+    }
+}
+
+fn period_output_without_zone(period: &crate::calendar::Period) -> PeriodOutput {
+    PeriodOutput {
+        id: period.id.clone(),
+        start_ms: period.start_ms,
+        end_ms: period.end_ms,
+        start_kind: period.start_kind.as_str().to_owned(),
+        time_zone: String::new(),
+    }
+}
+
+/// The raw `call(key)`: `data` is the limiter's `KeyedCell`.
+unsafe extern "C" fn keyed_call(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    let mut argc = 1usize;
+    let mut argv = [ptr::null_mut(); 1];
+    let mut data: *mut c_void = ptr::null_mut();
+    // SAFETY: N-API's own env and info; room for one argument.
+    let status = unsafe { sys::napi_get_cb_info(env, info, &mut argc, argv.as_mut_ptr(), ptr::null_mut(), &mut data) };
+    if status != sys::Status::napi_ok || data.is_null() {
+        return ptr::null_mut();
+    }
+    // SAFETY: `data` is an `Rc<KeyedCell>` leaked in `call_function` and released only by the
+    // function's finalizer, so it is alive while the function can be called.
+    let cell = unsafe { &*(data as *const KeyedCell) };
+    let Ok(mut state) = cell.state.try_borrow_mut() else {
+        // A JS clock called back into this limiter while it was reading it.
+        cell.result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
+        return ptr::null_mut();
+    };
+    let state = &mut *state;
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut units = [0u16; MAX_KEY_UNITS + 2];
+        let len = if argc >= 1 { read_units(env, argv[0], &mut units) } else { None };
+        let units = match len {
+            Some(len) if (1..=MAX_KEY_UNITS).contains(&len) => &units[..len],
+            other => return Err(key_error(other)),
+        };
+        let mut bytes = [0u8; 2 * (MAX_KEY_UNITS + 2)];
+        let key = encode(units, &mut bytes);
+        state.call(env, key)
+    }));
+    let error = match outcome {
+        Ok(Ok(())) => return ptr::null_mut(),
+        Ok(Err(error)) => error,
+        Err(payload) => internal(payload.as_ref()),
+    };
+    state.error = Some(error);
+    state.result.set(SLOT_N_OR_STATUS, STATUS_ERROR);
+    ptr::null_mut()
+}
+
+unsafe extern "C" fn release_cell(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+    // SAFETY: balances the `Rc::into_raw` in `call_function`; runs once, when the function dies.
+    drop(unsafe { Rc::from_raw(data as *const KeyedCell) });
+}
+
+/// A snapshot read and validated, with the policies of its keys once the JS face has them.
+#[napi]
+pub struct NativeSnapshot {
+    snapshot: Snapshot,
+    /// Distinct policies, and for each key the index of its own (`u32::MAX`: the defaults).
+    policies: Vec<KeyPolicy>,
+    choices: Vec<u32>,
+}
+
+fn snapshot_error(error: &SnapshotError) -> CodedError {
+    coded("ERR_INVALID_OPTION", error.message())
+}
+
+#[napi]
+impl NativeSnapshot {
+    /// Validates every byte of `bytes` (and that it holds at most `max_keys` keys).
+    #[napi(constructor)]
+    pub fn new(env: &Env, bytes: Uint8Array, max_keys: f64) -> napi::Result<Self> {
+        guard(env, || {
+            let snapshot = Snapshot::parse(&bytes, max_keys as u64).map_err(|e| snapshot_error(&e))?;
+            Ok(NativeSnapshot { snapshot, policies: Vec::new(), choices: Vec::new() })
+        })
+    }
+
+    #[napi(getter)]
+    pub fn length(&self) -> u32 {
+        self.snapshot.len() as u32
+    }
+
+    /// Key `position` as a JS string (built from its UTF-16 code units: exact for any key).
+    #[napi]
+    pub fn key_at(&self, env: &Env, position: u32) -> napi::Result<Unknown<'_>> {
+        guard(env, || {
+            if position as usize >= self.snapshot.len() {
+                return Err(invalid_arg(format!("no key {position} in this snapshot")));
+            }
+            let units = self.snapshot.key(position as usize).to_utf16();
+            let mut value = ptr::null_mut();
+            // SAFETY: a live env; `units` outlives the call, which copies them.
+            let status = unsafe { sys::napi_create_string_utf16(env.raw(), units.as_ptr(), units.len() as isize, &mut value) };
+            if status != sys::Status::napi_ok {
+                return Err(coded("ERR_INTERNAL", "could not create a key string"));
+            }
+            // SAFETY: `value` was just created in the current scope.
+            Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) })
+        })
+    }
+
+    /// The keys' policies: `choices[i]` indexes `policies` (`u32::MAX`: the defaults). All are
+    /// validated before any is kept.
+    #[napi]
+    pub fn set_policies(&mut self, env: &Env, policies: Vec<PolicyInput>, choices: Uint32Array) -> napi::Result<()> {
+        guard(env, || {
+            let parsed = policies.iter().map(key_policy).collect::<CodedResult<Vec<_>>>()?;
+            if choices.len() != self.snapshot.len() || choices.iter().any(|&choice| choice != u32::MAX && choice as usize >= parsed.len()) {
+                return Err(invalid_arg("one policy choice per key, each naming a policy"));
+            }
+            self.policies = parsed;
+            self.choices = choices.to_vec();
+            Ok(())
+        })
+    }
+}
+
+#[napi]
+pub struct NativeKeyed {
+    state: Rc<KeyedCell>,
+}
+
+/// Runs `body` on the state, refusing a re-entrant call.
+fn with_state<T>(cell: &KeyedCell, body: impl FnOnce(&mut KeyedState) -> CodedResult<T>) -> CodedResult<T> {
+    let mut state = cell.state.try_borrow_mut().map_err(|_| coded("ERR_CLOCK_READING", BUSY))?;
+    body(&mut state)
+}
+
+#[napi]
+impl NativeKeyed {
+    /// `clock_kind` as for `createLimiter`; `restore`: a validated snapshot to hold the keys of.
+    #[napi(constructor)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        env: &Env,
+        registry_id: u32,
+        options: LimiterOptions,
+        max_keys: f64,
+        has_policy: bool,
+        mut result_buffer: Float64Array,
+        clock_kind: String,
+        manual: Option<&NativeManualClock>,
+        monotonic: Option<Function<'_, (), Unknown<'_>>>,
+        wall: Option<Function<'_, (), Unknown<'_>>>,
+        elapsed_realtime: Option<Function<'_, (), Unknown<'_>>>,
+        anomaly_listener: Option<f64>,
+        restore: Option<&NativeSnapshot>,
+    ) -> napi::Result<Self> {
+        guard(env, move || {
+            if result_buffer.len() < RESULT_SLOTS {
+                return Err(invalid_arg(format!("the result buffer needs {RESULT_SLOTS} slots")));
+            }
+            if !(max_keys >= 1.0 && max_keys <= MAX_SAFE_INTEGER && max_keys.fract() == 0.0) {
+                return Err(coded("ERR_INVALID_OPTION", format!("maxKeys must be a positive safe integer; received {max_keys}")));
+            }
+            let limits = config_from(&options)?;
+            let defaults = KeyPolicy {
+                capacity: limits.capacity,
+                refill_per_second: limits.refill_per_second,
+                initial_tokens: limits.initial_tokens,
+                quota: limits.quota.map(|quota| (quota.limit, quota.spec)),
+            };
+            let config = KeyedConfig {
+                defaults,
+                suspend_policy: limits.suspend_policy,
+                earliest_plausible_wall_ms: limits.earliest_plausible_wall_ms,
+                // More keys than memory could ever hold are as good as no bound.
+                max_keys: max_keys.min(usize::MAX as f64) as usize,
+            };
+            let clock = clock_handle(&clock_kind, manual, monotonic, wall, elapsed_realtime)?;
+            let mut limiter = KeyedLimiter::new(config, &mut BoundClock { env, handle: &clock }).map_err(|e| from_limiter(&e))?;
+            if let Some(restore) = restore {
+                let ids: Vec<PolicyId> = restore.policies.iter().map(|policy| limiter.intern(policy.clone())).collect();
+                let per_key: Vec<PolicyId> = restore.choices.iter().map(|&choice| ids.get(choice as usize).copied().unwrap_or(DEFAULT_POLICY)).collect();
+                limiter.restore(&restore.snapshot, &per_key);
+                for id in ids {
+                    limiter.release_if_unused(id);
+                }
+            }
+            // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.
+            let address = unsafe { result_buffer.as_mut() }.as_mut_ptr();
+            let result = ResultSlots(address);
+            let state = KeyedState {
+                limiter,
+                clock,
+                anomalies: Vec::new(),
+                error: None,
+                registry_id,
+                anomaly_listener,
+                has_policy,
+                result,
+                _result_buffer: result_buffer,
+            };
+            Ok(NativeKeyed { state: Rc::new(KeyedCell { result: ResultSlots(address), state: RefCell::new(state) }) })
+        })
+    }
+
+    /// The hot path: a raw function `call(key)` on this limiter (see the module comment).
+    #[napi]
+    pub fn call_function<'env>(&self, env: &'env Env) -> napi::Result<Unknown<'env>> {
+        guard(env, || {
+            let data = Rc::into_raw(self.state.clone()) as *mut c_void;
+            // SAFETY: `data` lives until `release_cell`, which releases it once.
+            unsafe { function_with_data(env, "call", keyed_call, data, release_cell) }.ok_or_else(|| {
+                // SAFETY: N-API refused, so nothing else owns `data`.
+                drop(unsafe { Rc::from_raw(data as *const KeyedCell) });
+                coded("ERR_INTERNAL", "could not create the call function")
+            })
+        })
+    }
+
+    /// `tryConsume` of a key not held, with its policy (the JS face called `policy(key)`); the
+    /// decision goes into the result buffer. Throws what a decision cannot be made for.
+    #[napi]
+    pub fn consume_new(&self, env: &Env, key: Unknown<'_>, policy: PolicyInput) -> napi::Result<()> {
+        guard(env, || {
+            let key = key_argument(env, &key)?;
+            let policy = key_policy(&policy)?;
+            with_state(&self.state, |state| {
+                let target = match state.limiter.find(key.key()) {
+                    // Held meanwhile (by a call made from inside `policy`): it keeps its limits.
+                    Some(index) => Target::Held(index),
+                    None => Target::New(state.limiter.intern(policy)),
+                };
+                let outcome = state.consume(env.raw(), key.key(), target);
+                if let Target::New(id) = target {
+                    state.limiter.release_if_unused(id);
+                }
+                outcome
+            })
+        })
+    }
+
+    /// SPEC §10 `status(key)`. `None` when the key is not held, the limiter has a `policy` and
+    /// none was given: the JS face calls it and asks again.
+    #[napi]
+    pub fn status(&self, env: &Env, key: Unknown<'_>, policy: Option<PolicyInput>) -> napi::Result<Option<KeyStatusOutput>> {
+        guard(env, || {
+            let key = key_argument(env, &key)?;
+            let policy = policy.as_ref().map(key_policy).transpose()?;
+            with_state(&self.state, |state| {
+                let target = match (state.limiter.find(key.key()), policy) {
+                    (Some(index), _) => Target::Held(index),
+                    (None, Some(policy)) => Target::New(state.limiter.intern(policy)),
+                    (None, None) if state.has_policy => return Ok(None),
+                    (None, None) => Target::New(DEFAULT_POLICY),
+                };
+                let mut anomalies = Vec::new();
+                let mut clock = BoundClock { env, handle: &state.clock };
+                let status = state.limiter.status(target, &mut clock, &mut anomalies);
+                if let Target::New(id) = target {
+                    state.limiter.release_if_unused(id);
+                }
+                let status = status.map_err(|e| from_limiter(&e))?;
+                notify_listener(state.registry_id, state.anomaly_listener, &anomalies);
+                Ok(Some(KeyedState::status_output(status)))
+            })
+        })
+    }
+
+    /// SPEC §10 `delete(key)`.
+    #[napi]
+    pub fn delete(&self, env: &Env, key: Unknown<'_>) -> napi::Result<bool> {
+        guard(env, || {
+            let key = key_argument(env, &key)?;
+            with_state(&self.state, |state| Ok(state.limiter.delete(key.key())))
+        })
+    }
+
+    #[napi(getter)]
+    pub fn size(&self, env: &Env) -> napi::Result<f64> {
+        guard(env, || with_state(&self.state, |state| Ok(state.limiter.len() as f64)))
+    }
+
+    /// SPEC §10 `snapshot()`: reads no clock.
+    #[napi]
+    pub fn snapshot(&self, env: &Env) -> napi::Result<Uint8Array> {
+        guard(env, || with_state(&self.state, |state| Ok(Uint8Array::new(state.limiter.snapshot()))))
+    }
+
+    /// The anomalies of the last raw call (called only when there were some).
+    #[napi]
+    pub fn take_anomalies(&self, env: &Env) -> napi::Result<Vec<AnomalyOutput>> {
+        guard(env, || with_state(&self.state, |state| Ok(state.anomalies.iter().map(AnomalyOutput::from).collect())))
+    }
+
+    /// The error of the last raw call.
+    #[napi]
+    pub fn take_error(&self) -> ErrorOutput {
+        let error = match self.state.state.try_borrow_mut() {
+            Ok(mut state) => state.error.take().unwrap_or_else(|| coded("ERR_CLOCK_READING", BUSY)),
+            Err(_) => coded("ERR_CLOCK_READING", BUSY),
+        };
+        ErrorOutput { code: error.status, message: error.reason }
+    }
+}

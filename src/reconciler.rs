@@ -1,0 +1,145 @@
+//! SPEC §6 bookkeeping around the one reconciliation rule ([`reconcile`]): the previous readings,
+//! the elapsed-realtime reader's baseline and the regression latch. `QuotaClock`'s [`Limiter`] and
+//! the [`KeyedLimiter`] each own one: one reconciliation per call, whatever the key.
+//!
+//! [`Limiter`]: crate::limiter::Limiter
+//! [`KeyedLimiter`]: crate::keyed::KeyedLimiter
+
+use crate::anomaly::{Anomaly, CallDeltas};
+use crate::clock::{finite, reconcile, tolerance_ms, ClockSource, ReaderBaseline, Reading, SuspendPolicy, WallDivergence};
+use crate::limiter::LimiterError;
+
+#[derive(Clone, Debug)]
+pub struct Reconciler {
+    suspend_policy: SuspendPolicy,
+    /// `None` turns the plausibility check off.
+    earliest_plausible_wall_ms: Option<f64>,
+    pub(crate) last_monotonic_ms: f64,
+    pub(crate) last_wall_ms: f64,
+    reader_baseline: Option<ReaderBaseline>,
+    /// Set by the first monotonic regression; every later call fails with it.
+    regression: Option<(f64, f64)>,
+}
+
+/// Readings taken and reconciled but not applied yet: [`Reconciler::commit`] applies them.
+#[derive(Clone, Copy, Debug)]
+pub struct Reconciled {
+    pub monotonic_ms: f64,
+    pub wall_ms: f64,
+    /// The call's deltas and what it credits (every anomaly of the call carries them).
+    pub deltas: CallDeltas,
+    refused: bool,
+    reader_baseline: Option<ReaderBaseline>,
+}
+
+impl Reconciler {
+    /// Takes the starting readings (and the reader's baseline when there is a reader); returns the
+    /// wall reading too, for the first quota period.
+    pub fn new(suspend_policy: SuspendPolicy, earliest_plausible_wall_ms: Option<f64>, clock: &mut dyn ClockSource) -> Result<(Reconciler, f64), LimiterError> {
+        let monotonic_ms = finite(Reading::Monotonic, clock.monotonic_ms())?;
+        let wall_ms = finite(Reading::Wall, clock.wall_ms())?;
+        let reader_baseline = if clock.has_elapsed_realtime() {
+            let elapsed_realtime_ms = finite(Reading::ElapsedRealtime, clock.elapsed_realtime_ms())?;
+            Some(ReaderBaseline { elapsed_realtime_ms, monotonic_ms })
+        } else {
+            None
+        };
+        let reconciler = Reconciler {
+            suspend_policy,
+            earliest_plausible_wall_ms,
+            last_monotonic_ms: monotonic_ms,
+            last_wall_ms: wall_ms,
+            reader_baseline,
+            regression: None,
+        };
+        Ok((reconciler, wall_ms))
+    }
+
+    #[inline(always)]
+    pub fn is_plausible(&self, wall_ms: f64) -> bool {
+        self.earliest_plausible_wall_ms.is_none_or(|earliest| wall_ms >= earliest)
+    }
+
+    /// Takes one monotonic and one wall reading and reconciles them against the previous ones.
+    /// Changes nothing but the regression latch: the caller applies the result with
+    /// [`Reconciler::commit`], or drops it (then nothing happened). `check_plausible`: the call
+    /// concerns a quota, so an implausible wall reading is an error (SPEC §7). On an error, the
+    /// anomalies pushed by this call are taken back.
+    #[inline(always)]
+    pub fn read<C: ClockSource + ?Sized>(&mut self, clock: &mut C, check_plausible: bool, anomalies: &mut Vec<Anomaly>) -> Result<Reconciled, LimiterError> {
+        if let Some((previous_ms, now_ms)) = self.regression {
+            return Err(LimiterError::MonotonicRegression { previous_ms, now_ms, latched: true });
+        }
+        let monotonic_ms = finite(Reading::Monotonic, clock.monotonic_ms())?;
+        let wall_ms = finite(Reading::Wall, clock.wall_ms())?;
+        let monotonic_delta_ms = monotonic_ms - self.last_monotonic_ms;
+        if monotonic_delta_ms < 0.0 {
+            self.regression = Some((self.last_monotonic_ms, monotonic_ms));
+            return Err(LimiterError::MonotonicRegression { previous_ms: self.last_monotonic_ms, now_ms: monotonic_ms, latched: false });
+        }
+        if let (true, Some(earliest_ms)) = (check_plausible, self.earliest_plausible_wall_ms) {
+            if wall_ms < earliest_ms {
+                return Err(LimiterError::ImplausibleWallClock { wall_ms, earliest_ms });
+            }
+        }
+        let wall_delta_ms = wall_ms - self.last_wall_ms;
+        let first_anomaly = anomalies.len();
+        let mut reader_baseline = self.reader_baseline;
+        let reconciled = reconcile(
+            monotonic_ms,
+            monotonic_delta_ms,
+            wall_delta_ms,
+            self.suspend_policy,
+            &mut reader_baseline,
+            || clock.elapsed_realtime_ms(),
+            anomalies,
+        );
+        let reconciled = match reconciled {
+            Ok(reconciled) => reconciled,
+            Err(error) => {
+                anomalies.truncate(first_anomaly);
+                return Err(error.into());
+            }
+        };
+        Ok(Reconciled {
+            monotonic_ms,
+            wall_ms,
+            deltas: CallDeltas { monotonic_delta_ms, wall_delta_ms, credited_ms: reconciled.credited_ms },
+            refused: reconciled.divergence == WallDivergence::WallAheadRefused,
+            reader_baseline,
+        })
+    }
+
+    /// Re-anchors on the readings (the caller has credited `deltas.credited_ms`). Policy `refuse`
+    /// then fails the call with `ERR_AMBIGUOUS_WALL_JUMP`: the next call proceeds.
+    #[inline(always)]
+    pub fn commit(&mut self, reconciled: &Reconciled) -> Result<(), LimiterError> {
+        self.last_monotonic_ms = reconciled.monotonic_ms;
+        self.last_wall_ms = reconciled.wall_ms;
+        self.reader_baseline = reconciled.reader_baseline;
+        if reconciled.refused {
+            let CallDeltas { monotonic_delta_ms, wall_delta_ms, .. } = reconciled.deltas;
+            return Err(LimiterError::AmbiguousWallJump { monotonic_delta_ms, wall_delta_ms });
+        }
+        Ok(())
+    }
+
+    /// The usual call, on readings already taken: both clocks moved forward together (SPEC §6's
+    /// first row) and nothing is latched. Then the monotonic delta is what to credit, and the
+    /// caller re-anchors with [`Reconciler::anchor`]; `None` means the general path must decide.
+    #[inline(always)]
+    pub fn quiet_delta(&self, monotonic_ms: f64, wall_ms: f64) -> Option<f64> {
+        let dm = monotonic_ms - self.last_monotonic_ms;
+        let dw = wall_ms - self.last_wall_ms;
+        let tol = tolerance_ms(dm);
+        // Written so that a NaN anywhere fails it.
+        let agree = dm >= 0.0 && dw >= dm - tol && dw <= dm + tol;
+        (agree && self.regression.is_none()).then_some(dm)
+    }
+
+    #[inline(always)]
+    pub fn anchor(&mut self, monotonic_ms: f64, wall_ms: f64) {
+        self.last_monotonic_ms = monotonic_ms;
+        self.last_wall_ms = wall_ms;
+    }
+}
