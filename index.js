@@ -219,13 +219,6 @@ function clockArguments(clock) {
   }
 }
 
-/** The wall reading of `clockArgs` as a JS function, for the HTTP headers' reset times (lib/http.js). */
-function wallReaderOf(clockArgs) {
-  if (clockArgs.kind === 'manual') return () => clockArgs.manual.wallMs()
-  if (clockArgs.kind === 'js') return clockArgs.wall
-  return Date.now
-}
-
 // ---------------------------------------------------------------------------------------------
 // QuotaClock (SPEC §4–§8)
 
@@ -418,7 +411,7 @@ class QuotaClock {
     this.#refillPerSecond = limiterOptions.refillPerSecond
     this.#hasQuota = limiterOptions.quotaPeriod !== undefined
     this.#quotaLimit = this.#hasQuota ? limiterOptions.quotaLimit : null
-    rememberLimiter(this, wallReaderOf(clockArgs), true)
+    rememberLimiter(this, clockArgs, true) // for lib/http.js
   }
 
   /** SPEC §5: takes `n` tokens (and `n` from the quota) if both are there. */

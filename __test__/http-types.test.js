@@ -28,7 +28,7 @@ function compile(...extra) {
     project,
     JSON.stringify({
       extends: path.join(TYPES_DIR, 'tsconfig.json'),
-      compilerOptions: { types: ['node'] },
+      compilerOptions: { types: ['node'], typeRoots: [path.join(ROOT, 'node_modules', '@types')] },
       files: FILES.map((file) => path.join(TYPES_DIR, file)),
     }),
   )

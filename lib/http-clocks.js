@@ -9,9 +9,16 @@
 const facts = new WeakMap()
 const UNKNOWN = Object.freeze({ readWallMs: Date.now, sameLimitsForEveryKey: false })
 
-/** Called by the limiter constructors. */
-function rememberLimiter(limiter, readWallMs, sameLimitsForEveryKey) {
-  facts.set(limiter, Object.freeze({ readWallMs, sameLimitsForEveryKey }))
+/** The wall reading of a limiter's clock (index.js's `clockArguments` result) as a JS function. */
+function wallReaderOf(clockArgs) {
+  if (clockArgs.kind === 'manual') return () => clockArgs.manual.wallMs()
+  if (clockArgs.kind === 'js') return clockArgs.wall
+  return Date.now // the system clocks: CLOCK_REALTIME
+}
+
+/** Called by the limiter constructors with their clock arguments. */
+function rememberLimiter(limiter, clockArgs, sameLimitsForEveryKey) {
+  facts.set(limiter, Object.freeze({ readWallMs: wallReaderOf(clockArgs), sameLimitsForEveryKey }))
 }
 
 /** `{ readWallMs, sameLimitsForEveryKey }`; for a limiter made elsewhere, Date.now and false. */

@@ -3,6 +3,7 @@
 // The Rust core (src/keyed/) holds every key; index.js hands this module its internals.
 
 const { coded, isPlainObject, refuseUnknownKeys } = require('./validate.js')
+const { rememberLimiter } = require('./http-clocks.js')
 
 const KEYED_KEYS = ['policy', 'maxKeys', 'restore']
 const POLICY_KEYS = ['capacity', 'refillPerSecond', 'initialTokens', 'quota']
@@ -153,6 +154,7 @@ module.exports = function defineKeyedQuotaClock(internals) {
       this.#result = result
       this.#policy = policy
       this.#defaults = defaults
+      rememberLimiter(this, clockArgs, policy === undefined) // for lib/http.js
     }
 
     /** SPEC §10: `n` (default 1) against the key's own capacity; being limited is a value, not an error. */

@@ -74,7 +74,8 @@ async function windows(): Promise<void> {
   const count: number | null = daily.windows.day.count
   // @ts-expect-error no minute limit, so no minute window
   daily.windows.minute.count
-  const general = await throttle.check('k', { requests_per_minute: 5, requests_per_day: undefined } as { requests_per_minute: number; requests_per_day?: number })
+  const limits: { requests_per_minute: number; requests_per_day?: number } = { requests_per_minute: 5 }
+  const general = await throttle.check('k', limits)
   const minute: number | null = general.windows.minute.count
   // @ts-expect-error the day limit may be absent, so the day window may be too
   general.windows.day.count
