@@ -6,7 +6,7 @@
 const { describe, it, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 
-const { QuotaClock, manualClock } = require('..')
+const { KeyedQuotaClock, QuotaClock, manualClock } = require('..')
 const { rateLimit } = require('../lib/http.js')
 const { SERVERS, serve, items } = require('./helpers/http-servers.js')
 
@@ -15,6 +15,14 @@ const TO_FEBRUARY_MS = Date.UTC(2024, 1, 1) - NOON
 const JANUARY_S = 31 * 86_400
 const MONTH_UTC = { unit: 'month', timeZone: 'UTC' }
 const PROBLEM_TYPE = 'https://iana.org/assignments/http-problem-types#quota-exceeded'
+
+function keyedOn(options = {}) {
+  const clock = manualClock({ wallMs: NOON })
+  const limiter = new KeyedQuotaClock({ capacity: 5, refillPerSecond: 0.5, suspendPolicy: 'ignore', clock, ...options })
+  return { clock, limiter }
+}
+
+const byClientHeader = (req) => req.headers['x-client']
 
 function limiterOn(options = {}) {
   const clock = manualClock({ wallMs: NOON })
@@ -249,6 +257,73 @@ for (const kind of Object.keys(SERVERS)) {
         burst: { r: 99, t: 2 },
         month: { r: 999, t: TO_FEBRUARY_MS / 1000 },
       })
+    })
+
+    it('a KeyedQuotaClock keeps a bucket per key: the default key is the client address', async () => {
+      const { limiter } = keyedOn({ capacity: 1 })
+      const server = await start(rateLimit({ limiter }))
+      assert.equal((await server.get()).status, 200)
+      assert.equal((await server.get()).status, 429)
+      assert.equal(limiter.status('127.0.0.1').tokens, 0, "the key was the client's address")
+      assert.equal(limiter.size, 1)
+    })
+
+    it('a KeyedQuotaClock with key: one bucket per key, and each key\'s own limits (policy) in its headers', async () => {
+      const policy = (key) => (key === 'pro' ? { capacity: 50, quota: { limit: 10_000, period: { unit: 'day', timeZone: 'UTC' } } } : undefined)
+      const { limiter } = keyedOn({ capacity: 2, policy, quota: { limit: 100, period: MONTH_UTC } })
+      const server = await start(rateLimit({ limiter, key: byClientHeader }))
+      const free = await server.get('/', { headers: { 'X-Client': 'free' } })
+      assert.deepEqual(items(free, 'ratelimit-policy'), { burst: { q: 2, w: 4 }, month: { q: 100, w: JANUARY_S } })
+      assert.deepEqual(items(free, 'ratelimit'), { burst: { r: 1, t: 2 }, month: { r: 99, t: TO_FEBRUARY_MS / 1000 } })
+      const pro = await server.get('/', { headers: { 'X-Client': 'pro' } })
+      assert.deepEqual(items(pro, 'ratelimit-policy'), { burst: { q: 50, w: 100 }, day: { q: 10_000, w: 86_400 } })
+      assert.deepEqual(items(pro, 'ratelimit'), { burst: { r: 49, t: 2 }, day: { r: 9_999, t: 12 * 3600 } })
+      await server.get('/', { headers: { 'X-Client': 'free' } })
+      assert.equal((await server.get('/', { headers: { 'X-Client': 'free' } })).status, 429)
+      assert.equal((await server.get('/', { headers: { 'X-Client': 'pro' } })).status, 200, 'another key is not limited')
+    })
+
+    it("a bad key (empty) is the limiter's TypeError/RangeError ERR_INVALID_ARG, through next(err) or a 500", async () => {
+      const { limiter } = keyedOn()
+      const server = await start(rateLimit({ limiter, key: () => '' }))
+      await assertFailed(await server.get(), 'ERR_INVALID_ARG')
+      const notString = await start(rateLimit({ limiter, key: () => 42 }))
+      await assertFailed(await notString.get(), 'ERR_INVALID_ARG')
+    })
+
+    it('ERR_KEY_LIMIT (every held key has quota use) goes to next(err), or a 500', async () => {
+      const { limiter } = keyedOn({ maxKeys: 1, quota: { limit: 10, period: MONTH_UTC } })
+      const server = await start(rateLimit({ limiter, key: byClientHeader }))
+      assert.equal((await server.get('/', { headers: { 'X-Client': 'a' } })).status, 200)
+      await assertFailed(await server.get('/', { headers: { 'X-Client': 'b' } }), 'ERR_KEY_LIMIT')
+    })
+
+    it('several keyed limits: top-level key and cost are every entry\'s default; a denial refunds the others by key', async () => {
+      const perClient = keyedOn({ capacity: 10 })
+      const perTenant = keyedOn({ capacity: 100, quota: { limit: 3, period: MONTH_UTC } })
+      const server = await start(
+        rateLimit({
+          key: byClientHeader,
+          cost: () => 1,
+          limits: [
+            { limiter: perClient.limiter, name: 'client' },
+            { limiter: perTenant.limiter, name: 'tenant', key: (req) => req.headers['x-tenant'], cost: () => 2 },
+          ],
+        }),
+      )
+      const headers = { 'X-Client': 'c1', 'X-Tenant': 't1' }
+      const first = await server.get('/', { headers })
+      assert.deepEqual(items(first, 'ratelimit'), {
+        'client-burst': { r: 9, t: 2 },
+        'tenant-burst': { r: 98, t: 4 },
+        'tenant-month': { r: 1, t: TO_FEBRUARY_MS / 1000 },
+      })
+      const denied = await server.get('/', { headers })
+      assert.equal(denied.status, 429)
+      assert.deepEqual((await problem(denied))['violated-policies'], ['tenant-month'])
+      assert.equal(perClient.limiter.status('c1').tokens, 9, "the client's token came back")
+      assert.equal(perTenant.limiter.status('t1').quotaUsed, 2)
+      assert.deepEqual(items(denied, 'ratelimit')['client-burst'], { r: 9, t: 2 })
     })
 
     it('several limits: an error in a later limit refunds the earlier ones', async () => {
