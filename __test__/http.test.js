@@ -8,6 +8,7 @@ const assert = require('node:assert/strict')
 
 const { KeyedQuotaClock, QuotaClock, manualClock } = require('..')
 const { rateLimit } = require('../lib/http.js')
+const { serializeList } = require('structured-headers')
 const { SERVERS, serve, items } = require('./helpers/http-servers.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12) // 16.5 days before February
@@ -438,5 +439,39 @@ describe('rateLimit as a node:http handler step', () => {
     assert.equal(await allowed.text(), 'served')
     const denied = await server.get()
     assert.equal(denied.status, 429)
+  })
+})
+
+describe('header serialization matches RFC 9651 (checked with the structured-headers library)', () => {
+  function headersOf(middleware) {
+    const headers = {}
+    middleware({ ip: '192.0.2.1', headers: {} }, { statusCode: 200, headersSent: false, setHeader: (name, value) => (headers[name] = value), end() {} }, () => {})
+    return headers
+  }
+
+  it('every printable ASCII character in a name is quoted and escaped as the library serializes it', () => {
+    const printable = Array.from({ length: 0x7f - 0x20 }, (_, i) => String.fromCharCode(0x20 + i)).join('')
+    for (const name of [printable, '"', '\\', 'a"b\\c', ' x ']) {
+      const { limiter } = limiterOn({ quota: { limit: 10, period: MONTH_UTC } })
+      const headers = headersOf(rateLimit({ limiter, name }))
+      const expected = serializeList([
+        [`${name}-burst`, new Map([['q', 5], ['w', 10]])],
+        [`${name}-month`, new Map([['q', 10], ['w', JANUARY_S]])],
+      ])
+      assert.equal(headers['RateLimit-Policy'], expected, JSON.stringify(name))
+    }
+  })
+
+  it('integers beyond the sf-integer range are written as its largest value', () => {
+    const { limiter } = limiterOn({ quota: { limit: Number.MAX_SAFE_INTEGER, period: MONTH_UTC } })
+    const headers = headersOf(rateLimit({ limiter }))
+    assert.equal(headers['RateLimit-Policy'], serializeList([
+      ['burst', new Map([['q', 5], ['w', 10]])],
+      ['month', new Map([['q', 999_999_999_999_999], ['w', JANUARY_S]])],
+    ]))
+    assert.equal(headers.RateLimit, serializeList([
+      ['burst', new Map([['r', 4], ['t', 2]])],
+      ['month', new Map([['r', 999_999_999_999_999], ['t', TO_FEBRUARY_MS / 1000]])],
+    ]))
   })
 })
