@@ -635,7 +635,7 @@ function rateLimit(options) {
   const { entries, headers, skip, onLimited } = parseOptions(options)
   const syncEntries = entries.filter((e) => !e.throttle)
   const throttleEntries = entries.filter((e) => e.throttle)
-  const entryIndex = new Map(entries.map((e, i) => [e, i]))
+  entries.forEach((entry, i) => (entry.index = i))
   const single = entries.length === 1 && syncEntries.length === 1 ? syncEntries[0] : undefined
 
   /** Gives back what the first `count` limiter entries took for this request. */
@@ -698,10 +698,15 @@ function rateLimit(options) {
     return undefined
   }
 
+  const newOut = () => ({ policy: new Array(entries.length).fill(''), limit: new Array(entries.length).fill('') })
+  // Without throttle entries, the headers of an allowed request are built as the limits are checked.
+  const buildAsChecked = headers && throttleEntries.length === 0
+
   function severalLimits(req, res, next) {
     const taken = []
-    const out = { policy: new Array(entries.length).fill(''), limit: new Array(entries.length).fill('') }
     let allowedCount = 0
+    let policyHeader = ''
+    let limitHeader = ''
     try {
       if (skip !== undefined && skip(req)) {
         if (next) next()
@@ -715,6 +720,12 @@ function rateLimit(options) {
         taken.push({ entry, key, n, decision })
         if (decision.allowed) {
           allowedCount++
+          if (buildAsChecked) {
+            const record = recordFor(entry, key)
+            const separator = s === 0 ? '' : ', '
+            policyHeader += separator + record.policy
+            limitHeader += separator + limitItems(entry, record, decision.tokens, decision.quotaRemaining)
+          }
           continue
         }
         // SPEC §11: a denial refunds what the earlier limits took; the later ones are reported from status.
@@ -722,31 +733,44 @@ function rateLimit(options) {
         refundTaken(taken, s)
         const violated = violatedBy(entry, recordFor(entry, key), decision, n)
         if (headers) {
+          const out = newOut()
           for (let e = 0; e < s; e++) {
             const { entry: earlier, key: earlierKey, n: earlierN, decision: d } = taken[e]
             const quotaBack = d.quotaRemaining === null ? null : d.quotaRemaining + earlierN
-            describeLimiter(earlier, earlierKey, d.tokens + earlierN, quotaBack, out, entryIndex.get(earlier))
+            describeLimiter(earlier, earlierKey, d.tokens + earlierN, quotaBack, out, earlier.index)
           }
-          describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, out, entryIndex.get(entry))
+          describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, out, entry.index)
           for (let later = s + 1; later < syncEntries.length; later++) {
             const laterEntry = syncEntries[later]
             const laterKey = laterEntry.keyed ? laterEntry.key(req) : undefined
             const status = statusOf(laterEntry, laterKey)
-            describeLimiter(laterEntry, laterKey, status.tokens, status.quotaRemaining, out, entryIndex.get(laterEntry))
+            describeLimiter(laterEntry, laterKey, status.tokens, status.quotaRemaining, out, laterEntry.index)
           }
           setRateLimitHeaders(res, out)
         }
         return limited(req, res, next, decision, violated)
       }
-      if (headers) {
-        for (const { entry, key, decision } of taken) describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, out, entryIndex.get(entry))
+      if (buildAsChecked) {
+        res.setHeader('RateLimit-Policy', policyHeader)
+        res.setHeader('RateLimit', limitHeader)
       }
     } catch (err) {
       refundQuietly(taken, allowedCount)
       return failed(err, res, next)
     }
-    if (throttleEntries.length > 0) return throttled(req, res, next, taken, out)
-    if (headers) setRateLimitHeaders(res, out)
+    if (throttleEntries.length > 0) {
+      let out
+      if (headers) {
+        out = newOut()
+        try {
+          for (const { entry, key, decision } of taken) describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, out, entry.index)
+        } catch (err) {
+          refundQuietly(taken, taken.length)
+          return failed(err, res, next)
+        }
+      }
+      return throttled(req, res, next, taken, out)
+    }
     if (next) next()
     return undefined
   }
@@ -780,7 +804,7 @@ function rateLimit(options) {
           return
         }
         entry.unavailable = false
-        if (headers) describeThrottle(entry, result, out, entryIndex.get(entry))
+        if (headers) describeThrottle(entry, result, out, entry.index)
         if (!result.allowed) {
           refundAll()
           const unit = THROTTLE_LIMITS.find((l) => l.reason === result.reason)?.unit ?? entry.windows[0]
