@@ -12,6 +12,8 @@
 //    time per request (the server runs in a child process, which reports process.cpuUsage()), each
 //    compared with the no-limiter case of the same round.
 //
+// A no-op middleware is measured end to end too: any middleware costs Express a router layer.
+//
 // BENCH_HTTP_ROUNDS, BENCH_HTTP_SECONDS, BENCH_HTTP_CONNECTIONS, BENCH_HTTP_MICRO_ROUNDS and
 // BENCH_HTTP_MICRO_ITERATIONS override the defaults; the whole run takes about two minutes.
 
@@ -19,8 +21,8 @@ const assert = require('node:assert/strict')
 const { fork } = require('node:child_process')
 const os = require('node:os')
 
-const ROUNDS = Number(process.env.BENCH_HTTP_ROUNDS || 12)
-const SECONDS = Number(process.env.BENCH_HTTP_SECONDS || 2)
+const ROUNDS = Number(process.env.BENCH_HTTP_ROUNDS || 10)
+const SECONDS = Number(process.env.BENCH_HTTP_SECONDS || 1.5)
 const CONNECTIONS = Number(process.env.BENCH_HTTP_CONNECTIONS || 10)
 const MICRO_ROUNDS = Number(process.env.BENCH_HTTP_MICRO_ROUNDS || 15)
 const MICRO_ITERATIONS = Number(process.env.BENCH_HTTP_MICRO_ITERATIONS || 20_000)
@@ -49,6 +51,8 @@ function middlewares() {
   const ours = rateLimit({ limiter: keyed() })
   return {
     'no limiter': (req, res, next) => next(),
+    // End to end, any middleware costs a router layer: this is that cost alone.
+    'no-op middleware': (req, res, next) => next(),
     'express-rate-limit 8 (draft-8 headers)': expressRateLimit({ windowMs: 60_000, limit: HUGE, standardHeaders: 'draft-8', legacyHeaders: false }),
     'rate-limiter-flexible 11 memory (X-RateLimit-* headers)': (req, res, next) => {
       flexible.consume(req.ip).then(
@@ -83,7 +87,14 @@ function middlewares() {
   }
 }
 
-const END_TO_END_CASES = ['no limiter', 'express-rate-limit 8 (draft-8 headers)', 'rate-limiter-flexible 11 memory (X-RateLimit-* headers)', 'ours (draft-11 headers)']
+const END_TO_END_CASES = [
+  'no limiter',
+  'no-op middleware',
+  'express-rate-limit 8 (draft-8 headers)',
+  'rate-limiter-flexible 11 memory (X-RateLimit-* headers)',
+  'ours (draft-11 headers)',
+  'ours, headers: false',
+]
 const PEER = 'express-rate-limit 8 (draft-8 headers)'
 const OURS = 'ours (draft-11 headers)'
 
@@ -177,7 +188,7 @@ async function checkAllows(name, middleware) {
 
 async function micro() {
   const cases = middlewares()
-  const names = Object.keys(cases)
+  const names = Object.keys(cases).filter((name) => name !== 'no-op middleware') // the harness's no-op is 'no limiter'
   for (const name of names) await checkAllows(name, cases[name])
   for (const name of names) await microCase(cases[name], MICRO_ITERATIONS) // warm-up
   const rounds = []
@@ -276,22 +287,28 @@ async function endToEnd() {
       process.stderr.write(`round ${round + 1}/${ROUNDS}\r`)
     }
     console.log(`\n### End to end (Express 5 hello world, autocannon ${CONNECTIONS} connections, ${ROUNDS} interleaved rounds of ${SECONDS} s per case)\n`)
-    console.log('| middleware | requests/s | p99 ms | server CPU µs/request | throughput lost vs none (paired, IQR) | extra CPU µs/request (paired, IQR) |')
-    console.log('|---|---:|---:|---:|---:|---:|')
+    console.log('| middleware | requests/s | p99 ms | server CPU µs/request | throughput lost vs none (paired, IQR) | extra CPU µs/request vs none (paired, IQR) | vs no-op middleware |')
+    console.log('|---|---:|---:|---:|---:|---:|---:|')
     for (const name of END_TO_END_CASES) {
       const of = (field) => median(rounds.map((r) => r[name][field]))
       if (name === 'no limiter') {
-        console.log(`| ${name} | ${of('rps').toFixed(0)} | ${of('p99').toFixed(1)} | ${of('cpuPerRequest').toFixed(1)} | | |`)
+        console.log(`| ${name} | ${of('rps').toFixed(0)} | ${of('p99').toFixed(1)} | ${of('cpuPerRequest').toFixed(1)} | | | |`)
         continue
       }
       const lost = rounds.map((r) => (1 - r[name].rps / r['no limiter'].rps) * 100)
       const extra = rounds.map((r) => r[name].cpuPerRequest - r['no limiter'].cpuPerRequest)
+      const overNoop = rounds.map((r) => r[name].cpuPerRequest - r['no-op middleware'].cpuPerRequest)
+      const vsNoop = name === 'no-op middleware' ? '' : `${median(overNoop).toFixed(2)} (${spread(overNoop, 2)})`
       console.log(
-        `| ${name} | ${of('rps').toFixed(0)} | ${of('p99').toFixed(1)} | ${of('cpuPerRequest').toFixed(1)} | ${median(lost).toFixed(1)} % (${spread(lost, 1)}) | ${median(extra).toFixed(2)} (${spread(extra, 2)}) |`,
+        `| ${name} | ${of('rps').toFixed(0)} | ${of('p99').toFixed(1)} | ${of('cpuPerRequest').toFixed(1)} | ${median(lost).toFixed(1)} % (${spread(lost, 1)}) | ${median(extra).toFixed(2)} (${spread(extra, 2)}) | ${vsNoop} |`,
       )
     }
-    const ratio = rounds.map((r) => (r[OURS].cpuPerRequest - r['no limiter'].cpuPerRequest) / (r[PEER].cpuPerRequest - r['no limiter'].cpuPerRequest))
-    console.log(`\nOurs' extra server CPU per request ÷ express-rate-limit's, paired per round: median ${median(ratio).toFixed(2)} (IQR ${spread(ratio, 2)}, min–max ${Math.min(...ratio).toFixed(2)}–${Math.max(...ratio).toFixed(2)})`)
+    for (const base of ['no limiter', 'no-op middleware']) {
+      const ratio = rounds.map((r) => (r[OURS].cpuPerRequest - r[base].cpuPerRequest) / (r[PEER].cpuPerRequest - r[base].cpuPerRequest))
+      console.log(
+        `\nOurs' extra server CPU per request ÷ express-rate-limit's, over "${base}", paired per round: median ${median(ratio).toFixed(2)} (IQR ${spread(ratio, 2)}, min–max ${Math.min(...ratio).toFixed(2)}–${Math.max(...ratio).toFixed(2)})`,
+      )
+    }
   } finally {
     child.send('exit')
   }
