@@ -373,13 +373,16 @@ function makeClientKey(subnetBits) {
   let warned = false
   const cache = new Map()
   return function keyOf(req) {
-    const ip = typeof req.ip === 'string' && req.ip !== '' ? req.ip : undefined
-    const socketAddress = req.socket?.remoteAddress
-    const address = ip ?? socketAddress
-    if (!warned && req.headers?.['x-forwarded-for'] !== undefined && (ip === undefined || ip === socketAddress)) {
-      warned = true
-      process.emitWarning(X_FORWARDED_FOR_WARNING, { code: 'QUOTA_CLOCK_UNEXPECTED_X_FORWARDED_FOR' })
+    const { ip } = req // a getter in Express: read once
+    let address = typeof ip === 'string' && ip !== '' ? ip : undefined
+    if (!warned && req.headers?.['x-forwarded-for'] !== undefined) {
+      const socketAddress = req.socket?.remoteAddress
+      if (address === undefined || address === socketAddress) {
+        warned = true
+        process.emitWarning(X_FORWARDED_FOR_WARNING, { code: 'QUOTA_CLOCK_UNEXPECTED_X_FORWARDED_FOR' })
+      }
     }
+    if (address === undefined) address = req.socket?.remoteAddress
     if (typeof address !== 'string' || address === '') {
       throw coded(TypeError, 'ERR_INVALID_ARG', 'clientKey: the request has no client address (req.ip and req.socket.remoteAddress are both unset: has the connection closed?)')
     }
