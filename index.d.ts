@@ -1,4 +1,4 @@
-// Types of quota-clock-source (SPEC §2–§9). Hand-written: the JS face in index.js wraps the
+// Types of quota-clock-source (SPEC §2–§10). Hand-written: the JS face in index.js wraps the
 // generated native binding, whose own declarations are in binding.d.ts.
 
 /** What to credit when the wall clock runs ahead and no elapsed-realtime reader can tell a host suspend from a wall-clock step. */
@@ -158,6 +158,49 @@ export class QuotaClock {
   periodFor(wallMs: number): Period | null
 }
 
+/** A key's own limits; each field overrides the limiter's default. */
+export interface KeyPolicy {
+  /** > 0, finite. */
+  capacity?: number
+  /** > 0, finite. */
+  refillPerSecond?: number
+  /** 0..capacity; default: the limiter's `initialTokens` if it set one (capped at this capacity), else a full bucket. */
+  initialTokens?: number
+  /** `null`: this key has no quota. */
+  quota?: { limit: number; period: QuotaPeriodSpec } | null
+}
+
+export interface KeyedQuotaClockOptions extends QuotaClockOptions {
+  /** A key's own limits (plans, tenants' zones), asked synchronously when a key is first held; `undefined` keeps the defaults. */
+  policy?: (key: string) => KeyPolicy | undefined
+  /** Positive safe integer, default 1,000,000. */
+  maxKeys?: number
+  /** A `snapshot()` taken earlier: its keys are held again. */
+  restore?: Uint8Array
+}
+
+/** One limiter holding the bucket and quota of every key (tenant, API key, client address) in Rust. */
+export class KeyedQuotaClock {
+  /** Throws like `QuotaClock`'s constructor; a bad `restore` is `TypeError`/`RangeError` `ERR_INVALID_OPTION`. */
+  constructor(options: KeyedQuotaClockOptions)
+  /**
+   * `key`: 1 to 256 UTF-16 code units (else `TypeError`/`RangeError` `ERR_INVALID_ARG`); `n`: a positive
+   * safe integer ≤ the key's capacity (default 1). A new key past `maxKeys` when every key has quota
+   * use throws `QuotaClockError` `ERR_KEY_LIMIT`.
+   */
+  tryConsume(key: string, n?: number): Decision
+  /** Reconciles the clocks, then gives back `n` tokens (capped at capacity) and `n` quota units of the open period. A key not held is left alone. */
+  refund(key: string, n?: number): void
+  /** The key's status with its limits in force; for a key not held, what a fresh key would have (it is not held by this). */
+  status(key: string): Status
+  /** Drops the key and all its state; `true` if it was held. */
+  delete(key: string): boolean
+  /** Keys held now (idle keys may be dropped at any time). */
+  readonly size: number
+  /** A versioned, checksummed binary image of every held key; reads no clock. */
+  snapshot(): Uint8Array
+}
+
 /** `CLOCK_MONOTONIC` and `CLOCK_REALTIME`, read natively; optionally a suspend-inclusive reader. */
 export function systemClock(options?: { elapsedRealtimeMs?: () => number }): ClockSource
 /** A reader of Linux `CLOCK_BOOTTIME` (read natively when given to `systemClock`). Throws `ERR_UNSUPPORTED_PLATFORM` elsewhere. */
@@ -172,6 +215,7 @@ export type QuotaClockErrorCode =
   | 'ERR_IMPLAUSIBLE_WALL_CLOCK'
   | 'ERR_CLOCK_READING'
   | 'ERR_UNSUPPORTED_PLATFORM'
+  | 'ERR_KEY_LIMIT'
 
 export class QuotaClockError extends Error {
   code: QuotaClockErrorCode

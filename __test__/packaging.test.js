@@ -36,6 +36,7 @@ const PLATFORM_OF_TARGET = {
 }
 const PUBLIC_EXPORTS = [
   'QuotaClock',
+  'KeyedQuotaClock',
   'QuotaClockError',
   'systemClock',
   'procUptimeElapsedRealtime',

@@ -7,8 +7,11 @@ import {
   procUptimeElapsedRealtime,
   manualClock,
   periodFor,
+  KeyedQuotaClock,
 } from 'quota-clock-source'
 import type {
+  KeyedQuotaClockOptions,
+  KeyPolicy,
   QuotaClockOptions,
   QuotaPeriodSpec,
   SuspendPolicy,
@@ -39,7 +42,7 @@ assertType<Equal<Anomaly['kind'], AnomalyKind>>()
 assertType<
   Equal<
     QuotaClockErrorCode,
-    'ERR_MONOTONIC_REGRESSION' | 'ERR_AMBIGUOUS_WALL_JUMP' | 'ERR_IMPLAUSIBLE_WALL_CLOCK' | 'ERR_CLOCK_READING' | 'ERR_UNSUPPORTED_PLATFORM'
+    'ERR_MONOTONIC_REGRESSION' | 'ERR_AMBIGUOUS_WALL_JUMP' | 'ERR_IMPLAUSIBLE_WALL_CLOCK' | 'ERR_CLOCK_READING' | 'ERR_UNSUPPORTED_PLATFORM' | 'ERR_KEY_LIMIT'
   >
 >()
 
@@ -112,6 +115,18 @@ const used: number | null = status.quotaUsed
 const open: Period | null = status.period
 const limits: [number, number, number | null] = [status.capacity, status.refillPerSecond, status.quotaLimit]
 const refunded: void = limiter.refund(1)
+const plans: Record<string, KeyPolicy> = { free: { capacity: 5, quota: { limit: 100, period: { unit: 'month', timeZone: 'UTC' } } }, internal: { quota: null } }
+const keyedOptions: KeyedQuotaClockOptions = { capacity: 10, refillPerSecond: 1, suspendPolicy: 'ignore', maxKeys: 1000, policy: (key: string) => plans[key] }
+const keyed = new KeyedQuotaClock(keyedOptions)
+const keyedDecision: Decision = keyed.tryConsume('tenant-1', 2)
+keyed.refund('tenant-1')
+const keyedStatus: Status = keyed.status('tenant-1')
+const deleted: boolean = keyed.delete('tenant-1')
+const held: number = keyed.size
+const image: Uint8Array = keyed.snapshot()
+const restored = new KeyedQuotaClock({ ...keyedOptions, restore: image })
+// @ts-expect-error a key is a string
+keyed.tryConsume(42)
 limiter.refund()
 const own: Period | null = limiter.periodFor(Date.UTC(2024, 5, 1))
 const p: Period = periodFor(yearly, Date.UTC(2024, 5, 1))

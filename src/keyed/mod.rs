@@ -22,7 +22,7 @@ mod table;
 use std::collections::HashMap;
 
 pub use snapshot::{Snapshot, SnapshotError};
-pub use table::{Key, KeyBuf};
+pub use table::{words_for, Key, KeyBuf};
 use table::{KeyTable, List, Lists, Record, FLAG_PARKED, NIL, NO_PERIOD};
 
 use crate::anomaly::Anomaly;

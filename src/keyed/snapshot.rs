@@ -13,7 +13,7 @@
 
 use std::collections::HashSet;
 
-use super::table::{Key, KeyTable};
+use super::table::{pack, words_for, Key, KeyTable};
 use super::{slot_i32, KeyedLimiter, PolicyId, DEFAULT_POLICY, NO_PERIOD};
 use crate::calendar::{PeriodSpec, PeriodUnit, RawPeriodSpec};
 
@@ -59,8 +59,9 @@ pub struct SavedSpec {
 #[derive(Clone, Copy, Debug)]
 pub struct SavedKey {
     wide: bool,
-    key_start: u32,
     key_len: u16,
+    /// Where the key's words start in [`Snapshot::words`].
+    word_start: u32,
     pub tokens: f64,
     pub quota_used: u64,
     /// Index into [`Snapshot::specs`] of the spec the use was saved under.
@@ -70,7 +71,8 @@ pub struct SavedKey {
 /// A snapshot read and validated, ready to restore.
 #[derive(Clone, Debug)]
 pub struct Snapshot {
-    bytes: Vec<u8>,
+    /// Every key's words, one after the other.
+    words: Vec<u64>,
     pub specs: Vec<SavedSpec>,
     /// Least recently used first.
     pub keys: Vec<SavedKey>,
@@ -120,8 +122,8 @@ impl KeyedLimiter {
             }
             let key = self.table.key_of(index);
             key_bytes.push(u8::from(key.wide));
-            key_bytes.extend_from_slice(&(key.bytes.len() as u16).to_le_bytes());
-            key_bytes.extend_from_slice(key.bytes);
+            key_bytes.extend_from_slice(&key.len.to_le_bytes());
+            key_bytes.extend(key.bytes());
             key_bytes.extend_from_slice(&tokens.to_le_bytes());
             key_bytes.extend_from_slice(&quota_used.to_le_bytes());
             key_bytes.extend_from_slice(&saved_spec.to_le_bytes());
@@ -247,13 +249,14 @@ impl Snapshot {
             specs.push(read_spec(&mut reader, position)?);
         }
         let mut keys = Vec::with_capacity(key_count as usize);
+        let mut words = Vec::with_capacity(key_count as usize * 2);
         for position in 0..key_count {
-            keys.push(read_key(&mut reader, position, spec_count)?);
+            keys.push(read_key(&mut reader, position, spec_count, &mut words)?);
         }
         if reader.at != body.len() {
             return Err(corrupt(format!("{} bytes after the last key", body.len() - reader.at)));
         }
-        let snapshot = Snapshot { bytes: body.to_vec(), specs, keys };
+        let snapshot = Snapshot { words, specs, keys };
         let mut seen = HashSet::with_capacity_and_hasher(snapshot.keys.len(), foldhash::fast::RandomState::default());
         for position in 0..snapshot.keys.len() {
             if !seen.insert(snapshot.key(position)) {
@@ -275,8 +278,8 @@ impl Snapshot {
     /// Key `position`, least recently used first.
     pub fn key(&self, position: usize) -> Key<'_> {
         let saved = &self.keys[position];
-        let start = saved.key_start as usize;
-        Key { wide: saved.wide, bytes: &self.bytes[start..start + saved.key_len as usize] }
+        let start = saved.word_start as usize;
+        Key { wide: saved.wide, len: saved.key_len, words: &self.words[start..start + words_for(usize::from(saved.key_len))] }
     }
 }
 
@@ -311,7 +314,7 @@ fn read_spec(reader: &mut Reader<'_>, position: u32) -> Result<SavedSpec, Snapsh
     Ok(SavedSpec { spec, period_id })
 }
 
-fn read_key(reader: &mut Reader<'_>, position: u32, spec_count: u32) -> Result<SavedKey, SnapshotError> {
+fn read_key(reader: &mut Reader<'_>, position: u32, spec_count: u32, words: &mut Vec<u64>) -> Result<SavedKey, SnapshotError> {
     let what = format!("key {position}");
     let wide = match reader.u8(&what)? {
         0 => false,
@@ -319,12 +322,13 @@ fn read_key(reader: &mut Reader<'_>, position: u32, spec_count: u32) -> Result<S
         other => return Err(corrupt(format!("{what} has encoding {other}"))),
     };
     let key_len = reader.u16(&what)?;
-    let key_start = reader.at as u32;
     let bytes = reader.take(usize::from(key_len), &what)?;
-    let key = Key { wide, bytes };
-    if bytes.is_empty() || !key.is_canonical() || key.utf16_len() > MAX_KEY_UNITS {
+    let units = if wide { bytes.len() / 2 } else { bytes.len() };
+    if bytes.is_empty() || !Key::is_canonical(wide, bytes) || units > MAX_KEY_UNITS {
         return Err(corrupt(format!("{what} is not a key of 1 to 256 UTF-16 code units")));
     }
+    let word_start = words.len() as u32;
+    pack(bytes, words);
     let tokens = f64::from_bits(reader.u64(&what)?);
     let quota_used = reader.u64(&what)?;
     let spec = reader.u32(&what)?;
@@ -334,5 +338,5 @@ fn read_key(reader: &mut Reader<'_>, position: u32, spec_count: u32) -> Result<S
     if quota_used > MAX_SAFE_INTEGER || (spec == NO_SPEC) != (quota_used == 0) || (spec != NO_SPEC && spec >= spec_count) {
         return Err(corrupt(format!("{what} has quota use {quota_used} under spec {spec}")));
     }
-    Ok(SavedKey { wide, key_start, key_len, tokens, quota_used, spec: (spec != NO_SPEC).then_some(spec) })
+    Ok(SavedKey { wide, key_len, word_start, tokens, quota_used, spec: (spec != NO_SPEC).then_some(spec) })
 }

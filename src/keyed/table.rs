@@ -1,45 +1,73 @@
 //! The keys of a keyed limiter: fixed-size, pointer-free records in one vector, found through a
 //! SwissTable of record indices, and linked (by index) into recency lists.
 
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hasher};
 
 use hashbrown::HashTable;
 
 /// "No record" in a link or a list end.
 pub const NIL: u32 = u32::MAX;
 
-/// Key bytes held in the record itself; longer keys live in [`KeyTable::long_keys`].
-const INLINE_KEY_BYTES: usize = 29;
+/// Key words held in the record itself (24 bytes); longer keys live in [`KeyTable::long_keys`].
+pub const INLINE_KEY_WORDS: usize = 3;
 
 /// The record's key is UTF-16 (little-endian code units), not Latin-1.
 const FLAG_WIDE: u8 = 1;
-/// The key bytes are out of line; the inline bytes hold their index in `long_keys`.
+/// The key's words are out of line; the first inline word holds their index in `long_keys`.
 const FLAG_LONG: u8 = 2;
 /// The record is on its period spec's parked list, not on the main recency list.
 pub const FLAG_PARKED: u8 = 4;
 
-/// A key as it is stored: the string's Latin-1 bytes when every UTF-16 code unit is below 256,
-/// else its UTF-16 code units as little-endian bytes. Each string has exactly one encoding, so
-/// equal strings have equal keys and different strings (lone surrogates included) differ.
+/// Words holding `len` bytes.
+#[inline(always)]
+pub const fn words_for(len: usize) -> usize {
+    len.div_ceil(8)
+}
+
+/// A key as it is stored and compared: the string's Latin-1 bytes when every UTF-16 code unit is
+/// below 256, else its UTF-16 code units as little-endian bytes, packed little-endian into whole
+/// u64 words, zero-padded. Each string has exactly one encoding, so equal strings have equal keys
+/// and different strings (lone surrogates included) differ. Words, not bytes, so that the hot
+/// path builds, hashes and compares a key in whole-word loads and stores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Key<'a> {
     pub wide: bool,
-    pub bytes: &'a [u8],
+    /// Length in bytes.
+    pub len: u16,
+    /// `words_for(len)` words.
+    pub words: &'a [u64],
 }
 
-/// An owned [`Key`], made from UTF-16 code units.
+/// An owned [`Key`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyBuf {
     pub wide: bool,
-    pub bytes: Vec<u8>,
+    pub len: u16,
+    pub words: Vec<u64>,
+}
+
+/// Packs bytes into zero-padded little-endian words.
+pub fn pack(bytes: &[u8], words: &mut Vec<u64>) {
+    for chunk in bytes.chunks(8) {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        words.push(u64::from_le_bytes(word));
+    }
 }
 
 impl KeyBuf {
+    /// `bytes` must be a canonical encoding (see [`Key::is_canonical`]).
+    pub fn from_bytes(wide: bool, bytes: &[u8]) -> KeyBuf {
+        let mut words = Vec::with_capacity(words_for(bytes.len()));
+        pack(bytes, &mut words);
+        KeyBuf { wide, len: bytes.len() as u16, words }
+    }
+
     pub fn from_utf16(units: &[u16]) -> KeyBuf {
         if units.iter().all(|&unit| unit < 256) {
-            KeyBuf { wide: false, bytes: units.iter().map(|&unit| unit as u8).collect() }
+            KeyBuf::from_bytes(false, &units.iter().map(|&unit| unit as u8).collect::<Vec<_>>())
         } else {
-            KeyBuf { wide: true, bytes: units.iter().flat_map(|unit| unit.to_le_bytes()).collect() }
+            KeyBuf::from_bytes(true, &units.iter().flat_map(|unit| unit.to_le_bytes()).collect::<Vec<_>>())
         }
     }
 
@@ -48,35 +76,38 @@ impl KeyBuf {
     }
 
     pub fn key(&self) -> Key<'_> {
-        Key { wide: self.wide, bytes: &self.bytes }
+        Key { wide: self.wide, len: self.len, words: &self.words }
     }
 }
 
 impl Key<'_> {
+    /// The encoded bytes.
+    pub fn bytes(&self) -> impl Iterator<Item = u8> + '_ {
+        self.words.iter().flat_map(|word| word.to_le_bytes()).take(usize::from(self.len))
+    }
+
     /// The key's length in UTF-16 code units.
     pub fn utf16_len(&self) -> usize {
         if self.wide {
-            self.bytes.len() / 2
+            usize::from(self.len) / 2
         } else {
-            self.bytes.len()
+            usize::from(self.len)
         }
     }
 
     /// The UTF-16 code units.
     pub fn to_utf16(&self) -> Vec<u16> {
+        let bytes: Vec<u8> = self.bytes().collect();
         if self.wide {
-            self.bytes.chunks_exact(2).map(|pair| u16::from_le_bytes([pair[0], pair[1]])).collect()
+            bytes.chunks_exact(2).map(|pair| u16::from_le_bytes([pair[0], pair[1]])).collect()
         } else {
-            self.bytes.iter().map(|&byte| u16::from(byte)).collect()
+            bytes.into_iter().map(u16::from).collect()
         }
     }
 
-    /// Whether these bytes are the one encoding of some string (what a snapshot must hold).
-    pub fn is_canonical(&self) -> bool {
-        if !self.wide {
-            return true;
-        }
-        self.bytes.len().is_multiple_of(2) && self.to_utf16().iter().any(|&unit| unit >= 256)
+    /// Whether `bytes` are the one encoding of some string (what a snapshot must hold).
+    pub fn is_canonical(wide: bool, bytes: &[u8]) -> bool {
+        !wide || (bytes.len().is_multiple_of(2) && bytes.chunks_exact(2).any(|pair| pair[1] != 0))
     }
 }
 
@@ -91,6 +122,7 @@ pub struct Record {
     pub credited_at_ms: f64,
     /// Quota use in the period `period_slot` of the key's spec.
     pub quota_used: u64,
+    key: [u64; INLINE_KEY_WORDS],
     /// The period the use belongs to ([`NO_PERIOD`] for none).
     pub period_slot: i32,
     /// Recency links (towards the most recent, towards the least recent).
@@ -98,9 +130,9 @@ pub struct Record {
     pub next: u32,
     /// Index of the key's policy.
     pub policy: u32,
+    /// Key length in bytes.
     key_len: u16,
     pub flags: u8,
-    key: [u8; INLINE_KEY_BYTES],
 }
 
 /// `period_slot` of a record whose use belongs to no period.
@@ -109,17 +141,29 @@ pub const NO_PERIOD: i32 = i32::MIN;
 const _: () = assert!(std::mem::size_of::<Record>() == 72);
 
 impl Record {
-    fn key<'a>(&'a self, long_keys: &'a [Box<[u8]>]) -> Key<'a> {
-        let bytes = if self.flags & FLAG_LONG != 0 {
-            &long_keys[self.long_index() as usize][..]
+    fn key<'a>(&'a self, long_keys: &'a [Box<[u64]>]) -> Key<'a> {
+        let words = if self.flags & FLAG_LONG != 0 {
+            &long_keys[self.key[0] as usize][..]
         } else {
-            &self.key[..self.key_len as usize]
+            &self.key[..words_for(usize::from(self.key_len))]
         };
-        Key { wide: self.flags & FLAG_WIDE != 0, bytes }
+        Key { wide: self.flags & FLAG_WIDE != 0, len: self.key_len, words }
     }
 
-    fn long_index(&self) -> u32 {
-        u32::from_le_bytes([self.key[0], self.key[1], self.key[2], self.key[3]])
+    /// Whether this is the record of `key`, in whole-word compares.
+    #[inline(always)]
+    fn holds(&self, key: Key<'_>, long_keys: &[Box<[u64]>]) -> bool {
+        if self.key_len != key.len || (self.flags & FLAG_WIDE != 0) != key.wide {
+            return false;
+        }
+        if self.flags & FLAG_LONG != 0 {
+            return long_keys[self.key[0] as usize][..] == *key.words;
+        }
+        let mut same = true;
+        for (stored, probe) in self.key.iter().zip(key.words) {
+            same &= stored == probe;
+        }
+        same
     }
 }
 
@@ -144,7 +188,7 @@ pub trait Lists {
 pub struct KeyTable {
     pub records: Vec<Record>,
     index: HashTable<u32>,
-    long_keys: Vec<Box<[u8]>>,
+    long_keys: Vec<Box<[u64]>>,
     free_long_keys: Vec<u32>,
     hasher: foldhash::fast::RandomState,
 }
@@ -164,16 +208,22 @@ impl KeyTable {
         self.records.len()
     }
 
+    /// The length and the words, each one fold of the hasher (no byte-wise reads).
     #[inline(always)]
     fn hash(hasher: &foldhash::fast::RandomState, key: Key<'_>) -> u64 {
-        hasher.hash_one(key)
+        let mut state = hasher.build_hasher();
+        state.write_u64(u64::from(key.len) << 1 | u64::from(key.wide));
+        for &word in key.words {
+            state.write_u64(word);
+        }
+        state.finish()
     }
 
     #[inline(always)]
     pub fn find(&self, key: Key<'_>) -> Option<u32> {
         let hash = Self::hash(&self.hasher, key);
         let (records, long_keys) = (&self.records, &self.long_keys);
-        self.index.find(hash, |&index| records[index as usize].key(long_keys) == key).copied()
+        self.index.find(hash, |&index| records[index as usize].holds(key, long_keys)).copied()
     }
 
     pub fn key_of(&self, index: u32) -> Key<'_> {
@@ -185,24 +235,24 @@ impl KeyTable {
     pub fn insert(&mut self, key: Key<'_>, mut record: Record) -> u32 {
         let index = self.records.len() as u32;
         record.flags = if key.wide { FLAG_WIDE } else { 0 };
-        record.key = [0; INLINE_KEY_BYTES];
-        if key.bytes.len() <= INLINE_KEY_BYTES {
-            record.key[..key.bytes.len()].copy_from_slice(key.bytes);
+        record.key = [0; INLINE_KEY_WORDS];
+        if key.words.len() <= INLINE_KEY_WORDS {
+            record.key[..key.words.len()].copy_from_slice(key.words);
         } else {
             let long = match self.free_long_keys.pop() {
                 Some(slot) => {
-                    self.long_keys[slot as usize] = key.bytes.into();
+                    self.long_keys[slot as usize] = key.words.into();
                     slot
                 }
                 None => {
-                    self.long_keys.push(key.bytes.into());
+                    self.long_keys.push(key.words.into());
                     (self.long_keys.len() - 1) as u32
                 }
             };
             record.flags |= FLAG_LONG;
-            record.key[..4].copy_from_slice(&long.to_le_bytes());
+            record.key[0] = u64::from(long);
         }
-        record.key_len = key.bytes.len() as u16;
+        record.key_len = key.len;
         self.records.push(record);
         let hash = Self::hash(&self.hasher, key);
         let (records, long_keys, hasher) = (&self.records, &self.long_keys, &self.hasher);
@@ -219,7 +269,7 @@ impl KeyTable {
             entry.remove();
         }
         if removed.flags & FLAG_LONG != 0 {
-            let slot = removed.long_index();
+            let slot = removed.key[0] as u32;
             self.long_keys[slot as usize] = Box::new([]);
             self.free_long_keys.push(slot);
         }
@@ -292,7 +342,7 @@ impl KeyTable {
             policy,
             key_len: 0,
             flags: 0,
-            key: [0; INLINE_KEY_BYTES],
+            key: [0; INLINE_KEY_WORDS],
         }
     }
 }

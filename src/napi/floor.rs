@@ -75,3 +75,74 @@ impl ClockProbe {
 pub fn read_clocks_with_handle(handle: u32) -> f64 {
     clock::monotonic_ms() + clock::wall_ms() + f64::from(handle)
 }
+
+/// How a key string may cross the boundary (for the benchmark's choice of the keyed hot path).
+#[derive(Clone, Copy)]
+enum KeyRead {
+    Utf8,
+    Latin1,
+    Utf16,
+}
+
+unsafe extern "C" fn read_key(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    let mut argc = 1usize;
+    let mut argv = [ptr::null_mut(); 1];
+    let mut data: *mut c_void = ptr::null_mut();
+    // SAFETY: N-API's own env and info; room for one argument.
+    let status = unsafe { sys::napi_get_cb_info(env, info, &mut argc, argv.as_mut_ptr(), ptr::null_mut(), &mut data) };
+    if status != sys::Status::napi_ok || data.is_null() || argc < 1 {
+        return ptr::null_mut();
+    }
+    // SAFETY: `data` is the leaked `KeyRead` of `key_probe`, alive until the finalizer.
+    let mode = unsafe { *(data as *const KeyRead) };
+    let mut len = 0usize;
+    // SAFETY (all three): a live env and value, and each buffer's own size.
+    let read = match mode {
+        KeyRead::Utf8 => {
+            let mut bytes = [0u8; 772];
+            unsafe { sys::napi_get_value_string_utf8(env, argv[0], bytes.as_mut_ptr().cast(), bytes.len(), &mut len) }
+        }
+        KeyRead::Latin1 => {
+            let mut bytes = [0u8; 258];
+            unsafe { sys::napi_get_value_string_latin1(env, argv[0], bytes.as_mut_ptr().cast(), bytes.len(), &mut len) }
+        }
+        KeyRead::Utf16 => {
+            let mut units = [0u16; 258];
+            unsafe { sys::napi_get_value_string_utf16(env, argv[0], units.as_mut_ptr(), units.len(), &mut len) }
+        }
+    };
+    std::hint::black_box((read, len));
+    ptr::null_mut()
+}
+
+unsafe extern "C" fn release_mode(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+    // SAFETY: balances the `Box::into_raw` in `key_probe`.
+    drop(unsafe { Box::from_raw(data as *mut KeyRead) });
+}
+
+/// A raw one-argument function that reads its string argument `'utf8'`, `'latin1'` or `'utf16'`
+/// into a stack buffer and does nothing else.
+#[napi(js_name = "keyProbe")]
+pub fn key_probe<'env>(env: &'env Env, mode: String) -> napi::Result<Unknown<'env>> {
+    guard(env, move || {
+        let mode = match mode.as_str() {
+            "utf8" => KeyRead::Utf8,
+            "latin1" => KeyRead::Latin1,
+            "utf16" => KeyRead::Utf16,
+            other => return Err(coded("ERR_INVALID_ARG", format!("unknown key read '{other}'"))),
+        };
+        let data = Box::into_raw(Box::new(mode)) as *mut c_void;
+        // SAFETY: `data` lives until `release_mode`, which frees it once.
+        unsafe { function_with_data(env, "keyProbe", read_key, data, release_mode) }.ok_or_else(|| {
+            // SAFETY: N-API refused, so nothing else owns `data`.
+            drop(unsafe { Box::from_raw(data as *mut KeyRead) });
+            coded("ERR_INTERNAL", "could not create the key probe")
+        })
+    })
+}
+
+/// The same as a `#[napi]` function taking the key as a `String` (napi-rs's UTF-8 conversion).
+#[napi(js_name = "keyProbeString")]
+pub fn key_probe_string(key: String) -> u32 {
+    key.len() as u32
+}

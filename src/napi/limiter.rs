@@ -562,7 +562,7 @@ pub fn limiter_refund(env: &Env, registry_id: u32, slot: u32, n: f64) -> napi::R
 
 /// `n` of `refund`: a positive safe integer (the JS face checks it first; this guards direct calls).
 pub(crate) fn positive_safe_integer(n: f64) -> CodedResult<u64> {
-    if n >= 1.0 && n <= MAX_SAFE_INTEGER && n.fract() == 0.0 {
+    if (1.0..=MAX_SAFE_INTEGER).contains(&n) && n.fract() == 0.0 {
         Ok(n as u64)
     } else {
         Err(invalid_arg(format!("n must be a positive safe integer; received {n}")))
