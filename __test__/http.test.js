@@ -475,3 +475,17 @@ describe('header serialization matches RFC 9651 (checked with the structured-hea
     ]))
   })
 })
+
+describe('the quota-clock-source/http subpath', () => {
+  it('require and import give the same functions, sharing the limiter classes of the main entry', async () => {
+    const cjs = require('quota-clock-source/http')
+    const esm = await import('quota-clock-source/http')
+    assert.equal(cjs.rateLimit, rateLimit)
+    assert.equal(esm.rateLimit, rateLimit)
+    assert.equal(esm.clientKey, cjs.clientKey)
+    assert.equal(esm.default, cjs)
+    const { KeyedQuotaClock: FromImport } = await import('quota-clock-source')
+    const limiter = new FromImport({ capacity: 1, refillPerSecond: 1, suspendPolicy: 'ignore' })
+    assert.equal(typeof esm.rateLimit({ limiter }), 'function', 'a limiter made through import is accepted')
+  })
+})
