@@ -223,6 +223,20 @@ for (const kind of Object.keys(SERVERS)) {
       await assertFailed(await asyncServer.get(), 'E_BOOM')
     })
 
+    it('a throwing skip, key or cost is an error like any other, and nothing is consumed', async () => {
+      const boom = () => {
+        throw Object.assign(new Error('boom'), { code: 'E_BOOM' })
+      }
+      const { limiter } = keyedOn({ quota: { limit: 10, period: MONTH_UTC } })
+      for (const options of [{ skip: boom }, { key: boom }, { cost: boom }]) {
+        const server = await start(rateLimit({ limiter, ...options }))
+        await assertFailed(await server.get(), 'E_BOOM')
+        const several = await start(rateLimit({ limits: [{ limiter: limiterOn().limiter, name: 'a' }, { limiter }], ...options }))
+        await assertFailed(await several.get(), 'E_BOOM')
+      }
+      assert.equal(limiter.size, 0)
+    })
+
     it('several limits: a later denial refunds the earlier ones, so a denied request consumes nothing anywhere', async () => {
       const wide = limiterOn({ capacity: 100, quota: { limit: 1000, period: MONTH_UTC } })
       const narrow = limiterOn({ capacity: 1 })

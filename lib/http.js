@@ -146,7 +146,7 @@ function parseLimiterEntry(entry, what, defaults) {
   const name = entry.name ?? defaults.name
   const { readWallMs, sameLimitsForEveryKey } = limiterFacts(limiter)
   return {
-    throttle: false,
+    isThrottle: false,
     keyed,
     limiter,
     key: keyed ? key ?? defaults.key : undefined,
@@ -194,8 +194,8 @@ function parseThrottleEntry(entry, what, defaults) {
   if (typeof failOpen !== 'boolean') throw optionError(TypeError, `${what}.failOpen must be a boolean, received ${describe(failOpen)}`)
   const name = entry.name ?? defaults.name
   return {
-    throttle: true,
-    check: throttle.check,
+    isThrottle: true,
+    throttle,
     limits: { ...limits },
     windows,
     key: checkFunction(entry.key, `${what}.key`, '(req) => string') ?? defaults.key,
@@ -611,7 +611,7 @@ function checkWithin(entry, key) {
     }, entry.timeoutMs)
     let pending
     try {
-      pending = Promise.resolve(entry.check(key, entry.limits))
+      pending = Promise.resolve(entry.throttle.check(key, entry.limits))
     } catch (err) {
       pending = Promise.reject(err)
     }
@@ -636,8 +636,8 @@ function isCallerError(err) {
 
 function rateLimit(options) {
   const { entries, headers, skip, onLimited } = parseOptions(options)
-  const syncEntries = entries.filter((e) => !e.throttle)
-  const throttleEntries = entries.filter((e) => e.throttle)
+  const syncEntries = entries.filter((e) => !e.isThrottle)
+  const throttleEntries = entries.filter((e) => e.isThrottle)
   entries.forEach((entry, i) => (entry.index = i))
   const single = entries.length === 1 && syncEntries.length === 1 ? syncEntries[0] : undefined
 
@@ -671,17 +671,28 @@ function rateLimit(options) {
     return undefined
   }
 
+  /** skip(req), with a throw handled like any other error; true when the request was passed on. */
+  function skipped(req, res, next) {
+    let skipThis
+    try {
+      skipThis = skip(req)
+    } catch (err) {
+      failed(err, res, next)
+      return true
+    }
+    if (!skipThis) return false
+    if (next) next() // outside the try: a throw from later handlers is not the limiter's
+    return true
+  }
+
   /** One limiter entry: the fast path of the usual one-limit middleware. */
   function singleLimit(req, res, next) {
     const entry = single
     let decision
     let key
     let n = 1
+    if (skip !== undefined && skipped(req, res, next)) return undefined
     try {
-      if (skip !== undefined && skip(req)) {
-        if (next) next()
-        return undefined
-      }
       if (entry.keyed) key = entry.key(req)
       if (entry.cost !== undefined) n = entry.cost(req)
       decision = entry.keyed ? entry.limiter.tryConsume(key, n) : entry.limiter.tryConsume(n)
@@ -710,11 +721,8 @@ function rateLimit(options) {
     let allowedCount = 0
     let policyHeader = ''
     let limitHeader = ''
+    if (skip !== undefined && skipped(req, res, next)) return undefined
     try {
-      if (skip !== undefined && skip(req)) {
-        if (next) next()
-        return undefined
-      }
       for (let s = 0; s < syncEntries.length; s++) {
         const entry = syncEntries[s]
         const key = entry.keyed ? entry.key(req) : undefined
