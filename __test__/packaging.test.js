@@ -46,10 +46,10 @@ const PUBLIC_EXPORTS = [
   'memoryDb',
 ]
 
-// The main tarball: exactly these files, plus lib/*.js (and the http subpath's lib/http.mjs and
-// lib/http.d.ts) and a licence file.
-const MAIN_REQUIRED_FILES = ['package.json', 'README.md', 'index.js', 'index.mjs', 'index.d.ts', 'binding.js', 'binding.d.ts', 'lib/http.js', 'lib/http.mjs', 'lib/http.d.ts']
-const MAIN_ALLOWED = [/^lib\/[\w.-]+\.js$/, /^LICEN[CS]E(\.md|\.txt)?$/i]
+// The main tarball: exactly these files, plus lib/*.js, the command's bin/*.js and a licence file
+// (the http subpath's lib/http.mjs and lib/http.d.ts are required files).
+const MAIN_REQUIRED_FILES = ['package.json', 'README.md', 'index.js', 'index.mjs', 'index.d.ts', 'binding.js', 'binding.d.ts', 'bin/quota-clock-source.js', 'lib/http.js', 'lib/http.mjs', 'lib/http.d.ts']
+const MAIN_ALLOWED = [/^lib\/[\w.-]+\.js$/, /^bin\/[\w.-]+\.js$/, /^LICEN[CS]E(\.md|\.txt)?$/i]
 const NEVER_PACKED = [
   [/\.node$/, 'a native binary (it ships only in the platform packages)'],
   [/^target\//, 'Cargo build output'],
@@ -246,7 +246,8 @@ describe('packaging', () => {
 
   describe('package.json and npm/<platform>', () => {
     test('files, exports, main and types describe the JS face, the loader and the types', () => {
-      assert.deepEqual([...pkg.files].sort(), ['README.md', 'binding.d.ts', 'binding.js', 'index.d.ts', 'index.js', 'index.mjs', 'lib/'].sort())
+      assert.deepEqual([...pkg.files].sort(), ['README.md', 'bin/', 'binding.d.ts', 'binding.js', 'index.d.ts', 'index.js', 'index.mjs', 'lib/'].sort())
+      assert.deepEqual(pkg.bin, { 'quota-clock-source': 'bin/quota-clock-source.js' })
       assert.equal(pkg.main, 'index.js')
       assert.equal(pkg.types, 'index.d.ts')
       assert.deepEqual(pkg.exports['.'], { types: './index.d.ts', import: './index.mjs', require: './index.js' })
@@ -298,7 +299,7 @@ describe('packaging', () => {
   })
 
   describe('the packed tarballs', () => {
-    test('the main tarball holds the JS face, the loader, the types and lib/, and nothing else', () => {
+    test('the main tarball holds the JS face, the loader, the types, lib/ and bin/, and nothing else', () => {
       for (const file of main.files) {
         const never = NEVER_PACKED.find(([pattern]) => pattern.test(file))
         assert.equal(never, undefined, `the main tarball holds ${file}: ${never && never[1]}`)
@@ -362,6 +363,22 @@ describe('packaging', () => {
         result.decisions.map((decision) => decision.allowed),
         [true, false],
       )
+    })
+
+    test('npm links the quota-clock-source command, and it runs from the installed package', () => {
+      const bin = path.join(consumer, 'node_modules', '.bin', process.platform === 'win32' ? 'quota-clock-source.cmd' : 'quota-clock-source')
+      assert.ok(fs.existsSync(bin), 'node_modules/.bin/quota-clock-source is missing')
+      const script = path.join(consumer, 'node_modules', NAME, 'bin', 'quota-clock-source.js')
+      if (process.platform !== 'win32') assert.equal(fs.realpathSync(bin), fs.realpathSync(script))
+      assert.match(fs.readFileSync(script, 'utf8'), /^#!\/usr\/bin\/env node\r?\n/)
+      const periods = run(process.execPath, [script, 'periods', '--unit', 'month', '--zone', 'America/Los_Angeles', '--from', '2024-03-15T00:00:00Z', '--count', '1', '--json'], { cwd: consumer })
+      assert.equal(periods.status, 0, periods.output)
+      assert.deepEqual(JSON.parse(periods.stdout), [
+        { id: '2024-03', startMs: Date.UTC(2024, 2, 1, 8), endMs: Date.UTC(2024, 3, 1, 7), startKind: 'exact', timeZone: 'America/Los_Angeles' },
+      ])
+      const names = run(process.execPath, [script, 'simulate', '--list', '--json'], { cwd: consumer })
+      assert.equal(names.status, 0, names.output)
+      assert.ok(JSON.parse(names.stdout).includes('step-back'))
     })
 
     test('the installed types compile strictly in the consumer project', () => {
