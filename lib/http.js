@@ -459,8 +459,14 @@ function statusOf(entry, key) {
 }
 
 function readWall(entry) {
-  // A wall clock that cannot be read leaves the decision to the limiter, which reports it.
-  const wallNowMs = entry.wallMs()
+  // A wall clock that cannot be read is the limiter's to report (ERR_CLOCK_READING from its next
+  // call); the headers then fall back to Date.now().
+  let wallNowMs
+  try {
+    wallNowMs = entry.wallMs()
+  } catch {
+    return Date.now()
+  }
   return typeof wallNowMs === 'number' && Number.isFinite(wallNowMs) ? wallNowMs : Date.now()
 }
 
