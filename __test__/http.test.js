@@ -476,6 +476,38 @@ describe('header serialization matches RFC 9651 (checked with the structured-hea
     }
   })
 
+  it("a quota's t is read from the limiter's own clock: a plain JS clock object too, keyed or not", () => {
+    let wall = Date.UTC(2030, 5, 30, 23, 59, 50) // 10 s before July, far from Date.now()
+    let mono = 0
+    const clock = { monotonicMs: () => mono, wallMs: () => wall }
+    const quota = { limit: 5, period: { unit: 'month', timeZone: 'UTC' } }
+    const single = new QuotaClock({ capacity: 5, refillPerSecond: 1, suspendPolicy: 'ignore', clock, quota })
+    const keyed = new KeyedQuotaClock({ capacity: 5, refillPerSecond: 1, suspendPolicy: 'ignore', clock, quota })
+    for (const limiter of [single, keyed]) {
+      assert.equal(headersOf(rateLimit({ limiter })).RateLimit, '"burst";r=4;t=1, "month";r=4;t=10')
+    }
+    // The period ends: the next request reads the new one (July: 31 days) from status.
+    wall += 15_000
+    mono += 15_000
+    for (const limiter of [single, keyed]) {
+      const middleware = rateLimit({ limiter })
+      const headers = headersOf(middleware)
+      assert.equal(headers['RateLimit-Policy'], `"burst";q=5;w=5, "month";q=5;w=${31 * 86_400}`)
+      assert.equal(headers.RateLimit, `"burst";r=4;t=1, "month";r=4;t=${31 * 86_400 - 5}`)
+    }
+  })
+
+  it('one middleware follows its limiter into the next period', () => {
+    const clock = manualClock({ wallMs: Date.UTC(2024, 0, 31, 23, 59, 59) })
+    const limiter = new KeyedQuotaClock({ capacity: 5, refillPerSecond: 1, suspendPolicy: 'ignore', clock, quota: { limit: 5, period: MONTH_UTC } })
+    const middleware = rateLimit({ limiter })
+    assert.equal(headersOf(middleware)['RateLimit-Policy'], `"burst";q=5;w=5, "month";q=5;w=${JANUARY_S}`)
+    clock.advance(2_000)
+    const headers = headersOf(middleware)
+    assert.equal(headers['RateLimit-Policy'], `"burst";q=5;w=5, "month";q=5;w=${29 * 86_400}`, 'February 2024')
+    assert.equal(headers.RateLimit, `"burst";r=4;t=1, "month";r=4;t=${29 * 86_400 - 1}`)
+  })
+
   it('integers beyond the sf-integer range are written as its largest value', () => {
     const { limiter } = limiterOn({ quota: { limit: Number.MAX_SAFE_INTEGER, period: MONTH_UTC } })
     const headers = headersOf(rateLimit({ limiter }))
