@@ -108,6 +108,7 @@ describe('a throttle entry on the MongoDB wire-compatible server', () => {
     assert.equal(denied.status, 429)
     assert.deepEqual((await denied.json())['violated-policies'], ['tenant-month'])
     assert.equal(Math.round(client1.status().tokens), 9, 'the in-process token came back')
+    assert.deepEqual(items(denied, 'ratelimit')['client-burst'], { r: 9, t: 1 }, 'and the headers say so')
   })
 
   it('an in-process denial never reaches the throttle', async () => {

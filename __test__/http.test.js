@@ -497,6 +497,18 @@ describe('header serialization matches RFC 9651 (checked with the structured-hea
     }
   })
 
+  it("a key that comes back under other limits from policy shows them at once", () => {
+    let capacity = 2
+    const { limiter } = keyedOn({ policy: () => ({ capacity }) })
+    const middleware = rateLimit({ limiter })
+    assert.equal(headersOf(middleware)['RateLimit-Policy'], '"burst";q=2;w=4')
+    limiter.delete('192.0.2.1')
+    capacity = 8
+    const headers = headersOf(middleware)
+    assert.equal(headers['RateLimit-Policy'], '"burst";q=8;w=16')
+    assert.equal(headers.RateLimit, '"burst";r=7;t=2')
+  })
+
   it('one middleware follows its limiter into the next period', () => {
     const clock = manualClock({ wallMs: Date.UTC(2024, 0, 31, 23, 59, 59) })
     const limiter = new KeyedQuotaClock({ capacity: 5, refillPerSecond: 1, suspendPolicy: 'ignore', clock, quota: { limit: 5, period: MONTH_UTC } })

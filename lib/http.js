@@ -443,6 +443,7 @@ function recordFrom(entry, status, wallNowMs) {
   return {
     capacity,
     refillPerSecond,
+    quotaLimit: unit === undefined ? null : quotaLimit,
     unit,
     periodEndMs,
     // The wall clock matters to this record: for its quota's reset time, or its lifetime.
@@ -470,16 +471,25 @@ function readWall(entry) {
   return typeof wallNowMs === 'number' && Number.isFinite(wallNowMs) ? wallNowMs : Date.now()
 }
 
+/** Whether a decision's `tokens` and `quotaRemaining` can come from the limits in `record`. */
+function fits(record, tokens, quotaRemaining) {
+  if (tokens > record.capacity) return false
+  if (quotaRemaining === null || quotaRemaining === undefined) return record.unit === undefined
+  return record.unit !== undefined && quotaRemaining <= record.quotaLimit
+}
+
 /**
  * The limits in force for `key` (read from `status` when unknown, when the key's quota period has
- * ended, and, per key, at least every RECORD_LIFETIME_MS); `record.wallNowMs` is now's wall reading.
+ * ended, and, per key, at least every RECORD_LIFETIME_MS or as soon as a decision does not fit them:
+ * a key the limiter dropped may come back under other limits from `policy`); `record.wallNowMs` is
+ * now's wall reading.
  */
-function recordFor(entry, key) {
+function recordFor(entry, key, tokens, quotaRemaining) {
   const recordKey = entry.recordPerKey ? key : ''
   let record = entry.records.get(recordKey)
   if (record !== undefined && !record.readsWall) return record
   const wallNowMs = readWall(entry)
-  if (record === undefined || wallNowMs >= record.staleAtMs) {
+  if (record === undefined || wallNowMs >= record.staleAtMs || (entry.recordPerKey && !fits(record, tokens, quotaRemaining))) {
     record = recordFrom(entry, statusOf(entry, key), wallNowMs)
     if (entry.records.size >= MAX_RECORDS) entry.records.delete(entry.records.keys().next().value)
     entry.records.delete(recordKey) // re-inserted last: the oldest record goes first when full
@@ -500,11 +510,15 @@ function limitItems(entry, record, tokens, quotaRemaining) {
   return items
 }
 
-/** Fills `out.policy[i]` and `out.limit[i]` for a limiter entry, from a decision or a status. */
-function describeLimiter(entry, key, tokens, quotaRemaining, out, i) {
-  const record = recordFor(entry, key)
+/**
+ * Fills `out.policy[i]` and `out.limit[i]` for a limiter entry, from a decision or a status;
+ * `refunded` is what was given back since the decision (shown, capped at the limits).
+ */
+function describeLimiter(entry, key, tokens, quotaRemaining, out, i, refunded = 0) {
+  const record = recordFor(entry, key, tokens, quotaRemaining)
+  const quotaShown = quotaRemaining === null ? null : Math.min(quotaRemaining + refunded, record.quotaLimit ?? Infinity)
   out.policy[i] = record.policy
-  out.limit[i] = limitItems(entry, record, Math.min(tokens, record.capacity), quotaRemaining)
+  out.limit[i] = limitItems(entry, record, Math.min(tokens + refunded, record.capacity), quotaShown)
 }
 
 function describeThrottle(entry, result, out, i) {
@@ -703,7 +717,7 @@ function rateLimit(options) {
       if (entry.cost !== undefined) n = entry.cost(req)
       decision = entry.keyed ? entry.limiter.tryConsume(key, n) : entry.limiter.tryConsume(n)
       if (headers || !decision.allowed) {
-        const record = recordFor(entry, key)
+        const record = recordFor(entry, key, decision.tokens, decision.quotaRemaining)
         if (headers) {
           res.setHeader('RateLimit-Policy', record.policy)
           res.setHeader('RateLimit', limitItems(entry, record, decision.tokens, decision.quotaRemaining))
@@ -738,7 +752,7 @@ function rateLimit(options) {
         if (decision.allowed) {
           allowedCount++
           if (buildAsChecked) {
-            const record = recordFor(entry, key)
+            const record = recordFor(entry, key, decision.tokens, decision.quotaRemaining)
             const separator = s === 0 ? '' : ', '
             policyHeader += separator + record.policy
             limitHeader += separator + limitItems(entry, record, decision.tokens, decision.quotaRemaining)
@@ -748,13 +762,12 @@ function rateLimit(options) {
         // SPEC §11: a denial refunds what the earlier limits took; the later ones are reported from status.
         allowedCount = 0 // refunded here, whether or not every refund succeeds
         refundTaken(taken, s)
-        const violated = violatedBy(entry, recordFor(entry, key), decision, n)
+        const violated = violatedBy(entry, recordFor(entry, key, decision.tokens, decision.quotaRemaining), decision, n)
         if (headers) {
           const out = newOut()
           for (let e = 0; e < s; e++) {
             const { entry: earlier, key: earlierKey, n: earlierN, decision: d } = taken[e]
-            const quotaBack = d.quotaRemaining === null ? null : d.quotaRemaining + earlierN
-            describeLimiter(earlier, earlierKey, d.tokens + earlierN, quotaBack, out, earlier.index)
+            describeLimiter(earlier, earlierKey, d.tokens, d.quotaRemaining, out, earlier.index, earlierN)
           }
           describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, out, entry.index)
           for (let later = s + 1; later < syncEntries.length; later++) {
@@ -798,6 +811,9 @@ function rateLimit(options) {
     const refundAll = () => {
       refunded = true // once, even if a refund throws
       refundTaken(taken, taken.length)
+      if (headers) {
+        for (const { entry, key, n, decision } of taken) describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, out, entry.index, n)
+      }
     }
     try {
       for (const entry of throttleEntries) {
