@@ -13,9 +13,7 @@ const index = require('../index.js')
 const { coded, describe, isPlainObject } = require('./validate')
 const { limiterFacts } = require('./http-clocks')
 
-const { QuotaClock } = index
-// Absent from builds without the keyed limiter; then only QuotaClock entries are accepted.
-const KeyedQuotaClock = typeof index.KeyedQuotaClock === 'function' ? index.KeyedQuotaClock : undefined
+const { QuotaClock, KeyedQuotaClock } = index
 
 const OPTION_NAMES = ['limiter', 'limits', 'key', 'cost', 'name', 'headers', 'skip', 'onLimited']
 const LIMITER_ENTRY_NAMES = ['limiter', 'key', 'cost', 'name']
@@ -127,7 +125,7 @@ function sfInteger(value) {
 }
 
 function isKeyed(limiter) {
-  return KeyedQuotaClock !== undefined && limiter instanceof KeyedQuotaClock
+  return limiter instanceof KeyedQuotaClock
 }
 
 function parseLimiterEntry(entry, what, defaults) {
@@ -135,8 +133,7 @@ function parseLimiterEntry(entry, what, defaults) {
   const { limiter } = entry
   const keyed = isKeyed(limiter)
   if (!keyed && !(limiter instanceof QuotaClock)) {
-    const expected = KeyedQuotaClock === undefined ? 'a QuotaClock' : 'a KeyedQuotaClock or a QuotaClock'
-    throw optionError(TypeError, `${what}.limiter must be ${expected} from quota-clock-source, received ${describe(limiter)}`)
+    throw optionError(TypeError, `${what}.limiter must be a KeyedQuotaClock or a QuotaClock from quota-clock-source, received ${describe(limiter)}`)
   }
   const key = checkFunction(entry.key, `${what}.key`, '(req) => string')
   if (!keyed && key !== undefined) {
