@@ -9,11 +9,10 @@
 // list with it costs ~2 µs a request (benchmark/http.js), over half of express-rate-limit's whole
 // cost, and quoting a handful of names at configuration does not justify the package's first
 // runtime dependency. The tests parse every header with that library instead.
-const index = require('../index.js')
+const { QuotaClock, KeyedQuotaClock } = require('../index.js')
 const { coded, describe, isPlainObject } = require('./validate')
 const { limiterFacts } = require('./http-clocks')
 
-const { QuotaClock, KeyedQuotaClock } = index
 
 const OPTION_NAMES = ['limiter', 'limits', 'key', 'cost', 'name', 'headers', 'skip', 'onLimited']
 const LIMITER_ENTRY_NAMES = ['limiter', 'key', 'cost', 'name']
