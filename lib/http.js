@@ -13,7 +13,6 @@ const { QuotaClock, KeyedQuotaClock } = require('../index.js')
 const { coded, describe, isPlainObject } = require('./validate')
 const { limiterFacts } = require('./http-clocks')
 
-
 const OPTION_NAMES = ['limiter', 'limits', 'key', 'cost', 'name', 'headers', 'skip', 'onLimited']
 const LIMITER_ENTRY_NAMES = ['limiter', 'key', 'cost', 'name']
 const THROTTLE_ENTRY_NAMES = ['throttle', 'limits', 'key', 'name', 'timeoutMs', 'failOpen']
