@@ -78,7 +78,9 @@ export type RateLimitOptions<Req extends RateLimitRequest = RateLimitRequest, Re
 /**
  * Express/Connect middleware, and a plain node:http handler step (`next` omitted: an allowed request
  * just returns, a limited one has been answered). Returns a Promise when a throttle entry is present.
- * Throws `TypeError` / `RangeError` code `ERR_INVALID_OPTION` for bad options.
+ * Throws `TypeError` / `RangeError` code `ERR_INVALID_OPTION` for bad options. The request type
+ * of your functions is inferred from their annotation (`key: (req: express.Request) => ...`), or
+ * given: `rateLimit<express.Request>({ ... })`.
  */
 export function rateLimit<Req extends RateLimitRequest = RateLimitRequest, Res extends RateLimitResponse = RateLimitResponse>(
   options: RateLimitOptions<Req, Res>,
