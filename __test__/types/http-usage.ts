@@ -38,6 +38,7 @@ app.use(
   }),
 )
 app.use(rateLimit({ limiter: perClient, headers: false, key: (req) => clientKey(req, { ipv6Subnet: 64 }) }))
+app.use(rateLimit<express.Request>({ limiter: perTenant, key: (req) => req.get('X-Tenant') ?? 'anonymous' }))
 
 // node:http: no next.
 const limit = rateLimit({ limiter: perClient })
