@@ -108,8 +108,11 @@ export interface Decision {
   tokens: number
   /** `limit - used` in the open period; `null` without a quota. */
   quotaRemaining: number | null
-  /** Raised while making this decision (usually empty; the empty array is shared and frozen). */
-  anomalies: readonly Anomaly[]
+  /**
+   * Raised while making this decision (usually empty). Typed `Anomaly[]` as the contract says; the
+   * empty array is shared and frozen, so copy it (`[...decision.anomalies]`) before adding to it.
+   */
+  anomalies: Anomaly[]
 }
 
 export interface Period {

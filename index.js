@@ -2,7 +2,7 @@
 // The JS face of quota-clock-source: option checks with coded errors, clock-source plumbing,
 // and the decision object. The Rust core does every computation; see src/.
 
-const { coded, describe, isPlainObject, refuseUnknownKeys } = require('./lib/validate.js')
+const { coded, describe, thrownText, isPlainObject, readOptions } = require('./lib/validate.js')
 const { rememberLimiter } = require('./lib/http-clocks.js')
 
 const native = loadNativeBinding()
@@ -39,8 +39,8 @@ function hostPlatform() {
 const { NativeManualClock } = native
 
 class QuotaClockError extends Error {
-  constructor(code, message) {
-    super(message)
+  constructor(code, message, options) {
+    super(message, options)
     this.name = 'QuotaClockError'
     this.code = code
   }
@@ -95,8 +95,7 @@ const PERIOD_KEYS = ['unit', 'timeZone', 'anchorDay', 'anchorMonth', 'anchorTime
 /** Type checks of a QuotaPeriodSpec; value checks happen in the Rust calendar. */
 function periodSpecInput(period, path) {
   if (!isPlainObject(period)) throw typeError('ERR_INVALID_OPTION', path, 'an object { unit, timeZone, ... }', period)
-  refuseUnknownKeys(period, PERIOD_KEYS, path)
-  const { unit, timeZone, anchorDay, anchorMonth, anchorTime } = period
+  const { unit, timeZone, anchorDay, anchorMonth, anchorTime } = readOptions(period, PERIOD_KEYS, path)
   if (typeof unit !== 'string') throw typeError('ERR_INVALID_OPTION', `${path}.unit`, "one of 'day', 'week', 'month', 'year'", unit)
   if (typeof timeZone !== 'string') throw typeError('ERR_INVALID_OPTION', `${path}.timeZone`, "an IANA time zone name such as 'America/Los_Angeles' or 'UTC'", timeZone)
   if (anchorDay !== undefined) checkNumber(anchorDay, `${path}.anchorDay`)
@@ -115,9 +114,8 @@ const boottimeReaders = new WeakSet()
 function systemClock(options) {
   if (options !== undefined) {
     if (!isPlainObject(options)) throw typeError('ERR_INVALID_OPTION', 'systemClock(options)', 'an object { elapsedRealtimeMs? }', options)
-    refuseUnknownKeys(options, ['elapsedRealtimeMs'], '')
   }
-  const reader = options === undefined ? undefined : options.elapsedRealtimeMs
+  const reader = options === undefined ? undefined : readOptions(options, ['elapsedRealtimeMs'], '').elapsedRealtimeMs
   if (reader !== undefined && typeof reader !== 'function') {
     throw typeError('ERR_INVALID_OPTION', 'elapsedRealtimeMs', 'a function returning milliseconds', reader)
   }
@@ -138,10 +136,16 @@ function procUptimeElapsedRealtime() {
 
 class ManualClock {
   #native
+  /** The native state of a real manual clock; a Proxy of one, or an object made from its prototype, has none. */
+  static #of(clock, what) {
+    if ((typeof clock !== 'object' && typeof clock !== 'function') || clock === null || !(#native in clock)) {
+      throw typeError('ERR_INVALID_ARG', what, 'called on a clock made by manualClock()', clock)
+    }
+    return clock.#native
+  }
   constructor(init) {
     if (init !== undefined && !isPlainObject(init)) throw typeError('ERR_INVALID_OPTION', 'manualClock(init)', 'an object { monotonicMs?, wallMs?, elapsedRealtimeMs? }', init)
-    const { monotonicMs = 0, wallMs = Date.UTC(2024, 0, 15), elapsedRealtimeMs } = init || {}
-    if (init !== undefined) refuseUnknownKeys(init, ['monotonicMs', 'wallMs', 'elapsedRealtimeMs'], 'init')
+    const { monotonicMs = 0, wallMs = Date.UTC(2024, 0, 15), elapsedRealtimeMs } = init === undefined ? Object.create(null) : readOptions(init, ['monotonicMs', 'wallMs', 'elapsedRealtimeMs'], 'init')
     checkFinite(monotonicMs, 'init.monotonicMs')
     checkFinite(wallMs, 'init.wallMs')
     const hasReader = typeof elapsedRealtimeMs === 'number'
@@ -154,38 +158,42 @@ class ManualClock {
     }
   }
   advance(ms) {
+    const state = ManualClock.#of(this, 'advance(ms)')
     checkNumber(ms, 'advance(ms)', 'ERR_INVALID_ARG')
-    callNative(() => this.#native.advance(ms))
+    callNative(() => state.advance(ms))
   }
   suspend(ms) {
+    const state = ManualClock.#of(this, 'suspend(ms)')
     checkNumber(ms, 'suspend(ms)', 'ERR_INVALID_ARG')
-    callNative(() => this.#native.suspend(ms))
+    callNative(() => state.suspend(ms))
   }
   stepWall(deltaMs) {
+    const state = ManualClock.#of(this, 'stepWall(deltaMs)')
     checkNumber(deltaMs, 'stepWall(deltaMs)', 'ERR_INVALID_ARG')
-    callNative(() => this.#native.stepWall(deltaMs))
+    callNative(() => state.stepWall(deltaMs))
   }
   set(values) {
+    const state = ManualClock.#of(this, 'set(values)')
     if (!isPlainObject(values)) throw typeError('ERR_INVALID_ARG', 'set(values)', 'an object { monotonicMs?, wallMs?, elapsedRealtimeMs? }', values)
-    refuseUnknownKeys(values, ['monotonicMs', 'wallMs', 'elapsedRealtimeMs'], 'set')
-    const { monotonicMs, wallMs, elapsedRealtimeMs } = values
+    const { monotonicMs, wallMs, elapsedRealtimeMs } = readOptions(values, ['monotonicMs', 'wallMs', 'elapsedRealtimeMs'], 'set', 'ERR_INVALID_ARG')
     if (monotonicMs !== undefined) checkNumber(monotonicMs, 'set({ monotonicMs })', 'ERR_INVALID_ARG')
     if (wallMs !== undefined) checkNumber(wallMs, 'set({ wallMs })', 'ERR_INVALID_ARG')
     if (elapsedRealtimeMs !== undefined) checkNumber(elapsedRealtimeMs, 'set({ elapsedRealtimeMs })', 'ERR_INVALID_ARG')
-    callNative(() => this.#native.set(monotonicMs, wallMs, elapsedRealtimeMs))
+    callNative(() => state.set(monotonicMs, wallMs, elapsedRealtimeMs))
   }
   monotonicMs() {
-    return this.#native.monotonicMs()
+    return ManualClock.#of(this, 'monotonicMs()').monotonicMs()
   }
   wallMs() {
-    return this.#native.wallMs()
+    return ManualClock.#of(this, 'wallMs()').wallMs()
   }
   /** How many times the elapsed-realtime reader was called. */
   get elapsedRealtimeReads() {
-    return this.#native.elapsedRealtimeReads
+    return ManualClock.#of(this, 'elapsedRealtimeReads').elapsedRealtimeReads
   }
+  /** The native state of a manual clock, or undefined for anything else. */
   static nativeOf(clock) {
-    return clock.#native
+    return (typeof clock === 'object' || typeof clock === 'function') && clock !== null && #native in clock ? clock.#native : undefined
   }
 }
 
@@ -193,30 +201,83 @@ function manualClock(init) {
   return new ManualClock(init)
 }
 
-/** The arguments NativeLimiter needs to read `clock` (natively where it can). */
+/**
+ * A clock's method, own or from its class; one that only Object.prototype has (a polluted
+ * prototype) is not the clock's. A getter or Proxy trap that throws is ERR_INVALID_OPTION.
+ */
+function clockMethod(clock, name) {
+  try {
+    const value = clock[name]
+    return value !== undefined && value === Object.prototype[name] && !Object.prototype.hasOwnProperty.call(clock, name) ? undefined : value
+  } catch (error) {
+    throw coded(TypeError, 'ERR_INVALID_OPTION', `clock.${name} could not be read: ${thrownText(error)}`, { cause: error })
+  }
+}
+
+/** A Proxy of a manual clock, or an object made from its prototype: it has no clock state. */
+function isManualClockCopy(clock) {
+  try {
+    return clock instanceof ManualClock
+  } catch (error) {
+    throw coded(TypeError, 'ERR_INVALID_OPTION', `clock could not be inspected: ${thrownText(error)}`, { cause: error })
+  }
+}
+
+// Objects made here always have every field they are read for (an absent one would be looked up
+// on Object.prototype, which may be polluted); objects from the native side are read with `own`.
+function clockKind(kind, manual, clock, reader) {
+  return { kind, manual, clock, reader }
+}
+
+/** An own property, or undefined (never one inherited from a polluted Object.prototype). */
+function own(object, key) {
+  return Object.hasOwn(object, key) ? object[key] : undefined
+}
+
+/** How a limiter reads `clock`: natively where it can; `clock` or `reader` are read in JS. */
 function clockArguments(clock) {
-  if (clock instanceof ManualClock) return { kind: 'manual', manual: ManualClock.nativeOf(clock) }
+  const manual = ManualClock.nativeOf(clock)
+  if (manual !== undefined) return clockKind('manual', manual, undefined, undefined)
+  if (isManualClockCopy(clock)) {
+    throw typeError('ERR_INVALID_OPTION', 'clock', 'a clock source; a Proxy of a manual clock, or an object made from its prototype, is not one (pass the clock manualClock() returned)', clock)
+  }
   if (!isPlainObject(clock) && typeof clock !== 'function') {
     throw typeError('ERR_INVALID_OPTION', 'clock', 'a clock source { monotonicMs(), wallMs(), elapsedRealtimeMs?() }', clock)
   }
-  for (const method of ['monotonicMs', 'wallMs']) {
-    if (typeof clock[method] !== 'function') throw typeError('ERR_INVALID_OPTION', `clock.${method}`, 'a function returning milliseconds', clock[method])
-  }
-  const reader = clock.elapsedRealtimeMs
+  const monotonicMs = clockMethod(clock, 'monotonicMs')
+  if (typeof monotonicMs !== 'function') throw typeError('ERR_INVALID_OPTION', 'clock.monotonicMs', 'a function returning milliseconds', monotonicMs)
+  const wallMs = clockMethod(clock, 'wallMs')
+  if (typeof wallMs !== 'function') throw typeError('ERR_INVALID_OPTION', 'clock.wallMs', 'a function returning milliseconds', wallMs)
+  const reader = clockMethod(clock, 'elapsedRealtimeMs')
   if (reader !== undefined && typeof reader !== 'function') {
     throw typeError('ERR_INVALID_OPTION', 'clock.elapsedRealtimeMs', 'a function returning milliseconds, or absent', reader)
   }
-  if (systemClocks.has(clock) && clock.monotonicMs === native.systemMonotonicMs && clock.wallMs === native.systemWallMs) {
-    if (reader === undefined) return { kind: 'system' }
-    if (boottimeReaders.has(reader)) return { kind: 'system-boottime' }
-    return { kind: 'system-reader', elapsed: () => reader() }
+  if (systemClocks.has(clock) && monotonicMs === native.systemMonotonicMs && wallMs === native.systemWallMs) {
+    if (reader === undefined) return clockKind('system', undefined, undefined, undefined)
+    if (boottimeReaders.has(reader)) return clockKind('system-boottime', undefined, undefined, undefined)
+    return clockKind('system-reader', undefined, undefined, reader)
   }
-  return {
-    kind: 'js',
-    monotonic: () => clock.monotonicMs(),
-    wall: () => clock.wallMs(),
-    elapsed: reader === undefined ? undefined : () => clock.elapsedRealtimeMs(),
+  // Its methods are looked up at every reading.
+  return clockKind(reader === undefined ? 'js' : 'js-reader', undefined, clock, undefined)
+}
+
+/** A reading of a JS clock method: a finite number, or ERR_CLOCK_READING with what was thrown as `cause`. */
+function readClock(clock, method) {
+  let value
+  try {
+    value = clock[method]()
+  } catch (error) {
+    throw new QuotaClockError('ERR_CLOCK_READING', `clock.${method}() failed: it threw: ${thrownText(error)}`, { cause: error })
   }
+  if (typeof value !== 'number' || !Number.isFinite(value)) {
+    throw new QuotaClockError('ERR_CLOCK_READING', `clock.${method}() must return a finite number of milliseconds; received ${describe(value)}`)
+  }
+  return value
+}
+
+/** A reading of systemClock({ elapsedRealtimeMs }) 's reader. */
+function readReader(reader) {
+  return readClock({ elapsedRealtimeMs: reader }, 'elapsedRealtimeMs')
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -231,14 +292,18 @@ const MISSING_SUSPEND_POLICY =
 // One result buffer per module instance, shared by its limiters: the native tryConsume reads `n` and the
 // limiter's slot from it, writes the decision into it, and this file builds the object (cheaper
 // than a napi-built object). Slots: [0] in: n, out: status (0 decided, 1 decided with anomalies,
-// 2 error), [1] allowed, [2] retryAfterMs, [3] basis (0 none, 1 monotonic-refill, 2 wall-period),
-// [4] tokens, [5] quotaRemaining, [6] in: the limiter's slot.
-const RESULT = new Float64Array(7)
+// 2 error, 3 needs the JS elapsed-realtime reader, 4 a JS clock: read it and call consumeSupplied),
+// [1] allowed, [2] retryAfterMs, [3] basis (0 none, 1 monotonic-refill, 2 wall-period),
+// [4] tokens, [5] quotaRemaining, [6] in: the limiter's slot; [7] monotonic, [8] wall, [9] elapsed
+// realtime, [10] 1 when [9] holds a reading: the readings of a JS clock (in), or (out, status 3)
+// those a call took before it stopped for the JS elapsed-realtime reader.
+const RESULT = new Float64Array(11)
 // [6] is written as an integer through this view, so the native side reads it without converting.
 const LIMITER_SLOT = new Uint32Array(RESULT.buffer, 6 * 8, 1)
 // This module instance's limiters (a module loaded again, by a test runner say, gets its own).
-const REGISTRY = native.createRegistry(RESULT)
-const consume = native.registryConsume(REGISTRY)
+// `consume` is tryConsume for natively read clocks; `consumeSupplied` the same for readings taken in
+// JS (a JS clock's, or those of a call resumed after a JS reader). The registry lives as long as they do.
+const { id: REGISTRY, consume, consumeSupplied } = native.createRegistry(RESULT)
 // Each limiter with an onAnomaly handler gets a listener id; one threadsafe function per module
 // instance delivers { listener, anomaly } and `listeners` routes it to the limiter, held weakly (so
 // a handler that refers to its own limiter does not keep it alive), whose handler gets it (see the
@@ -265,12 +330,14 @@ function registerListener(limiter, onAnomaly) {
 }
 
 const BASIS = [null, 'monotonic-refill', 'wall-period']
+// SPEC §8: at most this many deliveries wait per thread (the native side drops and counts the rest).
+const MAX_WAITING_DELIVERIES = 10_000
 const NO_ANOMALIES = Object.freeze([])
 
-/** The §4 options; `moreKeys` are checked by the caller (KeyedQuotaClock's own options). */
-function parseOptions(options, moreKeys = []) {
-  if (!isPlainObject(options)) throw typeError('ERR_INVALID_OPTION', 'options', 'an object { capacity, refillPerSecond, suspendPolicy, ... }', options)
-  refuseUnknownKeys(options, [...OPTION_KEYS, ...moreKeys], '')
+/** The §4 options; `moreKeys` are read too and checked by the caller (KeyedQuotaClock's own). */
+function parseOptions(given, moreKeys = []) {
+  if (!isPlainObject(given)) throw typeError('ERR_INVALID_OPTION', 'options', 'an object { capacity, refillPerSecond, suspendPolicy, ... }', given)
+  const options = readOptions(given, moreKeys.length === 0 ? OPTION_KEYS : [...OPTION_KEYS, ...moreKeys], '')
   const capacity = checkNumber(options.capacity, 'capacity')
   if (!(Number.isFinite(capacity) && capacity > 0)) throw rangeError('ERR_INVALID_OPTION', 'capacity', 'a finite number > 0', capacity)
   const refillPerSecond = checkNumber(options.refillPerSecond, 'refillPerSecond')
@@ -288,9 +355,8 @@ function parseOptions(options, moreKeys = []) {
   let quotaLimit
   let quotaPeriod
   if (options.quota !== undefined) {
-    const { quota } = options
-    if (!isPlainObject(quota)) throw typeError('ERR_INVALID_OPTION', 'quota', 'an object { limit, period }', quota)
-    refuseUnknownKeys(quota, ['limit', 'period'], 'quota')
+    if (!isPlainObject(options.quota)) throw typeError('ERR_INVALID_OPTION', 'quota', 'an object { limit, period }', options.quota)
+    const quota = readOptions(options.quota, ['limit', 'period'], 'quota')
     quotaLimit = checkNumber(quota.limit, 'quota.limit')
     if (!(Number.isSafeInteger(quotaLimit) && quotaLimit >= 0)) throw rangeError('ERR_INVALID_OPTION', 'quota.limit', 'a non-negative safe integer (0 blocks every request)', quotaLimit)
     quotaPeriod = periodSpecInput(quota.period, 'quota.period')
@@ -311,27 +377,36 @@ function parseOptions(options, moreKeys = []) {
     clockArgs,
     onAnomaly,
     initialTokensGiven: options.initialTokens !== undefined,
+    // The options as read (once, own properties only), for the caller's `moreKeys`.
+    read: options,
   }
 }
 
-/** Best-effort text of anything thrown; never throws itself. */
-function thrownText(error) {
+/** A process warning; never throws (not even if emitWarning was replaced by one that does). */
+function warn(message, code) {
   try {
-    if (error instanceof Error) return String(error.message)
-    return typeof error === 'symbol' ? error.toString() : String(error)
+    process.emitWarning(message, { code })
   } catch {
-    return 'a value that cannot be turned into text'
+    // Nowhere left to report it.
   }
 }
 
-/** Calls the user's handler; a throw becomes a process warning, never a crash. */
+function handlerFailed(how, error, anomaly) {
+  warn(`quota-clock-source: the onAnomaly handler ${how}: ${thrownText(error)} (anomaly: ${anomaly.kind}: ${anomaly.detail})`, 'QUOTA_CLOCK_ON_ANOMALY_THREW')
+}
+
+/** Calls the user's handler; a throw, or a promise it returns that rejects, becomes a process warning, never a crash. */
 function deliverSafely(onAnomaly, anomaly) {
+  let returned
   try {
-    onAnomaly(anomaly)
+    returned = onAnomaly(anomaly)
   } catch (error) {
-    process.emitWarning(`quota-clock-source: the onAnomaly handler threw: ${thrownText(error)} (anomaly: ${anomaly.kind}: ${anomaly.detail})`, {
-      code: 'QUOTA_CLOCK_ON_ANOMALY_THREW',
-    })
+    handlerFailed('threw', error, anomaly)
+    return
+  }
+  if ((typeof returned === 'object' && returned !== null) || typeof returned === 'function') {
+    // An async handler (or any thenable): its rejection must not become an unhandled one.
+    Promise.resolve(returned).then(undefined, (error) => handlerFailed('returned a promise that rejected', error, anomaly))
   }
 }
 
@@ -347,6 +422,22 @@ function checkPositiveCount(n) {
   if (!(typeof n === 'number' && Number.isSafeInteger(n) && n >= 1)) {
     throw rangeError('ERR_INVALID_ARG', 'n', 'a positive safe integer', n)
   }
+}
+
+/** Writes a call's input for consumeSupplied. */
+function supply(slot, n, monotonicMs, wallMs, elapsedRealtimeMs) {
+  RESULT[0] = n
+  LIMITER_SLOT[0] = slot
+  RESULT[7] = monotonicMs
+  RESULT[8] = wallMs
+  RESULT[9] = elapsedRealtimeMs === undefined ? NaN : elapsedRealtimeMs
+  RESULT[10] = elapsedRealtimeMs === undefined ? 0 : 1
+}
+
+/** Marks a limiter's JS clock as being read; a call it makes back into the limiter is refused. */
+function enterClock(js) {
+  if (js.reading) throw new QuotaClockError('ERR_CLOCK_READING', 'the clock called back into this limiter while it was reading it')
+  js.reading = true
 }
 
 /** The decision the native tryConsume just wrote into RESULT. */
@@ -373,10 +464,10 @@ function toAnomaly(anomaly) {
     wallDeltaMs: anomaly.wallDeltaMs,
     creditedMs: anomaly.creditedMs,
   }
-  if (anomaly.suspendedMs != null) out.suspendedMs = anomaly.suspendedMs
-  if (anomaly.stepMs != null) out.stepMs = anomaly.stepMs
-  if (anomaly.skipped != null) out.skipped = anomaly.skipped
-  if (anomaly.periodId != null) out.periodId = anomaly.periodId
+  for (const key of ['suspendedMs', 'stepMs', 'skipped', 'periodId']) {
+    const value = own(anomaly, key)
+    if (value != null) out[key] = value
+  }
   return out
 }
 
@@ -387,21 +478,52 @@ class QuotaClock {
   #quotaLimit
   #hasQuota
   #onAnomaly
+  // For a limiter read in JS (one field, so that others stay small): `{ clock, reader, reading,
+  // latched }`, a JS clock (read here, at every call) or a JS elapsed-realtime reader of
+  // systemClock(). The native side holds neither, so a clock or reader that refers back to this
+  // limiter does not keep it alive. `reading`: a call the clock makes back into this limiter is
+  // refused. `latched`: the monotonic clock regressed; every later call fails with that, and the
+  // clock is not read again.
+  #js
+
+  // The native side holds this weakly (so that it never keeps this module alive); the class holds it.
+  static #dispatch = (delivery) => {
+    const { listener, anomaly } = delivery
+    const dropped = own(delivery, 'dropped')
+    const limiter = listeners.get(listener)?.deref()
+    // A KeyedQuotaClock's handler is in otherHandlers (it shares this dispatcher).
+    if (limiter !== undefined) deliverSafely(#onAnomaly in limiter ? limiter.#onAnomaly : otherHandlers.get(limiter), toAnomaly(anomaly))
+    if (dropped != null) {
+      warn(
+        `quota-clock-source: ${dropped} anomaly deliveries to onAnomaly were dropped: more than ${MAX_WAITING_DELIVERIES} were waiting on this thread (the event loop did not run while they piled up). Each is still on its decision.anomalies.`,
+        'QUOTA_CLOCK_ANOMALIES_DROPPED',
+      )
+    }
+  }
 
   static {
-    native.registryOnAnomaly(REGISTRY, ({ listener, anomaly }) => {
-      const limiter = listeners.get(listener)?.deref()
-      if (limiter === undefined) return
-      deliverSafely(#onAnomaly in limiter ? limiter.#onAnomaly : otherHandlers.get(limiter), toAnomaly(anomaly))
-    })
+    native.registryOnAnomaly(REGISTRY, QuotaClock.#dispatch)
   }
 
   constructor(options) {
     const { limiterOptions, clockArgs, onAnomaly } = parseOptions(options)
+    const { kind, manual, clock, reader } = clockArgs
+    // The starting readings of a clock read in JS, in the order the native side takes them.
+    let monotonicMs
+    let wallMs
+    let elapsedRealtimeMs
+    if (clock !== undefined) {
+      monotonicMs = readClock(clock, 'monotonicMs')
+      wallMs = readClock(clock, 'wallMs')
+      if (kind === 'js-reader') elapsedRealtimeMs = readClock(clock, 'elapsedRealtimeMs')
+    } else if (reader !== undefined) {
+      monotonicMs = native.systemMonotonicMs()
+      wallMs = native.systemWallMs()
+      elapsedRealtimeMs = readReader(reader)
+    }
     const listener = onAnomaly === undefined ? undefined : nextListener++
-    this.#slot = callNative(() =>
-      native.createLimiter(REGISTRY, limiterOptions, clockArgs.kind, clockArgs.manual, clockArgs.monotonic, clockArgs.wall, clockArgs.elapsed, listener),
-    )
+    this.#slot = callNative(() => native.createLimiter(REGISTRY, limiterOptions, kind, manual, monotonicMs, wallMs, elapsedRealtimeMs, listener))
+    if (clock !== undefined || reader !== undefined) this.#js = { clock, reader, reading: false, latched: false }
     if (listener !== undefined) {
       this.#onAnomaly = onAnomaly
       listeners.set(listener, new WeakRef(this))
@@ -421,31 +543,136 @@ class QuotaClock {
     LIMITER_SLOT[0] = this.#slot
     consume()
     if (RESULT[0] === 0) return readDecision(this.#hasQuota, NO_ANOMALIES)
-    return this.#settle()
+    return this.#settle(n)
   }
 
-  /** The rare outcomes: a decision with anomalies, or an error. */
-  #settle() {
-    if (RESULT[0] === 1) {
+  /** tryConsume on a JS clock: the readings are taken here and passed in. */
+  #consumeJs(n) {
+    const js = this.#js
+    let monotonicMs = NaN
+    let wallMs = NaN
+    if (!js.latched) {
+      enterClock(js)
+      try {
+        monotonicMs = readClock(js.clock, 'monotonicMs')
+        wallMs = readClock(js.clock, 'wallMs')
+      } finally {
+        js.reading = false
+      }
+    }
+    // Written only now: the clock may have called other limiters, which share RESULT.
+    supply(this.#slot, n, monotonicMs, wallMs, undefined)
+    consumeSupplied()
+    if (RESULT[0] === 0) return readDecision(this.#hasQuota, NO_ANOMALIES)
+    return this.#settle(n)
+  }
+
+  /** The JS elapsed-realtime reading (of a JS clock, or of systemClock's reader). */
+  #readElapsedRealtime() {
+    const js = this.#js
+    enterClock(js)
+    try {
+      return js.clock !== undefined ? readClock(js.clock, 'elapsedRealtimeMs') : readReader(js.reader)
+    } finally {
+      js.reading = false
+    }
+  }
+
+  /** The rare outcomes: a decision with anomalies, a JS clock to read, a call that needs the JS reader, or an error. */
+  #settle(n) {
+    const status = RESULT[0]
+    if (status === 4) return this.#consumeJs(n)
+    if (status === 1) {
       return readDecision(this.#hasQuota, callNative(() => native.limiterTakeAnomalies(REGISTRY, this.#slot)).map(toAnomaly))
     }
-    throw toPublicError(native.limiterTakeError(REGISTRY, this.#slot))
+    if (status === 3) {
+      // Nothing changed yet: resume on the readings the call took, with the reader's.
+      const monotonicMs = RESULT[7]
+      const wallMs = RESULT[8]
+      const elapsedRealtimeMs = this.#readElapsedRealtime()
+      supply(this.#slot, n, monotonicMs, wallMs, elapsedRealtimeMs)
+      consumeSupplied()
+      if (RESULT[0] === 0) return readDecision(this.#hasQuota, NO_ANOMALIES)
+      return this.#settle(n)
+    }
+    throw this.#failed(toPublicError(native.limiterTakeError(REGISTRY, this.#slot)))
+  }
+
+  #failed(error) {
+    if (error.code === 'ERR_MONOTONIC_REGRESSION' && this.#js !== undefined) this.#js.latched = true
+    return error
+  }
+
+  #status(monotonicMs, wallMs, elapsedRealtimeMs) {
+    try {
+      return native.limiterStatus(REGISTRY, this.#slot, monotonicMs, wallMs, elapsedRealtimeMs)
+    } catch (error) {
+      throw error && typeof error.code === 'string' ? this.#failed(toPublicError(error)) : error
+    }
   }
 
   /** Reads and reconciles the clocks like tryConsume, then gives back `n` tokens (up to capacity) and `n` quota units (down to zero). */
   refund(n = 1) {
     checkPositiveCount(n)
-    callNative(() => native.limiterRefund(REGISTRY, this.#slot, n))
+    const [monotonicMs, wallMs] = this.#readJsClock()
+    const done = this.#native(() => native.limiterRefund(REGISTRY, this.#slot, n, monotonicMs, wallMs, undefined))
+    if (done.needsReader) {
+      const { takenMonotonicMs, takenWallMs } = done
+      const elapsedRealtimeMs = this.#readElapsedRealtime()
+      this.#native(() => native.limiterRefund(REGISTRY, this.#slot, n, takenMonotonicMs, takenWallMs, elapsedRealtimeMs))
+    }
+  }
+
+  /** A JS clock's two readings for a call made outside the hot path (undefined for native clocks; NaN once latched). */
+  #readJsClock() {
+    const js = this.#js
+    if (js === undefined || js.clock === undefined) return [undefined, undefined]
+    if (js.latched) return [NaN, NaN]
+    enterClock(js)
+    try {
+      return [readClock(js.clock, 'monotonicMs'), readClock(js.clock, 'wallMs')]
+    } finally {
+      js.reading = false
+    }
+  }
+
+  /** A native call of the slow paths, its coded errors made public (a regression latches). */
+  #native(body) {
+    try {
+      return body()
+    } catch (error) {
+      throw error && typeof error.code === 'string' ? this.#failed(toPublicError(error)) : error
+    }
   }
 
   /** Reads and reconciles the clocks like tryConsume, consuming nothing; also reports the limits in force. */
   status() {
-    const status = callNative(() => native.limiterStatus(REGISTRY, this.#slot))
+    let monotonicMs
+    let wallMs
+    const js = this.#js
+    if (js !== undefined && js.clock !== undefined) {
+      monotonicMs = NaN
+      wallMs = NaN
+      if (!js.latched) {
+        enterClock(js)
+        try {
+          monotonicMs = readClock(js.clock, 'monotonicMs')
+          wallMs = readClock(js.clock, 'wallMs')
+        } finally {
+          js.reading = false
+        }
+      }
+    }
+    let status = this.#status(monotonicMs, wallMs, undefined)
+    if (status.needsReader) {
+      const { takenMonotonicMs, takenWallMs } = status
+      status = this.#status(takenMonotonicMs, takenWallMs, this.#readElapsedRealtime())
+    }
     return {
       tokens: status.tokens,
-      quotaUsed: status.quotaUsed ?? null,
-      quotaRemaining: status.quotaRemaining ?? null,
-      period: status.period == null ? null : toPeriod(status.period),
+      quotaUsed: own(status, 'quotaUsed') ?? null,
+      quotaRemaining: own(status, 'quotaRemaining') ?? null,
+      period: own(status, 'period') == null ? null : toPeriod(status.period),
       capacity: this.#capacity,
       refillPerSecond: this.#refillPerSecond,
       quotaLimit: this.#quotaLimit,
@@ -473,6 +700,7 @@ const { KeyedQuotaClock } = require('./lib/keyed.js')({
   parseOptions,
   periodSpecInput,
   registerListener,
+  clockReading: { readClock, readReader, enterClock, native },
   callNative,
   toPublicError,
   typeError,

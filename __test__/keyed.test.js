@@ -3,6 +3,8 @@
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
+const { spawnSync } = require('node:child_process')
+const path = require('node:path')
 const { KeyedQuotaClock, QuotaClock, QuotaClockError, manualClock } = require('..')
 
 const DAY = 86_400_000
@@ -549,3 +551,78 @@ for (const [row, move] of [
     if (row !== 'agree') assert.ok(outcomes.anomalies > 50, JSON.stringify(outcomes))
   })
 }
+
+// ---------------------------------------------------------------------------------------------
+// Lifetime (SPEC §9: a limiter never keeps itself alive)
+
+test('§9 a KeyedQuotaClock whose onAnomaly and policy refer to it is collected like any other', () => {
+  const root = JSON.stringify(path.join(__dirname, '..'))
+  const script = `
+    const { KeyedQuotaClock, manualClock } = require(${root})
+    let collected = 0
+    const registry = new FinalizationRegistry(() => collected++)
+    for (let i = 0; i < 200; i++) {
+      const clock = manualClock()
+      const limiter = new KeyedQuotaClock({
+        capacity: 1, refillPerSecond: 1, suspendPolicy: 'ignore', clock,
+        onAnomaly: () => limiter.size,
+        policy: () => (limiter.size, undefined),
+      })
+      for (let k = 0; k < 100; k++) limiter.tryConsume('key-' + k)
+      clock.stepWall(-10_000)
+      limiter.tryConsume('key-0')
+      registry.register(limiter, i)
+    }
+    const settle = (rounds) => {
+      gc()
+      if (collected >= 190 || rounds === 0) return console.log(JSON.stringify({ collected }))
+      setTimeout(() => settle(rounds - 1), 20)
+    }
+    setTimeout(() => settle(100), 50)
+  `
+  const child = spawnSync(process.execPath, ['--expose-gc', '-e', script], { encoding: 'utf8', timeout: 60_000 })
+  assert.equal(child.status, 0, child.stderr)
+  const { collected } = JSON.parse(child.stdout.trim())
+  assert.ok(collected >= 190, `collected ${collected} of 200`)
+})
+
+test('§9 nothing malformed crashes the process: a throwing clock, a re-entrant clock, a hostile policy', () => {
+  let broken = false
+  const thrower = { monotonicMs: () => { if (broken) throw new Error('no clock today'); return 0 }, wallMs: () => NOON }
+  const { limiter } = make({ clock: thrower })
+  broken = true
+  assert.throws(() => limiter.tryConsume('a'), isCode(QuotaClockError, 'ERR_CLOCK_READING'))
+  assert.throws(() => limiter.status('a'), isCode(QuotaClockError, 'ERR_CLOCK_READING'))
+  let inner
+  const reentrant = { monotonicMs: () => (inner?.tryConsume('other'), 0), wallMs: () => NOON }
+  inner = new KeyedQuotaClock({ capacity: 5, refillPerSecond: 1, suspendPolicy: 'ignore', clock: reentrant })
+  assert.throws(() => inner.tryConsume('k'), (e) => e.code === 'ERR_CLOCK_READING')
+  const hostile = make({ policy: () => ({ get capacity() { throw new Error('getter') } }) }).limiter
+  assert.throws(() => hostile.tryConsume('k'), (e) => e instanceof Error)
+  assert.equal(hostile.size, 0)
+})
+
+test('§10 a JS clock with a JS elapsed-realtime reader: read in JS, settled by the reader, for tryConsume, refund and status alike', () => {
+  const inner = manualClock({ wallMs: NOON, elapsedRealtimeMs: 0 })
+  let reads = 0
+  const clock = {
+    monotonicMs: () => inner.monotonicMs(),
+    wallMs: () => inner.wallMs(),
+    elapsedRealtimeMs: () => (reads++, inner.elapsedRealtimeMs()),
+  }
+  const { limiter } = make({ clock, capacity: 100, initialTokens: 0, policy: (key) => (key === 'big' ? { capacity: 1000 } : undefined) })
+  const baseline = reads
+  limiter.tryConsume('a')
+  assert.equal(reads, baseline, 'the reader is read only when the wall runs ahead')
+  inner.suspend(30_000)
+  const d = limiter.tryConsume('big')
+  assert.deepEqual(d.anomalies.map((x) => x.kind), ['suspend'])
+  assert.equal(reads, baseline + 1)
+  assert.equal(limiter.status('a').tokens, 30, 'the suspended 30 s were credited to the timeline')
+  inner.suspend(5_000)
+  limiter.refund('a', 1)
+  assert.equal(limiter.status('a').tokens, 36)
+  inner.suspend(1_000)
+  assert.equal(limiter.status('zzz').tokens, 0, 'a fresh key, after the reader settled the reading')
+  assert.equal(reads, baseline + 3)
+})

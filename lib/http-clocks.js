@@ -10,9 +10,9 @@ const facts = new WeakMap()
 const UNKNOWN = Object.freeze({ readWallMs: Date.now, sameLimitsForEveryKey: false })
 
 /** The wall reading of a limiter's clock (index.js's `clockArguments` result) as a JS function. */
-function wallReaderOf(clockArgs) {
-  if (clockArgs.kind === 'manual') return () => clockArgs.manual.wallMs()
-  if (clockArgs.kind === 'js') return clockArgs.wall
+function wallReaderOf({ kind, manual, clock }) {
+  if (kind === 'manual') return () => manual.wallMs()
+  if (clock !== undefined) return () => clock.wallMs() // a JS clock: its method looked up at every reading
   return Date.now // the system clocks: CLOCK_REALTIME
 }
 

@@ -2,22 +2,30 @@
 // KeyedQuotaClock's JS face (SPEC §10): argument checks, the policy call, and the decision object.
 // The Rust core (src/keyed/) holds every key; index.js hands this module its internals.
 
-const { coded, isPlainObject, refuseUnknownKeys } = require('./validate.js')
+const { coded, isPlainObject, readOptions } = require('./validate.js')
 const { rememberLimiter } = require('./http-clocks.js')
 
 const KEYED_KEYS = ['policy', 'maxKeys', 'restore']
 const POLICY_KEYS = ['capacity', 'refillPerSecond', 'initialTokens', 'quota']
 const DEFAULT_MAX_KEYS = 1_000_000
 const MAX_KEY_UNITS = 256
-// The result buffer: [0] in: n, out: status (0 decided, 1 decided with anomalies, 2 error, 3 the key
-// is not held and `policy` must be asked), [1] allowed, [2] retryAfterMs, [3] basis, [4] tokens,
-// [5] quotaRemaining (NaN: no quota), [6] in: the operation (0 tryConsume, 1 refund).
-const RESULT_SLOTS = 7
-const NEEDS_POLICY = 3
+// Each limiter's result buffer: [0] in: n, out: status (0 done, 1 done with anomalies, 2 error, and
+// what the native side needs first, having read and changed nothing: 3 the JS elapsed-realtime
+// reader (the readings it took are in [7] and [8]), 4 the readings of a JS clock, 5 the key's
+// policy), [1] allowed, [2] retryAfterMs, [3] basis, [4] tokens, [5] quotaRemaining (NaN: no
+// quota), [6] in: the operation (0 tryConsume, 1 refund); [7] monotonic, [8] wall, [9] elapsed
+// realtime, [10] 1 when [9] holds a reading: readings taken in JS (in).
+const RESULT_SLOTS = 11
+const NEEDS_READER = 3
+const NEEDS_READINGS = 4
+const NEEDS_POLICY = 5
+const CONSUME = 0
+const REFUND = 1
 const DEFAULT_CHOICE = 0xffffffff
 
 module.exports = function defineKeyedQuotaClock(internals) {
   const { native, REGISTRY, parseOptions, periodSpecInput, registerListener, callNative, toPublicError, typeError, rangeError, checkNumber, thrownText, toAnomaly, toPeriod, BASIS, NO_ANOMALIES } = internals
+  const { readClock, readReader, enterClock } = internals.clockReading
 
   /** SPEC §10: a string of 1 to 256 UTF-16 code units, checked before any clock is read. */
   function checkKey(key) {
@@ -42,7 +50,8 @@ module.exports = function defineKeyedQuotaClock(internals) {
   function normalizePolicy(policy, path, defaults) {
     if (policy === undefined) return { ...defaults, path }
     if (!isPlainObject(policy)) throw typeError('ERR_INVALID_OPTION', path, 'a KeyPolicy object { capacity?, refillPerSecond?, initialTokens?, quota? } or undefined', policy)
-    refuseUnknownKeys(policy, POLICY_KEYS, path)
+    // Read once, own properties only (a getter that throws is ERR_INVALID_OPTION with its error as cause).
+    policy = readOptions(policy, POLICY_KEYS, path)
     const capacity = policy.capacity === undefined ? defaults.capacity : checkPositive(policy.capacity, `${path}.capacity`)
     const refillPerSecond = policy.refillPerSecond === undefined ? defaults.refillPerSecond : checkPositive(policy.refillPerSecond, `${path}.refillPerSecond`)
     let initialTokens
@@ -58,9 +67,8 @@ module.exports = function defineKeyedQuotaClock(internals) {
       quotaLimit = undefined
       quotaPeriod = undefined
     } else if (policy.quota !== undefined) {
-      const { quota } = policy
-      if (!isPlainObject(quota)) throw typeError('ERR_INVALID_OPTION', `${path}.quota`, 'an object { limit, period } or null', quota)
-      refuseUnknownKeys(quota, ['limit', 'period'], `${path}.quota`)
+      if (!isPlainObject(policy.quota)) throw typeError('ERR_INVALID_OPTION', `${path}.quota`, 'an object { limit, period } or null', policy.quota)
+      const quota = readOptions(policy.quota, ['limit', 'period'], `${path}.quota`)
       quotaLimit = checkNumber(quota.limit, `${path}.quota.limit`)
       if (!(Number.isSafeInteger(quotaLimit) && quotaLimit >= 0)) throw rangeError('ERR_INVALID_OPTION', `${path}.quota.limit`, 'a non-negative safe integer (0 blocks every request)', quotaLimit)
       quotaPeriod = periodSpecInput(quota.period, `${path}.quota.period`)
@@ -86,9 +94,10 @@ module.exports = function defineKeyedQuotaClock(internals) {
   function assignPolicies(plan, policy, defaults) {
     const inputs = []
     const bySignature = new Map()
-    const choices = new Uint32Array(plan.length)
-    for (let i = 0; i < plan.length; i++) {
-      const key = plan.keyAt(i)
+    const choices = new Uint32Array(native.snapshotLength(plan))
+    const length = native.snapshotLength(plan)
+    for (let i = 0; i < length; i++) {
+      const key = native.snapshotKeyAt(plan, i)
       const normalized = resolvePolicy(policy, key, defaults)
       const { capacity, refillPerSecond, initialTokens, quotaLimit, quotaPeriod } = normalized
       if (capacity === defaults.capacity && refillPerSecond === defaults.refillPerSecond && initialTokens === defaults.initialTokens && quotaLimit === defaults.quotaLimit && quotaPeriod === defaults.quotaPeriod) {
@@ -104,7 +113,7 @@ module.exports = function defineKeyedQuotaClock(internals) {
       }
       choices[i] = choice
     }
-    callNative(() => plan.setPolicies(inputs, choices))
+    callNative(() => native.snapshotSetPolicies(plan, inputs, choices))
   }
 
   function readDecision(result, anomalies) {
@@ -125,14 +134,18 @@ module.exports = function defineKeyedQuotaClock(internals) {
     #result
     #policy
     #defaults
+    // A clock (or systemClock's elapsed-realtime reader) read in JS, as QuotaClock's: the native
+    // side holds neither. `reading`: a call the clock makes back into this limiter is refused.
+    // `latched`: the monotonic clock regressed; the clock is not read again.
+    #js
 
     constructor(options) {
-      const { limiterOptions, clockArgs, onAnomaly, initialTokensGiven } = parseOptions(options, KEYED_KEYS)
-      const { policy, restore } = options
+      const { limiterOptions, clockArgs, onAnomaly, initialTokensGiven, read } = parseOptions(options, KEYED_KEYS)
+      const { policy, restore } = read
       if (policy !== undefined && typeof policy !== 'function') throw typeError('ERR_INVALID_OPTION', 'policy', 'a function (key) => KeyPolicy | undefined', policy)
       let maxKeys = DEFAULT_MAX_KEYS
-      if (options.maxKeys !== undefined) {
-        maxKeys = checkNumber(options.maxKeys, 'maxKeys')
+      if (read.maxKeys !== undefined) {
+        maxKeys = checkNumber(read.maxKeys, 'maxKeys')
         if (!(Number.isSafeInteger(maxKeys) && maxKeys >= 1)) throw rangeError('ERR_INVALID_OPTION', 'maxKeys', 'a positive safe integer', maxKeys)
       }
       if (restore !== undefined && !(restore instanceof Uint8Array)) {
@@ -141,19 +154,33 @@ module.exports = function defineKeyedQuotaClock(internals) {
       const defaults = { ...limiterOptions, initialTokensGiven }
       let plan
       if (restore !== undefined) {
-        plan = callNative(() => new native.NativeSnapshot(restore, maxKeys))
+        plan = callNative(() => native.snapshotParse(restore, maxKeys))
         if (policy !== undefined) assignPolicies(plan, policy, defaults)
+      }
+      const { kind, manual, clock, reader } = clockArgs
+      // The starting readings of a clock read in JS, in the order the native side takes them.
+      let monotonicMs
+      let wallMs
+      let elapsedRealtimeMs
+      if (clock !== undefined) {
+        monotonicMs = readClock(clock, 'monotonicMs')
+        wallMs = readClock(clock, 'wallMs')
+        if (kind === 'js-reader') elapsedRealtimeMs = readClock(clock, 'elapsedRealtimeMs')
+      } else if (reader !== undefined) {
+        monotonicMs = native.systemMonotonicMs()
+        wallMs = native.systemWallMs()
+        elapsedRealtimeMs = readReader(reader)
       }
       const result = new Float64Array(RESULT_SLOTS)
       const listener = onAnomaly === undefined ? undefined : registerListener(this, onAnomaly)
-      const { kind, manual, monotonic, wall, elapsed } = clockArgs
-      this.#native = callNative(
-        () => new native.NativeKeyed(REGISTRY, limiterOptions, maxKeys, policy !== undefined, result, kind, manual, monotonic, wall, elapsed, listener, plan),
+      this.#native = callNative(() =>
+        native.keyedCreate(REGISTRY, limiterOptions, maxKeys, policy !== undefined, result, kind, manual, monotonicMs, wallMs, elapsedRealtimeMs, listener, plan),
       )
-      this.#call = this.#native.callFunction()
+      this.#call = native.keyedCallFunction(this.#native)
       this.#result = result
       this.#policy = policy
       this.#defaults = defaults
+      if (clock !== undefined || reader !== undefined) this.#js = { clock, reader, reading: false, latched: false }
       rememberLimiter(this, clockArgs, policy === undefined) // for lib/http.js
     }
 
@@ -163,25 +190,10 @@ module.exports = function defineKeyedQuotaClock(internals) {
       if (n !== 1) checkCount(n)
       const result = this.#result
       result[0] = n
-      result[6] = 0
+      result[6] = CONSUME
       this.#call(key)
       if (result[0] === 0) return readDecision(result, NO_ANOMALIES)
-      return this.#settle(key, n)
-    }
-
-    /** The rare outcomes: anomalies, an error, or a new key whose policy must be asked. */
-    #settle(key, n) {
-      const result = this.#result
-      if (result[0] === NEEDS_POLICY) {
-        const policy = resolvePolicy(this.#policy, key, this.#defaults)
-        // `policy` may have made calls of its own on this limiter: set the buffer again.
-        result[0] = n
-        result[6] = 0
-        callNative(() => this.#native.consumeNew(key, policy))
-        if (result[0] === 0) return readDecision(result, NO_ANOMALIES)
-      }
-      if (result[0] === 1) return readDecision(result, callNative(() => this.#native.takeAnomalies()).map(toAnomaly))
-      throw toPublicError(this.#native.takeError())
+      return this.#settle(key, n, CONSUME)
     }
 
     /** SPEC §10: reconciles, then gives back `n` tokens and quota units; a key not held is left alone. */
@@ -190,44 +202,117 @@ module.exports = function defineKeyedQuotaClock(internals) {
       if (n !== 1) checkCount(n)
       const result = this.#result
       result[0] = n
-      result[6] = 1
+      result[6] = REFUND
       this.#call(key)
-      if (result[0] === 2) throw toPublicError(this.#native.takeError())
+      if (result[0] !== 0) this.#settle(key, n, REFUND)
+    }
+
+    /** The rare outcomes: anomalies, an error, or what the native side needs first (a policy, readings). */
+    #settle(key, n, operation) {
+      const result = this.#result
+      let policy
+      for (;;) {
+        const status = result[0]
+        if (status === 0) return operation === CONSUME ? readDecision(result, NO_ANOMALIES) : undefined
+        if (status === 1) {
+          const anomalies = callNative(() => native.keyedTakeAnomalies(this.#native)).map(toAnomaly)
+          return operation === CONSUME ? readDecision(result, anomalies) : undefined
+        }
+        if (status === 2) throw this.#failed(toPublicError(native.keyedTakeError(this.#native)))
+        let readings
+        if (status === NEEDS_POLICY) policy = resolvePolicy(this.#policy, key, this.#defaults)
+        else if (status === NEEDS_READINGS) readings = this.#readJsClock()
+        else if (status === NEEDS_READER) readings = [result[7], result[8], this.#readElapsedRealtime()]
+        else throw coded(Error, 'ERR_INTERNAL', `quota-clock-source internal error (please report it): status ${status}`)
+        // `policy` and a JS clock may have made calls of their own on this limiter: write it all again.
+        result[0] = n
+        result[6] = operation
+        if (readings !== undefined) {
+          result[7] = readings[0]
+          result[8] = readings[1]
+          result[9] = readings[2] === undefined ? NaN : readings[2]
+          result[10] = readings[2] === undefined ? 0 : 1
+        }
+        this.#slow(() => native.keyedCallSlow(this.#native, key, policy, readings !== undefined))
+      }
+    }
+
+    /** A JS clock's two readings (NaN once latched: the native latch answers before it looks at them). */
+    #readJsClock() {
+      const js = this.#js
+      if (js.latched) return [NaN, NaN]
+      enterClock(js)
+      try {
+        return [readClock(js.clock, 'monotonicMs'), readClock(js.clock, 'wallMs')]
+      } finally {
+        js.reading = false
+      }
+    }
+
+    /** The JS elapsed-realtime reading (of a JS clock, or of systemClock's reader). */
+    #readElapsedRealtime() {
+      const js = this.#js
+      enterClock(js)
+      try {
+        return js.clock !== undefined ? readClock(js.clock, 'elapsedRealtimeMs') : readReader(js.reader)
+      } finally {
+        js.reading = false
+      }
+    }
+
+    #failed(error) {
+      if (error.code === 'ERR_MONOTONIC_REGRESSION' && this.#js !== undefined) this.#js.latched = true
+      return error
+    }
+
+    /** A native call of the slow paths, its coded errors made public. */
+    #slow(body) {
+      try {
+        return body()
+      } catch (error) {
+        throw error && typeof error.code === 'string' ? this.#failed(toPublicError(error)) : error
+      }
     }
 
     /** SPEC §10: the §5 status of one key (a key not held: what a fresh key would have, not holding it). */
     status(key) {
       checkKey(key)
-      let status = callNative(() => this.#native.status(key, undefined))
-      if (status === null) {
-        const policy = resolvePolicy(this.#policy, key, this.#defaults)
-        status = callNative(() => this.#native.status(key, policy))
-      }
-      return {
-        tokens: status.tokens,
-        quotaUsed: status.quotaUsed ?? null,
-        quotaRemaining: status.quotaRemaining ?? null,
-        period: status.period == null ? null : toPeriod(status.period),
-        capacity: status.capacity,
-        refillPerSecond: status.refillPerSecond,
-        quotaLimit: status.quotaLimit ?? null,
+      let policy
+      let readings = []
+      for (;;) {
+        const status = this.#slow(() => native.keyedStatus(this.#native, key, policy, readings[0], readings[1], readings[2]))
+        const { needs } = status
+        if (needs === 'policy') policy = resolvePolicy(this.#policy, key, this.#defaults)
+        else if (needs === 'readings') readings = this.#readJsClock()
+        else if (needs === 'reader') readings = [status.takenMonotonicMs, status.takenWallMs, this.#readElapsedRealtime()]
+        else {
+          return {
+            tokens: status.tokens,
+            quotaUsed: status.quotaUsed ?? null,
+            quotaRemaining: status.quotaRemaining ?? null,
+            period: status.period == null ? null : toPeriod(status.period),
+            capacity: status.capacity,
+            refillPerSecond: status.refillPerSecond,
+            quotaLimit: status.quotaLimit ?? null,
+          }
+        }
       }
     }
 
     /** Drops the key and all its state; true if it was held. Reads no clock. */
     delete(key) {
       checkKey(key)
-      return callNative(() => this.#native.delete(key))
+      return callNative(() => native.keyedDelete(this.#native, key))
     }
 
     /** Keys held now (idle keys may be dropped at any time, so it can shrink by itself). */
     get size() {
-      return callNative(() => this.#native.size)
+      return callNative(() => native.keyedSize(this.#native))
     }
 
     /** A versioned binary image of every held key, for `new KeyedQuotaClock({ ..., restore })`. Reads no clock. */
     snapshot() {
-      return callNative(() => this.#native.snapshot())
+      return callNative(() => native.keyedSnapshot(this.#native))
     }
   }
 

@@ -1,22 +1,23 @@
 'use strict'
-// Shared by the JS face and the throttle: coded errors whose messages name what was received.
+// Shared by the JS face and the throttle: coded errors whose messages name what was received,
+// and option objects read once, from their own properties only.
 
-function coded(ErrorClass, code, message) {
-  const error = new ErrorClass(message)
+function coded(ErrorClass, code, message, options) {
+  const error = new ErrorClass(message, options)
   error.code = code
   return error
 }
 
 function describe(value) {
   if (value === null) return 'null'
-  if (Array.isArray(value)) return 'an array'
   switch (typeof value) {
     case 'string':
-      return JSON.stringify(value)
+      return value.length > 200 ? `${JSON.stringify(value.slice(0, 200))}... (${value.length} characters)` : JSON.stringify(value)
     case 'number':
     case 'boolean':
-    case 'bigint':
       return String(value)
+    case 'bigint':
+      return `${value}n`
     case 'undefined':
       return 'undefined'
     case 'function':
@@ -24,27 +25,75 @@ function describe(value) {
     case 'symbol':
       return 'a symbol'
     default:
-      return 'an object'
+      try {
+        return Array.isArray(value) ? 'an array' : 'an object'
+      } catch {
+        return 'a revoked Proxy'
+      }
   }
 }
 
+/** Best-effort text of anything thrown, kept short; never throws itself. */
+function thrownText(error) {
+  let text
+  try {
+    if (error instanceof Error) text = String(error.message)
+    else text = typeof error === 'symbol' ? error.toString() : String(error)
+  } catch {
+    return 'a value that cannot be turned into text'
+  }
+  return text.length > 200 ? `${text.slice(0, 200)}... (${text.length} characters)` : text
+}
+
+/** An object that is not an array (a revoked Proxy is neither). */
 function isPlainObject(value) {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
+  if (typeof value !== 'object' || value === null) return false
+  try {
+    return !Array.isArray(value)
+  } catch {
+    return false
+  }
+}
+
+function unknownKey(known, path, key, value, code) {
+  const near = known.find((name) => name.toLowerCase() === key.toLowerCase())
+  const hint = near ? ` (did you mean '${near}'?)` : ''
+  const where = path ? `${path}.${key}` : key
+  return coded(TypeError, code, `unknown option '${where}'${hint}; expected one of ${known.map((name) => `'${name}'`).join(', ')}; received ${describe(value)}`)
 }
 
 /** Refuses keys that are not options (a key whose value is undefined counts as absent). */
 function refuseUnknownKeys(object, known, path, code = 'ERR_INVALID_OPTION') {
   for (const key of Object.keys(object)) {
     if (object[key] === undefined || known.includes(key)) continue
-    const near = known.find((name) => name.toLowerCase() === key.toLowerCase())
-    const hint = near ? ` (did you mean '${near}'?)` : ''
-    const where = path ? `${path}.${key}` : key
-    throw coded(
-      TypeError,
-      code,
-      `unknown option '${where}'${hint}; expected one of ${known.map((name) => `'${name}'`).join(', ')}; received ${describe(object[key])}`,
-    )
+    throw unknownKey(known, path, key, object[key], code)
   }
 }
 
-module.exports = { coded, describe, isPlainObject, refuseUnknownKeys }
+/**
+ * The options of `object`: its own enumerable string-keyed properties (what `{ ...object }`
+ * copies), each read once, into an object with no prototype. Nothing inherited is an option (a
+ * polluted Object.prototype changes nothing); unknown keys are refused (a key whose value is
+ * undefined counts as absent); a getter or Proxy trap that throws is a TypeError with `code`
+ * naming the option, with what it threw as `cause`.
+ */
+function readOptions(object, known, path, code = 'ERR_INVALID_OPTION') {
+  const values = Object.create(null)
+  let unknown
+  let reading = path || 'options'
+  try {
+    for (const key of Object.keys(object)) {
+      reading = path ? `${path}.${key}` : key
+      const value = object[key]
+      if (value === undefined) continue
+      if (known.includes(key)) values[key] = value
+      else if (unknown === undefined) unknown = { key, value }
+    }
+  } catch (error) {
+    throw coded(TypeError, code, `${reading} could not be read: ${thrownText(error)}`, { cause: error })
+  }
+  if (unknown !== undefined) throw unknownKey(known, path, unknown.key, unknown.value, code)
+  return values
+}
+
+module.exports = { coded, describe, thrownText, isPlainObject, refuseUnknownKeys, readOptions }

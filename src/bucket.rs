@@ -30,18 +30,21 @@ impl TokenBucket {
     }
 
     /// SPEC §5: `ceil((n - tokens) / refillPerSecond * 1000)`, or 0 when `n` tokens are there.
+    /// A wait too long for a finite number (a rate such as 5e-324) is the largest finite one: a
+    /// wait is always a number a caller can add to a time.
     pub fn wait_ms(&self, n: f64) -> f64 {
         refill_wait_ms(self.tokens, n, self.refill_per_second)
     }
 }
 
-/// SPEC §5: `ceil((n - tokens) / refillPerSecond * 1000)`, or 0 when `n` tokens are there.
+/// SPEC §5: `ceil((n - tokens) / refillPerSecond * 1000)`, or 0 when `n` tokens are there; a wait
+/// too long for a finite number is the largest finite one.
 #[inline(always)]
 pub fn refill_wait_ms(tokens: f64, n: f64, refill_per_second: f64) -> f64 {
     if tokens >= n {
         0.0
     } else {
-        ((n - tokens) / refill_per_second * 1000.0).ceil()
+        ((n - tokens) / refill_per_second * 1000.0).ceil().min(f64::MAX)
     }
 }
 
@@ -75,5 +78,12 @@ mod tests {
         let bucket = TokenBucket::new(10.0, 3.0, 0.5);
         assert_eq!(bucket.wait_ms(1.0), 167.0);
         assert_eq!(bucket.wait_ms(0.5), 0.0);
+    }
+
+    #[test]
+    fn a_wait_too_long_for_a_finite_number_is_the_largest_finite_one() {
+        let bucket = TokenBucket::new(5.0, 5e-324, 0.0);
+        assert_eq!(bucket.wait_ms(1.0), f64::MAX);
+        assert_eq!(TokenBucket::new(1e300, 1e-10, 0.0).wait_ms(1e300), f64::MAX);
     }
 }

@@ -11,6 +11,10 @@ pub mod limiter;
 pub mod quota;
 pub mod reconciler;
 
+// Property tests of the limiter over random clock histories.
+#[cfg(test)]
+mod properties;
+
 // `cargo test` covers the core; the binding is exercised by the JS suite against the built addon.
 #[cfg(all(feature = "napi-binding", not(test)))]
 mod napi;

@@ -434,15 +434,20 @@ mod tests {
     }
 
     #[test]
-    fn a_wall_reading_past_the_calendars_range_keeps_the_last_period_and_its_consumption() {
+    fn a_wall_reading_outside_the_calendars_range_is_a_clock_reading_error_and_changes_nothing() {
         let mut clock = ManualClock::new(0.0, 8.64e15 - 1_000.0, None);
         let mut limiter = Limiter::new(LimiterConfig { quota: Some(daily_utc_quota(2)), initial_tokens: 5.0, ..config(SuspendPolicy::Ignore) }, &mut clock).unwrap();
-        clock.wall_ms = 1e300;
         assert_eq!(limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap().quota_remaining, Some(1));
-        assert_eq!(limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap().quota_remaining, Some(0));
-        let denied = limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
-        assert!(!denied.allowed);
-        assert_eq!(denied.retry_after_ms, 0.0);
+        let before = format!("{limiter:?}");
+        for wall_ms in [8.64e15 + 1.0, 1e300, -8.64e15 - 1.0] {
+            clock.wall_ms = wall_ms;
+            clock.monotonic_ms += 1_000.0;
+            let error = limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap_err();
+            assert_eq!(error.code(), "ERR_CLOCK_READING");
+            assert_eq!(limiter.status(&mut clock, &mut Vec::new()).unwrap_err().code(), "ERR_CLOCK_READING");
+            assert_eq!(limiter.try_consume_quiet(1, clock.monotonic_ms, wall_ms), None);
+            assert_eq!(format!("{limiter:?}"), before);
+        }
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! [`KeyedLimiter`]: crate::keyed::KeyedLimiter
 
 use crate::anomaly::{Anomaly, CallDeltas};
-use crate::clock::{finite, reconcile, tolerance_ms, ClockSource, ReaderBaseline, Reading, SuspendPolicy, WallDivergence};
+use crate::calendar::MAX_WALL_MS;
+use crate::clock::{finite, reconcile, tolerance_ms, ClockError, ClockSource, ReaderBaseline, Reading, SuspendPolicy, WallDivergence};
 use crate::limiter::LimiterError;
 
 #[derive(Clone, Debug)]
@@ -55,15 +56,18 @@ impl Reconciler {
         Ok((reconciler, wall_ms))
     }
 
+    /// Whether a calendar quota can use `wall_ms`: inside the calendar's range (SPEC §7) and not
+    /// before `earliestPlausibleWallMs`.
     #[inline(always)]
     pub fn is_plausible(&self, wall_ms: f64) -> bool {
-        self.earliest_plausible_wall_ms.is_none_or(|earliest| wall_ms >= earliest)
+        wall_ms.abs() <= MAX_WALL_MS && self.earliest_plausible_wall_ms.is_none_or(|earliest| wall_ms >= earliest)
     }
 
     /// Takes one monotonic and one wall reading and reconciles them against the previous ones.
     /// Changes nothing but the regression latch: the caller applies the result with
     /// [`Reconciler::commit`], or drops it (then nothing happened). `check_plausible`: the call
-    /// concerns a quota, so an implausible wall reading is an error (SPEC §7). On an error, the
+    /// concerns a quota, so a wall reading outside the calendar's range or before
+    /// `earliestPlausibleWallMs` is an error (SPEC §7). On an error, the
     /// anomalies pushed by this call are taken back.
     #[inline(always)]
     pub fn read<C: ClockSource + ?Sized>(&mut self, clock: &mut C, check_plausible: bool, anomalies: &mut Vec<Anomaly>) -> Result<Reconciled, LimiterError> {
@@ -76,6 +80,9 @@ impl Reconciler {
         if monotonic_delta_ms < 0.0 {
             self.regression = Some((self.last_monotonic_ms, monotonic_ms));
             return Err(LimiterError::MonotonicRegression { previous_ms: self.last_monotonic_ms, now_ms: monotonic_ms, latched: false });
+        }
+        if check_plausible && wall_ms.abs() > MAX_WALL_MS {
+            return Err(ClockError::outside_calendar(wall_ms).into());
         }
         if let (true, Some(earliest_ms)) = (check_plausible, self.earliest_plausible_wall_ms) {
             if wall_ms < earliest_ms {

@@ -80,7 +80,10 @@ const allowed: boolean = decision.allowed && many.allowed
 const retryAfterMs: number = decision.retryAfterMs
 const tokens: number = decision.tokens
 const quotaRemaining: number | null = decision.quotaRemaining
-const anomalies: readonly Anomaly[] = decision.anomalies
+// SPEC §2: `Decision.anomalies` is `Anomaly[]` (strict TypeScript accepts the assignment).
+const anomalies: Anomaly[] = decision.anomalies
+const readOnlyView: readonly Anomaly[] = decision.anomalies
+void readOnlyView
 if (decision.retryAfterBasis === 'wall-period') {
   const waitUntilNextPeriod: number = decision.retryAfterMs
   void waitUntilNextPeriod
@@ -174,8 +177,6 @@ new QuotaClock({ capacity: 1, refillPerSecond: 1, suspendPolicy: 'skip' })
 periodFor({ unit: 'hour', timeZone: 'UTC' }, 0)
 // @ts-expect-error a decision is read-only data, not a promise
 void decision.then
-// @ts-expect-error the frozen anomalies array cannot be written to
-decision.anomalies.push(seen[0]!)
 // @ts-expect-error elapsedRealtimeReads is read-only
 clock.elapsedRealtimeReads = 0
 // @ts-expect-error a code outside the union

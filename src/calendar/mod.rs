@@ -16,6 +16,7 @@ use std::sync::OnceLock;
 
 use chrono_tz::Tz;
 
+use crate::anomaly::js_number;
 use civil::{civil_from_days, days_from_civil, days_in_month, SECONDS_PER_DAY};
 use local::{date_line_jumps, offset_at, resolve_local, DateLineJump, Resolved};
 
@@ -156,8 +157,8 @@ fn start_ms(start: Resolved) -> f64 {
     (start.utc_secs * 1000) as f64
 }
 
-/// JavaScript's Date range: ±8.64e15 ms.
-const MAX_WALL_MS: f64 = 8.64e15;
+/// JavaScript's Date range: ±8.64e15 ms. The calendar is defined within it (SPEC §7).
+pub const MAX_WALL_MS: f64 = 8.64e15;
 
 impl PeriodSpec {
     /// Validates a raw spec. `option_path` prefixes option names in messages, e.g.
@@ -477,17 +478,5 @@ fn quoted(text: &str) -> String {
 }
 
 /// A received number as JavaScript's `String(value)` would write it (for the common cases).
-fn js_number(value: f64) -> String {
-    if value.is_nan() {
-        "NaN".to_owned()
-    } else if value.is_infinite() {
-        if value > 0.0 { "Infinity" } else { "-Infinity" }.to_owned()
-    } else if value == 0.0 {
-        "0".to_owned()
-    } else {
-        value.to_string()
-    }
-}
-
 #[cfg(test)]
 mod tests;

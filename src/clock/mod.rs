@@ -43,6 +43,16 @@ impl ClockError {
         }
     }
 
+    /// SPEC §7: a wall reading the calendar quota cannot place (outside a JS `Date`'s range).
+    pub fn outside_calendar(wall_ms: f64) -> ClockError {
+        ClockError {
+            message: format!(
+                "clock.wallMs() read {} ms, outside the calendar's range (±8.64e+15 ms, the range of a JS Date); the calendar quota cannot place it, so nothing was consumed",
+                crate::anomaly::js_number(wall_ms)
+            ),
+        }
+    }
+
     /// The source failed to answer (a JS method threw, or is missing).
     pub fn failed(reading: Reading, why: &str) -> ClockError {
         ClockError { message: format!("clock.{} failed: {why}", reading.method_name()) }

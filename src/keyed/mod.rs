@@ -206,10 +206,6 @@ impl KeyedLimiter {
         self.table.len() == 0
     }
 
-    pub fn max_keys(&self) -> usize {
-        self.max_keys
-    }
-
     #[inline(always)]
     pub fn find(&self, key: Key<'_>) -> Option<u32> {
         self.table.find(key)
@@ -354,7 +350,10 @@ impl KeyedLimiter {
             }
             Target::New(policy) => {
                 if let Some(victim) = victim {
+                    // Pinned: the victim may be the last key of this very policy.
+                    self.policies[policy as usize].keys += 1;
                     self.drop_record(victim);
+                    self.policies[policy as usize].keys -= 1;
                 }
                 self.hold(key, policy, open_slot)
             }

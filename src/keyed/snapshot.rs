@@ -333,7 +333,7 @@ fn read_key(reader: &mut Reader<'_>, position: u32, spec_count: u32, words: &mut
     let quota_used = reader.u64(&what)?;
     let spec = reader.u32(&what)?;
     if !(tokens.is_finite() && tokens >= 0.0) {
-        return Err(corrupt(format!("{what} has {tokens} tokens")));
+        return Err(corrupt(format!("{what} has {} tokens", crate::anomaly::js_number(tokens))));
     }
     if quota_used > MAX_SAFE_INTEGER || (spec == NO_SPEC) != (quota_used == 0) || (spec != NO_SPEC && spec >= spec_count) {
         return Err(corrupt(format!("{what} has quota use {quota_used} under spec {spec}")));

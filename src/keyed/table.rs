@@ -71,6 +71,7 @@ impl KeyBuf {
         }
     }
 
+    #[cfg(test)]
     pub fn from_text(text: &str) -> KeyBuf {
         KeyBuf::from_utf16(&text.encode_utf16().collect::<Vec<_>>())
     }
@@ -84,15 +85,6 @@ impl Key<'_> {
     /// The encoded bytes.
     pub fn bytes(&self) -> impl Iterator<Item = u8> + '_ {
         self.words.iter().flat_map(|word| word.to_le_bytes()).take(usize::from(self.len))
-    }
-
-    /// The key's length in UTF-16 code units.
-    pub fn utf16_len(&self) -> usize {
-        if self.wide {
-            usize::from(self.len) / 2
-        } else {
-            usize::from(self.len)
-        }
     }
 
     /// The UTF-16 code units.

@@ -198,7 +198,7 @@ fn a_deleted_key_comes_back_fresh_and_its_policy_is_released() {
 fn many_keys_survive_removals_in_any_order() {
     let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
     let mut limiter = keyed(KeyPolicy { initial_tokens: 0.0, ..policy(1e9, None) }, 10_000, &mut clock);
-    let name = |i: u32| if i % 7 == 0 { format!("a long key, longer than the inline bytes: {i}") } else { format!("k{i}") };
+    let name = |i: u32| if i.is_multiple_of(7) { format!("a long key, longer than the inline bytes: {i}") } else { format!("k{i}") };
     for i in 0..3_000 {
         clock.advance(1.0);
         consume(&mut limiter, &mut clock, &name(i), 1).unwrap();
@@ -271,6 +271,17 @@ fn a_snapshot_that_is_not_one_is_refused_with_the_reason() {
     assert_eq!(refused(&image, 2), SnapshotError::TooManyKeys { keys: 3, max_keys: 2 });
     assert!(Snapshot::parse(&image, 3).is_ok());
     // A well-checksummed image holding a key twice is still corrupt.
+    let mut one = keyed(policy(10.0, None), 10, &mut clock);
+    consume(&mut one, &mut clock, "a", 1).unwrap();
+    let image = one.snapshot();
+    let key_record = image[16..image.len() - 4].to_vec();
+    let mut doubled = image[..16].to_vec();
+    doubled[12..16].copy_from_slice(&2u32.to_le_bytes());
+    doubled.extend_from_slice(&key_record);
+    doubled.extend_from_slice(&key_record);
+    let checksum = crc32fast::hash(&doubled);
+    doubled.extend_from_slice(&checksum.to_le_bytes());
+    assert!(refused(&doubled, 10).message().contains("held twice"));
     let empty = keyed(policy(10.0, None), 10, &mut clock).snapshot();
     assert!(Snapshot::parse(&empty, 0).unwrap().is_empty());
 }
@@ -366,4 +377,103 @@ fn the_quiet_path_decides_exactly_as_the_general_one_or_changes_nothing() {
         denied += usize::from(decision.retry_after_basis == Some(RetryBasis::WallPeriod));
     }
     assert!(quiet_calls > 3_000 && denied > 20, "quiet {quiet_calls}, denied by the quota {denied}");
+}
+
+/// Every record is on exactly one list, reachable from its ends both ways, and found by its key.
+fn check_invariants(limiter: &KeyedLimiter) {
+    let mut seen = vec![0u32; limiter.len()];
+    let mut walk = |list: &List, parked: bool| {
+        let mut previous = NIL;
+        let mut index = list.head;
+        while index != NIL {
+            let record = &limiter.table.records[index as usize];
+            assert_eq!(record.prev, previous, "a broken back link");
+            assert_eq!(record.flags & FLAG_PARKED != 0, parked);
+            seen[index as usize] += 1;
+            previous = index;
+            index = record.next;
+        }
+        assert_eq!(list.tail, previous, "a list's tail is its last record");
+    };
+    walk(&limiter.main, false);
+    for state in &limiter.specs {
+        walk(&state.parked, true);
+    }
+    assert!(seen.iter().all(|&count| count == 1), "every record on exactly one list: {seen:?}");
+    for index in 0..limiter.len() as u32 {
+        assert_eq!(limiter.find(limiter.table.key_of(index)), Some(index));
+    }
+    let held: u32 = limiter.policies.iter().enumerate().filter(|(id, _)| !limiter.free_policies.contains(&(*id as u32))).map(|(_, policy)| policy.keys).sum();
+    assert_eq!(held as usize, limiter.len(), "policy reference counts add up to the keys held");
+}
+
+#[test]
+fn random_calls_keep_the_table_the_lists_and_the_policies_consistent() {
+    let mut rng = Rng(0x51_7cc1_b727_220a);
+    for run in 0..120 {
+        let mut clock = ManualClock::new(0.0, JAN_15_2024 + 1_000.0, None);
+        // Small limiters, and ones past the idle sweep's threshold (more than 64 keys).
+        let max_keys = if run % 3 == 0 { 65 + rng.below(100) as usize } else { 1 + rng.below(12) as usize };
+        let names = 2 * max_keys as u64;
+        let mut limiter = keyed(KeyPolicy { initial_tokens: 1.0, ..policy(3.0, Some(4)) }, max_keys, &mut clock);
+        let zones = ["UTC", "Asia/Tokyo", "America/New_York"];
+        // Interned at each use, as the binding does (an id no key holds is freed).
+        let plan = |i: usize| KeyPolicy { quota: (i != 2).then(|| (2 + i as u64, spec("day", zones[i]))), ..policy(2.0 + i as f64, None) };
+        for _ in 0..600 {
+            match rng.below(12) {
+                0 => clock.advance(rng.below(4 * 3_600_000) as f64),
+                1 => clock.advance(rng.below(3_000) as f64),
+                2 => clock.step_wall(-(rng.below(3_600_000) as f64)),
+                _ => {}
+            }
+            let name = format!("k{}{}", rng.below(names), if rng.below(4) == 0 { "-with-a-name-longer-than-the-inline-words" } else { "" });
+            let key = KeyBuf::from_text(&name);
+            match rng.below(6) {
+                0 => {
+                    limiter.delete(key.key());
+                }
+                1 => limiter.refund(key.key(), 1 + rng.below(2), &mut clock, &mut Vec::new()).unwrap(),
+                2 => {
+                    let target = limiter.find(key.key()).map_or(Target::New(DEFAULT_POLICY), Target::Held);
+                    limiter.status(target, &mut clock, &mut Vec::new()).unwrap();
+                }
+                _ => {
+                    let target = match limiter.find(key.key()) {
+                        Some(index) => Target::Held(index),
+                        None => Target::New(limiter.intern(plan(rng.below(3) as usize))),
+                    };
+                    let outcome = limiter.try_consume(key.key(), target, 1, &mut clock, &mut Vec::new());
+                    if let Target::New(id) = target {
+                        limiter.release_if_unused(id);
+                    }
+                    match outcome {
+                        Ok(_) => assert!(limiter.find(key.key()).is_some(), "run {run}: a decided key is held"),
+                        Err(error) => assert_eq!(error.code(), "ERR_KEY_LIMIT"),
+                    }
+                }
+            }
+            assert!(limiter.len() <= max_keys);
+            check_invariants(&limiter);
+        }
+        let snapshot = Snapshot::parse(&limiter.snapshot(), max_keys as u64).unwrap();
+        assert_eq!(snapshot.len(), limiter.len());
+    }
+}
+
+#[test]
+fn evicting_the_last_key_of_a_policy_to_hold_a_key_of_the_same_policy_keeps_that_policy() {
+    // Regression: the victim's release freed the policy the new key was about to hold, and a
+    // later policy took its slot (and so changed the new key's limits).
+    let mut clock = ManualClock::new(0.0, JAN_15_2024 + 1_000.0, None);
+    let mut limiter = keyed(policy(10.0, None), 1, &mut clock);
+    let plan = |capacity| KeyPolicy { capacity, refill_per_second: 1.0, initial_tokens: capacity, quota: None };
+    for name in ["a", "b"] {
+        let id = limiter.intern(plan(5.0));
+        limiter.try_consume(key(name).key(), Target::New(id), 1, &mut clock, &mut Vec::new()).unwrap();
+        limiter.release_if_unused(id);
+    }
+    let other = limiter.intern(plan(7.0));
+    assert_eq!(status(&mut limiter, &mut clock, "b").capacity, 5.0, "b keeps its own limits");
+    limiter.release_if_unused(other);
+    check_invariants(&limiter);
 }

@@ -1,9 +1,15 @@
 //! Anomalies as JS objects, and their delivery to `onAnomaly`.
 
+use std::cell::Cell;
+use std::ffi::c_void;
+use std::ptr;
+
 use napi::bindgen_prelude::*;
+use napi::sys;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 
+use super::raw::function_with_data;
 use crate::anomaly::Anomaly;
 
 #[napi(object)]
@@ -37,37 +43,152 @@ impl From<&Anomaly> for AnomalyOutput {
 }
 
 /// One anomaly for one limiter's `onAnomaly`, named by the listener id the JS face gave it.
+/// `dropped`: set on the delivery that empties this thread's backlog after deliveries were
+/// dropped (how many), so the JS face warns once.
 #[napi(object)]
 pub struct AnomalyDelivery {
     pub listener: f64,
     pub anomaly: AnomalyOutput,
+    pub dropped: Option<f64>,
+}
+
+/// SPEC §8: at most this many deliveries wait per thread; past it they are dropped (and counted).
+pub(crate) const MAX_WAITING_DELIVERIES: u32 = 10_000;
+
+thread_local! {
+    /// Deliveries queued on this thread and not yet handed to JS (or discarded).
+    static WAITING: Cell<u32> = const { Cell::new(0) };
+    /// Deliveries dropped since the backlog last emptied.
+    static DROPPED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// One place in this thread's backlog, given back when the delivery is handed to JS or discarded.
+pub(crate) struct Waiting(());
+
+impl Waiting {
+    fn take() -> Option<Waiting> {
+        WAITING
+            .try_with(|waiting| {
+                if waiting.get() >= MAX_WAITING_DELIVERIES {
+                    DROPPED.with(|dropped| dropped.set(dropped.get() + 1));
+                    return None;
+                }
+                waiting.set(waiting.get() + 1);
+                Some(Waiting(()))
+            })
+            .ok()
+            .flatten()
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        // At thread teardown the counter may be gone already; nothing is left to count then.
+        let _ = WAITING.try_with(|waiting| waiting.set(waiting.get().saturating_sub(1)));
+    }
+}
+
+/// How many were dropped, once the backlog has emptied after some were.
+fn dropped_if_drained() -> Option<f64> {
+    let drained = WAITING.try_with(Cell::get).ok()? == 0;
+    let dropped = DROPPED.try_with(|dropped| if drained { dropped.replace(0) } else { 0 }).ok()?;
+    (dropped > 0).then_some(dropped as f64)
+}
+
+/// What the queue holds: a delivery and its place in the backlog.
+pub(crate) struct Queued {
+    listener: f64,
+    anomaly: AnomalyOutput,
+    _waiting: Waiting,
 }
 
 /// The registry's anomaly dispatcher, as a threadsafe function (one per registry, not one per
 /// limiter: each costs an event-loop handle and ~2 KiB):
-/// - `AnomalyDelivery`: what the core hands over, and (same type) the one argument JS receives;
-///   the JS face routes it to that limiter's `onAnomaly`;
-/// - `Unknown`: the dispatcher's return value, ignored;
-/// - `AnomalyDelivery` again: the argument, passed through as it came;
+/// - `Queued`: what the core hands over;
+/// - `Unknown`: the JS function's return value, ignored;
+/// - `AnomalyDelivery`: the one argument JS receives; the JS face routes it to that limiter's
+///   `onAnomaly`;
 /// - `Status`: napi's own error status;
 /// - `false`: not callee-handled, no error-first argument;
 /// - `true`: weak, so a pending delivery never keeps the event loop alive.
 ///
 /// Calls are `NonBlocking` and queue to the next turn of the creating thread's event loop, so a
-/// handler never runs inside `tryConsume`. The JS face wraps each handler so that a throw becomes
-/// `process.emitWarning`.
-pub(crate) type AnomalyDispatcher = ThreadsafeFunction<AnomalyDelivery, Unknown<'static>, AnomalyDelivery, Status, false, true>;
+/// handler never runs inside `tryConsume`. The function it calls is a native trampoline that
+/// holds the JS dispatcher weakly: a threadsafe function holds its function as a GC root, and
+/// the JS dispatcher closes over the whole JS face, which would then never be collected (a module
+/// loaded again and again would leak each copy).
+pub(crate) type AnomalyDispatcher = ThreadsafeFunction<Queued, Unknown<'static>, AnomalyDelivery, Status, false, true>;
 
-pub(crate) fn build_dispatcher(handler: &Function<'_, AnomalyDelivery, Unknown<'static>>) -> Result<AnomalyDispatcher> {
-    handler
-        .build_threadsafe_function::<AnomalyDelivery>()
-        .callee_handled::<false>()
-        .weak::<true>()
-        .build_callback(|context| Ok(context.value))
+/// The trampoline's data: a weak reference to the JS dispatcher.
+struct WeakDispatcher(sys::napi_ref);
+
+unsafe extern "C" fn trampoline(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    let mut argc = 1usize;
+    let mut argv = [ptr::null_mut(); 1];
+    let mut data: *mut c_void = ptr::null_mut();
+    // SAFETY: N-API's own env and info; room for one argument.
+    let status = unsafe { sys::napi_get_cb_info(env, info, &mut argc, argv.as_mut_ptr(), ptr::null_mut(), &mut data) };
+    if status != sys::Status::napi_ok || data.is_null() {
+        return ptr::null_mut();
+    }
+    // SAFETY: `data` is the `WeakDispatcher` of `build_dispatcher`, freed only by the finalizer.
+    let dispatcher = unsafe { &*(data as *const WeakDispatcher) };
+    let mut target = ptr::null_mut();
+    let mut receiver = ptr::null_mut();
+    let mut result = ptr::null_mut();
+    // SAFETY: a live env and reference; `target` stays null once the dispatcher is collected.
+    unsafe {
+        if sys::napi_get_reference_value(env, dispatcher.0, &mut target) != sys::Status::napi_ok || target.is_null() {
+            return ptr::null_mut();
+        }
+        sys::napi_get_undefined(env, &mut receiver);
+        if sys::napi_call_function(env, receiver, target, 1, argv.as_ptr(), &mut result) == sys::Status::napi_pending_exception {
+            // The JS face catches what handlers throw; whatever still gets here is dropped rather
+            // than made fatal.
+            let mut exception = ptr::null_mut();
+            sys::napi_get_and_clear_last_exception(env, &mut exception);
+        }
+    }
+    ptr::null_mut()
 }
 
+unsafe extern "C" fn release_trampoline(env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+    // SAFETY: balances the `Box::into_raw` in `build_dispatcher`; runs once.
+    let dispatcher = unsafe { Box::from_raw(data as *mut WeakDispatcher) };
+    // SAFETY: the reference was made on this env.
+    unsafe { sys::napi_delete_reference(env, dispatcher.0) };
+}
+
+pub(crate) fn build_dispatcher(env: &Env, handler: &Function<'_, AnomalyDelivery, Unknown<'static>>) -> Result<AnomalyDispatcher> {
+    let mut weak = ptr::null_mut();
+    // SAFETY: a live env and value; refcount 0 makes the reference weak.
+    check_status!(unsafe { sys::napi_create_reference(env.raw(), handler.raw(), 0, &mut weak) })?;
+    let data = Box::into_raw(Box::new(WeakDispatcher(weak))) as *mut c_void;
+    // SAFETY: `data` lives until `release_trampoline`, which frees it once.
+    let Some(function) = (unsafe { function_with_data(env, "deliverAnomaly", trampoline, data, release_trampoline) }) else {
+        // SAFETY: N-API refused, so nothing else owns `data`.
+        let dispatcher = unsafe { Box::from_raw(data as *mut WeakDispatcher) };
+        unsafe { sys::napi_delete_reference(env.raw(), dispatcher.0) };
+        return Err(Error::from_reason("could not create the anomaly trampoline"));
+    };
+    // SAFETY: a function value just created on this env.
+    let function = unsafe { Function::<AnomalyDelivery, Unknown<'static>>::from_napi_value(env.raw(), function.raw()) }?;
+    function
+        .build_threadsafe_function::<Queued>()
+        .callee_handled::<false>()
+        .weak::<true>()
+        .build_callback(|context| {
+            let Queued { listener, anomaly, _waiting } = context.value;
+            drop(_waiting);
+            Ok(AnomalyDelivery { listener, anomaly, dropped: dropped_if_drained() })
+        })
+}
+
+/// Queues one delivery, or drops it (counted) when this thread's backlog is full.
 pub(crate) fn deliver(dispatcher: &AnomalyDispatcher, listener: f64, anomaly: &Anomaly) {
-    // A full or closing queue only drops a log line; nothing to do about it here.
-    let delivery = AnomalyDelivery { listener, anomaly: AnomalyOutput::from(anomaly) };
-    let _ = dispatcher.call(delivery, ThreadsafeFunctionCallMode::NonBlocking);
+    let Some(waiting) = Waiting::take() else {
+        return;
+    };
+    // A closing queue only drops a log line (its place in the backlog is given back with it).
+    let _ = dispatcher.call(Queued { listener, anomaly: AnomalyOutput::from(anomaly), _waiting: waiting }, ThreadsafeFunctionCallMode::NonBlocking);
 }

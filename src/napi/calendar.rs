@@ -4,10 +4,9 @@ use napi::Env;
 use napi_derive::napi;
 
 use super::errors::{from_spec, guard, invalid_arg, CodedResult};
-use crate::calendar::{Period, PeriodSpec, RawPeriodSpec};
+use crate::anomaly::js_number;
+use crate::calendar::{Period, PeriodSpec, RawPeriodSpec, MAX_WALL_MS};
 
-/// The largest |wall ms| a JS `Date` can hold; the calendar is defined within it.
-pub(crate) const MAX_WALL_MS: f64 = 8.64e15;
 
 #[napi(object)]
 pub struct PeriodSpecInput {
@@ -53,7 +52,8 @@ pub(crate) fn check_wall_ms(wall_ms: f64) -> CodedResult<()> {
         Ok(())
     } else {
         Err(invalid_arg(format!(
-            "wallMs must be a finite number of milliseconds within the range of a JS Date (±8.64e15); received {wall_ms}"
+            "wallMs must be a finite number of milliseconds within the range of a JS Date (±8.64e+15); received {}",
+            js_number(wall_ms)
         )))
     }
 }

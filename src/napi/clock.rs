@@ -8,6 +8,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use super::errors::{coded, guard, invalid_arg, CodedResult};
+use crate::anomaly::js_number;
 use crate::clock::{self, ClockError, ClockSource, ManualClock, Reading, SystemClock};
 
 #[napi(js_name = "systemMonotonicMs")]
@@ -45,7 +46,7 @@ fn finite(name: &str, value: f64) -> CodedResult<f64> {
     if value.is_finite() {
         Ok(value)
     } else {
-        Err(invalid_arg(format!("{name} must be a finite number of milliseconds; received {value}")))
+        Err(invalid_arg(format!("{name} must be a finite number of milliseconds; received {}", js_number(value))))
     }
 }
 
@@ -54,7 +55,8 @@ fn finite_non_negative(name: &str, value: f64) -> CodedResult<f64> {
         Ok(value)
     } else {
         Err(invalid_arg(format!(
-            "{name} must be a finite, non-negative number of milliseconds (use set() to move a component backwards); received {value}"
+            "{name} must be a finite, non-negative number of milliseconds (use set() to move a component backwards); received {}",
+            js_number(value)
         )))
     }
 }
@@ -157,77 +159,79 @@ impl NativeManualClock {
     }
 }
 
-pub(crate) type Reader = FunctionRef<(), Unknown<'static>>;
-
-/// A clock source as a limiter holds it.
+/// A clock source as a limiter holds it. The binding never holds a JS function: a JS clock (or
+/// a JS elapsed-realtime reader) is read by the JS face, which passes the readings in. So no
+/// user function is a GC root of the native side (a clock that refers back to its limiter is
+/// collected with it), and no JS runs, throws or overflows the stack inside a native call.
 pub(crate) enum ClockHandle {
     System(SystemClock),
     /// System clocks, with a suspend-inclusive reader written in JS.
-    SystemWithReader(Reader),
+    SystemWithReader,
     Manual(Rc<RefCell<ManualClock>>),
-    /// A plain JS object: `monotonicMs`, `wallMs` and optionally `elapsedRealtimeMs`, bound to it.
-    Js { monotonic: Reader, wall: Reader, elapsed_realtime: Option<Reader> },
+    /// A plain JS object: `monotonicMs`, `wallMs` and, when `has_reader`, `elapsedRealtimeMs`.
+    Js { has_reader: bool },
 }
 
-/// A [`ClockHandle`] with the env it needs to call into JS for this one call.
+/// Readings the JS face took for this call; `None` where the clock is read natively.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Supplied {
+    pub monotonic_ms: Option<f64>,
+    pub wall_ms: Option<f64>,
+    pub elapsed_realtime_ms: Option<f64>,
+}
+
+/// A [`ClockHandle`] for one call, with the readings the JS face supplied.
 pub(crate) struct BoundClock<'a> {
-    pub env: &'a Env,
     pub handle: &'a ClockHandle,
+    pub supplied: Supplied,
+    /// The readings this call took, so a call that stops for a JS reader can be resumed on them.
+    pub taken: (f64, f64),
+    /// Set when the core asked for an elapsed-realtime reading that only the JS face can take:
+    /// the call changed nothing, and the JS face calls again with it.
+    pub reader_wanted: bool,
 }
 
-fn describe(env: &Env, value: &Unknown<'_>) -> String {
-    match value.get_type() {
-        Ok(ValueType::Undefined) => "undefined".to_owned(),
-        Ok(ValueType::Null) => "null".to_owned(),
-        // SAFETY (both): the value was just checked to be of that type.
-        Ok(ValueType::Boolean) => unsafe { bool::from_napi_value(env.raw(), value.raw()) }.map_or_else(|_| "a boolean".to_owned(), |b| b.to_string()),
-        Ok(ValueType::String) => match unsafe { String::from_napi_value(env.raw(), value.raw()) } {
-            Ok(text) if text.chars().count() <= 40 => format!("the string {text:?}"),
-            Ok(text) => format!("the string {:?}...", text.chars().take(40).collect::<String>()),
-            Err(_) => "a string".to_owned(),
-        },
-        Ok(other) => format!("a value of type {}", format!("{other:?}").to_lowercase()),
-        Err(_) => "an unreadable value".to_owned(),
+impl<'a> BoundClock<'a> {
+    pub fn new(handle: &'a ClockHandle, supplied: Supplied) -> BoundClock<'a> {
+        BoundClock { handle, supplied, taken: (f64::NAN, f64::NAN), reader_wanted: false }
     }
 }
 
-fn call_reader(env: &Env, reader: &Reader, reading: Reading) -> std::result::Result<f64, ClockError> {
-    let function = reader.borrow_back(env).map_err(|e| ClockError::failed(reading, &e.reason))?;
-    let value = function.call(()).map_err(|e| ClockError::failed(reading, &format!("it threw: {}", e.reason)))?;
-    if matches!(value.get_type(), Ok(ValueType::Number)) {
-        // SAFETY: the value was just checked to be a number.
-        let number = unsafe { f64::from_napi_value(env.raw(), value.raw()) }.map_err(|e| ClockError::failed(reading, &e.reason))?;
-        Ok(number)
-    } else {
-        Err(ClockError::not_finite(reading, &describe(env, &value)))
-    }
+fn not_supplied(reading: Reading) -> ClockError {
+    ClockError::failed(reading, "the reading was not supplied (an internal error; please report it)")
 }
 
 impl ClockSource for BoundClock<'_> {
     #[inline(always)]
     fn monotonic_ms(&mut self) -> std::result::Result<f64, ClockError> {
-        match self.handle {
-            ClockHandle::System(_) | ClockHandle::SystemWithReader(_) => Ok(clock::monotonic_ms()),
-            ClockHandle::Manual(state) => Ok(state.borrow().monotonic_ms),
-            ClockHandle::Js { monotonic, .. } => call_reader(self.env, monotonic, Reading::Monotonic),
-        }
+        let value = match (self.supplied.monotonic_ms, self.handle) {
+            (Some(value), _) => value,
+            (None, ClockHandle::System(_) | ClockHandle::SystemWithReader) => clock::monotonic_ms(),
+            (None, ClockHandle::Manual(state)) => state.borrow().monotonic_ms,
+            (None, ClockHandle::Js { .. }) => return Err(not_supplied(Reading::Monotonic)),
+        };
+        self.taken.0 = value;
+        Ok(value)
     }
 
     #[inline(always)]
     fn wall_ms(&mut self) -> std::result::Result<f64, ClockError> {
-        match self.handle {
-            ClockHandle::System(_) | ClockHandle::SystemWithReader(_) => Ok(clock::wall_ms()),
-            ClockHandle::Manual(state) => Ok(state.borrow().wall_ms),
-            ClockHandle::Js { wall, .. } => call_reader(self.env, wall, Reading::Wall),
-        }
+        let value = match (self.supplied.wall_ms, self.handle) {
+            (Some(value), _) => value,
+            (None, ClockHandle::System(_) | ClockHandle::SystemWithReader) => clock::wall_ms(),
+            (None, ClockHandle::Manual(state)) => state.borrow().wall_ms,
+            (None, ClockHandle::Js { .. }) => return Err(not_supplied(Reading::Wall)),
+        };
+        self.taken.1 = value;
+        Ok(value)
     }
 
     fn has_elapsed_realtime(&self) -> bool {
         match self.handle {
             ClockHandle::System(system) => system.has_elapsed_realtime(),
-            ClockHandle::SystemWithReader(_) => true,
+            ClockHandle::SystemWithReader => true,
             ClockHandle::Manual(state) => state.borrow().has_elapsed_realtime(),
-            ClockHandle::Js { elapsed_realtime, .. } => elapsed_realtime.is_some(),
+            ClockHandle::Js { has_reader } => *has_reader,
         }
     }
 
@@ -237,11 +241,15 @@ impl ClockSource for BoundClock<'_> {
                 let mut system = *system;
                 system.elapsed_realtime_ms()
             }
-            ClockHandle::SystemWithReader(reader) | ClockHandle::Js { elapsed_realtime: Some(reader), .. } => {
-                call_reader(self.env, reader, Reading::ElapsedRealtime)
-            }
             ClockHandle::Manual(state) => state.borrow_mut().elapsed_realtime_ms(),
-            ClockHandle::Js { elapsed_realtime: None, .. } => {
+            ClockHandle::SystemWithReader | ClockHandle::Js { has_reader: true } => match self.supplied.elapsed_realtime_ms {
+                Some(value) => Ok(value),
+                None => {
+                    self.reader_wanted = true;
+                    Err(ClockError::failed(Reading::ElapsedRealtime, "the reading is taken in JavaScript"))
+                }
+            },
+            ClockHandle::Js { has_reader: false } => {
                 Err(ClockError::failed(Reading::ElapsedRealtime, "this clock has no elapsedRealtimeMs method"))
             }
         }

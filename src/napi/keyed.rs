@@ -18,24 +18,28 @@ use napi_derive::napi;
 
 use super::anomaly::AnomalyOutput;
 use super::calendar::{parse_spec, PeriodOutput, PeriodSpecInput};
-use super::clock::{BoundClock, ClockHandle, NativeManualClock};
+use super::clock::{BoundClock, ClockHandle, NativeManualClock, Supplied};
 use super::errors::{coded, from_limiter, guard, internal, invalid_arg, CodedError, CodedResult};
 use super::limiter::{
     clock_handle, config_from, notify_listener, positive_safe_integer, write_decision, ErrorOutput, LimiterOptions, ResultSlots, BUSY,
-    MAX_SAFE_INTEGER, RESULT_SLOTS, SLOT_N_OR_STATUS, STATUS_DECIDED_WITH_ANOMALIES, STATUS_ERROR,
+    MAX_SAFE_INTEGER, RESULT_SLOTS, SLOT_ELAPSED_REALTIME_MS, SLOT_HAS_ELAPSED_REALTIME, SLOT_MONOTONIC_MS, SLOT_N_OR_STATUS, SLOT_WALL_MS,
+    STATUS_DECIDED_WITH_ANOMALIES, STATUS_ERROR, STATUS_NEEDS_READER, STATUS_NEEDS_READINGS,
 };
 use super::raw::function_with_data;
-use crate::anomaly::Anomaly;
+use crate::anomaly::{js_number, Anomaly};
 use crate::clock;
-use crate::keyed::{words_for, Key, KeyBuf, KeyPolicy, KeyStatus, KeyedConfig, KeyedLimiter, PolicyId, Snapshot, SnapshotError, Target, DEFAULT_POLICY};
+use crate::keyed::{
+    words_for, Key, KeyBuf, KeyPolicy, KeyStatus, KeyedConfig, KeyedLimiter, PolicyId, Snapshot, SnapshotError, Target, DEFAULT_POLICY,
+};
 
 /// In: the operation of the raw call.
 const SLOT_OPERATION: usize = 6;
 const OPERATION_CONSUME: f64 = 0.0;
 const OPERATION_REFUND: f64 = 1.0;
-/// Out: the key is not held and the limiter has a `policy`: the JS face calls it and retries
-/// with `consumeNew`. Nothing was read or changed.
-const STATUS_NEEDS_POLICY: f64 = 3.0;
+/// Out: the key is not held and the limiter has a `policy`: the JS face calls it and calls
+/// `callSlow` with what it returned. Nothing was read or changed. (3 and 4 are `QuotaClock`'s:
+/// the JS elapsed-realtime reader is needed, or the clock is a JS clock the JS face reads.)
+const STATUS_NEEDS_POLICY: f64 = 5.0;
 /// Out (refund): done.
 const STATUS_DONE: f64 = 0.0;
 
@@ -56,6 +60,12 @@ pub struct PolicyInput {
 
 #[napi(object)]
 pub struct KeyStatusOutput {
+    /// Set when the JS face must bring something first (nothing was read or changed): 'policy'
+    /// (call `policy(key)`), 'readings' (read the JS clock), 'reader' (read the JS elapsed-realtime
+    /// reader; the call's readings are in `taken_*`).
+    pub needs: Option<String>,
+    pub taken_monotonic_ms: f64,
+    pub taken_wall_ms: f64,
     pub tokens: f64,
     pub quota_used: Option<f64>,
     pub quota_remaining: Option<f64>,
@@ -172,17 +182,17 @@ fn check(condition: bool, message: impl FnOnce() -> String) -> CodedResult<()> {
 /// Validates a normalized policy's values (the JS face checked types and merged the defaults).
 fn key_policy(input: &PolicyInput) -> CodedResult<KeyPolicy> {
     let PolicyInput { capacity, refill_per_second, initial_tokens, ref path, .. } = *input;
-    check(capacity.is_finite() && capacity > 0.0, || format!("{path}.capacity must be a finite number > 0; received {capacity}"))?;
+    check(capacity.is_finite() && capacity > 0.0, || format!("{path}.capacity must be a finite number > 0; received {}", js_number(capacity)))?;
     check(refill_per_second.is_finite() && refill_per_second > 0.0, || {
-        format!("{path}.refillPerSecond must be a finite number > 0; received {refill_per_second}")
+        format!("{path}.refillPerSecond must be a finite number > 0; received {}", js_number(refill_per_second))
     })?;
     check((0.0..=capacity).contains(&initial_tokens), || {
-        format!("{path}.initialTokens must be a number from 0 to capacity ({capacity}); received {initial_tokens}")
+        format!("{path}.initialTokens must be a number from 0 to capacity ({}); received {}", js_number(capacity), js_number(initial_tokens))
     })?;
     let quota = match (&input.quota_period, input.quota_limit) {
         (Some(period), Some(limit)) => {
             check(limit >= 0.0 && limit.fract() == 0.0 && limit <= MAX_SAFE_INTEGER, || {
-                format!("{path}.quota.limit must be a non-negative safe integer; received {limit}")
+                format!("{path}.quota.limit must be a non-negative safe integer; received {}", js_number(limit))
             })?;
             Some((limit as u64, parse_spec(period, &format!("{path}.quota.period"))?))
         }
@@ -196,24 +206,15 @@ fn count_for(n: f64, capacity: f64) -> CodedResult<u64> {
     if n >= 1.0 && n <= capacity && n <= MAX_SAFE_INTEGER && n.fract() == 0.0 {
         Ok(n as u64)
     } else {
-        Err(invalid_arg(format!("n must be a positive safe integer no larger than the key's capacity ({capacity}); received {n}")))
+        Err(invalid_arg(format!(
+            "n must be a positive safe integer no larger than the key's capacity ({}); received {}",
+            js_number(capacity),
+            js_number(n)
+        )))
     }
 }
 
 impl KeyedState {
-    /// `tryConsume` for a key: the decision goes into the result buffer.
-    fn consume(&mut self, env: sys::napi_env, key: Key<'_>, target: Target) -> CodedResult<()> {
-        let n = self.result.get(SLOT_N_OR_STATUS);
-        let count = count_for(n, self.limiter.capacity_of(target))?;
-        self.anomalies.clear();
-        let env = Env::from_raw(env);
-        let mut clock = BoundClock { env: &env, handle: &self.clock };
-        let decision = self.limiter.try_consume(key, target, count, &mut clock, &mut self.anomalies).map_err(|e| from_limiter(&e))?;
-        write_decision(&self.result, &decision);
-        self.report();
-        Ok(())
-    }
-
     fn report(&self) {
         if !self.anomalies.is_empty() {
             self.result.set(SLOT_N_OR_STATUS, STATUS_DECIDED_WITH_ANOMALIES);
@@ -230,7 +231,7 @@ impl KeyedState {
             return false;
         }
         let (monotonic_ms, wall_ms) = match &self.clock {
-            ClockHandle::System(_) | ClockHandle::SystemWithReader(_) => (clock::monotonic_ms(), clock::wall_ms()),
+            ClockHandle::System(_) | ClockHandle::SystemWithReader => (clock::monotonic_ms(), clock::wall_ms()),
             ClockHandle::Manual(manual) => match manual.try_borrow() {
                 Ok(manual) => (manual.monotonic_ms, manual.wall_ms),
                 Err(_) => return false,
@@ -248,53 +249,144 @@ impl KeyedState {
         }
     }
 
-    /// The raw call: the operation in the result buffer, for `key`.
-    fn call(&mut self, env: sys::napi_env, key: Key<'_>) -> CodedResult<()> {
-        let operation = self.result.get(SLOT_OPERATION);
-        if operation == OPERATION_REFUND {
-            let count = positive_safe_integer(self.result.get(SLOT_N_OR_STATUS))?;
-            self.anomalies.clear();
-            let env = Env::from_raw(env);
-            let mut clock = BoundClock { env: &env, handle: &self.clock };
-            self.limiter.refund(key, count, &mut clock, &mut self.anomalies).map_err(|e| from_limiter(&e))?;
-            self.result.set(SLOT_N_OR_STATUS, STATUS_DONE);
-            self.report();
-            return Ok(());
-        }
-        if operation != OPERATION_CONSUME {
-            return Err(invalid_arg(format!("unknown operation {operation}")));
-        }
-        match self.limiter.find(key) {
-            Some(index) => {
-                if self.anomalies.is_empty() && self.consume_quiet(index) {
+    /// The raw call: the operation in the result buffer, for `key`, on a native clock's readings.
+    #[inline(always)]
+    fn call(&mut self, key: Key<'_>) -> CodedResult<()> {
+        if self.result.get(SLOT_OPERATION) == OPERATION_CONSUME {
+            if let Some(index) = self.limiter.find(key) {
+                if self.consume_quiet(index) {
                     return Ok(());
                 }
-                self.consume(env, key, Target::Held(index))
             }
-            None if self.has_policy => {
-                self.result.set(SLOT_N_OR_STATUS, STATUS_NEEDS_POLICY);
+        }
+        self.run(key, None, false)
+    }
+
+    /// Any call: the operation and `n` in the result buffer; `policy`, what the JS face's call of
+    /// `policy(key)` returned (for a key not held); `supplied`, the readings are in the buffer
+    /// (a JS clock's, or a call resumed after the JS reader). What it needs from the JS face
+    /// first is a status (nothing read or changed): the policy, the readings, the reader.
+    fn run(&mut self, key: Key<'_>, policy: Option<KeyPolicy>, supplied: bool) -> CodedResult<()> {
+        let operation = self.result.get(SLOT_OPERATION);
+        let target = match (self.limiter.find(key), operation == OPERATION_REFUND) {
+            (Some(index), _) => Some(Target::Held(index)),
+            // A key not held is not held by a refund either, and no policy is asked.
+            (None, true) => None,
+            (None, false) => match policy {
+                Some(policy) => Some(Target::New(self.limiter.intern(policy))),
+                None if self.has_policy => {
+                    self.result.set(SLOT_N_OR_STATUS, STATUS_NEEDS_POLICY);
+                    return Ok(());
+                }
+                None => Some(Target::New(DEFAULT_POLICY)),
+            },
+        };
+        let outcome = self.run_on(key, target, supplied);
+        if let Some(Target::New(id)) = target {
+            self.limiter.release_if_unused(id);
+        }
+        outcome
+    }
+
+    fn run_on(&mut self, key: Key<'_>, target: Option<Target>, supplied: bool) -> CodedResult<()> {
+        let n = self.result.get(SLOT_N_OR_STATUS);
+        let consume = self.result.get(SLOT_OPERATION) == OPERATION_CONSUME;
+        if !consume && self.result.get(SLOT_OPERATION) != OPERATION_REFUND {
+            return Err(invalid_arg(format!("unknown operation {}", self.result.get(SLOT_OPERATION))));
+        }
+        // The order of checks (SPEC §10): n against the key's capacity before any reading.
+        let count = match target {
+            Some(target) if consume => count_for(n, self.limiter.capacity_of(target))?,
+            _ => positive_safe_integer(n)?,
+        };
+        if !supplied && matches!(self.clock, ClockHandle::Js { .. }) {
+            self.result.set(SLOT_N_OR_STATUS, STATUS_NEEDS_READINGS);
+            return Ok(());
+        }
+        let readings = if supplied { supplied_readings(&self.result) } else { Supplied::default() };
+        self.anomalies.clear();
+        let mut clock = BoundClock::new(&self.clock, readings);
+        let outcome = match target {
+            Some(target) if consume => self.limiter.try_consume(key, target, count, &mut clock, &mut self.anomalies).map(Some),
+            _ => self.limiter.refund(key, count, &mut clock, &mut self.anomalies).map(|()| None),
+        };
+        match outcome {
+            Ok(decision) => {
+                match decision {
+                    Some(decision) => write_decision(&self.result, &decision),
+                    None => self.result.set(SLOT_N_OR_STATUS, STATUS_DONE),
+                }
+                self.report();
                 Ok(())
             }
-            None => self.consume(env, key, Target::New(DEFAULT_POLICY)),
+            Err(_) if clock.reader_wanted => {
+                self.result.set(SLOT_MONOTONIC_MS, clock.taken.0);
+                self.result.set(SLOT_WALL_MS, clock.taken.1);
+                self.result.set(SLOT_N_OR_STATUS, STATUS_NEEDS_READER);
+                Ok(())
+            }
+            Err(error) => Err(from_limiter(&error)),
         }
     }
 
     fn status_output(status: KeyStatus) -> KeyStatusOutput {
         KeyStatusOutput {
+            needs: None,
+            taken_monotonic_ms: f64::NAN,
+            taken_wall_ms: f64::NAN,
             tokens: status.tokens,
             quota_used: status.quota_used.map(|used| used as f64),
             quota_remaining: status.quota_remaining.map(|remaining| remaining as f64),
             period: match (&status.period, status.time_zone) {
-                (Some(period), Some(time_zone)) => Some(PeriodOutput {
-                    time_zone: time_zone.to_owned(),
-                    ..period_output_without_zone(period)
-                }),
+                (Some(period), Some(time_zone)) => Some(PeriodOutput { time_zone: time_zone.to_owned(), ..period_output_without_zone(period) }),
                 _ => None,
             },
             capacity: status.capacity,
             refill_per_second: status.refill_per_second,
             quota_limit: status.quota_limit.map(|limit| limit as f64),
         }
+    }
+
+    /// A status that says what the JS face must bring first (nothing was read or changed).
+    fn status_needs(needs: &str, taken: (f64, f64)) -> KeyStatusOutput {
+        KeyStatusOutput {
+            needs: Some(needs.to_owned()),
+            taken_monotonic_ms: taken.0,
+            taken_wall_ms: taken.1,
+            tokens: f64::NAN,
+            quota_used: None,
+            quota_remaining: None,
+            period: None,
+            capacity: f64::NAN,
+            refill_per_second: f64::NAN,
+            quota_limit: None,
+        }
+    }
+}
+
+/// The readings the JS face wrote into the result buffer.
+fn supplied_readings(result: &ResultSlots) -> Supplied {
+    Supplied {
+        monotonic_ms: Some(result.get(SLOT_MONOTONIC_MS)),
+        wall_ms: Some(result.get(SLOT_WALL_MS)),
+        elapsed_realtime_ms: (result.get(SLOT_HAS_ELAPSED_REALTIME) == 1.0).then(|| result.get(SLOT_ELAPSED_REALTIME_MS)),
+    }
+}
+
+impl KeyedState {
+    fn status_of(&mut self, target: Target, supplied: Supplied) -> CodedResult<KeyStatusOutput> {
+        if supplied.monotonic_ms.is_none() && matches!(self.clock, ClockHandle::Js { .. }) {
+            return Ok(KeyedState::status_needs("readings", (f64::NAN, f64::NAN)));
+        }
+        let mut anomalies = Vec::new();
+        let mut clock = BoundClock::new(&self.clock, supplied);
+        let status = match self.limiter.status(target, &mut clock, &mut anomalies) {
+            Ok(status) => status,
+            Err(_) if clock.reader_wanted => return Ok(KeyedState::status_needs("reader", clock.taken)),
+            Err(error) => return Err(from_limiter(&error)),
+        };
+        notify_listener(self.registry_id, self.anomaly_listener, &anomalies);
+        Ok(KeyedState::status_output(status))
     }
 }
 
@@ -333,7 +425,7 @@ unsafe extern "C" fn keyed_call(env: sys::napi_env, info: sys::napi_callback_inf
         }
         let mut scratch = KeyScratch::new();
         let key = scratch.read(env, argv[0])?;
-        state.call(env, key)
+        state.call(key)
     }));
     let error = match outcome {
         Ok(Ok(())) => return ptr::null_mut(),
@@ -350,8 +442,9 @@ unsafe extern "C" fn release_cell(_env: sys::napi_env, data: *mut c_void, _hint:
     drop(unsafe { Rc::from_raw(data as *const KeyedCell) });
 }
 
-/// A snapshot read and validated, with the policies of its keys once the JS face has them.
-#[napi]
+/// A snapshot read and validated, with the policies of its keys once the JS face has them. The JS
+/// face holds it as an External (free functions on handles, not `#[napi]` classes: a class costs
+/// every load of the addon a few KB that Node-API keeps with the load's environment, measured).
 pub struct NativeSnapshot {
     snapshot: Snapshot,
     /// Distinct policies, and for each key the index of its own (`u32::MAX`: the defaults).
@@ -363,25 +456,35 @@ fn snapshot_error(error: &SnapshotError) -> CodedError {
     coded("ERR_INVALID_OPTION", error.message())
 }
 
-#[napi]
+/// Validates every byte of `bytes` (and that it holds at most `max_keys` keys).
+#[napi(js_name = "snapshotParse")]
+pub fn snapshot_parse(env: &Env, bytes: Uint8Array, max_keys: f64) -> napi::Result<External<NativeSnapshot>> {
+    guard(env, || {
+        let snapshot = Snapshot::parse(&bytes, max_keys as u64).map_err(|e| snapshot_error(&e))?;
+        Ok(External::new(NativeSnapshot { snapshot, policies: Vec::new(), choices: Vec::new() }))
+    })
+}
+
+#[napi(js_name = "snapshotLength")]
+pub fn snapshot_length(plan: &External<NativeSnapshot>) -> u32 {
+    plan.snapshot.len() as u32
+}
+
+/// Key `position` as a JS string (built from its UTF-16 code units: exact for any key).
+#[napi(js_name = "snapshotKeyAt")]
+pub fn snapshot_key_at<'env>(env: &'env Env, plan: &External<NativeSnapshot>, position: u32) -> napi::Result<Unknown<'env>> {
+    plan.key_at(env, position)
+}
+
+/// The keys' policies: `choices[i]` indexes `policies` (`u32::MAX`: the defaults). All are
+/// validated before any is kept.
+#[napi(js_name = "snapshotSetPolicies")]
+pub fn snapshot_set_policies(env: &Env, plan: &mut External<NativeSnapshot>, policies: Vec<PolicyInput>, choices: Uint32Array) -> napi::Result<()> {
+    plan.set_policies(env, policies, choices)
+}
+
 impl NativeSnapshot {
-    /// Validates every byte of `bytes` (and that it holds at most `max_keys` keys).
-    #[napi(constructor)]
-    pub fn new(env: &Env, bytes: Uint8Array, max_keys: f64) -> napi::Result<Self> {
-        guard(env, || {
-            let snapshot = Snapshot::parse(&bytes, max_keys as u64).map_err(|e| snapshot_error(&e))?;
-            Ok(NativeSnapshot { snapshot, policies: Vec::new(), choices: Vec::new() })
-        })
-    }
-
-    #[napi(getter)]
-    pub fn length(&self) -> u32 {
-        self.snapshot.len() as u32
-    }
-
-    /// Key `position` as a JS string (built from its UTF-16 code units: exact for any key).
-    #[napi]
-    pub fn key_at(&self, env: &Env, position: u32) -> napi::Result<Unknown<'_>> {
+    fn key_at<'env>(&self, env: &'env Env, position: u32) -> napi::Result<Unknown<'env>> {
         guard(env, || {
             if position as usize >= self.snapshot.len() {
                 return Err(invalid_arg(format!("no key {position} in this snapshot")));
@@ -398,10 +501,7 @@ impl NativeSnapshot {
         })
     }
 
-    /// The keys' policies: `choices[i]` indexes `policies` (`u32::MAX`: the defaults). All are
-    /// validated before any is kept.
-    #[napi]
-    pub fn set_policies(&mut self, env: &Env, policies: Vec<PolicyInput>, choices: Uint32Array) -> napi::Result<()> {
+    fn set_policies(&mut self, env: &Env, policies: Vec<PolicyInput>, choices: Uint32Array) -> napi::Result<()> {
         guard(env, || {
             let parsed = policies.iter().map(key_policy).collect::<CodedResult<Vec<_>>>()?;
             if choices.len() != self.snapshot.len() || choices.iter().any(|&choice| choice != u32::MAX && choice as usize >= parsed.len()) {
@@ -414,7 +514,7 @@ impl NativeSnapshot {
     }
 }
 
-#[napi]
+/// A keyed limiter as the JS face holds it (an External, as [`NativeSnapshot`]).
 pub struct NativeKeyed {
     state: Rc<KeyedCell>,
 }
@@ -425,171 +525,172 @@ fn with_state<T>(cell: &KeyedCell, body: impl FnOnce(&mut KeyedState) -> CodedRe
     body(&mut state)
 }
 
-#[napi]
-impl NativeKeyed {
-    /// `clock_kind` as for `createLimiter`; `restore`: a validated snapshot to hold the keys of.
-    #[napi(constructor)]
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        env: &Env,
-        registry_id: u32,
-        options: LimiterOptions,
-        max_keys: f64,
-        has_policy: bool,
-        mut result_buffer: Float64Array,
-        clock_kind: String,
-        manual: Option<&NativeManualClock>,
-        monotonic: Option<Function<'_, (), Unknown<'_>>>,
-        wall: Option<Function<'_, (), Unknown<'_>>>,
-        elapsed_realtime: Option<Function<'_, (), Unknown<'_>>>,
-        anomaly_listener: Option<f64>,
-        restore: Option<&NativeSnapshot>,
-    ) -> napi::Result<Self> {
-        guard(env, move || {
-            if result_buffer.len() < RESULT_SLOTS {
-                return Err(invalid_arg(format!("the result buffer needs {RESULT_SLOTS} slots")));
-            }
-            if !((1.0..=MAX_SAFE_INTEGER).contains(&max_keys) && max_keys.fract() == 0.0) {
-                return Err(coded("ERR_INVALID_OPTION", format!("maxKeys must be a positive safe integer; received {max_keys}")));
-            }
-            let limits = config_from(&options)?;
-            let defaults = KeyPolicy {
-                capacity: limits.capacity,
-                refill_per_second: limits.refill_per_second,
-                initial_tokens: limits.initial_tokens,
-                quota: limits.quota.map(|quota| (quota.limit, quota.spec)),
-            };
-            let config = KeyedConfig {
-                defaults,
-                suspend_policy: limits.suspend_policy,
-                earliest_plausible_wall_ms: limits.earliest_plausible_wall_ms,
-                // More keys than memory could ever hold are as good as no bound.
-                max_keys: max_keys.min(usize::MAX as f64) as usize,
-            };
-            let clock = clock_handle(&clock_kind, manual, monotonic, wall, elapsed_realtime)?;
-            let mut limiter = KeyedLimiter::new(config, &mut BoundClock { env, handle: &clock }).map_err(|e| from_limiter(&e))?;
-            if let Some(restore) = restore {
-                let ids: Vec<PolicyId> = restore.policies.iter().map(|policy| limiter.intern(policy.clone())).collect();
-                let per_key: Vec<PolicyId> = restore.choices.iter().map(|&choice| ids.get(choice as usize).copied().unwrap_or(DEFAULT_POLICY)).collect();
-                limiter.restore(&restore.snapshot, &per_key);
-                for id in ids {
-                    limiter.release_if_unused(id);
-                }
-            }
-            // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.
-            let address = unsafe { result_buffer.as_mut() }.as_mut_ptr();
-            let result = ResultSlots(address);
-            let state = KeyedState {
-                limiter,
-                clock,
-                anomalies: Vec::new(),
-                error: None,
-                registry_id,
-                anomaly_listener,
-                has_policy,
-                result,
-                _result_buffer: result_buffer,
-            };
-            Ok(NativeKeyed { state: Rc::new(KeyedCell { result: ResultSlots(address), state: RefCell::new(state) }) })
-        })
-    }
-
-    /// The hot path: a raw function `call(key)` on this limiter (see the module comment).
-    #[napi]
-    pub fn call_function<'env>(&self, env: &'env Env) -> napi::Result<Unknown<'env>> {
-        guard(env, || {
-            let data = Rc::into_raw(self.state.clone()) as *mut c_void;
-            // SAFETY: `data` lives until `release_cell`, which releases it once.
-            unsafe { function_with_data(env, "call", keyed_call, data, release_cell) }.ok_or_else(|| {
-                // SAFETY: N-API refused, so nothing else owns `data`.
-                drop(unsafe { Rc::from_raw(data as *const KeyedCell) });
-                coded("ERR_INTERNAL", "could not create the call function")
-            })
-        })
-    }
-
-    /// `tryConsume` of a key not held, with its policy (the JS face called `policy(key)`); the
-    /// decision goes into the result buffer. Throws what a decision cannot be made for.
-    #[napi]
-    pub fn consume_new(&self, env: &Env, key: Unknown<'_>, policy: PolicyInput) -> napi::Result<()> {
-        guard(env, || {
-            let key = key_argument(env, &key)?;
-            let policy = key_policy(&policy)?;
-            with_state(&self.state, |state| {
-                let target = match state.limiter.find(key.key()) {
-                    // Held meanwhile (by a call made from inside `policy`): it keeps its limits.
-                    Some(index) => Target::Held(index),
-                    None => Target::New(state.limiter.intern(policy)),
-                };
-                let outcome = state.consume(env.raw(), key.key(), target);
-                if let Target::New(id) = target {
-                    state.limiter.release_if_unused(id);
-                }
-                outcome
-            })
-        })
-    }
-
-    /// SPEC §10 `status(key)`. `None` when the key is not held, the limiter has a `policy` and
-    /// none was given: the JS face calls it and asks again.
-    #[napi]
-    pub fn status(&self, env: &Env, key: Unknown<'_>, policy: Option<PolicyInput>) -> napi::Result<Option<KeyStatusOutput>> {
-        guard(env, || {
-            let key = key_argument(env, &key)?;
-            let policy = policy.as_ref().map(key_policy).transpose()?;
-            with_state(&self.state, |state| {
-                let target = match (state.limiter.find(key.key()), policy) {
-                    (Some(index), _) => Target::Held(index),
-                    (None, Some(policy)) => Target::New(state.limiter.intern(policy)),
-                    (None, None) if state.has_policy => return Ok(None),
-                    (None, None) => Target::New(DEFAULT_POLICY),
-                };
-                let mut anomalies = Vec::new();
-                let mut clock = BoundClock { env, handle: &state.clock };
-                let status = state.limiter.status(target, &mut clock, &mut anomalies);
-                if let Target::New(id) = target {
-                    state.limiter.release_if_unused(id);
-                }
-                let status = status.map_err(|e| from_limiter(&e))?;
-                notify_listener(state.registry_id, state.anomaly_listener, &anomalies);
-                Ok(Some(KeyedState::status_output(status)))
-            })
-        })
-    }
-
-    /// SPEC §10 `delete(key)`.
-    #[napi]
-    pub fn delete(&self, env: &Env, key: Unknown<'_>) -> napi::Result<bool> {
-        guard(env, || {
-            let key = key_argument(env, &key)?;
-            with_state(&self.state, |state| Ok(state.limiter.delete(key.key())))
-        })
-    }
-
-    #[napi(getter)]
-    pub fn size(&self, env: &Env) -> napi::Result<f64> {
-        guard(env, || with_state(&self.state, |state| Ok(state.limiter.len() as f64)))
-    }
-
-    /// SPEC §10 `snapshot()`: reads no clock.
-    #[napi]
-    pub fn snapshot(&self, env: &Env) -> napi::Result<Uint8Array> {
-        guard(env, || with_state(&self.state, |state| Ok(Uint8Array::new(state.limiter.snapshot()))))
-    }
-
-    /// The anomalies of the last raw call (called only when there were some).
-    #[napi]
-    pub fn take_anomalies(&self, env: &Env) -> napi::Result<Vec<AnomalyOutput>> {
-        guard(env, || with_state(&self.state, |state| Ok(state.anomalies.iter().map(AnomalyOutput::from).collect())))
-    }
-
-    /// The error of the last raw call.
-    #[napi]
-    pub fn take_error(&self) -> ErrorOutput {
-        let error = match self.state.state.try_borrow_mut() {
-            Ok(mut state) => state.error.take().unwrap_or_else(|| coded("ERR_CLOCK_READING", BUSY)),
-            Err(_) => coded("ERR_CLOCK_READING", BUSY),
+/// Makes a keyed limiter. `clock_kind` as for `createLimiter` (the JS face passes the starting
+/// readings of a clock read in JS); `restore`: a validated snapshot to hold the keys of.
+#[napi(js_name = "keyedCreate")]
+#[allow(clippy::too_many_arguments)]
+pub fn keyed_create(
+    env: &Env,
+    registry_id: u32,
+    options: LimiterOptions,
+    max_keys: f64,
+    has_policy: bool,
+    mut result_buffer: Float64Array,
+    clock_kind: String,
+    manual: Option<&NativeManualClock>,
+    monotonic_ms: Option<f64>,
+    wall_ms: Option<f64>,
+    elapsed_realtime_ms: Option<f64>,
+    anomaly_listener: Option<f64>,
+    restore: Option<&External<NativeSnapshot>>,
+) -> napi::Result<External<NativeKeyed>> {
+    guard(env, move || {
+        if result_buffer.len() < RESULT_SLOTS {
+            return Err(invalid_arg(format!("the result buffer needs {RESULT_SLOTS} slots")));
+        }
+        if !((1.0..=MAX_SAFE_INTEGER).contains(&max_keys) && max_keys.fract() == 0.0) {
+            return Err(coded("ERR_INVALID_OPTION", format!("maxKeys must be a positive safe integer; received {}", js_number(max_keys))));
+        }
+        let limits = config_from(&options)?;
+        let defaults = KeyPolicy {
+            capacity: limits.capacity,
+            refill_per_second: limits.refill_per_second,
+            initial_tokens: limits.initial_tokens,
+            quota: limits.quota.map(|quota| (quota.limit, quota.spec)),
         };
-        ErrorOutput { code: error.status, message: error.reason }
-    }
+        let config = KeyedConfig {
+            defaults,
+            suspend_policy: limits.suspend_policy,
+            earliest_plausible_wall_ms: limits.earliest_plausible_wall_ms,
+            // More keys than memory could ever hold are as good as no bound.
+            max_keys: max_keys.min(usize::MAX as f64) as usize,
+        };
+        let clock = clock_handle(&clock_kind, manual)?;
+        let supplied = Supplied { monotonic_ms, wall_ms, elapsed_realtime_ms };
+        let mut limiter = KeyedLimiter::new(config, &mut BoundClock::new(&clock, supplied)).map_err(|e| from_limiter(&e))?;
+        if let Some(restore) = restore {
+            let ids: Vec<PolicyId> = restore.policies.iter().map(|policy| limiter.intern(policy.clone())).collect();
+            let per_key: Vec<PolicyId> = restore.choices.iter().map(|&choice| ids.get(choice as usize).copied().unwrap_or(DEFAULT_POLICY)).collect();
+            limiter.restore(&restore.snapshot, &per_key);
+            for id in ids {
+                limiter.release_if_unused(id);
+            }
+        }
+        // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.
+        let address = unsafe { result_buffer.as_mut() }.as_mut_ptr();
+        let result = ResultSlots(address);
+        let state = KeyedState {
+            limiter,
+            clock,
+            anomalies: Vec::new(),
+            error: None,
+            registry_id,
+            anomaly_listener,
+            has_policy,
+            result,
+            _result_buffer: result_buffer,
+        };
+        Ok(External::new(NativeKeyed { state: Rc::new(KeyedCell { result: ResultSlots(address), state: RefCell::new(state) }) }))
+    })
+}
+
+/// The hot path: a raw function `call(key)` on this limiter (see the module comment).
+#[napi(js_name = "keyedCallFunction")]
+pub fn keyed_call_function<'env>(env: &'env Env, limiter: &External<NativeKeyed>) -> napi::Result<Unknown<'env>> {
+    guard(env, || {
+        let data = Rc::into_raw(limiter.state.clone()) as *mut c_void;
+        // SAFETY: `data` lives until `release_cell`, which releases it once.
+        unsafe { function_with_data(env, "call", keyed_call, data, release_cell) }.ok_or_else(|| {
+            // SAFETY: N-API refused, so nothing else owns `data`.
+            drop(unsafe { Rc::from_raw(data as *const KeyedCell) });
+            coded("ERR_INTERNAL", "could not create the call function")
+        })
+    })
+}
+
+/// A `tryConsume` or `refund` the raw call could not finish: with what the JS face brought
+/// (the key's policy, readings in the result buffer). Writes a status or the decision into
+/// the buffer; throws what no decision can be made for.
+#[napi(js_name = "keyedCallSlow")]
+pub fn keyed_call_slow(
+    env: &Env,
+    limiter: &External<NativeKeyed>,
+    key: Unknown<'_>,
+    policy: Option<PolicyInput>,
+    supplied: bool,
+) -> napi::Result<()> {
+    guard(env, || {
+        let key = key_argument(env, &key)?;
+        let policy = policy.as_ref().map(key_policy).transpose()?;
+        with_state(&limiter.state, |state| state.run(key.key(), policy, supplied))
+    })
+}
+
+/// SPEC §10 `status(key)`, or what the JS face must bring first (`needs`): for a key not held,
+/// what a fresh key of its policy would have, without holding it. `monotonic_ms`/`wall_ms`
+/// (and `elapsed_realtime_ms`): readings the JS face took.
+#[napi(js_name = "keyedStatus")]
+#[allow(clippy::too_many_arguments)]
+pub fn keyed_status(
+    env: &Env,
+    limiter: &External<NativeKeyed>,
+    key: Unknown<'_>,
+    policy: Option<PolicyInput>,
+    monotonic_ms: Option<f64>,
+    wall_ms: Option<f64>,
+    elapsed_realtime_ms: Option<f64>,
+) -> napi::Result<KeyStatusOutput> {
+    guard(env, || {
+        let key = key_argument(env, &key)?;
+        let policy = policy.as_ref().map(key_policy).transpose()?;
+        with_state(&limiter.state, |state| {
+            let target = match (state.limiter.find(key.key()), policy) {
+                (Some(index), _) => Target::Held(index),
+                (None, Some(policy)) => Target::New(state.limiter.intern(policy)),
+                (None, None) if state.has_policy => return Ok(KeyedState::status_needs("policy", (f64::NAN, f64::NAN))),
+                (None, None) => Target::New(DEFAULT_POLICY),
+            };
+            let outcome = state.status_of(target, Supplied { monotonic_ms, wall_ms, elapsed_realtime_ms });
+            if let Target::New(id) = target {
+                state.limiter.release_if_unused(id);
+            }
+            outcome
+        })
+    })
+}
+
+/// SPEC §10 `delete(key)`.
+#[napi(js_name = "keyedDelete")]
+pub fn keyed_delete(env: &Env, limiter: &External<NativeKeyed>, key: Unknown<'_>) -> napi::Result<bool> {
+    guard(env, || {
+        let key = key_argument(env, &key)?;
+        with_state(&limiter.state, |state| Ok(state.limiter.delete(key.key())))
+    })
+}
+
+#[napi(js_name = "keyedSize")]
+pub fn keyed_size(env: &Env, limiter: &External<NativeKeyed>) -> napi::Result<f64> {
+    guard(env, || with_state(&limiter.state, |state| Ok(state.limiter.len() as f64)))
+}
+
+/// SPEC §10 `snapshot()`: reads no clock.
+#[napi(js_name = "keyedSnapshot")]
+pub fn keyed_snapshot(env: &Env, limiter: &External<NativeKeyed>) -> napi::Result<Uint8Array> {
+    guard(env, || with_state(&limiter.state, |state| Ok(Uint8Array::new(state.limiter.snapshot()))))
+}
+
+/// The anomalies of the last raw call (called only when there were some).
+#[napi(js_name = "keyedTakeAnomalies")]
+pub fn keyed_take_anomalies(env: &Env, limiter: &External<NativeKeyed>) -> napi::Result<Vec<AnomalyOutput>> {
+    guard(env, || with_state(&limiter.state, |state| Ok(state.anomalies.iter().map(AnomalyOutput::from).collect())))
+}
+
+/// The error of the last raw call.
+#[napi(js_name = "keyedTakeError")]
+pub fn keyed_take_error(limiter: &External<NativeKeyed>) -> ErrorOutput {
+    let error = match limiter.state.state.try_borrow_mut() {
+        Ok(mut state) => state.error.take().unwrap_or_else(|| coded("ERR_CLOCK_READING", BUSY)),
+        Err(_) => coded("ERR_CLOCK_READING", BUSY),
+    };
+    ErrorOutput { code: error.status, message: error.reason }
 }
