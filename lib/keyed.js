@@ -7,6 +7,7 @@ const { registerListener, toAnomaly } = require('./anomalies.js')
 const { periodSpecInput, toPeriod } = require('./calendar.js')
 const { readClock, readReader, enterClock, startingReadings } = require('./clocks.js')
 const { toPublicError, callNative, internalError } = require('./errors.js')
+const { rememberLimiter } = require('./http/limiter-facts.js')
 const { parseOptions } = require('./options.js')
 const { LAYOUT, AT, STATUS, OPERATION, BASIS } = require('./contract.js')
 const { REGISTRY, NO_ANOMALIES } = require('./registry.js')
@@ -176,6 +177,7 @@ class KeyedQuotaClock {
     this.#policy = policy
     this.#defaults = defaults
     if (clock !== undefined || reader !== undefined) this.#js = { clock, reader, reading: false, latched: false }
+    rememberLimiter(this, clockArgs, policy === undefined) // for the HTTP middleware
   }
 
   /** `n` (default 1) against the key's own capacity; being limited is a value, not an error. */

@@ -11,6 +11,7 @@ const { toPublicError, callNative } = require('./errors.js')
 const { parseOptions, checkCount, checkPositiveCount } = require('./options.js')
 const { STATUS, AT } = require('./contract.js')
 const { RESULT, LIMITER_INDEX, REGISTRY, consume, consumeSupplied, N_OR_STATUS, DECIDED, NO_ANOMALIES, supply, readDecision } = require('./registry.js')
+const { rememberLimiter } = require('./http/limiter-facts.js')
 const { checkNumber, own } = require('./validate.js')
 
 // A limiter's native state is freed once its object has been collected.
@@ -45,6 +46,7 @@ class QuotaClock {
     this.#refillPerSecond = limiterOptions.refillPerSecond
     this.#hasQuota = limiterOptions.quotaPeriod !== undefined
     this.#quotaLimit = this.#hasQuota ? limiterOptions.quotaLimit : null
+    rememberLimiter(this, clockArgs, true) // for the HTTP middleware
   }
 
   /** Takes `n` tokens (and `n` from the quota) if both are there. */

@@ -1,0 +1,156 @@
+'use strict'
+// The limits in force for a key, and the RateLimit-Policy and RateLimit header items.
+//
+// Headers follow draft-ietf-httpapi-ratelimit-headers-11: `RateLimit-Policy` and `RateLimit` are
+// structured-field lists (RFC 9651) with one item per limit in force: an sf-string name and
+// integer parameters. The names are quoted once, when `rateLimit` is called; per request only
+// integers are appended. The `structured-headers` library is not used at run time: serializing the
+// list with it costs ~2 µs a request (benchmark/http.js), over half of express-rate-limit's whole
+// cost, and quoting a handful of names at configuration does not justify the package's first
+// runtime dependency. The tests parse every header with that library instead.
+
+// sf-integer range (RFC 9651 §3.3.1); larger values are written as this maximum.
+const MAX_SF_INTEGER = 999_999_999_999_999
+// The limits in force for a key are re-read from `status` at least this often (a key's policy can
+// change when the limiter drops the key and holds it again), and when the key's quota period ends.
+const RECORD_LIFETIME_MS = 60_000
+const MAX_RECORDS = 10_000
+
+function sfInteger(value) {
+  return value >= MAX_SF_INTEGER ? MAX_SF_INTEGER : value > 0 ? Math.floor(value) : 0
+}
+
+function unitOfPeriod(period) {
+  const parts = period.id.replace(/^[+-]/, '').split('-').length
+  if (parts === 1) return 'year'
+  if (parts === 2) return 'month'
+  return period.endMs - period.startMs < 3 * 86_400_000 ? 'day' : 'week'
+}
+
+/** What the headers need of a key's limits, from `status`. */
+function recordFrom(entry, status, wallNowMs) {
+  const { capacity, refillPerSecond, quotaLimit, period } = status
+  const { quoted } = entry.items
+  let policy = `${quoted.burst};q=${sfInteger(capacity)};w=${sfInteger(Math.ceil(capacity / refillPerSecond))}`
+  let unit
+  if (period !== null && period !== undefined && quotaLimit !== null && quotaLimit !== undefined) {
+    unit = unitOfPeriod(period)
+    policy += `, ${quoted[unit]};q=${sfInteger(quotaLimit)};w=${sfInteger(Math.round((period.endMs - period.startMs) / 1000))}`
+  }
+  const refreshAtMs = entry.recordPerKey ? wallNowMs + RECORD_LIFETIME_MS : Infinity
+  const periodEndMs = unit === undefined ? Infinity : period.endMs
+  return {
+    capacity,
+    refillPerSecond,
+    quotaLimit: unit === undefined ? null : quotaLimit,
+    unit,
+    periodEndMs,
+    // The wall clock matters to this record: for its quota's reset time, or its lifetime.
+    readsWall: periodEndMs !== Infinity || refreshAtMs !== Infinity,
+    staleAtMs: Math.min(periodEndMs, refreshAtMs),
+    policy,
+    // The wall reading of the request being answered (set by recordFor when readsWall).
+    wallNowMs: 0,
+  }
+}
+
+function statusOf(entry, key) {
+  return entry.keyed ? entry.limiter.status(key) : entry.limiter.status()
+}
+
+function readWall(entry) {
+  // A wall clock that cannot be read is the limiter's to report (ERR_CLOCK_READING from its next
+  // call); the headers then fall back to Date.now().
+  let wallNowMs
+  try {
+    wallNowMs = entry.wallMs()
+  } catch {
+    return Date.now()
+  }
+  return typeof wallNowMs === 'number' && Number.isFinite(wallNowMs) ? wallNowMs : Date.now()
+}
+
+/** Whether a decision's `tokens` and `quotaRemaining` can come from the limits in `record`. */
+function fits(record, tokens, quotaRemaining) {
+  if (tokens > record.capacity) return false
+  if (quotaRemaining === null || quotaRemaining === undefined) return record.unit === undefined
+  return record.unit !== undefined && quotaRemaining <= record.quotaLimit
+}
+
+/**
+ * The limits in force for `key` (read from `status` when unknown, when the key's quota period has
+ * ended, and, per key, at least every RECORD_LIFETIME_MS or as soon as a decision does not fit them:
+ * a key the limiter dropped may come back under other limits from `policy`); `record.wallNowMs` is
+ * now's wall reading.
+ */
+function recordFor(entry, key, tokens, quotaRemaining) {
+  const recordKey = entry.recordPerKey ? key : ''
+  let record = entry.records.get(recordKey)
+  if (record !== undefined && !record.readsWall) return record
+  const wallNowMs = readWall(entry)
+  if (record === undefined || wallNowMs >= record.staleAtMs || (entry.recordPerKey && !fits(record, tokens, quotaRemaining))) {
+    record = recordFrom(entry, statusOf(entry, key), wallNowMs)
+    if (entry.records.size >= MAX_RECORDS) entry.records.delete(entry.records.keys().next().value)
+    entry.records.delete(recordKey) // re-inserted last: the oldest record goes first when full
+    entry.records.set(recordKey, record)
+  }
+  record.wallNowMs = wallNowMs
+  return record
+}
+
+/** The entry's `RateLimit` items for `tokens` and `quotaRemaining` (after the decision). */
+function limitItems(entry, record, tokens, quotaRemaining) {
+  const { quoted } = entry.items
+  const full = (record.capacity - tokens) / record.refillPerSecond
+  let items = `${quoted.burst};r=${sfInteger(tokens)};t=${sfInteger(Math.ceil(full))}`
+  if (record.unit !== undefined && quotaRemaining !== null) {
+    items += `, ${quoted[record.unit]};r=${sfInteger(quotaRemaining)};t=${sfInteger(Math.ceil((record.periodEndMs - record.wallNowMs) / 1000))}`
+  }
+  return items
+}
+
+/**
+ * Fills `out.policy[i]` and `out.limit[i]` for a limiter entry, from a decision or a status;
+ * `refunded` is what was given back since the decision (shown, capped at the limits).
+ */
+function describeLimiter(entry, key, tokens, quotaRemaining, out, i, refunded = 0) {
+  const record = recordFor(entry, key, tokens, quotaRemaining)
+  const quotaShown = quotaRemaining === null ? null : Math.min(quotaRemaining + refunded, record.quotaLimit ?? Infinity)
+  out.policy[i] = record.policy
+  out.limit[i] = limitItems(entry, record, Math.min(tokens + refunded, record.capacity), quotaShown)
+}
+
+function describeThrottle(entry, result, out, i) {
+  const { quoted } = entry.items
+  let policy = ''
+  let limit = ''
+  for (const unit of entry.windows) {
+    const window = result.windows[unit]
+    if (window === undefined || window === null) continue
+    const sep = policy === '' ? '' : ', '
+    policy += `${sep}${quoted[unit]};q=${sfInteger(window.limit)};w=${sfInteger(Math.round((window.endMs - window.startMs) / 1000))}`
+    if (window.remaining !== null && window.remaining !== undefined) {
+      limit += `${limit === '' ? '' : ', '}${quoted[unit]};r=${sfInteger(window.remaining)};t=${sfInteger(Math.ceil((window.endMs - result.nowMs) / 1000))}`
+    }
+  }
+  out.policy[i] = policy
+  out.limit[i] = limit
+}
+
+function joinItems(parts) {
+  let text = ''
+  for (const part of parts) {
+    if (part === undefined || part === '') continue
+    text = text === '' ? part : `${text}, ${part}`
+  }
+  return text
+}
+
+function setRateLimitHeaders(res, out) {
+  const policy = out.policy.length === 1 ? out.policy[0] : joinItems(out.policy)
+  const limit = out.limit.length === 1 ? out.limit[0] : joinItems(out.limit)
+  if (policy) res.setHeader('RateLimit-Policy', policy)
+  if (limit) res.setHeader('RateLimit', limit)
+}
+
+module.exports = { statusOf, recordFor, limitItems, describeLimiter, describeThrottle, setRateLimitHeaders }

@@ -1,0 +1,251 @@
+'use strict'
+// rateLimit's options, read and checked once, when the middleware is made: the entries (a limiter,
+// or a throttle with its limits), the key and cost functions, the item names for the headers.
+
+const { QuotaClock } = require('../quota-clock.js')
+const { KeyedQuotaClock } = require('../keyed.js')
+const { PERIOD_UNITS } = require('../contract.js')
+const { coded, describe, isPlainObject } = require('../validate.js')
+const { defaultKey } = require('./client-key.js')
+const { limiterFacts } = require('./limiter-facts.js')
+
+const OPTION_NAMES = ['limiter', 'limits', 'key', 'cost', 'name', 'headers', 'skip', 'onLimited']
+const LIMITER_ENTRY_NAMES = ['limiter', 'key', 'cost', 'name']
+const THROTTLE_ENTRY_NAMES = ['throttle', 'limits', 'key', 'name', 'timeoutMs', 'failOpen']
+const THROTTLE_LIMITS = [
+  // The throttle checks the longest window first; its items are listed in that order too.
+  { limitName: 'requests_per_month', unit: 'month', reason: 'RATE_LIMIT_MONTH' },
+  { limitName: 'requests_per_day', unit: 'day', reason: 'RATE_LIMIT_DAY' },
+  { limitName: 'requests_per_minute', unit: 'minute', reason: 'RATE_LIMIT_MINUTE' },
+]
+// The header items' units: a limiter's bucket, a throttle's minute window, the calendar's periods.
+const UNITS = ['burst', 'minute', ...PERIOD_UNITS]
+const DEFAULT_THROTTLE_TIMEOUT_MS = 300
+const MAX_TIMER_MS = 2 ** 31 - 1
+
+// express-rate-limit's options, and what to use here instead.
+const FOREIGN_OPTION_HINTS = {
+  keyGenerator: "express-rate-limit's keyGenerator is `key: (req) => string` here",
+  windowMs: 'the window and the limit live in the limiter: `limiter: new KeyedQuotaClock({ capacity, refillPerSecond, suspendPolicy })`',
+  max: 'the limit lives in the limiter: `limiter: new KeyedQuotaClock({ capacity, refillPerSecond, suspendPolicy })`',
+  limit: 'the limit lives in the limiter: `limiter: new KeyedQuotaClock({ capacity, refillPerSecond, suspendPolicy })`; several limits go in `limits`',
+  standardHeaders: "headers are `headers: 'draft-11'` (the default) or `headers: false`",
+  legacyHeaders: "headers are `headers: 'draft-11'` (the default) or `headers: false`",
+  handler: 'a custom response is `onLimited: (req, res, info) => void`',
+  message: 'a custom response is `onLimited: (req, res, info) => void`',
+  statusCode: 'a custom response is `onLimited: (req, res, info) => void`',
+  store: 'state lives in the limiter (`limiter` or `limits`); for MongoDB, a `{ throttle, limits }` entry',
+  passOnStoreError: 'a `{ throttle, limits }` entry takes `failOpen: true`',
+  ipv6Subnet: 'use `key: (req) => clientKey(req, { ipv6Subnet })`',
+  identifier: 'the policy name is `name`',
+  skipFailedRequests: 'give a request back with `limiter.refund(key)` when it should not count',
+  skipSuccessfulRequests: 'give a request back with `limiter.refund(key)` when it should not count',
+  requestWasSuccessful: 'give a request back with `limiter.refund(key)` when it should not count',
+}
+
+function optionError(ErrorClass, message) {
+  return coded(ErrorClass, 'ERR_INVALID_OPTION', `rateLimit: ${message}`)
+}
+
+function editDistance(a, b) {
+  const row = Array.from({ length: b.length + 1 }, (_, i) => i)
+  for (let i = 1; i <= a.length; i++) {
+    let diagonal = row[0]
+    row[0] = i
+    for (let j = 1; j <= b.length; j++) {
+      const above = row[j]
+      row[j] = Math.min(row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] === b[j - 1] ? 0 : 1))
+      diagonal = above
+    }
+  }
+  return row[b.length]
+}
+
+/** The limiters' rule for unknown keys (refused, naming the known ones), with a hint for express-rate-limit's options and for typos. */
+function refuseUnknownOptions(object, known, path) {
+  for (const key of Object.keys(object)) {
+    if (object[key] === undefined || known.includes(key)) continue
+    const where = path ? `${path}.${key}` : key
+    const near = known.find((name) => name.toLowerCase() === key.toLowerCase()) ??
+      known.find((name) => editDistance(name.toLowerCase(), key.toLowerCase()) <= 2)
+    let hint = ''
+    if (near !== undefined) hint = ` (did you mean '${near}'?)`
+    else if (Object.hasOwn(FOREIGN_OPTION_HINTS, key)) hint = ` (${FOREIGN_OPTION_HINTS[key]})`
+    throw optionError(
+      TypeError,
+      `unknown option '${where}'${hint}; expected one of ${known.map((name) => `'${name}'`).join(', ')}; received ${describe(object[key])}`,
+    )
+  }
+}
+
+function checkFunction(value, what, signature) {
+  if (value !== undefined && typeof value !== 'function') {
+    throw optionError(TypeError, `${what} must be a function ${signature}, received ${describe(value)}`)
+  }
+  return value
+}
+
+/** An sf-string (RFC 9651 §4.1.6): printable ASCII in quotes, with `"` and `\\` escaped. */
+function sfString(text) {
+  return `"${text.replace(/[\\"]/g, '\\$&')}"`
+}
+
+/** The item names of one entry, checked and quoted once (sf-string: printable ASCII). */
+function itemNames(name, what) {
+  if (name !== undefined) {
+    if (typeof name !== 'string') throw optionError(TypeError, `${what} must be a string, received ${describe(name)}`)
+    if (name === '' || !/^[\x20-\x7e]+$/.test(name)) {
+      throw optionError(RangeError, `${what} must be a non-empty string of printable ASCII characters (it goes into the RateLimit headers), received ${describe(name)}`)
+    }
+  }
+  const plain = {}
+  const quoted = {}
+  for (const unit of UNITS) {
+    plain[unit] = name === undefined ? unit : `${name}-${unit}`
+    quoted[unit] = sfString(plain[unit])
+  }
+  return { plain, quoted }
+}
+
+
+function isKeyed(limiter) {
+  return limiter instanceof KeyedQuotaClock
+}
+
+function parseLimiterEntry(entry, what, defaults) {
+  refuseUnknownOptions(entry, LIMITER_ENTRY_NAMES, what)
+  const { limiter } = entry
+  const keyed = isKeyed(limiter)
+  if (!keyed && !(limiter instanceof QuotaClock)) {
+    throw optionError(TypeError, `${what}.limiter must be a KeyedQuotaClock or a QuotaClock from quota-clock-source, received ${describe(limiter)}`)
+  }
+  const key = checkFunction(entry.key, `${what}.key`, '(req) => string')
+  if (!keyed && key !== undefined) {
+    throw optionError(TypeError, `${what}.key is for a KeyedQuotaClock: a QuotaClock is one limit shared by every request (use a KeyedQuotaClock for a limit per key)`)
+  }
+  const cost = checkFunction(entry.cost, `${what}.cost`, '(req) => number') ?? defaults.cost
+  const name = entry.name ?? defaults.name
+  const { readWallMs, sameLimitsForEveryKey } = limiterFacts(limiter)
+  return {
+    isThrottle: false,
+    keyed,
+    limiter,
+    key: keyed ? key ?? defaults.key : undefined,
+    cost,
+    name,
+    items: itemNames(name, `${what}.name`),
+    wallMs: readWallMs,
+    // The limits in force: one record for a limiter whose keys all have the same limits (under the
+    // key ''), else one per key.
+    recordPerKey: keyed && !sameLimitsForEveryKey,
+    records: new Map(),
+  }
+}
+
+function parseThrottleEntry(entry, what, defaults) {
+  refuseUnknownOptions(entry, THROTTLE_ENTRY_NAMES, what)
+  const { throttle, limits } = entry
+  if (!isPlainObject(throttle) || typeof throttle.check !== 'function') {
+    throw optionError(TypeError, `${what}.throttle must be a throttle from createThrottle({ db }), received ${describe(throttle)}`)
+  }
+  if (!isPlainObject(limits)) {
+    throw optionError(TypeError, `${what}.limits must be an object such as { requests_per_minute: 60 }, received ${describe(limits)}`)
+  }
+  refuseUnknownOptions(limits, THROTTLE_LIMITS.map((l) => l.limitName), `${what}.limits`)
+  const windows = []
+  for (const { limitName, unit } of THROTTLE_LIMITS) {
+    const limit = limits[limitName]
+    if (limit === undefined) continue
+    if (typeof limit !== 'number') throw optionError(TypeError, `${what}.limits.${limitName} must be a non-negative safe integer, received ${describe(limit)}`)
+    if (!Number.isSafeInteger(limit) || limit < 0) throw optionError(RangeError, `${what}.limits.${limitName} must be a non-negative safe integer, received ${describe(limit)}`)
+    windows.push(unit)
+  }
+  if (windows.length === 0) {
+    throw optionError(RangeError, `${what}.limits must give at least one of ${THROTTLE_LIMITS.map((l) => l.limitName).join(', ')}`)
+  }
+  let timeoutMs = DEFAULT_THROTTLE_TIMEOUT_MS
+  if (entry.timeoutMs !== undefined) {
+    timeoutMs = entry.timeoutMs
+    if (typeof timeoutMs !== 'number') throw optionError(TypeError, `${what}.timeoutMs must be a number of milliseconds, received ${describe(timeoutMs)}`)
+    if (!(timeoutMs > 0 && timeoutMs <= MAX_TIMER_MS)) {
+      throw optionError(RangeError, `${what}.timeoutMs must be a number of milliseconds > 0 and ≤ ${MAX_TIMER_MS}, received ${describe(timeoutMs)}`)
+    }
+  }
+  const { failOpen = false } = entry
+  if (typeof failOpen !== 'boolean') throw optionError(TypeError, `${what}.failOpen must be a boolean, received ${describe(failOpen)}`)
+  const name = entry.name ?? defaults.name
+  return {
+    isThrottle: true,
+    throttle,
+    limits: { ...limits },
+    windows,
+    key: checkFunction(entry.key, `${what}.key`, '(req) => string') ?? defaults.key,
+    name,
+    items: itemNames(name, `${what}.name`),
+    timeoutMs,
+    failOpen,
+    // True while the store is failing: one warning per outage, not one per request.
+    unavailable: false,
+  }
+}
+
+function parseEntry(entry, what, defaults) {
+  if (!isPlainObject(entry)) {
+    throw optionError(TypeError, `${what} must be an object { limiter } or { throttle, limits }, received ${describe(entry)}`)
+  }
+  if (entry.limiter !== undefined && entry.throttle !== undefined) {
+    throw optionError(TypeError, `${what} has both limiter and throttle: give each its own entry`)
+  }
+  return entry.throttle !== undefined ? parseThrottleEntry(entry, what, defaults) : parseLimiterEntry(entry, what, defaults)
+}
+
+function parseOptions(options) {
+  if (!isPlainObject(options)) {
+    throw optionError(TypeError, `options must be an object such as { limiter } or { limits: [...] }, received ${describe(options)}`)
+  }
+  refuseUnknownOptions(options, OPTION_NAMES, '')
+  const { limiter, limits, name } = options
+  const explicitKey = checkFunction(options.key, 'key', '(req) => string')
+  const defaults = {
+    key: explicitKey ?? defaultKey(),
+    cost: checkFunction(options.cost, 'cost', '(req) => number'),
+    name,
+  }
+  let entries
+  if (limiter !== undefined && limits !== undefined) {
+    throw optionError(TypeError, 'give either limiter (one limit) or limits (several, checked all-or-nothing), not both')
+  }
+  if (limiter !== undefined) {
+    if (!isKeyed(limiter) && limiter instanceof QuotaClock && explicitKey !== undefined) {
+      throw optionError(TypeError, 'key is for a KeyedQuotaClock: a QuotaClock is one limit shared by every request (use a KeyedQuotaClock for a limit per key)')
+    }
+    entries = [parseLimiterEntry({ limiter }, 'options', defaults)]
+  } else if (limits !== undefined) {
+    if (!Array.isArray(limits)) throw optionError(TypeError, `limits must be an array of entries, received ${describe(limits)}`)
+    if (limits.length === 0) throw optionError(RangeError, 'limits must hold at least one entry, received an empty array')
+    entries = limits.map((entry, i) => parseEntry(entry, `limits[${i}]`, defaults))
+  } else {
+    throw optionError(TypeError, 'limiter or limits is required: rateLimit({ limiter: new KeyedQuotaClock({ ... }) })')
+  }
+  const seen = new Map()
+  entries.forEach((entry, i) => {
+    const label = entry.name === undefined ? 'no name' : `the name ${JSON.stringify(entry.name)}`
+    if (seen.has(entry.name)) {
+      throw optionError(RangeError, `entry names must be unique: limits[${seen.get(entry.name)}] and limits[${i}] both have ${label} (name one of them; item names in the RateLimit headers must not repeat)`)
+    }
+    seen.set(entry.name, i)
+  })
+  const { headers = 'draft-11' } = options
+  if (headers !== false && headers !== 'draft-11') {
+    const ErrorClass = typeof headers === 'string' ? RangeError : TypeError
+    throw optionError(ErrorClass, `headers must be 'draft-11' or false, received ${describe(headers)}`)
+  }
+  return {
+    entries,
+    headers: headers !== false,
+    skip: checkFunction(options.skip, 'skip', '(req) => boolean'),
+    onLimited: checkFunction(options.onLimited, 'onLimited', '(req, res, { decision, violated }) => void'),
+  }
+}
+
+module.exports = { parseOptions, THROTTLE_LIMITS }
