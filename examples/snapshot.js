@@ -72,7 +72,6 @@ function writeAtomically(bytes) {
 }
 
 const limiter = createLimiter()
-console.log(`holding ${limiter.size} keys restored from ${file}`)
 
 function save(reason) {
   const bytes = limiter.snapshot()
@@ -100,3 +99,6 @@ process.on('SIGTERM', () => {
   console.log(`allowed ${allowed}, denied ${denied}; bye`)
   process.exit(0)
 })
+// Printed once the SIGTERM handler is in place: a supervisor that stops the process after this line
+// gets the final snapshot.
+console.log(`holding ${limiter.size} keys restored from ${file}`)
