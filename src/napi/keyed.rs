@@ -21,11 +21,12 @@ use super::buffer::{write_decision, ResultBuffer};
 use super::calendar::{parse_spec, PeriodOutput, PeriodSpecInput};
 use super::clock::{BoundClock, ClockHandle, Supplied};
 use super::errors::{coded, from_limiter, guard, internal, invalid_arg, CodedError, CodedResult};
-use super::limiter::{notify_listener, ErrorOutput, BUSY, NO_STORED_ERROR};
+use super::limiter::ErrorOutput;
 use super::options::{
     config_from, positive_safe_integer, ClockInput, LimiterOptions, MAX_SAFE_INTEGER,
 };
 use super::raw::function_with_data;
+use super::registry::{notify_listener, BUSY, NO_STORED_ERROR};
 use crate::anomaly::{js_number, Anomaly};
 use crate::clock;
 use crate::contract::buffer;
