@@ -1,5 +1,5 @@
 //! `QuotaClock`'s core: a token bucket on real elapsed time plus an optional calendar quota,
-//! reconciled from fresh clock readings on every call (SPEC §5–§7).
+//! reconciled from fresh clock readings on every call.
 
 use crate::anomaly::{Anomaly, CallDeltas};
 use crate::bucket::TokenBucket;
@@ -20,7 +20,7 @@ pub struct LimiterConfig {
     pub earliest_plausible_wall_ms: Option<f64>,
 }
 
-/// Which wait a denial reports (SPEC §5).
+/// Which wait a denial reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RetryBasis {
     MonotonicRefill,
@@ -53,7 +53,7 @@ pub struct Status {
     pub period: Option<Period>,
 }
 
-/// The `QuotaClockError`s a call can raise (SPEC §9).
+/// The `QuotaClockError`s a call can raise.
 #[derive(Clone, Debug, PartialEq)]
 pub enum LimiterError {
     MonotonicRegression {
@@ -70,7 +70,7 @@ pub enum LimiterError {
         earliest_ms: f64,
     },
     ClockReading(ClockError),
-    /// A keyed limiter cannot hold a new key: every held key has quota use (SPEC §10).
+    /// A keyed limiter cannot hold a new key: every held key has quota use.
     KeyLimit {
         max_keys: u64,
     },
@@ -127,7 +127,7 @@ fn iso(wall_ms: f64) -> String {
     )
 }
 
-/// SPEC §5: a denial waits the longer of the waits that apply; a tie goes to the calendar.
+/// a denial waits the longer of the waits that apply; a tie goes to the calendar.
 #[inline(always)]
 pub(crate) fn longer_wait(bucket_wait_ms: f64, quota_wait_ms: Option<f64>) -> (f64, RetryBasis) {
     match quota_wait_ms {
@@ -216,7 +216,7 @@ impl Limiter {
         })
     }
 
-    /// SPEC §5. `n` is a positive integer no larger than capacity (checked by the caller).
+    /// `n` is a positive integer no larger than capacity (checked by the caller).
     #[inline(always)]
     pub fn try_consume<C: ClockSource + ?Sized>(
         &mut self,
@@ -228,7 +228,7 @@ impl Limiter {
         Ok(self.decide(n, wall_ms))
     }
 
-    /// The usual call, on readings already taken: both clocks moved forward together (SPEC §6's
+    /// The usual call, on readings already taken: both clocks moved forward together (the reconcile table's
     /// first row), nothing is latched, and the wall reading is inside the open quota period. Then
     /// it decides exactly as [`Limiter::try_consume`] would, with no `Result`, clock trait or
     /// anomaly list in the way. Any other reading returns `None` and changes nothing: the caller
@@ -292,7 +292,7 @@ impl Limiter {
         }
     }
 
-    /// SPEC §5 `refund(n)`: reads and reconciles like `try_consume`, then gives back `n` tokens
+    /// `refund(n)`: reads and reconciles like `try_consume`, then gives back `n` tokens
     /// (capped at capacity) and `n` quota units of the open period (never below zero). `n` is a
     /// positive integer (checked by the caller); it may exceed capacity.
     pub fn refund<C: ClockSource + ?Sized>(
@@ -309,7 +309,7 @@ impl Limiter {
         Ok(())
     }
 
-    /// SPEC §5 `status()`: reads and reconciles like `try_consume`, consumes nothing.
+    /// `status()`: reads and reconciles like `try_consume`, consumes nothing.
     pub fn status<C: ClockSource + ?Sized>(
         &mut self,
         clock: &mut C,

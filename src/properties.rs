@@ -1,4 +1,4 @@
-//! Properties of the limiter over random clock histories (SPEC §5–§7): whatever the clocks do,
+//! Properties of the limiter over random clock histories: whatever the clocks do,
 //! 0 ≤ tokens ≤ capacity, the quota's use never passes its limit, a denial consumes nothing,
 //! waits are finite and ≥ 0, a monotonic regression latches, and the open period never moves
 //! backwards. Failures found are kept in `src/properties.proptest-regressions` (committed), so

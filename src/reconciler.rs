@@ -1,4 +1,4 @@
-//! SPEC §6 bookkeeping around the one reconciliation rule ([`reconcile`]): the previous readings,
+//! bookkeeping around the one reconciliation rule ([`reconcile`]): the previous readings,
 //! the elapsed-realtime reader's baseline and the regression latch. `QuotaClock`'s [`Limiter`] and
 //! the [`KeyedLimiter`] each own one: one reconciliation per call, whatever the key.
 //!
@@ -67,7 +67,7 @@ impl Reconciler {
         Ok((reconciler, wall_ms))
     }
 
-    /// Whether a calendar quota can use `wall_ms`: inside the calendar's range (SPEC §7) and not
+    /// Whether a calendar quota can use `wall_ms`: inside the calendar's range and not
     /// before `earliestPlausibleWallMs`.
     #[inline(always)]
     pub fn is_plausible(&self, wall_ms: f64) -> bool {
@@ -81,7 +81,7 @@ impl Reconciler {
     /// Changes nothing but the regression latch: the caller applies the result with
     /// [`Reconciler::commit`], or drops it (then nothing happened). `check_plausible`: the call
     /// concerns a quota, so a wall reading outside the calendar's range or before
-    /// `earliestPlausibleWallMs` is an error (SPEC §7). On an error, the
+    /// `earliestPlausibleWallMs` is an error. On an error, the
     /// anomalies pushed by this call are taken back.
     #[inline(always)]
     pub fn read<C: ClockSource + ?Sized>(
@@ -172,7 +172,7 @@ impl Reconciler {
         Ok(())
     }
 
-    /// The usual call, on readings already taken: both clocks moved forward together (SPEC §6's
+    /// The usual call, on readings already taken: both clocks moved forward together (the reconcile table's
     /// first row) and nothing is latched. Then the monotonic delta is what to credit, and the
     /// caller re-anchors with [`Reconciler::anchor`]; `None` means the general path must decide.
     #[inline(always)]

@@ -1,4 +1,4 @@
-//! SPEC §4, §7: calendar periods (day, week, month, year) in an IANA time zone.
+//! calendar periods (day, week, month, year) in an IANA time zone.
 //!
 //! A period is a calendar slot. Slot `k` starts at the anchor time on its anchor date, resolved
 //! against the zone's rules (a start inside a DST gap snaps to the instant the gap closes, a
@@ -117,7 +117,7 @@ impl fmt::Display for SpecError {
 
 impl std::error::Error for SpecError {}
 
-/// Raw, already type-checked values of a `QuotaPeriodSpec` (SPEC §4).
+/// Raw, already type-checked values of a `QuotaPeriodSpec`.
 pub struct RawPeriodSpec<'a> {
     pub unit: &'a str,
     pub time_zone: &'a str,

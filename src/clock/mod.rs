@@ -1,4 +1,4 @@
-//! SPEC §3: clock sources, and §6: reconciling their readings.
+//! clock sources, and §6: reconciling their readings.
 
 mod manual;
 mod reconcile;
@@ -45,7 +45,7 @@ impl ClockError {
         }
     }
 
-    /// SPEC §7: a wall reading the calendar quota cannot place (outside a JS `Date`'s range).
+    /// a wall reading the calendar quota cannot place (outside a JS `Date`'s range).
     pub fn outside_calendar(wall_ms: f64) -> ClockError {
         ClockError {
             message: format!(
@@ -63,7 +63,7 @@ impl ClockError {
     }
 }
 
-/// Anything that can be read for the three times of SPEC §3, in milliseconds.
+/// Anything that can be read for the three times a clock source gives, in milliseconds.
 pub trait ClockSource {
     fn monotonic_ms(&mut self) -> Result<f64, ClockError>;
     fn wall_ms(&mut self) -> Result<f64, ClockError>;

@@ -1,4 +1,4 @@
-//! SPEC §6: how much real time passed, from a monotonic and a wall delta taken together.
+//! how much real time passed, from a monotonic and a wall delta taken together.
 
 use super::ClockError;
 use crate::anomaly::{Anomaly, CallDeltas};
@@ -40,7 +40,7 @@ pub struct ReaderBaseline {
     pub monotonic_ms: f64,
 }
 
-/// Which row of the SPEC §6 table the readings fell in.
+/// Which row of the reconcile table the readings fell in.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum WallDivergence {
     Agree,

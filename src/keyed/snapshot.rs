@@ -1,4 +1,4 @@
-//! SPEC §10 "Restarts": `snapshot()` and `restore`, a versioned, checksummed little-endian image
+//! `snapshot()` and `restore`, a versioned, checksummed little-endian image
 //! of every held key (see README "Snapshot format"). Reading one validates all of it before
 //! anything is built.
 //!
@@ -22,7 +22,7 @@ pub const FORMAT_VERSION: u16 = 1;
 const HEADER_BYTES: usize = 16;
 const TRAILER_BYTES: usize = 4;
 const NO_SPEC: u32 = u32::MAX;
-/// Keys are at most 256 UTF-16 code units (SPEC §10).
+/// Keys are at most 256 UTF-16 code units.
 const MAX_KEY_UNITS: usize = 256;
 const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
@@ -88,7 +88,7 @@ fn unit_code(unit: PeriodUnit) -> u8 {
 }
 
 impl KeyedLimiter {
-    /// SPEC §10 `snapshot()`: every held key's tokens (as of the last reading), quota use (when it
+    /// `snapshot()`: every held key's tokens (as of the last reading), quota use (when it
     /// is in its spec's open period) and period id. Reads no clock.
     pub fn snapshot(&self) -> Vec<u8> {
         let mut saved_specs: Vec<Option<u32>> = vec![None; self.specs.len()];

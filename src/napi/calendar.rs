@@ -57,7 +57,7 @@ pub(crate) fn check_wall_ms(wall_ms: f64) -> CodedResult<()> {
     }
 }
 
-/// SPEC §7: the period of `spec` containing `wall_ms`. Never calls into JS.
+/// the period of `spec` containing `wall_ms`. Never calls into JS.
 #[napi(js_name = "periodFor")]
 pub fn period_for(
     env: &Env,

@@ -23,7 +23,7 @@ use crate::contract::buffer;
 impl Registry {
     /// The hot path: the usual call on a native clock (clocks agree, inside the open quota
     /// period, nothing to report), decided in a small frame with no error or anomaly plumbing
-    /// (measured: ~50 fewer instructions per call than the general path). `false` means nothing
+    /// (measurably fewer instructions per call than the general path). `false` means nothing
     /// was consumed or written and the general path must take the call; it reads the clocks
     /// again, which is harmless (nothing was changed by the readings taken here).
     #[inline(always)]
@@ -192,7 +192,7 @@ unsafe fn consume_with<const SUPPLIED: bool>(
     let registry = unsafe { &*(data as *const Registry) };
     let decided = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // A const parameter, so that each raw function has a closure of its own, inlined into it
-        // (one shared closure was called out of line: ~1 ns per call, measured).
+        // (one shared closure was called out of line, measurably slower).
         if SUPPLIED {
             registry.consume(true);
         } else if !registry.consume_quiet() {

@@ -1,4 +1,4 @@
-//! `KeyedQuotaClock`'s native half (SPEC §10): a thin layer over [`KeyedLimiter`].
+//! `KeyedQuotaClock`'s native half: a thin layer over [`KeyedLimiter`].
 //!
 //! The hot path is shaped like `QuotaClock`'s: one raw N-API function per limiter, called with
 //! the key as its only argument; the JS face writes `n` and the operation into the limiter's own
@@ -35,7 +35,7 @@ use crate::keyed::{
     SnapshotError, Target, DEFAULT_POLICY,
 };
 
-/// Keys are 1 to 256 UTF-16 code units (SPEC §10); one more unit tells a longer string.
+/// Keys are 1 to 256 UTF-16 code units; one more unit tells a longer string.
 const MAX_KEY_UNITS: usize = 256;
 
 /// A key's limits as the JS face normalized them (defaults filled in, types checked).
@@ -92,7 +92,7 @@ struct KeyedCell {
 /// Room for one key read from JS: one unit more than a key may have, to tell a longer string.
 const SCRATCH_UNITS: usize = MAX_KEY_UNITS + 2;
 
-/// Stack buffers for one key, left uninitialized (zeroing them cost ~10 ns per call, measured).
+/// Stack buffers for one key, left uninitialized (zeroing them was measurably slower per call).
 struct KeyScratch {
     units: MaybeUninit<[u16; SCRATCH_UNITS]>,
     words: MaybeUninit<[u64; SCRATCH_WORDS]>,
@@ -144,7 +144,7 @@ impl KeyScratch {
             let mut packed = 0u64;
             for (shift, unit) in chunk.iter().enumerate() {
                 // One unit per load, as V8 stored them: a wider load of units just stored one by
-                // one stalls on store forwarding (measured: ~15 ns per key).
+                // one stalls on store forwarding (measured in the keyed benchmark).
                 // SAFETY: `unit` is a valid, initialized u16.
                 let unit = unsafe { std::ptr::read_volatile(unit) };
                 widest |= unit;
@@ -368,7 +368,7 @@ impl KeyedState {
                 self.result.get(buffer::OPERATION)
             )));
         }
-        // The order of checks (SPEC §10): n against the key's capacity before any reading.
+        // The order of checks: n against the key's capacity before any reading.
         let count = match target {
             Some(target) if consume => count_for(n, self.limiter.capacity_of(target))?,
             _ => positive_safe_integer(n)?,
@@ -814,7 +814,7 @@ pub fn keyed_call_slow(
     })
 }
 
-/// SPEC §10 `status(key)`, or what the JS face must bring first (`needs`): for a key not held,
+/// `status(key)`, or what the JS face must bring first (`needs`): for a key not held,
 /// what a fresh key of its policy would have, without holding it. `monotonic_ms`/`wall_ms`
 /// (and `elapsed_realtime_ms`): readings the JS face took.
 #[napi(js_name = "keyedStatus")]
@@ -856,7 +856,7 @@ pub fn keyed_status(
     })
 }
 
-/// SPEC §10 `delete(key)`.
+/// `delete(key)`.
 #[napi(js_name = "keyedDelete")]
 pub fn keyed_delete(
     env: &Env,
@@ -876,7 +876,7 @@ pub fn keyed_size(env: &Env, limiter: &External<NativeKeyed>) -> napi::Result<f6
     })
 }
 
-/// SPEC §10 `snapshot()`: reads no clock.
+/// `snapshot()`: reads no clock.
 #[napi(js_name = "keyedSnapshot")]
 pub fn keyed_snapshot(env: &Env, limiter: &External<NativeKeyed>) -> napi::Result<Uint8Array> {
     guard(env, || {

@@ -163,7 +163,7 @@ pub struct CallOutput {
     pub taken_wall_ms: f64,
 }
 
-/// SPEC §5 `refund(n)`: reconciles, then gives back `n` tokens and quota units. With the readings
+/// `refund(n)`: reconciles, then gives back `n` tokens and quota units. With the readings
 /// the JS face took for a JS clock (or for a call resumed after the JS reader).
 #[napi(js_name = "limiterRefund")]
 #[allow(clippy::too_many_arguments)]
