@@ -284,20 +284,37 @@ export interface ThrottleWindow {
 
 export type ThrottleReason = 'RATE_LIMIT_MONTH' | 'RATE_LIMIT_DAY' | 'RATE_LIMIT_MINUTE'
 
+/** The window each limit counts in. */
+export interface ThrottleLimitWindows {
+  requests_per_month: 'month'
+  requests_per_day: 'day'
+  requests_per_minute: 'minute'
+}
+
+/**
+ * The windows of a check with limits `L`: a window is there exactly when its limit was given. A limit
+ * whose type admits `undefined` (say `ThrottleLimits` itself) gives an optional window.
+ */
+export type ThrottleWindows<L extends ThrottleLimits = ThrottleLimits> = {
+  [K in keyof L & keyof ThrottleLimitWindows as undefined extends L[K] ? never : ThrottleLimitWindows[K]]: ThrottleWindow
+} & {
+  [K in keyof L & keyof ThrottleLimitWindows as undefined extends L[K] ? ThrottleLimitWindows[K] : never]?: ThrottleWindow
+}
+
 /** The fields every result carries besides `allowed`, `reason` and `retryAfterMs`. */
-export interface ThrottleResultBase {
+export interface ThrottleResultBase<L extends ThrottleLimits = ThrottleLimits> {
   /** The instant the windows were computed from: local wall time, or the server's with `time: 'server'`. */
   nowMs: number
   /** With `time: 'server'`: server time minus local time at the midpoint of the round trip. */
   skewMs?: number
   /** The windows of the limits given, longest first. */
-  windows: { month?: ThrottleWindow; day?: ThrottleWindow; minute?: ThrottleWindow }
+  windows: ThrottleWindows<L>
 }
 
 /** `allowed` and `reason` are exactly the original's; the other fields are additions. */
-export type ThrottleResult =
-  | (ThrottleResultBase & { allowed: true; retryAfterMs: 0 })
-  | (ThrottleResultBase & {
+export type ThrottleResult<L extends ThrottleLimits = ThrottleLimits> =
+  | (ThrottleResultBase<L> & { allowed: true; retryAfterMs: 0 })
+  | (ThrottleResultBase<L> & {
       allowed: false
       /** Which limit refused: month first, then day, then minute. */
       reason: ThrottleReason
@@ -321,7 +338,7 @@ export interface Throttle {
    * counted in the longer ones and in the window that refused it. Rejects with a `TypeError` or
    * `RangeError` (code `ERR_INVALID_ARG`) before touching the database when the key or a limit is invalid.
    */
-  check(key: string, limits?: ThrottleLimits): Promise<ThrottleResult>
+  check<L extends ThrottleLimits = {}>(key: string, limits?: L & { [K in Exclude<keyof L, keyof ThrottleLimits>]: never }): Promise<ThrottleResult<L>>
   /** Deletes the counters whose window has ended (`expires_at <= now`) and resolves to how many documents went. Starts no timer: call it yourself, or create the TTL index. */
   sweep(): Promise<{ n: number }>
   /** Reads the database server's clock once, to see whether this instance needs `time: 'server'`. */

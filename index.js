@@ -3,6 +3,7 @@
 // and the decision object. The Rust core does every computation; see src/.
 
 const { coded, describe, thrownText, isPlainObject, readOptions } = require('./lib/validate.js')
+const { rememberLimiter } = require('./lib/http-clocks.js')
 
 const native = loadNativeBinding()
 
@@ -534,6 +535,7 @@ class QuotaClock {
     this.#refillPerSecond = limiterOptions.refillPerSecond
     this.#hasQuota = limiterOptions.quotaPeriod !== undefined
     this.#quotaLimit = this.#hasQuota ? limiterOptions.quotaLimit : null
+    rememberLimiter(this, clockArgs, true) // for lib/http.js
   }
 
   /** SPEC §5: takes `n` tokens (and `n` from the quota) if both are there. */

@@ -3,6 +3,7 @@
 // The Rust core (src/keyed/) holds every key; index.js hands this module its internals.
 
 const { coded, isPlainObject, readOptions } = require('./validate.js')
+const { rememberLimiter } = require('./http-clocks.js')
 
 const KEYED_KEYS = ['policy', 'maxKeys', 'restore']
 const POLICY_KEYS = ['capacity', 'refillPerSecond', 'initialTokens', 'quota']
@@ -185,6 +186,7 @@ module.exports = function defineKeyedQuotaClock(internals) {
       this.#policy = policy
       this.#defaults = defaults
       if (clock !== undefined || reader !== undefined) this.#js = { clock, reader, reading: false, latched: false }
+      rememberLimiter(this, clockArgs, policy === undefined) // for lib/http.js
     }
 
     /** SPEC §10: `n` (default 1) against the key's own capacity; being limited is a value, not an error. */

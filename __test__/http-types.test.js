@@ -1,0 +1,68 @@
+'use strict'
+// The types of quota-clock-source/http, checked the way a TypeScript user meets them: `tsc --noEmit
+// --strict` on files that import 'quota-clock-source/http' by name (resolved through package.json
+// "exports"), with Express 5's and Node's own types. Every `@ts-expect-error` in them must stay an
+// error, so a type that accepts too much fails here too.
+
+const { describe, test } = require('node:test')
+const assert = require('node:assert/strict')
+const { spawnSync } = require('node:child_process')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+
+const ROOT = path.resolve(__dirname, '..')
+const TYPES_DIR = path.join(__dirname, 'types')
+const FILES = ['http-usage.ts', 'http-usage-esm.mts']
+
+function tscScript() {
+  const manifestPath = require.resolve('typescript/package.json', { paths: [ROOT] })
+  const manifest = JSON.parse(fs.readFileSync(manifestPath, 'utf8'))
+  return path.join(path.dirname(manifestPath), typeof manifest.bin === 'string' ? manifest.bin : manifest.bin.tsc)
+}
+
+function compile(...extra) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-http-types-'))
+  const project = path.join(dir, 'tsconfig.json')
+  fs.writeFileSync(
+    project,
+    JSON.stringify({
+      extends: path.join(TYPES_DIR, 'tsconfig.json'),
+      compilerOptions: { types: ['node'], typeRoots: [path.join(ROOT, 'node_modules', '@types')] },
+      files: FILES.map((file) => path.join(TYPES_DIR, file)),
+    }),
+  )
+  try {
+    const result = spawnSync(process.execPath, [tscScript(), '-p', project, '--noEmit', '--strict', '--pretty', 'false', ...extra], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      timeout: 120_000,
+    })
+    if (result.error) throw result.error
+    return { status: result.status, output: `${result.stdout}${result.stderr}` }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+describe('quota-clock-source/http types (tsc --noEmit --strict)', () => {
+  test("'quota-clock-source/http' resolves to lib/http.d.ts through package.json exports, and the examples compile", () => {
+    const { status, output } = compile('--explainFiles')
+    assert.equal(status, 0, output)
+    assert.match(output, /^lib\/http\.d\.ts\r?\n\s+Imported via 'quota-clock-source\/http' from file '__test__\/types\/http-usage\.ts'/m)
+    assert.match(output, /Imported via 'quota-clock-source\/http' from file '__test__\/types\/http-usage-esm\.mts'/)
+  })
+
+  test('the package.json exports subpath lists types first, then import and require', () => {
+    const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'))
+    assert.deepEqual(pkg.exports['./http'], { types: './lib/http.d.ts', import: './lib/http.mjs', require: './lib/http.js' })
+    assert.equal(Object.keys(pkg.exports['./http'])[0], 'types')
+  })
+
+  test('every runtime export of the subpath is declared', () => {
+    const declarations = fs.readFileSync(path.join(ROOT, 'lib', 'http.d.ts'), 'utf8')
+    const names = Object.keys(require('../lib/http.js'))
+    assert.deepEqual(names.sort(), ['clientKey', 'rateLimit'])
+    for (const name of names) assert.match(declarations, new RegExp(`export function ${name}\\b`))
+  })
+})
