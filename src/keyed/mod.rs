@@ -29,7 +29,8 @@ use crate::anomaly::Anomaly;
 use crate::bucket::{refill_wait_ms, refilled};
 use crate::calendar::{Period, PeriodSpec, SpecIdentity};
 use crate::clock::{ClockSource, SuspendPolicy};
-use crate::limiter::{longer_wait, Decision, LimiterError};
+use crate::error::Error;
+use crate::limiter::{longer_wait, Decision};
 use crate::quota::OpenPeriod;
 use crate::reconciler::{Reconciled, Reconciler};
 
@@ -167,10 +168,7 @@ impl Lists for RecordLists<'_> {
 impl KeyedLimiter {
     /// Takes the starting readings; the default spec's first period opens at the first plausible
     /// one, construction included.
-    pub fn new(
-        config: KeyedConfig,
-        clock: &mut dyn ClockSource,
-    ) -> Result<KeyedLimiter, LimiterError> {
+    pub fn new(config: KeyedConfig, clock: &mut dyn ClockSource) -> Result<KeyedLimiter, Error> {
         let (reconciler, wall_ms) = Reconciler::new(
             config.suspend_policy,
             config.earliest_plausible_wall_ms,
@@ -360,7 +358,7 @@ impl KeyedLimiter {
         n: u64,
         clock: &mut C,
         anomalies: &mut Vec<Anomaly>,
-    ) -> Result<Decision, LimiterError> {
+    ) -> Result<Decision, Error> {
         let spec = self.policy_of(target).quota.map(|quota| quota.spec);
         let first_anomaly = anomalies.len();
         let reconciled = self.reconciler.read(clock, spec.is_some(), anomalies)?;
@@ -370,7 +368,7 @@ impl KeyedLimiter {
                 if victim.is_none() {
                     // Nothing changes: the readings are not even taken in.
                     anomalies.truncate(first_anomaly);
-                    return Err(LimiterError::KeyLimit {
+                    return Err(Error::KeyLimit {
                         max_keys: self.max_keys as u64,
                     });
                 }
@@ -414,7 +412,7 @@ impl KeyedLimiter {
         n: u64,
         clock: &mut C,
         anomalies: &mut Vec<Anomaly>,
-    ) -> Result<(), LimiterError> {
+    ) -> Result<(), Error> {
         let held = self.find(key);
         let spec = held.and_then(|index| {
             self.policy_of(Target::Held(index))
@@ -441,7 +439,7 @@ impl KeyedLimiter {
         target: Target,
         clock: &mut C,
         anomalies: &mut Vec<Anomaly>,
-    ) -> Result<KeyStatus, LimiterError> {
+    ) -> Result<KeyStatus, Error> {
         let policy = *self.policy_of(target);
         let spec = policy.quota.map(|quota| quota.spec);
         let reconciled = self.reconciler.read(clock, spec.is_some(), anomalies)?;
@@ -487,7 +485,7 @@ impl KeyedLimiter {
         reconciled: &Reconciled,
         spec: Option<u32>,
         anomalies: &mut Vec<Anomaly>,
-    ) -> Result<i32, LimiterError> {
+    ) -> Result<i32, Error> {
         self.timeline_ms += reconciled.deltas.credited_ms;
         self.reconciler.commit(reconciled)?;
         let Some(spec) = spec else {

@@ -13,7 +13,7 @@ use napi::sys;
 
 use super::buffer::write_decision;
 use super::clock::{BoundClock, ClockHandle, Supplied};
-use super::errors::{from_limiter, internal, invalid_arg};
+use super::errors::{from_core, internal, invalid_arg};
 use super::raw::callback_data;
 use super::registry::Registry;
 use crate::anomaly::js_number;
@@ -138,7 +138,7 @@ impl Registry {
                 result.set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_READER);
             }
             Err(error) => {
-                state.error = Some(from_limiter(&error));
+                state.error = Some(from_core(&error));
                 result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
             }
         }

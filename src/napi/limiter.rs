@@ -9,7 +9,7 @@ use napi_derive::napi;
 use super::anomaly::AnomalyOutput;
 use super::calendar::{check_wall_ms, period_output, PeriodOutput};
 use super::clock::{BoundClock, Supplied};
-use super::errors::{coded, from_limiter, guard};
+use super::errors::{coded, from_core, guard};
 use super::options::{config_from, positive_safe_integer, LimiterInput, MAX_SAFE_INTEGER};
 use super::registry::{registry, LimiterState, NO_STORED_ERROR};
 use crate::limiter::Limiter;
@@ -40,7 +40,7 @@ pub fn create_limiter(env: &Env, input: LimiterInput<'_>) -> napi::Result<u32> {
         let config = config_from(&input.options)?;
         let (clock, supplied) = input.clock.handle()?;
         let limiter = Limiter::new(config, &mut BoundClock::new(&clock, supplied))
-            .map_err(|e| from_limiter(&e))?;
+            .map_err(|e| from_core(&e))?;
         let quiet_max_n = limiter.capacity().min(MAX_SAFE_INTEGER);
         registry.insert(RefCell::new(LimiterState {
             limiter,
@@ -135,7 +135,7 @@ pub fn limiter_status(
                     };
                     return Ok(status);
                 }
-                Err(error) => return Err(from_limiter(&error)),
+                Err(error) => return Err(from_core(&error)),
             };
             registry.notify(state.anomaly_listener, &anomalies);
             Ok(StatusOutput {
@@ -199,7 +199,7 @@ pub fn limiter_refund(
                         taken_wall_ms,
                     });
                 }
-                Err(error) => return Err(from_limiter(&error)),
+                Err(error) => return Err(from_core(&error)),
             }
             registry.notify(state.anomaly_listener, &anomalies);
             Ok(CallOutput {

@@ -18,7 +18,7 @@ use crate::keyed::{KeyPolicy, KeyedConfig, KeyedLimiter, PolicyId, Target, DEFAU
 use crate::napi::anomaly::AnomalyOutput;
 use crate::napi::buffer::ResultBuffer;
 use crate::napi::clock::{BoundClock, Supplied};
-use crate::napi::errors::{coded, from_limiter, guard, invalid_arg, CodedResult};
+use crate::napi::errors::{coded, from_core, guard, invalid_arg, CodedResult};
 use crate::napi::limiter::ErrorOutput;
 use crate::napi::options::{config_from, ClockInput, LimiterOptions, MAX_SAFE_INTEGER};
 use crate::napi::raw::function_with_data;
@@ -103,7 +103,7 @@ pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<N
         };
         let (clock, supplied) = clock.handle()?;
         let mut limiter = KeyedLimiter::new(config, &mut BoundClock::new(&clock, supplied))
-            .map_err(|e| from_limiter(&e))?;
+            .map_err(|e| from_core(&e))?;
         if let Some(restore) = restore {
             let ids: Vec<PolicyId> = restore
                 .policies

@@ -28,7 +28,7 @@ use crate::contract::buffer;
 use crate::keyed::{Key, KeyPolicy, KeyedLimiter, Target, DEFAULT_POLICY};
 use crate::napi::buffer::{write_decision, ResultBuffer};
 use crate::napi::clock::{BoundClock, ClockHandle, Supplied};
-use crate::napi::errors::{coded, from_limiter, internal, invalid_arg, CodedError, CodedResult};
+use crate::napi::errors::{coded, from_core, internal, invalid_arg, CodedError, CodedResult};
 use crate::napi::options::{positive_safe_integer, MAX_SAFE_INTEGER};
 use crate::napi::registry::notify_listener;
 
@@ -193,7 +193,7 @@ impl KeyedState {
                     .set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_READER);
                 Ok(())
             }
-            Err(error) => Err(from_limiter(&error)),
+            Err(error) => Err(from_core(&error)),
         }
     }
 }

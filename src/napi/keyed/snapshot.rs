@@ -8,7 +8,7 @@ use napi_derive::napi;
 
 use super::policy::{key_policy, PolicyInput};
 use crate::keyed::{KeyPolicy, Snapshot, SnapshotError};
-use crate::napi::errors::{coded, guard, invalid_arg, CodedError, CodedResult};
+use crate::napi::errors::{coded, from_core, guard, invalid_arg, CodedError, CodedResult};
 
 /// A snapshot read and validated, with the policies of its keys once the JS face has them. The JS
 /// face holds it as an External (free functions on handles, not `#[napi]` classes: a class costs
@@ -21,7 +21,7 @@ pub struct NativeSnapshot {
 }
 
 pub(super) fn snapshot_error(error: &SnapshotError) -> CodedError {
-    coded("ERR_INVALID_OPTION", error.message())
+    from_core(&error.clone().into())
 }
 
 /// Validates every byte of `bytes` (and that it holds at most `max_keys` keys).

@@ -6,7 +6,7 @@ use super::KeyedState;
 use crate::keyed::{KeyStatus, Target};
 use crate::napi::calendar::PeriodOutput;
 use crate::napi::clock::{BoundClock, ClockHandle, Supplied};
-use crate::napi::errors::{from_limiter, CodedResult};
+use crate::napi::errors::{from_core, CodedResult};
 use crate::napi::registry::notify_listener;
 
 #[napi(object)]
@@ -81,7 +81,7 @@ impl KeyedState {
             Err(_) if clock.reader_wanted => {
                 return Ok(KeyedState::status_needs("reader", clock.taken))
             }
-            Err(error) => return Err(from_limiter(&error)),
+            Err(error) => return Err(from_core(&error)),
         };
         notify_listener(self.registry_id, self.anomaly_listener, &anomalies);
         Ok(KeyedState::status_output(status))
