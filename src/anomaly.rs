@@ -1,4 +1,4 @@
-//! SPEC §8: the clock disagreements worth knowing about, each with a one-line `detail`.
+//! the clock disagreements worth knowing about, each with a one-line `detail`.
 
 /// What kind of clock disagreement an [`Anomaly`] reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -33,7 +33,7 @@ impl TokenBucket {
         self.tokens = (self.tokens + n).min(self.capacity);
     }
 
-    /// SPEC §5: `ceil((n - tokens) / refillPerSecond * 1000)`, or 0 when `n` tokens are there.
+    /// `ceil((n - tokens) / refillPerSecond * 1000)`, or 0 when `n` tokens are there.
     /// A wait too long for a finite number (a rate such as 5e-324) is the largest finite one: a
     /// wait is always a number a caller can add to a time.
     pub fn wait_ms(&self, n: f64) -> f64 {
@@ -41,7 +41,7 @@ impl TokenBucket {
     }
 }
 
-/// SPEC §5: `ceil((n - tokens) / refillPerSecond * 1000)`, or 0 when `n` tokens are there; a wait
+/// `ceil((n - tokens) / refillPerSecond * 1000)`, or 0 when `n` tokens are there; a wait
 /// too long for a finite number is the largest finite one.
 #[inline(always)]
 pub fn refill_wait_ms(tokens: f64, n: f64, refill_per_second: f64) -> f64 {

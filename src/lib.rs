@@ -7,6 +7,7 @@ pub mod bucket;
 pub mod calendar;
 pub mod clock;
 pub mod contract;
+pub mod error;
 pub mod keyed;
 pub mod limiter;
 pub mod quota;

@@ -1,10 +1,11 @@
 //! `QuotaClock`'s core: a token bucket on real elapsed time plus an optional calendar quota,
-//! reconciled from fresh clock readings on every call (SPEC §5–§7).
+//! reconciled from fresh clock readings on every call.
 
 use crate::anomaly::{Anomaly, CallDeltas};
 use crate::bucket::TokenBucket;
 use crate::calendar::Period;
-use crate::clock::{ClockError, ClockSource, SuspendPolicy};
+use crate::clock::{ClockSource, SuspendPolicy};
+use crate::error::Error;
 use crate::quota::Quota;
 use crate::reconciler::Reconciler;
 
@@ -20,7 +21,7 @@ pub struct LimiterConfig {
     pub earliest_plausible_wall_ms: Option<f64>,
 }
 
-/// Which wait a denial reports (SPEC §5).
+/// Which wait a denial reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RetryBasis {
     MonotonicRefill,
@@ -53,81 +54,7 @@ pub struct Status {
     pub period: Option<Period>,
 }
 
-/// The `QuotaClockError`s a call can raise (SPEC §9).
-#[derive(Clone, Debug, PartialEq)]
-pub enum LimiterError {
-    MonotonicRegression {
-        previous_ms: f64,
-        now_ms: f64,
-        latched: bool,
-    },
-    AmbiguousWallJump {
-        monotonic_delta_ms: f64,
-        wall_delta_ms: f64,
-    },
-    ImplausibleWallClock {
-        wall_ms: f64,
-        earliest_ms: f64,
-    },
-    ClockReading(ClockError),
-    /// A keyed limiter cannot hold a new key: every held key has quota use (SPEC §10).
-    KeyLimit {
-        max_keys: u64,
-    },
-}
-
-impl LimiterError {
-    pub fn code(&self) -> &'static str {
-        match self {
-            LimiterError::MonotonicRegression { .. } => "ERR_MONOTONIC_REGRESSION",
-            LimiterError::AmbiguousWallJump { .. } => "ERR_AMBIGUOUS_WALL_JUMP",
-            LimiterError::ImplausibleWallClock { .. } => "ERR_IMPLAUSIBLE_WALL_CLOCK",
-            LimiterError::ClockReading(_) => "ERR_CLOCK_READING",
-            LimiterError::KeyLimit { .. } => "ERR_KEY_LIMIT",
-        }
-    }
-
-    pub fn message(&self) -> String {
-        use crate::anomaly::ms;
-        match self {
-            LimiterError::MonotonicRegression { previous_ms, now_ms, latched: false } => format!(
-                "the monotonic clock went backwards by {} ms (from {} to {}); a monotonic source must never regress, so this limiter refuses every further call",
-                ms(previous_ms - now_ms), ms(*previous_ms), ms(*now_ms)
-            ),
-            LimiterError::MonotonicRegression { previous_ms, now_ms, latched: true } => format!(
-                "this limiter saw its monotonic clock go backwards (from {} to {}) and refuses every further call; create a new limiter on a sound clock",
-                ms(*previous_ms), ms(*now_ms)
-            ),
-            LimiterError::AmbiguousWallJump { monotonic_delta_ms, wall_delta_ms } => format!(
-                "the wall clock advanced {} ms while the monotonic clock advanced {} ms and no elapsed-realtime reader can tell a suspend from a clock step; suspendPolicy 'refuse' credited the monotonic {} ms and refuses this call (the next call proceeds)",
-                ms(*wall_delta_ms), ms(*monotonic_delta_ms), ms(*monotonic_delta_ms)
-            ),
-            LimiterError::ImplausibleWallClock { wall_ms, earliest_ms } => format!(
-                "the wall clock reads {} ms ({}), before earliestPlausibleWallMs {} ({}); the calendar quota cannot trust it (set earliestPlausibleWallMs to null to turn this check off)",
-                ms(*wall_ms), iso(*wall_ms), ms(*earliest_ms), iso(*earliest_ms)
-            ),
-            LimiterError::ClockReading(error) => error.message.clone(),
-            LimiterError::KeyLimit { max_keys } => format!(
-                "cannot hold a new key: all {max_keys} keys (maxKeys) have quota use in their open period, and quota use is never dropped to make room; raise maxKeys, or delete keys you no longer need"
-            ),
-        }
-    }
-}
-
-impl From<ClockError> for LimiterError {
-    fn from(error: ClockError) -> LimiterError {
-        LimiterError::ClockReading(error)
-    }
-}
-
-fn iso(wall_ms: f64) -> String {
-    chrono::DateTime::from_timestamp_millis(wall_ms as i64).map_or_else(
-        || "out of range".to_owned(),
-        |t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
-    )
-}
-
-/// SPEC §5: a denial waits the longer of the waits that apply; a tie goes to the calendar.
+/// a denial waits the longer of the waits that apply; a tie goes to the calendar.
 #[inline(always)]
 pub(crate) fn longer_wait(bucket_wait_ms: f64, quota_wait_ms: Option<f64>) -> (f64, RetryBasis) {
     match quota_wait_ms {
@@ -152,10 +79,7 @@ struct Observation {
 
 impl Limiter {
     /// Takes the starting readings, and the reader's baseline when there is a reader.
-    pub fn new(
-        config: LimiterConfig,
-        clock: &mut dyn ClockSource,
-    ) -> Result<Limiter, LimiterError> {
+    pub fn new(config: LimiterConfig, clock: &mut dyn ClockSource) -> Result<Limiter, Error> {
         let (reconciler, wall_ms) = Reconciler::new(
             config.suspend_policy,
             config.earliest_plausible_wall_ms,
@@ -202,7 +126,7 @@ impl Limiter {
         &mut self,
         clock: &mut C,
         anomalies: &mut Vec<Anomaly>,
-    ) -> Result<Observation, LimiterError> {
+    ) -> Result<Observation, Error> {
         let reconciled = self
             .reconciler
             .read(clock, self.quota.is_some(), anomalies)?;
@@ -216,19 +140,19 @@ impl Limiter {
         })
     }
 
-    /// SPEC §5. `n` is a positive integer no larger than capacity (checked by the caller).
+    /// `n` is a positive integer no larger than capacity (checked by the caller).
     #[inline(always)]
     pub fn try_consume<C: ClockSource + ?Sized>(
         &mut self,
         n: u64,
         clock: &mut C,
         anomalies: &mut Vec<Anomaly>,
-    ) -> Result<Decision, LimiterError> {
+    ) -> Result<Decision, Error> {
         let Observation { wall_ms } = self.observe(clock, anomalies)?;
         Ok(self.decide(n, wall_ms))
     }
 
-    /// The usual call, on readings already taken: both clocks moved forward together (SPEC §6's
+    /// The usual call, on readings already taken: both clocks moved forward together (the reconcile table's
     /// first row), nothing is latched, and the wall reading is inside the open quota period. Then
     /// it decides exactly as [`Limiter::try_consume`] would, with no `Result`, clock trait or
     /// anomaly list in the way. Any other reading returns `None` and changes nothing: the caller
@@ -292,7 +216,7 @@ impl Limiter {
         }
     }
 
-    /// SPEC §5 `refund(n)`: reads and reconciles like `try_consume`, then gives back `n` tokens
+    /// `refund(n)`: reads and reconciles like `try_consume`, then gives back `n` tokens
     /// (capped at capacity) and `n` quota units of the open period (never below zero). `n` is a
     /// positive integer (checked by the caller); it may exceed capacity.
     pub fn refund<C: ClockSource + ?Sized>(
@@ -300,7 +224,7 @@ impl Limiter {
         n: u64,
         clock: &mut C,
         anomalies: &mut Vec<Anomaly>,
-    ) -> Result<(), LimiterError> {
+    ) -> Result<(), Error> {
         self.observe(clock, anomalies)?;
         self.bucket.give_back(n as f64);
         if let Some(quota) = self.quota.as_mut() {
@@ -309,12 +233,12 @@ impl Limiter {
         Ok(())
     }
 
-    /// SPEC §5 `status()`: reads and reconciles like `try_consume`, consumes nothing.
+    /// `status()`: reads and reconciles like `try_consume`, consumes nothing.
     pub fn status<C: ClockSource + ?Sized>(
         &mut self,
         clock: &mut C,
         anomalies: &mut Vec<Anomaly>,
-    ) -> Result<Status, LimiterError> {
+    ) -> Result<Status, Error> {
         self.observe(clock, anomalies)?;
         Ok(Status {
             tokens: self.bucket.tokens,
@@ -403,10 +327,10 @@ mod tests {
         let first = limiter
             .try_consume(1, &mut clock, &mut Vec::new())
             .unwrap_err();
-        assert_eq!(first.code(), "ERR_MONOTONIC_REGRESSION");
+        assert_eq!(first.code().as_str(), "ERR_MONOTONIC_REGRESSION");
         clock.monotonic_ms = 1_000.0;
         let later = limiter.status(&mut clock, &mut Vec::new()).unwrap_err();
-        assert_eq!(later.code(), "ERR_MONOTONIC_REGRESSION");
+        assert_eq!(later.code().as_str(), "ERR_MONOTONIC_REGRESSION");
     }
 
     #[test]
@@ -418,7 +342,7 @@ mod tests {
         let error = limiter
             .try_consume(1, &mut clock, &mut Vec::new())
             .unwrap_err();
-        assert_eq!(error.code(), "ERR_AMBIGUOUS_WALL_JUMP");
+        assert_eq!(error.code().as_str(), "ERR_AMBIGUOUS_WALL_JUMP");
         let mut anomalies = Vec::new();
         let decision = limiter.try_consume(1, &mut clock, &mut anomalies).unwrap();
         assert!(decision.allowed);
@@ -513,7 +437,7 @@ mod tests {
         let error = limiter
             .try_consume(1, &mut clock, &mut Vec::new())
             .unwrap_err();
-        assert_eq!(error.code(), "ERR_IMPLAUSIBLE_WALL_CLOCK");
+        assert_eq!(error.code().as_str(), "ERR_IMPLAUSIBLE_WALL_CLOCK");
         assert_eq!(limiter.reconciler.last_monotonic_ms, 0.0);
         assert_eq!(limiter.bucket.tokens, 0.0);
         clock.wall_ms = JAN_15_2024;
@@ -585,12 +509,13 @@ mod tests {
             let error = limiter
                 .try_consume(1, &mut clock, &mut Vec::new())
                 .unwrap_err();
-            assert_eq!(error.code(), "ERR_CLOCK_READING");
+            assert_eq!(error.code().as_str(), "ERR_CLOCK_READING");
             assert_eq!(
                 limiter
                     .status(&mut clock, &mut Vec::new())
                     .unwrap_err()
-                    .code(),
+                    .code()
+                    .as_str(),
                 "ERR_CLOCK_READING"
             );
             assert_eq!(
@@ -649,7 +574,8 @@ mod tests {
             limiter
                 .refund(1, &mut clock, &mut Vec::new())
                 .unwrap_err()
-                .code(),
+                .code()
+                .as_str(),
             "ERR_MONOTONIC_REGRESSION"
         );
         assert_eq!(limiter.bucket.tokens, 0.0);

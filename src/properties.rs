@@ -1,4 +1,4 @@
-//! Properties of the limiter over random clock histories (SPEC §5–§7): whatever the clocks do,
+//! Properties of the limiter over random clock histories: whatever the clocks do,
 //! 0 ≤ tokens ≤ capacity, the quota's use never passes its limit, a denial consumes nothing,
 //! waits are finite and ≥ 0, a monotonic regression latches, and the open period never moves
 //! backwards. Failures found are kept in `src/properties.proptest-regressions` (committed), so
@@ -8,7 +8,8 @@
 use crate::anomaly::Anomaly;
 use crate::calendar::{PeriodSpec, RawPeriodSpec};
 use crate::clock::{ManualClock, SuspendPolicy};
-use crate::limiter::{Limiter, LimiterConfig, LimiterError};
+use crate::error::Error;
+use crate::limiter::{Limiter, LimiterConfig};
 use crate::quota::Quota;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
@@ -232,10 +233,10 @@ proptest! {
 
             // The regression latch: once seen, every later call fails with it.
             if latched {
-                prop_assert!(matches!(outcome, Err(LimiterError::MonotonicRegression { latched: true, .. })), "latched, got {outcome:?}");
+                prop_assert!(matches!(outcome, Err(Error::MonotonicRegression { latched: true, .. })), "latched, got {outcome:?}");
                 continue;
             }
-            if let Err(LimiterError::MonotonicRegression { .. }) = outcome {
+            if let Err(Error::MonotonicRegression { .. }) = outcome {
                 latched = true;
             }
             // Observing fails exactly when the call does (status and tryConsume read alike).

@@ -1,4 +1,4 @@
-//! SPEC §7: the open calendar period of a limiter, held on a backwards step, advanced (and the
+//! the open calendar period of a limiter, held on a backwards step, advanced (and the
 //! periods jumped over counted) on a forward one.
 
 use crate::anomaly::{Anomaly, CallDeltas};

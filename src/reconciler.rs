@@ -1,4 +1,4 @@
-//! SPEC §6 bookkeeping around the one reconciliation rule ([`reconcile`]): the previous readings,
+//! bookkeeping around the one reconciliation rule ([`reconcile`]): the previous readings,
 //! the elapsed-realtime reader's baseline and the regression latch. `QuotaClock`'s [`Limiter`] and
 //! the [`KeyedLimiter`] each own one: one reconciliation per call, whatever the key.
 //!
@@ -8,10 +8,10 @@
 use crate::anomaly::{Anomaly, CallDeltas};
 use crate::calendar::MAX_WALL_MS;
 use crate::clock::{
-    finite, reconcile, tolerance_ms, ClockError, ClockSource, ReaderBaseline, Reading,
-    SuspendPolicy, WallDivergence,
+    finite, reconcile, tolerance_ms, ClockSource, ReaderBaseline, Reading, SuspendPolicy,
+    WallDivergence,
 };
-use crate::limiter::LimiterError;
+use crate::error::Error;
 
 #[derive(Clone, Debug)]
 pub struct Reconciler {
@@ -43,7 +43,7 @@ impl Reconciler {
         suspend_policy: SuspendPolicy,
         earliest_plausible_wall_ms: Option<f64>,
         clock: &mut dyn ClockSource,
-    ) -> Result<(Reconciler, f64), LimiterError> {
+    ) -> Result<(Reconciler, f64), Error> {
         let monotonic_ms = finite(Reading::Monotonic, clock.monotonic_ms())?;
         let wall_ms = finite(Reading::Wall, clock.wall_ms())?;
         let reader_baseline = if clock.has_elapsed_realtime() {
@@ -67,7 +67,7 @@ impl Reconciler {
         Ok((reconciler, wall_ms))
     }
 
-    /// Whether a calendar quota can use `wall_ms`: inside the calendar's range (SPEC §7) and not
+    /// Whether a calendar quota can use `wall_ms`: inside the calendar's range and not
     /// before `earliestPlausibleWallMs`.
     #[inline(always)]
     pub fn is_plausible(&self, wall_ms: f64) -> bool {
@@ -81,7 +81,7 @@ impl Reconciler {
     /// Changes nothing but the regression latch: the caller applies the result with
     /// [`Reconciler::commit`], or drops it (then nothing happened). `check_plausible`: the call
     /// concerns a quota, so a wall reading outside the calendar's range or before
-    /// `earliestPlausibleWallMs` is an error (SPEC §7). On an error, the
+    /// `earliestPlausibleWallMs` is an error. On an error, the
     /// anomalies pushed by this call are taken back.
     #[inline(always)]
     pub fn read<C: ClockSource + ?Sized>(
@@ -89,9 +89,9 @@ impl Reconciler {
         clock: &mut C,
         check_plausible: bool,
         anomalies: &mut Vec<Anomaly>,
-    ) -> Result<Reconciled, LimiterError> {
+    ) -> Result<Reconciled, Error> {
         if let Some((previous_ms, now_ms)) = self.regression {
-            return Err(LimiterError::MonotonicRegression {
+            return Err(Error::MonotonicRegression {
                 previous_ms,
                 now_ms,
                 latched: true,
@@ -102,18 +102,18 @@ impl Reconciler {
         let monotonic_delta_ms = monotonic_ms - self.last_monotonic_ms;
         if monotonic_delta_ms < 0.0 {
             self.regression = Some((self.last_monotonic_ms, monotonic_ms));
-            return Err(LimiterError::MonotonicRegression {
+            return Err(Error::MonotonicRegression {
                 previous_ms: self.last_monotonic_ms,
                 now_ms: monotonic_ms,
                 latched: false,
             });
         }
         if check_plausible && wall_ms.abs() > MAX_WALL_MS {
-            return Err(ClockError::outside_calendar(wall_ms).into());
+            return Err(Error::clock_outside_calendar(wall_ms));
         }
         if let (true, Some(earliest_ms)) = (check_plausible, self.earliest_plausible_wall_ms) {
             if wall_ms < earliest_ms {
-                return Err(LimiterError::ImplausibleWallClock {
+                return Err(Error::ImplausibleWallClock {
                     wall_ms,
                     earliest_ms,
                 });
@@ -135,7 +135,7 @@ impl Reconciler {
             Ok(reconciled) => reconciled,
             Err(error) => {
                 anomalies.truncate(first_anomaly);
-                return Err(error.into());
+                return Err(error);
             }
         };
         Ok(Reconciled {
@@ -154,7 +154,7 @@ impl Reconciler {
     /// Re-anchors on the readings (the caller has credited `deltas.credited_ms`). Policy `refuse`
     /// then fails the call with `ERR_AMBIGUOUS_WALL_JUMP`: the next call proceeds.
     #[inline(always)]
-    pub fn commit(&mut self, reconciled: &Reconciled) -> Result<(), LimiterError> {
+    pub fn commit(&mut self, reconciled: &Reconciled) -> Result<(), Error> {
         self.last_monotonic_ms = reconciled.monotonic_ms;
         self.last_wall_ms = reconciled.wall_ms;
         self.reader_baseline = reconciled.reader_baseline;
@@ -164,7 +164,7 @@ impl Reconciler {
                 wall_delta_ms,
                 ..
             } = reconciled.deltas;
-            return Err(LimiterError::AmbiguousWallJump {
+            return Err(Error::AmbiguousWallJump {
                 monotonic_delta_ms,
                 wall_delta_ms,
             });
@@ -172,7 +172,7 @@ impl Reconciler {
         Ok(())
     }
 
-    /// The usual call, on readings already taken: both clocks moved forward together (SPEC §6's
+    /// The usual call, on readings already taken: both clocks moved forward together (the reconcile table's
     /// first row) and nothing is latched. Then the monotonic delta is what to credit, and the
     /// caller re-anchors with [`Reconciler::anchor`]; `None` means the general path must decide.
     #[inline(always)]

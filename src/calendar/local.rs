@@ -36,7 +36,7 @@ pub(super) struct Resolved {
     pub kind: StartKind,
 }
 
-/// SPEC §7: the first instant whose local time is `local_secs` (seconds since 1970-01-01T00:00
+/// the first instant whose local time is `local_secs` (seconds since 1970-01-01T00:00
 /// local); in a DST gap, the instant the gap closes.
 pub(super) fn resolve_local(tz: Tz, local_secs: i64) -> Resolved {
     let in_table = TABLE_FIRST_SECS + MAX_OFFSET_SECS < local_secs

@@ -1,4 +1,4 @@
-//! SPEC §4, §7: calendar periods (day, week, month, year) in an IANA time zone.
+//! calendar periods (day, week, month, year) in an IANA time zone.
 //!
 //! A period is a calendar slot. Slot `k` starts at the anchor time on its anchor date, resolved
 //! against the zone's rules (a start inside a DST gap snaps to the instant the gap closes, a
@@ -17,6 +17,8 @@ use std::sync::OnceLock;
 use chrono_tz::Tz;
 
 use crate::anomaly::js_number;
+use crate::contract::ErrorCode;
+use crate::error::Error;
 use civil::{civil_from_days, days_from_civil, days_in_month, SECONDS_PER_DAY};
 use local::{date_line_jumps, offset_at, resolve_local, DateLineJump, Resolved};
 
@@ -85,39 +87,7 @@ impl Period {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SpecErrorCode {
-    InvalidOption,
-    SubDayPeriod,
-    UnknownTimeZone,
-}
-
-impl SpecErrorCode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SpecErrorCode::InvalidOption => "ERR_INVALID_OPTION",
-            SpecErrorCode::SubDayPeriod => "ERR_SUB_DAY_PERIOD",
-            SpecErrorCode::UnknownTimeZone => "ERR_UNKNOWN_TIME_ZONE",
-        }
-    }
-}
-
-/// A refused period spec: a RangeError on the JavaScript side.
-#[derive(Clone, Debug)]
-pub struct SpecError {
-    pub code: SpecErrorCode,
-    pub message: String,
-}
-
-impl fmt::Display for SpecError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for SpecError {}
-
-/// Raw, already type-checked values of a `QuotaPeriodSpec` (SPEC §4).
+/// Raw, already type-checked values of a `QuotaPeriodSpec`.
 pub struct RawPeriodSpec<'a> {
     pub unit: &'a str,
     pub time_zone: &'a str,
@@ -163,7 +133,7 @@ pub use crate::contract::MAX_WALL_MS;
 impl PeriodSpec {
     /// Validates a raw spec. `option_path` prefixes option names in messages, e.g.
     /// "quota.period" → "quota.period.anchorDay".
-    pub fn parse(raw: &RawPeriodSpec, option_path: &str) -> Result<PeriodSpec, SpecError> {
+    pub fn parse(raw: &RawPeriodSpec, option_path: &str) -> Result<PeriodSpec, Error> {
         let option = |name: &str| {
             if option_path.is_empty() {
                 name.to_owned()
@@ -171,10 +141,7 @@ impl PeriodSpec {
                 format!("{option_path}.{name}")
             }
         };
-        let invalid = |message: String| SpecError {
-            code: SpecErrorCode::InvalidOption,
-            message,
-        };
+        let invalid = |message: String| Error::invalid_option(message);
 
         let unit = match raw.unit {
             "day" => PeriodUnit::Day,
@@ -182,8 +149,8 @@ impl PeriodSpec {
             "month" => PeriodUnit::Month,
             "year" => PeriodUnit::Year,
             "hour" | "minute" | "second" => {
-                return Err(SpecError {
-                    code: SpecErrorCode::SubDayPeriod,
+                return Err(Error::Invalid {
+                    code: ErrorCode::SubDayPeriod,
                     message: format!(
                         "{} must be 'day', 'week', 'month' or 'year': a calendar quota has no \
                          sub-day periods (use capacity and refillPerSecond for rates within a \
@@ -202,8 +169,8 @@ impl PeriodSpec {
             }
         };
 
-        let time_zone: Tz = raw.time_zone.parse().map_err(|_| SpecError {
-            code: SpecErrorCode::UnknownTimeZone,
+        let time_zone: Tz = raw.time_zone.parse().map_err(|_| Error::Invalid {
+            code: ErrorCode::UnknownTimeZone,
             message: format!(
                 "{} must be an IANA time zone name such as 'America/Los_Angeles' or 'UTC' \
                  (names are case-sensitive); received {}, which is not a known time zone",

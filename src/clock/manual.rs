@@ -1,6 +1,7 @@
 //! `manualClock()`: three components that tests move independently.
 
-use super::{ClockError, ClockSource};
+use super::ClockSource;
+use crate::error::Error;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ManualClock {
@@ -52,18 +53,18 @@ impl ManualClock {
 }
 
 impl ClockSource for ManualClock {
-    fn monotonic_ms(&mut self) -> Result<f64, ClockError> {
+    fn monotonic_ms(&mut self) -> Result<f64, Error> {
         Ok(self.monotonic_ms)
     }
-    fn wall_ms(&mut self) -> Result<f64, ClockError> {
+    fn wall_ms(&mut self) -> Result<f64, Error> {
         Ok(self.wall_ms)
     }
     fn has_elapsed_realtime(&self) -> bool {
         self.elapsed_realtime_ms.is_some()
     }
-    fn elapsed_realtime_ms(&mut self) -> Result<f64, ClockError> {
+    fn elapsed_realtime_ms(&mut self) -> Result<f64, Error> {
         self.read_elapsed_realtime().ok_or_else(|| {
-            ClockError::failed(
+            Error::clock_failed(
                 super::Reading::ElapsedRealtime,
                 "this manual clock has no elapsed-realtime reader",
             )

@@ -1,7 +1,7 @@
-//! SPEC §6: how much real time passed, from a monotonic and a wall delta taken together.
+//! how much real time passed, from a monotonic and a wall delta taken together.
 
-use super::ClockError;
 use crate::anomaly::{Anomaly, CallDeltas};
+use crate::error::Error;
 
 /// What to credit when the wall clock runs ahead and nothing can tell a suspend from a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,7 +40,7 @@ pub struct ReaderBaseline {
     pub monotonic_ms: f64,
 }
 
-/// Which row of the SPEC §6 table the readings fell in.
+/// Which row of the reconcile table the readings fell in.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum WallDivergence {
     Agree,
@@ -74,9 +74,9 @@ pub fn reconcile(
     wall_delta_ms: f64,
     policy: SuspendPolicy,
     baseline: &mut Option<ReaderBaseline>,
-    read_elapsed_realtime: impl FnOnce() -> Result<f64, ClockError>,
+    read_elapsed_realtime: impl FnOnce() -> Result<f64, Error>,
     anomalies: &mut Vec<Anomaly>,
-) -> Result<Reconciliation, ClockError> {
+) -> Result<Reconciliation, Error> {
     let dm = monotonic_delta_ms;
     let dw = wall_delta_ms;
     let tol = tolerance_ms(dm);
@@ -153,7 +153,7 @@ mod tests {
     use super::*;
     use crate::anomaly::AnomalyKind;
 
-    fn no_reader() -> Result<f64, ClockError> {
+    fn no_reader() -> Result<f64, Error> {
         panic!("the reader must not be called")
     }
 

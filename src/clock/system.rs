@@ -1,6 +1,7 @@
 //! The host's clocks, read without going through JavaScript.
 
-use super::{ClockError, ClockSource};
+use super::ClockSource;
+use crate::error::Error;
 
 /// Whether this platform has a suspend-inclusive clock (Linux `CLOCK_BOOTTIME`).
 pub const BOOTTIME_SUPPORTED: bool = cfg!(any(target_os = "linux", target_os = "android"));
@@ -71,16 +72,16 @@ pub struct SystemClock {
 }
 
 impl ClockSource for SystemClock {
-    fn monotonic_ms(&mut self) -> Result<f64, ClockError> {
+    fn monotonic_ms(&mut self) -> Result<f64, Error> {
         Ok(monotonic_ms())
     }
-    fn wall_ms(&mut self) -> Result<f64, ClockError> {
+    fn wall_ms(&mut self) -> Result<f64, Error> {
         Ok(wall_ms())
     }
     fn has_elapsed_realtime(&self) -> bool {
         self.with_boottime
     }
-    fn elapsed_realtime_ms(&mut self) -> Result<f64, ClockError> {
+    fn elapsed_realtime_ms(&mut self) -> Result<f64, Error> {
         Ok(boottime_ms())
     }
 }

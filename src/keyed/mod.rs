@@ -1,4 +1,4 @@
-//! SPEC §10: `KeyedQuotaClock`'s core. One limiter holds the bucket and quota of every key:
+//! `KeyedQuotaClock`'s core. One limiter holds the bucket and quota of every key:
 //!
 //! - one [`Reconciler`] for the whole limiter: every call, whatever its key, takes one monotonic
 //!   and one wall reading; the credited times add up to the limiter's *timeline*, and a key's
@@ -8,7 +8,7 @@
 //!   (opened, advanced, held and reported once for all its keys);
 //! - a key is a fixed-size, pointer-free [`table::Record`] found through a SwissTable.
 //!
-//! Memory (SPEC §10): a key with a full bucket and no use in its open period is *idle* and may be
+//! Memory: a key with a full bucket and no use in its open period is *idle* and may be
 //! dropped at any time. Records are on a recency list (most recent first). When a new key must be
 //! held at `max_keys`, an idle key is dropped if one is found near a sweep cursor (every key when
 //! there are few), else the least recently used key without quota use. Keys met on the way that
@@ -29,11 +29,12 @@ use crate::anomaly::Anomaly;
 use crate::bucket::{refill_wait_ms, refilled};
 use crate::calendar::{Period, PeriodSpec, SpecIdentity};
 use crate::clock::{ClockSource, SuspendPolicy};
-use crate::limiter::{longer_wait, Decision, LimiterError};
+use crate::error::Error;
+use crate::limiter::{longer_wait, Decision};
 use crate::quota::OpenPeriod;
 use crate::reconciler::{Reconciled, Reconciler};
 
-/// A key's limits, validated (SPEC §10 `KeyPolicy` with the defaults filled in).
+/// A key's limits, validated (`KeyPolicy` with the defaults filled in).
 #[derive(Clone, Debug)]
 pub struct KeyPolicy {
     pub capacity: f64,
@@ -109,7 +110,7 @@ struct SpecState {
     policies: u32,
 }
 
-/// SPEC §5 `status()` of one key, with the limits in force.
+/// `status()` of one key, with the limits in force.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KeyStatus {
     pub tokens: f64,
@@ -167,10 +168,7 @@ impl Lists for RecordLists<'_> {
 impl KeyedLimiter {
     /// Takes the starting readings; the default spec's first period opens at the first plausible
     /// one, construction included.
-    pub fn new(
-        config: KeyedConfig,
-        clock: &mut dyn ClockSource,
-    ) -> Result<KeyedLimiter, LimiterError> {
+    pub fn new(config: KeyedConfig, clock: &mut dyn ClockSource) -> Result<KeyedLimiter, Error> {
         let (reconciler, wall_ms) = Reconciler::new(
             config.suspend_policy,
             config.earliest_plausible_wall_ms,
@@ -351,7 +349,7 @@ impl KeyedLimiter {
         Some(self.decide(index, n, wall_ms))
     }
 
-    /// SPEC §10 `tryConsume(key, n)`: `n` is a positive integer no larger than the target's
+    /// `tryConsume(key, n)`: `n` is a positive integer no larger than the target's
     /// capacity (checked by the caller, as the order of checks says: before the clocks are read).
     pub fn try_consume<C: ClockSource + ?Sized>(
         &mut self,
@@ -360,7 +358,7 @@ impl KeyedLimiter {
         n: u64,
         clock: &mut C,
         anomalies: &mut Vec<Anomaly>,
-    ) -> Result<Decision, LimiterError> {
+    ) -> Result<Decision, Error> {
         let spec = self.policy_of(target).quota.map(|quota| quota.spec);
         let first_anomaly = anomalies.len();
         let reconciled = self.reconciler.read(clock, spec.is_some(), anomalies)?;
@@ -370,7 +368,7 @@ impl KeyedLimiter {
                 if victim.is_none() {
                     // Nothing changes: the readings are not even taken in.
                     anomalies.truncate(first_anomaly);
-                    return Err(LimiterError::KeyLimit {
+                    return Err(Error::KeyLimit {
                         max_keys: self.max_keys as u64,
                     });
                 }
@@ -405,7 +403,7 @@ impl KeyedLimiter {
         Ok(decision)
     }
 
-    /// SPEC §10 `refund(key, n)`: reconciles, then gives back `n` tokens (up to capacity) and `n`
+    /// `refund(key, n)`: reconciles, then gives back `n` tokens (up to capacity) and `n`
     /// quota units if the key's use is in the open period (down to zero). A key not held: the
     /// clocks are reconciled and nothing else happens.
     pub fn refund<C: ClockSource + ?Sized>(
@@ -414,7 +412,7 @@ impl KeyedLimiter {
         n: u64,
         clock: &mut C,
         anomalies: &mut Vec<Anomaly>,
-    ) -> Result<(), LimiterError> {
+    ) -> Result<(), Error> {
         let held = self.find(key);
         let spec = held.and_then(|index| {
             self.policy_of(Target::Held(index))
@@ -434,14 +432,14 @@ impl KeyedLimiter {
         Ok(())
     }
 
-    /// SPEC §10 `status(key)`: consumes nothing and does not count as use. For a key not held
+    /// `status(key)`: consumes nothing and does not count as use. For a key not held
     /// (`Target::New`), what a fresh key of that policy would have, without holding it.
     pub fn status<C: ClockSource + ?Sized>(
         &mut self,
         target: Target,
         clock: &mut C,
         anomalies: &mut Vec<Anomaly>,
-    ) -> Result<KeyStatus, LimiterError> {
+    ) -> Result<KeyStatus, Error> {
         let policy = *self.policy_of(target);
         let spec = policy.quota.map(|quota| quota.spec);
         let reconciled = self.reconciler.read(clock, spec.is_some(), anomalies)?;
@@ -469,7 +467,7 @@ impl KeyedLimiter {
         })
     }
 
-    /// SPEC §10 `delete(key)`: drops the key and all its state. Reads no clock.
+    /// `delete(key)`: drops the key and all its state. Reads no clock.
     pub fn delete(&mut self, key: Key<'_>) -> bool {
         match self.find(key) {
             Some(index) => {
@@ -487,7 +485,7 @@ impl KeyedLimiter {
         reconciled: &Reconciled,
         spec: Option<u32>,
         anomalies: &mut Vec<Anomaly>,
-    ) -> Result<i32, LimiterError> {
+    ) -> Result<i32, Error> {
         self.timeline_ms += reconciled.deltas.credited_ms;
         self.reconciler.commit(reconciled)?;
         let Some(spec) = spec else {
@@ -650,7 +648,7 @@ impl KeyedLimiter {
         tokens >= policy.capacity && !self.has_current_use(record, wall_ms)
     }
 
-    /// SPEC §10: the key to drop so a new one fits (the limiter is full), judged on readings not
+    /// the key to drop so a new one fits (the limiter is full), judged on readings not
     /// yet applied: an idle key, else the least recently used key without quota use. `None`: every
     /// key has use in its open period.
     fn room_for_a_key(&mut self, reconciled: &Reconciled) -> Option<u32> {

@@ -1,4 +1,4 @@
-//! SPEC §10 "Restarts": `snapshot()` and `restore`, a versioned, checksummed little-endian image
+//! `snapshot()` and `restore`, a versioned, checksummed little-endian image
 //! of every held key (see README "Snapshot format"). Reading one validates all of it before
 //! anything is built.
 //!
@@ -16,18 +16,19 @@ use std::collections::HashSet;
 use super::table::{pack, words_for, Key, KeyTable};
 use super::{slot_i32, KeyedLimiter, PolicyId, DEFAULT_POLICY, NO_PERIOD};
 use crate::calendar::{PeriodSpec, PeriodUnit, RawPeriodSpec};
+use crate::error::Error;
 
 const MAGIC: &[u8; 4] = b"QCKS";
 pub const FORMAT_VERSION: u16 = 1;
 const HEADER_BYTES: usize = 16;
 const TRAILER_BYTES: usize = 4;
 const NO_SPEC: u32 = u32::MAX;
-/// Keys are at most 256 UTF-16 code units (SPEC §10).
+/// Keys are at most 256 UTF-16 code units.
 const MAX_KEY_UNITS: usize = 256;
 const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
-/// Why a snapshot was refused: `TooManyKeys` is a RangeError naming maxKeys, the rest say the
-/// bytes are not a snapshot this version can read.
+/// Why a snapshot was refused (the detail of an `ERR_INVALID_OPTION` [`Error`]): `TooManyKeys`
+/// names maxKeys, the rest say the bytes are not a snapshot this version can read.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SnapshotError {
     NotASnapshot(String),
@@ -46,6 +47,12 @@ impl SnapshotError {
                 format!("restore holds {keys} keys, more than maxKeys ({max_keys}); raise maxKeys to restore it")
             }
         }
+    }
+}
+
+impl From<SnapshotError> for Error {
+    fn from(error: SnapshotError) -> Error {
+        Error::invalid_option(error.message())
     }
 }
 
@@ -88,7 +95,7 @@ fn unit_code(unit: PeriodUnit) -> u8 {
 }
 
 impl KeyedLimiter {
-    /// SPEC §10 `snapshot()`: every held key's tokens (as of the last reading), quota use (when it
+    /// `snapshot()`: every held key's tokens (as of the last reading), quota use (when it
     /// is in its spec's open period) and period id. Reads no clock.
     pub fn snapshot(&self) -> Vec<u8> {
         let mut saved_specs: Vec<Option<u32>> = vec![None; self.specs.len()];
@@ -373,7 +380,7 @@ fn read_spec(reader: &mut Reader<'_>, position: u32) -> Result<SavedSpec, Snapsh
         anchor_time: Some(&anchor_time),
     };
     let spec = PeriodSpec::parse(&raw, "restore")
-        .map_err(|error| corrupt(format!("{what}: {}", error.message)))?;
+        .map_err(|error| corrupt(format!("{what}: {}", error)))?;
     Ok(SavedSpec { spec, period_id })
 }
 

@@ -48,7 +48,7 @@ fn consume(
     clock: &mut ManualClock,
     text: &str,
     n: u64,
-) -> Result<(Decision, Vec<Anomaly>), LimiterError> {
+) -> Result<(Decision, Vec<Anomaly>), Error> {
     let key = key(text);
     let target = limiter
         .find(key.key())
@@ -217,8 +217,8 @@ fn quota_use_is_never_dropped_and_a_refused_new_key_changes_nothing() {
     clock.advance(500.0);
     clock.step_wall(-5_000.0);
     let error = consume(&mut limiter, &mut clock, "c", 1).unwrap_err();
-    assert_eq!(error.code(), "ERR_KEY_LIMIT");
-    assert!(error.message().contains("maxKeys"));
+    assert_eq!(error.code().as_str(), "ERR_KEY_LIMIT");
+    assert!(error.to_string().contains("maxKeys"));
     assert_eq!(
         limiter.reconciler.last_monotonic_ms, 0.0,
         "the readings were not re-anchored"
@@ -245,7 +245,8 @@ fn a_key_refunded_to_no_use_can_make_room_again() {
     assert_eq!(
         consume(&mut limiter, &mut clock, "c", 1)
             .unwrap_err()
-            .code(),
+            .code()
+            .as_str(),
         "ERR_KEY_LIMIT"
     );
     limiter
@@ -704,7 +705,7 @@ fn random_calls_keep_the_table_the_lists_and_the_policies_consistent() {
                             limiter.find(key.key()).is_some(),
                             "run {run}: a decided key is held"
                         ),
-                        Err(error) => assert_eq!(error.code(), "ERR_KEY_LIMIT"),
+                        Err(error) => assert_eq!(error.code().as_str(), "ERR_KEY_LIMIT"),
                     }
                 }
             }

@@ -52,7 +52,7 @@ pub struct AnomalyDelivery {
     pub dropped: Option<f64>,
 }
 
-/// SPEC §8: at most this many deliveries wait per thread; past it they are dropped (and counted).
+/// at most this many deliveries wait per thread; past it they are dropped (and counted).
 pub(crate) const MAX_WAITING_DELIVERIES: u32 = 10_000;
 
 thread_local! {

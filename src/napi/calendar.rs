@@ -3,7 +3,7 @@
 use napi::Env;
 use napi_derive::napi;
 
-use super::errors::{from_spec, guard, invalid_arg, CodedResult};
+use super::errors::{from_core, guard, invalid_arg, CodedResult};
 use crate::anomaly::js_number;
 use crate::calendar::{Period, PeriodSpec, RawPeriodSpec, MAX_WALL_MS};
 
@@ -33,7 +33,7 @@ pub(crate) fn parse_spec(input: &PeriodSpecInput, option_path: &str) -> CodedRes
         anchor_month: input.anchor_month,
         anchor_time: input.anchor_time.as_deref(),
     };
-    PeriodSpec::parse(&raw, option_path).map_err(from_spec)
+    PeriodSpec::parse(&raw, option_path).map_err(|error| from_core(&error))
 }
 
 pub(crate) fn period_output(spec: &PeriodSpec, period: &Period) -> PeriodOutput {
@@ -57,7 +57,7 @@ pub(crate) fn check_wall_ms(wall_ms: f64) -> CodedResult<()> {
     }
 }
 
-/// SPEC §7: the period of `spec` containing `wall_ms`. Never calls into JS.
+/// the period of `spec` containing `wall_ms`. Never calls into JS.
 #[napi(js_name = "periodFor")]
 pub fn period_for(
     env: &Env,

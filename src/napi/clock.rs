@@ -9,7 +9,8 @@ use napi_derive::napi;
 
 use super::errors::{coded, guard, invalid_arg, CodedResult};
 use crate::anomaly::js_number;
-use crate::clock::{self, ClockError, ClockSource, ManualClock, Reading, SystemClock};
+use crate::clock::{self, ClockSource, ManualClock, Reading, SystemClock};
+use crate::error::Error as CoreError;
 
 #[napi(js_name = "systemMonotonicMs")]
 pub fn system_monotonic_ms() -> f64 {
@@ -241,8 +242,8 @@ impl<'a> BoundClock<'a> {
     }
 }
 
-fn not_supplied(reading: Reading) -> ClockError {
-    ClockError::failed(
+fn not_supplied(reading: Reading) -> CoreError {
+    CoreError::clock_failed(
         reading,
         "the reading was not supplied (an internal error; please report it)",
     )
@@ -250,7 +251,7 @@ fn not_supplied(reading: Reading) -> ClockError {
 
 impl ClockSource for BoundClock<'_> {
     #[inline(always)]
-    fn monotonic_ms(&mut self) -> std::result::Result<f64, ClockError> {
+    fn monotonic_ms(&mut self) -> std::result::Result<f64, CoreError> {
         let value = match (self.supplied.monotonic_ms, self.handle) {
             (Some(value), _) => value,
             (None, ClockHandle::System(_) | ClockHandle::SystemWithReader) => clock::monotonic_ms(),
@@ -262,7 +263,7 @@ impl ClockSource for BoundClock<'_> {
     }
 
     #[inline(always)]
-    fn wall_ms(&mut self) -> std::result::Result<f64, ClockError> {
+    fn wall_ms(&mut self) -> std::result::Result<f64, CoreError> {
         let value = match (self.supplied.wall_ms, self.handle) {
             (Some(value), _) => value,
             (None, ClockHandle::System(_) | ClockHandle::SystemWithReader) => clock::wall_ms(),
@@ -282,7 +283,7 @@ impl ClockSource for BoundClock<'_> {
         }
     }
 
-    fn elapsed_realtime_ms(&mut self) -> std::result::Result<f64, ClockError> {
+    fn elapsed_realtime_ms(&mut self) -> std::result::Result<f64, CoreError> {
         match self.handle {
             ClockHandle::System(system) => {
                 let mut system = *system;
@@ -294,14 +295,14 @@ impl ClockSource for BoundClock<'_> {
                     Some(value) => Ok(value),
                     None => {
                         self.reader_wanted = true;
-                        Err(ClockError::failed(
+                        Err(CoreError::clock_failed(
                             Reading::ElapsedRealtime,
                             "the reading is taken in JavaScript",
                         ))
                     }
                 }
             }
-            ClockHandle::Js { has_reader: false } => Err(ClockError::failed(
+            ClockHandle::Js { has_reader: false } => Err(CoreError::clock_failed(
                 Reading::ElapsedRealtime,
                 "this clock has no elapsedRealtimeMs method",
             )),

@@ -1,8 +1,7 @@
 //! Coded errors across the boundary: the JS face turns `code` into the right class
 //! (`QuotaClockError`, `RangeError`).
 
-use crate::calendar::SpecError;
-use crate::limiter::LimiterError;
+use crate::error::Error;
 
 pub(crate) type CodedError = napi::Error<String>;
 pub(crate) type CodedResult<T> = std::result::Result<T, CodedError>;
@@ -11,12 +10,9 @@ pub(crate) fn coded(code: &str, message: impl Into<String>) -> CodedError {
     napi::Error::new(code.to_owned(), message.into())
 }
 
-pub(crate) fn from_limiter(error: &LimiterError) -> CodedError {
-    coded(error.code(), error.message())
-}
-
-pub(crate) fn from_spec(error: SpecError) -> CodedError {
-    coded(error.code.as_str(), error.message)
+/// A core error, with its code and message.
+pub(crate) fn from_core(error: &Error) -> CodedError {
+    coded(error.code().as_str(), error.to_string())
 }
 
 pub(crate) fn invalid_arg(message: impl Into<String>) -> CodedError {

@@ -5,6 +5,7 @@ mod anomaly;
 mod buffer;
 mod calendar;
 mod clock;
+mod consume;
 mod contract;
 mod errors;
 mod keyed;
@@ -13,3 +14,4 @@ mod options;
 #[cfg(feature = "probes")]
 mod probes;
 mod raw;
+mod registry;

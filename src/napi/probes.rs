@@ -23,10 +23,10 @@ unsafe extern "C" fn read_two_clocks(
     if !data.is_null() {
         // SAFETY: `data` is the leaked `Float64Array` of `clock_floor`, alive until the finalizer.
         let buffer = unsafe { &mut *(data as *mut Float64Array) };
-        // SAFETY: only this thread touches the buffer; it has at least two slots (checked).
-        let slots = unsafe { buffer.as_mut() };
-        slots[0] = clock::monotonic_ms();
-        slots[1] = clock::wall_ms();
+        // SAFETY: only this thread touches the buffer; it has at least two numbers (checked).
+        let readings = unsafe { buffer.as_mut() };
+        readings[0] = clock::monotonic_ms();
+        readings[1] = clock::wall_ms();
     }
     ptr::null_mut()
 }
@@ -43,7 +43,7 @@ pub fn clock_floor<'env>(env: &'env Env, buffer: Float64Array) -> napi::Result<U
         if buffer.len() < 2 {
             return Err(coded(
                 "ERR_INVALID_ARG",
-                "the floor needs a buffer of 2 slots",
+                "the floor needs a buffer of 2 numbers",
             ));
         }
         let data = Box::into_raw(Box::new(buffer)) as *mut c_void;
@@ -202,11 +202,11 @@ pub fn key_probe_string(key: String) -> u32 {
 /// How many limiters this thread's registries hold (for the lifecycle tests).
 #[napi(js_name = "liveLimiters")]
 pub fn live_limiters() -> u32 {
-    super::limiter::live_counts().0
+    super::registry::live_counts().0
 }
 
 /// How many registries (module instances) are alive on this thread (for the lifecycle tests).
 #[napi(js_name = "liveRegistries")]
 pub fn live_registries() -> u32 {
-    super::limiter::live_counts().1
+    super::registry::live_counts().1
 }

@@ -1,0 +1,213 @@
+//! `tryConsume`'s native half: one raw N-API function per registry, called with no arguments.
+//! The JS face writes `n` and the limiter's index into the shared result buffer and reads the
+//! decision back from it.
+//!
+//! Why this shape (measured, see the benchmark's call-pattern comparison): a `#[napi]` class
+//! method pays napi-derive's per-call glue and borrow tracking; a free function pays for
+//! converting each argument; a napi-built result object costs more than filling a typed array.
+//! A raw function with zero arguments costs what the floor costs.
+
+use std::ptr;
+
+use napi::sys;
+
+use super::buffer::write_decision;
+use super::clock::{BoundClock, ClockHandle, Supplied};
+use super::errors::{from_core, internal, invalid_arg};
+use super::raw::callback_data;
+use super::registry::Registry;
+use crate::anomaly::js_number;
+use crate::clock;
+use crate::contract::buffer;
+
+impl Registry {
+    /// The hot path: the usual call on a native clock (clocks agree, inside the open quota
+    /// period, nothing to report), decided in a small frame with no error or anomaly plumbing
+    /// (measurably fewer instructions per call than the general path). `false` means nothing
+    /// was consumed or written and the general path must take the call; it reads the clocks
+    /// again, which is harmless (nothing was changed by the readings taken here).
+    #[inline(always)]
+    fn consume_quiet(&self) -> bool {
+        let result = &self.result;
+        // SAFETY: nothing below calls into JS or creates a limiter, so the vector cannot be
+        // borrowed mutably while this shared reference is in use.
+        let Ok(cells) = (unsafe { self.cells.try_borrow_unguarded() }) else {
+            return false;
+        };
+        let Some(Some(cell)) = cells.get(result.limiter_index()) else {
+            return false;
+        };
+        let Ok(mut state) = cell.try_borrow_mut() else {
+            return false;
+        };
+        let state = &mut *state;
+        let n = result.get(buffer::N_OR_STATUS);
+        // (What an earlier call left in `error` or `anomalies` was taken by the JS face right
+        // after it; the general path clears both before it decides.)
+        if !(n >= 1.0 && n <= state.quiet_max_n) {
+            return false;
+        }
+        let (monotonic_ms, wall_ms) = match &state.clock {
+            ClockHandle::System(_) | ClockHandle::SystemWithReader => {
+                (clock::monotonic_ms(), clock::wall_ms())
+            }
+            ClockHandle::Manual(manual) => match manual.try_borrow() {
+                Ok(manual) => (manual.monotonic_ms, manual.wall_ms),
+                Err(_) => return false,
+            },
+            ClockHandle::Js { .. } => return false,
+        };
+        // SAFETY: 1 ≤ n ≤ 2^53 - 1 (checked above), so it fits an i64.
+        let count = unsafe { n.to_int_unchecked::<i64>() } as u64;
+        match state
+            .limiter
+            .try_consume_quiet(count, monotonic_ms, wall_ms)
+        {
+            Some(decision) => {
+                write_decision(result, &decision);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The general path: reads `n` and the limiter's index (and with `supplied`, the readings the JS face
+    /// took), decides, writes the decision. No allocation unless an anomaly or an error has to be
+    /// reported.
+    #[inline(never)]
+    #[cold]
+    fn consume(&self, supplied: bool) {
+        let result = &self.result;
+        // No JS runs during a native call (JS clocks are read by the JS face), so the borrows
+        // below always succeed; they stay checked all the same.
+        let Ok(cells) = self.cells.try_borrow() else {
+            result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
+            return;
+        };
+        // The index is read as a u32; the bounds check is all the guard it needs.
+        let Some(Some(cell)) = cells.get(result.limiter_index()) else {
+            result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
+            return;
+        };
+        let Ok(mut state) = cell.try_borrow_mut() else {
+            // Its state is borrowed elsewhere (cannot happen: no JS runs here).
+            result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
+            return;
+        };
+        if !supplied && matches!(state.clock, ClockHandle::Js { .. }) {
+            result.set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_READINGS);
+            return;
+        }
+        let n = result.get(buffer::N_OR_STATUS);
+        let state = &mut *state;
+        state.anomalies.clear();
+        if state.error.is_some() {
+            state.error = None;
+        }
+        // The JS face has checked that `n` is a safe integer; the range check keeps a direct
+        // call from asking for more than the bucket can hold.
+        if !(n >= 1.0 && n <= state.limiter.capacity()) {
+            state.error = Some(invalid_arg(format!(
+                "n must be a positive safe integer no larger than capacity ({}); received {}",
+                js_number(state.limiter.capacity()),
+                js_number(n)
+            )));
+            result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
+            return;
+        }
+        let readings = if supplied {
+            self.supplied_readings()
+        } else {
+            Supplied::default()
+        };
+        let mut clock = BoundClock::new(&state.clock, readings);
+        match state
+            .limiter
+            .try_consume(n as i64 as u64, &mut clock, &mut state.anomalies)
+        {
+            Ok(decision) => {
+                write_decision(result, &decision);
+                if !state.anomalies.is_empty() {
+                    result.set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED_WITH_ANOMALIES);
+                    self.notify(state.anomaly_listener, &state.anomalies);
+                }
+            }
+            Err(_) if clock.reader_wanted => {
+                result.set(buffer::MONOTONIC_MS, clock.taken.0);
+                result.set(buffer::WALL_MS, clock.taken.1);
+                result.set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_READER);
+            }
+            Err(error) => {
+                state.error = Some(from_core(&error));
+                result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
+            }
+        }
+    }
+
+    /// The readings the JS face wrote into the result buffer.
+    fn supplied_readings(&self) -> Supplied {
+        let result = &self.result;
+        Supplied {
+            monotonic_ms: Some(result.get(buffer::MONOTONIC_MS)),
+            wall_ms: Some(result.get(buffer::WALL_MS)),
+            elapsed_realtime_ms: (result.get(buffer::HAS_ELAPSED_REALTIME) == 1.0)
+                .then(|| result.get(buffer::ELAPSED_REALTIME_MS)),
+        }
+    }
+}
+
+/// The raw `tryConsume` callback for native clocks: `data` is this thread's `Registry`.
+pub(crate) unsafe extern "C" fn fast_consume(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+) -> sys::napi_value {
+    // SAFETY: as in `consume_with`.
+    unsafe { consume_with::<false>(env, info) }
+}
+
+/// The raw callback for readings the JS face supplies (a JS clock, or a call resumed after the
+/// JS elapsed-realtime reader).
+pub(crate) unsafe extern "C" fn supplied_consume(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+) -> sys::napi_value {
+    // SAFETY: as in `consume_with`.
+    unsafe { consume_with::<true>(env, info) }
+}
+
+/// # Safety
+/// `env` and `info` are N-API's own, for a function made by `consume_function`.
+#[inline(always)]
+unsafe fn consume_with<const SUPPLIED: bool>(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+) -> sys::napi_value {
+    // SAFETY: N-API's own env and info.
+    let data = unsafe { callback_data(env, info) };
+    if data.is_null() {
+        return ptr::null_mut();
+    }
+    // SAFETY: `data` is an `Rc<Registry>` leaked in `consume_function` and released only by the
+    // function's finalizer, so it is alive while the function can be called.
+    let registry = unsafe { &*(data as *const Registry) };
+    let decided = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // A const parameter, so that each raw function has a closure of its own, inlined into it
+        // (one shared closure was called out of line, measurably slower).
+        if SUPPLIED {
+            registry.consume(true);
+        } else if !registry.consume_quiet() {
+            registry.consume(false);
+        }
+    }));
+    if let Err(payload) = decided {
+        let index = registry.result.limiter_index() as u32;
+        let _ = registry.with_cell(index, |state| {
+            state.error = Some(internal(payload.as_ref()));
+            Ok(())
+        });
+        registry
+            .result
+            .set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
+    }
+    ptr::null_mut()
+}

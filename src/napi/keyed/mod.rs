@@ -1,0 +1,263 @@
+//! `KeyedQuotaClock`'s native half: a thin layer over [`KeyedLimiter`].
+//!
+//! The hot path is shaped like `QuotaClock`'s: one raw N-API function per limiter, called with
+//! the key as its only argument; the JS face writes `n` and the operation into the limiter's own
+//! `Float64Array` and reads the decision back from it. The key is read as UTF-16 into a stack
+//! buffer (one copy, exact for every string, lone surrogates included) and stored as Latin-1 when
+//! it fits (see README "Performance" for the alternatives measured).
+
+mod entry;
+mod key;
+mod policy;
+mod snapshot;
+mod status;
+
+use std::cell::RefCell;
+use std::ffi::c_void;
+use std::ptr;
+use std::rc::Rc;
+
+use napi::bindgen_prelude::*;
+use napi::sys;
+
+use self::key::KeyScratch;
+use self::policy::count_for;
+use crate::anomaly::Anomaly;
+use crate::clock;
+use crate::contract::buffer;
+use crate::keyed::{Key, KeyPolicy, KeyedLimiter, Target, DEFAULT_POLICY};
+use crate::napi::buffer::{write_decision, ResultBuffer};
+use crate::napi::clock::{BoundClock, ClockHandle, Supplied};
+use crate::napi::errors::{coded, from_core, internal, invalid_arg, CodedError, CodedResult};
+use crate::napi::options::{positive_safe_integer, MAX_SAFE_INTEGER};
+use crate::napi::registry::notify_listener;
+
+struct KeyedState {
+    limiter: KeyedLimiter,
+    clock: ClockHandle,
+    /// Raised by the current call; reused so the hot path does not allocate.
+    anomalies: Vec<Anomaly>,
+    /// The last raw call's error, for `takeError`.
+    error: Option<CodedError>,
+    registry_id: u32,
+    anomaly_listener: Option<f64>,
+    has_policy: bool,
+    result: ResultBuffer,
+    /// Keeps the result buffer alive while `result` points into it.
+    _result_buffer: Float64Array,
+}
+
+/// What the raw function's data points at: the state, and the result buffer's address outside
+/// it (so a call that finds the state busy can still say so).
+struct KeyedCell {
+    result: ResultBuffer,
+    state: RefCell<KeyedState>,
+}
+
+impl KeyedState {
+    fn report(&self) {
+        if !self.anomalies.is_empty() {
+            self.result
+                .set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED_WITH_ANOMALIES);
+            notify_listener(self.registry_id, self.anomaly_listener, &self.anomalies);
+        }
+    }
+
+    /// The hot path's quiet case (see [`KeyedLimiter::try_consume_quiet`]): a held key, a
+    /// native clock. `false`: nothing was changed or written.
+    #[inline(always)]
+    fn consume_quiet(&mut self, index: u32) -> bool {
+        let n = self.result.get(buffer::N_OR_STATUS);
+        if !(n >= 1.0
+            && n <= self.limiter.capacity_of(Target::Held(index))
+            && n <= MAX_SAFE_INTEGER)
+        {
+            return false;
+        }
+        let (monotonic_ms, wall_ms) = match &self.clock {
+            ClockHandle::System(_) | ClockHandle::SystemWithReader => {
+                (clock::monotonic_ms(), clock::wall_ms())
+            }
+            ClockHandle::Manual(manual) => match manual.try_borrow() {
+                Ok(manual) => (manual.monotonic_ms, manual.wall_ms),
+                Err(_) => return false,
+            },
+            ClockHandle::Js { .. } => return false,
+        };
+        // SAFETY: 1 ≤ n ≤ 2^53 - 1 (checked above), so it fits an i64.
+        let count = unsafe { n.to_int_unchecked::<i64>() } as u64;
+        match self
+            .limiter
+            .try_consume_quiet(index, count, monotonic_ms, wall_ms)
+        {
+            Some(decision) => {
+                write_decision(&self.result, &decision);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The raw call: the operation in the result buffer, for `key`, on a native clock's readings.
+    #[inline(always)]
+    fn call(&mut self, key: Key<'_>) -> CodedResult<()> {
+        if self.result.get(buffer::OPERATION) == buffer::OPERATION_CONSUME {
+            if let Some(index) = self.limiter.find(key) {
+                if self.consume_quiet(index) {
+                    return Ok(());
+                }
+            }
+        }
+        self.run(key, None, false)
+    }
+
+    /// Any call: the operation and `n` in the result buffer; `policy`, what the JS face's call of
+    /// `policy(key)` returned (for a key not held); `supplied`, the readings are in the buffer
+    /// (a JS clock's, or a call resumed after the JS reader). What it needs from the JS face
+    /// first is a status (nothing read or changed): the policy, the readings, the reader.
+    fn run(&mut self, key: Key<'_>, policy: Option<KeyPolicy>, supplied: bool) -> CodedResult<()> {
+        let operation = self.result.get(buffer::OPERATION);
+        let target = match (
+            self.limiter.find(key),
+            operation == buffer::OPERATION_REFUND,
+        ) {
+            (Some(index), _) => Some(Target::Held(index)),
+            // A key not held is not held by a refund either, and no policy is asked.
+            (None, true) => None,
+            (None, false) => match policy {
+                Some(policy) => Some(Target::New(self.limiter.intern(policy))),
+                None if self.has_policy => {
+                    self.result
+                        .set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_POLICY);
+                    return Ok(());
+                }
+                None => Some(Target::New(DEFAULT_POLICY)),
+            },
+        };
+        let outcome = self.run_on(key, target, supplied);
+        if let Some(Target::New(id)) = target {
+            self.limiter.release_if_unused(id);
+        }
+        outcome
+    }
+
+    fn run_on(&mut self, key: Key<'_>, target: Option<Target>, supplied: bool) -> CodedResult<()> {
+        let n = self.result.get(buffer::N_OR_STATUS);
+        let consume = self.result.get(buffer::OPERATION) == buffer::OPERATION_CONSUME;
+        if !consume && self.result.get(buffer::OPERATION) != buffer::OPERATION_REFUND {
+            return Err(invalid_arg(format!(
+                "unknown operation {}",
+                self.result.get(buffer::OPERATION)
+            )));
+        }
+        // The order of checks: n against the key's capacity before any reading.
+        let count = match target {
+            Some(target) if consume => count_for(n, self.limiter.capacity_of(target))?,
+            _ => positive_safe_integer(n)?,
+        };
+        if !supplied && matches!(self.clock, ClockHandle::Js { .. }) {
+            self.result
+                .set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_READINGS);
+            return Ok(());
+        }
+        let readings = if supplied {
+            supplied_readings(&self.result)
+        } else {
+            Supplied::default()
+        };
+        self.anomalies.clear();
+        let mut clock = BoundClock::new(&self.clock, readings);
+        let outcome = match target {
+            Some(target) if consume => self
+                .limiter
+                .try_consume(key, target, count, &mut clock, &mut self.anomalies)
+                .map(Some),
+            _ => self
+                .limiter
+                .refund(key, count, &mut clock, &mut self.anomalies)
+                .map(|()| None),
+        };
+        match outcome {
+            Ok(decision) => {
+                match decision {
+                    Some(decision) => write_decision(&self.result, &decision),
+                    None => self.result.set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED),
+                }
+                self.report();
+                Ok(())
+            }
+            Err(_) if clock.reader_wanted => {
+                self.result.set(buffer::MONOTONIC_MS, clock.taken.0);
+                self.result.set(buffer::WALL_MS, clock.taken.1);
+                self.result
+                    .set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_READER);
+                Ok(())
+            }
+            Err(error) => Err(from_core(&error)),
+        }
+    }
+}
+
+/// The readings the JS face wrote into the result buffer.
+fn supplied_readings(result: &ResultBuffer) -> Supplied {
+    Supplied {
+        monotonic_ms: Some(result.get(buffer::MONOTONIC_MS)),
+        wall_ms: Some(result.get(buffer::WALL_MS)),
+        elapsed_realtime_ms: (result.get(buffer::HAS_ELAPSED_REALTIME) == 1.0)
+            .then(|| result.get(buffer::ELAPSED_REALTIME_MS)),
+    }
+}
+
+/// The raw `call(key)`: `data` is the limiter's `KeyedCell`.
+unsafe extern "C" fn keyed_call(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+) -> sys::napi_value {
+    let mut argc = 1usize;
+    let mut argv = [ptr::null_mut(); 1];
+    let mut data: *mut c_void = ptr::null_mut();
+    // SAFETY: N-API's own env and info; room for one argument.
+    let status = unsafe {
+        sys::napi_get_cb_info(
+            env,
+            info,
+            &mut argc,
+            argv.as_mut_ptr(),
+            ptr::null_mut(),
+            &mut data,
+        )
+    };
+    if status != sys::Status::napi_ok || data.is_null() {
+        return ptr::null_mut();
+    }
+    // SAFETY: `data` is an `Rc<KeyedCell>` leaked in `call_function` and released only by the
+    // function's finalizer, so it is alive while the function can be called.
+    let cell = unsafe { &*(data as *const KeyedCell) };
+    let Ok(mut state) = cell.state.try_borrow_mut() else {
+        // A JS clock called back into this limiter while it was reading it.
+        cell.result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
+        return ptr::null_mut();
+    };
+    let state = &mut *state;
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if argc < 1 {
+            return Err(coded("ERR_INVALID_ARG", "key must be a string"));
+        }
+        let mut scratch = KeyScratch::new();
+        let key = scratch.read(env, argv[0])?;
+        state.call(key)
+    }));
+    let error = match outcome {
+        Ok(Ok(())) => return ptr::null_mut(),
+        Ok(Err(error)) => error,
+        Err(payload) => internal(payload.as_ref()),
+    };
+    state.error = Some(error);
+    state.result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
+    ptr::null_mut()
+}
+
+unsafe extern "C" fn release_cell(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+    // SAFETY: balances the `Rc::into_raw` in `call_function`; runs once, when the function dies.
+    drop(unsafe { Rc::from_raw(data as *const KeyedCell) });
+}

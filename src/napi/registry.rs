@@ -1,0 +1,300 @@
+//! The per-thread registries of `QuotaClock`'s native halves. A limiter is named by its index
+//! in its registry; a registry is one load of the JS face, with its result buffer and the two
+//! `tryConsume` functions that hold it. Naming limiters by index (instead of a napi class
+//! instance or a function per limiter) keeps an idle limiter under 1 KiB.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::rc::{Rc, Weak};
+
+use napi::bindgen_prelude::*;
+use napi::sys;
+use napi_derive::napi;
+
+use super::anomaly::{build_dispatcher, deliver, AnomalyDelivery, AnomalyDispatcher};
+use super::buffer::ResultBuffer;
+use super::clock::ClockHandle;
+use super::consume::{fast_consume, supplied_consume};
+use super::errors::{coded, guard, invalid_arg, CodedError, CodedResult};
+use super::raw::function_with_data;
+use crate::anomaly::Anomaly;
+use crate::contract::buffer;
+use crate::limiter::Limiter;
+
+pub(crate) struct LimiterState {
+    pub(crate) limiter: Limiter,
+    pub(crate) clock: ClockHandle,
+    /// Raised by the current call; reused so the hot path does not allocate.
+    pub(crate) anomalies: Vec<Anomaly>,
+    /// The last call's error, for `limiterTakeError`.
+    pub(crate) error: Option<CodedError>,
+    /// The JS face's id for this limiter's `onAnomaly`, if it has one.
+    pub(crate) anomaly_listener: Option<f64>,
+    /// The largest `n` the quiet path takes: capacity, and never past 2^53 - 1.
+    pub(crate) quiet_max_n: f64,
+}
+
+type LimiterCell = RefCell<LimiterState>;
+
+/// One module instance's limiters and its result buffer. It lives as long as the module
+/// instance's `tryConsume` functions (their finalizers release it), and holds nothing that keeps
+/// JS alive but the result buffer: a module loaded again and dropped is collected whole.
+pub(crate) struct Registry {
+    pub(crate) id: u32,
+    /// Set once by the JS face; routes anomalies to the limiters' handlers.
+    pub(crate) dispatcher: RefCell<Option<AnomalyDispatcher>>,
+    /// States are held inline (no box to chase on the hot path); while any call holds the
+    /// vector borrowed, creating a limiter is refused rather than moving them.
+    pub(crate) cells: RefCell<Vec<Option<LimiterCell>>>,
+    pub(crate) free: RefCell<Vec<u32>>,
+    pub(crate) result: ResultBuffer,
+    /// Keeps the result buffer alive while `result` points into it.
+    pub(crate) _result_buffer: Float64Array,
+}
+
+/// This thread's registries, by id: one per load of the JS face (a test runner that re-runs
+/// the module, or several `vm` contexts, get their own, never mixed up). Held weakly: a
+/// registry leaves the table when it is dropped.
+#[derive(Default)]
+struct Registries {
+    live: HashMap<u32, Weak<Registry>>,
+    next_id: u32,
+}
+
+thread_local! {
+    static REGISTRIES: RefCell<Registries> = RefCell::new(Registries::default());
+    static CLEANUP_HOOKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+pub(crate) fn registry(id: u32) -> CodedResult<Rc<Registry>> {
+    REGISTRIES
+        .with(|registries| registries.borrow().live.get(&id).and_then(Weak::upgrade))
+        .ok_or_else(|| invalid_arg(format!("no limiter registry {id} on this thread")))
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        // At thread teardown the table may be gone already.
+        let _ = REGISTRIES.try_with(|registries| {
+            if let Ok(mut registries) = registries.try_borrow_mut() {
+                registries.live.remove(&self.id);
+            }
+        });
+    }
+}
+
+/// What taking the last call's error finds when the call stored none: a bug of this package, never
+/// a clock error.
+pub(crate) const NO_STORED_ERROR: &str =
+    "quota-clock-source internal error (please report it): the call reported an error but stored none";
+
+pub(crate) const BUSY: &str =
+    "the limiter is busy with another call (please report it: no JS runs inside a native call)";
+
+impl Registry {
+    /// Runs `body` on the limiter at `index` (for the slow paths).
+    pub(crate) fn with_cell<T>(
+        &self,
+        index: u32,
+        body: impl FnOnce(&mut LimiterState) -> CodedResult<T>,
+    ) -> CodedResult<T> {
+        let cells = self
+            .cells
+            .try_borrow()
+            .map_err(|_| coded("ERR_INTERNAL", "the limiter registry is busy"))?;
+        let Some(Some(cell)) = cells.get(index as usize) else {
+            return Err(invalid_arg(format!("no limiter at index {index}")));
+        };
+        let mut state = cell
+            .try_borrow_mut()
+            .map_err(|_| coded("ERR_INTERNAL", BUSY))?;
+        body(&mut state)
+    }
+
+    pub(crate) fn insert(&self, cell: LimiterCell) -> CodedResult<u32> {
+        let mut cells = self.cells.try_borrow_mut().map_err(|_| {
+            coded(
+                "ERR_INTERNAL",
+                "the limiter registry is busy (please report it: no JS runs inside a native call)",
+            )
+        })?;
+        let cell = Some(cell);
+        match self.free.borrow_mut().pop() {
+            Some(index) => {
+                cells[index as usize] = cell;
+                Ok(index)
+            }
+            None => {
+                cells.push(cell);
+                Ok((cells.len() - 1) as u32)
+            }
+        }
+    }
+
+    /// Queues `anomalies` for the listener's `onAnomaly`, if the limiter has one.
+    pub(crate) fn notify(&self, listener: Option<f64>, anomalies: &[Anomaly]) {
+        if let (Some(listener), Ok(dispatcher)) = (listener, self.dispatcher.try_borrow()) {
+            if let Some(dispatcher) = dispatcher.as_ref() {
+                anomalies
+                    .iter()
+                    .for_each(|anomaly| deliver(dispatcher, listener, anomaly));
+            }
+        }
+    }
+}
+
+unsafe extern "C" fn release_registry(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+    // SAFETY: balances the `Rc::into_raw` in `consume_function`; runs once, when the function dies.
+    drop(unsafe { Rc::from_raw(data as *const Registry) });
+}
+
+/// Makes a registry around `result_buffer`: `{ id, consume, consumeSupplied }`, the two
+/// `tryConsume` functions (raw functions of no arguments; `consumeSupplied` takes the readings
+/// from the result buffer).
+#[napi(
+    js_name = "createRegistry",
+    ts_return_type = "{ id: number, consume: () => void, consumeSupplied: () => void }"
+)]
+pub fn create_registry<'env>(
+    env: &'env Env,
+    mut result_buffer: Float64Array,
+) -> napi::Result<Object<'env>> {
+    guard(env, move || {
+        if result_buffer.len() < buffer::LENGTH {
+            return Err(invalid_arg(format!(
+                "the result buffer needs {} numbers",
+                buffer::LENGTH
+            )));
+        }
+        if !CLEANUP_HOOKED.with(|hooked| hooked.replace(true)) {
+            // Drop the limiters (their JS references and threadsafe functions) while the env lives.
+            env.add_env_cleanup_hook((), |()| {
+                let live: Vec<Rc<Registry>> = REGISTRIES.with(|registries| {
+                    registries
+                        .borrow()
+                        .live
+                        .values()
+                        .filter_map(Weak::upgrade)
+                        .collect()
+                });
+                for registry in live {
+                    if let Ok(mut cells) = registry.cells.try_borrow_mut() {
+                        cells.clear();
+                    }
+                    if let Ok(mut dispatcher) = registry.dispatcher.try_borrow_mut() {
+                        dispatcher.take();
+                    }
+                }
+            })
+            .map_err(|e| coded("ERR_INTERNAL", e.reason))?;
+        }
+        // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.
+        let result = unsafe { result_buffer.as_mut() }.as_mut_ptr();
+        let id = REGISTRIES.with(|registries| {
+            let mut registries = registries.borrow_mut();
+            registries.next_id += 1;
+            registries.next_id
+        });
+        let registry = Rc::new(Registry {
+            id,
+            dispatcher: RefCell::new(None),
+            cells: RefCell::new(Vec::new()),
+            free: RefCell::new(Vec::new()),
+            result: ResultBuffer(result),
+            _result_buffer: result_buffer,
+        });
+        REGISTRIES.with(|registries| {
+            registries
+                .borrow_mut()
+                .live
+                .insert(id, Rc::downgrade(&registry))
+        });
+        // The two functions hold the registry: it lives as long as they do.
+        let mut made = Object::new(env).map_err(|e| coded("ERR_INTERNAL", e.reason))?;
+        let consume = consume_function(env, &registry, false)?;
+        let consume_supplied = consume_function(env, &registry, true)?;
+        let set = |made: &mut Object, name: &str, value: Unknown<'_>| {
+            made.set_named_property(name, value)
+                .map_err(|e| coded("ERR_INTERNAL", e.reason))
+        };
+        made.set_named_property("id", id)
+            .map_err(|e| coded("ERR_INTERNAL", e.reason))?;
+        set(&mut made, "consume", consume)?;
+        set(&mut made, "consumeSupplied", consume_supplied)?;
+        Ok(made)
+    })
+}
+
+/// Sets the registry's anomaly dispatcher: `handler({ listener, anomaly })`, called asynchronously.
+#[napi(js_name = "registryOnAnomaly")]
+pub fn registry_on_anomaly(
+    env: &Env,
+    registry_id: u32,
+    handler: Function<'_, AnomalyDelivery, Unknown<'static>>,
+) -> napi::Result<()> {
+    guard(env, move || {
+        let dispatcher =
+            build_dispatcher(env, &handler).map_err(|e| coded("ERR_INTERNAL", e.reason))?;
+        let registry = registry(registry_id)?;
+        let mut held = registry
+            .dispatcher
+            .try_borrow_mut()
+            .map_err(|_| coded("ERR_INTERNAL", "the registry is busy"))?;
+        *held = Some(dispatcher);
+        Ok(())
+    })
+}
+
+/// A `tryConsume` function of the registry (`supplied`: the one that takes the readings from the
+/// result buffer), holding it.
+fn consume_function<'env>(
+    env: &'env Env,
+    registry: &Rc<Registry>,
+    supplied: bool,
+) -> CodedResult<Unknown<'env>> {
+    let data = Rc::into_raw(registry.clone()) as *mut c_void;
+    let callback = if supplied {
+        supplied_consume
+    } else {
+        fast_consume
+    };
+    // SAFETY: `data` lives until `release_registry`, which releases it once.
+    unsafe { function_with_data(env, "tryConsume", callback, data, release_registry) }.ok_or_else(
+        || {
+            // SAFETY: N-API refused, so nothing else owns `data`.
+            drop(unsafe { Rc::from_raw(data as *const Registry) });
+            coded("ERR_INTERNAL", "could not create the tryConsume function")
+        },
+    )
+}
+
+/// Queues anomalies for a listener's `onAnomaly` through the registry's dispatcher (a keyed
+/// limiter shares its module's dispatcher, so its handler is held weakly too).
+pub(crate) fn notify_listener(registry_id: u32, listener: Option<f64>, anomalies: &[Anomaly]) {
+    if listener.is_some() && !anomalies.is_empty() {
+        if let Ok(registry) = registry(registry_id) {
+            registry.notify(listener, anomalies);
+        }
+    }
+}
+
+/// How many limiters this thread's registries hold, and how many registries (module instances)
+/// are alive (for the lifecycle tests' probes).
+#[cfg(feature = "probes")]
+pub(crate) fn live_counts() -> (u32, u32) {
+    REGISTRIES.with(|registries| {
+        let registries = registries.borrow();
+        let live: Vec<Rc<Registry>> = registries.live.values().filter_map(Weak::upgrade).collect();
+        let limiters = live
+            .iter()
+            .map(|registry| {
+                registry
+                    .cells
+                    .try_borrow()
+                    .map_or(0, |cells| cells.iter().flatten().count())
+            })
+            .sum::<usize>();
+        (limiters as u32, live.len() as u32)
+    })
+}
