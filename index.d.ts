@@ -109,7 +109,7 @@ export interface Decision {
   /** `limit - used` in the open period; `null` without a quota. */
   quotaRemaining: number | null
   /**
-   * Raised while making this decision (usually empty). Typed `Anomaly[]` as the contract says; the
+   * Raised while making this decision (usually empty). Typed `Anomaly[]`; the
    * empty array is shared and frozen, so copy it (`[...decision.anomalies]`) before adding to it.
    */
   anomalies: Anomaly[]

@@ -13,7 +13,7 @@ class QuotaClockError extends Error {
   }
 }
 
-/** Turns a coded error from the native side into the class the contract names. */
+/** Turns a coded error from the native side into the class its code is thrown as (lib/contract.js). */
 function toPublicError({ code, message }) {
   if (CLOCK_ERROR_CODES.has(code)) return new QuotaClockError(code, message)
   if (RANGE_ERROR_CODES.has(code)) return coded(RangeError, code, message)
