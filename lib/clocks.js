@@ -177,10 +177,63 @@ function readReader(reader) {
 }
 
 
-/** Marks a limiter's JS clock as being read; a call it makes back into the limiter is refused. */
-function enterClock(js) {
-  if (js.reading) throw new QuotaClockError('ERR_CLOCK_READING', 'the clock called back into this limiter while it was reading it')
-  js.reading = true
+const NOT_READ = Object.freeze([undefined, undefined])
+
+/**
+ * What a limiter reads in JS: a JS clock (its methods looked up at every reading) or the JS
+ * elapsed-realtime reader of systemClock(). The native side holds neither, so one that refers
+ * back to its limiter does not keep it alive. While it is being read, a call it makes back into
+ * the limiter is refused; once the monotonic clock regressed, it is not read again (the native
+ * latch answers every later call).
+ */
+class JsClock {
+  #clock
+  #reader
+  #reading = false
+  #latched = false
+
+  constructor(clock, reader) {
+    this.#clock = clock
+    this.#reader = reader
+  }
+
+  /** The JsClock of a limiter's clock arguments (clockArguments), or undefined when it reads none in JS. */
+  static of({ clock, reader }) {
+    return clock !== undefined || reader !== undefined ? new JsClock(clock, reader) : undefined
+  }
+
+  #enter() {
+    if (this.#reading) throw new QuotaClockError('ERR_CLOCK_READING', 'the clock called back into this limiter while it was reading it')
+    this.#reading = true
+  }
+
+  /** The clock's monotonic and wall readings; none for systemClock's reader (those are native); NaN once latched. */
+  readings() {
+    if (this.#clock === undefined) return NOT_READ
+    if (this.#latched) return [NaN, NaN]
+    this.#enter()
+    try {
+      return [readClock(this.#clock, 'monotonicMs'), readClock(this.#clock, 'wallMs')]
+    } finally {
+      this.#reading = false
+    }
+  }
+
+  /** The elapsed-realtime reading (of a JS clock, or of systemClock's reader). */
+  elapsedRealtime() {
+    this.#enter()
+    try {
+      return this.#clock !== undefined ? readClock(this.#clock, 'elapsedRealtimeMs') : readReader(this.#reader)
+    } finally {
+      this.#reading = false
+    }
+  }
+
+  /** Sees the public error a call is about to throw: a monotonic regression latches. */
+  failed(error) {
+    if (error.code === 'ERR_MONOTONIC_REGRESSION') this.#latched = true
+    return error
+  }
 }
 
 /** The starting readings of a clock read in JS, in the order the native side takes them (none for a native clock). */
@@ -198,4 +251,4 @@ function startingReadings({ kind, clock, reader }) {
   return { monotonicMs: undefined, wallMs: undefined, elapsedRealtimeMs: undefined }
 }
 
-module.exports = { systemClock, procUptimeElapsedRealtime, manualClock, clockArguments, readClock, readReader, enterClock, startingReadings }
+module.exports = { systemClock, procUptimeElapsedRealtime, manualClock, clockArguments, startingReadings, JsClock, NOT_READ }

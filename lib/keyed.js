@@ -5,7 +5,7 @@
 const native = require('./binding.js')
 const { registerListener, toAnomaly } = require('./anomalies.js')
 const { periodSpecInput, toPeriod } = require('./calendar.js')
-const { readClock, readReader, enterClock, startingReadings } = require('./clocks.js')
+const { startingReadings, JsClock } = require('./clocks.js')
 const { toPublicError, callNative, internalError } = require('./errors.js')
 const { rememberLimiter } = require('./http/limiter-facts.js')
 const { parseOptions } = require('./options.js')
@@ -133,9 +133,7 @@ class KeyedQuotaClock {
   #result
   #policy
   #defaults
-  // A clock (or systemClock's elapsed-realtime reader) read in JS, as QuotaClock's: the native
-  // side holds neither. `reading`: a call the clock makes back into this limiter is refused.
-  // `latched`: the monotonic clock regressed; the clock is not read again.
+  // The JsClock of a limiter that reads a clock (or systemClock's reader) in JS, as QuotaClock's.
   #js
 
   constructor(options) {
@@ -156,7 +154,7 @@ class KeyedQuotaClock {
       plan = callNative(() => native.snapshotParse(restore, maxKeys))
       if (policy !== undefined) assignPolicies(plan, policy, defaults)
     }
-    const { kind, manual, clock, reader } = clockArgs
+    const { kind, manual } = clockArgs
     const { monotonicMs, wallMs, elapsedRealtimeMs } = startingReadings(clockArgs)
     const result = new Float64Array(LAYOUT.length)
     const listener = onAnomaly === undefined ? undefined : registerListener(this, onAnomaly)
@@ -176,7 +174,7 @@ class KeyedQuotaClock {
     this.#result = result
     this.#policy = policy
     this.#defaults = defaults
-    if (clock !== undefined || reader !== undefined) this.#js = { clock, reader, reading: false, latched: false }
+    this.#js = JsClock.of(clockArgs)
     rememberLimiter(this, clockArgs, policy === undefined) // for the HTTP middleware
   }
 
@@ -217,8 +215,8 @@ class KeyedQuotaClock {
       if (status === STATUS.error) throw this.#failed(toPublicError(native.keyedTakeError(this.#native)))
       let readings
       if (status === STATUS.needsPolicy) policy = resolvePolicy(this.#policy, key, this.#defaults)
-      else if (status === STATUS.needsReadings) readings = this.#readJsClock()
-      else if (status === STATUS.needsReader) readings = [result[AT.monotonicMs], result[AT.wallMs], this.#readElapsedRealtime()]
+      else if (status === STATUS.needsReadings) readings = this.#js.readings()
+      else if (status === STATUS.needsReader) readings = [result[AT.monotonicMs], result[AT.wallMs], this.#js.elapsedRealtime()]
       else throw internalError(`status ${status}`)
       // `policy` and a JS clock may have made calls of their own on this limiter: write it all again.
       result[N_OR_STATUS] = n
@@ -233,32 +231,9 @@ class KeyedQuotaClock {
     }
   }
 
-  /** A JS clock's two readings (NaN once latched: the native latch answers before it looks at them). */
-  #readJsClock() {
-    const js = this.#js
-    if (js.latched) return [NaN, NaN]
-    enterClock(js)
-    try {
-      return [readClock(js.clock, 'monotonicMs'), readClock(js.clock, 'wallMs')]
-    } finally {
-      js.reading = false
-    }
-  }
-
-  /** The JS elapsed-realtime reading (of a JS clock, or of systemClock's reader). */
-  #readElapsedRealtime() {
-    const js = this.#js
-    enterClock(js)
-    try {
-      return js.clock !== undefined ? readClock(js.clock, 'elapsedRealtimeMs') : readReader(js.reader)
-    } finally {
-      js.reading = false
-    }
-  }
-
+  /** A public error about to be thrown (a monotonic regression latches a JS clock). */
   #failed(error) {
-    if (error.code === 'ERR_MONOTONIC_REGRESSION' && this.#js !== undefined) this.#js.latched = true
-    return error
+    return this.#js === undefined ? error : this.#js.failed(error)
   }
 
   /** A native call of the slow paths, its coded errors made public. */
@@ -279,8 +254,8 @@ class KeyedQuotaClock {
       const status = this.#slow(() => native.keyedStatus(this.#native, key, policy, readings[0], readings[1], readings[2]))
       const { needs } = status
       if (needs === 'policy') policy = resolvePolicy(this.#policy, key, this.#defaults)
-      else if (needs === 'readings') readings = this.#readJsClock()
-      else if (needs === 'reader') readings = [status.takenMonotonicMs, status.takenWallMs, this.#readElapsedRealtime()]
+      else if (needs === 'readings') readings = this.#js.readings()
+      else if (needs === 'reader') readings = [status.takenMonotonicMs, status.takenWallMs, this.#js.elapsedRealtime()]
       else {
         return {
           tokens: status.tokens,

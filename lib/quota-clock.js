@@ -6,7 +6,7 @@
 const native = require('./binding.js')
 const { registerListener, toAnomaly } = require('./anomalies.js')
 const { toPeriod } = require('./calendar.js')
-const { readClock, readReader, enterClock, startingReadings } = require('./clocks.js')
+const { startingReadings, JsClock, NOT_READ } = require('./clocks.js')
 const { toPublicError, callNative } = require('./errors.js')
 const { parseOptions, checkCount, checkPositiveCount } = require('./options.js')
 const { STATUS, AT } = require('./contract.js')
@@ -24,23 +24,19 @@ class QuotaClock {
   #refillPerSecond
   #quotaLimit
   #hasQuota
-  // For a limiter read in JS (one field, so that others stay small): `{ clock, reader, reading,
-  // latched }`, a JS clock (read here, at every call) or a JS elapsed-realtime reader of
-  // systemClock(). The native side holds neither, so a clock or reader that refers back to this
-  // limiter does not keep it alive. `reading`: a call the clock makes back into this limiter is
-  // refused. `latched`: the monotonic clock regressed; every later call fails with that, and the
-  // clock is not read again.
+  // The JsClock of a limiter that reads a clock (or systemClock's reader) in JS; one field, so
+  // that the others stay small.
   #js
 
   constructor(options) {
     const { limiterOptions, clockArgs, onAnomaly } = parseOptions(options)
-    const { kind, manual, clock, reader } = clockArgs
+    const { kind, manual } = clockArgs
     const { monotonicMs, wallMs, elapsedRealtimeMs } = startingReadings(clockArgs)
     const listener = onAnomaly === undefined ? undefined : registerListener(this, onAnomaly)
     this.#index = callNative(() =>
       native.createLimiter({ registry: REGISTRY, options: limiterOptions, clock: { kind, manual, monotonicMs, wallMs, elapsedRealtimeMs }, anomalyListener: listener }),
     )
-    if (clock !== undefined || reader !== undefined) this.#js = { clock, reader, reading: false, latched: false }
+    this.#js = JsClock.of(clockArgs)
     indexes.register(this, this.#index)
     this.#capacity = limiterOptions.capacity
     this.#refillPerSecond = limiterOptions.refillPerSecond
@@ -61,34 +57,12 @@ class QuotaClock {
 
   /** tryConsume on a JS clock: the readings are taken here and passed in. */
   #consumeJs(n) {
-    const js = this.#js
-    let monotonicMs = NaN
-    let wallMs = NaN
-    if (!js.latched) {
-      enterClock(js)
-      try {
-        monotonicMs = readClock(js.clock, 'monotonicMs')
-        wallMs = readClock(js.clock, 'wallMs')
-      } finally {
-        js.reading = false
-      }
-    }
+    const [monotonicMs, wallMs] = this.#js.readings()
     // Written only now: the clock may have called other limiters, which share RESULT.
     supply(this.#index, n, monotonicMs, wallMs, undefined)
     consumeSupplied()
     if (RESULT[N_OR_STATUS] === DECIDED) return readDecision(this.#hasQuota, NO_ANOMALIES)
     return this.#settle(n)
-  }
-
-  /** The JS elapsed-realtime reading (of a JS clock, or of systemClock's reader). */
-  #readElapsedRealtime() {
-    const js = this.#js
-    enterClock(js)
-    try {
-      return js.clock !== undefined ? readClock(js.clock, 'elapsedRealtimeMs') : readReader(js.reader)
-    } finally {
-      js.reading = false
-    }
   }
 
   /** The rare outcomes: a decision with anomalies, a JS clock to read, a call that needs the JS reader, or an error. */
@@ -102,7 +76,7 @@ class QuotaClock {
       // Nothing changed yet: resume on the readings the call took, with the reader's.
       const monotonicMs = RESULT[AT.monotonicMs]
       const wallMs = RESULT[AT.wallMs]
-      const elapsedRealtimeMs = this.#readElapsedRealtime()
+      const elapsedRealtimeMs = this.#js.elapsedRealtime()
       supply(this.#index, n, monotonicMs, wallMs, elapsedRealtimeMs)
       consumeSupplied()
       if (RESULT[N_OR_STATUS] === DECIDED) return readDecision(this.#hasQuota, NO_ANOMALIES)
@@ -111,9 +85,9 @@ class QuotaClock {
     throw this.#failed(toPublicError(native.limiterTakeError(REGISTRY, this.#index)))
   }
 
+  /** A public error about to be thrown (a monotonic regression latches a JS clock). */
   #failed(error) {
-    if (error.code === 'ERR_MONOTONIC_REGRESSION' && this.#js !== undefined) this.#js.latched = true
-    return error
+    return this.#js === undefined ? error : this.#js.failed(error)
   }
 
   /** Reads and reconciles the clocks like tryConsume, then gives back `n` tokens (up to capacity) and `n` quota units (down to zero). */
@@ -123,22 +97,14 @@ class QuotaClock {
     const done = this.#native(() => native.limiterRefund(REGISTRY, this.#index, n, monotonicMs, wallMs, undefined))
     if (done.needsReader) {
       const { takenMonotonicMs, takenWallMs } = done
-      const elapsedRealtimeMs = this.#readElapsedRealtime()
+      const elapsedRealtimeMs = this.#js.elapsedRealtime()
       this.#native(() => native.limiterRefund(REGISTRY, this.#index, n, takenMonotonicMs, takenWallMs, elapsedRealtimeMs))
     }
   }
 
-  /** A JS clock's two readings for a call made outside the hot path (undefined for native clocks; NaN once latched). */
+  /** A JS clock's two readings for a call made outside the hot path (none for native clocks; NaN once latched). */
   #readJsClock() {
-    const js = this.#js
-    if (js === undefined || js.clock === undefined) return [undefined, undefined]
-    if (js.latched) return [NaN, NaN]
-    enterClock(js)
-    try {
-      return [readClock(js.clock, 'monotonicMs'), readClock(js.clock, 'wallMs')]
-    } finally {
-      js.reading = false
-    }
+    return this.#js === undefined ? NOT_READ : this.#js.readings()
   }
 
   /** A native call of the slow paths, its coded errors made public (a regression latches). */
@@ -156,7 +122,7 @@ class QuotaClock {
     let status = this.#native(() => native.limiterStatus(REGISTRY, this.#index, monotonicMs, wallMs, undefined))
     if (status.needsReader) {
       const { takenMonotonicMs, takenWallMs } = status
-      const elapsedRealtimeMs = this.#readElapsedRealtime()
+      const elapsedRealtimeMs = this.#js.elapsedRealtime()
       status = this.#native(() => native.limiterStatus(REGISTRY, this.#index, takenMonotonicMs, takenWallMs, elapsedRealtimeMs))
     }
     return {
