@@ -1,0 +1,27 @@
+'use strict'
+// What users read (the README, the types, the shipped JS and the command's help) cites no
+// document they cannot see: no "SPEC", no bare "§n" (an RFC's section, "RFC 9651 §3.3.1", is fine).
+
+const { test } = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
+
+const ROOT = path.join(__dirname, '..')
+const jsUnder = (dir) => fs.readdirSync(path.join(ROOT, dir), { recursive: true }).filter((file) => /\.(c|m)?js$|\.d\.ts$/.test(file)).map((file) => path.join(dir, file))
+const FILES = ['README.md', 'benchmark/README.md', 'index.js', 'index.mjs', 'index.d.ts', ...jsUnder('lib'), ...jsUnder('bin')]
+
+/** The lines of `text` that cite an unseen document. */
+function citations(text) {
+  return text.split('\n').filter((line) => /\bSPEC\b(?!_)/.test(line) || /(?<!RFC \d+ )§/.test(line))
+}
+
+test('the check finds a citation when there is one (it can fail)', () => {
+  assert.equal(citations('ok\n// the limit (SPEC §5)\nsee §6\nRFC 9651 §3.3.1').length, 2)
+})
+
+for (const file of FILES) {
+  test(`${file} cites no document users cannot see`, () => {
+    assert.deepEqual(citations(fs.readFileSync(path.join(ROOT, file), 'utf8')), [])
+  })
+}
