@@ -8,7 +8,7 @@
 use crate::anomaly::{Anomaly, CallDeltas};
 use crate::calendar::MAX_WALL_MS;
 use crate::clock::{
-    finite, reconcile, tolerance_ms, ClockSource, ReaderBaseline, Reading, SuspendPolicy,
+    clocks_agree, finite, reconcile, ClockSource, ReaderBaseline, Reading, SuspendPolicy,
     WallDivergence,
 };
 use crate::error::Error;
@@ -179,9 +179,8 @@ impl Reconciler {
     pub fn quiet_delta(&self, monotonic_ms: f64, wall_ms: f64) -> Option<f64> {
         let dm = monotonic_ms - self.last_monotonic_ms;
         let dw = wall_ms - self.last_wall_ms;
-        let tol = tolerance_ms(dm);
-        // Written so that a NaN anywhere fails it.
-        let agree = dm >= 0.0 && dw >= dm - tol && dw <= dm + tol;
+        // (A regression, dm < 0, is the general path's to report.)
+        let agree = dm >= 0.0 && clocks_agree(dm, dw);
         (agree && self.regression.is_none()).then_some(dm)
     }
 

@@ -7,7 +7,8 @@ mod system;
 use crate::error::Error;
 pub use manual::ManualClock;
 pub use reconcile::{
-    reconcile, tolerance_ms, ReaderBaseline, Reconciliation, SuspendPolicy, WallDivergence,
+    clocks_agree, reconcile, tolerance_ms, ReaderBaseline, Reconciliation, SuspendPolicy,
+    WallDivergence,
 };
 
 pub use system::{boottime_ms, monotonic_ms, wall_ms, SystemClock, BOOTTIME_SUPPORTED};

@@ -64,6 +64,15 @@ pub fn tolerance_ms(monotonic_delta_ms: f64) -> f64 {
     250.0 + 0.0005 * monotonic_delta_ms
 }
 
+/// The rule's first test, and the usual answer: the wall delta is within `tol` of the monotonic
+/// delta, so both clocks moved together. Written so that a NaN anywhere fails it. The quiet path
+/// of each limiter asks this too, before it takes the monotonic delta as what to credit.
+#[inline(always)]
+pub fn clocks_agree(monotonic_delta_ms: f64, wall_delta_ms: f64) -> bool {
+    let tol = tolerance_ms(monotonic_delta_ms);
+    wall_delta_ms >= monotonic_delta_ms - tol && wall_delta_ms <= monotonic_delta_ms + tol
+}
+
 /// The one place the reconciliation rule lives. `read_elapsed_realtime` is called only when the
 /// wall clock runs ahead and a reader exists (`baseline` is `Some`), so the usual call reads two
 /// clocks. On a reader error nothing has changed. Clock anomalies are pushed onto `anomalies`.
@@ -86,6 +95,12 @@ pub fn reconcile(
         credited_ms,
     };
 
+    if clocks_agree(dm, dw) {
+        return Ok(Reconciliation {
+            credited_ms: dm,
+            divergence: WallDivergence::Agree,
+        });
+    }
     if dw < dm - tol {
         // The wall was set back: the monotonic delta is the whole truth.
         anomalies.push(Anomaly::wall_step(deltas(dm), dw - dm));
@@ -96,6 +111,8 @@ pub fn reconcile(
     }
     let wall_ahead = dw > dm + tol;
     if !wall_ahead {
+        // Neither behind nor ahead, yet not agreeing: a delta too large to compare (an infinite
+        // one). It is credited as the clocks agreeing, as it always was.
         return Ok(Reconciliation {
             credited_ms: dm,
             divergence: WallDivergence::Agree,
@@ -290,5 +307,36 @@ mod tests {
         assert!(error.is_err());
         assert_eq!(baseline, before);
         assert!(anomalies.is_empty());
+    }
+
+    /// The quiet paths' test and the rule's first row are one: for every pair of deltas,
+    /// `clocks_agree` holds exactly when `reconcile` answers `Agree` with nothing to report.
+    #[test]
+    fn clocks_agree_is_the_rules_first_row() {
+        let deltas = [
+            0.0, 0.5, 1.0, 100.0, 249.0, 250.0, 250.5, 251.0, 1_000.0, 10_000.0, 1e6, 1e9,
+        ];
+        for &dm in &deltas {
+            for &offset in &[
+                -1e7, -1_000.0, -300.0, -250.0, -1.0, 0.0, 1.0, 250.0, 300.0, 1e7,
+            ] {
+                let dw = dm + offset;
+                for policy in [
+                    SuspendPolicy::Ignore,
+                    SuspendPolicy::Credit,
+                    SuspendPolicy::Refuse,
+                ] {
+                    let (reconciliation, anomalies) = run(dm, dw, policy);
+                    let agreed = reconciliation.divergence == WallDivergence::Agree;
+                    assert_eq!(clocks_agree(dm, dw), agreed, "dm {dm}, dw {dw}");
+                    if agreed {
+                        assert!(anomalies.is_empty());
+                        assert_eq!(reconciliation.credited_ms, dm);
+                    }
+                }
+            }
+        }
+        assert!(!clocks_agree(f64::NAN, 0.0));
+        assert!(!clocks_agree(0.0, f64::NAN));
     }
 }
