@@ -1,29 +1,43 @@
 //! A token bucket refilled from real elapsed time (never from a wall delta directly).
 
-/// A token bucket's settings; the tokens held are the holder's state.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct BucketLimits {
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenBucket {
     /// Bucket size: the largest burst.
     pub capacity: f64,
     pub refill_per_second: f64,
+    /// Tokens held now; fractional between refills.
+    pub tokens: f64,
 }
 
-impl BucketLimits {
-    /// `tokens` plus the refill owed for `elapsed_ms` of real time, up to capacity.
-    #[inline(always)]
-    pub fn credit(&self, tokens: f64, elapsed_ms: f64) -> f64 {
-        refilled(tokens, elapsed_ms, self.refill_per_second, self.capacity)
+impl TokenBucket {
+    pub fn new(capacity: f64, refill_per_second: f64, initial_tokens: f64) -> TokenBucket {
+        TokenBucket {
+            capacity,
+            refill_per_second,
+            tokens: initial_tokens,
+        }
     }
 
-    /// `tokens` with `n` taken earlier given back, up to capacity.
+    /// Adds the refill owed for `elapsed_ms` of real time, up to capacity.
     #[inline]
-    pub fn give_back(&self, tokens: f64, n: f64) -> f64 {
-        (tokens + n).min(self.capacity)
+    pub fn credit(&mut self, elapsed_ms: f64) {
+        let refill = elapsed_ms * self.refill_per_second / 1000.0;
+        if refill > 0.0 {
+            self.tokens = (self.tokens + refill).min(self.capacity);
+        }
     }
 
-    /// How long until `tokens` refill to `n` (see [`refill_wait_ms`]).
-    pub fn wait_ms(&self, tokens: f64, n: f64) -> f64 {
-        refill_wait_ms(tokens, n, self.refill_per_second)
+    /// Returns `n` tokens taken earlier, up to capacity.
+    #[inline]
+    pub fn give_back(&mut self, n: f64) {
+        self.tokens = (self.tokens + n).min(self.capacity);
+    }
+
+    /// `ceil((n - tokens) / refillPerSecond * 1000)`, or 0 when `n` tokens are there.
+    /// A wait too long for a finite number (a rate such as 5e-324) is the largest finite one: a
+    /// wait is always a number a caller can add to a time.
+    pub fn wait_ms(&self, n: f64) -> f64 {
+        refill_wait_ms(self.tokens, n, self.refill_per_second)
     }
 }
 
@@ -41,7 +55,7 @@ pub fn refill_wait_ms(tokens: f64, n: f64, refill_per_second: f64) -> f64 {
 }
 
 /// Tokens after `elapsed_ms` of real time refilled at `refill_per_second`, up to capacity (the
-/// arithmetic of [`BucketLimits::credit`]).
+/// arithmetic of [`TokenBucket::credit`], for buckets stored elsewhere).
 #[inline(always)]
 pub fn refilled(tokens: f64, elapsed_ms: f64, refill_per_second: f64, capacity: f64) -> f64 {
     let refill = elapsed_ms * refill_per_second / 1000.0;
@@ -56,37 +70,26 @@ pub fn refilled(tokens: f64, elapsed_ms: f64, refill_per_second: f64, capacity: 
 mod tests {
     use super::*;
 
-    fn limits(capacity: f64, refill_per_second: f64) -> BucketLimits {
-        BucketLimits {
-            capacity,
-            refill_per_second,
-        }
-    }
-
     #[test]
     fn refill_is_proportional_to_elapsed_time_and_capped_at_capacity() {
-        let bucket = limits(10.0, 2.0);
-        let tokens = bucket.credit(0.0, 1_500.0);
-        assert_eq!(tokens, 3.0);
-        assert_eq!(bucket.credit(tokens, 1e12), 10.0);
-        assert_eq!(
-            bucket.credit(tokens, -5.0),
-            tokens,
-            "no refill for a negative time"
-        );
-        assert_eq!(bucket.give_back(9.5, 3.0), 10.0);
+        let mut bucket = TokenBucket::new(10.0, 2.0, 0.0);
+        bucket.credit(1_500.0);
+        assert_eq!(bucket.tokens, 3.0);
+        bucket.credit(1e12);
+        assert_eq!(bucket.tokens, 10.0);
     }
 
     #[test]
     fn the_wait_is_the_missing_tokens_over_the_rate_rounded_up() {
-        let bucket = limits(10.0, 3.0);
-        assert_eq!(bucket.wait_ms(0.5, 1.0), 167.0);
-        assert_eq!(bucket.wait_ms(0.5, 0.5), 0.0);
+        let bucket = TokenBucket::new(10.0, 3.0, 0.5);
+        assert_eq!(bucket.wait_ms(1.0), 167.0);
+        assert_eq!(bucket.wait_ms(0.5), 0.0);
     }
 
     #[test]
     fn a_wait_too_long_for_a_finite_number_is_the_largest_finite_one() {
-        assert_eq!(limits(5.0, 5e-324).wait_ms(0.0, 1.0), f64::MAX);
-        assert_eq!(limits(1e300, 1e-10).wait_ms(0.0, 1e300), f64::MAX);
+        let bucket = TokenBucket::new(5.0, 5e-324, 0.0);
+        assert_eq!(bucket.wait_ms(1.0), f64::MAX);
+        assert_eq!(TokenBucket::new(1e300, 1e-10, 0.0).wait_ms(1e300), f64::MAX);
     }
 }

@@ -3,7 +3,7 @@ use crate::anomaly::AnomalyKind;
 use crate::calendar::RawPeriodSpec;
 use crate::clock::ManualClock;
 use crate::limiter::{Limiter, LimiterConfig, RetryBasis};
-use crate::quota::QuotaPolicy;
+use crate::quota::Quota;
 
 const JAN_15_2024: f64 = 1_705_276_800_000.0;
 const DAY_MS: f64 = 86_400_000.0;
@@ -498,7 +498,7 @@ fn for_one_key_a_keyed_limiter_decides_exactly_as_a_quota_clock_on_the_same_hist
             refill_per_second: 3.0,
             initial_tokens: 2.0,
             suspend_policy,
-            quota: limit.map(|limit| QuotaPolicy::new(limit, spec("day", "UTC"))),
+            quota: limit.map(|limit| Quota::new(limit, spec("day", "UTC"))),
             earliest_plausible_wall_ms: Some(1_577_836_800_000.0),
         };
         let mut single = Limiter::new(config, &mut clock.clone()).unwrap();

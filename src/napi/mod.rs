@@ -1,5 +1,12 @@
-//! The only code that knows about JavaScript: classes, option conversion, errors, the
-//! threadsafe anomaly callback and the shared result buffer of the hot path.
+//! The only code that knows about JavaScript, by concern:
+//! - `contract`: the JS↔native contract (codes, unions, result-buffer layout), read at load;
+//! - `options`: the create entry points' input objects and their checks;
+//! - `buffer`: the shared result buffer of the hot paths;
+//! - `registry`, `consume`, `limiter`: `QuotaClock`'s registries, its `tryConsume`, its other
+//!   entry points; `keyed/`: `KeyedQuotaClock`'s;
+//! - `clock`, `calendar`, `anomaly`, `errors`, `raw`: clock sources, `periodFor`, anomaly
+//!   delivery, coded errors, raw N-API functions;
+//! - `probes` (cargo feature `probes` only): the benchmark's and the lifecycle tests' probes.
 
 mod anomaly;
 mod buffer;

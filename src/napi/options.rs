@@ -9,7 +9,7 @@ use super::errors::{coded, invalid_arg, CodedResult};
 use crate::anomaly::js_number;
 use crate::clock::{SuspendPolicy, SystemClock};
 use crate::limiter::LimiterConfig;
-use crate::quota::QuotaPolicy;
+use crate::quota::Quota;
 
 pub(crate) const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
@@ -143,7 +143,7 @@ pub(crate) fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig
                     )
                 },
             )?;
-            Some(QuotaPolicy::new(
+            Some(Quota::new(
                 limit as u64,
                 parse_spec(period, "quota.period")?,
             ))
