@@ -4,11 +4,11 @@
 
 const native = require('./binding.js')
 const { registerListener, toAnomaly } = require('./anomalies.js')
-const { periodSpecInput, toPeriod } = require('./calendar.js')
+const { toPeriod } = require('./calendar.js')
 const { startingReadings, JsClock } = require('./clocks.js')
 const { toPublicError, callNative, internalError } = require('./errors.js')
 const { rememberLimiter } = require('./http/limiter-facts.js')
-const { parseOptions } = require('./options.js')
+const { parseOptions, checkPositive, checkInitialTokens, quotaInput, checkPositiveCount } = require('./options.js')
 const { LAYOUT, AT, STATUS, OPERATION, BASIS } = require('./contract.js')
 const { REGISTRY, NO_ANOMALIES } = require('./registry.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError, checkNumber, thrownText } = require('./validate.js')
@@ -34,17 +34,6 @@ function checkKey(key) {
   }
 }
 
-/** `n` as for QuotaClock: a positive safe integer (its capacity bound is checked natively, per key). */
-function checkCount(n) {
-  if (!(typeof n === 'number' && Number.isSafeInteger(n) && n >= 1)) throw rangeError('ERR_INVALID_ARG', 'n', 'a positive safe integer', n)
-}
-
-function checkPositive(value, name) {
-  checkNumber(value, name)
-  if (!(Number.isFinite(value) && value > 0)) throw rangeError('ERR_INVALID_OPTION', name, 'a finite number > 0', value)
-  return value
-}
-
 /** A KeyPolicy merged with the defaults, type-checked; values are checked natively too. */
 function normalizePolicy(policy, path, defaults) {
   if (policy === undefined) return { ...defaults, path }
@@ -54,23 +43,15 @@ function normalizePolicy(policy, path, defaults) {
   const capacity = policy.capacity === undefined ? defaults.capacity : checkPositive(policy.capacity, `${path}.capacity`)
   const refillPerSecond = policy.refillPerSecond === undefined ? defaults.refillPerSecond : checkPositive(policy.refillPerSecond, `${path}.refillPerSecond`)
   let initialTokens
-  if (policy.initialTokens !== undefined) {
-    initialTokens = checkNumber(policy.initialTokens, `${path}.initialTokens`)
-    if (!(initialTokens >= 0 && initialTokens <= capacity)) throw rangeError('ERR_INVALID_OPTION', `${path}.initialTokens`, `a number from 0 to capacity (${capacity})`, initialTokens)
-  } else {
-    // The limiter's own initialTokens if it set one (never above this key's capacity), else a full bucket.
-    initialTokens = defaults.initialTokensGiven ? Math.min(defaults.initialTokens, capacity) : capacity
-  }
+  if (policy.initialTokens !== undefined) initialTokens = checkInitialTokens(policy.initialTokens, `${path}.initialTokens`, capacity)
+  // The limiter's own initialTokens if it set one (never above this key's capacity), else a full bucket.
+  else initialTokens = defaults.initialTokensGiven ? Math.min(defaults.initialTokens, capacity) : capacity
   let { quotaLimit, quotaPeriod } = defaults
   if (policy.quota === null) {
     quotaLimit = undefined
     quotaPeriod = undefined
   } else if (policy.quota !== undefined) {
-    if (!isPlainObject(policy.quota)) throw typeError('ERR_INVALID_OPTION', `${path}.quota`, 'an object { limit, period } or null', policy.quota)
-    const quota = readOptions(policy.quota, ['limit', 'period'], `${path}.quota`)
-    quotaLimit = checkNumber(quota.limit, `${path}.quota.limit`)
-    if (!(Number.isSafeInteger(quotaLimit) && quotaLimit >= 0)) throw rangeError('ERR_INVALID_OPTION', `${path}.quota.limit`, 'a non-negative safe integer (0 blocks every request)', quotaLimit)
-    quotaPeriod = periodSpecInput(quota.period, `${path}.quota.period`)
+    ;({ quotaLimit, quotaPeriod } = quotaInput(policy.quota, `${path}.quota`, 'an object { limit, period } or null'))
   }
   return { capacity, refillPerSecond, initialTokens, quotaLimit, quotaPeriod, path }
 }
@@ -181,7 +162,8 @@ class KeyedQuotaClock {
   /** `n` (default 1) against the key's own capacity; being limited is a value, not an error. */
   tryConsume(key, n = 1) {
     checkKey(key)
-    if (n !== 1) checkCount(n)
+    // `n`'s capacity bound is checked natively, against the key's own.
+    if (n !== 1) checkPositiveCount(n)
     const result = this.#result
     result[N_OR_STATUS] = n
     result[AT.operation] = CONSUME
@@ -193,7 +175,7 @@ class KeyedQuotaClock {
   /** Reconciles, then gives back `n` tokens and quota units; a key not held is left alone. */
   refund(key, n = 1) {
     checkKey(key)
-    if (n !== 1) checkCount(n)
+    if (n !== 1) checkPositiveCount(n)
     const result = this.#result
     result[N_OR_STATUS] = n
     result[AT.operation] = REFUND

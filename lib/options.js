@@ -9,37 +9,47 @@ const { coded, isPlainObject, readOptions, typeError, rangeError, checkNumber, c
 
 const OPTION_KEYS = ['capacity', 'refillPerSecond', 'initialTokens', 'suspendPolicy', 'quota', 'clock', 'onAnomaly', 'earliestPlausibleWallMs']
 const SUSPEND_POLICY_CHOICES = oneOf(SUSPEND_POLICIES)
+const NO_QUOTA = Object.freeze({ quotaLimit: undefined, quotaPeriod: undefined })
 const DEFAULT_EARLIEST_PLAUSIBLE_WALL_MS = Date.UTC(2020, 0, 1)
 const MISSING_SUSPEND_POLICY =
   "suspendPolicy is required and has no default: when the wall clock runs ahead of the monotonic clock and no elapsedRealtimeMs reader can tell a host suspend from a wall-clock step, only you know whether that time should refill the bucket ('credit'), be ignored ('ignore'), or make the call fail ('refuse'); received undefined"
+
+/** A finite number > 0 (a capacity, a refill rate). */
+function checkPositive(value, name) {
+  checkNumber(value, name)
+  if (!(Number.isFinite(value) && value > 0)) throw rangeError('ERR_INVALID_OPTION', name, 'a finite number > 0', value)
+  return value
+}
+
+/** A bucket's starting tokens: from 0 to its capacity. */
+function checkInitialTokens(value, name, capacity) {
+  checkNumber(value, name)
+  if (!(value >= 0 && value <= capacity)) throw rangeError('ERR_INVALID_OPTION', name, `a number from 0 to capacity (${capacity})`, value)
+  return value
+}
+
+/** A quota `{ limit, period }` at `path` (`expected` says what else the place accepts). */
+function quotaInput(quota, path, expected = 'an object { limit, period }') {
+  if (!isPlainObject(quota)) throw typeError('ERR_INVALID_OPTION', path, expected, quota)
+  const { limit, period } = readOptions(quota, ['limit', 'period'], path)
+  const quotaLimit = checkNumber(limit, `${path}.limit`)
+  if (!(Number.isSafeInteger(quotaLimit) && quotaLimit >= 0)) throw rangeError('ERR_INVALID_OPTION', `${path}.limit`, 'a non-negative safe integer (0 blocks every request)', quotaLimit)
+  return { quotaLimit, quotaPeriod: periodSpecInput(period, `${path}.period`) }
+}
 
 /** QuotaClock's options; `moreKeys` are read too and checked by the caller (KeyedQuotaClock's own). */
 function parseOptions(given, moreKeys = []) {
   if (!isPlainObject(given)) throw typeError('ERR_INVALID_OPTION', 'options', 'an object { capacity, refillPerSecond, suspendPolicy, ... }', given)
   const options = readOptions(given, moreKeys.length === 0 ? OPTION_KEYS : [...OPTION_KEYS, ...moreKeys], '')
-  const capacity = checkNumber(options.capacity, 'capacity')
-  if (!(Number.isFinite(capacity) && capacity > 0)) throw rangeError('ERR_INVALID_OPTION', 'capacity', 'a finite number > 0', capacity)
-  const refillPerSecond = checkNumber(options.refillPerSecond, 'refillPerSecond')
-  if (!(Number.isFinite(refillPerSecond) && refillPerSecond > 0)) throw rangeError('ERR_INVALID_OPTION', 'refillPerSecond', 'a finite number > 0', refillPerSecond)
-  let initialTokens = capacity
-  if (options.initialTokens !== undefined) {
-    initialTokens = checkNumber(options.initialTokens, 'initialTokens')
-    if (!(initialTokens >= 0 && initialTokens <= capacity)) throw rangeError('ERR_INVALID_OPTION', 'initialTokens', `a number from 0 to capacity (${capacity})`, initialTokens)
-  }
+  const capacity = checkPositive(options.capacity, 'capacity')
+  const refillPerSecond = checkPositive(options.refillPerSecond, 'refillPerSecond')
+  const initialTokens = options.initialTokens === undefined ? capacity : checkInitialTokens(options.initialTokens, 'initialTokens', capacity)
   const { suspendPolicy } = options
   if (suspendPolicy === undefined) throw coded(TypeError, 'ERR_INVALID_OPTION', MISSING_SUSPEND_POLICY)
   if (typeof suspendPolicy !== 'string') throw typeError('ERR_INVALID_OPTION', 'suspendPolicy', SUSPEND_POLICY_CHOICES, suspendPolicy)
   if (!SUSPEND_POLICIES.includes(suspendPolicy)) throw rangeError('ERR_INVALID_OPTION', 'suspendPolicy', SUSPEND_POLICY_CHOICES, suspendPolicy)
 
-  let quotaLimit
-  let quotaPeriod
-  if (options.quota !== undefined) {
-    if (!isPlainObject(options.quota)) throw typeError('ERR_INVALID_OPTION', 'quota', 'an object { limit, period }', options.quota)
-    const quota = readOptions(options.quota, ['limit', 'period'], 'quota')
-    quotaLimit = checkNumber(quota.limit, 'quota.limit')
-    if (!(Number.isSafeInteger(quotaLimit) && quotaLimit >= 0)) throw rangeError('ERR_INVALID_OPTION', 'quota.limit', 'a non-negative safe integer (0 blocks every request)', quotaLimit)
-    quotaPeriod = periodSpecInput(quota.period, 'quota.period')
-  }
+  const { quotaLimit, quotaPeriod } = options.quota === undefined ? NO_QUOTA : quotaInput(options.quota, 'quota')
 
   const clock = options.clock === undefined ? systemClock() : options.clock
   const clockArgs = clockArguments(clock)
@@ -76,4 +86,4 @@ function checkPositiveCount(n) {
 }
 
 
-module.exports = { parseOptions, checkCount, checkPositiveCount }
+module.exports = { parseOptions, checkPositive, checkInitialTokens, quotaInput, checkCount, checkPositiveCount }
