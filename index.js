@@ -1,7 +1,7 @@
 'use strict'
 // quota-clock-source: a rate limiter with a Rust core that keeps the monotonic and the wall clock
 // apart. This file only gathers the public API; each part lives in lib/ by concern:
-//   lib/binding.js      the native addon (and what to do when no binary fits this platform)
+//   lib/native.js       the native addon (and what to do when no binary fits this platform)
 //   lib/validate.js     coded type errors and option objects read once
 //   lib/errors.js       QuotaClockError and the mapping of native error codes
 //   lib/clocks.js       clock sources, and how a limiter reads the clock it is given

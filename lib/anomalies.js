@@ -5,7 +5,7 @@
 // alive), whose handler gets it. Ids are never reused: an anomaly still queued for a collected
 // limiter is dropped rather than delivered to a newer one.
 
-const native = require('./binding.js')
+const native = require('./native.js')
 const { REGISTRY } = require('./registry.js')
 const { warn } = require('./errors.js')
 const { thrownText, own } = require('./validate.js')

@@ -2,7 +2,7 @@
 // Calendar periods: the type checks of a period spec (its values are checked by the Rust
 // calendar) and `periodFor`, the period a wall-clock instant falls in.
 
-const native = require('./binding.js')
+const native = require('./native.js')
 const { PERIOD_UNITS, oneOf } = require('./contract.js')
 const { callNative } = require('./errors.js')
 const { isPlainObject, readOptions, typeError, checkNumber } = require('./validate.js')

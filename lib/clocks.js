@@ -2,7 +2,7 @@
 // Clock sources: systemClock(), procUptimeElapsedRealtime(), manualClock(), how a limiter reads
 // a clock it is given (natively where it can, in JS otherwise), and the checked JS readings.
 
-const native = require('./binding.js')
+const native = require('./native.js')
 const { QuotaClockError, callNative } = require('./errors.js')
 const { coded, describe, thrownText, isPlainObject, readOptions, typeError, checkNumber, checkFinite } = require('./validate.js')
 

@@ -3,7 +3,7 @@
 // codes and the class each is thrown as, the string unions' values, MAX_WALL_MS and the layout of
 // the result buffers (positions, statuses, operations). The JS face copies none of them.
 
-const native = require('./binding.js')
+const native = require('./native.js')
 
 const CONTRACT = native.contract()
 

@@ -2,7 +2,7 @@
 // KeyedQuotaClock, many keys in one limiter: argument checks, the policy call, and the decision
 // object. The Rust core holds every key.
 
-const native = require('./binding.js')
+const native = require('./native.js')
 const { registerListener, toAnomaly } = require('./anomalies.js')
 const { toPeriod } = require('./calendar.js')
 const { startingReadings, JsClock } = require('./clocks.js')

@@ -3,7 +3,7 @@
 // kept apart. The Rust core decides; this class checks arguments, reads JS clocks, and builds
 // the decision from the shared result buffer (lib/registry.js).
 
-const native = require('./binding.js')
+const native = require('./native.js')
 const { registerListener, toAnomaly } = require('./anomalies.js')
 const { toPeriod } = require('./calendar.js')
 const { startingReadings, JsClock, NOT_READ } = require('./clocks.js')

@@ -8,7 +8,7 @@
 // readings of a JS clock); out, the status, then the decision (or, status needsReader, the
 // readings a call took before it stopped for the JS elapsed-realtime reader).
 
-const native = require('./binding.js')
+const native = require('./native.js')
 const { LAYOUT, AT, STATUS, BASIS } = require('./contract.js')
 
 const RESULT = new Float64Array(LAYOUT.length)
