@@ -2,6 +2,7 @@
 // The native side of a limiter lives exactly as long as its JS object, on its own thread.
 const test = require('node:test')
 const assert = require('node:assert/strict')
+const { skipWithoutProbes } = require('./helpers/probes.js')
 const { spawnSync } = require('node:child_process')
 const path = require('node:path')
 
@@ -13,7 +14,7 @@ function runNode(args, script) {
   return child.stdout.trim()
 }
 
-test('a collected limiter frees its native slot, and slots are reused', () => {
+test('a collected limiter frees its native slot, and slots are reused', { skip: skipWithoutProbes }, () => {
   const out = runNode(
     ['--expose-gc'],
     `
@@ -142,7 +143,7 @@ test('a limiter with its own onAnomaly closure stays far below a threadsafe func
   assert.ok(Number(out) < 1536, `${out} bytes per limiter`)
 })
 
-test('an onAnomaly handler that refers to its own limiter does not keep it alive', () => {
+test('an onAnomaly handler that refers to its own limiter does not keep it alive', { skip: skipWithoutProbes }, () => {
   const out = runNode(
     ['--expose-gc'],
     `
