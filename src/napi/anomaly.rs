@@ -129,23 +129,11 @@ unsafe extern "C" fn trampoline(
     env: sys::napi_env,
     info: sys::napi_callback_info,
 ) -> sys::napi_value {
-    let mut argc = 1usize;
-    let mut argv = [ptr::null_mut(); 1];
-    let mut data: *mut c_void = ptr::null_mut();
-    // SAFETY: N-API's own env and info; room for one argument.
-    let status = unsafe {
-        sys::napi_get_cb_info(
-            env,
-            info,
-            &mut argc,
-            argv.as_mut_ptr(),
-            ptr::null_mut(),
-            &mut data,
-        )
-    };
-    if status != sys::Status::napi_ok || data.is_null() {
+    // SAFETY: N-API's own env and info.
+    let Some(call) = (unsafe { super::raw::one_argument_call(env, info) }) else {
         return ptr::null_mut();
-    }
+    };
+    let (arguments, data) = ([call.first], call.data);
     // SAFETY: `data` is the `WeakDispatcher` of `build_dispatcher`, freed only by the finalizer.
     let dispatcher = unsafe { &*(data as *const WeakDispatcher) };
     let mut target = ptr::null_mut();
@@ -159,7 +147,7 @@ unsafe extern "C" fn trampoline(
             return ptr::null_mut();
         }
         sys::napi_get_undefined(env, &mut receiver);
-        if sys::napi_call_function(env, receiver, target, 1, argv.as_ptr(), &mut result)
+        if sys::napi_call_function(env, receiver, target, 1, arguments.as_ptr(), &mut result)
             == sys::Status::napi_pending_exception
         {
             // The JS face catches what handlers throw; whatever still gets here is dropped rather

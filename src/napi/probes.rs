@@ -97,23 +97,14 @@ unsafe extern "C" fn read_key(
     env: sys::napi_env,
     info: sys::napi_callback_info,
 ) -> sys::napi_value {
-    let mut argc = 1usize;
-    let mut argv = [ptr::null_mut(); 1];
-    let mut data: *mut c_void = ptr::null_mut();
-    // SAFETY: N-API's own env and info; room for one argument.
-    let status = unsafe {
-        sys::napi_get_cb_info(
-            env,
-            info,
-            &mut argc,
-            argv.as_mut_ptr(),
-            ptr::null_mut(),
-            &mut data,
-        )
+    // SAFETY: N-API's own env and info.
+    let Some(call) = (unsafe { super::raw::one_argument_call(env, info) }) else {
+        return ptr::null_mut();
     };
-    if status != sys::Status::napi_ok || data.is_null() || argc < 1 {
+    if call.argc < 1 {
         return ptr::null_mut();
     }
+    let (first, data) = (call.first, call.data);
     // SAFETY: `data` is the leaked `KeyRead` of `key_probe`, alive until the finalizer.
     let mode = unsafe { *(data as *const KeyRead) };
     let mut len = 0usize;
@@ -124,7 +115,7 @@ unsafe extern "C" fn read_key(
             unsafe {
                 sys::napi_get_value_string_utf8(
                     env,
-                    argv[0],
+                    first,
                     bytes.as_mut_ptr().cast(),
                     bytes.len(),
                     &mut len,
@@ -136,7 +127,7 @@ unsafe extern "C" fn read_key(
             unsafe {
                 sys::napi_get_value_string_latin1(
                     env,
-                    argv[0],
+                    first,
                     bytes.as_mut_ptr().cast(),
                     bytes.len(),
                     &mut len,
@@ -148,7 +139,7 @@ unsafe extern "C" fn read_key(
             unsafe {
                 sys::napi_get_value_string_utf16(
                     env,
-                    argv[0],
+                    first,
                     units.as_mut_ptr(),
                     units.len(),
                     &mut len,

@@ -37,6 +37,46 @@ pub(crate) unsafe fn callback_data(
     }
 }
 
+/// What a raw function taking one argument was called with.
+pub(crate) struct OneArgumentCall {
+    /// How many arguments the caller passed (N-API fills a missing first one with `undefined`).
+    pub argc: usize,
+    pub first: sys::napi_value,
+    /// The `data` pointer the function was created with; never null.
+    pub data: *mut c_void,
+}
+
+/// The first argument and the `data` pointer of a call to a raw function (`None` if N-API
+/// refuses, or the function has no data).
+///
+/// # Safety
+/// `env` and `info` must be the ones N-API passed to the callback.
+#[inline(always)]
+pub(crate) unsafe fn one_argument_call(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+) -> Option<OneArgumentCall> {
+    let mut argc = 1usize;
+    let mut argv = [ptr::null_mut(); 1];
+    let mut data: *mut c_void = ptr::null_mut();
+    // SAFETY: per the caller; room for one argument.
+    let status = unsafe {
+        sys::napi_get_cb_info(
+            env,
+            info,
+            &mut argc,
+            argv.as_mut_ptr(),
+            ptr::null_mut(),
+            &mut data,
+        )
+    };
+    (status == sys::Status::napi_ok && !data.is_null()).then_some(OneArgumentCall {
+        argc,
+        first: argv[0],
+        data,
+    })
+}
+
 /// A JS function calling `callback` with `data`, which `finalize` releases once the function has
 /// been collected. `None` if N-API refuses; the caller then still owns `data`.
 ///

@@ -213,23 +213,11 @@ unsafe extern "C" fn keyed_call(
     env: sys::napi_env,
     info: sys::napi_callback_info,
 ) -> sys::napi_value {
-    let mut argc = 1usize;
-    let mut argv = [ptr::null_mut(); 1];
-    let mut data: *mut c_void = ptr::null_mut();
-    // SAFETY: N-API's own env and info; room for one argument.
-    let status = unsafe {
-        sys::napi_get_cb_info(
-            env,
-            info,
-            &mut argc,
-            argv.as_mut_ptr(),
-            ptr::null_mut(),
-            &mut data,
-        )
-    };
-    if status != sys::Status::napi_ok || data.is_null() {
+    // SAFETY: N-API's own env and info.
+    let Some(call) = (unsafe { crate::napi::raw::one_argument_call(env, info) }) else {
         return ptr::null_mut();
-    }
+    };
+    let (argc, first, data) = (call.argc, call.first, call.data);
     // SAFETY: `data` is an `Rc<KeyedCell>` leaked in `call_function` and released only by the
     // function's finalizer, so it is alive while the function can be called.
     let cell = unsafe { &*(data as *const KeyedCell) };
@@ -244,7 +232,7 @@ unsafe extern "C" fn keyed_call(
             return Err(coded("ERR_INVALID_ARG", "key must be a string"));
         }
         let mut scratch = KeyScratch::new();
-        let key = scratch.read(env, argv[0])?;
+        let key = scratch.read(env, first)?;
         state.call(key)
     }));
     let error = match outcome {
