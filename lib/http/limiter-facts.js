@@ -8,6 +8,7 @@
 
 const facts = new WeakMap()
 const UNKNOWN = Object.freeze({ readWallMs: Date.now, sameLimitsForEveryKey: false })
+const SYSTEM_CLOCK_FACTS = [UNKNOWN, Object.freeze({ readWallMs: Date.now, sameLimitsForEveryKey: true })]
 
 /** The wall reading of a limiter's clock (lib/clocks.js's `clockArguments` result) as a JS function. */
 function wallReaderOf({ kind, manual, clock }) {
@@ -18,7 +19,12 @@ function wallReaderOf({ kind, manual, clock }) {
 
 /** Called by the limiter constructors with their clock arguments. */
 function rememberLimiter(limiter, clockArgs, sameLimitsForEveryKey) {
-  facts.set(limiter, Object.freeze({ readWallMs: wallReaderOf(clockArgs), sameLimitsForEveryKey }))
+  const readWallMs = wallReaderOf(clockArgs)
+  // Limiters on the system clocks share one frozen record: no object and closure per limiter.
+  const record = readWallMs === Date.now
+    ? SYSTEM_CLOCK_FACTS[sameLimitsForEveryKey ? 1 : 0]
+    : Object.freeze({ readWallMs, sameLimitsForEveryKey })
+  facts.set(limiter, record)
 }
 
 /** `{ readWallMs, sameLimitsForEveryKey }`; for a limiter made elsewhere, Date.now and false. */
