@@ -7,6 +7,7 @@ use super::calendar::{parse_spec, PeriodSpecInput};
 use super::clock::{ClockHandle, NativeManualClock, Supplied};
 use super::errors::{coded, invalid_arg, CodedResult};
 use crate::anomaly::js_number;
+use crate::calendar::PeriodSpec;
 use crate::clock::{SuspendPolicy, SystemClock};
 use crate::limiter::LimiterConfig;
 use crate::quota::Quota;
@@ -94,16 +95,20 @@ fn check(condition: bool, message: impl FnOnce() -> String) -> CodedResult<()> {
     }
 }
 
-pub(crate) fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig> {
-    let LimiterOptions {
-        capacity,
-        refill_per_second,
-        initial_tokens,
-        ..
-    } = *options;
+/// The limits a limiter's options and a key's policy share, checked: capacity, refill rate,
+/// initial tokens and the quota. `prefix` is how messages name their owner: `""` for a limiter's
+/// options, `policy("tenant-1").` for a key's.
+pub(crate) fn check_limits(
+    prefix: &str,
+    capacity: f64,
+    refill_per_second: f64,
+    initial_tokens: f64,
+    quota_limit: Option<f64>,
+    quota_period: Option<&PeriodSpecInput>,
+) -> CodedResult<Option<(u64, PeriodSpec)>> {
     check(capacity.is_finite() && capacity > 0.0, || {
         format!(
-            "capacity must be a finite number > 0; received {}",
+            "{prefix}capacity must be a finite number > 0; received {}",
             js_number(capacity)
         )
     })?;
@@ -111,18 +116,58 @@ pub(crate) fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig
         refill_per_second.is_finite() && refill_per_second > 0.0,
         || {
             format!(
-                "refillPerSecond must be a finite number > 0; received {}",
+                "{prefix}refillPerSecond must be a finite number > 0; received {}",
                 js_number(refill_per_second)
             )
         },
     )?;
     check((0.0..=capacity).contains(&initial_tokens), || {
         format!(
-            "initialTokens must be a number from 0 to capacity ({}); received {}",
+            "{prefix}initialTokens must be a number from 0 to capacity ({}); received {}",
             js_number(capacity),
             js_number(initial_tokens)
         )
     })?;
+    match (quota_period, quota_limit) {
+        (Some(period), Some(limit)) => {
+            check(
+                limit >= 0.0 && limit.fract() == 0.0 && limit <= MAX_SAFE_INTEGER,
+                || {
+                    format!(
+                        "{prefix}quota.limit must be a non-negative safe integer; received {}",
+                        js_number(limit)
+                    )
+                },
+            )?;
+            Ok(Some((
+                limit as u64,
+                parse_spec(period, &format!("{prefix}quota.period"))?,
+            )))
+        }
+        (None, None) => Ok(None),
+        _ => Err(coded(
+            "ERR_INVALID_OPTION",
+            format!("{prefix}quota needs both limit and period"),
+        )),
+    }
+}
+
+pub(crate) fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig> {
+    let LimiterOptions {
+        capacity,
+        refill_per_second,
+        initial_tokens,
+        ..
+    } = *options;
+    let quota = check_limits(
+        "",
+        capacity,
+        refill_per_second,
+        initial_tokens,
+        options.quota_limit,
+        options.quota_period.as_ref(),
+    )?
+    .map(|(limit, spec)| Quota::new(limit, spec));
     let suspend_policy = SuspendPolicy::parse(&options.suspend_policy).ok_or_else(|| {
         coded(
             "ERR_INVALID_OPTION",
@@ -132,30 +177,6 @@ pub(crate) fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig
             ),
         )
     })?;
-    let quota = match (&options.quota_period, options.quota_limit) {
-        (Some(period), Some(limit)) => {
-            check(
-                limit >= 0.0 && limit.fract() == 0.0 && limit <= MAX_SAFE_INTEGER,
-                || {
-                    format!(
-                        "quota.limit must be a non-negative safe integer; received {}",
-                        js_number(limit)
-                    )
-                },
-            )?;
-            Some(Quota::new(
-                limit as u64,
-                parse_spec(period, "quota.period")?,
-            ))
-        }
-        (None, None) => None,
-        _ => {
-            return Err(coded(
-                "ERR_INVALID_OPTION",
-                "quota needs both limit and period",
-            ))
-        }
-    };
     if let Some(earliest) = options.earliest_plausible_wall_ms {
         check(earliest.is_finite(), || {
             format!(
