@@ -212,6 +212,24 @@ pub(crate) enum ClockHandle {
     },
 }
 
+impl ClockHandle {
+    /// The monotonic and wall readings of a natively read clock, for a hot path's quiet case;
+    /// `None` for a JS clock (the JS face reads it) or a manual clock borrowed elsewhere.
+    #[inline(always)]
+    pub(crate) fn native_readings(&self) -> Option<(f64, f64)> {
+        match self {
+            ClockHandle::System(_) | ClockHandle::SystemWithReader => {
+                Some((clock::monotonic_ms(), clock::wall_ms()))
+            }
+            ClockHandle::Manual(manual) => manual
+                .try_borrow()
+                .ok()
+                .map(|manual| (manual.monotonic_ms, manual.wall_ms)),
+            ClockHandle::Js { .. } => None,
+        }
+    }
+}
+
 /// Readings the JS face took for this call; `None` where the clock is read natively.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Supplied {

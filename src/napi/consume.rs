@@ -17,7 +17,6 @@ use super::errors::{from_core, internal, invalid_arg};
 use super::raw::callback_data;
 use super::registry::Registry;
 use crate::anomaly::js_number;
-use crate::clock;
 use crate::contract::buffer;
 
 impl Registry {
@@ -47,15 +46,8 @@ impl Registry {
         if !(n >= 1.0 && n <= state.quiet_max_n) {
             return false;
         }
-        let (monotonic_ms, wall_ms) = match &state.clock {
-            ClockHandle::System(_) | ClockHandle::SystemWithReader => {
-                (clock::monotonic_ms(), clock::wall_ms())
-            }
-            ClockHandle::Manual(manual) => match manual.try_borrow() {
-                Ok(manual) => (manual.monotonic_ms, manual.wall_ms),
-                Err(_) => return false,
-            },
-            ClockHandle::Js { .. } => return false,
+        let Some((monotonic_ms, wall_ms)) = state.clock.native_readings() else {
+            return false;
         };
         // SAFETY: 1 ≤ n ≤ 2^53 - 1 (checked above), so it fits an i64.
         let count = unsafe { n.to_int_unchecked::<i64>() } as u64;

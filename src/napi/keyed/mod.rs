@@ -23,7 +23,6 @@ use napi::sys;
 use self::key::KeyScratch;
 use self::policy::count_for;
 use crate::anomaly::Anomaly;
-use crate::clock;
 use crate::contract::buffer;
 use crate::keyed::{Key, KeyPolicy, KeyedLimiter, Target, DEFAULT_POLICY};
 use crate::napi::buffer::{write_decision, ResultBuffer};
@@ -74,15 +73,8 @@ impl KeyedState {
         {
             return false;
         }
-        let (monotonic_ms, wall_ms) = match &self.clock {
-            ClockHandle::System(_) | ClockHandle::SystemWithReader => {
-                (clock::monotonic_ms(), clock::wall_ms())
-            }
-            ClockHandle::Manual(manual) => match manual.try_borrow() {
-                Ok(manual) => (manual.monotonic_ms, manual.wall_ms),
-                Err(_) => return false,
-            },
-            ClockHandle::Js { .. } => return false,
+        let Some((monotonic_ms, wall_ms)) = self.clock.native_readings() else {
+            return false;
         };
         // SAFETY: 1 ≤ n ≤ 2^53 - 1 (checked above), so it fits an i64.
         let count = unsafe { n.to_int_unchecked::<i64>() } as u64;
