@@ -2,11 +2,11 @@
 //! reconciled from fresh clock readings on every call.
 
 use crate::anomaly::{Anomaly, CallDeltas};
-use crate::bucket::TokenBucket;
+use crate::bucket::BucketLimits;
 use crate::calendar::Period;
 use crate::clock::{ClockSource, SuspendPolicy};
 use crate::error::Error;
-use crate::quota::Quota;
+use crate::quota::{QuotaPolicy, QuotaState};
 use crate::reconciler::Reconciler;
 
 /// Validated options (the binding checks types and ranges before building one).
@@ -16,7 +16,7 @@ pub struct LimiterConfig {
     pub refill_per_second: f64,
     pub initial_tokens: f64,
     pub suspend_policy: SuspendPolicy,
-    pub quota: Option<Quota>,
+    pub quota: Option<QuotaPolicy>,
     /// `None` turns the plausibility check off.
     pub earliest_plausible_wall_ms: Option<f64>,
 }
@@ -46,6 +46,35 @@ pub struct Decision {
     pub quota_remaining: Option<u64>,
 }
 
+impl Decision {
+    #[inline(always)]
+    fn allowed(tokens: f64, quota_remaining: Option<u64>) -> Decision {
+        Decision {
+            allowed: true,
+            retry_after_ms: 0.0,
+            retry_after_basis: None,
+            tokens,
+            quota_remaining,
+        }
+    }
+
+    #[inline(always)]
+    fn denied(
+        retry_after_ms: f64,
+        basis: RetryBasis,
+        tokens: f64,
+        quota_remaining: Option<u64>,
+    ) -> Decision {
+        Decision {
+            allowed: false,
+            retry_after_ms,
+            retry_after_basis: Some(basis),
+            tokens,
+            quota_remaining,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Status {
     pub tokens: f64,
@@ -65,11 +94,28 @@ pub(crate) fn longer_wait(bucket_wait_ms: f64, quota_wait_ms: Option<f64>) -> (f
     }
 }
 
+/// A limiter's settings, apart from its state. Held inline (one allocation more per limiter
+/// measurably grew an idle limiter and slowed the hot path); the period spec inside is shared
+/// behind `Arc`.
 #[derive(Clone, Debug)]
+pub struct LimiterPolicy {
+    pub bucket: BucketLimits,
+    pub quota: Option<QuotaPolicy>,
+}
+
+/// `QuotaClock`'s core: its settings ([`LimiterPolicy`]) and its state: the tokens, the quota's
+/// use in its open period, and the clocks' bookkeeping.
+// `repr(C)`: the fields the quiet path reads come first, in the order it reads them, so that
+// their offsets stay small and fixed (measured: the compiler's own order was ~0.2 ns slower).
+#[derive(Clone, Debug)]
+#[repr(C)]
 pub struct Limiter {
-    bucket: TokenBucket,
-    quota: Option<Quota>,
+    /// Tokens held now; fractional between refills.
+    tokens: f64,
+    policy: LimiterPolicy,
     reconciler: Reconciler,
+    /// Unused without a quota.
+    quota: QuotaState,
 }
 
 /// Fresh readings, reconciled and applied, ready for a decision.
@@ -85,13 +131,17 @@ impl Limiter {
             config.earliest_plausible_wall_ms,
             clock,
         )?;
-        let mut limiter = Limiter {
-            bucket: TokenBucket::new(
-                config.capacity,
-                config.refill_per_second,
-                config.initial_tokens,
-            ),
+        let policy = LimiterPolicy {
+            bucket: BucketLimits {
+                capacity: config.capacity,
+                refill_per_second: config.refill_per_second,
+            },
             quota: config.quota,
+        };
+        let mut limiter = Limiter {
+            policy,
+            tokens: config.initial_tokens,
+            quota: QuotaState::default(),
             reconciler,
         };
         if limiter.reconciler.is_plausible(wall_ms) {
@@ -100,23 +150,34 @@ impl Limiter {
                 wall_delta_ms: 0.0,
                 credited_ms: 0.0,
             };
-            if let Some(quota) = limiter.quota.as_mut() {
-                quota.observe(wall_ms, deltas, &mut Vec::new());
+            if let Some(quota) = limiter.policy.quota.as_ref() {
+                limiter
+                    .quota
+                    .observe(quota, wall_ms, deltas, &mut Vec::new());
             }
         }
         Ok(limiter)
     }
 
     pub fn capacity(&self) -> f64 {
-        self.bucket.capacity
+        self.policy.bucket.capacity
     }
 
     pub fn has_quota(&self) -> bool {
-        self.quota.is_some()
+        self.policy.quota.is_some()
     }
 
-    pub fn quota(&self) -> Option<&Quota> {
-        self.quota.as_ref()
+    /// The settings.
+    pub fn policy(&self) -> &LimiterPolicy {
+        &self.policy
+    }
+
+    /// The quota's settings and state, with a quota.
+    pub fn quota(&self) -> Option<(&QuotaPolicy, &QuotaState)> {
+        self.policy
+            .quota
+            .as_ref()
+            .map(|policy| (policy, &self.quota))
     }
 
     /// Reads the clocks, reconciles them, refills the bucket and brings the quota period up to date.
@@ -129,11 +190,15 @@ impl Limiter {
     ) -> Result<Observation, Error> {
         let reconciled = self
             .reconciler
-            .read(clock, self.quota.is_some(), anomalies)?;
-        self.bucket.credit(reconciled.deltas.credited_ms);
+            .read(clock, self.policy.quota.is_some(), anomalies)?;
+        self.tokens = self
+            .policy
+            .bucket
+            .credit(self.tokens, reconciled.deltas.credited_ms);
         self.reconciler.commit(&reconciled)?;
-        if let Some(quota) = self.quota.as_mut() {
-            quota.observe(reconciled.wall_ms, reconciled.deltas, anomalies);
+        if let Some(quota) = self.policy.quota.as_ref() {
+            self.quota
+                .observe(quota, reconciled.wall_ms, reconciled.deltas, anomalies);
         }
         Ok(Observation {
             wall_ms: reconciled.wall_ms,
@@ -165,14 +230,13 @@ impl Limiter {
         wall_ms: f64,
     ) -> Option<Decision> {
         let dm = self.reconciler.quiet_delta(monotonic_ms, wall_ms)?;
-        let plausible = self.reconciler.is_plausible(wall_ms);
-        if let Some(quota) = self.quota.as_mut() {
-            if !(plausible && quota.period.contains(wall_ms)) {
+        if self.policy.quota.is_some() {
+            if !(self.reconciler.is_plausible(wall_ms) && self.quota.period.contains(wall_ms)) {
                 return None;
             }
-            quota.period.hold();
+            self.quota.period.hold();
         }
-        self.bucket.credit(dm);
+        self.tokens = self.policy.bucket.credit(self.tokens, dm);
         self.reconciler.anchor(monotonic_ms, wall_ms);
         Some(self.decide(n, wall_ms))
     }
@@ -182,38 +246,36 @@ impl Limiter {
     fn decide(&mut self, n: u64, wall_ms: f64) -> Decision {
         // n ≤ capacity is a safe integer, so the signed conversion (one instruction) is exact.
         let wanted = n as i64 as f64;
-        let bucket_admits = self.bucket.tokens >= wanted;
-        let quota_admits = self.quota.as_ref().is_none_or(|quota| quota.admits(n));
-        if bucket_admits && quota_admits {
-            self.bucket.tokens -= wanted;
-            if let Some(quota) = self.quota.as_mut() {
-                quota.used += n;
+        let bucket_admits = self.tokens >= wanted;
+        // One branch on the quota's presence, so a limiter without one decides on its bucket
+        // alone.
+        if let Some(quota) = &self.policy.quota {
+            let quota_admits = self.quota.admits(quota, n);
+            if bucket_admits && quota_admits {
+                self.tokens -= wanted;
+                self.quota.used += n;
+                return Decision::allowed(self.tokens, Some(self.quota.remaining(quota)));
             }
-            return Decision {
-                allowed: true,
-                retry_after_ms: 0.0,
-                retry_after_basis: None,
-                tokens: self.bucket.tokens,
-                quota_remaining: self.quota.as_ref().map(Quota::remaining),
+            let bucket_wait_ms = if bucket_admits {
+                0.0
+            } else {
+                self.policy.bucket.wait_ms(self.tokens, wanted)
             };
+            let quota_wait_ms = (!quota_admits).then(|| self.quota.wait_ms(wall_ms));
+            let (retry_after_ms, basis) = longer_wait(bucket_wait_ms, quota_wait_ms);
+            return Decision::denied(
+                retry_after_ms,
+                basis,
+                self.tokens,
+                Some(self.quota.remaining(quota)),
+            );
         }
-        let bucket_wait_ms = if bucket_admits {
-            0.0
-        } else {
-            self.bucket.wait_ms(wanted)
-        };
-        let quota_wait_ms = match &self.quota {
-            Some(quota) if !quota_admits => Some(quota.wait_ms(wall_ms)),
-            _ => None,
-        };
-        let (retry_after_ms, basis) = longer_wait(bucket_wait_ms, quota_wait_ms);
-        Decision {
-            allowed: false,
-            retry_after_ms,
-            retry_after_basis: Some(basis),
-            tokens: self.bucket.tokens,
-            quota_remaining: self.quota.as_ref().map(Quota::remaining),
+        if bucket_admits {
+            self.tokens -= wanted;
+            return Decision::allowed(self.tokens, None);
         }
+        let wait_ms = self.policy.bucket.wait_ms(self.tokens, wanted);
+        Decision::denied(wait_ms, RetryBasis::MonotonicRefill, self.tokens, None)
     }
 
     /// `refund(n)`: reads and reconciles like `try_consume`, then gives back `n` tokens
@@ -226,10 +288,8 @@ impl Limiter {
         anomalies: &mut Vec<Anomaly>,
     ) -> Result<(), Error> {
         self.observe(clock, anomalies)?;
-        self.bucket.give_back(n as f64);
-        if let Some(quota) = self.quota.as_mut() {
-            quota.used = quota.used.saturating_sub(n);
-        }
+        self.tokens = self.policy.bucket.give_back(self.tokens, n as f64);
+        self.quota.used = self.quota.used.saturating_sub(n);
         Ok(())
     }
 
@@ -240,14 +300,12 @@ impl Limiter {
         anomalies: &mut Vec<Anomaly>,
     ) -> Result<Status, Error> {
         self.observe(clock, anomalies)?;
+        let quota = self.quota();
         Ok(Status {
-            tokens: self.bucket.tokens,
-            quota_used: self.quota.as_ref().map(|quota| quota.used),
-            quota_remaining: self.quota.as_ref().map(Quota::remaining),
-            period: self
-                .quota
-                .as_ref()
-                .and_then(|quota| quota.period.open.clone()),
+            tokens: self.tokens,
+            quota_used: quota.map(|(_, state)| state.used),
+            quota_remaining: quota.map(|(policy, state)| state.remaining(policy)),
+            period: quota.and_then(|(_, state)| state.period.open.clone()),
         })
     }
 }
@@ -273,7 +331,7 @@ mod tests {
         }
     }
 
-    fn daily_utc_quota(limit: u64) -> Quota {
+    fn daily_utc_quota(limit: u64) -> QuotaPolicy {
         let raw = RawPeriodSpec {
             unit: "day",
             time_zone: "UTC",
@@ -281,7 +339,7 @@ mod tests {
             anchor_month: None,
             anchor_time: None,
         };
-        Quota::new(limit, PeriodSpec::parse(&raw, "quota.period").unwrap())
+        QuotaPolicy::new(limit, PeriodSpec::parse(&raw, "quota.period").unwrap())
     }
 
     fn kinds(anomalies: &[Anomaly]) -> Vec<AnomalyKind> {
@@ -439,7 +497,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(error.code().as_str(), "ERR_IMPLAUSIBLE_WALL_CLOCK");
         assert_eq!(limiter.reconciler.last_monotonic_ms, 0.0);
-        assert_eq!(limiter.bucket.tokens, 0.0);
+        assert_eq!(limiter.tokens, 0.0);
         clock.wall_ms = JAN_15_2024;
         let mut anomalies = Vec::new();
         let decision = limiter.try_consume(1, &mut clock, &mut anomalies).unwrap();
@@ -578,7 +636,7 @@ mod tests {
                 .as_str(),
             "ERR_MONOTONIC_REGRESSION"
         );
-        assert_eq!(limiter.bucket.tokens, 0.0);
+        assert_eq!(limiter.tokens, 0.0);
     }
 
     #[test]

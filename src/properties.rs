@@ -10,7 +10,7 @@ use crate::calendar::{PeriodSpec, RawPeriodSpec};
 use crate::clock::{ManualClock, SuspendPolicy};
 use crate::error::Error;
 use crate::limiter::{Limiter, LimiterConfig};
-use crate::quota::Quota;
+use crate::quota::QuotaPolicy;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
 
@@ -144,7 +144,7 @@ fn build(setup: &Setup, clock: &mut ManualClock) -> Limiter {
             anchor_month: None,
             anchor_time: None,
         };
-        Quota::new(
+        QuotaPolicy::new(
             limit,
             PeriodSpec::parse(&raw, "quota.period").expect("generated specs are valid"),
         )
@@ -242,8 +242,8 @@ proptest! {
             // Observing fails exactly when the call does (status and tryConsume read alike).
             prop_assert_eq!(observed_status.is_err(), outcome.is_err());
             // The limiter's own state after the call, read without observing again.
-            if let Some(quota) = limiter.quota() {
-                prop_assert!(quota.used <= quota.limit, "quota used {} > limit {}", quota.used, quota.limit);
+            if let Some((policy, quota)) = limiter.quota() {
+                prop_assert!(quota.used <= policy.limit, "quota used {} > limit {}", quota.used, policy.limit);
                 // Periods never go backwards.
                 if let Some(period) = &quota.period.open {
                     if let Some(previous) = last_slot {

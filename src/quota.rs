@@ -2,6 +2,8 @@
 //! periods jumped over counted) on a forward one.
 
 use crate::anomaly::{Anomaly, CallDeltas};
+use std::sync::Arc;
+
 use crate::calendar::{Period, PeriodSpec};
 
 /// The open period of one period spec: held on a backwards step, advanced on a forward one.
@@ -98,40 +100,57 @@ impl OpenPeriod {
     }
 }
 
+/// A calendar quota's settings, shared by whatever holds its state: the limit, and the period
+/// spec behind `Arc` (its cache of date-line jumps is kept once, however many hold it).
 #[derive(Clone, Debug)]
-pub struct Quota {
+pub struct QuotaPolicy {
     pub limit: u64,
-    pub spec: PeriodSpec,
+    pub spec: Arc<PeriodSpec>,
+}
+
+impl QuotaPolicy {
+    pub fn new(limit: u64, spec: PeriodSpec) -> QuotaPolicy {
+        QuotaPolicy {
+            limit,
+            spec: Arc::new(spec),
+        }
+    }
+}
+
+/// A calendar quota's state: its spec's open period and the use in it.
+#[derive(Clone, Debug, Default)]
+pub struct QuotaState {
     pub period: OpenPeriod,
     /// Consumed in the open period.
     pub used: u64,
 }
 
-impl Quota {
-    pub fn new(limit: u64, spec: PeriodSpec) -> Quota {
-        Quota {
-            limit,
-            spec,
-            period: OpenPeriod::default(),
-            used: 0,
-        }
-    }
-
+impl QuotaState {
     /// Makes the open period the right one for `wall_ms` (or holds it), raising period anomalies;
     /// a new period starts at zero use.
-    pub fn observe(&mut self, wall_ms: f64, deltas: CallDeltas, anomalies: &mut Vec<Anomaly>) {
-        if self.period.observe(&self.spec, wall_ms, deltas, anomalies) {
+    pub fn observe(
+        &mut self,
+        policy: &QuotaPolicy,
+        wall_ms: f64,
+        deltas: CallDeltas,
+        anomalies: &mut Vec<Anomaly>,
+    ) {
+        if self
+            .period
+            .observe(&policy.spec, wall_ms, deltas, anomalies)
+        {
             self.used = 0;
         }
     }
 
-    pub fn remaining(&self) -> u64 {
-        self.limit.saturating_sub(self.used)
+    pub fn remaining(&self, policy: &QuotaPolicy) -> u64 {
+        policy.limit.saturating_sub(self.used)
     }
 
     /// Whether `n` more fit in the open period.
-    pub fn admits(&self, n: u64) -> bool {
-        n <= self.remaining()
+    #[inline(always)]
+    pub fn admits(&self, policy: &QuotaPolicy, n: u64) -> bool {
+        n <= self.remaining(policy)
     }
 
     /// `ceil(periodEnd - wallNow)`: when the open period ends.

@@ -108,7 +108,7 @@ pub struct SpecIdentity {
 }
 
 /// A validated `QuotaPeriodSpec`.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct PeriodSpec {
     unit: PeriodUnit,
     time_zone: Tz,
@@ -120,6 +120,19 @@ pub struct PeriodSpec {
     anchor_time_secs: i64,
     /// The zone's date-line jumps, found on the first `periods_between` of a day spec.
     date_line_jumps: OnceLock<Vec<DateLineJump>>,
+}
+
+/// The spec's settings; the cache of date-line jumps is not part of what it is.
+impl fmt::Debug for PeriodSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PeriodSpec")
+            .field("unit", &self.unit)
+            .field("time_zone", &self.time_zone)
+            .field("anchor_day", &self.anchor_day)
+            .field("anchor_month", &self.anchor_month)
+            .field("anchor_time_secs", &self.anchor_time_secs)
+            .finish_non_exhaustive()
+    }
 }
 
 fn start_ms(start: Resolved) -> f64 {

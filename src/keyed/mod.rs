@@ -20,6 +20,7 @@ mod snapshot;
 mod table;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 pub use snapshot::{Snapshot, SnapshotError};
 pub use table::{words_for, Key, KeyBuf};
@@ -31,7 +32,7 @@ use crate::calendar::{Period, PeriodSpec, SpecIdentity};
 use crate::clock::{ClockSource, SuspendPolicy};
 use crate::error::Error;
 use crate::limiter::{longer_wait, Decision};
-use crate::quota::OpenPeriod;
+use crate::quota::{OpenPeriod, QuotaPolicy};
 use crate::reconciler::{Reconciled, Reconciler};
 
 /// A key's limits, validated (`KeyPolicy` with the defaults filled in).
@@ -40,8 +41,7 @@ pub struct KeyPolicy {
     pub capacity: f64,
     pub refill_per_second: f64,
     pub initial_tokens: f64,
-    /// The limit and its period spec.
-    pub quota: Option<(u64, PeriodSpec)>,
+    pub quota: Option<QuotaPolicy>,
 }
 
 #[derive(Clone, Debug)]
@@ -102,7 +102,8 @@ impl Policy {
 
 #[derive(Debug)]
 struct SpecState {
-    spec: PeriodSpec,
+    /// Shared with the policies that named it (and with a `QuotaClock` made from the same options).
+    spec: Arc<PeriodSpec>,
     period: OpenPeriod,
     /// Keys stepped over by an eviction because they had use in this spec's open period.
     parked: List,
@@ -235,9 +236,9 @@ impl KeyedLimiter {
 
     /// A policy's id, shared with every key of equal limits.
     pub fn intern(&mut self, policy: KeyPolicy) -> PolicyId {
-        let quota = policy.quota.map(|(limit, spec)| PolicyQuota {
-            limit,
-            spec: self.intern_spec(spec),
+        let quota = policy.quota.map(|quota| PolicyQuota {
+            limit: quota.limit,
+            spec: self.intern_spec(quota.spec),
         });
         let entry = Policy {
             capacity: policy.capacity,
@@ -267,7 +268,7 @@ impl KeyedLimiter {
     }
 
     /// Takes a reference on the spec's state (made if new).
-    fn intern_spec(&mut self, spec: PeriodSpec) -> u32 {
+    fn intern_spec(&mut self, spec: Arc<PeriodSpec>) -> u32 {
         let identity = spec.identity();
         if let Some(&id) = self.spec_ids.get(&identity) {
             self.specs[id as usize].policies += 1;

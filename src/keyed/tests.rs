@@ -3,7 +3,7 @@ use crate::anomaly::AnomalyKind;
 use crate::calendar::RawPeriodSpec;
 use crate::clock::ManualClock;
 use crate::limiter::{Limiter, LimiterConfig, RetryBasis};
-use crate::quota::Quota;
+use crate::quota::QuotaPolicy;
 
 const JAN_15_2024: f64 = 1_705_276_800_000.0;
 const DAY_MS: f64 = 86_400_000.0;
@@ -24,7 +24,7 @@ fn policy(capacity: f64, quota: Option<u64>) -> KeyPolicy {
         capacity,
         refill_per_second: 1.0,
         initial_tokens: capacity,
-        quota: quota.map(|limit| (limit, spec("day", "UTC"))),
+        quota: quota.map(|limit| QuotaPolicy::new(limit, spec("day", "UTC"))),
     }
 }
 
@@ -142,7 +142,7 @@ fn keys_with_equal_specs_share_one_open_period_and_a_skip_is_reported_once_per_s
     )
     .unwrap();
     let tokyo = limiter.intern(KeyPolicy {
-        quota: Some((5, spec("day", "Asia/Tokyo"))),
+        quota: Some(QuotaPolicy::new(5, spec("day", "Asia/Tokyo"))),
         ..policy(10.0, None)
     });
     for name in ["a", "b"] {
@@ -303,7 +303,7 @@ fn a_deleted_key_comes_back_fresh_and_its_policy_is_released() {
     let mut clock = ManualClock::new(0.0, JAN_15_2024 + 1_000.0, None);
     let mut limiter = keyed(policy(10.0, None), 10, &mut clock);
     let plan = limiter.intern(KeyPolicy {
-        quota: Some((3, spec("month", "America/Los_Angeles"))),
+        quota: Some(QuotaPolicy::new(3, spec("month", "America/Los_Angeles"))),
         ..policy(2.0, None)
     });
     limiter
@@ -407,7 +407,7 @@ fn a_snapshot_restores_tokens_use_and_recency() {
     let mut same_day = ManualClock::new(0.0, JAN_15_2024 + 1_000.0, None);
     let mut restored = keyed(
         KeyPolicy {
-            quota: Some((5, spec("day", "Asia/Tokyo"))),
+            quota: Some(QuotaPolicy::new(5, spec("day", "Asia/Tokyo"))),
             ..policy(6.0, None)
         },
         10,
@@ -498,7 +498,7 @@ fn for_one_key_a_keyed_limiter_decides_exactly_as_a_quota_clock_on_the_same_hist
             refill_per_second: 3.0,
             initial_tokens: 2.0,
             suspend_policy,
-            quota: limit.map(|limit| Quota::new(limit, spec("day", "UTC"))),
+            quota: limit.map(|limit| QuotaPolicy::new(limit, spec("day", "UTC"))),
             earliest_plausible_wall_ms: Some(1_577_836_800_000.0),
         };
         let mut single = Limiter::new(config, &mut clock.clone()).unwrap();
@@ -506,7 +506,7 @@ fn for_one_key_a_keyed_limiter_decides_exactly_as_a_quota_clock_on_the_same_hist
             capacity: 8.0,
             refill_per_second: 3.0,
             initial_tokens: 2.0,
-            quota: limit.map(|limit| (limit, spec("day", "UTC"))),
+            quota: limit.map(|limit| QuotaPolicy::new(limit, spec("day", "UTC"))),
         };
         let config = KeyedConfig {
             defaults,
@@ -657,7 +657,7 @@ fn random_calls_keep_the_table_the_lists_and_the_policies_consistent() {
         let zones = ["UTC", "Asia/Tokyo", "America/New_York"];
         // Interned at each use, as the binding does (an id no key holds is freed).
         let plan = |i: usize| KeyPolicy {
-            quota: (i != 2).then(|| (2 + i as u64, spec("day", zones[i]))),
+            quota: (i != 2).then(|| QuotaPolicy::new(2 + i as u64, spec("day", zones[i]))),
             ..policy(2.0 + i as f64, None)
         };
         for _ in 0..600 {

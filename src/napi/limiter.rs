@@ -146,7 +146,7 @@ pub fn limiter_status(
                 quota_used: status.quota_used.map(|used| used as f64),
                 quota_remaining: status.quota_remaining.map(|remaining| remaining as f64),
                 period: match (state.limiter.quota(), &status.period) {
-                    (Some(quota), Some(period)) => Some(period_output(&quota.spec, period)),
+                    (Some((quota, _)), Some(period)) => Some(period_output(&quota.spec, period)),
                     _ => None,
                 },
             })
@@ -221,7 +221,7 @@ pub fn limiter_period_for(
 ) -> napi::Result<Option<PeriodOutput>> {
     guard(env, || {
         registry(registry_id)?.with_cell(index, |state| {
-            let Some(quota) = state.limiter.quota() else {
+            let Some((quota, _)) = state.limiter.quota() else {
                 return Ok(None);
             };
             check_wall_ms(wall_ms)?;

@@ -7,10 +7,9 @@ use super::calendar::{parse_spec, PeriodSpecInput};
 use super::clock::{ClockHandle, NativeManualClock, Supplied};
 use super::errors::{coded, invalid_arg, CodedResult};
 use crate::anomaly::js_number;
-use crate::calendar::PeriodSpec;
 use crate::clock::{SuspendPolicy, SystemClock};
 use crate::limiter::LimiterConfig;
-use crate::quota::Quota;
+use crate::quota::QuotaPolicy;
 
 pub(crate) const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
@@ -105,7 +104,7 @@ pub(crate) fn check_limits(
     initial_tokens: f64,
     quota_limit: Option<f64>,
     quota_period: Option<&PeriodSpecInput>,
-) -> CodedResult<Option<(u64, PeriodSpec)>> {
+) -> CodedResult<Option<QuotaPolicy>> {
     check(capacity.is_finite() && capacity > 0.0, || {
         format!(
             "{prefix}capacity must be a finite number > 0; received {}",
@@ -139,7 +138,7 @@ pub(crate) fn check_limits(
                     )
                 },
             )?;
-            Ok(Some((
+            Ok(Some(QuotaPolicy::new(
                 limit as u64,
                 parse_spec(period, &format!("{prefix}quota.period"))?,
             )))
@@ -166,8 +165,7 @@ pub(crate) fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig
         initial_tokens,
         options.quota_limit,
         options.quota_period.as_ref(),
-    )?
-    .map(|(limit, spec)| Quota::new(limit, spec));
+    )?;
     let suspend_policy = SuspendPolicy::parse(&options.suspend_policy).ok_or_else(|| {
         coded(
             "ERR_INVALID_OPTION",

@@ -92,7 +92,7 @@ pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<N
             capacity: limits.capacity,
             refill_per_second: limits.refill_per_second,
             initial_tokens: limits.initial_tokens,
-            quota: limits.quota.map(|quota| (quota.limit, quota.spec)),
+            quota: limits.quota,
         };
         let config = KeyedConfig {
             defaults,
