@@ -13,7 +13,38 @@ const path = require('node:path')
 const ROOT = path.resolve(__dirname, '..')
 const TSCONFIG = path.join(__dirname, 'types', 'tsconfig.json')
 const native = require('../binding.js')
+const { QuotaClock, manualClock } = require('..')
 const contract = native.contract()
+
+/** One anomaly of every kind, as the native side makes them (the JS face passes them on as they are). */
+function anomaliesOfEveryKind() {
+  const NOON = Date.UTC(2024, 0, 15, 12)
+  const make = ({ reader = false, quota, wallMs = NOON } = {}) => {
+    const clock = manualClock(reader ? { monotonicMs: 0, wallMs, elapsedRealtimeMs: 0 } : { monotonicMs: 0, wallMs })
+    return { clock, limiter: new QuotaClock({ capacity: 10, refillPerSecond: 1, suspendPolicy: 'credit', clock, quota }) }
+  }
+  const seen = []
+  const day = { limit: 10, period: { unit: 'day', timeZone: 'UTC' } }
+  let { clock, limiter } = make()
+  clock.advance(1000)
+  clock.stepWall(-60_000) // wall-step-back
+  seen.push(...limiter.tryConsume().anomalies)
+  clock.stepWall(30_000) // ambiguous-wall-jump (no reader)
+  seen.push(...limiter.tryConsume().anomalies)
+  ;({ clock, limiter } = make({ reader: true }))
+  clock.suspend(10_000)
+  clock.stepWall(45_000) // suspend and wall-step-forward
+  seen.push(...limiter.tryConsume().anomalies)
+  ;({ clock, limiter } = make({ quota: day }))
+  clock.advance(3 * 86_400_000) // period-skip
+  seen.push(...limiter.tryConsume().anomalies)
+  ;({ clock, limiter } = make({ quota: day, wallMs: Date.UTC(2024, 0, 15, 0, 0, 30) }))
+  clock.stepWall(-60_000) // period-regression
+  seen.push(...limiter.tryConsume().anomalies)
+  return seen
+}
+
+const ANOMALIES = anomaliesOfEveryKind()
 
 function tscScript() {
   const manifestPath = require.resolve('typescript/package.json', { paths: [ROOT] })
@@ -30,6 +61,7 @@ function unions(lists) {
     ["Period['startKind']", lists.startKinds],
     ["NonNullable<Decision['retryAfterBasis']>", lists.retryAfterBasis],
     ['QuotaClockErrorCode', lists.quotaClockErrorCodes],
+    ['keyof Anomaly', lists.anomalyFields],
   ]
 }
 
@@ -40,6 +72,8 @@ const LISTS = {
   startKinds: contract.startKinds,
   retryAfterBasis: contract.retryAfterBasis.map((entry) => entry.name),
   quotaClockErrorCodes: contract.errorCodes.filter((entry) => entry.class === 'QuotaClockError').map((entry) => entry.code),
+  // Every field an anomaly of some kind has.
+  anomalyFields: [...new Set(ANOMALIES.flatMap((anomaly) => Object.keys(anomaly)))],
 }
 
 /** Compiles a file that states, for each union, that it equals the contract's list; returns tsc's result. */
@@ -51,7 +85,7 @@ function compileEqualities(lists) {
       return `type Listed${i} = ${literal}\nexport const check${i}: Same<${type}, Listed${i}> = true`
     })
     const source = [
-      `import type { SuspendPolicy, AnomalyKind, QuotaPeriodSpec, Period, Decision, QuotaClockErrorCode } from ${JSON.stringify(path.join(ROOT, 'index.js'))}`,
+      `import type { SuspendPolicy, AnomalyKind, QuotaPeriodSpec, Period, Decision, QuotaClockErrorCode, Anomaly } from ${JSON.stringify(path.join(ROOT, 'index.js'))}`,
       'type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false',
       ...checks,
     ].join('\n')
@@ -70,6 +104,18 @@ test("index.d.ts's unions are exactly the native contract's lists", () => {
   for (const [name, values] of Object.entries(LISTS)) assert.ok(values.length > 0, `the contract's ${name} is empty`)
   const { status, output } = compileEqualities(LISTS)
   assert.equal(status, 0, `index.d.ts and the native contract disagree:\n${output}`)
+})
+
+test('the anomalies made for the check are one of every kind, each with the fields every kind has first, in one order', () => {
+  assert.deepEqual([...new Set(ANOMALIES.map((anomaly) => anomaly.kind))].sort(), [...contract.anomalyKinds].sort())
+  const common = ['kind', 'detail', 'monotonicDeltaMs', 'wallDeltaMs', 'creditedMs']
+  const order = LISTS.anomalyFields
+  for (const anomaly of ANOMALIES) {
+    const keys = Object.keys(anomaly)
+    assert.deepEqual(keys.slice(0, common.length), common, anomaly.kind)
+    assert.deepEqual(keys, [...keys].sort((a, b) => order.indexOf(a) - order.indexOf(b)), anomaly.kind)
+    assert.equal(Object.getPrototypeOf(anomaly), Object.prototype, 'a plain object')
+  }
 })
 
 test('the check fails when a list and a union differ, one value more or one less (it can fail)', () => {
@@ -100,6 +146,7 @@ test('the JS face keeps no copy of the contract: no list or buffer position is s
     [/'day',\s*'week',\s*'month',\s*'year'/, 'the period units'],
     [/'ERR_MONOTONIC_REGRESSION',\s*'ERR_/, 'a list of error codes'],
     [/8\.64e15|8_640_000_000_000_000/, 'MAX_WALL_MS'],
+    [/'suspendedMs',\s*'stepMs'|monotonicDeltaMs: anomaly\./, "the anomaly's fields"],
   ]
   for (const file of files) {
     const source = fs.readFileSync(path.join(ROOT, file), 'utf8')

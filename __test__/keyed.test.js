@@ -427,6 +427,21 @@ test('§10 many keys: size counts them; maxKeys bounds them', () => {
 // ---------------------------------------------------------------------------------------------
 // Restarts
 
+test('restoring with bad options refuses them before calling the policy for any saved key', () => {
+  const { limiter } = make()
+  limiter.tryConsume('a')
+  limiter.tryConsume('b')
+  const image = limiter.snapshot()
+  let calls = 0
+  const policy = () => (calls++, undefined)
+  assert.throws(() => make({ capacity: -1, policy, restore: image }), isCode(RangeError, 'ERR_INVALID_OPTION'))
+  assert.throws(() => make({ quota: { limit: 0.5, period: UTC_DAY }, policy, restore: image }), isCode(RangeError, 'ERR_INVALID_OPTION'))
+  assert.equal(calls, 0)
+  const { limiter: restored } = make({ policy, restore: image })
+  assert.equal(restored.size, 2)
+  assert.equal(calls, 2)
+})
+
 test('§10 snapshot() reads no clock; restore brings the keys back with tokens as saved and no refill for the downtime', () => {
   let reads = 0
   const inner = manualClock({ wallMs: NOON })

@@ -390,3 +390,59 @@ test('§4 with an implausible wall at construction, the first period opens at th
   assert.equal(p.startMs, Date.UTC(2024, 0, 15))
   assert.equal(p.endMs, Date.UTC(2024, 0, 16))
 })
+
+// ---------------------------------------------------------------------------------------------
+// One place for each check: the JS face checks types, the native side checks numeric values.
+
+test('a numeric value is checked once, natively: the JS face and a direct native call refuse it with the same code and message', () => {
+  const native = require('../binding.js')
+  const quota = { limit: 5, period: UTC_DAY }
+  const cases = [
+    [{ capacity: -1 }, 'capacity'],
+    [{ capacity: Number.NaN }, 'capacity'],
+    [{ capacity: Infinity }, 'capacity'],
+    [{ refillPerSecond: 0 }, 'refillPerSecond'],
+    [{ refillPerSecond: -Infinity }, 'refillPerSecond'],
+    [{ initialTokens: 11 }, 'initialTokens'],
+    [{ initialTokens: -0.5 }, 'initialTokens'],
+    [{ quota: { ...quota, limit: 1.5 } }, 'quota.limit'],
+    [{ quota: { ...quota, limit: -1 } }, 'quota.limit'],
+    [{ quota: { ...quota, limit: 2 ** 53 } }, 'quota.limit'],
+    [{ earliestPlausibleWallMs: Infinity }, 'earliestPlausibleWallMs'],
+  ]
+  for (const [extra, name] of cases) {
+    const options = base(extra)
+    let fromFace
+    assert.throws(() => new QuotaClock(options), (error) => ((fromFace = error), true))
+    assert.ok(fromFace instanceof RangeError, `${name}: ${fromFace}`)
+    assert.equal(fromFace.code, 'ERR_INVALID_OPTION')
+    assert.ok(fromFace.message.startsWith(`${name} must be `), fromFace.message)
+    const direct = {
+      capacity: options.capacity,
+      refillPerSecond: options.refillPerSecond,
+      initialTokens: options.initialTokens ?? options.capacity,
+      suspendPolicy: options.suspendPolicy,
+      quotaLimit: options.quota?.limit,
+      quotaPeriod: options.quota?.period,
+      earliestPlausibleWallMs: options.earliestPlausibleWallMs ?? Date.UTC(2020, 0, 1),
+    }
+    assert.throws(() => native.checkLimiterOptions(direct), (error) => {
+      assert.equal(error.code, fromFace.code, name)
+      assert.equal(error.message, fromFace.message, name)
+      return true
+    })
+  }
+  // The values the checks accept pass both ways.
+  assert.doesNotThrow(() => native.checkLimiterOptions({ capacity: 1e-3, refillPerSecond: 5e-324, initialTokens: 0, suspendPolicy: 'credit', quotaLimit: 0, quotaPeriod: UTC_DAY }))
+  assert.doesNotThrow(() => new QuotaClock(base({ capacity: 1e-3, refillPerSecond: 5e-324, initialTokens: 0, quota: { limit: 0, period: UTC_DAY } })))
+})
+
+test('a message names a huge received string by its first 200 characters and its length, natively too', () => {
+  const native = require('../binding.js')
+  const huge = 'x'.repeat(100_000)
+  assert.throws(
+    () => native.checkLimiterOptions({ capacity: 1, refillPerSecond: 1, initialTokens: 1, suspendPolicy: huge }),
+    (error) => error.code === 'ERR_INVALID_OPTION' && error.message.length < 400 && error.message.includes('(100000 characters)'),
+  )
+  assertOptionError(() => new QuotaClock(base({ quota: { limit: 1, period: { unit: huge, timeZone: 'UTC' } } })), RangeError, 'ERR_INVALID_OPTION', ['(100000 characters)'])
+})

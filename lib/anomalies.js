@@ -3,7 +3,9 @@
 // threadsafe function per module instance delivers { listener, anomaly } and `listeners` routes
 // it to the limiter, held weakly (so a handler that refers to its own limiter does not keep it
 // alive), whose handler gets it. Ids are never reused: an anomaly still queued for a collected
-// limiter is dropped rather than delivered to a newer one.
+// limiter is dropped rather than delivered to a newer one. An anomaly is the native object as
+// made (src/napi/anomaly.rs: the fields every kind has, then those of its kind); the JS face
+// lists none of its fields.
 
 const native = require('./native.js')
 const { REGISTRY } = require('./registry.js')
@@ -25,22 +27,6 @@ function registerListener(limiter, onAnomaly) {
   listeners.set(listener, new WeakRef(limiter))
   listenerIds.register(limiter, listener)
   return listener
-}
-
-/** A native anomaly as the public object: the fields every kind has, then those of its kind. */
-function toAnomaly(anomaly) {
-  const out = {
-    kind: anomaly.kind,
-    detail: anomaly.detail,
-    monotonicDeltaMs: anomaly.monotonicDeltaMs,
-    wallDeltaMs: anomaly.wallDeltaMs,
-    creditedMs: anomaly.creditedMs,
-  }
-  for (const key of ['suspendedMs', 'stepMs', 'skipped', 'periodId']) {
-    const value = own(anomaly, key)
-    if (value != null) out[key] = value
-  }
-  return out
 }
 
 function handlerFailed(how, error, anomaly) {
@@ -66,7 +52,7 @@ function dispatch(delivery) {
   const { listener, anomaly } = delivery
   const dropped = own(delivery, 'dropped')
   const limiter = listeners.get(listener)?.deref()
-  if (limiter !== undefined) deliverSafely(handlers.get(limiter), toAnomaly(anomaly))
+  if (limiter !== undefined) deliverSafely(handlers.get(limiter), anomaly)
   if (dropped != null) {
     warn(
       `quota-clock-source: ${dropped} anomaly deliveries to onAnomaly were dropped: more than ${MAX_WAITING_DELIVERIES} were waiting on this thread (the event loop did not run while they piled up). Each is still on its decision.anomalies.`,
@@ -81,4 +67,4 @@ function dispatch(delivery) {
 native.registryOnAnomaly(REGISTRY, dispatch)
 registerListener.dispatch = dispatch
 
-module.exports = { registerListener, toAnomaly }
+module.exports = { registerListener }

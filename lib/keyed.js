@@ -3,12 +3,12 @@
 // object. The Rust core holds every key.
 
 const native = require('./native.js')
-const { registerListener, toAnomaly } = require('./anomalies.js')
+const { registerListener } = require('./anomalies.js')
 const { toPeriod } = require('./calendar.js')
 const { startingReadings, JsClock } = require('./clocks.js')
 const { toPublicError, callNative, internalError } = require('./errors.js')
 const { rememberLimiter } = require('./http/limiter-facts.js')
-const { parseOptions, checkPositive, checkInitialTokens, quotaInput, checkPositiveCount } = require('./options.js')
+const { parseOptions, quotaInput, checkPositiveCount } = require('./options.js')
 const { LAYOUT, AT, STATUS, OPERATION, BASIS } = require('./contract.js')
 const { REGISTRY, NO_ANOMALIES } = require('./registry.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError, checkNumber, thrownText } = require('./validate.js')
@@ -34,16 +34,16 @@ function checkKey(key) {
   }
 }
 
-/** A KeyPolicy merged with the defaults, type-checked; values are checked natively too. */
+/** A KeyPolicy merged with the defaults, type-checked; its values are checked natively (once). */
 function normalizePolicy(policy, path, defaults) {
   if (policy === undefined) return { ...defaults, path }
   if (!isPlainObject(policy)) throw typeError('ERR_INVALID_OPTION', path, 'a KeyPolicy object { capacity?, refillPerSecond?, initialTokens?, quota? } or undefined', policy)
   // Read once, own properties only (a getter that throws is ERR_INVALID_OPTION with its error as cause).
   policy = readOptions(policy, POLICY_KEYS, path)
-  const capacity = policy.capacity === undefined ? defaults.capacity : checkPositive(policy.capacity, `${path}.capacity`)
-  const refillPerSecond = policy.refillPerSecond === undefined ? defaults.refillPerSecond : checkPositive(policy.refillPerSecond, `${path}.refillPerSecond`)
+  const capacity = policy.capacity === undefined ? defaults.capacity : checkNumber(policy.capacity, `${path}.capacity`)
+  const refillPerSecond = policy.refillPerSecond === undefined ? defaults.refillPerSecond : checkNumber(policy.refillPerSecond, `${path}.refillPerSecond`)
   let initialTokens
-  if (policy.initialTokens !== undefined) initialTokens = checkInitialTokens(policy.initialTokens, `${path}.initialTokens`, capacity)
+  if (policy.initialTokens !== undefined) initialTokens = checkNumber(policy.initialTokens, `${path}.initialTokens`)
   // The limiter's own initialTokens if it set one (never above this key's capacity), else a full bucket.
   else initialTokens = defaults.initialTokensGiven ? Math.min(defaults.initialTokens, capacity) : capacity
   let { quotaLimit, quotaPeriod } = defaults
@@ -132,6 +132,8 @@ class KeyedQuotaClock {
     const defaults = { ...limiterOptions, initialTokensGiven }
     let plan
     if (restore !== undefined) {
+      // The options' values first: bad options call no policy.
+      if (policy !== undefined) callNative(() => native.checkLimiterOptions(limiterOptions))
       plan = callNative(() => native.snapshotParse(restore, maxKeys))
       if (policy !== undefined) assignPolicies(plan, policy, defaults)
     }
@@ -191,7 +193,7 @@ class KeyedQuotaClock {
       const status = result[N_OR_STATUS]
       if (status === DECIDED) return operation === CONSUME ? readDecision(result, NO_ANOMALIES) : undefined
       if (status === STATUS.decidedWithAnomalies) {
-        const anomalies = callNative(() => native.keyedTakeAnomalies(this.#native)).map(toAnomaly)
+        const anomalies = callNative(() => native.keyedTakeAnomalies(this.#native))
         return operation === CONSUME ? readDecision(result, anomalies) : undefined
       }
       if (status === STATUS.error) throw this.#failed(toPublicError(native.keyedTakeError(this.#native)))

@@ -1,11 +1,14 @@
 'use strict'
-// The options of a limiter (QuotaClock's, which KeyedQuotaClock shares), read once and
-// type-checked here; the Rust core checks the values again where it uses them.
+// The options of a limiter (QuotaClock's, which KeyedQuotaClock shares): read once, defaults
+// applied and types checked here (the native side would refuse a wrong type with an error of its
+// own). Their numeric values (ranges, integers) are checked once, natively, when the limiter is
+// made, with messages of the same form (src/napi/options.rs); the suspend policy's name is
+// checked here, against the native contract's list.
 
 const { clockArguments, systemClock } = require('./clocks.js')
 const { periodSpecInput } = require('./calendar.js')
 const { SUSPEND_POLICIES, oneOf } = require('./contract.js')
-const { coded, isPlainObject, readOptions, typeError, rangeError, checkNumber, checkFinite } = require('./validate.js')
+const { coded, isPlainObject, readOptions, typeError, rangeError, checkNumber } = require('./validate.js')
 
 const OPTION_KEYS = ['capacity', 'refillPerSecond', 'initialTokens', 'suspendPolicy', 'quota', 'clock', 'onAnomaly', 'earliestPlausibleWallMs']
 const SUSPEND_POLICY_CHOICES = oneOf(SUSPEND_POLICIES)
@@ -14,39 +17,25 @@ const DEFAULT_EARLIEST_PLAUSIBLE_WALL_MS = Date.UTC(2020, 0, 1)
 const MISSING_SUSPEND_POLICY =
   "suspendPolicy is required and has no default: when the wall clock runs ahead of the monotonic clock and no elapsedRealtimeMs reader can tell a host suspend from a wall-clock step, only you know whether that time should refill the bucket ('credit'), be ignored ('ignore'), or make the call fail ('refuse'); received undefined"
 
-/** A finite number > 0 (a capacity, a refill rate). */
-function checkPositive(value, name) {
-  checkNumber(value, name)
-  if (!(Number.isFinite(value) && value > 0)) throw rangeError('ERR_INVALID_OPTION', name, 'a finite number > 0', value)
-  return value
-}
-
-/** A bucket's starting tokens: from 0 to its capacity. */
-function checkInitialTokens(value, name, capacity) {
-  checkNumber(value, name)
-  if (!(value >= 0 && value <= capacity)) throw rangeError('ERR_INVALID_OPTION', name, `a number from 0 to capacity (${capacity})`, value)
-  return value
-}
-
-/** A quota `{ limit, period }` at `path` (`expected` says what else the place accepts). */
+/** A quota `{ limit, period }` at `path`, type-checked (`expected` says what else the place accepts). */
 function quotaInput(quota, path, expected = 'an object { limit, period }') {
   if (!isPlainObject(quota)) throw typeError('ERR_INVALID_OPTION', path, expected, quota)
   const { limit, period } = readOptions(quota, ['limit', 'period'], path)
-  const quotaLimit = checkNumber(limit, `${path}.limit`)
-  if (!(Number.isSafeInteger(quotaLimit) && quotaLimit >= 0)) throw rangeError('ERR_INVALID_OPTION', `${path}.limit`, 'a non-negative safe integer (0 blocks every request)', quotaLimit)
-  return { quotaLimit, quotaPeriod: periodSpecInput(period, `${path}.period`) }
+  return { quotaLimit: checkNumber(limit, `${path}.limit`), quotaPeriod: periodSpecInput(period, `${path}.period`) }
 }
 
 /** QuotaClock's options; `moreKeys` are read too and checked by the caller (KeyedQuotaClock's own). */
 function parseOptions(given, moreKeys = []) {
   if (!isPlainObject(given)) throw typeError('ERR_INVALID_OPTION', 'options', 'an object { capacity, refillPerSecond, suspendPolicy, ... }', given)
   const options = readOptions(given, moreKeys.length === 0 ? OPTION_KEYS : [...OPTION_KEYS, ...moreKeys], '')
-  const capacity = checkPositive(options.capacity, 'capacity')
-  const refillPerSecond = checkPositive(options.refillPerSecond, 'refillPerSecond')
-  const initialTokens = options.initialTokens === undefined ? capacity : checkInitialTokens(options.initialTokens, 'initialTokens', capacity)
+  const capacity = checkNumber(options.capacity, 'capacity')
+  const refillPerSecond = checkNumber(options.refillPerSecond, 'refillPerSecond')
+  const initialTokens = options.initialTokens === undefined ? capacity : checkNumber(options.initialTokens, 'initialTokens')
   const { suspendPolicy } = options
   if (suspendPolicy === undefined) throw coded(TypeError, 'ERR_INVALID_OPTION', MISSING_SUSPEND_POLICY)
   if (typeof suspendPolicy !== 'string') throw typeError('ERR_INVALID_OPTION', 'suspendPolicy', SUSPEND_POLICY_CHOICES, suspendPolicy)
+  // Its name is checked here, against the native list: a JS string does not always cross to Rust
+  // intact (a lone surrogate arrives as U+FFFD), and the message must show what was received.
   if (!SUSPEND_POLICIES.includes(suspendPolicy)) throw rangeError('ERR_INVALID_OPTION', 'suspendPolicy', SUSPEND_POLICY_CHOICES, suspendPolicy)
 
   const { quotaLimit, quotaPeriod } = options.quota === undefined ? NO_QUOTA : quotaInput(options.quota, 'quota')
@@ -59,7 +48,7 @@ function parseOptions(given, moreKeys = []) {
 
   let earliestPlausibleWallMs = DEFAULT_EARLIEST_PLAUSIBLE_WALL_MS
   if (options.earliestPlausibleWallMs === null) earliestPlausibleWallMs = undefined
-  else if (options.earliestPlausibleWallMs !== undefined) earliestPlausibleWallMs = checkFinite(options.earliestPlausibleWallMs, 'earliestPlausibleWallMs')
+  else if (options.earliestPlausibleWallMs !== undefined) earliestPlausibleWallMs = checkNumber(options.earliestPlausibleWallMs, 'earliestPlausibleWallMs')
 
   return {
     limiterOptions: { capacity, refillPerSecond, initialTokens, suspendPolicy, quotaLimit, quotaPeriod, earliestPlausibleWallMs },
@@ -86,4 +75,4 @@ function checkPositiveCount(n) {
 }
 
 
-module.exports = { parseOptions, checkPositive, checkInitialTokens, quotaInput, checkCount, checkPositiveCount }
+module.exports = { parseOptions, quotaInput, checkCount, checkPositiveCount }

@@ -4,7 +4,7 @@
 // the decision from the shared result buffer (lib/registry.js).
 
 const native = require('./native.js')
-const { registerListener, toAnomaly } = require('./anomalies.js')
+const { registerListener } = require('./anomalies.js')
 const { toPeriod } = require('./calendar.js')
 const { startingReadings, JsClock, NOT_READ } = require('./clocks.js')
 const { toPublicError, callNative } = require('./errors.js')
@@ -70,7 +70,7 @@ class QuotaClock {
     const status = RESULT[N_OR_STATUS]
     if (status === STATUS.needsReadings) return this.#consumeJs(n)
     if (status === STATUS.decidedWithAnomalies) {
-      return readDecision(this.#hasQuota, callNative(() => native.limiterTakeAnomalies(REGISTRY, this.#index)).map(toAnomaly))
+      return readDecision(this.#hasQuota, callNative(() => native.limiterTakeAnomalies(REGISTRY, this.#index)))
     }
     if (status === STATUS.needsReader) {
       // Nothing changed yet: resume on the readings the call took, with the reader's.

@@ -160,6 +160,20 @@ pub(crate) fn ms(value: f64) -> String {
     }
 }
 
+/// A received string for a message: quoted, escaped, and cut after 200 characters (with its
+/// length in UTF-16 code units, as JavaScript counts it), so that a huge value makes a short message.
+pub fn js_quoted(text: &str) -> String {
+    const SHOWN: usize = 200;
+    match text.char_indices().nth(SHOWN) {
+        None => format!("'{}'", text.escape_debug()),
+        Some((cut, _)) => format!(
+            "'{}'... ({} characters)",
+            text[..cut].escape_debug(),
+            text.encode_utf16().count()
+        ),
+    }
+}
+
 /// A number as JavaScript's `String(number)` spells it: the shortest digits that read back to
 /// the same number, with an exponent from 1e21 up and below 1e-6 (`1e+308`, `1.5e-7`).
 pub fn js_number(value: f64) -> String {
@@ -190,6 +204,19 @@ pub fn js_number(value: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn received_strings_are_quoted_escaped_and_cut_after_200_characters() {
+        assert_eq!(js_quoted("bogus"), "'bogus'");
+        assert_eq!(js_quoted("it's\n"), "'it\\'s\\n'");
+        let long = "é".repeat(5_000);
+        let quoted = js_quoted(&long);
+        assert!(
+            quoted.starts_with(&format!("'{}'...", "é".repeat(200))),
+            "{quoted}"
+        );
+        assert!(quoted.ends_with("(5000 characters)"), "{quoted}");
+    }
 
     #[test]
     fn numbers_are_spelled_as_javascript_spells_them() {

@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 
 use chrono_tz::Tz;
 
-use crate::anomaly::js_number;
+use crate::anomaly::{js_number, js_quoted};
 use crate::contract::ErrorCode;
 use crate::error::Error;
 use civil::{civil_from_days, days_from_civil, days_in_month, SECONDS_PER_DAY};
@@ -169,7 +169,7 @@ impl PeriodSpec {
                          sub-day periods (use capacity and refillPerSecond for rates within a \
                          day); received {}",
                         option("unit"),
-                        quoted(raw.unit)
+                        js_quoted(raw.unit)
                     ),
                 })
             }
@@ -177,7 +177,7 @@ impl PeriodSpec {
                 return Err(invalid(format!(
                     "{} must be 'day', 'week', 'month' or 'year'; received {}",
                     option("unit"),
-                    quoted(other)
+                    js_quoted(other)
                 )))
             }
         };
@@ -188,7 +188,7 @@ impl PeriodSpec {
                 "{} must be an IANA time zone name such as 'America/Los_Angeles' or 'UTC' \
                  (names are case-sensitive); received {}, which is not a known time zone",
                 option("timeZone"),
-                quoted(raw.time_zone)
+                js_quoted(raw.time_zone)
             ),
         })?;
 
@@ -247,7 +247,7 @@ impl PeriodSpec {
                     "{} must be a local time 'HH:MM' or 'HH:MM:SS' from '00:00' to '23:59:59'; \
                      received {}",
                     option("anchorTime"),
-                    quoted(text)
+                    js_quoted(text)
                 ))
             })?,
         };
@@ -458,11 +458,6 @@ fn parse_anchor_time(text: &str) -> Option<i64> {
         return None;
     }
     Some(hours * 3600 + minutes * 60 + seconds)
-}
-
-/// A received string as a quoted literal for a message.
-fn quoted(text: &str) -> String {
-    format!("'{}'", text.escape_debug())
 }
 
 /// A received number as JavaScript's `String(value)` would write it (for the common cases).

@@ -12,6 +12,9 @@ use napi_derive::napi;
 use super::raw::function_with_data;
 use crate::anomaly::Anomaly;
 
+/// An anomaly as callers see it (`decision.anomalies`, `onAnomaly`): the JS face passes these
+/// objects on as they are. The fields every kind has come first; a kind's own fields are set only
+/// on that kind (napi-rs leaves a `None` field out of the object).
 #[napi(object)]
 #[derive(Clone)]
 pub struct AnomalyOutput {

@@ -1,5 +1,6 @@
-//! `QuotaClock`'s native entry points other than `tryConsume` (see `consume`): create, release,
-//! the last call's anomalies and error, `status()`, `refund()` and `periodFor()`.
+//! `QuotaClock`'s native entry points other than `tryConsume` (see `consume`): create (and its
+//! options' check alone), release, the last call's anomalies and error, `status()`, `refund()`
+//! and `periodFor()`.
 
 use std::cell::RefCell;
 
@@ -10,7 +11,9 @@ use super::anomaly::AnomalyOutput;
 use super::calendar::{check_wall_ms, period_output, PeriodOutput};
 use super::clock::{BoundClock, Supplied};
 use super::errors::{coded, from_core, guard};
-use super::options::{config_from, positive_safe_integer, LimiterInput, MAX_SAFE_INTEGER};
+use super::options::{
+    config_from, positive_safe_integer, LimiterInput, LimiterOptions, MAX_SAFE_INTEGER,
+};
 use super::registry::{registry, LimiterState, NO_STORED_ERROR};
 use crate::limiter::Limiter;
 
@@ -51,6 +54,13 @@ pub fn create_limiter(env: &Env, input: LimiterInput<'_>) -> napi::Result<u32> {
             quiet_max_n,
         }))
     })
+}
+
+/// Checks a limiter's options (as `createLimiter` does first) without making a limiter: a keyed
+/// limiter restoring a snapshot checks them before it calls the user's policy for the saved keys.
+#[napi(js_name = "checkLimiterOptions")]
+pub fn check_limiter_options(env: &Env, options: LimiterOptions) -> napi::Result<()> {
+    guard(env, || config_from(&options).map(drop))
 }
 
 /// Frees a limiter's index (the JS face calls it when the limiter's object has been collected) and returns

@@ -1,19 +1,24 @@
-//! The inputs of the create entry points: a limiter's options after the JS face checked their
-//! types (checked again here: a direct call gets coded errors too), and the clock it reads.
+//! The inputs of the create entry points: a limiter's options, whose types the JS face checked
+//! (napi-rs would refuse a wrong type with an error of its own) and whose numeric values are
+//! checked here, once, for the JS face and a direct call alike; and the clock it reads. (The JS
+//! face checks the suspend policy's name against the contract, since a JS string does not always
+//! arrive intact; here it is parsed, and a direct call's bad name refused.)
 
 use napi_derive::napi;
 
 use super::calendar::{parse_spec, PeriodSpecInput};
 use super::clock::{ClockHandle, NativeManualClock, Supplied};
 use super::errors::{coded, invalid_arg, CodedResult};
-use crate::anomaly::js_number;
+use crate::anomaly::{js_number, js_quoted};
 use crate::clock::{SuspendPolicy, SystemClock};
+use crate::contract::SUSPEND_POLICIES;
 use crate::limiter::LimiterConfig;
 use crate::quota::QuotaPolicy;
 
 pub(crate) const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
-/// Options after the JS face has checked their types and applied defaults.
+/// Options after the JS face has checked their types and applied defaults; their values are
+/// checked by [`config_from`].
 #[napi(object)]
 pub struct LimiterOptions {
     pub capacity: f64,
@@ -133,7 +138,8 @@ pub(crate) fn check_limits(
                 limit >= 0.0 && limit.fract() == 0.0 && limit <= MAX_SAFE_INTEGER,
                 || {
                     format!(
-                        "{prefix}quota.limit must be a non-negative safe integer; received {}",
+                        "{prefix}quota.limit must be a non-negative safe integer (0 blocks \
+                         every request); received {}",
                         js_number(limit)
                     )
                 },
@@ -167,11 +173,16 @@ pub(crate) fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig
         options.quota_period.as_ref(),
     )?;
     let suspend_policy = SuspendPolicy::parse(&options.suspend_policy).ok_or_else(|| {
+        let choices: Vec<String> = SUSPEND_POLICIES
+            .iter()
+            .map(|policy| format!("'{}'", policy.as_str()))
+            .collect();
         coded(
             "ERR_INVALID_OPTION",
             format!(
-                "suspendPolicy must be 'ignore', 'credit' or 'refuse'; received '{}'",
-                options.suspend_policy
+                "suspendPolicy must be one of {}; received {}",
+                choices.join(", "),
+                js_quoted(&options.suspend_policy)
             ),
         )
     })?;
