@@ -4,8 +4,8 @@
 //! - `buffer`: the shared result buffer of the hot paths;
 //! - `registry`, `consume`, `limiter`: `QuotaClock`'s registries, its `tryConsume`, its other
 //!   entry points; `keyed/`: `KeyedQuotaClock`'s;
-//! - `clock`, `calendar`, `anomaly`, `errors`, `raw`: clock sources, `periodFor`, anomaly
-//!   delivery, coded errors, raw N-API functions;
+//! - `clock`, `manual_clock`, `calendar`, `anomaly`, `errors`, `raw`: clock sources, the manual
+//!   clock, `periodFor`, anomaly delivery, coded errors, raw N-API functions;
 //! - `probes` (cargo feature `probes` only): the benchmark's and the lifecycle tests' probes.
 
 mod anomaly;
@@ -17,6 +17,7 @@ mod contract;
 mod errors;
 mod keyed;
 mod limiter;
+mod manual_clock;
 mod options;
 #[cfg(feature = "probes")]
 mod probes;

@@ -7,8 +7,9 @@
 use napi_derive::napi;
 
 use super::calendar::{parse_spec, PeriodSpecInput};
-use super::clock::{ClockHandle, NativeManualClock, Supplied};
+use super::clock::{ClockHandle, Supplied};
 use super::errors::{coded, invalid_arg, CodedResult};
+use super::manual_clock::NativeManualClock;
 use crate::anomaly::{js_number, js_quoted};
 use crate::clock::{SuspendPolicy, SystemClock};
 use crate::contract::SUSPEND_POLICIES;
