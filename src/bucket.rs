@@ -18,7 +18,7 @@ impl BucketLimits {
     /// `tokens` with `n` taken earlier given back, up to capacity.
     #[inline]
     pub fn give_back(&self, tokens: f64, n: f64) -> f64 {
-        (tokens + n).min(self.capacity)
+        at_most(tokens + n, self.capacity)
     }
 
     /// How long until `tokens` refill to `n` (see [`refill_wait_ms`]).
