@@ -48,7 +48,7 @@ pub struct Decision {
 
 impl Decision {
     #[inline(always)]
-    fn allowed(tokens: f64, quota_remaining: Option<u64>) -> Decision {
+    pub(crate) fn allowed(tokens: f64, quota_remaining: Option<u64>) -> Decision {
         Decision {
             allowed: true,
             retry_after_ms: 0.0,
@@ -59,7 +59,7 @@ impl Decision {
     }
 
     #[inline(always)]
-    fn denied(
+    pub(crate) fn denied(
         retry_after_ms: f64,
         basis: RetryBasis,
         tokens: f64,
@@ -166,11 +166,6 @@ impl Limiter {
 
     pub fn has_quota(&self) -> bool {
         self.policy.quota.is_some()
-    }
-
-    /// The settings.
-    pub fn policy(&self) -> &LimiterPolicy {
-        &self.policy
     }
 
     /// The quota's settings and state, with a quota.

@@ -31,7 +31,7 @@ use crate::bucket::{refill_wait_ms, refilled};
 use crate::calendar::{Period, PeriodSpec, SpecIdentity};
 use crate::clock::{ClockSource, SuspendPolicy};
 use crate::error::Error;
-use crate::limiter::{longer_wait, Decision};
+use crate::limiter::{longer_wait, Decision, RetryBasis};
 use crate::quota::{OpenPeriod, QuotaPolicy};
 use crate::reconciler::{Reconciled, Reconciler};
 
@@ -528,45 +528,32 @@ impl KeyedLimiter {
         // n ≤ capacity is a safe integer, so the signed conversion (one instruction) is exact.
         let wanted = n as i64 as f64;
         let bucket_admits = record.tokens >= wanted;
-        let quota_admits = policy
-            .quota
-            .is_none_or(|quota| n <= quota.limit.saturating_sub(record.quota_used));
+        // One branch on the quota's presence, as QuotaClock's limiter decides.
+        let Some(quota) = policy.quota else {
+            if bucket_admits {
+                record.tokens -= wanted;
+                return Decision::allowed(record.tokens, None);
+            }
+            let wait_ms = refill_wait_ms(record.tokens, wanted, policy.refill_per_second);
+            return Decision::denied(wait_ms, RetryBasis::MonotonicRefill, record.tokens, None);
+        };
+        let quota_admits = n <= quota.limit.saturating_sub(record.quota_used);
         if bucket_admits && quota_admits {
             record.tokens -= wanted;
-            if policy.quota.is_some() {
-                record.quota_used += n;
-            }
-            return Decision {
-                allowed: true,
-                retry_after_ms: 0.0,
-                retry_after_basis: None,
-                tokens: record.tokens,
-                quota_remaining: policy
-                    .quota
-                    .map(|quota| quota.limit.saturating_sub(record.quota_used)),
-            };
+            record.quota_used += n;
+            let remaining = quota.limit.saturating_sub(record.quota_used);
+            return Decision::allowed(record.tokens, Some(remaining));
         }
         let bucket_wait_ms = if bucket_admits {
             0.0
         } else {
             refill_wait_ms(record.tokens, wanted, policy.refill_per_second)
         };
-        let quota_wait_ms = match policy.quota {
-            Some(quota) if !quota_admits => {
-                Some(self.specs[quota.spec as usize].period.wait_ms(wall_ms))
-            }
-            _ => None,
-        };
+        let quota_wait_ms =
+            (!quota_admits).then(|| self.specs[quota.spec as usize].period.wait_ms(wall_ms));
         let (retry_after_ms, basis) = longer_wait(bucket_wait_ms, quota_wait_ms);
-        Decision {
-            allowed: false,
-            retry_after_ms,
-            retry_after_basis: Some(basis),
-            tokens: record.tokens,
-            quota_remaining: policy
-                .quota
-                .map(|quota| quota.limit.saturating_sub(record.quota_used)),
-        }
+        let remaining = quota.limit.saturating_sub(record.quota_used);
+        Decision::denied(retry_after_ms, basis, record.tokens, Some(remaining))
     }
 
     /// Makes a record the most recently used (it leaves a parked list, if it was on one).
