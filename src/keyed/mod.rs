@@ -102,7 +102,7 @@ impl Policy {
 
 #[derive(Debug)]
 struct SpecState {
-    /// Shared with the policies that named it (and with a `QuotaClock` made from the same options).
+    /// The spec the first policy naming it brought (the limiter's defaults hand theirs over, uncopied).
     spec: Arc<PeriodSpec>,
     period: OpenPeriod,
     /// Keys stepped over by an eviction because they had use in this spec's open period.
