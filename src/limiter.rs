@@ -338,6 +338,21 @@ mod tests {
         QuotaPolicy::new(limit, PeriodSpec::parse(&raw, "quota.period").unwrap())
     }
 
+    /// A limiter of `config(policy)` with `initial_tokens` and a daily UTC quota of `limit`.
+    fn with_daily_quota(
+        policy: SuspendPolicy,
+        limit: u64,
+        initial_tokens: f64,
+        clock: &mut ManualClock,
+    ) -> Limiter {
+        let config = LimiterConfig {
+            quota: Some(daily_utc_quota(limit)),
+            initial_tokens,
+            ..config(policy)
+        };
+        Limiter::new(config, clock).unwrap()
+    }
+
     fn kinds(anomalies: &[Anomaly]) -> Vec<AnomalyKind> {
         anomalies.iter().map(|a| a.kind).collect()
     }
@@ -451,15 +466,7 @@ mod tests {
     #[test]
     fn the_quota_blocks_until_the_period_ends_and_a_tie_goes_to_the_calendar() {
         let mut clock = ManualClock::new(0.0, JAN_15_2024 + DAY_MS - 1_000.0, None);
-        let mut limiter = Limiter::new(
-            LimiterConfig {
-                quota: Some(daily_utc_quota(1)),
-                initial_tokens: 1.0,
-                ..config(SuspendPolicy::Ignore)
-            },
-            &mut clock,
-        )
-        .unwrap();
+        let mut limiter = with_daily_quota(SuspendPolicy::Ignore, 1, 1.0, &mut clock);
         assert!(
             limiter
                 .try_consume(1, &mut clock, &mut Vec::new())
@@ -479,14 +486,7 @@ mod tests {
     #[test]
     fn an_implausible_wall_clock_changes_nothing() {
         let mut clock = ManualClock::new(0.0, 0.0, None);
-        let mut limiter = Limiter::new(
-            LimiterConfig {
-                quota: Some(daily_utc_quota(5)),
-                ..config(SuspendPolicy::Credit)
-            },
-            &mut clock,
-        )
-        .unwrap();
+        let mut limiter = with_daily_quota(SuspendPolicy::Credit, 5, 0.0, &mut clock);
         clock.advance(5_000.0);
         let error = limiter
             .try_consume(1, &mut clock, &mut Vec::new())
@@ -505,15 +505,7 @@ mod tests {
     #[test]
     fn a_backwards_step_across_a_boundary_holds_the_period_and_reports_once_per_episode() {
         let mut clock = ManualClock::new(0.0, JAN_15_2024 + 1_000.0, None);
-        let mut limiter = Limiter::new(
-            LimiterConfig {
-                quota: Some(daily_utc_quota(5)),
-                initial_tokens: 5.0,
-                ..config(SuspendPolicy::Ignore)
-            },
-            &mut clock,
-        )
-        .unwrap();
+        let mut limiter = with_daily_quota(SuspendPolicy::Ignore, 5, 5.0, &mut clock);
         limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
         clock.step_wall(-3_600_000.0);
         let mut anomalies = Vec::new();
@@ -540,15 +532,7 @@ mod tests {
     #[test]
     fn a_wall_reading_outside_the_calendars_range_is_a_clock_reading_error_and_changes_nothing() {
         let mut clock = ManualClock::new(0.0, 8.64e15 - 1_000.0, None);
-        let mut limiter = Limiter::new(
-            LimiterConfig {
-                quota: Some(daily_utc_quota(2)),
-                initial_tokens: 5.0,
-                ..config(SuspendPolicy::Ignore)
-            },
-            &mut clock,
-        )
-        .unwrap();
+        let mut limiter = with_daily_quota(SuspendPolicy::Ignore, 2, 5.0, &mut clock);
         assert_eq!(
             limiter
                 .try_consume(1, &mut clock, &mut Vec::new())
@@ -583,15 +567,7 @@ mod tests {
     #[test]
     fn a_refund_reconciles_then_gives_back_tokens_and_quota_never_past_their_bounds() {
         let mut clock = ManualClock::new(0.0, JAN_15_2024 + 60_000.0, None);
-        let mut limiter = Limiter::new(
-            LimiterConfig {
-                quota: Some(daily_utc_quota(5)),
-                initial_tokens: 4.0,
-                ..config(SuspendPolicy::Ignore)
-            },
-            &mut clock,
-        )
-        .unwrap();
+        let mut limiter = with_daily_quota(SuspendPolicy::Ignore, 5, 4.0, &mut clock);
         assert_eq!(
             limiter
                 .try_consume(3, &mut clock, &mut Vec::new())
@@ -638,14 +614,7 @@ mod tests {
     #[test]
     fn a_forward_jump_over_whole_periods_counts_them() {
         let mut clock = ManualClock::new(0.0, JAN_15_2024 + 1_000.0, None);
-        let mut limiter = Limiter::new(
-            LimiterConfig {
-                quota: Some(daily_utc_quota(5)),
-                ..config(SuspendPolicy::Credit)
-            },
-            &mut clock,
-        )
-        .unwrap();
+        let mut limiter = with_daily_quota(SuspendPolicy::Credit, 5, 0.0, &mut clock);
         clock.step_wall(3.0 * DAY_MS);
         let mut anomalies = Vec::new();
         let decision = limiter.try_consume(1, &mut clock, &mut anomalies).unwrap();

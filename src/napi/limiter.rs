@@ -10,11 +10,13 @@ use napi_derive::napi;
 use super::anomaly::AnomalyOutput;
 use super::calendar::{check_wall_ms, period_output, PeriodOutput};
 use super::clock::{BoundClock, Supplied};
-use super::errors::{coded, from_core, guard};
+use super::errors::{coded, from_core, guard, CodedResult};
 use super::options::{
     config_from, positive_safe_integer, LimiterInput, LimiterOptions, MAX_SAFE_INTEGER,
 };
 use super::registry::{registry, LimiterState, NO_STORED_ERROR};
+use crate::anomaly::Anomaly;
+use crate::error::Error as CoreError;
 use crate::limiter::Limiter;
 
 #[napi(object)]
@@ -107,6 +109,34 @@ pub fn limiter_take_error(registry_id: u32, index: u32) -> ErrorOutput {
     }
 }
 
+/// Runs `call` on the limiter at `index`, reading its clock with the readings the JS face
+/// supplied, and delivers the anomalies it raised. `Ok(Err(taken))`: the JS reader must be read
+/// first (nothing changed); the JS face calls again with these readings and the reader's.
+fn reconciled_call<T>(
+    registry_id: u32,
+    index: u32,
+    supplied: Supplied,
+    call: impl FnOnce(
+        &mut Limiter,
+        &mut BoundClock<'_>,
+        &mut Vec<Anomaly>,
+    ) -> std::result::Result<T, CoreError>,
+) -> CodedResult<std::result::Result<T, (f64, f64)>> {
+    let registry = registry(registry_id)?;
+    registry.with_cell(index, |state| {
+        let mut anomalies = Vec::new();
+        let mut clock = BoundClock::new(&state.clock, supplied);
+        match call(&mut state.limiter, &mut clock, &mut anomalies) {
+            Ok(value) => {
+                registry.notify(state.anomaly_listener, &anomalies);
+                Ok(Ok(value))
+            }
+            Err(_) if clock.reader_wanted => Ok(Err(clock.taken)),
+            Err(error) => Err(from_core(&error)),
+        }
+    })
+}
+
 /// `status()`: with the readings the JS face took for a JS clock (or for a call resumed after the
 /// JS reader); `needs_reader` when the JS reader must be called first (nothing changed).
 #[napi(js_name = "limiterStatus")]
@@ -119,48 +149,40 @@ pub fn limiter_status(
     elapsed_realtime_ms: Option<f64>,
 ) -> napi::Result<StatusOutput> {
     guard(env, || {
-        let registry = registry(registry_id)?;
-        registry.with_cell(index, |state| {
-            let mut anomalies = Vec::new();
-            let mut clock = BoundClock::new(
-                &state.clock,
-                Supplied {
-                    monotonic_ms,
-                    wall_ms,
-                    elapsed_realtime_ms,
-                },
-            );
-            let status = match state.limiter.status(&mut clock, &mut anomalies) {
-                Ok(status) => status,
-                Err(_) if clock.reader_wanted => {
-                    let (taken_monotonic_ms, taken_wall_ms) = clock.taken;
-                    let status = StatusOutput {
-                        needs_reader: true,
-                        taken_monotonic_ms,
-                        taken_wall_ms,
-                        tokens: f64::NAN,
-                        quota_used: None,
-                        quota_remaining: None,
-                        period: None,
-                    };
-                    return Ok(status);
-                }
-                Err(error) => return Err(from_core(&error)),
-            };
-            registry.notify(state.anomaly_listener, &anomalies);
-            Ok(StatusOutput {
-                needs_reader: false,
-                taken_monotonic_ms: f64::NAN,
-                taken_wall_ms: f64::NAN,
-                tokens: status.tokens,
-                quota_used: status.quota_used.map(|used| used as f64),
-                quota_remaining: status.quota_remaining.map(|remaining| remaining as f64),
-                period: match (state.limiter.quota(), &status.period) {
-                    (Some((quota, _)), Some(period)) => Some(period_output(&quota.spec, period)),
-                    _ => None,
-                },
-            })
-        })
+        let supplied = Supplied {
+            monotonic_ms,
+            wall_ms,
+            elapsed_realtime_ms,
+        };
+        let outcome =
+            reconciled_call(registry_id, index, supplied, |limiter, clock, anomalies| {
+                let status = limiter.status(clock, anomalies)?;
+                Ok(StatusOutput {
+                    needs_reader: false,
+                    taken_monotonic_ms: f64::NAN,
+                    taken_wall_ms: f64::NAN,
+                    tokens: status.tokens,
+                    quota_used: status.quota_used.map(|used| used as f64),
+                    quota_remaining: status.quota_remaining.map(|remaining| remaining as f64),
+                    period: match (limiter.quota(), &status.period) {
+                        (Some((quota, _)), Some(period)) => {
+                            Some(period_output(&quota.spec, period))
+                        }
+                        _ => None,
+                    },
+                })
+            })?;
+        Ok(
+            outcome.unwrap_or_else(|(taken_monotonic_ms, taken_wall_ms)| StatusOutput {
+                needs_reader: true,
+                taken_monotonic_ms,
+                taken_wall_ms,
+                tokens: f64::NAN,
+                quota_used: None,
+                quota_remaining: None,
+                period: None,
+            }),
+        )
     })
 }
 
@@ -188,35 +210,20 @@ pub fn limiter_refund(
 ) -> napi::Result<CallOutput> {
     guard(env, || {
         let count = positive_safe_integer(n)?;
-        let registry = registry(registry_id)?;
-        registry.with_cell(index, |state| {
-            let mut anomalies = Vec::new();
-            let mut clock = BoundClock::new(
-                &state.clock,
-                Supplied {
-                    monotonic_ms,
-                    wall_ms,
-                    elapsed_realtime_ms,
-                },
-            );
-            match state.limiter.refund(count, &mut clock, &mut anomalies) {
-                Ok(()) => {}
-                Err(_) if clock.reader_wanted => {
-                    let (taken_monotonic_ms, taken_wall_ms) = clock.taken;
-                    return Ok(CallOutput {
-                        needs_reader: true,
-                        taken_monotonic_ms,
-                        taken_wall_ms,
-                    });
-                }
-                Err(error) => return Err(from_core(&error)),
-            }
-            registry.notify(state.anomaly_listener, &anomalies);
-            Ok(CallOutput {
-                needs_reader: false,
-                taken_monotonic_ms: f64::NAN,
-                taken_wall_ms: f64::NAN,
-            })
+        let supplied = Supplied {
+            monotonic_ms,
+            wall_ms,
+            elapsed_realtime_ms,
+        };
+        let outcome =
+            reconciled_call(registry_id, index, supplied, |limiter, clock, anomalies| {
+                limiter.refund(count, clock, anomalies)
+            })?;
+        let (taken_monotonic_ms, taken_wall_ms) = outcome.err().unwrap_or((f64::NAN, f64::NAN));
+        Ok(CallOutput {
+            needs_reader: outcome.is_err(),
+            taken_monotonic_ms,
+            taken_wall_ms,
         })
     })
 }
