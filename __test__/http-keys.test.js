@@ -12,27 +12,12 @@ const express4 = require('express4')
 
 const { clientKey, rateLimit } = require('../lib/http.js')
 const { KeyedQuotaClock } = require('..')
+const { warningsDuring } = require('./helpers/warnings.js')
 
 const WARNING_CODE = 'QUOTA_CLOCK_UNEXPECTED_X_FORWARDED_FOR'
 
 function req({ ip, remoteAddress, headers = {} } = {}) {
   return { ip, socket: { remoteAddress }, headers }
-}
-
-/** Runs `fn` and resolves to the warnings with `code` it emitted (emitWarning delivers on a later tick). */
-async function warningsDuring(code, fn) {
-  const seen = []
-  const listener = (warning) => {
-    if (warning.code === code) seen.push(warning)
-  }
-  process.on('warning', listener)
-  try {
-    await fn()
-    await new Promise((resolve) => setImmediate(resolve))
-  } finally {
-    process.off('warning', listener)
-  }
-  return seen
 }
 
 describe('clientKey(req)', () => {

@@ -12,6 +12,7 @@ const { QuotaClock, createThrottle, manualClock, memoryDb } = require('..')
 const { rateLimit } = require('../lib/http.js')
 const { startMongoServer } = require('./helpers/mongo-server.js')
 const { serve, items } = require('./helpers/http-servers.js')
+const { warningsDuring } = require('./helpers/warnings.js')
 
 const WALL = Date.parse('2024-05-01T12:00:30Z')
 const UNAVAILABLE = 'QUOTA_CLOCK_THROTTLE_UNAVAILABLE'
@@ -22,19 +23,6 @@ function wallClock(ms = WALL) {
 
 function inProcess(capacity) {
   return new QuotaClock({ capacity, refillPerSecond: 1, suspendPolicy: 'ignore', clock: manualClock({ wallMs: WALL }) })
-}
-
-async function collectWarnings(code, fn) {
-  const seen = []
-  const listener = (warning) => warning.code === code && seen.push(warning)
-  process.on('warning', listener)
-  try {
-    await fn()
-    await new Promise((resolve) => setImmediate(resolve))
-  } finally {
-    process.off('warning', listener)
-  }
-  return seen
 }
 
 /** Asserts the 503 problem of a store that did not answer. */
@@ -167,7 +155,7 @@ describe('a throttle whose store stops answering', () => {
     assert.equal(Math.round(shared.status().tokens), 9)
 
     await mongo.stop()
-    const warnings = await collectWarnings(UNAVAILABLE, async () => {
+    const warnings = await warningsDuring(UNAVAILABLE, async () => {
       for (let i = 0; i < 2; i++) {
         const startedAt = performance.now()
         await assertUnavailable(await closed.get())
@@ -180,7 +168,7 @@ describe('a throttle whose store stops answering', () => {
     assert.match(warnings[0].message, /503/)
     assert.equal(Math.round(shared.status().tokens), 9, 'a 503 refunds the in-process limits')
 
-    const openWarnings = await collectWarnings(UNAVAILABLE, async () => {
+    const openWarnings = await warningsDuring(UNAVAILABLE, async () => {
       const startedAt = performance.now()
       const passed = await open.get()
       assert.equal(passed.status, 200)
@@ -230,7 +218,7 @@ describe('a throttle on a store that hangs', () => {
     const throttle = createThrottle({ db })
     const server = await serve('node:http', rateLimit({ limits: [{ throttle, limits: { requests_per_day: 5 }, timeoutMs: 30 }] }))
     try {
-      const warnings = await collectWarnings(UNAVAILABLE, async () => {
+      const warnings = await warningsDuring(UNAVAILABLE, async () => {
         await assertUnavailable(await server.get())
         await assertUnavailable(await server.get())
         hang = false
