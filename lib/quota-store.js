@@ -25,7 +25,7 @@
 // Every number crossing is a non-negative safe integer; an answer that is not one is the store's
 // fault (ERR_STORE_RESPONSE), checked by checkReserveAnswer below.
 
-const { QuotaClockError } = require('../errors.js')
+const { QuotaClockError } = require('./errors.js')
 
 const operations = new WeakMap()
 
