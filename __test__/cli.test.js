@@ -406,7 +406,7 @@ describe('simulate', () => {
       }
     })
 
-    test("the README's plot is what the command draws", () => {
+    test('the plot docs/cli.md shows is what the command draws', () => {
       const dir = tmp()
       try {
         const file = path.join(dir, 'step-back.svg')
@@ -423,10 +423,11 @@ describe('simulate', () => {
   })
 })
 
-test("the README's examples are what the command prints", () => {
-  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')
-  const blocks = [...readme.matchAll(/```console\n\$ quota-clock-source (periods|simulate) ([^\n]*)\n([\s\S]*?)```/g)]
-  assert.ok(blocks.length >= 2, 'the README shows periods and simulate')
+test("docs/cli.md's examples are what the command prints", () => {
+  const page = fs.readFileSync(path.join(ROOT, 'docs', 'cli.md'), 'utf8')
+  assert.match(page, /!\[[^\]]*\]\(\.\.\/examples\/simulate-step-back\.svg\)/, 'docs/cli.md shows the step-back plot')
+  const blocks = [...page.matchAll(/```console\n\$ quota-clock-source (periods|simulate) ([^\n]*)\n([\s\S]*?)```/g)]
+  assert.ok(blocks.length >= 2, 'docs/cli.md shows periods and simulate')
   for (const [, command, args, shown] of blocks) {
     const out = ok([command, ...args.split(' ')])
     const lines = shown.trimEnd().split('\n')

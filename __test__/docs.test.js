@@ -1,5 +1,5 @@
 'use strict'
-// What users read (the README, the types, the shipped JS and the command's help) cites no
+// What users read (the README, docs/, the types, the shipped JS and the command's help) cites no
 // document they cannot see: no "SPEC", no bare "§n" (an RFC's section, "RFC 9651 §3.3.1", is fine).
 
 const { test } = require('node:test')
@@ -9,7 +9,18 @@ const path = require('node:path')
 
 const ROOT = path.join(__dirname, '..')
 const jsUnder = (dir) => fs.readdirSync(path.join(ROOT, dir), { recursive: true }).filter((file) => /\.(c|m)?js$|\.d\.ts$/.test(file)).map((file) => path.join(dir, file))
-const FILES = ['README.md', 'benchmark/README.md', 'index.js', 'index.mjs', 'index.d.ts', ...jsUnder('lib'), ...jsUnder('bin')]
+const markdownUnder = (dir) => fs.readdirSync(path.join(ROOT, dir)).filter((file) => file.endsWith('.md')).map((file) => path.join(dir, file))
+const FILES = [
+  'README.md',
+  ...['ARCHITECTURE.md', '.editorconfig'].filter((file) => fs.existsSync(path.join(ROOT, file))),
+  ...markdownUnder('docs'),
+  'benchmark/README.md',
+  'index.js',
+  'index.mjs',
+  'index.d.ts',
+  ...jsUnder('lib'),
+  ...jsUnder('bin'),
+]
 
 /** The lines of `text` that cite an unseen document. */
 function citations(text) {
