@@ -65,10 +65,10 @@ for (const name of ['capacity', 'refillPerSecond']) {
     assertTypeOrRange(() => new QuotaClock(options), 'ERR_INVALID_OPTION', [name])
   })
 
-  test(`§4 ${name}: small fractions and huge finite numbers are accepted`, () => {
-    new QuotaClock(base({ [name]: 0.001 }))
-    new QuotaClock(base({ [name]: Number.MAX_VALUE }))
-    new QuotaClock(base({ [name]: Number.MIN_VALUE }))
+  test(`§4 ${name}: small fractions and huge finite numbers are accepted, and are the limit in force`, () => {
+    for (const value of [0.001, Number.MAX_VALUE, Number.MIN_VALUE]) {
+      assert.equal(new QuotaClock(base({ [name]: value })).status()[name], value, `${name}: ${value}`)
+    }
   })
 }
 
@@ -101,8 +101,17 @@ test('§4 initialTokens: a non-number is TypeError ERR_INVALID_OPTION', () => {
 // ---------------------------------------------------------------------------------------------
 // suspendPolicy
 
-test("§4 suspendPolicy: 'ignore' | 'credit' | 'refuse' are accepted", () => {
-  for (const suspendPolicy of ['ignore', 'credit', 'refuse']) new QuotaClock(base({ suspendPolicy }))
+test("§4 suspendPolicy: 'ignore' | 'credit' | 'refuse' are accepted, and each decides an unexplained forward jump its own way", () => {
+  const afterJump = (suspendPolicy) => {
+    const clock = manualClock({ wallMs: NOON })
+    const limiter = new QuotaClock(base({ suspendPolicy, clock, initialTokens: 0 }))
+    clock.stepWall(60_000)
+    return limiter.tryConsume()
+  }
+  // 'ignore' credits the monotonic clock (nothing), 'credit' the wall (a full bucket), 'refuse' throws.
+  assert.equal(afterJump('ignore').allowed, false)
+  assert.deepEqual([afterJump('credit').allowed, afterJump('credit').tokens], [true, 9])
+  assert.throws(() => afterJump('refuse'), (e) => e instanceof QuotaClockError && e.code === 'ERR_AMBIGUOUS_WALL_JUMP')
 })
 
 test('§4 a missing suspendPolicy is ERR_INVALID_OPTION with a message that explains why it has no default', () => {
@@ -161,9 +170,13 @@ test('§4 quota: not an object is TypeError ERR_INVALID_OPTION', () => {
   assertOptionError(() => new QuotaClock(base({ quota: { limit: 5, period: 'day' } })), TypeError, 'ERR_INVALID_OPTION', ['period', 'day'])
 })
 
-test("§4 quota.period.unit: 'day' | 'week' | 'month' | 'year' are accepted", () => {
-  for (const unit of ['day', 'week', 'month', 'year']) {
-    new QuotaClock(base({ quota: { limit: 5, period: { unit, timeZone: 'UTC' } } }))
+test("§4 quota.period.unit: 'day' | 'week' | 'month' | 'year' are accepted, and each opens a period of its unit", () => {
+  // NOON is Monday 2024-01-15: the day, the week starting that Monday, January, 2024.
+  const ids = { day: '2024-01-15', week: '2024-01-15', month: '2024-01', year: '2024' }
+  for (const [unit, id] of Object.entries(ids)) {
+    const limiter = new QuotaClock(base({ quota: { limit: 5, period: { unit, timeZone: 'UTC' } } }))
+    assert.equal(limiter.status().period.id, id, unit)
+    assert.equal(limiter.status().quotaLimit, 5)
   }
 })
 
