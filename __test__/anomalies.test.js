@@ -8,12 +8,10 @@ const assert = require('node:assert/strict')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
 const { Worker, isMainThread, threadId } = require('node:worker_threads')
-const { QuotaClock, manualClock } = require('..')
 
 const PKG = path.resolve(__dirname, '..')
 const DAY = 86_400_000
-const NOON = Date.UTC(2024, 0, 15, 12)
-const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
+const { NOON, UTC_DAY, manualLimiter } = require('./helpers/limiters')
 
 async function waitFor(predicate, timeoutMs = 2000) {
   const until = Date.now() + timeoutMs
@@ -24,13 +22,8 @@ async function waitFor(predicate, timeoutMs = 2000) {
   return true
 }
 
-function make({ reader = false, policy = 'ignore', quota, wallMs = NOON, onAnomaly, capacity = 1e6, refillPerSecond = 1000 } = {}) {
-  const clock = manualClock(reader ? { monotonicMs: 0, wallMs, elapsedRealtimeMs: 0 } : { monotonicMs: 0, wallMs })
-  const options = { capacity, refillPerSecond, initialTokens: 0, suspendPolicy: policy, clock }
-  if (quota) options.quota = quota
-  if (onAnomaly) options.onAnomaly = onAnomaly
-  return { clock, limiter: new QuotaClock(options) }
-}
+// A bucket that never runs dry and starts empty: only the reconciliation shows.
+const make = (options = {}) => manualLimiter({ capacity: 1e6, refillPerSecond: 1000, initialTokens: 0, ...options })
 
 const CORE_KEYS = ['kind', 'detail', 'monotonicDeltaMs', 'wallDeltaMs', 'creditedMs']
 const KINDS = ['wall-step-back', 'wall-step-forward', 'suspend', 'ambiguous-wall-jump', 'period-regression', 'period-skip']

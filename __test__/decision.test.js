@@ -6,11 +6,11 @@
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { QuotaClock, manualClock, QuotaClockError } = require('..')
+const { QuotaClock, QuotaClockError } = require('..')
 
 const DAY = 86_400_000
 const DAY_START = Date.UTC(2024, 0, 15) // the manualClock default wall
-const NOON = DAY_START + 12 * 3_600_000
+const { NOON, manualLimiter } = require('./helpers/limiters') // DAY_START + 12 h
 const NEXT_DAY = DAY_START + DAY
 const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
 
@@ -18,14 +18,7 @@ function near(actual, expected, message) {
   assert.ok(Math.abs(actual - expected) < 1e-9, `${message || 'value'}: expected ${expected}, got ${actual}`)
 }
 
-function make({ capacity = 10, refillPerSecond = 1, initialTokens, quota, wallMs = NOON, policy = 'ignore', onAnomaly } = {}) {
-  const clock = manualClock({ monotonicMs: 0, wallMs })
-  const options = { capacity, refillPerSecond, suspendPolicy: policy, clock }
-  if (initialTokens !== undefined) options.initialTokens = initialTokens
-  if (quota !== undefined) options.quota = quota
-  if (onAnomaly !== undefined) options.onAnomaly = onAnomaly
-  return { clock, limiter: new QuotaClock(options) }
-}
+const make = manualLimiter
 
 function assertDecisionShape(d) {
   assert.deepEqual(Object.keys(d).sort(), ['allowed', 'anomalies', 'quotaRemaining', 'retryAfterBasis', 'retryAfterMs', 'tokens'])

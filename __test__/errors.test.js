@@ -114,7 +114,7 @@ function expectDocumentedOrUser(fn, userErrors = []) {
   }
 }
 
-const base = (extra = {}) => ({ capacity: 10, refillPerSecond: 1, suspendPolicy: 'ignore', clock: manualClock({ wallMs: NOON }), ...extra })
+const { baseOptions: base } = require('./helpers/limiters')
 
 function controllableClock({ reader = true } = {}) {
   const state = { m: 0, w: NOON, er: 0, bad: { m: undefined, w: undefined, er: undefined }, poison: null, throwWith: null }

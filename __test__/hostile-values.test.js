@@ -7,7 +7,7 @@ const assert = require('node:assert/strict')
 const { QuotaClock, QuotaClockError, manualClock, periodFor } = require('..')
 const { runScript } = require('./helpers/child.js')
 
-const base = { capacity: 5, refillPerSecond: 1, suspendPolicy: 'ignore' }
+const { PLAIN_OPTIONS: base } = require('./helpers/limiters')
 const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
 
 function codeOf(fn) {

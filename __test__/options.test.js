@@ -9,7 +9,7 @@ const { QuotaClock, manualClock, QuotaClockError } = require('..')
 const NOON = Date.UTC(2024, 0, 15, 12)
 const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
 
-const base = (extra = {}) => ({ capacity: 10, refillPerSecond: 1, suspendPolicy: 'ignore', clock: manualClock({ wallMs: NOON }), ...extra })
+const { baseOptions: base } = require('./helpers/limiters')
 
 /**
  * Asserts `fn` throws `Class` with `code`; `mentions` are strings the message must contain
