@@ -1,5 +1,5 @@
 'use strict'
-// A property test of the public API against a small JS model of SPEC §5–§7: random limiters
+// A property test of the public API against a small JS model of the calendar quota: random limiters
 // (policy, reader, quota on UTC days or months, plausibility) on a manual clock, driven through
 // random clock histories (awake time, suspends, NTP steps both ways, monotonic regressions,
 // readings outside the calendar's range). After every call, the limiter and the model must agree
@@ -17,7 +17,7 @@ const JAN_15_2024 = Date.UTC(2024, 0, 15)
 const EARLIEST = Date.UTC(2020, 0, 1)
 
 // ---------------------------------------------------------------------------------------------
-// The model: SPEC §5 (decide), §6 (reconcile), §7 (the open period), written from the contract.
+// The model: the decision, the reconciliation and the open period, written from the documented rules.
 
 /** UTC day or month slots, from the wall reading alone. */
 function utcPeriod(unit, wallMs) {
@@ -280,14 +280,14 @@ function run(setup, steps) {
     assert.deepEqual(decision, expected.decision, `${where}: decision`)
     assert.deepEqual(comparable(anomalies), expected.anomalies, `${where}: anomalies`)
   }
-  // SPEC §6: the reader is called at construction and only in the wall-ahead row.
+  // the reader is called at construction and only in the wall-ahead row.
   assert.equal(clock.elapsedRealtimeReads, modelClock.reads ?? 0, 'elapsed-realtime reads')
 }
 
-test('§5–§7 the public API decides exactly as a JS model of the contract, over random clock histories', () => {
+test('the public API decides exactly as a JS model of the contract, over random clock histories', () => {
   fc.assert(fc.property(setupArbitrary, fc.array(stepArbitrary, { minLength: 1, maxLength: 40 }), run), { numRuns: 3000, seed: 0x5eed })
 })
 
-test('§5–§7 the same with fresh seeds (a regression found here is printed with its seed)', () => {
+test('the same with fresh seeds (a regression found here is printed with its seed)', () => {
   fc.assert(fc.property(setupArbitrary, fc.array(stepArbitrary, { minLength: 1, maxLength: 40 }), run), { numRuns: 1500 })
 })

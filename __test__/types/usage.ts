@@ -30,7 +30,7 @@ import type {
 type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false
 function assertType<_T extends true>(): void {}
 
-// String fields are unions of their literal values (SPEC §2).
+// String fields are unions of their literal values.
 assertType<Equal<SuspendPolicy, 'ignore' | 'credit' | 'refuse'>>()
 assertType<
   Equal<AnomalyKind, 'wall-step-back' | 'wall-step-forward' | 'suspend' | 'ambiguous-wall-jump' | 'period-regression' | 'period-skip'>
@@ -80,7 +80,7 @@ const allowed: boolean = decision.allowed && many.allowed
 const retryAfterMs: number = decision.retryAfterMs
 const tokens: number = decision.tokens
 const quotaRemaining: number | null = decision.quotaRemaining
-// SPEC §2: `Decision.anomalies` is `Anomaly[]` (strict TypeScript accepts the assignment).
+// `Decision.anomalies` is `Anomaly[]` (strict TypeScript accepts the assignment).
 const anomalies: Anomaly[] = decision.anomalies
 const readOnlyView: readonly Anomaly[] = decision.anomalies
 void readOnlyView
