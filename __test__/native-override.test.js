@@ -2,7 +2,8 @@
 // Installing without a registry: a copy of the package with no binary beside it and no platform
 // package fails to load with an error that says how to install from a clone or a tarball and names
 // NAPI_RS_NATIVE_LIBRARY_PATH; with that variable holding the path of a built .node, the package
-// loads it and works. Each case runs in a child process, in a project under os.tmpdir().
+// loads it and works; and `npm install <folder>` of a built checkout works with no registry at all.
+// Each case runs in a child process, in a project under os.tmpdir().
 
 const { before, after, test } = require('node:test')
 const assert = require('node:assert/strict')
@@ -10,6 +11,7 @@ const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
+const { npmCommand } = require('./helpers/npm')
 
 const ROOT = path.resolve(__dirname, '..')
 const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'))
@@ -70,3 +72,24 @@ test('NAPI_RS_NATIVE_LIBRARY_PATH pointing at nothing: the error says the variab
   assert.match(result.stderr, /code: 'ERR_NATIVE_BINDING_NOT_FOUND'/)
   assert.ok(message(result.stderr).includes(`NAPI_RS_NATIVE_LIBRARY_PATH is set to ${JSON.stringify(missing)}, which did not load`), result.stderr)
 })
+
+test('npm install <folder> of a built checkout, with no registry: the app loads the binary beside binding.js', () => {
+  const app = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-folder-install-'))
+  try {
+    fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'app', version: '1.0.0', private: true }))
+    fs.writeFileSync(path.join(app, 'npmrc'), '')
+    fs.writeFileSync(path.join(app, 'check.js'), CHECK)
+    const npm = npmCommand()
+    const env = { ...process.env }
+    for (const key of Object.keys(env)) if (/^npm_/i.test(key) || ['NAPI_RS_NATIVE_LIBRARY_PATH', 'NODE_OPTIONS', 'NODE_TEST_CONTEXT'].includes(key)) delete env[key]
+    const flags = ['--offline', '--no-audit', '--no-fund', '--ignore-scripts', '--cache', path.join(app, 'cache'), '--userconfig', path.join(app, 'npmrc'), '--registry', 'http://127.0.0.1:9/']
+    const install = spawnSync(npm.file, [...npm.args, 'install', ...flags, ROOT], { cwd: app, env, shell: npm.shell, encoding: 'utf8', timeout: 120_000 })
+    assert.equal(install.status, 0, `${install.stdout}${install.stderr}`)
+    const result = spawnSync(process.execPath, ['check.js'], { cwd: app, env, encoding: 'utf8', timeout: 30_000 })
+    assert.equal(result.status, 0, result.stderr)
+    assert.deepEqual(JSON.parse(result.stdout), [true, false])
+  } finally {
+    fs.rmSync(app, { recursive: true, force: true })
+  }
+})
+
