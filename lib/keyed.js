@@ -11,9 +11,10 @@ const { rememberLimiter } = require('./http/limiter-facts.js')
 const { parseOptions, quotaInput, checkPositiveCount } = require('./options.js')
 const { LAYOUT, AT, STATUS, OPERATION, BASIS } = require('./contract.js')
 const { REGISTRY, NO_ANOMALIES } = require('./registry.js')
+const { ZoneFace, zoneInput } = require('./zone.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError, checkNumber, thrownText } = require('./validate.js')
 
-const KEYED_KEYS = ['policy', 'maxKeys', 'restore']
+const KEYED_KEYS = ['policy', 'maxKeys', 'restore', 'zone']
 const POLICY_KEYS = ['capacity', 'refillPerSecond', 'initialTokens', 'quota']
 const DEFAULT_MAX_KEYS = 1_000_000
 const MAX_KEY_UNITS = 256
@@ -116,6 +117,8 @@ class KeyedQuotaClock {
   #defaults
   // The JsClock of a limiter that reads a clock (or systemClock's reader) in JS, as QuotaClock's.
   #js
+  // With `zone`: the shared table every call goes to (lib/zone.js).
+  #zone
 
   constructor(options) {
     const { limiterOptions, clockArgs, onAnomaly, initialTokensGiven, read } = parseOptions(options, KEYED_KEYS)
@@ -136,6 +139,25 @@ class KeyedQuotaClock {
       if (policy !== undefined) callNative(() => native.checkLimiterOptions(limiterOptions))
       plan = callNative(() => native.snapshotParse(restore, maxKeys))
       if (policy !== undefined) assignPolicies(plan, policy, defaults)
+    }
+    if (read.zone !== undefined) {
+      const zone = zoneInput(read.zone)
+      const listener = onAnomaly === undefined ? undefined : registerListener(this, onAnomaly)
+      this.#zone = new ZoneFace({
+        zone,
+        limiterOptions,
+        clockArgs,
+        maxKeys,
+        policy,
+        plan,
+        listener,
+        resolvePolicy: (key) => resolvePolicy(policy, key, defaults),
+        readDecision,
+      })
+      this.#policy = policy
+      this.#defaults = defaults
+      rememberLimiter(this, clockArgs, policy === undefined)
+      return
     }
     const { kind, manual } = clockArgs
     const { monotonicMs, wallMs, elapsedRealtimeMs } = startingReadings(clockArgs)
@@ -166,6 +188,7 @@ class KeyedQuotaClock {
     checkKey(key)
     // `n`'s capacity bound is checked natively, against the key's own.
     if (n !== 1) checkPositiveCount(n)
+    if (this.#zone !== undefined) return this.#zone.tryConsume(key, n)
     const result = this.#result
     result[N_OR_STATUS] = n
     result[AT.operation] = CONSUME
@@ -178,6 +201,7 @@ class KeyedQuotaClock {
   refund(key, n = 1) {
     checkKey(key)
     if (n !== 1) checkPositiveCount(n)
+    if (this.#zone !== undefined) return this.#zone.refund(key, n)
     const result = this.#result
     result[N_OR_STATUS] = n
     result[AT.operation] = REFUND
@@ -235,7 +259,7 @@ class KeyedQuotaClock {
     let policy
     let readings = []
     for (;;) {
-      const status = this.#slow(() => native.keyedStatus(this.#native, key, policy, readings[0], readings[1], readings[2]))
+      const status = this.#zone !== undefined ? this.#zone.status(key) : this.#slow(() => native.keyedStatus(this.#native, key, policy, readings[0], readings[1], readings[2]))
       const { needs } = status
       if (needs === 'policy') policy = resolvePolicy(this.#policy, key, this.#defaults)
       else if (needs === 'readings') readings = this.#js.readings()
@@ -257,17 +281,35 @@ class KeyedQuotaClock {
   /** Drops the key and all its state; true if it was held. Reads no clock. */
   delete(key) {
     checkKey(key)
+    if (this.#zone !== undefined) return this.#zone.delete(key)
     return callNative(() => native.keyedDelete(this.#native, key))
   }
 
   /** Keys held now (idle keys may be dropped at any time, so it can shrink by itself). */
   get size() {
+    if (this.#zone !== undefined) return this.#zone.size
     return callNative(() => native.keyedSize(this.#native))
   }
 
   /** A versioned binary image of every held key, for `new KeyedQuotaClock({ ..., restore })`. Reads no clock. */
   snapshot() {
+    if (this.#zone !== undefined) return this.#zone.snapshot()
     return callNative(() => native.keyedSnapshot(this.#native))
+  }
+
+  /** The answer of tryConsume, as a promise. */
+  consume(key, n = 1) {
+    try {
+      return Promise.resolve(this.tryConsume(key, n))
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  /** A zone limiter unmaps its zone (the file and its keys stay); later calls throw. Resolves at once. */
+  close() {
+    if (this.#zone !== undefined) this.#zone.close()
+    return Promise.resolve()
   }
 }
 

@@ -12,6 +12,8 @@ pub mod keyed;
 pub mod limiter;
 pub mod quota;
 pub mod reconciler;
+#[cfg(target_os = "linux")]
+pub mod zone;
 
 // Property tests of the limiter over random clock histories.
 #[cfg(test)]

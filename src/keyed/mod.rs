@@ -22,7 +22,7 @@ mod table;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-pub use snapshot::{Snapshot, SnapshotError};
+pub use snapshot::{Snapshot, SnapshotError, SnapshotWriter};
 pub use table::{words_for, Key, KeyBuf};
 use table::{KeyTable, List, Lists, Record, FLAG_PARKED, NIL, NO_PERIOD};
 

@@ -432,3 +432,81 @@ fn read_key(
         spec: (spec != NO_SPEC).then_some(spec),
     })
 }
+
+/// A snapshot built from entries rather than from a [`KeyedLimiter`] (the zone's `snapshot()`):
+/// the same format, keys in the order given.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub struct SnapshotWriter {
+    spec_bytes: Vec<u8>,
+    specs: Vec<(crate::calendar::SpecIdentity, String)>,
+    key_bytes: Vec<u8>,
+    keys: u32,
+}
+
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+impl SnapshotWriter {
+    pub fn new() -> SnapshotWriter {
+        SnapshotWriter {
+            spec_bytes: Vec::new(),
+            specs: Vec::new(),
+            key_bytes: Vec::new(),
+            keys: 0,
+        }
+    }
+
+    /// Adds a key: its tokens, and its quota use in `period` (the spec and its open period's id).
+    pub fn key(&mut self, key: Key<'_>, tokens: f64, use_in: Option<(&PeriodSpec, &str, u64)>) {
+        let mut saved_spec = NO_SPEC;
+        let mut quota_used = 0;
+        if let Some((spec, period_id, used)) = use_in.filter(|(_, _, used)| *used > 0) {
+            let identity = spec.identity();
+            let known = self
+                .specs
+                .iter()
+                .position(|(other, id)| *other == identity && id == period_id);
+            saved_spec = match known {
+                Some(index) => index as u32,
+                None => {
+                    let zone = spec.time_zone_name().as_bytes();
+                    self.spec_bytes.extend_from_slice(&[
+                        unit_code(identity.unit),
+                        identity.anchor_day as u8,
+                        identity.anchor_month as u8,
+                        zone.len() as u8,
+                    ]);
+                    self.spec_bytes
+                        .extend_from_slice(&(identity.anchor_time_secs as u32).to_le_bytes());
+                    self.spec_bytes.extend_from_slice(zone);
+                    self.spec_bytes.push(period_id.len() as u8);
+                    self.spec_bytes.extend_from_slice(period_id.as_bytes());
+                    self.specs.push((identity, period_id.to_owned()));
+                    (self.specs.len() - 1) as u32
+                }
+            };
+            quota_used = used;
+        }
+        self.key_bytes.push(u8::from(key.wide));
+        self.key_bytes.extend_from_slice(&key.len.to_le_bytes());
+        self.key_bytes.extend(key.bytes());
+        self.key_bytes.extend_from_slice(&tokens.to_le_bytes());
+        self.key_bytes.extend_from_slice(&quota_used.to_le_bytes());
+        self.key_bytes.extend_from_slice(&saved_spec.to_le_bytes());
+        self.keys += 1;
+    }
+
+    pub fn finish(self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(
+            HEADER_BYTES + self.spec_bytes.len() + self.key_bytes.len() + TRAILER_BYTES,
+        );
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out.extend_from_slice(&0u16.to_le_bytes());
+        out.extend_from_slice(&(self.specs.len() as u32).to_le_bytes());
+        out.extend_from_slice(&self.keys.to_le_bytes());
+        out.extend_from_slice(&self.spec_bytes);
+        out.extend_from_slice(&self.key_bytes);
+        let checksum = crc32fast::hash(&out);
+        out.extend_from_slice(&checksum.to_le_bytes());
+        out
+    }
+}

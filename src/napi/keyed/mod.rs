@@ -11,6 +11,7 @@ mod key;
 mod policy;
 mod snapshot;
 mod status;
+mod zone;
 
 use std::cell::RefCell;
 use std::ffi::c_void;

@@ -1,0 +1,155 @@
+'use strict'
+// KeyedQuotaClock with `zone: { path }`: the keyed table in a memory-mapped file shared by every
+// process of the host that opens it (docs/zone.md). The JS face checks the option and the
+// clock; the Rust core (src/zone/) holds the keys, the open periods and the reconciliation.
+
+const native = require('./native.js')
+const { QuotaClockError, toPublicError, callNative } = require('./errors.js')
+const { LAYOUT, AT, STATUS, OPERATION } = require('./contract.js')
+const { REGISTRY, NO_ANOMALIES } = require('./registry.js')
+const { coded, isPlainObject, readOptions, typeError, rangeError } = require('./validate.js')
+
+const { consume: CONSUME, refund: REFUND } = OPERATION
+const N_OR_STATUS = AT.nOrStatus
+const DECIDED = STATUS.decided
+const MAX_PATH_LENGTH = 4096
+
+/** `zone` as given: `{ path }`, a non-empty path without NUL bytes. */
+function zoneInput(zone) {
+  if (!isPlainObject(zone)) throw typeError('ERR_INVALID_OPTION', 'zone', "an object { path }, e.g. { path: '/dev/shm/api-limits' }", zone)
+  const { path } = readOptions(zone, ['path'], 'zone')
+  if (typeof path !== 'string') throw typeError('ERR_INVALID_OPTION', 'zone.path', 'a file path string', path)
+  if (path.length === 0 || path.length > MAX_PATH_LENGTH || path.includes('\0')) {
+    throw rangeError('ERR_INVALID_OPTION', 'zone.path', `a file path of 1 to ${MAX_PATH_LENGTH} characters without NUL`, path)
+  }
+  return { path }
+}
+
+/** Refuses what cannot drive a zone: any clock but systemClock() (with or without procUptimeElapsedRealtime()). */
+function zoneClock(clockArgs) {
+  if (clockArgs.kind === 'system') return false
+  if (clockArgs.kind === 'system-boottime') return true
+  throw coded(
+    TypeError,
+    'ERR_INVALID_OPTION',
+    "clock: only systemClock() (optionally with procUptimeElapsedRealtime() as its reader) can drive a zone: the host's monotonic clock is the one clock every process reads alike; received another clock",
+  )
+}
+
+function zoneError(error) {
+  if (error && error.code === 'ERR_ZONE_MISMATCH') return new QuotaClockError(error.code, error.message)
+  return error && typeof error.code === 'string' ? toPublicError(error) : error
+}
+
+/** The zone half of a KeyedQuotaClock: the calls go to the shared file. */
+class ZoneFace {
+  #native
+  #call
+  #result
+  #policy
+  #resolvePolicy
+  #readDecision
+
+  constructor({ zone, limiterOptions, clockArgs, maxKeys, policy, plan, listener, resolvePolicy, readDecision }) {
+    const reader = zoneClock(clockArgs)
+    if (process.platform !== 'linux') {
+      throw new QuotaClockError('ERR_UNSUPPORTED_PLATFORM', `zone is tested on Linux only; this platform is ${process.platform}`)
+    }
+    const result = new Float64Array(LAYOUT.length)
+    try {
+      this.#native = native.zoneOpen({
+        registry: REGISTRY,
+        path: zone.path,
+        options: limiterOptions,
+        maxKeys,
+        hasPolicy: policy !== undefined,
+        reader,
+        result,
+        anomalyListener: listener,
+        restore: plan,
+      })
+    } catch (error) {
+      throw zoneError(error)
+    }
+    this.#call = native.zoneCallFunction(this.#native)
+    this.#result = result
+    this.#policy = policy
+    this.#resolvePolicy = resolvePolicy
+    this.#readDecision = readDecision
+  }
+
+  /** Whether this open made the file (a restore applies only then). */
+  get created() {
+    return callNative(() => native.zoneCreated(this.#native))
+  }
+
+  tryConsume(key, n) {
+    const result = this.#result
+    result[N_OR_STATUS] = n
+    result[AT.operation] = CONSUME
+    this.#call(key)
+    if (result[N_OR_STATUS] === DECIDED) return this.#readDecision(result, NO_ANOMALIES)
+    return this.#settle(key, n, CONSUME)
+  }
+
+  refund(key, n) {
+    const result = this.#result
+    result[N_OR_STATUS] = n
+    result[AT.operation] = REFUND
+    this.#call(key)
+    if (result[N_OR_STATUS] !== DECIDED) this.#settle(key, n, REFUND)
+  }
+
+  #settle(key, n, operation) {
+    const result = this.#result
+    let policy
+    for (;;) {
+      const status = result[N_OR_STATUS]
+      if (status === DECIDED) return operation === CONSUME ? this.#readDecision(result, NO_ANOMALIES) : undefined
+      if (status === STATUS.decidedWithAnomalies) {
+        const anomalies = callNative(() => native.zoneTakeAnomalies(this.#native))
+        return operation === CONSUME ? this.#readDecision(result, anomalies) : undefined
+      }
+      if (status === STATUS.error) throw zoneError(native.zoneTakeError(this.#native))
+      if (status !== STATUS.needsPolicy) throw zoneError({ code: 'ERR_INTERNAL', message: `status ${status}` })
+      policy = this.#resolvePolicy(key)
+      result[N_OR_STATUS] = n
+      result[AT.operation] = operation
+      try {
+        native.zoneCallSlow(this.#native, key, policy)
+      } catch (error) {
+        throw zoneError(error)
+      }
+    }
+  }
+
+  status(key) {
+    let policy
+    for (;;) {
+      const status = callNative(() => native.zoneStatus(this.#native, key, policy))
+      if (status.needs === 'policy') {
+        policy = this.#resolvePolicy(key)
+        continue
+      }
+      return status
+    }
+  }
+
+  delete(key) {
+    return callNative(() => native.zoneDelete(this.#native, key))
+  }
+
+  get size() {
+    return callNative(() => native.zoneSize(this.#native))
+  }
+
+  snapshot() {
+    return callNative(() => native.zoneSnapshot(this.#native))
+  }
+
+  close() {
+    callNative(() => native.zoneClose(this.#native))
+  }
+}
+
+module.exports = { ZoneFace, zoneInput }

@@ -1,0 +1,440 @@
+//! `KeyedQuotaClock` with `zone`: the keyed table in a shared memory-mapped file
+//! (`crate::zone`). Shaped like the in-process limiter's binding: one raw function per limiter,
+//! called with the key; the JS face writes `n` and the operation into the limiter's own
+//! `Float64Array` and reads the decision back from it.
+
+use std::cell::RefCell;
+use std::ffi::c_void;
+use std::ptr;
+use std::rc::Rc;
+
+use napi::bindgen_prelude::*;
+use napi::sys;
+use napi_derive::napi;
+
+use super::key::{key_argument, KeyScratch};
+use super::policy::{count_for, key_policy, PolicyInput};
+use super::snapshot::NativeSnapshot;
+use super::status::KeyStatusOutput;
+use super::KeyedState;
+use crate::anomaly::Anomaly;
+use crate::contract::buffer;
+use crate::error::Error as CoreError;
+use crate::keyed::{Key, KeyPolicy};
+use crate::napi::anomaly::AnomalyOutput;
+use crate::napi::buffer::{write_decision, ResultBuffer};
+use crate::napi::errors::{coded, from_core, guard, internal, CodedError, CodedResult};
+use crate::napi::limiter::ErrorOutput;
+use crate::napi::options::{config_from, positive_safe_integer, LimiterOptions};
+use crate::napi::raw::function_with_data;
+use crate::napi::registry::{notify_listener, BUSY, NO_STORED_ERROR};
+#[cfg(target_os = "linux")]
+use crate::zone::{Operation, Outcome, Zone, ZoneConfig};
+
+#[cfg(target_os = "linux")]
+struct ZoneState {
+    /// `None` once closed.
+    zone: Option<Zone>,
+    anomalies: Vec<Anomaly>,
+    error: Option<CodedError>,
+    registry_id: u32,
+    anomaly_listener: Option<f64>,
+    has_policy: bool,
+    result: ResultBuffer,
+    _result_buffer: Float64Array,
+}
+
+#[cfg(not(target_os = "linux"))]
+struct ZoneState {
+    error: Option<CodedError>,
+}
+
+struct ZoneCell {
+    result: ResultBuffer,
+    state: RefCell<ZoneState>,
+}
+
+/// A zone limiter as the JS face holds it.
+pub struct NativeZone {
+    cell: Rc<ZoneCell>,
+}
+
+/// `zoneOpen`'s input.
+#[napi(object, object_to_js = false)]
+pub struct ZoneInput<'_javascript_function_scope> {
+    pub registry: u32,
+    pub path: String,
+    pub options: LimiterOptions,
+    pub max_keys: f64,
+    pub has_policy: bool,
+    /// The clock is systemClock() with procUptimeElapsedRealtime() as its reader.
+    pub reader: bool,
+    pub result: Float64Array,
+    pub anomaly_listener: Option<f64>,
+    pub restore: Option<&'_javascript_function_scope External<NativeSnapshot>>,
+}
+
+fn zone_error(error: crate::zone::ZoneError) -> CodedError {
+    coded(error.code, error.message)
+}
+
+fn closed() -> CodedError {
+    coded("ERR_INVALID_ARG", "this limiter's zone was closed")
+}
+
+/// Opens (or makes) the zone file named by `input.path`.
+#[napi(js_name = "zoneOpen")]
+pub fn zone_open(env: &Env, input: ZoneInput<'_>) -> napi::Result<External<NativeZone>> {
+    guard(env, move || open(input))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn open(_input: ZoneInput<'_>) -> CodedResult<External<NativeZone>> {
+    Err(coded(
+        "ERR_UNSUPPORTED_PLATFORM",
+        format!(
+            "zone needs Linux shared memory (tested there only); this platform is {}",
+            std::env::consts::OS
+        ),
+    ))
+}
+
+#[cfg(target_os = "linux")]
+fn open(input: ZoneInput<'_>) -> CodedResult<External<NativeZone>> {
+    let ZoneInput {
+        registry: registry_id,
+        path,
+        options,
+        max_keys,
+        has_policy,
+        reader,
+        result: mut result_buffer,
+        anomaly_listener,
+        restore,
+    } = input;
+    if result_buffer.len() < buffer::LENGTH {
+        return Err(coded("ERR_INTERNAL", "the result buffer is too short"));
+    }
+    let limits = config_from(&options)?;
+    let defaults = KeyPolicy {
+        capacity: limits.capacity,
+        refill_per_second: limits.refill_per_second,
+        initial_tokens: limits.initial_tokens,
+        quota: limits.quota,
+    };
+    let config = ZoneConfig {
+        path,
+        defaults: defaults.clone(),
+        suspend_policy: limits.suspend_policy,
+        earliest_plausible_wall_ms: limits.earliest_plausible_wall_ms,
+        max_keys: max_keys as u64,
+        reader,
+    };
+    let policies: Option<Vec<KeyPolicy>> = restore.map(|plan| {
+        plan.choices
+            .iter()
+            .map(|&choice| {
+                plan.policies
+                    .get(choice as usize)
+                    .cloned()
+                    .unwrap_or_else(|| defaults.clone())
+            })
+            .collect()
+    });
+    let restore = restore.map(|plan| (&plan.snapshot, policies.as_deref().unwrap_or(&[])));
+    let zone = Zone::open(&config, restore).map_err(zone_error)?;
+    // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.
+    let address = unsafe { result_buffer.as_mut() }.as_mut_ptr();
+    let state = ZoneState {
+        zone: Some(zone),
+        anomalies: Vec::new(),
+        error: None,
+        registry_id,
+        anomaly_listener,
+        has_policy,
+        result: ResultBuffer(address),
+        _result_buffer: result_buffer,
+    };
+    Ok(External::new(NativeZone {
+        cell: Rc::new(ZoneCell {
+            result: ResultBuffer(address),
+            state: RefCell::new(state),
+        }),
+    }))
+}
+
+#[cfg(target_os = "linux")]
+impl ZoneState {
+    fn zone(&self) -> CodedResult<&Zone> {
+        self.zone.as_ref().ok_or_else(closed)
+    }
+
+    /// The operation and `n` in the result buffer, for `key`; `policy`: what `policy(key)` returned.
+    fn run(&mut self, key: Key<'_>, policy: Option<KeyPolicy>) -> CodedResult<()> {
+        let operation = self.result.get(buffer::OPERATION);
+        let n = self.result.get(buffer::N_OR_STATUS);
+        let operation = if operation == buffer::OPERATION_CONSUME {
+            Operation::Consume
+        } else if operation == buffer::OPERATION_REFUND {
+            Operation::Refund
+        } else {
+            return Err(coded(
+                "ERR_INVALID_ARG",
+                format!("unknown operation {operation}"),
+            ));
+        };
+        let count = if operation == Operation::Refund {
+            positive_safe_integer(n)?
+        } else {
+            0
+        };
+        self.anomalies.clear();
+        let zone = self.zone.as_ref().ok_or_else(closed)?;
+        let outcome = zone.call(
+            key,
+            operation,
+            count,
+            policy.as_ref(),
+            self.has_policy,
+            |capacity| count_for(n, capacity).map_err(invalid_count),
+            &mut self.anomalies,
+        );
+        match outcome.map_err(|error| from_core(&error))? {
+            Outcome::NeedsPolicy => self
+                .result
+                .set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_POLICY),
+            Outcome::Decided(decision) => write_decision(&self.result, &decision),
+            Outcome::Refunded | Outcome::Status(_) => {
+                self.result.set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED)
+            }
+        }
+        if !self.anomalies.is_empty() {
+            self.result
+                .set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED_WITH_ANOMALIES);
+            notify_listener(self.registry_id, self.anomaly_listener, &self.anomalies);
+        }
+        Ok(())
+    }
+}
+
+/// A count refused as the in-process limiter refuses it (its coded error, carried through the core).
+#[cfg(target_os = "linux")]
+fn invalid_count(error: CodedError) -> CoreError {
+    CoreError::Invalid {
+        code: crate::contract::ErrorCode::InvalidArg,
+        message: error.reason,
+    }
+}
+
+/// The raw `call(key)`: `data` is the limiter's `ZoneCell`.
+unsafe extern "C" fn zone_call(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    // SAFETY: N-API's own env and info.
+    let Some(call) = (unsafe { crate::napi::raw::one_argument_call(env, info) }) else {
+        return ptr::null_mut();
+    };
+    // SAFETY: `data` is an `Rc<ZoneCell>` leaked in `zone_call_function`, released only by
+    // the function's finalizer.
+    let cell = unsafe { &*(call.data as *const ZoneCell) };
+    let Ok(mut state) = cell.state.try_borrow_mut() else {
+        cell.result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
+        return ptr::null_mut();
+    };
+    let state = &mut *state;
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if call.argc < 1 {
+            return Err(coded("ERR_INVALID_ARG", "key must be a string"));
+        }
+        let mut scratch = KeyScratch::new();
+        let key = scratch.read(env, call.first)?;
+        run_raw(state, key)
+    }));
+    let error = match outcome {
+        Ok(Ok(())) => return ptr::null_mut(),
+        Ok(Err(error)) => error,
+        Err(payload) => internal(payload.as_ref()),
+    };
+    state.error = Some(error);
+    cell.result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
+    ptr::null_mut()
+}
+
+#[cfg(target_os = "linux")]
+fn run_raw(state: &mut ZoneState, key: Key<'_>) -> CodedResult<()> {
+    state.run(key, None)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn run_raw(_state: &mut ZoneState, _key: Key<'_>) -> CodedResult<()> {
+    Err(coded("ERR_UNSUPPORTED_PLATFORM", "zone"))
+}
+
+unsafe extern "C" fn release_zone_cell(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+    // SAFETY: balances the `Rc::into_raw` in `zone_call_function`; runs once.
+    drop(unsafe { Rc::from_raw(data as *const ZoneCell) });
+}
+
+/// The hot path: a raw function `call(key)` on this zone limiter.
+#[napi(js_name = "zoneCallFunction")]
+pub fn zone_call_function<'env>(
+    env: &'env Env,
+    zone: &External<NativeZone>,
+) -> napi::Result<Unknown<'env>> {
+    guard(env, || {
+        let data = Rc::into_raw(zone.cell.clone()) as *mut c_void;
+        // SAFETY: `data` lives until `release_zone_cell`, which releases it once.
+        unsafe { function_with_data(env, "call", zone_call, data, release_zone_cell) }.ok_or_else(
+            || {
+                // SAFETY: N-API refused, so nothing else owns `data`.
+                drop(unsafe { Rc::from_raw(data as *const ZoneCell) });
+                coded("ERR_INTERNAL", "could not create the call function")
+            },
+        )
+    })
+}
+
+fn with_zone<T>(
+    zone: &External<NativeZone>,
+    body: impl FnOnce(&mut ZoneState) -> CodedResult<T>,
+) -> CodedResult<T> {
+    let mut state = zone
+        .cell
+        .state
+        .try_borrow_mut()
+        .map_err(|_| coded("ERR_INTERNAL", BUSY))?;
+    body(&mut state)
+}
+
+/// A call the raw call left for the JS face to finish: with the key's policy.
+#[napi(js_name = "zoneCallSlow")]
+pub fn zone_call_slow(
+    env: &Env,
+    zone: &External<NativeZone>,
+    key: Unknown<'_>,
+    policy: Option<PolicyInput>,
+) -> napi::Result<()> {
+    guard(env, || {
+        let key = key_argument(env, &key)?;
+        let policy = policy.as_ref().map(key_policy).transpose()?;
+        with_zone(zone, |state| slow(state, key.key(), policy))
+    })
+}
+
+#[cfg(target_os = "linux")]
+fn slow(state: &mut ZoneState, key: Key<'_>, policy: Option<KeyPolicy>) -> CodedResult<()> {
+    state.run(key, policy)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn slow(_state: &mut ZoneState, _key: Key<'_>, _policy: Option<KeyPolicy>) -> CodedResult<()> {
+    Err(coded("ERR_UNSUPPORTED_PLATFORM", "zone"))
+}
+
+/// `status(key)` (`needs: 'policy'` when the JS face must call `policy(key)` first).
+#[napi(js_name = "zoneStatus")]
+pub fn zone_status(
+    env: &Env,
+    zone: &External<NativeZone>,
+    key: Unknown<'_>,
+    policy: Option<PolicyInput>,
+) -> napi::Result<KeyStatusOutput> {
+    guard(env, || {
+        let key = key_argument(env, &key)?;
+        let policy = policy.as_ref().map(key_policy).transpose()?;
+        with_zone(zone, |state| status(state, key.key(), policy))
+    })
+}
+
+#[cfg(target_os = "linux")]
+fn status(state: &mut ZoneState, key: Key<'_>, policy: Option<KeyPolicy>) -> CodedResult<KeyStatusOutput> {
+    let mut anomalies = Vec::new();
+    let outcome = state
+        .zone()?
+        .call(
+            key,
+            Operation::Status,
+            1,
+            policy.as_ref(),
+            state.has_policy,
+            |_| Ok(1),
+            &mut anomalies,
+        )
+        .map_err(|error| from_core(&error))?;
+    notify_listener(state.registry_id, state.anomaly_listener, &anomalies);
+    match outcome {
+        Outcome::NeedsPolicy => Ok(KeyedState::status_needs("policy", (f64::NAN, f64::NAN))),
+        Outcome::Status(status) => Ok(KeyedState::status_output(status)),
+        _ => Err(coded("ERR_INTERNAL", "status decided")),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn status(_state: &mut ZoneState, _key: Key<'_>, _policy: Option<KeyPolicy>) -> CodedResult<KeyStatusOutput> {
+    Err(coded("ERR_UNSUPPORTED_PLATFORM", "zone"))
+}
+
+#[cfg(target_os = "linux")]
+#[napi(js_name = "zoneDelete")]
+pub fn zone_delete(env: &Env, zone: &External<NativeZone>, key: Unknown<'_>) -> napi::Result<bool> {
+    guard(env, || {
+        let key = key_argument(env, &key)?;
+        with_zone(zone, |state| Ok(state.zone()?.delete(key.key())))
+    })
+}
+
+#[cfg(target_os = "linux")]
+#[napi(js_name = "zoneSize")]
+pub fn zone_size(env: &Env, zone: &External<NativeZone>) -> napi::Result<f64> {
+    guard(env, || with_zone(zone, |state| Ok(state.zone()?.len() as f64)))
+}
+
+#[cfg(target_os = "linux")]
+#[napi(js_name = "zoneSnapshot")]
+pub fn zone_snapshot(env: &Env, zone: &External<NativeZone>) -> napi::Result<Uint8Array> {
+    guard(env, || {
+        with_zone(zone, |state| Ok(Uint8Array::new(state.zone()?.snapshot())))
+    })
+}
+
+/// Unmaps the zone (the file stays); later calls are refused.
+#[cfg(target_os = "linux")]
+#[napi(js_name = "zoneClose")]
+pub fn zone_close(env: &Env, zone: &External<NativeZone>) -> napi::Result<()> {
+    guard(env, || {
+        with_zone(zone, |state| {
+            state.zone = None;
+            Ok(())
+        })
+    })
+}
+
+/// Whether this open made the zone file.
+#[cfg(target_os = "linux")]
+#[napi(js_name = "zoneCreated")]
+pub fn zone_created(env: &Env, zone: &External<NativeZone>) -> napi::Result<bool> {
+    guard(env, || with_zone(zone, |state| Ok(state.zone()?.created)))
+}
+
+#[cfg(target_os = "linux")]
+#[napi(js_name = "zoneTakeAnomalies")]
+pub fn zone_take_anomalies(env: &Env, zone: &External<NativeZone>) -> napi::Result<Vec<AnomalyOutput>> {
+    guard(env, || {
+        with_zone(zone, |state| {
+            Ok(state.anomalies.iter().map(AnomalyOutput::from).collect())
+        })
+    })
+}
+
+#[napi(js_name = "zoneTakeError")]
+pub fn zone_take_error(zone: &External<NativeZone>) -> ErrorOutput {
+    let error = match zone.cell.state.try_borrow_mut() {
+        Ok(mut state) => state
+            .error
+            .take()
+            .unwrap_or_else(|| coded("ERR_INTERNAL", NO_STORED_ERROR)),
+        Err(_) => coded("ERR_INTERNAL", BUSY),
+    };
+    ErrorOutput {
+        code: error.status,
+        message: error.reason,
+    }
+}

@@ -1,0 +1,208 @@
+//! The zone file's layout: a header, the reconciler's writer cells, the period specs' table,
+//! then the key table (groups of slots, and an out-of-line area for keys longer than a slot
+//! holds). Every shared word is an atomic: other processes read and write the same memory.
+
+use std::sync::atomic::{AtomicU16, AtomicU64};
+
+pub const MAGIC: u64 = u64::from_le_bytes(*b"QCSZONE\0");
+pub const VERSION: u32 = 1;
+
+/// Slots per group: a key lives in the group its hash picks; the group's lock guards its slots.
+pub const GROUP_SLOTS: usize = 32;
+/// Key bytes a slot holds inline; longer keys are in the slot's out-of-line area.
+pub const INLINE_KEY_BYTES: usize = 24;
+/// Bytes of a slot's out-of-line key area: the longest key (256 UTF-16 code units).
+pub const LONG_KEY_BYTES: usize = 512;
+/// Reconciler writer cells: one per open limiter (cells of dead processes are reused).
+pub const CELLS: usize = 256;
+/// Distinct period specs a zone holds (the limiter's own and the policies').
+pub const SPECS: usize = 16;
+/// Bytes of a spec's stored identity.
+pub const SPEC_IDENTITY_BYTES: usize = 64;
+
+/// The options every process of a zone must agree on, in the order a mismatch is reported.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OptionsImage {
+    pub capacity: u64,
+    pub refill_per_second: u64,
+    pub initial_tokens: u64,
+    /// `u64::MAX`: no quota.
+    pub quota_limit: u64,
+    pub quota_spec: [u8; SPEC_IDENTITY_BYTES],
+    pub suspend_policy: u64,
+    /// `u64::MAX`: the check is off; else the f64's bits.
+    pub earliest_plausible_wall_ms: u64,
+    pub max_keys: u64,
+    /// 0: no elapsed-realtime reader; 1: CLOCK_BOOTTIME.
+    pub reader: u64,
+}
+
+/// The file's first bytes. The part before `boot_id` is written once, at creation, and checked
+/// by its checksum at every open.
+#[repr(C)]
+pub struct Header {
+    pub magic: u64,
+    pub version: u32,
+    /// [`layout_id`] of the build that made it.
+    pub layout: u32,
+    pub file_size: u64,
+    pub groups: u64,
+    pub seed: u64,
+    pub options: OptionsImage,
+    /// CRC-32 of everything above.
+    pub checksum: u64,
+    /// /proc/sys/kernel/random/boot_id of the boot that last took the zone over (written under
+    /// `init_lock`).
+    pub boot_id: [AtomicU64; 6],
+    /// Held while a process opens the zone (and takes it over after a reboot) or adds a spec.
+    pub init_lock: AtomicU64,
+    /// Keys held.
+    pub held: AtomicU64,
+    /// Where the search for a key to drop goes on.
+    pub cursor: AtomicU64,
+    /// The published reconciler state: generation (high 48 bits) and slot index (low 16 bits).
+    pub recon_head: AtomicU64,
+}
+
+/// The reconciler's shared state, as one published snapshot.
+#[repr(C)]
+pub struct ReconSlot {
+    pub words: [AtomicU64; RECON_WORDS],
+}
+pub const RECON_WORDS: usize = 10;
+
+/// One open limiter's two reconciler slots: it writes the one not published, then publishes it.
+#[repr(C)]
+pub struct Cell {
+    /// The owner (see `lock::owner_id`), 0 when free.
+    pub owner: AtomicU64,
+    pub slots: [ReconSlot; 2],
+}
+
+/// A period spec and its open period, double-buffered: `seq`'s low bit says which buffer is
+/// current; a writer (holding `lock`) fills the other and bumps `seq`.
+#[repr(C)]
+pub struct SpecEntry {
+    /// 0 free, 1 in use (written under the header's `init_lock`).
+    pub used: AtomicU64,
+    pub identity: [AtomicU64; SPEC_IDENTITY_BYTES / 8],
+    pub lock: AtomicU64,
+    pub seq: AtomicU64,
+    pub periods: [[AtomicU64; PERIOD_WORDS]; 2],
+}
+/// open (0/1), slot, start_ms, end_ms, start kind, regression reported, observed at generation.
+pub const PERIOD_WORDS: usize = 7;
+
+/// A group: its lock, a write-ahead note of a key being added, and one tag per slot (0: empty).
+#[repr(C)]
+pub struct Group {
+    pub lock: AtomicU64,
+    /// 0, or the slot being added + 1 with [`INTENT_RESERVED`] once the key is counted.
+    pub intent: AtomicU64,
+    pub tags: [AtomicU16; GROUP_SLOTS],
+    _pad: [u64; 6],
+}
+pub const INTENT_RESERVED: u64 = 1 << 32;
+
+/// One key. Identity and limits are written before the slot's tag is published and stay while
+/// it is; the state is double-buffered (`meta`'s bit [`META_CURRENT`] names the current one).
+#[repr(C)]
+pub struct Slot {
+    /// Key length in bytes (low 16 bits), [`META_WIDE`], [`META_CURRENT`], spec index + 1 in bits
+    /// 24..32 (0: no quota).
+    pub meta: AtomicU64,
+    pub hash: AtomicU64,
+    pub key: [AtomicU64; INLINE_KEY_BYTES / 8],
+    pub capacity: AtomicU64,
+    pub refill_per_second: AtomicU64,
+    pub quota_limit: AtomicU64,
+    /// tokens, credited_at_ms (the timeline when last used), quota used, period slot.
+    pub state: [[AtomicU64; 4]; 2],
+}
+pub const META_WIDE: u64 = 1 << 16;
+pub const META_CURRENT: u64 = 1 << 17;
+
+pub const _SIZES: () = {
+    assert!(std::mem::size_of::<Slot>() == 128);
+    assert!(std::mem::size_of::<Group>() == 128);
+};
+
+/// An id of this layout: a file made by a build with another layout is refused.
+pub fn layout_id() -> u32 {
+    let sizes = [
+        std::mem::size_of::<Header>(),
+        std::mem::size_of::<Cell>(),
+        std::mem::size_of::<SpecEntry>(),
+        std::mem::size_of::<Group>(),
+        std::mem::size_of::<Slot>(),
+        GROUP_SLOTS,
+        LONG_KEY_BYTES,
+        CELLS,
+        SPECS,
+    ];
+    let mut hasher = crc32fast::Hasher::new();
+    for size in sizes {
+        hasher.update(&(size as u64).to_le_bytes());
+    }
+    hasher.finalize()
+}
+
+/// Where each region starts, for a zone of `groups` groups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Offsets {
+    pub cells: usize,
+    pub specs: usize,
+    pub groups: usize,
+    pub slots: usize,
+    pub long_keys: usize,
+    pub file_size: usize,
+}
+
+const fn round_up(value: usize, to: usize) -> usize {
+    value.div_ceil(to) * to
+}
+
+impl Offsets {
+    pub fn new(groups: usize) -> Option<Offsets> {
+        let cells = round_up(std::mem::size_of::<Header>(), 64);
+        let specs = cells + CELLS * std::mem::size_of::<Cell>();
+        let groups_at = round_up(specs + SPECS * std::mem::size_of::<SpecEntry>(), 4096);
+        let slots = groups_at.checked_add(groups.checked_mul(std::mem::size_of::<Group>())?)?;
+        let slot_count = groups.checked_mul(GROUP_SLOTS)?;
+        let long_keys = round_up(
+            slots.checked_add(slot_count.checked_mul(std::mem::size_of::<Slot>())?)?,
+            4096,
+        );
+        let file_size = round_up(
+            long_keys.checked_add(slot_count.checked_mul(LONG_KEY_BYTES)?)?,
+            4096,
+        );
+        Some(Offsets {
+            cells,
+            specs,
+            groups: groups_at,
+            slots,
+            long_keys,
+            file_size,
+        })
+    }
+}
+
+/// Groups for `max_keys` keys: twice as many slots as keys, so that a group is rarely full.
+pub fn groups_for(max_keys: u64) -> u64 {
+    (max_keys.saturating_mul(2)).div_ceil(GROUP_SLOTS as u64).max(1)
+}
+
+/// The header's checked part as bytes.
+pub fn checked_bytes(header: &Header) -> &[u8] {
+    let length = std::mem::offset_of!(Header, checksum);
+    // SAFETY: the fields before `checksum` are plain integers and arrays of bytes, fully
+    // initialized (`repr(C)` with no padding before `checksum`: every field is 8-byte sized or
+    // a pair of u32s).
+    unsafe { std::slice::from_raw_parts(header as *const Header as *const u8, length) }
+}
+
+pub fn checksum_of(header: &Header) -> u64 {
+    u64::from(crc32fast::hash(checked_bytes(header)))
+}
