@@ -699,12 +699,16 @@ impl Zone {
     /// The zone's index of `spec`, added if new.
     fn spec_index(&self, spec: &Arc<PeriodSpec>) -> Result<usize, Error> {
         let identity = spec_identity_bytes(spec);
+        let known = |index: usize| {
+            let _ = self.specs[index].set(spec.clone());
+            Ok(index)
+        };
         if let Some(index) = self.find_spec(&identity) {
-            return Ok(index);
+            return known(index);
         }
         let _init = self.lock_init();
         if let Some(index) = self.find_spec(&identity) {
-            return Ok(index);
+            return known(index);
         }
         for index in 0..SPECS {
             let entry = self.spec_entry(index);

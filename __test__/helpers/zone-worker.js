@@ -1,0 +1,47 @@
+'use strict'
+// A process of a zone test: opens the zone with the options in argv[2] (JSON) and runs a mode.
+//   drain <key> <calls>: calls tryConsume(key) that many times, prints the count allowed.
+//   loop <countFile>: calls tryConsume forever (the hot key, now and then one of 50 others);
+//     after each allowed call it writes the running count into countFile (8 bytes, LE), so a
+//     kill loses at most the one call in flight.
+//   run <script>: runs a script with `limiter` and `print` in scope.
+const fs = require('node:fs')
+const path = require('node:path')
+const { KeyedQuotaClock } = require(path.join(__dirname, '..', '..'))
+
+const [mode, ...rest] = process.argv.slice(3)
+const options = JSON.parse(process.argv[2])
+if (options.policyOf !== undefined) {
+  const plans = options.policyOf
+  delete options.policyOf
+  options.policy = (key) => {
+    if (plans.throwFor === key) throw new Error(`policy called for ${key} in ${process.pid}`)
+    return plans[key]
+  }
+}
+const limiter = new KeyedQuotaClock(options)
+const print = (value) => process.stdout.write(JSON.stringify(value) + '\n')
+
+if (mode === 'drain') {
+  const [key, calls] = rest
+  let allowed = 0
+  for (let i = 0; i < Number(calls); i++) if (limiter.tryConsume(key).allowed) allowed++
+  print({ allowed })
+} else if (mode === 'loop') {
+  const fd = fs.openSync(rest[0], 'w')
+  const buffer = Buffer.alloc(8)
+  let allowed = 0
+  let i = 0
+  print({ ready: true })
+  for (;;) {
+    const key = i++ % 4 === 0 ? `k${i % 50}` : 'hot'
+    if (limiter.tryConsume(key).allowed) {
+      allowed++
+      buffer.writeBigUInt64LE(BigInt(allowed))
+      fs.writeSync(fd, buffer, 0, 8, 0)
+    }
+  }
+} else if (mode === 'run') {
+  // eslint-disable-next-line no-new-func
+  new Function('limiter', 'print', rest[0])(limiter, print)
+}

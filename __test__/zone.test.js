@@ -1,0 +1,194 @@
+'use strict'
+// KeyedQuotaClock with `zone`: one limiter for every process of the host that opens the file.
+
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const { KeyedQuotaClock, QuotaClockError, manualClock, systemClock, procUptimeElapsedRealtime } = require('..')
+const { zonePath, runWorker, startWorker } = require('./helpers/zone.js')
+
+const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
+const base = (path, more = {}) => ({ capacity: 1000, refillPerSecond: 1e-9, suspendPolicy: 'ignore', maxKeys: 100, zone: { path }, ...more })
+const isCode = (Class, code) => (error) => error instanceof Class && error.code === code
+
+test('four processes draining one key admit exactly the bucket, and exactly the quota', async () => {
+  const bucket = base(zonePath())
+  const quota = base(zonePath(), { capacity: 1e6, quota: { limit: 700, period: UTC_DAY } })
+  for (const [options, expected] of [
+    [bucket, 1000],
+    [quota, 700],
+  ]) {
+    const workers = [0, 1, 2, 3].map(() => startWorker(options, 'drain', 'shared', 600))
+    const results = await Promise.all(workers.map((worker) => worker.done))
+    for (const result of results) assert.equal(result.status, 0, result.stderr)
+    const total = results.reduce((sum, result) => sum + result.lines[0].allowed, 0)
+    assert.equal(total, expected)
+    const limiter = new KeyedQuotaClock(options)
+    assert.equal(limiter.tryConsume('shared').allowed, false)
+    assert.equal(limiter.size, 1)
+  }
+})
+
+test('a zone is one limiter: what one process takes another sees, refunds and deletes included', () => {
+  const path = zonePath()
+  const options = base(path, { capacity: 10, quota: { limit: 5, period: UTC_DAY } })
+  const here = new KeyedQuotaClock(options)
+  runWorker(options, 'run', "for (let i = 0; i < 3; i++) limiter.tryConsume('tenant')")
+  const status = here.status('tenant')
+  assert.equal(status.quotaUsed, 3)
+  assert.equal(Math.round(status.tokens), 7)
+  here.refund('tenant', 2)
+  const [seen] = runWorker(options, 'run', "print(limiter.status('tenant'))")
+  assert.equal(seen.quotaUsed, 1)
+  assert.equal(Math.round(seen.tokens), 9)
+  const [deleted] = runWorker(options, 'run', "print({ deleted: limiter.delete('tenant'), size: limiter.size })")
+  assert.deepEqual(deleted, { deleted: true, size: 0 })
+  assert.equal(here.size, 0)
+  assert.equal(here.status('tenant').quotaUsed, 0)
+})
+
+test('the file is made at the first open and stays after close(); a closed limiter refuses calls', async () => {
+  const path = zonePath()
+  assert.equal(fs.existsSync(path), false)
+  const limiter = new KeyedQuotaClock(base(path))
+  limiter.tryConsume('a', 10)
+  assert.ok(fs.statSync(path).size > 0)
+  await limiter.close()
+  assert.ok(fs.existsSync(path))
+  assert.throws(() => limiter.tryConsume('a'), (error) => error.code === 'ERR_INVALID_ARG' && /closed/.test(error.message))
+  const again = new KeyedQuotaClock(base(path))
+  assert.equal(Math.round(again.status('a').tokens), 990)
+})
+
+test('later opens with other options are ERR_ZONE_MISMATCH naming the first option that differs', () => {
+  const path = zonePath()
+  const options = base(path, { quota: { limit: 50, period: UTC_DAY } })
+  new KeyedQuotaClock(options)
+  const cases = [
+    [{ capacity: 999 }, 'capacity'],
+    [{ refillPerSecond: 2 }, 'refillPerSecond'],
+    [{ quota: { limit: 51, period: UTC_DAY } }, 'quota'],
+    [{ quota: { limit: 50, period: { unit: 'day', timeZone: 'America/Los_Angeles' } } }, 'quota'],
+    [{ quota: undefined }, 'quota'],
+    [{ suspendPolicy: 'credit' }, 'suspendPolicy'],
+    [{ earliestPlausibleWallMs: null }, 'earliestPlausibleWallMs'],
+    [{ maxKeys: 101 }, 'maxKeys'],
+    [{ capacity: 999, maxKeys: 101 }, 'capacity'],
+  ]
+  for (const [change, option] of cases) {
+    assert.throws(
+      () => new KeyedQuotaClock({ ...options, ...change }),
+      (error) => error instanceof QuotaClockError && error.code === 'ERR_ZONE_MISMATCH' && error.message.includes(`another ${option} `),
+      option,
+    )
+  }
+  // The same options open it.
+  new KeyedQuotaClock({ ...options })
+})
+
+test('only systemClock() drives a zone; any other clock is ERR_INVALID_OPTION', () => {
+  const path = zonePath()
+  for (const clock of [manualClock(), { monotonicMs: () => performance.now(), wallMs: () => Date.now() }, systemClock({ elapsedRealtimeMs: () => 0 })]) {
+    assert.throws(() => new KeyedQuotaClock(base(path, { clock })), isCode(TypeError, 'ERR_INVALID_OPTION'))
+  }
+  assert.equal(fs.existsSync(path), false, 'a refused clock makes no file')
+  new KeyedQuotaClock(base(path, { clock: systemClock() }))
+  const withReader = zonePath()
+  new KeyedQuotaClock(base(withReader, { clock: systemClock({ elapsedRealtimeMs: procUptimeElapsedRealtime() }) }))
+  assert.throws(() => new KeyedQuotaClock(base(withReader)), (error) => error.code === 'ERR_ZONE_MISMATCH' && /clock/.test(error.message))
+})
+
+test('zone must be { path } with a non-empty path', () => {
+  for (const zone of [null, 'x', { path: '' }, { path: 5 }, { file: '/dev/shm/x' }, { path: 'a\0b' }]) {
+    assert.throws(() => new KeyedQuotaClock(base('unused', { zone })), (error) => error.code === 'ERR_INVALID_OPTION' && /zone/.test(error.message))
+  }
+})
+
+test('a garbage, empty, truncated or grown zone file is ERR_INVALID_OPTION naming zone.path, never a crash', () => {
+  const good = zonePath()
+  new KeyedQuotaClock(base(good)).tryConsume('a')
+  const bytes = fs.readFileSync(good)
+  const variants = {
+    empty: Buffer.alloc(0),
+    garbage: Buffer.from('not a zone at all, just some text that is long enough'.repeat(200)),
+    random: Buffer.from(Array.from({ length: 70_000 }, (_, i) => (i * 7919 + 13) & 0xff)),
+    truncated: bytes.subarray(0, bytes.length >> 1),
+    headerOnly: bytes.subarray(0, 512),
+    grown: Buffer.concat([bytes, Buffer.alloc(4096)]),
+    corruptHeader: Buffer.from(bytes).fill(0x5a, 40, 48),
+  }
+  for (const [name, content] of Object.entries(variants)) {
+    const path = zonePath(name)
+    fs.writeFileSync(path, content)
+    assert.throws(() => new KeyedQuotaClock(base(path)), (error) => error instanceof RangeError && error.code === 'ERR_INVALID_OPTION' && error.message.includes('zone.path'), name)
+    assert.equal(fs.readFileSync(path).length, content.length, `${name}: the file is left as it was`)
+  }
+  const directory = zonePath('dir')
+  fs.mkdirSync(directory)
+  assert.throws(() => new KeyedQuotaClock(base(directory)), (error) => error.code === 'ERR_INVALID_OPTION')
+})
+
+test('policy is called by the process that first holds a key; the others use what it chose', () => {
+  const path = zonePath()
+  const options = base(path, { capacity: 10, policyOf: { tenant: { capacity: 3 }, throwFor: 'nobody' } })
+  const [first] = runWorker(options, 'run', "print(limiter.tryConsume('tenant'))")
+  assert.equal(first.tokens, 2)
+  const [second] = runWorker({ ...options, policyOf: { throwFor: 'tenant' } }, 'run', "print([limiter.tryConsume('tenant'), limiter.status('tenant').capacity])")
+  assert.equal(second[0].allowed, true)
+  assert.equal(Math.round(second[0].tokens), 1)
+  assert.equal(second[1], 3)
+})
+
+test('eviction and ERR_KEY_LIMIT hold across processes', () => {
+  const path = zonePath()
+  const options = base(path, { capacity: 10, maxKeys: 2, quota: { limit: 100, period: UTC_DAY } })
+  const here = new KeyedQuotaClock(options)
+  here.tryConsume('a')
+  runWorker(options, 'run', "limiter.tryConsume('b')")
+  const [refused] = runWorker(options, 'run', "try { limiter.tryConsume('c'); print('held') } catch (error) { print([error.code, error.message, limiter.size]) }")
+  assert.equal(refused[0], 'ERR_KEY_LIMIT')
+  assert.match(refused[1], /maxKeys/)
+  assert.equal(refused[2], 2)
+  // Without quota use, the least recently used key makes room (its bucket comes back full).
+  const bucketOnly = base(zonePath(), { capacity: 10, maxKeys: 2 })
+  const limiter = new KeyedQuotaClock(bucketOnly)
+  limiter.tryConsume('a', 5)
+  runWorker(bucketOnly, 'run', "limiter.tryConsume('b', 5)")
+  runWorker(bucketOnly, 'run', "limiter.tryConsume('c', 5)")
+  assert.equal(limiter.size, 2)
+  assert.equal(Math.round(limiter.status('a').tokens), 10, "'a', least recently used, was dropped")
+  assert.equal(Math.round(limiter.status('b').tokens), 5)
+})
+
+test('snapshot() reads the zone: every process\'s keys, in the snapshot format restore takes', () => {
+  const path = zonePath()
+  const options = base(path, { capacity: 10, quota: { limit: 9, period: UTC_DAY } })
+  const here = new KeyedQuotaClock(options)
+  here.tryConsume('mine', 2)
+  runWorker(options, 'run', "limiter.tryConsume('theirs', 3)")
+  const restored = new KeyedQuotaClock({ capacity: 10, refillPerSecond: 1e-9, suspendPolicy: 'ignore', quota: { limit: 9, period: UTC_DAY }, restore: here.snapshot() })
+  assert.equal(restored.size, 2)
+  assert.equal(restored.status('theirs').quotaUsed, 3)
+  assert.equal(restored.status('mine').quotaUsed, 2)
+})
+
+test('restore applies only when the zone file is created', () => {
+  const source = new KeyedQuotaClock({ capacity: 10, refillPerSecond: 1e-9, suspendPolicy: 'ignore', maxKeys: 100 })
+  source.tryConsume('saved', 4)
+  const path = zonePath()
+  const made = new KeyedQuotaClock(base(path, { capacity: 10, restore: source.snapshot() }))
+  assert.equal(made.size, 1)
+  assert.equal(Math.round(made.status('saved').tokens), 6)
+  source.tryConsume('other')
+  const opened = new KeyedQuotaClock(base(path, { capacity: 10, restore: source.snapshot() }))
+  assert.equal(opened.size, 1, 'a second restore is not applied')
+})
+
+test('keys of every length and encoding are told apart, long ones included', () => {
+  const path = zonePath()
+  const limiter = new KeyedQuotaClock(base(path, { capacity: 5 }))
+  const keys = ['a', 'é', '\u{1f600}', 'x'.repeat(24), 'x'.repeat(25), 'y'.repeat(256), '\ud800', 'ab', 'a\0']
+  keys.forEach((key, i) => limiter.tryConsume(key, 1 + (i % 5)))
+  const [seen] = runWorker(base(path, { capacity: 5 }), 'run', `print(${JSON.stringify(keys)}.map((key) => Math.round(limiter.status(key).tokens)))`)
+  assert.deepEqual(seen, keys.map((_, i) => 5 - (1 + (i % 5))))
+})
