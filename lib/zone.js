@@ -83,6 +83,11 @@ class ZoneFace {
     return callNative(() => native.zoneCreated(this.#native))
   }
 
+  /** Locks taken over from processes that died holding them (a diagnostic). */
+  get takeovers() {
+    return callNative(() => native.zoneTakeovers(this.#native))
+  }
+
   tryConsume(key, n) {
     const result = this.#result
     result[N_OR_STATUS] = n

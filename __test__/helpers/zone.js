@@ -41,4 +41,7 @@ function startWorker(options, mode, ...args) {
   return child
 }
 
-module.exports = { DIR, zonePath, runWorker, startWorker }
+// Byte offsets in a zone file's header (docs/zone.md "The file"; checked by the Rust tests).
+const HEADER = { checksum: 168, bootId: 176, bootIdBytes: 48, takeovers: 256 }
+
+module.exports = { DIR, HEADER, zonePath, runWorker, startWorker }

@@ -63,6 +63,8 @@ pub struct Header {
     pub cursor: AtomicU64,
     /// The published reconciler state: generation (high 48 bits) and slot index (low 16 bits).
     pub recon_head: AtomicU64,
+    /// Locks taken over from dead processes (for tests and operators).
+    pub takeovers: AtomicU64,
 }
 
 /// The reconciler's shared state, as one published snapshot.
@@ -205,4 +207,21 @@ pub fn checked_bytes(header: &Header) -> &[u8] {
 
 pub fn checksum_of(header: &Header) -> u64 {
     u64::from(crc32fast::hash(checked_bytes(header)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The offsets docs/zone.md gives (and the JS tests use to fake a reboot).
+    #[test]
+    fn the_header_fields_are_where_the_docs_say() {
+        assert_eq!(std::mem::offset_of!(Header, options), 40);
+        assert_eq!(std::mem::offset_of!(Header, checksum), 168);
+        assert_eq!(std::mem::offset_of!(Header, boot_id), 176);
+        assert_eq!(std::mem::offset_of!(Header, init_lock), 224);
+        assert_eq!(std::mem::offset_of!(Header, held), 232);
+        assert_eq!(std::mem::offset_of!(Header, recon_head), 248);
+        assert_eq!(std::mem::offset_of!(Header, takeovers), 256);
+    }
 }

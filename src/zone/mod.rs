@@ -427,6 +427,7 @@ impl Zone {
                     held: AtomicU64::new(0),
                     cursor: AtomicU64::new(0),
                     recon_head: AtomicU64::new(0),
+                    takeovers: AtomicU64::new(0),
                 },
             );
             let mut zone = Zone::handle(config, mapping, offsets)?;
@@ -886,7 +887,9 @@ impl Zone {
     }
 
     fn lock_spec<'a>(&self, entry: &'a SpecEntry) -> Held<'a> {
-        lock(&entry.lock, self.me);
+        if lock(&entry.lock, self.me) == Acquired::TakenOver {
+            self.header().takeovers.fetch_add(1, Ordering::Relaxed);
+        }
         Held(&entry.lock)
     }
 
@@ -1029,6 +1032,7 @@ impl Zone {
     fn lock_group(&self, group: usize) -> Held<'_> {
         let header = self.group(group);
         if lock(&header.lock, self.me) == Acquired::TakenOver {
+            self.header().takeovers.fetch_add(1, Ordering::Relaxed);
             self.repair_group(group);
         }
         Held(&header.lock)
@@ -1520,6 +1524,11 @@ impl Zone {
             }
             None => false,
         }
+    }
+
+    /// Locks taken over from processes that died holding them, since the zone was made.
+    pub fn takeovers(&self) -> u64 {
+        self.header().takeovers.load(Ordering::Relaxed)
     }
 
     /// Keys held now, by every process.

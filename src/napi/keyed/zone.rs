@@ -407,6 +407,13 @@ pub fn zone_close(env: &Env, zone: &External<NativeZone>) -> napi::Result<()> {
     })
 }
 
+/// Locks taken over from dead processes since the zone was made.
+#[cfg(target_os = "linux")]
+#[napi(js_name = "zoneTakeovers")]
+pub fn zone_takeovers(env: &Env, zone: &External<NativeZone>) -> napi::Result<f64> {
+    guard(env, || with_zone(zone, |state| Ok(state.zone()?.takeovers() as f64)))
+}
+
 /// Whether this open made the zone file.
 #[cfg(target_os = "linux")]
 #[napi(js_name = "zoneCreated")]

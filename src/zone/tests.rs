@@ -1,0 +1,258 @@
+//! The zone's protocol under concurrency and under a process dying at each step of a write.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::keyed::KeyBuf;
+
+fn temp_path(name: &str) -> String {
+    let dir = if std::path::Path::new("/dev/shm").is_dir() {
+        "/dev/shm".to_owned()
+    } else {
+        std::env::temp_dir().display().to_string()
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{dir}/qcs-zone-unit-{name}-{}-{nanos}", std::process::id())
+}
+
+struct Removed(String);
+impl Drop for Removed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn config(path: &str, capacity: f64, max_keys: u64) -> ZoneConfig {
+    ZoneConfig {
+        path: path.to_owned(),
+        defaults: KeyPolicy {
+            capacity,
+            refill_per_second: 1e-9,
+            initial_tokens: capacity,
+            quota: None,
+        },
+        suspend_policy: SuspendPolicy::Ignore,
+        earliest_plausible_wall_ms: None,
+        max_keys,
+        reader: false,
+    }
+}
+
+fn consume(zone: &Zone, key: &str, n: u64) -> Result<Decision, Error> {
+    let key = KeyBuf::from_text(key);
+    let mut anomalies = Vec::new();
+    match zone.call(
+        key.key(),
+        Operation::Consume,
+        n,
+        None,
+        false,
+        |_| Ok(n),
+        &mut anomalies,
+    )? {
+        Outcome::Decided(decision) => Ok(decision),
+        other => panic!("not a decision: {other:?}"),
+    }
+}
+
+fn tokens(zone: &Zone, key: &str) -> f64 {
+    let key = KeyBuf::from_text(key);
+    match zone
+        .call(
+            key.key(),
+            Operation::Status,
+            1,
+            None,
+            false,
+            |_| Ok(1),
+            &mut Vec::new(),
+        )
+        .unwrap()
+    {
+        Outcome::Status(status) => status.tokens,
+        other => panic!("not a status: {other:?}"),
+    }
+}
+
+/// A pid no process has any more: a reaped child's.
+fn dead_owner() -> u64 {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    u64::from(pid) << 32
+}
+
+#[test]
+fn threads_with_their_own_handles_drain_a_key_exactly() {
+    let path = temp_path("threads");
+    let _removed = Removed(path.clone());
+    let config = config(&path, 20_000.0, 1000);
+    drop(Zone::open(&config, None).unwrap());
+    let admitted: u64 = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|thread| {
+                let config = config.clone();
+                scope.spawn(move || {
+                    let zone = Zone::open(&config, None).unwrap();
+                    let mut allowed = 0;
+                    for i in 0..8_000 {
+                        let key = if i % 3 == 0 {
+                            format!("k{}", (i + thread) % 40)
+                        } else {
+                            "hot".to_owned()
+                        };
+                        if key == "hot" && consume(&zone, &key, 1).unwrap().allowed {
+                            allowed += 1;
+                        } else if key != "hot" {
+                            consume(&zone, &key, 1).unwrap();
+                        }
+                    }
+                    allowed
+                })
+            })
+            .collect();
+        handles.into_iter().map(|handle| handle.join().unwrap()).sum()
+    });
+    assert_eq!(admitted, 20_000);
+}
+
+#[test]
+fn a_lock_left_by_a_dead_process_is_taken_over_and_its_unflipped_write_is_not_seen() {
+    let path = temp_path("takeover");
+    let _removed = Removed(path.clone());
+    let zone = Zone::open(&config(&path, 10.0, 10), None).unwrap();
+    consume(&zone, "k", 3).unwrap();
+    let key = KeyBuf::from_text("k");
+    let hash = hash_key(zone.seed, key.key());
+    let group = zone.group_of(hash);
+    let slot = zone.find_in(group, key.key(), hash).unwrap();
+    // A process wrote half of the next state, then died holding the group's lock.
+    let record = zone.slot(group, slot);
+    let other = usize::from(record.meta.load(Ordering::Relaxed) & META_CURRENT == 0);
+    record.state[other][0].store(0.5f64.to_bits(), Ordering::Relaxed);
+    zone.group(group).lock.store(dead_owner(), Ordering::Relaxed);
+    let started = Instant::now();
+    assert_eq!(consume(&zone, "k", 1).unwrap().tokens.round(), 6.0);
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert_eq!(zone.takeovers(), 1);
+}
+
+#[test]
+fn a_key_being_added_when_its_process_died_gives_its_room_back() {
+    let path = temp_path("intent");
+    let _removed = Removed(path.clone());
+    let zone = Zone::open(&config(&path, 10.0, 1), None).unwrap();
+    let key = KeyBuf::from_text("new");
+    let hash = hash_key(zone.seed, key.key());
+    let group = zone.group_of(hash);
+    // Killed after counting the key, before publishing its tag.
+    zone.header().held.fetch_add(1, Ordering::Relaxed);
+    zone.group(group)
+        .intent
+        .store(1 | INTENT_RESERVED, Ordering::Relaxed);
+    zone.group(group).lock.store(dead_owner(), Ordering::Relaxed);
+    assert!(consume(&zone, "new", 1).unwrap().allowed);
+    assert_eq!(zone.len(), 1);
+}
+
+#[test]
+fn a_reconciler_write_not_published_changes_nothing() {
+    let path = temp_path("recon");
+    let _removed = Removed(path.clone());
+    let zone = Zone::open(&config(&path, 10.0, 10), None).unwrap();
+    let (head, before) = zone.read_recon();
+    // A limiter wrote its slot and died before its CAS.
+    let mine = (zone.cell * 2) as u64;
+    let index = if head & 0xffff == mine { mine + 1 } else { mine };
+    let garbage = ReconState {
+        timeline_ms: 1e12,
+        ..before
+    };
+    garbage.store(zone.recon_slot(index));
+    assert_eq!(zone.read_recon(), (head, before));
+    consume(&zone, "k", 1).unwrap();
+    assert!(zone.read_recon().1.timeline_ms < 1e6);
+}
+
+/// The steps of a key's write, in program order; a process may die after any of them.
+#[derive(Clone, Copy, Debug)]
+enum DiedAfter {
+    Locking,
+    WritingSomeWords(usize),
+    WritingTheBuffer,
+    Flipping,
+}
+
+fn died_after() -> impl Strategy<Value = DiedAfter> {
+    prop_oneof![
+        Just(DiedAfter::Locking),
+        (1usize..4).prop_map(DiedAfter::WritingSomeWords),
+        Just(DiedAfter::WritingTheBuffer),
+        Just(DiedAfter::Flipping),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// For any history of calls and any step a dying writer stopped at, the next call is not
+    /// blocked and sees the key as it was before the dead call or after it, never in between.
+    #[test]
+    fn a_write_cut_at_any_step_leaves_the_state_before_or_after(
+        history in proptest::collection::vec((0usize..3, 1u64..4), 0..12),
+        died in died_after(),
+        taken in 1u64..4,
+    ) {
+        let path = temp_path("model");
+        let _removed = Removed(path.clone());
+        let zone = Zone::open(&config(&path, 1000.0, 16), None).unwrap();
+        let keys = ["a", "b", "c"];
+        let mut model = [1000.0f64; 3];
+        for &(key, n) in &history {
+            consume(&zone, keys[key], n).unwrap();
+            model[key] -= n as f64;
+        }
+        consume(&zone, "a", 1).unwrap();
+        model[0] -= 1.0;
+        let key = KeyBuf::from_text("a");
+        let hash = hash_key(zone.seed, key.key());
+        let group = zone.group_of(hash);
+        let slot = zone.find_in(group, key.key(), hash).unwrap();
+        let record = zone.slot(group, slot);
+        let before = read_state(record);
+        let after = KeyState { tokens: before.tokens - taken as f64, ..before };
+        // The dead writer's steps, as write_state takes them.
+        zone.group(group).lock.store(dead_owner(), Ordering::Relaxed);
+        let meta = record.meta.load(Ordering::Relaxed);
+        let other = usize::from(meta & META_CURRENT == 0);
+        let words = [after.tokens.to_bits(), after.credited_at_ms.to_bits(), after.quota_used, after.period_slot as u64];
+        let written = match died {
+            DiedAfter::Locking => 0,
+            DiedAfter::WritingSomeWords(count) => count,
+            DiedAfter::WritingTheBuffer | DiedAfter::Flipping => 4,
+        };
+        for (word, value) in record.state[other].iter().zip(words).take(written) {
+            word.store(value, Ordering::Relaxed);
+        }
+        let flipped = matches!(died, DiedAfter::Flipping);
+        if flipped {
+            record.meta.store(meta ^ META_CURRENT, Ordering::Release);
+            model[0] -= taken as f64;
+        }
+        let started = Instant::now();
+        let seen = tokens(&zone, "a");
+        prop_assert!(started.elapsed() < Duration::from_secs(1));
+        prop_assert_eq!(seen.round(), model[0]);
+        for (index, key) in keys.iter().enumerate().skip(1) {
+            if history.iter().any(|&(k, _)| k == index) {
+                prop_assert_eq!(tokens(&zone, key).round(), model[index]);
+            }
+        }
+    }
+}
