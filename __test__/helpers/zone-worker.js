@@ -1,9 +1,10 @@
 'use strict'
 // A process of a zone test: opens the zone with the options in argv[2] (JSON) and runs a mode.
 //   drain <key> <calls>: calls tryConsume(key) that many times, prints the count allowed.
-//   loop <countFile>: calls tryConsume forever (the hot key, now and then one of 50 others);
-//     after each allowed call it writes the running count into countFile (8 bytes, LE), so a
-//     kill loses at most the one call in flight.
+//   loop <countFile>: calls tryConsume forever, on the key 'hot' and (every other call) on one
+//     of 1000 churning keys that make room for each other; after each allowed call on 'hot' it
+//     writes the running count into countFile (8 bytes, LE), so a kill loses at most the one
+//     call in flight.
 //   run <script>: runs a script with `limiter` and `print` in scope.
 const fs = require('node:fs')
 const path = require('node:path')
@@ -16,7 +17,9 @@ if (options.policyOf !== undefined) {
   delete options.policyOf
   options.policy = (key) => {
     if (plans.throwFor === key) throw new Error(`policy called for ${key} in ${process.pid}`)
-    return plans[key]
+    // A plan named 'prefix*' is every key that starts with prefix.
+    const prefix = Object.keys(plans).find((name) => name.endsWith('*') && key.startsWith(name.slice(0, -1)))
+    return prefix === undefined ? plans[key] : plans[prefix]
   }
 }
 const limiter = new KeyedQuotaClock(options)
@@ -34,8 +37,11 @@ if (mode === 'drain') {
   let i = 0
   print({ ready: true })
   for (;;) {
-    const key = i++ % 4 === 0 ? `k${i % 50}` : 'hot'
-    if (limiter.tryConsume(key).allowed) {
+    if (i++ % 2 === 0) {
+      limiter.tryConsume(`churn${Math.floor(Math.random() * 1000)}`)
+      continue
+    }
+    if (limiter.tryConsume('hot').allowed) {
       allowed++
       buffer.writeBigUInt64LE(BigInt(allowed))
       fs.writeSync(fd, buffer, 0, 8, 0)

@@ -256,3 +256,30 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn after_a_reboot_the_old_locks_and_readings_are_dropped_and_the_keys_kept() {
+    let path = temp_path("reboot");
+    let _removed = Removed(path.clone());
+    let config = config(&path, 10.0, 10);
+    let zone = Zone::open(&config, None).unwrap();
+    consume(&zone, "k", 4).unwrap();
+    let key = KeyBuf::from_text("k");
+    let group = zone.group_of(hash_key(zone.seed, key.key()));
+    // Left by the boot before: a lock owned by a pid that is alive now (init), readings from
+    // far ahead on a monotonic clock that has restarted, another boot id.
+    zone.group(group).lock.store(1 << 32, Ordering::Relaxed);
+    let (head, state) = zone.read_recon();
+    assert!(zone.publish(
+        head,
+        &ReconState {
+            last_monotonic_ms: 1e15,
+            ..state
+        }
+    ));
+    zone.header().boot_id[0].store(0, Ordering::Relaxed);
+    drop(zone);
+    let zone = Zone::open(&config, None).unwrap();
+    assert_eq!(consume(&zone, "k", 1).unwrap().tokens.round(), 5.0);
+    assert_eq!(zone.len(), 1);
+}
