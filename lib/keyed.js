@@ -16,6 +16,8 @@ const { coded, isPlainObject, readOptions, typeError, rangeError, checkNumber, t
 const KEYED_KEYS = ['policy', 'maxKeys', 'restore']
 const POLICY_KEYS = ['capacity', 'refillPerSecond', 'initialTokens', 'quota']
 const DEFAULT_MAX_KEYS = 1_000_000
+// A snapshot's key count is a u32, and a table of more keys than that would not fit in memory anyway.
+const MAX_MAX_KEYS = 2 ** 32
 const MAX_KEY_UNITS = 256
 // Each limiter's result buffer, laid out as the contract's (lib/contract.js): in, `n`, the
 // operation and readings taken in JS; out, the status (what the native side needs first, having
@@ -124,7 +126,7 @@ class KeyedQuotaClock {
     let maxKeys = DEFAULT_MAX_KEYS
     if (read.maxKeys !== undefined) {
       maxKeys = checkNumber(read.maxKeys, 'maxKeys')
-      if (!(Number.isSafeInteger(maxKeys) && maxKeys >= 1)) throw rangeError('ERR_INVALID_OPTION', 'maxKeys', 'a positive safe integer', maxKeys)
+      if (!(Number.isSafeInteger(maxKeys) && maxKeys >= 1 && maxKeys <= MAX_MAX_KEYS)) throw rangeError('ERR_INVALID_OPTION', 'maxKeys', 'a positive integer no larger than 2**32 (4294967296)', maxKeys)
     }
     if (restore !== undefined && !(restore instanceof Uint8Array)) {
       throw typeError('ERR_INVALID_OPTION', 'restore', 'a Uint8Array from snapshot()', restore)

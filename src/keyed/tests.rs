@@ -751,3 +751,125 @@ fn evicting_the_last_key_of_a_policy_to_hold_a_key_of_the_same_policy_keeps_that
     limiter.release_if_unused(other);
     check_invariants(&limiter);
 }
+
+/// `image` with `bytes` written at `at` and its checksum made valid again.
+fn patched(image: &[u8], at: usize, bytes: &[u8]) -> Vec<u8> {
+    let mut out = image[..image.len() - 4].to_vec();
+    out[at..at + bytes.len()].copy_from_slice(bytes);
+    let checksum = crc32fast::hash(&out);
+    out.extend_from_slice(&checksum.to_le_bytes());
+    out
+}
+
+#[test]
+fn a_header_claiming_huge_counts_is_refused_before_anything_is_allocated() {
+    let mut clock = ManualClock::new(0.0, JAN_15_2024 + 1_000.0, None);
+    let mut limiter = keyed(policy(10.0, Some(5)), 10, &mut clock);
+    consume(&mut limiter, &mut clock, "a", 1).unwrap();
+    consume(&mut limiter, &mut clock, "b", 1).unwrap();
+    let image = limiter.snapshot();
+    let empty = keyed(policy(10.0, None), 10, &mut clock).snapshot();
+    let large = [
+        u32::MAX,
+        1 << 31,
+        (1 << 31) - 1,
+        1 << 28,
+        1 << 24,
+        65_536,
+        3,
+    ];
+    for base in [&image, &empty] {
+        // Every u32 position (aligned or not) of the image, the checksum fixed up: an answer, never
+        // an abort. (maxKeys at its largest, so the count is not refused for that.)
+        for at in 0..=base.len() - 8 {
+            for value in large {
+                let bytes = patched(base, at, &value.to_le_bytes());
+                let _ = Snapshot::parse(&bytes, 1 << 32);
+            }
+        }
+        for at in [8, 12] {
+            for value in large {
+                let refused = Snapshot::parse(&patched(base, at, &value.to_le_bytes()), 1 << 32);
+                assert!(
+                    matches!(refused, Err(SnapshotError::NotASnapshot(_))),
+                    "count {value} at {at}: {refused:?}"
+                );
+            }
+        }
+    }
+    let claim = Snapshot::parse(&patched(&empty, 12, &u32::MAX.to_le_bytes()), 1 << 32);
+    let message = claim.unwrap_err().message();
+    assert!(
+        message.contains("4294967295 keys, which need at least"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_snapshot_with_a_period_spec_no_key_uses_is_refused() {
+    let mut clock = ManualClock::new(0.0, JAN_15_2024 + 1_000.0, None);
+    let mut limiter = keyed(policy(10.0, Some(5)), 10, &mut clock);
+    consume(&mut limiter, &mut clock, "a", 1).unwrap();
+    let image = limiter.snapshot();
+    assert_eq!(u32::from_le_bytes(image[8..12].try_into().unwrap()), 1);
+    // One spec record: unit, anchors, zone length 3, anchor time, "UTC", id length, id.
+    let spec_len = 8 + 3 + 1 + usize::from(image[16 + 8 + 3]);
+    let spec_record = image[16..16 + spec_len].to_vec();
+    let key_record = image[16 + spec_len..image.len() - 4].to_vec();
+    let build = |specs: &[Vec<u8>], keys: &[Vec<u8>]| {
+        let mut out = image[..16].to_vec();
+        out[8..12].copy_from_slice(&(specs.len() as u32).to_le_bytes());
+        out[12..16].copy_from_slice(&(keys.len() as u32).to_le_bytes());
+        specs.iter().for_each(|spec| out.extend_from_slice(spec));
+        keys.iter().for_each(|key| out.extend_from_slice(key));
+        let checksum = crc32fast::hash(&out);
+        out.extend_from_slice(&checksum.to_le_bytes());
+        out
+    };
+    assert!(Snapshot::parse(&build(&[spec_record.clone()], &[key_record.clone()]), 10).is_ok());
+    // Another spec (a week) that no key names.
+    let mut week = spec_record.clone();
+    week[0] = 1;
+    week[1] = 1;
+    let mut other_key = key_record.clone();
+    other_key[3] = b'y';
+    let refused = Snapshot::parse(
+        &build(
+            &[spec_record.clone(), week],
+            &[key_record.clone(), other_key],
+        ),
+        10,
+    );
+    assert!(
+        refused
+            .as_ref()
+            .unwrap_err()
+            .message()
+            .contains("period spec 1 is used by no key"),
+        "{refused:?}"
+    );
+    // The same spec twice (the second one unused by any key in a count that would fit).
+    let mut second_key = key_record.clone();
+    second_key[3] = b'z';
+    let refused = Snapshot::parse(
+        &build(
+            &[spec_record.clone(), spec_record.clone()],
+            &[key_record, second_key],
+        ),
+        10,
+    );
+    assert!(
+        refused
+            .as_ref()
+            .unwrap_err()
+            .message()
+            .contains("written twice"),
+        "{refused:?}"
+    );
+    // More specs than keys.
+    let refused = Snapshot::parse(&build(&[spec_record.clone(), spec_record], &[]), 10);
+    assert!(refused
+        .unwrap_err()
+        .message()
+        .contains("a spec no key uses"));
+}
