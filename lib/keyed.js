@@ -69,7 +69,33 @@ function resolvePolicy(policy, key, defaults) {
     wrapped.cause = error
     throw wrapped
   }
+  if (isThenable(returned)) {
+    // Its rejection is handled here: a refused promise must not kill the process later.
+    try {
+      Promise.resolve(returned).then(undefined, ignore)
+    } catch {
+      // A thenable whose `then` throws: nothing is pending.
+    }
+    throw coded(
+      TypeError,
+      'ERR_INVALID_OPTION',
+      `${path} returned a promise; policy must answer synchronously (load the plans before, keep them in a Map, and return the key's KeyPolicy or undefined from it)`,
+    )
+  }
   return normalizePolicy(returned, path, defaults)
+}
+
+function ignore() {}
+
+/** Whether `value` is a promise or any other thenable (a `then` getter that throws: no, and the KeyPolicy check refuses it). */
+function isThenable(value) {
+  if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return false
+  if (value instanceof Promise) return true
+  try {
+    return typeof value.then === 'function'
+  } catch {
+    return false
+  }
 }
 
 /** Gives a snapshot's keys their policies (one call per key; equal policies are passed once). */
