@@ -191,6 +191,9 @@ impl Limiter {
             .policy
             .bucket
             .credit(self.tokens, reconciled.deltas.credited_ms);
+        if self.policy.quota.is_some() {
+            self.quota.credited_ms += reconciled.deltas.credited_ms;
+        }
         self.reconciler.commit(&reconciled)?;
         if let Some(quota) = self.policy.quota.as_ref() {
             self.quota
@@ -231,6 +234,7 @@ impl Limiter {
                 return None;
             }
             self.quota.period.hold();
+            self.quota.credited_ms += dm;
         }
         self.tokens = self.policy.bucket.credit(self.tokens, dm);
         self.reconciler.anchor(monotonic_ms, wall_ms);
@@ -527,6 +531,85 @@ mod tests {
             kinds(&anomalies),
             [AnomalyKind::WallStepBack, AnomalyKind::PeriodRegression]
         );
+    }
+
+    fn monthly_utc_quota(limit: u64) -> QuotaPolicy {
+        let raw = RawPeriodSpec {
+            unit: "month",
+            time_zone: "UTC",
+            anchor_day: None,
+            anchor_month: None,
+            anchor_time: None,
+        };
+        QuotaPolicy::new(limit, PeriodSpec::parse(&raw, "quota.period").unwrap())
+    }
+
+    #[test]
+    fn a_hold_lasts_at_most_the_held_periods_length_of_real_elapsed_time() {
+        const JAN_1_2100: f64 = 4_102_444_800_000.0;
+        const JUNE_10_2025: f64 = 1_749_513_600_000.0;
+        for bogus_wall_ms in [JAN_1_2100, 8.64e15] {
+            let mut clock = ManualClock::new(0.0, JUNE_10_2025, None);
+            let config = LimiterConfig {
+                quota: Some(monthly_utc_quota(100)),
+                initial_tokens: 10.0,
+                ..config(SuspendPolicy::Ignore)
+            };
+            let mut limiter = Limiter::new(config, &mut clock).unwrap();
+            clock.advance(1_000.0);
+            clock.wall_ms = bogus_wall_ms;
+            limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
+            let held = limiter.status(&mut clock, &mut Vec::new()).unwrap().period;
+            let held = held.unwrap();
+            assert!(held.start_ms <= bogus_wall_ms, "{held:?}");
+            let held_length_ms = held.end_ms - held.start_ms;
+            // The right time again: the bogus period is held, with its use.
+            clock.advance(1_000.0);
+            clock.wall_ms = JUNE_10_2025 + 2_000.0;
+            let mut anomalies = Vec::new();
+            let decision = limiter.try_consume(1, &mut clock, &mut anomalies).unwrap();
+            assert_eq!(decision.quota_remaining, Some(98));
+            assert!(kinds(&anomalies).contains(&AnomalyKind::PeriodRegression));
+            // Real time passes, less than the held period's length since it was entered.
+            clock.advance(held_length_ms - 10_000.0);
+            let status = limiter.status(&mut clock, &mut Vec::new()).unwrap();
+            assert_eq!(status.period.unwrap().id, held.id, "still held");
+            // Past it: the period follows the wall clock again, and the new one starts at zero.
+            clock.advance(20_000.0);
+            let mut anomalies = Vec::new();
+            let decision = limiter.try_consume(1, &mut clock, &mut anomalies).unwrap();
+            assert_eq!(decision.quota_remaining, Some(99));
+            let right = monthly_utc_quota(1).spec.period_for(clock.wall_ms);
+            let status = limiter.status(&mut clock, &mut Vec::new()).unwrap();
+            assert_eq!(status.period.unwrap().id, right.id);
+            assert_eq!(kinds(&anomalies), [AnomalyKind::PeriodRegression]);
+            assert!(
+                anomalies[0].detail.contains("hold") && anomalies[0].detail.contains("ended"),
+                "{}",
+                anomalies[0].detail
+            );
+            assert_eq!(anomalies[0].period_id.as_deref(), Some(right.id.as_str()));
+        }
+    }
+
+    #[test]
+    fn an_honest_step_back_across_a_boundary_is_held_until_the_wall_comes_back() {
+        // Entered at the boundary; a step back of an hour is held for that hour, well within
+        // the day's length, and the use stays.
+        let mut clock = ManualClock::new(0.0, JAN_15_2024 + 1_000.0, None);
+        let mut limiter = with_daily_quota(SuspendPolicy::Ignore, 5, 5.0, &mut clock);
+        limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
+        clock.step_wall(-3_600_000.0);
+        for _ in 0..59 {
+            clock.advance(60_000.0);
+            let status = limiter.status(&mut clock, &mut Vec::new()).unwrap();
+            assert_eq!(status.period.unwrap().id, "2024-01-15");
+            assert_eq!(status.quota_used, Some(1));
+        }
+        clock.advance(60_000.0);
+        let status = limiter.status(&mut clock, &mut Vec::new()).unwrap();
+        assert_eq!(status.quota_used, Some(1));
+        assert_eq!(status.period.unwrap().id, "2024-01-15");
     }
 
     #[test]

@@ -201,7 +201,9 @@ impl KeyedLimiter {
         if let Some(quota) = self.policies[policy as usize].quota {
             let state = &mut self.specs[quota.spec as usize];
             if state.period.open.is_none() && self.reconciler.is_plausible(wall_ms) {
-                state.period.open = Some(state.spec.period_for(wall_ms));
+                state
+                    .period
+                    .enter(state.spec.period_for(wall_ms), self.timeline_ms);
             }
         }
     }
@@ -496,6 +498,7 @@ impl KeyedLimiter {
         state.period.observe(
             &state.spec,
             reconciled.wall_ms,
+            self.timeline_ms,
             reconciled.deltas,
             anomalies,
         );
@@ -606,9 +609,9 @@ impl KeyedLimiter {
         self.release_if_unused(record.policy);
     }
 
-    /// Whether a record has use in its spec's period as it would be after `wall_ms` (`None`: as
-    /// it is now).
-    fn has_current_use(&self, record: &Record, wall_ms: Option<f64>) -> bool {
+    /// Whether a record has use in its spec's period as it would be after the reading
+    /// `(wall_ms, timeline_ms)` (`None`: as it is now).
+    fn has_current_use(&self, record: &Record, reading: Option<(f64, f64)>) -> bool {
         if record.quota_used == 0 {
             return false;
         }
@@ -616,8 +619,10 @@ impl KeyedLimiter {
             return false;
         };
         let state = &self.specs[quota.spec as usize];
-        let slot = match wall_ms {
-            Some(wall_ms) => state.period.slot_after(&state.spec, wall_ms),
+        let slot = match reading {
+            Some((wall_ms, timeline_ms)) => {
+                state.period.slot_after(&state.spec, wall_ms, timeline_ms)
+            }
             None => state.period.slot(),
         };
         record.period_slot == slot_i32(slot)
@@ -626,6 +631,7 @@ impl KeyedLimiter {
     /// Whether dropping the record changes no later decision: a full bucket at `timeline_ms` and
     /// no use in its open period.
     fn is_idle(&self, record: &Record, timeline_ms: f64, wall_ms: Option<f64>) -> bool {
+        let reading = wall_ms.map(|wall_ms| (wall_ms, timeline_ms));
         let policy = &self.policies[record.policy as usize];
         let tokens = refilled(
             record.tokens,
@@ -633,7 +639,7 @@ impl KeyedLimiter {
             policy.refill_per_second,
             policy.capacity,
         );
-        tokens >= policy.capacity && !self.has_current_use(record, wall_ms)
+        tokens >= policy.capacity && !self.has_current_use(record, reading)
     }
 
     /// the key to drop so a new one fits (the limiter is full), judged on readings not
@@ -642,6 +648,7 @@ impl KeyedLimiter {
     fn room_for_a_key(&mut self, reconciled: &Reconciled) -> Option<u32> {
         let timeline_ms = self.timeline_ms + reconciled.deltas.credited_ms;
         let wall_ms = Some(reconciled.wall_ms);
+        let reading = Some((reconciled.wall_ms, timeline_ms));
         let len = self.table.len();
         for _ in 0..len.min(IDLE_SCAN_FOR_ROOM) {
             self.sweep_cursor %= len;
@@ -654,7 +661,7 @@ impl KeyedLimiter {
         // Parked keys whose period has ended are older than every key on the main list.
         for state in &self.specs {
             let tail = state.parked.tail;
-            if tail != NIL && !self.has_current_use(&self.table.records[tail as usize], wall_ms) {
+            if tail != NIL && !self.has_current_use(&self.table.records[tail as usize], reading) {
                 return Some(tail);
             }
         }
@@ -664,7 +671,7 @@ impl KeyedLimiter {
                 return None;
             }
             let record = self.table.records[tail as usize];
-            if !self.has_current_use(&record, wall_ms) {
+            if !self.has_current_use(&record, reading) {
                 return Some(tail);
             }
             let spec = self.parked_spec(&record);

@@ -446,7 +446,7 @@ fn read_key(
     let quota_used = reader.u64(&what)?;
     let spec = reader.u32(&what)?;
     // +Infinity is the tokens of a key with no bucket (a quota alone).
-    if !(tokens >= 0.0) {
+    if tokens.is_nan() || tokens < 0.0 {
         return Err(corrupt(format!(
             "{what} has {} tokens",
             crate::anomaly::js_number(tokens)

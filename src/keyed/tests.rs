@@ -826,7 +826,14 @@ fn a_snapshot_with_a_period_spec_no_key_uses_is_refused() {
         out.extend_from_slice(&checksum.to_le_bytes());
         out
     };
-    assert!(Snapshot::parse(&build(&[spec_record.clone()], &[key_record.clone()]), 10).is_ok());
+    assert!(Snapshot::parse(
+        &build(
+            std::slice::from_ref(&spec_record),
+            std::slice::from_ref(&key_record)
+        ),
+        10
+    )
+    .is_ok());
     // Another spec (a week) that no key names.
     let mut week = spec_record.clone();
     week[0] = 1;
@@ -872,4 +879,50 @@ fn a_snapshot_with_a_period_spec_no_key_uses_is_refused() {
         .unwrap_err()
         .message()
         .contains("a spec no key uses"));
+}
+
+#[test]
+fn a_keyed_specs_hold_ends_after_the_held_periods_length_of_the_limiters_real_time() {
+    const JAN_1_2100: f64 = 4_102_444_800_000.0;
+    let mut clock = ManualClock::new(0.0, JAN_15_2024 + 1_000.0, None);
+    let mut limiter = keyed(policy(10.0, Some(5)), 10, &mut clock);
+    clock.advance(1_000.0);
+    clock.wall_ms = JAN_1_2100;
+    consume(&mut limiter, &mut clock, "a", 2).unwrap();
+    assert_eq!(
+        status(&mut limiter, &mut clock, "a").period.unwrap().id,
+        "2100-01-01"
+    );
+    // The right time again: the bogus day is held for every key of the spec, with its use.
+    clock.wall_ms = JAN_15_2024 + 3_000.0;
+    let (decision, anomalies) = consume(&mut limiter, &mut clock, "a", 1).unwrap();
+    assert_eq!(decision.quota_remaining, Some(2));
+    assert!(kinds(&anomalies).contains(&AnomalyKind::PeriodRegression));
+    // Real time passes (calls keep being made): the limiter's timeline moves on.
+    for _ in 0..23 {
+        clock.advance(3_600_000.0);
+        consume(&mut limiter, &mut clock, "a", 1).ok();
+    }
+    assert_eq!(
+        status(&mut limiter, &mut clock, "a").period.unwrap().id,
+        "2100-01-01"
+    );
+    clock.advance(3_600_000.0);
+    let (decision, anomalies) = consume(&mut limiter, &mut clock, "a", 1).unwrap();
+    let hold_ended: Vec<&Anomaly> = anomalies
+        .iter()
+        .filter(|a| a.kind == AnomalyKind::PeriodRegression)
+        .collect();
+    assert_eq!(hold_ended.len(), 1, "{anomalies:?}");
+    assert!(hold_ended[0].detail.contains("ended"));
+    assert_eq!(hold_ended[0].period_id.as_deref(), Some("2024-01-16"));
+    assert_eq!(
+        decision.quota_remaining,
+        Some(4),
+        "the right day starts at zero use"
+    );
+    assert_eq!(
+        status(&mut limiter, &mut clock, "b").period.unwrap().id,
+        "2024-01-16"
+    );
 }
