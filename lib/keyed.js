@@ -136,6 +136,9 @@ function readDecision(result, anomalies) {
   }
 }
 
+let takenPeriodOf
+let giveBackKeyed
+
 class KeyedQuotaClock {
   #native
   #call
@@ -293,10 +296,30 @@ class KeyedQuotaClock {
     return callNative(() => native.keyedSize(this.#native))
   }
 
+  static {
+    // For the HTTP middleware's all-or-nothing rollback (lib/http/give-back.js), not public API.
+    takenPeriodOf = (limiter) => limiter.#result[AT.periodSlot]
+    giveBackKeyed = (limiter, key, n, periodSlot) => {
+      if (!(#native in limiter)) throw coded(TypeError, 'ERR_INVALID_ARG', 'giveBack needs a KeyedQuotaClock')
+      checkKey(key)
+      callNative(() => native.keyedGiveBack(limiter.#native, key, n, periodSlot))
+    }
+  }
+
   /** A versioned binary image of every held key, for `new KeyedQuotaClock({ ..., restore })`. Reads no clock. */
   snapshot() {
     return callNative(() => native.keyedSnapshot(this.#native))
   }
 }
 
-module.exports = { KeyedQuotaClock }
+/** The period a decision for a key counts its quota units in; read right after the decision. */
+function takenKeyedPeriod(limiter) {
+  return takenPeriodOf(limiter)
+}
+
+/** Gives back what a decision for `key` took, reading no clock (see QuotaClock's giveBackTaken). */
+function giveBackKeyedTaken(limiter, key, n, periodSlot) {
+  giveBackKeyed(limiter, key, n, periodSlot)
+}
+
+module.exports = { KeyedQuotaClock, takenKeyedPeriod, giveBackKeyedTaken }

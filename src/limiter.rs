@@ -293,6 +293,24 @@ impl Limiter {
         Ok(())
     }
 
+    /// The slot of the open quota period (`None` without a quota or before the first plausible
+    /// reading): what a decision's quota units count in.
+    #[inline(always)]
+    pub fn period_slot(&self) -> Option<i64> {
+        self.policy.quota.as_ref().and(self.quota.period.slot())
+    }
+
+    /// Gives back what a decision took, reading no clock: `n` tokens (capped at capacity) and,
+    /// when the period they were taken in (`slot`, [`Limiter::period_slot`] after the decision)
+    /// is still open, `n` quota units (never below zero). For an all-or-nothing rollback, which
+    /// must not fail on a clock that cannot be read or would be refused.
+    pub fn give_back(&mut self, n: u64, slot: Option<i64>) {
+        self.tokens = self.policy.bucket.give_back(self.tokens, n as f64);
+        if slot.is_some() && self.period_slot() == slot {
+            self.quota.used = self.quota.used.saturating_sub(n);
+        }
+    }
+
     /// `status()`: reads and reconciles like `try_consume`, consumes nothing.
     pub fn status<C: ClockSource + ?Sized>(
         &mut self,
@@ -676,6 +694,35 @@ mod tests {
             (10.0, Some(0)),
             "capped at capacity, never below zero"
         );
+    }
+
+    #[test]
+    fn a_give_back_reads_no_clock_and_returns_quota_units_only_to_the_period_they_were_taken_in() {
+        let mut clock = ManualClock::new(0.0, JAN_15_2024 + DAY_MS - 2_000.0, None);
+        let mut limiter = with_daily_quota(SuspendPolicy::Refuse, 5, 4.0, &mut clock);
+        let decision = limiter.try_consume(3, &mut clock, &mut Vec::new()).unwrap();
+        assert_eq!(decision.quota_remaining, Some(2));
+        let slot = limiter.period_slot();
+        // A wall jump the refuse policy would throw for: a refund fails, a give-back does not.
+        clock.step_wall(3_600_000.0);
+        let before = format!("{:?}", limiter.reconciler);
+        limiter.give_back(3, slot);
+        assert_eq!(format!("{:?}", limiter.reconciler), before, "no clock read");
+        assert_eq!((limiter.tokens, limiter.quota.used), (4.0, 0));
+        // Capped at capacity, never below zero.
+        limiter.give_back(100, slot);
+        assert_eq!((limiter.tokens, limiter.quota.used), (10.0, 0));
+        // Units taken in a period that has ended are not given to the next one.
+        clock.step_wall(-3_600_000.0);
+        limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
+        let old_slot = limiter.period_slot();
+        clock.advance(2_000.0);
+        limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
+        assert_ne!(limiter.period_slot(), old_slot);
+        limiter.give_back(1, old_slot);
+        assert_eq!(limiter.quota.used, 1, "the new day keeps its use");
+        limiter.give_back(1, limiter.period_slot());
+        assert_eq!(limiter.quota.used, 0);
     }
 
     #[test]

@@ -435,6 +435,34 @@ impl KeyedLimiter {
         Ok(())
     }
 
+    /// The slot of the period a held key's quota use counts in (`NO_PERIOD` without a quota).
+    #[inline(always)]
+    pub fn period_slot_of(&self, index: u32) -> i32 {
+        self.table.records[index as usize].period_slot
+    }
+
+    /// Gives back what a decision for `key` took, reading no clock: `n` tokens (capped at the
+    /// key's capacity) and, when the period they were taken in (`slot`,
+    /// [`KeyedLimiter::period_slot_of`] after the decision) is still the key's and its spec's
+    /// open period, `n` quota units (never below zero). A key not held is left alone.
+    pub fn give_back(&mut self, key: Key<'_>, n: u64, slot: Option<i32>) {
+        let Some(index) = self.find(key) else {
+            return;
+        };
+        let policy = *self.policy_of(Target::Held(index));
+        let open_slot = policy.quota.map_or(NO_PERIOD, |quota| {
+            slot_i32(self.specs[quota.spec as usize].period.slot())
+        });
+        let record = &mut self.table.records[index as usize];
+        record.tokens = (record.tokens + n as f64).min(policy.capacity);
+        if slot.is_some_and(|slot| {
+            slot != NO_PERIOD && record.period_slot == slot && open_slot == slot
+        }) {
+            record.quota_used = record.quota_used.saturating_sub(n);
+        }
+        self.touch(index);
+    }
+
     /// `status(key)`: consumes nothing and does not count as use. For a key not held
     /// (`Target::New`), what a fresh key of that policy would have, without holding it.
     pub fn status<C: ClockSource + ?Sized>(

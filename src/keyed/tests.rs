@@ -926,3 +926,33 @@ fn a_keyed_specs_hold_ends_after_the_held_periods_length_of_the_limiters_real_ti
         "2024-01-16"
     );
 }
+
+#[test]
+fn a_keyed_give_back_reads_no_clock_and_returns_units_only_to_their_open_period() {
+    let mut clock = ManualClock::new(0.0, JAN_15_2024 + DAY_MS - 2_000.0, None);
+    let mut limiter = keyed(policy(10.0, Some(5)), 10, &mut clock);
+    consume(&mut limiter, &mut clock, "a", 3).unwrap();
+    let index = limiter.find(key("a").key()).unwrap();
+    let slot = limiter.period_slot_of(index);
+    clock.monotonic_ms = -1.0; // any reading now would be a regression
+    limiter.give_back(key("a").key(), 3, Some(slot));
+    limiter.give_back(key("not-held").key(), 3, Some(slot));
+    assert_eq!(
+        limiter.len(),
+        1,
+        "a key not held is not held by a give-back"
+    );
+    clock.monotonic_ms = 0.0;
+    let a = status(&mut limiter, &mut clock, "a");
+    assert_eq!((a.tokens, a.quota_used), (10.0, Some(0)));
+    // The next day: units of the day before are not given to it.
+    consume(&mut limiter, &mut clock, "a", 1).unwrap();
+    let old_slot = limiter.period_slot_of(index);
+    clock.advance(2_000.0);
+    consume(&mut limiter, &mut clock, "a", 1).unwrap();
+    limiter.give_back(key("a").key(), 1, Some(old_slot));
+    assert_eq!(status(&mut limiter, &mut clock, "a").quota_used, Some(1));
+    let new_slot = limiter.period_slot_of(index);
+    limiter.give_back(key("a").key(), 1, Some(new_slot));
+    assert_eq!(status(&mut limiter, &mut clock, "a").quota_used, Some(0));
+}
