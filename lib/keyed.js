@@ -8,7 +8,7 @@ const { toPeriod } = require('./calendar.js')
 const { startingReadings, JsClock } = require('./clocks.js')
 const { toPublicError, callNative, internalError } = require('./errors.js')
 const { rememberLimiter } = require('./http/limiter-facts.js')
-const { parseOptions, quotaInput, checkPositiveCount } = require('./options.js')
+const { parseOptions, quotaInput, bucketOptions, noBucketToFill, checkPositiveCount } = require('./options.js')
 const { LAYOUT, AT, STATUS, OPERATION, BASIS } = require('./contract.js')
 const { REGISTRY, NO_ANOMALIES } = require('./registry.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError, checkNumber, thrownText } = require('./validate.js')
@@ -36,26 +36,40 @@ function checkKey(key) {
   }
 }
 
-/** A KeyPolicy merged with the defaults, type-checked; its values are checked natively (once). */
+/**
+ * A KeyPolicy merged with the defaults, type-checked; its values are checked natively (once).
+ * The bucket: `capacity` or `refillPerSecond` alone overrides that one of the defaults' bucket;
+ * with defaults that have no bucket (a quota alone), a key gets one only with both, and neither
+ * keeps it quota-only.
+ */
 function normalizePolicy(policy, path, defaults) {
   if (policy === undefined) return { ...defaults, path }
   if (!isPlainObject(policy)) throw typeError('ERR_INVALID_OPTION', path, 'a KeyPolicy object { capacity?, refillPerSecond?, initialTokens?, quota? } or undefined', policy)
   // Read once, own properties only (a getter that throws is ERR_INVALID_OPTION with its error as cause).
   policy = readOptions(policy, POLICY_KEYS, path)
-  const capacity = policy.capacity === undefined ? defaults.capacity : checkNumber(policy.capacity, `${path}.capacity`)
-  const refillPerSecond = policy.refillPerSecond === undefined ? defaults.refillPerSecond : checkNumber(policy.refillPerSecond, `${path}.refillPerSecond`)
+  let { capacity, refillPerSecond, bucket } = defaults
+  if (!bucket && (policy.capacity !== undefined || policy.refillPerSecond !== undefined)) {
+    ;({ capacity, refillPerSecond, bucket } = bucketOptions(policy.capacity, policy.refillPerSecond, true, `${path}.`))
+  } else {
+    if (policy.capacity !== undefined) capacity = checkNumber(policy.capacity, `${path}.capacity`)
+    if (policy.refillPerSecond !== undefined) refillPerSecond = checkNumber(policy.refillPerSecond, `${path}.refillPerSecond`)
+  }
   let initialTokens
-  if (policy.initialTokens !== undefined) initialTokens = checkNumber(policy.initialTokens, `${path}.initialTokens`)
+  if (policy.initialTokens !== undefined) {
+    if (!bucket) throw noBucketToFill(`${path}.initialTokens`, policy.initialTokens)
+    initialTokens = checkNumber(policy.initialTokens, `${path}.initialTokens`)
+  }
   // The limiter's own initialTokens if it set one (never above this key's capacity), else a full bucket.
   else initialTokens = defaults.initialTokensGiven ? Math.min(defaults.initialTokens, capacity) : capacity
   let { quotaLimit, quotaPeriod } = defaults
   if (policy.quota === null) {
+    if (!bucket) throw coded(TypeError, 'ERR_INVALID_OPTION', `${path}.quota is null and the key has no bucket (the limiter's defaults are a quota alone): give it capacity and refillPerSecond, or a quota`)
     quotaLimit = undefined
     quotaPeriod = undefined
   } else if (policy.quota !== undefined) {
     ;({ quotaLimit, quotaPeriod } = quotaInput(policy.quota, `${path}.quota`, 'an object { limit, period } or null'))
   }
-  return { capacity, refillPerSecond, initialTokens, quotaLimit, quotaPeriod, path }
+  return { capacity, refillPerSecond, initialTokens, bucket, quotaLimit, quotaPeriod, path }
 }
 
 /** Calls the user's policy for a key and normalizes what it returned. */
@@ -107,12 +121,12 @@ function assignPolicies(plan, policy, defaults) {
   for (let i = 0; i < length; i++) {
     const key = native.snapshotKeyAt(plan, i)
     const normalized = resolvePolicy(policy, key, defaults)
-    const { capacity, refillPerSecond, initialTokens, quotaLimit, quotaPeriod } = normalized
-    if (capacity === defaults.capacity && refillPerSecond === defaults.refillPerSecond && initialTokens === defaults.initialTokens && quotaLimit === defaults.quotaLimit && quotaPeriod === defaults.quotaPeriod) {
+    const { capacity, refillPerSecond, initialTokens, bucket, quotaLimit, quotaPeriod } = normalized
+    if (capacity === defaults.capacity && refillPerSecond === defaults.refillPerSecond && initialTokens === defaults.initialTokens && bucket === defaults.bucket && quotaLimit === defaults.quotaLimit && quotaPeriod === defaults.quotaPeriod) {
       choices[i] = DEFAULT_CHOICE
       continue
     }
-    const signature = JSON.stringify([capacity, refillPerSecond, initialTokens, quotaLimit, quotaPeriod])
+    const signature = JSON.stringify([capacity, refillPerSecond, initialTokens, bucket, quotaLimit, quotaPeriod])
     let choice = bySignature.get(signature)
     if (choice === undefined) {
       choice = inputs.length

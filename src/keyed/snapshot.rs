@@ -195,12 +195,13 @@ impl KeyedLimiter {
                 }
             };
             self.policies[policy_id as usize].keys += 1;
-            let mut record = KeyTable::blank(
-                policy_id,
-                saved.tokens.min(policy.capacity),
-                self.timeline_ms,
-                period_slot,
-            );
+            // A key with no bucket (a quota alone) is never short of tokens, whatever was saved.
+            let tokens = if policy.capacity == f64::INFINITY {
+                f64::INFINITY
+            } else {
+                saved.tokens.min(policy.capacity)
+            };
+            let mut record = KeyTable::blank(policy_id, tokens, self.timeline_ms, period_slot);
             record.quota_used = quota_used;
             let index = self.table.insert(snapshot.key(position), record);
             self.table.push_front(index, &mut self.main);
