@@ -697,6 +697,30 @@ mod tests {
     }
 
     #[test]
+    fn a_quota_alone_is_a_bucket_that_is_never_short() {
+        let mut clock = ManualClock::new(0.0, JAN_15_2024 + 1_000.0, None);
+        let config = LimiterConfig {
+            capacity: f64::INFINITY,
+            refill_per_second: f64::INFINITY,
+            initial_tokens: f64::INFINITY,
+            quota: Some(daily_utc_quota(5)),
+            ..config(SuspendPolicy::Ignore)
+        };
+        let mut limiter = Limiter::new(config, &mut clock).unwrap();
+        // No time passes (an Infinity rate times zero is no refill, not NaN), then some does.
+        let decision = limiter.try_consume(4, &mut clock, &mut Vec::new()).unwrap();
+        assert_eq!((decision.allowed, decision.tokens), (true, f64::INFINITY));
+        clock.advance(1.0);
+        let decision = limiter.try_consume_quiet(1, clock.monotonic_ms, clock.wall_ms);
+        assert_eq!(decision.map(|d| d.tokens), Some(f64::INFINITY));
+        let denied = limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
+        assert_eq!(denied.retry_after_basis, Some(RetryBasis::WallPeriod));
+        assert_eq!(denied.tokens, f64::INFINITY);
+        limiter.give_back(2, limiter.period_slot());
+        assert_eq!((limiter.tokens, limiter.quota.used), (f64::INFINITY, 3));
+    }
+
+    #[test]
     fn a_give_back_reads_no_clock_and_returns_quota_units_only_to_the_period_they_were_taken_in() {
         let mut clock = ManualClock::new(0.0, JAN_15_2024 + DAY_MS - 2_000.0, None);
         let mut limiter = with_daily_quota(SuspendPolicy::Refuse, 5, 4.0, &mut clock);
