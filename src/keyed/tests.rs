@@ -956,3 +956,24 @@ fn a_keyed_give_back_reads_no_clock_and_returns_units_only_to_their_open_period(
     limiter.give_back(key("a").key(), 1, Some(new_slot));
     assert_eq!(status(&mut limiter, &mut clock, "a").quota_used, Some(0));
 }
+
+#[test]
+fn a_new_key_at_max_keys_sees_that_a_hold_ending_now_drops_the_held_use() {
+    const JAN_1_2100: f64 = 4_102_444_800_000.0;
+    let mut clock = ManualClock::new(0.0, JAN_15_2024 + 1_000.0, None);
+    let mut limiter = keyed(policy(10.0, Some(5)), 1, &mut clock);
+    clock.advance(1_000.0);
+    clock.wall_ms = JAN_1_2100;
+    consume(&mut limiter, &mut clock, "a", 1).unwrap();
+    clock.wall_ms = JAN_15_2024 + 3_000.0;
+    // While the bogus day is held, "a" has use in it: no room for "b".
+    let refused = consume(&mut limiter, &mut clock, "b", 1).unwrap_err();
+    assert_eq!(refused.code().as_str(), "ERR_KEY_LIMIT");
+    // A day of real time later the hold ends on this very call: "a"'s use is of an ended
+    // period, so it makes room.
+    clock.advance(DAY_MS);
+    let (decision, _) = consume(&mut limiter, &mut clock, "b", 1).unwrap();
+    assert!(decision.allowed);
+    assert_eq!(limiter.len(), 1);
+    assert!(limiter.find(key("b").key()).is_some());
+}
