@@ -15,6 +15,7 @@ const { memoryDb } = require('./memory-db.js')
 const { QuotaClockError } = require('../errors.js')
 const { coded, describe, isPlainObject, readOptions, refuseUnknownKeys, thrownText } = require('../validate.js')
 const { periodFor } = require('../calendar.js')
+const { MAX_WALL_MS } = require('../contract.js')
 
 const COLLECTION = 'throttle'
 const MINUTE_MS = 60_000
@@ -33,7 +34,7 @@ const UPSERT_RETURN_AFTER = { upsert: true, returnDocument: 'after' }
 // A bounded number of tries at the create-then-increment dance; more means the store misbehaves.
 const STORE_ATTEMPTS = 3
 // The largest distance from the epoch a Date can hold (ECMA-262 time values).
-const MAX_DATE_MS = 8.64e15
+const MAX_DATE_MS = MAX_WALL_MS
 
 const systemWallClock = { wallMs: () => Date.now() }
 
