@@ -185,3 +185,44 @@ describe('a wall reading outside the Date range is ERR_CLOCK_READING, not an unc
     }
   })
 })
+
+describe('createThrottle options and a clock that throw are coded', () => {
+  const throwing = (value) => ({
+    get() {
+      throw value
+    },
+    enumerable: true,
+  })
+
+  it('a getter or Proxy trap that throws in the options, db or clock is TypeError ERR_INVALID_ARG with what it threw as cause', () => {
+    for (const value of [null, new Error('getter')]) {
+      const cases = [
+        Object.defineProperty({}, 'db', throwing(value)),
+        Object.defineProperty({}, 'collection', throwing(value)),
+        { db: Object.defineProperty({}, 'collection', throwing(value)) },
+        { db: memoryDb(), clock: Object.defineProperty({}, 'wallMs', throwing(value)) },
+        new Proxy({ db: memoryDb() }, { ownKeys() { throw value } }),
+      ]
+      for (const options of cases) {
+        assert.throws(() => createThrottle(options), (err) => {
+          assert.ok(err instanceof TypeError, String(err))
+          assert.equal(err.code, 'ERR_INVALID_ARG')
+          assert.equal(err.cause, value)
+          return true
+        })
+      }
+    }
+  })
+
+  it('a clock.wallMs() that throws anything is RangeError ERR_CLOCK_READING with it as cause', async () => {
+    for (const value of [null, undefined, new Error('clock')]) {
+      const throttle = createThrottle({ db: memoryDb(), clock: { wallMs: () => { throw value } } })
+      await assert.rejects(throttle.check('k', { requests_per_minute: 1 }), (err) => {
+        assert.ok(err instanceof RangeError, String(err))
+        assert.equal(err.code, 'ERR_CLOCK_READING')
+        assert.equal(err.cause, value)
+        return true
+      })
+    }
+  })
+})

@@ -13,7 +13,7 @@
 
 const { memoryDb } = require('./memory-db.js')
 const { QuotaClockError } = require('../errors.js')
-const { coded, describe, isPlainObject, readOptions, refuseUnknownKeys, thrownText } = require('../validate.js')
+const { coded, describe, isPlainObject, readOptions, thrownText } = require('../validate.js')
 const { periodFor } = require('../calendar.js')
 const { MAX_WALL_MS } = require('../contract.js')
 
@@ -162,6 +162,15 @@ function unwrap(reply) {
   return reply ?? null
 }
 
+/** Whether `object[name]` is a function; a getter or Proxy trap that throws is ERR_INVALID_ARG naming `what`. */
+function hasMethod(object, name, what) {
+  try {
+    return typeof object[name] === 'function'
+  } catch (error) {
+    throw coded(TypeError, 'ERR_INVALID_ARG', `createThrottle: ${what}.${name} could not be read: ${thrownText(error)}`, { cause: error })
+  }
+}
+
 /**
  * Creates a throttle over `options.db` (anything with MongoDB's `collection(name)`).
  * Synchronous; `db` is first used by `check()`, `sweep()` or `measureSkew()`.
@@ -170,21 +179,21 @@ function createThrottle(options) {
   if (!isPlainObject(options)) {
     throw invalidArg(TypeError, `createThrottle: options must be an object such as { db }, received ${describe(options)}`)
   }
-  if (typeof options.collection === 'function') {
+  if (hasMethod(options, 'collection', 'options')) {
     throw invalidArg(TypeError, 'createThrottle: pass the database as an option, createThrottle({ db }), not createThrottle(db)')
   }
-  refuseUnknownKeys(options, OPTION_NAMES, '', 'ERR_INVALID_ARG')
-  const { db, timeZone = 'UTC', time = 'local', clock = systemWallClock } = options
+  // Each option read once, own properties only; a getter or Proxy trap that throws is ERR_INVALID_ARG.
+  const { db, timeZone = 'UTC', time = 'local', clock = systemWallClock } = readOptions(options, OPTION_NAMES, '', 'ERR_INVALID_ARG')
   if (db === undefined || db === null) {
     throw invalidArg(TypeError, 'createThrottle: db is required (a MongoDB Db, or memoryDb() for one process)')
   }
-  if (typeof db.collection !== 'function') {
+  if (!hasMethod(db, 'collection', 'db')) {
     throw invalidArg(TypeError, `createThrottle: db must provide collection(name) like a MongoDB Db, received ${describe(db)} without it`)
   }
   if (time !== 'local' && time !== 'server') {
     throw invalidArg(RangeError, `createThrottle: time must be 'local' or 'server', received ${describe(time)}`)
   }
-  if (!isPlainObject(clock) || typeof clock.wallMs !== 'function') {
+  if (!isPlainObject(clock) || !hasMethod(clock, 'wallMs', 'clock')) {
     throw invalidArg(TypeError, `createThrottle: clock must be an object with a wallMs() method, received ${describe(clock)}`)
   }
   validateTimeZone(timeZone)
@@ -220,7 +229,12 @@ function createThrottle(options) {
   }
 
   function localNow() {
-    const wallMs = clock.wallMs()
+    let wallMs
+    try {
+      wallMs = clock.wallMs()
+    } catch (error) {
+      throw coded(RangeError, 'ERR_CLOCK_READING', `throttle: clock.wallMs() threw: ${thrownText(error)}`, { cause: error })
+    }
     if (typeof wallMs !== 'number' || !(Math.abs(wallMs) <= MAX_DATE_MS)) {
       throw coded(RangeError, 'ERR_CLOCK_READING', `throttle: clock.wallMs() must return a number of milliseconds within ±${MAX_DATE_MS} (a Date), received ${describe(wallMs)}`)
     }
