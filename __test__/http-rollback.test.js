@@ -2,7 +2,7 @@
 // All-or-nothing holds even when a clock cannot be read at rollback time: what an earlier limit
 // took for a denied request is given back without reading its clock again. Real Express servers;
 // the wall jump (which suspendPolicy 'refuse' throws for) and the clock that throws happen between
-// the two limits' calls, from the later entry's `cost` callback.
+// the two limits' calls: when the later limit reads its own (JS) clock, after the earlier ones took.
 
 const { describe, it } = require('node:test')
 const assert = require('node:assert/strict')
@@ -14,9 +14,22 @@ const month = { unit: 'month', timeZone: 'UTC' }
 const JUNE_10_2025 = Date.UTC(2025, 5, 10, 12)
 const HOUR_MS = 3_600_000
 
-/** A limit that denies every request (an empty bucket that refills once in ~17 minutes). */
-function denying(cost) {
-  return { limiter: new QuotaClock({ capacity: 1, refillPerSecond: 0.001, initialTokens: 0, suspendPolicy: 'ignore' }), name: 'strict', cost }
+/**
+ * A limit that denies every request (an empty bucket that refills once in ~17 minutes), on a JS
+ * clock that runs `duringCall` when the limit reads it: after the earlier limits have taken.
+ */
+function denying(duringCall) {
+  let armed = false
+  const clock = {
+    monotonicMs() {
+      if (armed) duringCall()
+      return performance.now()
+    },
+    wallMs: () => Date.now(),
+  }
+  const limiter = new QuotaClock({ capacity: 1, refillPerSecond: 0.001, initialTokens: 0, suspendPolicy: 'ignore', clock })
+  armed = true
+  return { limiter, name: 'strict' }
 }
 
 /** Status after the jump: the first reading after it is refused once (policy 'refuse'), then the limiter goes on. */
@@ -47,7 +60,7 @@ for (const kind of ['Express 5', 'Express 4']) {
     it('a QuotaClock with suspendPolicy refuse and a wall jump between the two limits', async () => {
       const clock = manualClock({ wallMs: JUNE_10_2025 })
       const earlier = new QuotaClock({ capacity: 5, refillPerSecond: 0.001, suspendPolicy: 'refuse', quota: { limit: 10, period: month }, clock })
-      const limits = [{ limiter: earlier, name: 'tenant' }, denying(() => (clock.stepWall(HOUR_MS), 1))]
+      const limits = [{ limiter: earlier, name: 'tenant' }, denying(() => clock.stepWall(HOUR_MS))]
       const server = await serve(kind, rateLimit({ limits }))
       try {
         const response = await server.get()
@@ -64,7 +77,7 @@ for (const kind of ['Express 5', 'Express 4']) {
     it('a KeyedQuotaClock with suspendPolicy refuse and a wall jump between the two limits', async () => {
       const clock = manualClock({ wallMs: JUNE_10_2025 })
       const earlier = new KeyedQuotaClock({ capacity: 5, refillPerSecond: 0.001, suspendPolicy: 'refuse', quota: { limit: 10, period: month }, clock })
-      const limits = [{ limiter: earlier, name: 'tenant', key: () => 'tenant-1', cost: () => 2 }, denying(() => (clock.stepWall(HOUR_MS), 1))]
+      const limits = [{ limiter: earlier, name: 'tenant', key: () => 'tenant-1', cost: () => 2 }, denying(() => clock.stepWall(HOUR_MS))]
       const server = await serve(kind, rateLimit({ limits }))
       try {
         const response = await server.get()
@@ -86,7 +99,6 @@ for (const kind of ['Express 5', 'Express 4']) {
       const breakBoth = () => {
         clockA.broken = true
         clockB.broken = true
-        return 1
       }
       const limits = [{ limiter: single, name: 'app' }, { limiter: keyed, name: 'tenant', key: () => 'tenant-1' }, denying(breakBoth)]
       const server = await serve(kind, rateLimit({ limits, headers: false }))
@@ -113,19 +125,15 @@ describe('a rollback gives quota units back only to the period they were taken i
     // A denial after the boundary by a later limit: the earlier decisions were made in June.
     let periodWhenTaken
     let keyedPeriodWhenTaken
-    const later = {
-      limiter: new QuotaClock({ capacity: 1, refillPerSecond: 0.001, initialTokens: 0, suspendPolicy: 'ignore' }),
-      name: 'strict',
-      cost: () => {
-        periodWhenTaken = limiter.status().period.id
-        keyedPeriodWhenTaken = keyed.status('k').period.id
-        clock.advance(2_000)
-        // Another request in July, taking 3 units in the new period.
-        limiter.tryConsume(3)
-        keyed.tryConsume('k', 3)
-        return 1
-      },
-    }
+    const later = denying(() => {
+      if (periodWhenTaken !== undefined) return
+      periodWhenTaken = limiter.status().period.id
+      keyedPeriodWhenTaken = keyed.status('k').period.id
+      clock.advance(2_000)
+      // Another request in July, taking 3 units in the new period.
+      limiter.tryConsume(3)
+      keyed.tryConsume('k', 3)
+    })
     const middleware = rateLimit({ limits: [{ limiter, name: 'app' }, { limiter: keyed, name: 'tenant', key: () => 'k' }, later], headers: false })
     const res = { statusCode: 200, headers: {}, setHeader(name, value) { this.headers[name] = value }, end() { this.ended = true } }
     middleware({ socket: { remoteAddress: '127.0.0.1' }, headers: {} }, res)

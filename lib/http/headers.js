@@ -152,11 +152,12 @@ function joinItems(parts) {
   return text
 }
 
-function setRateLimitHeaders(res, out) {
+/** Sets the two headers from `out` through the framework's `io.setHeader` (./decide.js). */
+function setRateLimitHeaders(io, res, out) {
   const policy = out.policy.length === 1 ? out.policy[0] : joinItems(out.policy)
   const limit = out.limit.length === 1 ? out.limit[0] : joinItems(out.limit)
-  if (policy) res.setHeader('RateLimit-Policy', policy)
-  if (limit) res.setHeader('RateLimit', limit)
+  if (policy) io.setHeader(res, 'RateLimit-Policy', policy)
+  if (limit) io.setHeader(res, 'RateLimit', limit)
 }
 
 module.exports = { statusOf, recordFor, limitItems, describeLimiter, describeThrottle, setRateLimitHeaders }
