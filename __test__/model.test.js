@@ -28,7 +28,7 @@ function utcPeriod(unit, wallMs) {
   const date = new Date(wallMs)
   const slot = date.getUTCFullYear() * 12 + date.getUTCMonth()
   // Not Date.UTC: the month after the last one a Date can hold still has a start.
-  const startOf = (k) => daysFromCivil(Math.floor(k / 12), (k % 12) + 1, 1) * DAY_MS
+  const startOf = (k) => daysFromCivil(Math.floor(k / 12), (((k % 12) + 12) % 12) + 1, 1) * DAY_MS
   return { slot, startMs: startOf(slot), endMs: startOf(slot + 1) }
 }
 
@@ -53,6 +53,10 @@ class Model {
     this.open = null
     this.used = 0
     this.regressionReported = false
+    // Real time credited so far, and where on it the open period was entered (a hold lasts at
+    // most the held period's own length of it).
+    this.timeline = 0
+    this.enteredAt = 0
     if (this.quota && this.plausible(clock.wallMs)) this.open = utcPeriod(this.quota.unit, clock.wallMs)
   }
 
@@ -101,12 +105,21 @@ class Model {
     if (refill > 0) this.tokens = Math.min(this.tokens + refill, this.capacity)
     this.lastM = m
     this.lastW = w
+    this.timeline += credited
     if (refused) return { error: 'ERR_AMBIGUOUS_WALL_JUMP' }
     if (this.quota) {
       const deltas = { monotonicDeltaMs: dm, wallDeltaMs: dw, creditedMs: credited }
       if (this.open === null) {
         this.open = utcPeriod(this.quota.unit, w)
+        this.enteredAt = this.timeline
       } else if (w >= this.open.startMs && w < this.open.endMs) {
+        this.regressionReported = false
+      } else if (w < this.open.startMs && this.timeline - this.enteredAt >= this.open.endMs - this.open.startMs) {
+        // The hold is over: the period follows the wall clock again.
+        anomalies.push({ kind: 'period-regression', ...deltas })
+        this.open = utcPeriod(this.quota.unit, w)
+        this.enteredAt = this.timeline
+        this.used = 0
         this.regressionReported = false
       } else if (w < this.open.startMs) {
         if (!this.regressionReported) {
@@ -118,6 +131,7 @@ class Model {
         const skipped = next.slot - this.open.slot - 1
         if (skipped > 0) anomalies.push({ kind: 'period-skip', ...deltas, skipped })
         this.open = next
+        this.enteredAt = this.timeline
         this.used = 0
         this.regressionReported = false
       }

@@ -130,6 +130,15 @@ const image: Uint8Array = keyed.snapshot()
 const restored = new KeyedQuotaClock({ ...keyedOptions, restore: image })
 // @ts-expect-error a key is a string
 keyed.tryConsume(42)
+// A quota alone: no capacity and refillPerSecond (one without the other does not compile).
+const quotaAlone: QuotaClockOptions = { suspendPolicy: 'ignore', quota: { limit: 10_000, period: { unit: 'month', timeZone: 'UTC' } } }
+const quotaOnly = new QuotaClock(quotaAlone)
+const unlimitedTokens: number = quotaOnly.tryConsume(500).tokens
+const tenants = new KeyedQuotaClock({ ...quotaAlone, policy: (key: string) => (key === 'burst' ? { capacity: 10, refillPerSecond: 1 } : undefined) })
+// @ts-expect-error capacity without refillPerSecond
+new QuotaClock({ suspendPolicy: 'ignore', capacity: 10, quota: { limit: 1, period: { unit: 'day', timeZone: 'UTC' } } })
+// @ts-expect-error no bucket needs a quota
+new QuotaClock({ suspendPolicy: 'ignore' })
 limiter.refund()
 const own: Period | null = limiter.periodFor(Date.UTC(2024, 5, 1))
 const p: Period = periodFor(yearly, Date.UTC(2024, 5, 1))
