@@ -206,8 +206,19 @@ export interface KeyedOptions {
   policy?: (key: string) => KeyPolicy | undefined
   /** Positive integer ≤ 2**32, default 1,000,000. */
   maxKeys?: number
-  /** A `snapshot()` taken earlier: its keys are held again. */
+  /** A `snapshot()` taken earlier: its keys are held again (with `zone`: only when the file is created). */
   restore?: Uint8Array
+  /**
+   * One limiter for every process of the host: the keys, open periods and clock reconciliation live
+   * in this memory-mapped file (e.g. `/dev/shm/api-limits`), made at the first open. Later opens must
+   * have the same options (else `RangeError` `ERR_ZONE_MISMATCH` naming the first that differs); only `systemClock()` can drive it. Linux only.
+   */
+  zone?: ZoneOptions
+}
+
+export interface ZoneOptions {
+  /** The zone file: every limiter opened with the same path is one limiter. */
+  path: string
 }
 
 export type KeyedQuotaClockOptions = QuotaClockOptions & KeyedOptions
@@ -230,8 +241,12 @@ export class KeyedQuotaClock {
   delete(key: string): boolean
   /** Keys held now (idle keys may be dropped at any time). */
   readonly size: number
-  /** A versioned, checksummed binary image of every held key; reads no clock. */
+  /** A versioned, checksummed binary image of every held key; reads no clock. With `zone`, every process's keys. */
   snapshot(): Uint8Array
+  /** `tryConsume`'s answer as a promise. */
+  consume(key: string, n?: number): Promise<Decision>
+  /** With `zone`, unmaps the zone (the file and its keys stay; later calls throw). Resolves at once. */
+  close(): Promise<void>
 }
 
 /** `CLOCK_MONOTONIC` and `CLOCK_REALTIME`, read natively; optionally a suspend-inclusive reader. */

@@ -4,7 +4,7 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
-const { KeyedQuotaClock, QuotaClockError, manualClock, systemClock, procUptimeElapsedRealtime } = require('..')
+const { KeyedQuotaClock, manualClock, systemClock, procUptimeElapsedRealtime } = require('..')
 const { zonePath, runWorker, startWorker } = require('./helpers/zone.js')
 
 const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
@@ -78,7 +78,7 @@ test('later opens with other options are ERR_ZONE_MISMATCH naming the first opti
   for (const [change, option] of cases) {
     assert.throws(
       () => new KeyedQuotaClock({ ...options, ...change }),
-      (error) => error instanceof QuotaClockError && error.code === 'ERR_ZONE_MISMATCH' && error.message.includes(`another ${option} `),
+      (error) => error instanceof RangeError && error.code === 'ERR_ZONE_MISMATCH' && error.message.includes(`another ${option} `),
       option,
     )
   }
@@ -217,4 +217,14 @@ test('a zone written before the host rebooted (another boot id) is taken over li
   assert.equal(after.tryConsume('a').allowed, false, 'the quota (9) counts the use from before the reboot')
   const rewritten = fs.readFileSync(path).subarray(HEADER.bootId, HEADER.bootId + 36).toString('latin1')
   assert.equal(rewritten, bootId)
+})
+
+test('a quota alone (no bucket) works in a zone', () => {
+  const path = zonePath()
+  const options = { suspendPolicy: 'ignore', maxKeys: 10, quota: { limit: 3, period: UTC_DAY }, zone: { path } }
+  const here = new KeyedQuotaClock(options)
+  assert.equal(here.tryConsume('q', 2).tokens, Infinity)
+  const [seen] = runWorker(options, 'run', "print([limiter.tryConsume('q').allowed, limiter.tryConsume('q').allowed])")
+  assert.deepEqual(seen, [true, false])
+  assert.equal(here.status('q').quotaRemaining, 0)
 })

@@ -37,7 +37,8 @@ function zoneClock(clockArgs) {
 }
 
 function zoneError(error) {
-  if (error && error.code === 'ERR_ZONE_MISMATCH') return new QuotaClockError(error.code, error.message)
+  // Options that conflict with the zone's are an option error (a RangeError), as a bad value is.
+  if (error && error.code === 'ERR_ZONE_MISMATCH') return coded(RangeError, error.code, error.message)
   return error && typeof error.code === 'string' ? toPublicError(error) : error
 }
 

@@ -93,8 +93,9 @@ pub struct SpecEntry {
     pub seq: AtomicU64,
     pub periods: [[AtomicU64; PERIOD_WORDS]; 2],
 }
-/// open (0/1), slot, start_ms, end_ms, start kind, regression reported, observed at generation.
-pub const PERIOD_WORDS: usize = 7;
+/// open (0/1), slot, start_ms, end_ms, start kind, regression reported, observed at generation,
+/// entered at (timeline ms).
+pub const PERIOD_WORDS: usize = 8;
 
 /// A group: its lock, a write-ahead note of a key being added, and one tag per slot (0: empty).
 #[repr(C)]

@@ -163,6 +163,9 @@ struct PeriodState {
     regression_reported: bool,
     /// The reconciler generation of the call that last changed it.
     observed_at: u64,
+    /// The timeline when the period was entered: a backwards hold ends once the period's own
+    /// length has been credited since.
+    entered_at_ms: f64,
 }
 
 impl PeriodState {
@@ -174,9 +177,10 @@ impl PeriodState {
         start_kind: 0,
         regression_reported: false,
         observed_at: 0,
+        entered_at_ms: 0.0,
     };
 
-    fn of(period: &Period, observed_at: u64) -> PeriodState {
+    fn of(period: &Period, observed_at: u64, entered_at_ms: f64) -> PeriodState {
         PeriodState {
             open: true,
             slot: period.slot,
@@ -189,7 +193,12 @@ impl PeriodState {
             },
             regression_reported: false,
             observed_at,
+            entered_at_ms,
         }
+    }
+
+    fn hold_is_over(&self, timeline_ms: f64) -> bool {
+        timeline_ms - self.entered_at_ms >= self.end_ms - self.start_ms
     }
 
     fn contains(&self, wall_ms: f64) -> bool {
@@ -205,6 +214,7 @@ impl PeriodState {
             self.start_kind,
             u64::from(self.regression_reported),
             self.observed_at,
+            self.entered_at_ms.to_bits(),
         ];
         for (word, value) in words.iter().zip(values) {
             word.store(value, Ordering::Relaxed);
@@ -221,6 +231,7 @@ impl PeriodState {
             start_kind: word(4),
             regression_reported: word(5) != 0,
             observed_at: word(6),
+            entered_at_ms: f64::from_bits(word(7)),
         }
     }
 }
@@ -664,6 +675,7 @@ impl Zone {
                 let open = PeriodState::of(
                     &self.local_spec(spec).period_for(state.last_wall_ms),
                     0,
+                    0.0,
                 );
                 self.write_period(spec, open);
                 *period = Some(open.slot);
@@ -794,7 +806,7 @@ impl Zone {
         if open.contains(wall_ms) {
             return open;
         }
-        PeriodState::of(&self.local_spec(spec).period_for(wall_ms), 0)
+        PeriodState::of(&self.local_spec(spec).period_for(wall_ms), 0, 0.0)
     }
 
     fn period_id(&self, spec: usize, start_ms: f64) -> Option<String> {
@@ -802,9 +814,12 @@ impl Zone {
     }
 
     /// The slot that would be open after a call reading `wall_ms` (for judging eviction).
-    fn slot_after(&self, spec: usize, wall_ms: f64) -> i64 {
+    fn slot_after(&self, spec: usize, wall_ms: f64, timeline_ms: f64) -> i64 {
         let open = self.read_period(spec);
-        if open.open && wall_ms < open.end_ms {
+        if open.open
+            && wall_ms < open.end_ms
+            && !(wall_ms < open.start_ms && open.hold_is_over(timeline_ms))
+        {
             return open.slot;
         }
         self.local_spec(spec).period_for(wall_ms).slot
@@ -817,6 +832,7 @@ impl Zone {
         &self,
         spec: usize,
         wall_ms: f64,
+        timeline_ms: f64,
         deltas: CallDeltas,
         generation: u64,
         anomalies: &mut Vec<Anomaly>,
@@ -835,7 +851,7 @@ impl Zone {
         }
         let local = self.local_spec(spec);
         if !current.open {
-            let open = PeriodState::of(&local.period_for(wall_ms), generation);
+            let open = PeriodState::of(&local.period_for(wall_ms), generation, timeline_ms);
             self.write_period(spec, open);
             return open;
         }
@@ -847,6 +863,19 @@ impl Zone {
             };
             self.write_period(spec, held);
             return held;
+        }
+        if wall_ms < current.start_ms && current.hold_is_over(timeline_ms) {
+            let held_id = self.period_id(spec, current.start_ms).unwrap_or_default();
+            let next = local.period_for(wall_ms);
+            anomalies.push(Anomaly::period_hold_ended(
+                deltas,
+                &held_id,
+                timeline_ms - current.entered_at_ms,
+                &next.id,
+            ));
+            let open = PeriodState::of(&next, generation, timeline_ms);
+            self.write_period(spec, open);
+            return open;
         }
         if wall_ms < current.start_ms {
             if current.regression_reported {
@@ -881,7 +910,7 @@ impl Zone {
                 &next.id,
             ));
         }
-        let open = PeriodState::of(&next, generation);
+        let open = PeriodState::of(&next, generation, timeline_ms);
         self.write_period(spec, open);
         open
     }
@@ -1139,7 +1168,9 @@ impl Zone {
         let has_use = state.quota_used > 0
             && limits
                 .spec
-                .is_some_and(|spec| state.period_slot == self.slot_after(spec, wall_ms));
+                .is_some_and(|spec| {
+                    state.period_slot == self.slot_after(spec, wall_ms, timeline_ms)
+                });
         (tokens >= limits.capacity && !has_use, has_use)
     }
 
@@ -1329,7 +1360,14 @@ impl Zone {
             drop(guard);
             let (pending, generation) = self.reconcile_with(spec.is_some(), anomalies)?;
             let period = spec.map(|spec| {
-                self.observe(spec, pending.wall_ms, pending.deltas, generation, anomalies)
+                self.observe(
+                    spec,
+                    pending.wall_ms,
+                    pending.next.timeline_ms,
+                    pending.deltas,
+                    generation,
+                    anomalies,
+                )
             });
             return Ok(Outcome::Status(self.status_of(
                 &policy_limits(&policy, spec),
@@ -1422,7 +1460,14 @@ impl Zone {
             }
             let generation = (pending.head >> 16) + 1;
             let period = spec.map(|spec| {
-                self.observe(spec, pending.wall_ms, pending.deltas, generation, anomalies)
+                self.observe(
+                    spec,
+                    pending.wall_ms,
+                    pending.next.timeline_ms,
+                    pending.deltas,
+                    generation,
+                    anomalies,
+                )
             });
             let limits = policy_limits(policy, spec);
             let mut state = KeyState {
@@ -1459,7 +1504,14 @@ impl Zone {
         let (pending, generation) =
             self.reconcile_with(limits.spec.is_some(), anomalies)?;
         let period = limits.spec.map(|spec| {
-            self.observe(spec, pending.wall_ms, pending.deltas, generation, anomalies)
+            self.observe(
+                    spec,
+                    pending.wall_ms,
+                    pending.next.timeline_ms,
+                    pending.deltas,
+                    generation,
+                    anomalies,
+                )
         });
         let record = self.slot(group, slot);
         let mut state = read_state(record);
