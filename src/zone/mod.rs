@@ -1054,8 +1054,32 @@ impl Zone {
 
     // ---- keys ------------------------------------------------------------------------------
 
-    fn group_of(&self, hash: u64) -> usize {
-        ((u128::from(hash) * self.groups as u128) >> 64) as usize
+    /// A key's two groups (two choices: the less loaded takes a new key, so a group is
+    /// practically never full before the zone is).
+    fn groups_of(&self, hash: u64) -> (usize, usize) {
+        let pick = |bits: u64| ((u128::from(bits) * self.groups as u128) >> 64) as usize;
+        let first = pick(hash);
+        let mut second = pick(hash.rotate_left(32).wrapping_mul(0x2545_f491_4f6c_dd1d));
+        if second == first && self.groups > 1 {
+            second = (first + 1) % self.groups;
+        }
+        (first, second)
+    }
+
+    fn has_tag(&self, group: usize, hash: u64) -> bool {
+        let tag = tag_of(hash);
+        self.group(group)
+            .tags
+            .iter()
+            .any(|stored| stored.load(Ordering::Relaxed) == tag)
+    }
+
+    fn free_slots(&self, group: usize) -> usize {
+        self.group(group)
+            .tags
+            .iter()
+            .filter(|stored| stored.load(Ordering::Relaxed) == 0)
+            .count()
     }
 
     fn lock_group(&self, group: usize) -> Held<'_> {
@@ -1303,16 +1327,21 @@ impl Zone {
         state: KeyState,
     ) {
         let hash = hash_key(self.seed, key);
-        let group = self.group_of(hash);
+        let (first, second) = self.groups_of(hash);
+        if self.find_in(first, key, hash).is_some() || self.find_in(second, key, hash).is_some() {
+            return;
+        }
+        let group = if self.free_slots(second) > self.free_slots(first) {
+            second
+        } else {
+            first
+        };
         let header = self.group(group);
         let Some(slot) =
             (0..GROUP_SLOTS).find(|&slot| header.tags[slot].load(Ordering::Relaxed) == 0)
         else {
             return;
         };
-        if self.find_in(group, key, hash).is_some() {
-            return;
-        }
         self.write_identity(group, slot, key, hash, policy, spec);
         write_state(self.slot(group, slot), state);
         header.tags[slot].store(tag_of(hash), Ordering::Release);
@@ -1334,13 +1363,43 @@ impl Zone {
         anomalies: &mut Vec<Anomaly>,
     ) -> Result<Outcome, Error> {
         let hash = hash_key(self.seed, key);
-        let group = self.group_of(hash);
-        let guard = self.lock_group(group);
-        if let Some(slot) = self.find_in(group, key, hash) {
-            let outcome = self.call_held(group, slot, operation, n, count, anomalies);
+        let (first, second) = self.groups_of(hash);
+        // The usual call: the key is in one of its two groups (found by its tag, then checked
+        // under that group's lock).
+        for group in [first, second] {
+            if !self.has_tag(group, hash) {
+                continue;
+            }
+            let guard = self.lock_group(group);
+            if let Some(slot) = self.find_in(group, key, hash) {
+                let outcome = self.call_held(group, slot, operation, n, count, anomalies);
+                drop(guard);
+                return outcome;
+            }
             drop(guard);
-            return outcome;
+            if first == second {
+                break;
+            }
         }
+        // Not found without the locks: under both (in group order), the key's membership is
+        // settled, as only a holder of both adds it.
+        let (low, high) = (first.min(second), first.max(second));
+        let low_guard = self.lock_group(low);
+        let high_guard = (high != low).then(|| self.lock_group(high));
+        for group in [low, high] {
+            if let Some(slot) = self.find_in(group, key, hash) {
+                let outcome = self.call_held(group, slot, operation, n, count, anomalies);
+                drop(high_guard);
+                drop(low_guard);
+                return outcome;
+            }
+        }
+        let group = if self.free_slots(second) > self.free_slots(first) {
+            second
+        } else {
+            first
+        };
+        let guard = (low_guard, high_guard);
         if operation == Operation::Refund {
             drop(guard);
             self.reconcile_with(false, anomalies)?;
@@ -1567,15 +1626,15 @@ impl Zone {
     /// `delete(key)`: drops the key and all its state. Reads no clock.
     pub fn delete(&self, key: Key<'_>) -> bool {
         let hash = hash_key(self.seed, key);
-        let group = self.group_of(hash);
-        let _guard = self.lock_group(group);
-        match self.find_in(group, key, hash) {
-            Some(slot) => {
+        let (first, second) = self.groups_of(hash);
+        for group in [first, second] {
+            let _guard = self.lock_group(group);
+            if let Some(slot) = self.find_in(group, key, hash) {
                 self.remove(group, slot);
-                true
+                return true;
             }
-            None => false,
         }
+        false
     }
 
     /// Locks taken over from processes that died holding them, since the zone was made.

@@ -80,6 +80,15 @@ fn tokens(zone: &Zone, key: &str) -> f64 {
     }
 }
 
+/// The group and slot holding `key`.
+fn locate(zone: &Zone, key: &KeyBuf, hash: u64) -> (usize, usize) {
+    let (first, second) = zone.groups_of(hash);
+    [first, second]
+        .into_iter()
+        .find_map(|group| zone.find_in(group, key.key(), hash).map(|slot| (group, slot)))
+        .unwrap()
+}
+
 /// A pid no process has any more: a reaped child's.
 fn dead_owner() -> u64 {
     let mut child = std::process::Command::new("true").spawn().unwrap();
@@ -130,8 +139,7 @@ fn a_lock_left_by_a_dead_process_is_taken_over_and_its_unflipped_write_is_not_se
     consume(&zone, "k", 3).unwrap();
     let key = KeyBuf::from_text("k");
     let hash = hash_key(zone.seed, key.key());
-    let group = zone.group_of(hash);
-    let slot = zone.find_in(group, key.key(), hash).unwrap();
+    let (group, slot) = locate(&zone, &key, hash);
     // A process wrote half of the next state, then died holding the group's lock.
     let record = zone.slot(group, slot);
     let other = usize::from(record.meta.load(Ordering::Relaxed) & META_CURRENT == 0);
@@ -150,7 +158,7 @@ fn a_key_being_added_when_its_process_died_gives_its_room_back() {
     let zone = Zone::open(&config(&path, 10.0, 1), None).unwrap();
     let key = KeyBuf::from_text("new");
     let hash = hash_key(zone.seed, key.key());
-    let group = zone.group_of(hash);
+    let group = zone.groups_of(hash).0;
     // Killed after counting the key, before publishing its tag.
     zone.header().held.fetch_add(1, Ordering::Relaxed);
     zone.group(group)
@@ -222,8 +230,7 @@ proptest! {
         model[0] -= 1.0;
         let key = KeyBuf::from_text("a");
         let hash = hash_key(zone.seed, key.key());
-        let group = zone.group_of(hash);
-        let slot = zone.find_in(group, key.key(), hash).unwrap();
+        let (group, slot) = locate(&zone, &key, hash);
         let record = zone.slot(group, slot);
         let before = read_state(record);
         let after = KeyState { tokens: before.tokens - taken as f64, ..before };
@@ -265,7 +272,7 @@ fn after_a_reboot_the_old_locks_and_readings_are_dropped_and_the_keys_kept() {
     let zone = Zone::open(&config, None).unwrap();
     consume(&zone, "k", 4).unwrap();
     let key = KeyBuf::from_text("k");
-    let group = zone.group_of(hash_key(zone.seed, key.key()));
+    let group = zone.groups_of(hash_key(zone.seed, key.key())).0;
     // Left by the boot before: a lock owned by a pid that is alive now (init), readings from
     // far ahead on a monotonic clock that has restarted, another boot id.
     zone.group(group).lock.store(1 << 32, Ordering::Relaxed);
