@@ -47,7 +47,6 @@ class ZoneFace {
   #native
   #call
   #result
-  #policy
   #resolvePolicy
   #readDecision
 
@@ -74,7 +73,6 @@ class ZoneFace {
     }
     this.#call = native.zoneCallFunction(this.#native)
     this.#result = result
-    this.#policy = policy
     this.#resolvePolicy = resolvePolicy
     this.#readDecision = readDecision
   }

@@ -48,6 +48,5 @@ if (mode === 'drain') {
     }
   }
 } else if (mode === 'run') {
-  // eslint-disable-next-line no-new-func
   new Function('limiter', 'print', rest[0])(limiter, print)
 }

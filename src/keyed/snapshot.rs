@@ -474,6 +474,7 @@ fn read_key(
 /// A snapshot built from entries rather than from a [`KeyedLimiter`] (the zone's `snapshot()`):
 /// the same format, keys in the order given.
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+#[derive(Default)]
 pub struct SnapshotWriter {
     spec_bytes: Vec<u8>,
     specs: Vec<(crate::calendar::SpecIdentity, String)>,
@@ -483,15 +484,6 @@ pub struct SnapshotWriter {
 
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 impl SnapshotWriter {
-    pub fn new() -> SnapshotWriter {
-        SnapshotWriter {
-            spec_bytes: Vec::new(),
-            specs: Vec::new(),
-            key_bytes: Vec::new(),
-            keys: 0,
-        }
-    }
-
     /// Adds a key: its tokens, and its quota use in `period` (the spec and its open period's id).
     pub fn key(&mut self, key: Key<'_>, tokens: f64, use_in: Option<(&PeriodSpec, &str, u64)>) {
         let mut saved_spec = NO_SPEC;

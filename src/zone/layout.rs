@@ -194,7 +194,9 @@ impl Offsets {
 
 /// Groups for `max_keys` keys: twice as many slots as keys, so that a group is rarely full.
 pub fn groups_for(max_keys: u64) -> u64 {
-    (max_keys.saturating_mul(2)).div_ceil(GROUP_SLOTS as u64).max(1)
+    (max_keys.saturating_mul(2))
+        .div_ceil(GROUP_SLOTS as u64)
+        .max(1)
 }
 
 /// The header's checked part as bytes.

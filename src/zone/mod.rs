@@ -21,11 +21,11 @@ use std::cell::OnceCell;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 
-pub use layout::{Header, OptionsImage, GROUP_SLOTS, SPEC_IDENTITY_BYTES};
 use layout::{
     groups_for, Cell, Group, Offsets, ReconSlot, Slot, SpecEntry, CELLS, INLINE_KEY_BYTES,
     INTENT_RESERVED, LONG_KEY_BYTES, META_CURRENT, META_WIDE, SPECS,
 };
+pub use layout::{Header, OptionsImage, GROUP_SLOTS, SPEC_IDENTITY_BYTES};
 pub use lock::owner_id;
 use lock::{lock, try_lock, unlock, Acquired};
 pub use map::ZoneError;
@@ -69,12 +69,15 @@ pub enum Outcome {
     Status(KeyStatus),
 }
 
-/// What a zone file holds about one key, for tests and snapshots.
-#[derive(Clone, Debug, PartialEq)]
-pub struct KeyImage {
-    pub key: Vec<u16>,
+/// A held key as `snapshot()` saves it.
+pub struct HeldKey {
+    pub key: KeyBuf,
+    /// As of the last reading.
     pub tokens: f64,
+    /// In the open period of `period`'s spec.
     pub quota_used: u64,
+    /// The key's spec and its open period's id, when it has use there.
+    pub period: Option<(Arc<PeriodSpec>, String)>,
 }
 
 const NO_LIMIT: u64 = u64::MAX;
@@ -113,7 +116,9 @@ impl ReconState {
             self.last_wall_ms.to_bits(),
             self.timeline_ms.to_bits(),
             u64::from(self.baseline.is_some()) | u64::from(self.regression.is_some()) << 1,
-            self.baseline.map_or(0.0, |b| b.elapsed_realtime_ms).to_bits(),
+            self.baseline
+                .map_or(0.0, |b| b.elapsed_realtime_ms)
+                .to_bits(),
             self.baseline.map_or(0.0, |b| b.monotonic_ms).to_bits(),
             self.regression.map_or(0.0, |r| r.0).to_bits(),
             self.regression.map_or(0.0, |r| r.1).to_bits(),
@@ -282,12 +287,7 @@ fn spec_from_identity(bytes: &[u8; SPEC_IDENTITY_BYTES]) -> Option<PeriodSpec> {
     let secs = u32::from_le_bytes(bytes[4..8].try_into().ok()?);
     let len = usize::from(bytes[8]).min(SPEC_IDENTITY_BYTES - 9);
     let zone = std::str::from_utf8(&bytes[9..9 + len]).ok()?;
-    let anchor_time = format!(
-        "{:02}:{:02}:{:02}",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    );
+    let anchor_time = format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
     let raw = RawPeriodSpec {
         unit,
         time_zone: zone,
@@ -305,7 +305,10 @@ pub fn options_image(config: &ZoneConfig) -> OptionsImage {
         capacity: defaults.capacity.to_bits(),
         refill_per_second: defaults.refill_per_second.to_bits(),
         initial_tokens: defaults.initial_tokens.to_bits(),
-        quota_limit: defaults.quota.as_ref().map_or(NO_LIMIT, |quota| quota.limit),
+        quota_limit: defaults
+            .quota
+            .as_ref()
+            .map_or(NO_LIMIT, |quota| quota.limit),
         quota_spec: defaults
             .quota
             .as_ref()
@@ -329,7 +332,10 @@ pub fn options_image(config: &ZoneConfig) -> OptionsImage {
 pub fn first_difference(zone: &OptionsImage, mine: &OptionsImage) -> Option<&'static str> {
     let checks = [
         (zone.capacity == mine.capacity, "capacity"),
-        (zone.refill_per_second == mine.refill_per_second, "refillPerSecond"),
+        (
+            zone.refill_per_second == mine.refill_per_second,
+            "refillPerSecond",
+        ),
         (zone.initial_tokens == mine.initial_tokens, "initialTokens"),
         (
             zone.quota_limit == mine.quota_limit && zone.quota_spec == mine.quota_spec,
@@ -343,10 +349,7 @@ pub fn first_difference(zone: &OptionsImage, mine: &OptionsImage) -> Option<&'st
         (zone.max_keys == mine.max_keys, "maxKeys"),
         (zone.reader == mine.reader, "clock"),
     ];
-    checks
-        .iter()
-        .find(|(same, _)| !same)
-        .map(|&(_, name)| name)
+    checks.iter().find(|(same, _)| !same).map(|&(_, name)| name)
 }
 
 /// The key's hash: a folded multiply over its words, seeded per zone (stable across builds, as
@@ -600,7 +603,9 @@ impl Zone {
         if let Some((snapshot, policies)) = restore {
             for (position, saved) in snapshot.keys.iter().enumerate() {
                 let policy = policies.get(position).unwrap_or(&defaults).clone();
-                let saved_period = saved.spec.and_then(|spec| snapshot.specs.get(spec as usize));
+                let saved_period = saved
+                    .spec
+                    .and_then(|spec| snapshot.specs.get(spec as usize));
                 let key = snapshot.key(position);
                 let Ok(spec) = policy
                     .quota
@@ -754,10 +759,7 @@ impl Zone {
 
     fn identity_of(&self, index: usize) -> [u8; SPEC_IDENTITY_BYTES] {
         let mut identity = [0u8; SPEC_IDENTITY_BYTES];
-        for (chunk, word) in identity
-            .chunks_mut(8)
-            .zip(&self.spec_entry(index).identity)
-        {
+        for (chunk, word) in identity.chunks_mut(8).zip(&self.spec_entry(index).identity) {
             chunk.copy_from_slice(&word.load(Ordering::Relaxed).to_le_bytes());
         }
         identity
@@ -940,7 +942,11 @@ impl Zone {
     /// Publishes `next` over `head` (`false`: another call published first).
     fn publish(&self, head: u64, next: &ReconState) -> bool {
         let mine = (self.cell * 2) as u64;
-        let index = if head & 0xffff == mine { mine + 1 } else { mine };
+        let index = if head & 0xffff == mine {
+            mine + 1
+        } else {
+            mine
+        };
         fence(Ordering::Release);
         next.store(self.recon_slot(index));
         let new_head = ((head >> 16) + 1) << 16 | index;
@@ -986,8 +992,7 @@ impl Zone {
             if check_plausible && wall_ms.abs() > MAX_WALL_MS {
                 return Err(Error::clock_outside_calendar(wall_ms));
             }
-            if let (true, Some(earliest_ms)) = (check_plausible, self.earliest_plausible_wall_ms)
-            {
+            if let (true, Some(earliest_ms)) = (check_plausible, self.earliest_plausible_wall_ms) {
                 if wall_ms < earliest_ms {
                     return Err(Error::ImplausibleWallClock {
                         wall_ms,
@@ -1190,11 +1195,9 @@ impl Zone {
             limits.capacity,
         );
         let has_use = state.quota_used > 0
-            && limits
-                .spec
-                .is_some_and(|spec| {
-                    state.period_slot == self.slot_after(spec, wall_ms, timeline_ms)
-                });
+            && limits.spec.is_some_and(|spec| {
+                state.period_slot == self.slot_after(spec, wall_ms, timeline_ms)
+            });
         (tokens >= limits.capacity && !has_use, has_use)
     }
 
@@ -1319,13 +1322,7 @@ impl Zone {
     }
 
     /// Adds a restored key (at creation, before any other process sees the file).
-    fn restore_key(
-        &self,
-        key: Key<'_>,
-        policy: &KeyPolicy,
-        spec: Option<usize>,
-        state: KeyState,
-    ) {
+    fn restore_key(&self, key: Key<'_>, policy: &KeyPolicy, spec: Option<usize>, state: KeyState) {
         let hash = hash_key(self.seed, key);
         let (first, second) = self.groups_of(hash);
         if self.find_in(first, key, hash).is_some() || self.find_in(second, key, hash).is_some() {
@@ -1468,7 +1465,7 @@ impl Zone {
             if counted.fetch_add(1, Ordering::Relaxed) < max_keys {
                 header
                     .intent
-                    .store(slot as u64 + 1 | INTENT_RESERVED, Ordering::Release);
+                    .store((slot as u64 + 1) | INTENT_RESERVED, Ordering::Release);
                 return Ok(slot);
             }
             counted.fetch_sub(1, Ordering::Relaxed);
@@ -1560,17 +1557,16 @@ impl Zone {
             Operation::Consume => count(limits.capacity)?,
             _ => n,
         };
-        let (pending, generation) =
-            self.reconcile_with(limits.spec.is_some(), anomalies)?;
+        let (pending, generation) = self.reconcile_with(limits.spec.is_some(), anomalies)?;
         let period = limits.spec.map(|spec| {
             self.observe(
-                    spec,
-                    pending.wall_ms,
-                    pending.next.timeline_ms,
-                    pending.deltas,
-                    generation,
-                    anomalies,
-                )
+                spec,
+                pending.wall_ms,
+                pending.next.timeline_ms,
+                pending.deltas,
+                generation,
+                anomalies,
+            )
         });
         let record = self.slot(group, slot);
         let mut state = read_state(record);
@@ -1606,11 +1602,14 @@ impl Zone {
         period: Option<PeriodState>,
     ) -> KeyStatus {
         let quota = limits.quota_limit;
-        let period = spec.zip(period).filter(|(_, period)| period.open).map(|(spec, period)| {
-            let mut full = self.local_spec(spec).period_for(period.start_ms);
-            full.end_ms = period.end_ms;
-            full
-        });
+        let period = spec
+            .zip(period)
+            .filter(|(_, period)| period.open)
+            .map(|(spec, period)| {
+                let mut full = self.local_spec(spec).period_for(period.start_ms);
+                full.end_ms = period.end_ms;
+                full
+            });
         KeyStatus {
             tokens,
             quota_used: quota.map(|_| quota_used),
@@ -1653,7 +1652,7 @@ impl Zone {
 
     /// Every held key, group by group (each read under its group's lock): the key, its tokens
     /// as of the last reading, its quota use in its spec's open period, and that spec.
-    pub fn keys(&self) -> Vec<(KeyBuf, f64, u64, Option<(Arc<PeriodSpec>, String)>)> {
+    pub fn keys(&self) -> Vec<HeldKey> {
         let (_, recon) = self.read_recon();
         let mut keys = Vec::new();
         for group in 0..self.groups {
@@ -1679,7 +1678,12 @@ impl Zone {
                     _ => None,
                 };
                 let used = if saved.is_some() { state.quota_used } else { 0 };
-                keys.push((self.key_at(group, slot), state.tokens, used, saved));
+                keys.push(HeldKey {
+                    key: self.key_at(group, slot),
+                    tokens: state.tokens,
+                    quota_used: used,
+                    period: saved,
+                });
             }
         }
         keys
@@ -1735,7 +1739,9 @@ fn refresh(limits: &Limits, state: &mut KeyState, timeline_ms: f64, period: Opti
     // Calls on one key are in timeline order (its group's lock is held across the
     // reconciliation), so this only moves forward.
     state.credited_at_ms = state.credited_at_ms.max(timeline_ms);
-    let open_slot = period.filter(|period| period.open).map_or(NO_SLOT, |period| period.slot);
+    let open_slot = period
+        .filter(|period| period.open)
+        .map_or(NO_SLOT, |period| period.slot);
     if state.period_slot != open_slot {
         state.period_slot = open_slot;
         state.quota_used = 0;
@@ -1825,12 +1831,13 @@ fn seed() -> u64 {
 impl Zone {
     /// `snapshot()` of the zone: every held key (reads no clock).
     pub fn snapshot(&self) -> Vec<u8> {
-        let mut writer = crate::keyed::SnapshotWriter::new();
-        for (key, tokens, used, saved) in self.keys() {
-            let use_in = saved
+        let mut writer = crate::keyed::SnapshotWriter::default();
+        for held in self.keys() {
+            let use_in = held
+                .period
                 .as_ref()
-                .map(|(spec, id)| (spec.as_ref(), id.as_str(), used));
-            writer.key(key.key(), tokens, use_in);
+                .map(|(spec, id)| (spec.as_ref(), id.as_str(), held.quota_used));
+            writer.key(held.key.key(), held.tokens, use_in);
         }
         writer.finish()
     }

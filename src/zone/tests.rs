@@ -85,7 +85,10 @@ fn locate(zone: &Zone, key: &KeyBuf, hash: u64) -> (usize, usize) {
     let (first, second) = zone.groups_of(hash);
     [first, second]
         .into_iter()
-        .find_map(|group| zone.find_in(group, key.key(), hash).map(|slot| (group, slot)))
+        .find_map(|group| {
+            zone.find_in(group, key.key(), hash)
+                .map(|slot| (group, slot))
+        })
         .unwrap()
 }
 
@@ -126,7 +129,10 @@ fn threads_with_their_own_handles_drain_a_key_exactly() {
                 })
             })
             .collect();
-        handles.into_iter().map(|handle| handle.join().unwrap()).sum()
+        handles
+            .into_iter()
+            .map(|handle| handle.join().unwrap())
+            .sum()
     });
     assert_eq!(admitted, 20_000);
 }
@@ -144,7 +150,9 @@ fn a_lock_left_by_a_dead_process_is_taken_over_and_its_unflipped_write_is_not_se
     let record = zone.slot(group, slot);
     let other = usize::from(record.meta.load(Ordering::Relaxed) & META_CURRENT == 0);
     record.state[other][0].store(0.5f64.to_bits(), Ordering::Relaxed);
-    zone.group(group).lock.store(dead_owner(), Ordering::Relaxed);
+    zone.group(group)
+        .lock
+        .store(dead_owner(), Ordering::Relaxed);
     let started = Instant::now();
     assert_eq!(consume(&zone, "k", 1).unwrap().tokens.round(), 6.0);
     assert!(started.elapsed() < Duration::from_secs(1));
@@ -164,7 +172,9 @@ fn a_key_being_added_when_its_process_died_gives_its_room_back() {
     zone.group(group)
         .intent
         .store(1 | INTENT_RESERVED, Ordering::Relaxed);
-    zone.group(group).lock.store(dead_owner(), Ordering::Relaxed);
+    zone.group(group)
+        .lock
+        .store(dead_owner(), Ordering::Relaxed);
     assert!(consume(&zone, "new", 1).unwrap().allowed);
     assert_eq!(zone.len(), 1);
 }
@@ -177,7 +187,11 @@ fn a_reconciler_write_not_published_changes_nothing() {
     let (head, before) = zone.read_recon();
     // A limiter wrote its slot and died before its CAS.
     let mine = (zone.cell * 2) as u64;
-    let index = if head & 0xffff == mine { mine + 1 } else { mine };
+    let index = if head & 0xffff == mine {
+        mine + 1
+    } else {
+        mine
+    };
     let garbage = ReconState {
         timeline_ms: 1e12,
         ..before

@@ -227,7 +227,10 @@ fn invalid_count(error: CodedError) -> CoreError {
 }
 
 /// The raw `call(key)`: `data` is the limiter's `ZoneCell`.
-unsafe extern "C" fn zone_call(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+unsafe extern "C" fn zone_call(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+) -> sys::napi_value {
     // SAFETY: N-API's own env and info.
     let Some(call) = (unsafe { crate::napi::raw::one_argument_call(env, info) }) else {
         return ptr::null_mut();
@@ -345,7 +348,11 @@ pub fn zone_status(
 }
 
 #[cfg(target_os = "linux")]
-fn status(state: &mut ZoneState, key: Key<'_>, policy: Option<KeyPolicy>) -> CodedResult<KeyStatusOutput> {
+fn status(
+    state: &mut ZoneState,
+    key: Key<'_>,
+    policy: Option<KeyPolicy>,
+) -> CodedResult<KeyStatusOutput> {
     let mut anomalies = Vec::new();
     let outcome = state
         .zone()?
@@ -368,7 +375,11 @@ fn status(state: &mut ZoneState, key: Key<'_>, policy: Option<KeyPolicy>) -> Cod
 }
 
 #[cfg(not(target_os = "linux"))]
-fn status(_state: &mut ZoneState, _key: Key<'_>, _policy: Option<KeyPolicy>) -> CodedResult<KeyStatusOutput> {
+fn status(
+    _state: &mut ZoneState,
+    _key: Key<'_>,
+    _policy: Option<KeyPolicy>,
+) -> CodedResult<KeyStatusOutput> {
     Err(coded("ERR_UNSUPPORTED_PLATFORM", "zone"))
 }
 
@@ -384,7 +395,9 @@ pub fn zone_delete(env: &Env, zone: &External<NativeZone>, key: Unknown<'_>) -> 
 #[cfg(target_os = "linux")]
 #[napi(js_name = "zoneSize")]
 pub fn zone_size(env: &Env, zone: &External<NativeZone>) -> napi::Result<f64> {
-    guard(env, || with_zone(zone, |state| Ok(state.zone()?.len() as f64)))
+    guard(env, || {
+        with_zone(zone, |state| Ok(state.zone()?.len() as f64))
+    })
 }
 
 #[cfg(target_os = "linux")]
@@ -411,7 +424,9 @@ pub fn zone_close(env: &Env, zone: &External<NativeZone>) -> napi::Result<()> {
 #[cfg(target_os = "linux")]
 #[napi(js_name = "zoneTakeovers")]
 pub fn zone_takeovers(env: &Env, zone: &External<NativeZone>) -> napi::Result<f64> {
-    guard(env, || with_zone(zone, |state| Ok(state.zone()?.takeovers() as f64)))
+    guard(env, || {
+        with_zone(zone, |state| Ok(state.zone()?.takeovers() as f64))
+    })
 }
 
 /// Whether this open made the zone file.
@@ -423,7 +438,10 @@ pub fn zone_created(env: &Env, zone: &External<NativeZone>) -> napi::Result<bool
 
 #[cfg(target_os = "linux")]
 #[napi(js_name = "zoneTakeAnomalies")]
-pub fn zone_take_anomalies(env: &Env, zone: &External<NativeZone>) -> napi::Result<Vec<AnomalyOutput>> {
+pub fn zone_take_anomalies(
+    env: &Env,
+    zone: &External<NativeZone>,
+) -> napi::Result<Vec<AnomalyOutput>> {
     guard(env, || {
         with_zone(zone, |state| {
             Ok(state.anomalies.iter().map(AnomalyOutput::from).collect())
