@@ -1804,15 +1804,35 @@ fn read_state(record: &Slot) -> KeyState {
 
 /// Writes the buffer not current, then makes it current with one store: a process killed
 /// between the two leaves the state before the call, after the store the state after it.
+#[inline(always)]
 fn write_state(record: &Slot, state: KeyState) {
+    write_state_cut(record, state, WRITE_STEPS);
+}
+
+/// The stores of a key's write: four words, then the flip.
+const WRITE_STEPS: usize = 5;
+
+/// [`write_state`], making only its first `steps` stores (as a process killed after them would;
+/// the model test cuts it short).
+#[inline(always)]
+fn write_state_cut(record: &Slot, state: KeyState, steps: usize) {
     let meta = record.meta.load(Ordering::Relaxed);
     let other = usize::from(meta & META_CURRENT == 0);
-    let words = &record.state[other];
-    words[0].store(state.tokens.to_bits(), Ordering::Relaxed);
-    words[1].store(state.credited_at_ms.to_bits(), Ordering::Relaxed);
-    words[2].store(state.quota_used, Ordering::Relaxed);
-    words[3].store(state.period_slot as u64, Ordering::Relaxed);
-    record.meta.store(meta ^ META_CURRENT, Ordering::Release);
+    let values = [
+        state.tokens.to_bits(),
+        state.credited_at_ms.to_bits(),
+        state.quota_used,
+        state.period_slot as u64,
+    ];
+    for (step, (word, value)) in record.state[other].iter().zip(values).enumerate() {
+        if step == steps {
+            return;
+        }
+        word.store(value, Ordering::Relaxed);
+    }
+    if steps == WRITE_STEPS {
+        record.meta.store(meta ^ META_CURRENT, Ordering::Release);
+    }
 }
 
 /// A zone's hash seed: random per file.

@@ -202,33 +202,15 @@ fn a_reconciler_write_not_published_changes_nothing() {
     assert!(zone.read_recon().1.timeline_ms < 1e6);
 }
 
-/// The steps of a key's write, in program order; a process may die after any of them.
-#[derive(Clone, Copy, Debug)]
-enum DiedAfter {
-    Locking,
-    WritingSomeWords(usize),
-    WritingTheBuffer,
-    Flipping,
-}
-
-fn died_after() -> impl Strategy<Value = DiedAfter> {
-    prop_oneof![
-        Just(DiedAfter::Locking),
-        (1usize..4).prop_map(DiedAfter::WritingSomeWords),
-        Just(DiedAfter::WritingTheBuffer),
-        Just(DiedAfter::Flipping),
-    ]
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
-    /// For any history of calls and any step a dying writer stopped at, the next call is not
+    /// For any history of calls and any store a dying writer stopped after, the next call is not
     /// blocked and sees the key as it was before the dead call or after it, never in between.
     #[test]
     fn a_write_cut_at_any_step_leaves_the_state_before_or_after(
         history in proptest::collection::vec((0usize..3, 1u64..4), 0..12),
-        died in died_after(),
+        steps in 0usize..=WRITE_STEPS,
         taken in 1u64..4,
     ) {
         let path = temp_path("model");
@@ -247,29 +229,19 @@ proptest! {
         let (group, slot) = locate(&zone, &key, hash);
         let record = zone.slot(group, slot);
         let before = read_state(record);
-        let after = KeyState { tokens: before.tokens - taken as f64, ..before };
-        // The dead writer's steps, as write_state takes them.
+        let after = KeyState { tokens: before.tokens - taken as f64, quota_used: before.quota_used + taken, ..before };
+        // The dead writer held the lock and made `steps` of its stores.
         zone.group(group).lock.store(dead_owner(), Ordering::Relaxed);
-        let meta = record.meta.load(Ordering::Relaxed);
-        let other = usize::from(meta & META_CURRENT == 0);
-        let words = [after.tokens.to_bits(), after.credited_at_ms.to_bits(), after.quota_used, after.period_slot as u64];
-        let written = match died {
-            DiedAfter::Locking => 0,
-            DiedAfter::WritingSomeWords(count) => count,
-            DiedAfter::WritingTheBuffer | DiedAfter::Flipping => 4,
-        };
-        for (word, value) in record.state[other].iter().zip(words).take(written) {
-            word.store(value, Ordering::Relaxed);
-        }
-        let flipped = matches!(died, DiedAfter::Flipping);
-        if flipped {
-            record.meta.store(meta ^ META_CURRENT, Ordering::Release);
+        write_state_cut(record, after, steps);
+        if steps == WRITE_STEPS {
             model[0] -= taken as f64;
         }
         let started = Instant::now();
         let seen = tokens(&zone, "a");
         prop_assert!(started.elapsed() < Duration::from_secs(1));
         prop_assert_eq!(seen.round(), model[0]);
+        let state = read_state(record);
+        prop_assert!(state == before || state.tokens == after.tokens && state.quota_used == after.quota_used);
         for (index, key) in keys.iter().enumerate().skip(1) {
             if history.iter().any(|&(k, _)| k == index) {
                 prop_assert_eq!(tokens(&zone, key).round(), model[index]);
