@@ -7,7 +7,7 @@ const { KeyedQuotaClock } = require('../keyed.js')
 const { PERIOD_UNITS } = require('../contract.js')
 const { coded, describe, isPlainObject } = require('../validate.js')
 const { defaultKey } = require('./client-key.js')
-const { limiterFacts } = require('./limiter-facts.js')
+const { limiterFacts } = require('../limiter-facts.js')
 
 const OPTION_NAMES = ['limiter', 'limits', 'key', 'cost', 'name', 'headers', 'skip', 'onLimited']
 const LIMITER_ENTRY_NAMES = ['limiter', 'key', 'cost', 'name']

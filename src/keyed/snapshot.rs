@@ -412,7 +412,7 @@ fn read_key(
     if !(tokens.is_finite() && tokens >= 0.0) {
         return Err(corrupt(format!(
             "{what} has {} tokens",
-            crate::anomaly::js_number(tokens)
+            crate::text::js_number(tokens)
         )));
     }
     if quota_used > MAX_SAFE_INTEGER
