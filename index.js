@@ -8,6 +8,9 @@
 //   lib/calendar.js     period specs and periodFor
 //   lib/options.js      a limiter's options
 //   lib/registry.js     the native registry and the result buffer its limiters share
+//   lib/native-call.js  a limiter's call to the native side and back: the decision, what the
+//                       native side needs first (the one resume path), the failure path
+//   lib/limiter-facts.js what the HTTP middleware needs to know about a limiter
 //   lib/anomalies.js    onAnomaly delivery
 //   lib/quota-clock.js  QuotaClock
 //   lib/keyed.js        KeyedQuotaClock
