@@ -79,15 +79,17 @@ impl ClockHandle {
     }
 }
 
-/// A [`ClockHandle`] for one call, with the readings the JS face supplied.
+/// A [`ClockHandle`] for one call, with the readings the JS face supplied. What it records of
+/// the call (`taken`, `reader_wanted`) is read only by [`BoundClock::outcome`]: the one place a
+/// call that stopped for the JS reader becomes [`Needs::Reader`].
 pub(crate) struct BoundClock<'a> {
-    pub handle: &'a ClockHandle,
-    pub supplied: Supplied,
+    handle: &'a ClockHandle,
+    supplied: Supplied,
     /// The readings this call took, so a call that stops for a JS reader can be resumed on them.
-    pub taken: (f64, f64),
+    taken: (f64, f64),
     /// Set when the core asked for an elapsed-realtime reading that only the JS face can take:
     /// the call changed nothing, and the JS face calls again with it.
-    pub reader_wanted: bool,
+    reader_wanted: bool,
 }
 
 impl<'a> BoundClock<'a> {
