@@ -84,18 +84,7 @@ function hostPlatformId() {
   return `${platform}-${arch}`
 }
 
-/** How to run npm with this Node on every OS (npm.cmd cannot be spawned without a shell). */
-function npmCommand() {
-  const nodeDir = path.dirname(process.execPath)
-  const candidates = [
-    process.env.npm_execpath,
-    path.join(nodeDir, 'node_modules', 'npm', 'bin', 'npm-cli.js'),
-    path.join(nodeDir, '..', 'lib', 'node_modules', 'npm', 'bin', 'npm-cli.js'),
-  ]
-  const cli = candidates.find((file) => file && /npm-cli\.c?js$/.test(file) && fs.existsSync(file))
-  if (cli) return { file: process.execPath, args: [cli], shell: false }
-  return { file: 'npm', args: [], shell: process.platform === 'win32' }
-}
+const { npmCommand } = require('./helpers/npm')
 
 /** The environment for child processes: none of the parent npm's settings, no binding override. */
 function childEnv() {

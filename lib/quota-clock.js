@@ -11,11 +11,19 @@ const { parseOptions, checkCount, checkPositiveCount } = require('./options.js')
 const { RESULT, LIMITER_INDEX, REGISTRY, consume, consumeSupplied } = require('./registry.js')
 const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NO_ANOMALIES, readDecision, bring, failure, callLimiter, toStatus } = require('./native-call.js')
 const { rememberLimiter } = require('./limiter-facts.js')
-const { checkNumber } = require('./validate.js')
+const { checkNumber, coded } = require('./validate.js')
+const { AT } = require('./contract.js')
 const { toPeriod } = require('./calendar.js')
 
 // A limiter's native state is freed once its object has been collected.
 const indexes = new FinalizationRegistry((index) => native.releaseLimiter(REGISTRY, index))
+
+let giveBack
+
+/** The period a QuotaClock decision's quota units count in; read right after the decision (any QuotaClock call writes it). */
+function takenPeriod() {
+  return RESULT[AT.periodSlot]
+}
 
 class QuotaClock {
   // Its index in this module instance's native registry.
@@ -94,6 +102,14 @@ class QuotaClock {
     }
   }
 
+  static {
+    // For the HTTP middleware's all-or-nothing rollback (lib/http/give-back.js), not public API.
+    giveBack = (limiter, n, periodSlot) => {
+      if (!(#index in limiter)) throw coded(TypeError, 'ERR_INVALID_ARG', 'giveBack needs a QuotaClock')
+      callNative(() => native.limiterGiveBack(REGISTRY, limiter.#index, n, periodSlot))
+    }
+  }
+
   /** The limiter's own period spec applied to `wallMs`; null without a quota. */
   periodFor(wallMs) {
     checkNumber(wallMs, 'wallMs', 'ERR_INVALID_ARG')
@@ -102,4 +118,9 @@ class QuotaClock {
   }
 }
 
-module.exports = { QuotaClock }
+/** Gives back what a decision took, reading no clock: `n` tokens, and `n` quota units if the period `periodSlot` (from takenPeriod) is still open. */
+function giveBackTaken(limiter, n, periodSlot) {
+  giveBack(limiter, n, periodSlot)
+}
+
+module.exports = { QuotaClock, takenPeriod, giveBackTaken }

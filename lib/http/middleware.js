@@ -7,6 +7,7 @@ const { coded } = require('../validate.js')
 const { describeLimiter, describeThrottle, limitItems, recordFor, setRateLimitHeaders, statusOf } = require('./headers.js')
 const { parseOptions, THROTTLE_LIMITS } = require('./options.js')
 const { failed, quotaExceededProblem, sendProblem } = require('./responses.js')
+const { giveBack, periodTaken } = require('./give-back.js')
 
 /** The items of `entry` that denied `decision` for a request of `n`. */
 function violatedBy(entry, record, decision, n) {
@@ -67,12 +68,11 @@ function rateLimit(options) {
   entries.forEach((entry, i) => (entry.index = i))
   const single = entries.length === 1 && syncEntries.length === 1 ? syncEntries[0] : undefined
 
-  /** Gives back what the first `count` limiter entries took for this request. */
+  /** Gives back what the first `count` limiter entries took for this request (no clock is read). */
   function refundTaken(taken, count) {
     for (let i = 0; i < count; i++) {
-      const { entry, key, n } = taken[i]
-      if (entry.keyed) entry.limiter.refund(key, n)
-      else entry.limiter.refund(n)
+      const { entry, key, n, period } = taken[i]
+      giveBack(entry, key, n, period)
     }
   }
 
@@ -131,7 +131,8 @@ function rateLimit(options) {
         if (!decision.allowed) return limited(req, res, next, decision, violatedBy(entry, record, decision, n))
       }
     } catch (err) {
-      if (decision !== undefined && decision.allowed) refundQuietly([{ entry, key, n }], 1)
+      // (No limiter call since the decision wrote its period: status() does not.)
+      if (decision !== undefined && decision.allowed) refundQuietly([{ entry, key, n, period: periodTaken(entry) }], 1)
       return failed(err, res, next)
     }
     if (next) next()
@@ -154,7 +155,7 @@ function rateLimit(options) {
         const key = entry.keyed ? entry.key(req) : undefined
         const n = entry.cost === undefined ? 1 : entry.cost(req)
         const decision = entry.keyed ? entry.limiter.tryConsume(key, n) : entry.limiter.tryConsume(n)
-        taken.push({ entry, key, n, decision })
+        taken.push({ entry, key, n, decision, period: periodTaken(entry) })
         if (decision.allowed) {
           allowedCount++
           if (buildAsChecked) {

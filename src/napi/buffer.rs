@@ -30,7 +30,10 @@ pub(crate) const WALL_MS: usize = 8;
 pub(crate) const ELAPSED_REALTIME_MS: usize = 9;
 /// In: 1 when `ELAPSED_REALTIME_MS` holds a reading.
 pub(crate) const HAS_ELAPSED_REALTIME: usize = 10;
-pub(crate) const LENGTH: usize = 11;
+/// Out, with a decision for a limiter (or key) with a quota: the slot of the period its
+/// units count in, for giving them back to that period only.
+pub(crate) const PERIOD_SLOT: usize = 11;
+pub(crate) const LENGTH: usize = 12;
 
 pub(crate) const STATUS_DECIDED: f64 = 0.0;
 pub(crate) const STATUS_DECIDED_WITH_ANOMALIES: f64 = 1.0;
@@ -197,6 +200,7 @@ mod tests {
             WALL_MS,
             ELAPSED_REALTIME_MS,
             HAS_ELAPSED_REALTIME,
+            PERIOD_SLOT,
         ];
         let distinct: std::collections::HashSet<_> = positions.iter().collect();
         assert_eq!(distinct.len(), positions.len());

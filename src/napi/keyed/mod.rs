@@ -84,6 +84,8 @@ impl KeyedState {
         {
             Some(decision) => {
                 write_decision(&self.result, &decision);
+                let slot = self.limiter.period_slot_of(index);
+                self.result.set(buffer::PERIOD_SLOT, f64::from(slot));
                 true
             }
             None => false,
@@ -112,7 +114,13 @@ impl KeyedState {
         match self.step(key, policy, supplied)? {
             Ok(decision) => {
                 match decision {
-                    Some(decision) => write_decision(&self.result, &decision),
+                    Some(decision) => {
+                        write_decision(&self.result, &decision);
+                        if let Some(index) = self.limiter.find(key) {
+                            let slot = self.limiter.period_slot_of(index);
+                            self.result.set(buffer::PERIOD_SLOT, f64::from(slot));
+                        }
+                    }
                     None => self.result.set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED),
                 }
                 self.report();
