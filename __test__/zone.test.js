@@ -228,3 +228,22 @@ test('a quota alone (no bucket) works in a zone', () => {
   assert.deepEqual(seen, [true, false])
   assert.equal(here.status('q').quotaRemaining, 0)
 })
+
+test('behind the HTTP middleware, a zone limiter gets back what a later limit refused (all or nothing)', async () => {
+  const { rateLimit } = require('../lib/http.js')
+  const { serve } = require('./helpers/http-servers.js')
+  const path = zonePath('http')
+  const zoned = new KeyedQuotaClock(base(path, { capacity: 10, quota: { limit: 5, period: UTC_DAY } }))
+  const closed = new KeyedQuotaClock({ capacity: 1, refillPerSecond: 1e-9, suspendPolicy: 'ignore' })
+  const server = await serve('Express 5', rateLimit({ key: () => 'client', limits: [{ limiter: zoned, name: 'zone' }, { limiter: closed, name: 'local' }] }))
+  try {
+    assert.equal((await server.get('/')).status, 200)
+    assert.equal((await server.get('/')).status, 429)
+    assert.equal((await server.get('/')).status, 429)
+  } finally {
+    await server.close()
+  }
+  const [seen] = runWorker(base(path, { capacity: 10, quota: { limit: 5, period: UTC_DAY } }), 'run', "print(limiter.status('client'))")
+  assert.equal(seen.quotaUsed, 1, 'the two refused requests took nothing from the zone')
+  assert.equal(Math.round(seen.tokens), 9)
+})

@@ -10,7 +10,7 @@ const { parseArgs } = require('node:util')
 const { QuotaClock, systemClock, procUptimeElapsedRealtime, periodFor } = require('../index.js')
 const { NAMES, SCENARIOS, runScenario } = require('./scenarios.js')
 const { renderSvg } = require('./plot.js')
-const { PERIOD_UNITS: UNITS, MAX_WALL_MS } = require('../lib/contract.js')
+const { PERIOD_UNITS: UNITS, MAX_WALL_MS, nearest: closest, didYouMean, editDistance } = require('../lib/cli.js')
 
 const PROGRAM = 'quota-clock-source'
 const MAX_PERIODS = 10_000
@@ -18,39 +18,6 @@ const MAX_PERIODS = 10_000
 /** A bad argument: reported as one line on stderr, exit status 2. */
 class UsageError extends Error {}
 const usage = (message) => new UsageError(message)
-
-// ---------------------------------------------------------------------------------------------
-// Did you mean: the candidate nearest by edit distance (optimal string alignment, so a swapped
-// pair of letters counts as one edit). Hand-written, a dozen lines, to keep the package free of
-// runtime dependencies.
-
-function editDistance(a, b) {
-  const rows = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array(b.length).fill(0)])
-  for (let j = 1; j <= b.length; j++) rows[0][j] = j
-  for (let i = 1; i <= a.length; i++) {
-    for (let j = 1; j <= b.length; j++) {
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1
-      rows[i][j] = Math.min(rows[i - 1][j] + 1, rows[i][j - 1] + 1, rows[i - 1][j - 1] + cost)
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) rows[i][j] = Math.min(rows[i][j], rows[i - 2][j - 2] + 1)
-    }
-  }
-  return rows[a.length][b.length]
-}
-
-function closest(input, candidates) {
-  const needle = input.toLowerCase()
-  let best = null
-  let bestDistance = Infinity
-  for (const candidate of candidates) {
-    const distance = editDistance(needle, candidate.toLowerCase())
-    if (distance < bestDistance) [best, bestDistance] = [candidate, distance]
-  }
-  if (best !== null && bestDistance <= Math.min(3, Math.max(1, Math.floor(needle.length / 3)))) return best
-  const prefixed = needle.length >= 2 ? candidates.filter((candidate) => candidate.toLowerCase().startsWith(needle)) : []
-  return prefixed.length === 1 ? prefixed[0] : null
-}
-
-const didYouMean = (suggestion) => (suggestion === null ? '' : ` (did you mean '${suggestion}'?)`)
 
 // ---------------------------------------------------------------------------------------------
 // Commands: their options, help and what they run.

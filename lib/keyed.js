@@ -4,14 +4,14 @@
 
 const native = require('./native.js')
 const { registerListener } = require('./anomalies.js')
-const { toPeriod } = require('./calendar.js')
 const { startingReadings, JsClock } = require('./clocks.js')
-const { toPublicError, callNative, internalError } = require('./errors.js')
-const { rememberLimiter } = require('./http/limiter-facts.js')
+const { callNative } = require('./errors.js')
+const { rememberLimiter } = require('./limiter-facts.js')
 const { parseOptions, quotaInput, bucketOptions, noBucketToFill, checkPositiveCount } = require('./options.js')
-const { LAYOUT, AT, STATUS, OPERATION, BASIS } = require('./contract.js')
-const { REGISTRY, NO_ANOMALIES } = require('./registry.js')
+const { LAYOUT, AT, OPERATION } = require('./contract.js')
+const { REGISTRY } = require('./registry.js')
 const { ZoneFace, zoneInput } = require('./zone.js')
+const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NEEDS_POLICY, NO_ANOMALIES, readDecision, bring, failure, callLimiter, toStatus } = require('./native-call.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError, checkNumber, thrownText } = require('./validate.js')
 
 const KEYED_KEYS = ['policy', 'maxKeys', 'restore', 'zone']
@@ -20,13 +20,9 @@ const DEFAULT_MAX_KEYS = 1_000_000
 // A snapshot's key count is a u32, and a table of more keys than that would not fit in memory anyway.
 const MAX_MAX_KEYS = 2 ** 32
 const MAX_KEY_UNITS = 256
-// Each limiter's result buffer, laid out as the contract's (lib/contract.js): in, `n`, the
-// operation and readings taken in JS; out, the status (what the native side needs first, having
-// read and changed nothing: the JS elapsed-realtime reader, a JS clock's readings, or the key's
-// policy), then the decision (quotaRemaining NaN: no quota).
+// Each limiter has its own result buffer (lib/native-call.js): in, `n`, the operation and
+// readings taken in JS; out, the status, then the decision.
 const { consume: CONSUME, refund: REFUND } = OPERATION
-const N_OR_STATUS = AT.nOrStatus
-const DECIDED = STATUS.decided
 const DEFAULT_CHOICE = 0xffffffff
 
 /** A string of 1 to 256 UTF-16 code units, checked before any clock is read. */
@@ -139,18 +135,6 @@ function assignPolicies(plan, policy, defaults) {
   callNative(() => native.snapshotSetPolicies(plan, inputs, choices))
 }
 
-function readDecision(result, anomalies) {
-  const quotaRemaining = result[AT.quotaRemaining]
-  return {
-    allowed: result[AT.allowed] === 1,
-    retryAfterMs: result[AT.retryAfterMs],
-    retryAfterBasis: BASIS[result[AT.basis]],
-    tokens: result[AT.tokens],
-    quotaRemaining: quotaRemaining === quotaRemaining ? quotaRemaining : null,
-    anomalies,
-  }
-}
-
 let takenPeriodOf
 let giveBackKeyed
 
@@ -188,20 +172,11 @@ class KeyedQuotaClock {
     if (read.zone !== undefined) {
       const zone = zoneInput(read.zone)
       const listener = onAnomaly === undefined ? undefined : registerListener(this, onAnomaly)
-      this.#zone = new ZoneFace({
-        zone,
-        limiterOptions,
-        clockArgs,
-        maxKeys,
-        policy,
-        plan,
-        listener,
-        resolvePolicy: (key) => resolvePolicy(policy, key, defaults),
-        readDecision,
-      })
+      this.#zone = new ZoneFace({ zone, limiterOptions, clockArgs, maxKeys, policy, plan, listener, resolvePolicy: (key) => resolvePolicy(policy, key, defaults) })
+      this.#result = this.#zone.result
       this.#policy = policy
       this.#defaults = defaults
-      rememberLimiter(this, clockArgs, policy === undefined)
+      rememberLimiter(this, clockArgs, policy === undefined) // for the HTTP middleware
       return
     }
     const { kind, manual } = clockArgs
@@ -261,65 +236,35 @@ class KeyedQuotaClock {
     for (;;) {
       const status = result[N_OR_STATUS]
       if (status === DECIDED) return operation === CONSUME ? readDecision(result, NO_ANOMALIES) : undefined
-      if (status === STATUS.decidedWithAnomalies) {
+      if (status === DECIDED_WITH_ANOMALIES) {
         const anomalies = callNative(() => native.keyedTakeAnomalies(this.#native))
         return operation === CONSUME ? readDecision(result, anomalies) : undefined
       }
-      if (status === STATUS.error) throw this.#failed(toPublicError(native.keyedTakeError(this.#native)))
-      let readings
-      if (status === STATUS.needsPolicy) policy = resolvePolicy(this.#policy, key, this.#defaults)
-      else if (status === STATUS.needsReadings) readings = this.#js.readings()
-      else if (status === STATUS.needsReader) readings = [result[AT.monotonicMs], result[AT.wallMs], this.#js.elapsedRealtime()]
-      else throw internalError(`status ${status}`)
+      if (status === ERROR) throw failure(this.#js, native.keyedTakeError(this.#native))
+      const supplied = status !== NEEDS_POLICY
+      if (supplied) bring(status, result, this.#js)
+      else policy = resolvePolicy(this.#policy, key, this.#defaults)
       // `policy` and a JS clock may have made calls of their own on this limiter: write it all again.
       result[N_OR_STATUS] = n
       result[AT.operation] = operation
-      if (readings !== undefined) {
-        result[AT.monotonicMs] = readings[0]
-        result[AT.wallMs] = readings[1]
-        result[AT.elapsedRealtimeMs] = readings[2] === undefined ? NaN : readings[2]
-        result[AT.hasElapsedRealtime] = readings[2] === undefined ? 0 : 1
-      }
-      this.#slow(() => native.keyedCallSlow(this.#native, key, policy, readings !== undefined))
-    }
-  }
-
-  /** A public error about to be thrown (a monotonic regression latches a JS clock). */
-  #failed(error) {
-    return this.#js === undefined ? error : this.#js.failed(error)
-  }
-
-  /** A native call of the slow paths, its coded errors made public. */
-  #slow(body) {
-    try {
-      return body()
-    } catch (error) {
-      throw error && typeof error.code === 'string' ? this.#failed(toPublicError(error)) : error
+      callLimiter(this.#js, () => native.keyedCallSlow(this.#native, key, policy, supplied))
     }
   }
 
   /** QuotaClock's status() for one key (a key not held: what a fresh key would have, not holding it). */
   status(key) {
     checkKey(key)
+    if (this.#zone !== undefined) return this.#zone.status(key)
+    const result = this.#result
     let policy
-    let readings = []
+    let supplied = false
     for (;;) {
-      const status = this.#zone !== undefined ? this.#zone.status(key) : this.#slow(() => native.keyedStatus(this.#native, key, policy, readings[0], readings[1], readings[2]))
-      const { needs } = status
-      if (needs === 'policy') policy = resolvePolicy(this.#policy, key, this.#defaults)
-      else if (needs === 'readings') readings = this.#js.readings()
-      else if (needs === 'reader') readings = [status.takenMonotonicMs, status.takenWallMs, this.#js.elapsedRealtime()]
-      else {
-        return {
-          tokens: status.tokens,
-          quotaUsed: status.quotaUsed ?? null,
-          quotaRemaining: status.quotaRemaining ?? null,
-          period: status.period == null ? null : toPeriod(status.period),
-          capacity: status.capacity,
-          refillPerSecond: status.refillPerSecond,
-          quotaLimit: status.quotaLimit ?? null,
-        }
-      }
+      const status = callLimiter(this.#js, () => native.keyedStatus(this.#native, key, policy, supplied))
+      const needs = result[N_OR_STATUS]
+      if (needs === DECIDED) return toStatus(status, status.capacity, status.refillPerSecond, status.quotaLimit)
+      supplied = needs !== NEEDS_POLICY
+      if (supplied) bring(needs, result, this.#js)
+      else policy = resolvePolicy(this.#policy, key, this.#defaults)
     }
   }
 
@@ -342,6 +287,7 @@ class KeyedQuotaClock {
     giveBackKeyed = (limiter, key, n, periodSlot) => {
       if (!(#native in limiter)) throw coded(TypeError, 'ERR_INVALID_ARG', 'giveBack needs a KeyedQuotaClock')
       checkKey(key)
+      if (limiter.#zone !== undefined) return limiter.#zone.giveBack(key, n, periodSlot)
       callNative(() => native.keyedGiveBack(limiter.#native, key, n, periodSlot))
     }
   }

@@ -5,13 +5,12 @@
 
 const native = require('./native.js')
 const { QuotaClockError, toPublicError, callNative } = require('./errors.js')
-const { LAYOUT, AT, STATUS, OPERATION } = require('./contract.js')
-const { REGISTRY, NO_ANOMALIES } = require('./registry.js')
+const { LAYOUT, AT, OPERATION } = require('./contract.js')
+const { REGISTRY } = require('./registry.js')
+const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NEEDS_POLICY, NO_ANOMALIES, readDecision, toStatus } = require('./native-call.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError } = require('./validate.js')
 
 const { consume: CONSUME, refund: REFUND } = OPERATION
-const N_OR_STATUS = AT.nOrStatus
-const DECIDED = STATUS.decided
 const MAX_PATH_LENGTH = 4096
 
 /** `zone` as given: `{ path }`, a non-empty path without NUL bytes. */
@@ -48,9 +47,8 @@ class ZoneFace {
   #call
   #result
   #resolvePolicy
-  #readDecision
 
-  constructor({ zone, limiterOptions, clockArgs, maxKeys, policy, plan, listener, resolvePolicy, readDecision }) {
+  constructor({ zone, limiterOptions, clockArgs, maxKeys, policy, plan, listener, resolvePolicy }) {
     const reader = zoneClock(clockArgs)
     if (process.platform !== 'linux') {
       throw new QuotaClockError('ERR_UNSUPPORTED_PLATFORM', `zone is tested on Linux only; this platform is ${process.platform}`)
@@ -74,7 +72,11 @@ class ZoneFace {
     this.#call = native.zoneCallFunction(this.#native)
     this.#result = result
     this.#resolvePolicy = resolvePolicy
-    this.#readDecision = readDecision
+  }
+
+  /** The result buffer (the HTTP middleware reads a decision's period slot from it). */
+  get result() {
+    return this.#result
   }
 
   /** Whether this open made the file (a restore applies only then). */
@@ -92,7 +94,7 @@ class ZoneFace {
     result[N_OR_STATUS] = n
     result[AT.operation] = CONSUME
     this.#call(key)
-    if (result[N_OR_STATUS] === DECIDED) return this.#readDecision(result, NO_ANOMALIES)
+    if (result[N_OR_STATUS] === DECIDED) return readDecision(result, NO_ANOMALIES)
     return this.#settle(key, n, CONSUME)
   }
 
@@ -109,13 +111,13 @@ class ZoneFace {
     let policy
     for (;;) {
       const status = result[N_OR_STATUS]
-      if (status === DECIDED) return operation === CONSUME ? this.#readDecision(result, NO_ANOMALIES) : undefined
-      if (status === STATUS.decidedWithAnomalies) {
+      if (status === DECIDED) return operation === CONSUME ? readDecision(result, NO_ANOMALIES) : undefined
+      if (status === DECIDED_WITH_ANOMALIES) {
         const anomalies = callNative(() => native.zoneTakeAnomalies(this.#native))
-        return operation === CONSUME ? this.#readDecision(result, anomalies) : undefined
+        return operation === CONSUME ? readDecision(result, anomalies) : undefined
       }
-      if (status === STATUS.error) throw zoneError(native.zoneTakeError(this.#native))
-      if (status !== STATUS.needsPolicy) throw zoneError({ code: 'ERR_INTERNAL', message: `status ${status}` })
+      if (status === ERROR) throw zoneError(native.zoneTakeError(this.#native))
+      if (status !== NEEDS_POLICY) throw zoneError({ code: 'ERR_INTERNAL', message: `status ${status}` })
       policy = this.#resolvePolicy(key)
       result[N_OR_STATUS] = n
       result[AT.operation] = operation
@@ -131,12 +133,14 @@ class ZoneFace {
     let policy
     for (;;) {
       const status = callNative(() => native.zoneStatus(this.#native, key, policy))
-      if (status.needs === 'policy') {
-        policy = this.#resolvePolicy(key)
-        continue
-      }
-      return status
+      if (this.#result[N_OR_STATUS] === DECIDED) return toStatus(status, status.capacity, status.refillPerSecond, status.quotaLimit)
+      policy = this.#resolvePolicy(key)
     }
+  }
+
+  /** What a decision took, given back without reading the clock (the HTTP middleware's rollback). */
+  giveBack(key, n, periodSlot) {
+    callNative(() => native.zoneGiveBack(this.#native, key, n, periodSlot))
   }
 
   delete(key) {

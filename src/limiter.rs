@@ -29,6 +29,9 @@ pub enum RetryBasis {
 }
 
 impl RetryBasis {
+    /// Every basis, once.
+    pub const ALL: [RetryBasis; 2] = [RetryBasis::MonotonicRefill, RetryBasis::WallPeriod];
+
     pub fn as_str(self) -> &'static str {
         match self {
             RetryBasis::MonotonicRefill => "monotonic-refill",

@@ -6,8 +6,9 @@ const { QuotaClock } = require('../quota-clock.js')
 const { KeyedQuotaClock } = require('../keyed.js')
 const { PERIOD_UNITS } = require('../contract.js')
 const { coded, describe, isPlainObject, thrownText } = require('../validate.js')
+const { nearest, didYouMean } = require('../did-you-mean.js')
 const { defaultKey } = require('./client-key.js')
-const { isLimiter, limiterFacts } = require('./limiter-facts.js')
+const { isLimiter, limiterFacts } = require('../limiter-facts.js')
 
 const OPTION_NAMES = ['limiter', 'limits', 'key', 'cost', 'name', 'headers', 'skip', 'onLimited']
 const LIMITER_ENTRY_NAMES = ['limiter', 'key', 'cost', 'name']
@@ -47,30 +48,13 @@ function optionError(ErrorClass, message) {
   return coded(ErrorClass, 'ERR_INVALID_OPTION', `rateLimit: ${message}`)
 }
 
-function editDistance(a, b) {
-  const row = Array.from({ length: b.length + 1 }, (_, i) => i)
-  for (let i = 1; i <= a.length; i++) {
-    let diagonal = row[0]
-    row[0] = i
-    for (let j = 1; j <= b.length; j++) {
-      const above = row[j]
-      row[j] = Math.min(row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] === b[j - 1] ? 0 : 1))
-      diagonal = above
-    }
-  }
-  return row[b.length]
-}
-
-/** The limiters' rule for unknown keys (refused, naming the known ones), with a hint for express-rate-limit's options and for typos. */
+/** The limiters' rule for unknown keys (refused, naming the known ones), with a hint for express-rate-limit's options and for typos (lib/did-you-mean.js). */
 function refuseUnknownOptions(object, known, path) {
   for (const key of Object.keys(object)) {
     if (object[key] === undefined || known.includes(key)) continue
     const where = path ? `${path}.${key}` : key
-    const near = known.find((name) => name.toLowerCase() === key.toLowerCase()) ??
-      known.find((name) => editDistance(name.toLowerCase(), key.toLowerCase()) <= 2)
-    let hint = ''
-    if (near !== undefined) hint = ` (did you mean '${near}'?)`
-    else if (Object.hasOwn(FOREIGN_OPTION_HINTS, key)) hint = ` (${FOREIGN_OPTION_HINTS[key]})`
+    // express-rate-limit's own name says more than a near known one (its `limit` is not `limits`).
+    const hint = Object.hasOwn(FOREIGN_OPTION_HINTS, key) ? ` (${FOREIGN_OPTION_HINTS[key]})` : didYouMean(nearest(key, known))
     throw optionError(
       TypeError,
       `unknown option '${where}'${hint}; expected one of ${known.map((name) => `'${name}'`).join(', ')}; received ${describe(object[key])}`,

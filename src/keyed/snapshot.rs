@@ -450,7 +450,7 @@ fn read_key(
     if tokens.is_nan() || tokens < 0.0 {
         return Err(corrupt(format!(
             "{what} has {} tokens",
-            crate::anomaly::js_number(tokens)
+            crate::text::js_number(tokens)
         )));
     }
     if quota_used > MAX_SAFE_INTEGER

@@ -6,15 +6,15 @@
 
 use napi_derive::napi;
 
+use super::buffer::Supplied;
 use super::calendar::{parse_spec, PeriodSpecInput};
-use super::clock::{ClockHandle, Supplied};
+use super::clock::ClockHandle;
 use super::errors::{coded, invalid_arg, CodedResult};
 use super::manual_clock::NativeManualClock;
-use crate::anomaly::{js_number, js_quoted};
 use crate::clock::{SuspendPolicy, SystemClock};
-use crate::contract::SUSPEND_POLICIES;
 use crate::limiter::LimiterConfig;
 use crate::quota::QuotaPolicy;
+use crate::text::{js_number, js_quoted};
 
 pub(crate) const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
@@ -224,7 +224,7 @@ pub(crate) fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig
         options.quota_period.as_ref(),
     )?;
     let suspend_policy = SuspendPolicy::parse(&options.suspend_policy).ok_or_else(|| {
-        let choices: Vec<String> = SUSPEND_POLICIES
+        let choices: Vec<String> = SuspendPolicy::ALL
             .iter()
             .map(|policy| format!("'{}'", policy.as_str()))
             .collect();

@@ -64,7 +64,8 @@ pub enum Operation {
 pub enum Outcome {
     /// The key is not held and the zone must call `policy(key)` first (nothing was read).
     NeedsPolicy,
-    Decided(Decision),
+    /// The decision, and the slot of the period its quota units count in (for a give-back).
+    Decided(Decision, i64),
     Refunded,
     Status(KeyStatus),
 }
@@ -1533,12 +1534,13 @@ impl Zone {
                 period_slot: period.map_or(NO_SLOT, |period| period.slot),
             };
             let decision = decide(&limits, &mut state, n, pending.wall_ms, period);
+            let period_slot = state.period_slot;
             self.write_identity(group, slot, key, hash, policy, spec);
             write_state(self.slot(group, slot), state);
             let header = self.group(group);
             header.tags[slot].store(tag_of(hash), Ordering::Release);
             header.intent.store(0, Ordering::Release);
-            return Ok(Outcome::Decided(decision));
+            return Ok(Outcome::Decided(decision, period_slot));
         }
     }
 
@@ -1575,7 +1577,7 @@ impl Zone {
             Operation::Consume => {
                 let decision = decide(&limits, &mut state, n, pending.wall_ms, period);
                 write_state(record, state);
-                Ok(Outcome::Decided(decision))
+                Ok(Outcome::Decided(decision, state.period_slot))
             }
             Operation::Refund => {
                 state.tokens = (state.tokens + n as f64).min(limits.capacity);
@@ -1634,6 +1636,31 @@ impl Zone {
             }
         }
         false
+    }
+
+    /// Gives back what a decision for `key` took, reading no clock (the HTTP middleware's
+    /// all-or-nothing rollback): `n` tokens, and `n` quota units if `slot` (the decision's
+    /// period) is still the key's and its spec's open period.
+    pub fn give_back(&self, key: Key<'_>, n: u64, slot: Option<i64>) {
+        let hash = hash_key(self.seed, key);
+        let (first, second) = self.groups_of(hash);
+        for group in [first, second] {
+            let _guard = self.lock_group(group);
+            let Some(index) = self.find_in(group, key, hash) else {
+                continue;
+            };
+            let record = self.slot(group, index);
+            let limits = self.limits_of(record);
+            let mut state = read_state(record);
+            state.tokens = (state.tokens + n as f64).min(limits.capacity);
+            let open = limits.spec.map(|spec| self.read_period(spec));
+            let still_open = open.is_some_and(|open| open.open && Some(open.slot) == slot);
+            if still_open && slot == Some(state.period_slot) {
+                state.quota_used = state.quota_used.saturating_sub(n);
+            }
+            write_state(record, state);
+            return;
+        }
     }
 
     /// Locks taken over from processes that died holding them, since the zone was made.

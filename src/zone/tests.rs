@@ -56,7 +56,7 @@ fn consume(zone: &Zone, key: &str, n: u64) -> Result<Decision, Error> {
         |_| Ok(n),
         &mut anomalies,
     )? {
-        Outcome::Decided(decision) => Ok(decision),
+        Outcome::Decided(decision, _) => Ok(decision),
         other => panic!("not a decision: {other:?}"),
     }
 }

@@ -12,17 +12,16 @@ use super::policy::{key_policy, PolicyInput};
 use super::snapshot::NativeSnapshot;
 use super::status::KeyStatusOutput;
 use super::{keyed_call, release_cell, KeyedCell, KeyedState};
-use crate::anomaly::js_number;
-use crate::contract::buffer;
 use crate::keyed::{KeyPolicy, KeyedConfig, KeyedLimiter, PolicyId, Target, DEFAULT_POLICY};
 use crate::napi::anomaly::AnomalyOutput;
-use crate::napi::buffer::ResultBuffer;
-use crate::napi::clock::{BoundClock, Supplied};
+use crate::napi::buffer::{self, settle, Needs, ResultBuffer};
+use crate::napi::clock::BoundClock;
 use crate::napi::errors::{coded, from_core, guard, invalid_arg, CodedResult};
 use crate::napi::limiter::ErrorOutput;
 use crate::napi::options::{config_from, positive_safe_integer, ClockInput, LimiterOptions};
 use crate::napi::raw::function_with_data;
 use crate::napi::registry::{BUSY, NO_STORED_ERROR};
+use crate::text::js_number;
 
 /// The largest `maxKeys`: 2**32.
 const MAX_KEYS: f64 = 4_294_967_296.0;
@@ -185,20 +184,17 @@ pub fn keyed_call_slow(
     })
 }
 
-/// `status(key)`, or what the JS face must bring first (`needs`): for a key not held,
-/// what a fresh key of its policy would have, without holding it. `monotonic_ms`/`wall_ms`
-/// (and `elapsed_realtime_ms`): readings the JS face took.
+/// `status(key)` (for a key not held, what a fresh key of its policy would have, without holding
+/// it), with the readings in the limiter's result buffer when `supplied`; `None` when the call
+/// needs something first (the result buffer's status says what, as after a raw call).
 #[napi(js_name = "keyedStatus")]
-#[allow(clippy::too_many_arguments)]
 pub fn keyed_status(
     env: &Env,
     limiter: &External<NativeKeyed>,
     key: Unknown<'_>,
     policy: Option<PolicyInput>,
-    monotonic_ms: Option<f64>,
-    wall_ms: Option<f64>,
-    elapsed_realtime_ms: Option<f64>,
-) -> napi::Result<KeyStatusOutput> {
+    supplied: bool,
+) -> napi::Result<Option<KeyStatusOutput>> {
     guard(env, || {
         let key = key_argument(env, &key)?;
         let policy = policy.as_ref().map(key_policy).transpose()?;
@@ -207,22 +203,15 @@ pub fn keyed_status(
                 (Some(index), _) => Target::Held(index),
                 (None, Some(policy)) => Target::New(state.limiter.intern(policy)),
                 (None, None) if state.has_policy => {
-                    return Ok(KeyedState::status_needs("policy", (f64::NAN, f64::NAN)))
+                    return Ok(settle(&state.result, Err(Needs::Policy)))
                 }
                 (None, None) => Target::New(DEFAULT_POLICY),
             };
-            let outcome = state.status_of(
-                target,
-                Supplied {
-                    monotonic_ms,
-                    wall_ms,
-                    elapsed_realtime_ms,
-                },
-            );
+            let step = state.status_of(target, supplied);
             if let Target::New(id) = target {
                 state.limiter.release_if_unused(id);
             }
-            outcome
+            Ok(settle(&state.result, step?))
         })
     })
 }

@@ -2,11 +2,11 @@
 
 use napi_derive::napi;
 
-use crate::anomaly::js_number;
 use crate::keyed::KeyPolicy;
 use crate::napi::calendar::PeriodSpecInput;
 use crate::napi::errors::{invalid_arg, CodedResult};
 use crate::napi::options::{check_limits, Limits, MAX_SAFE_INTEGER};
+use crate::text::js_number;
 
 /// A key's limits as the JS face normalized them (defaults filled in, types checked).
 #[napi(object)]

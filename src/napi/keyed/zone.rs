@@ -18,7 +18,7 @@ use super::snapshot::NativeSnapshot;
 use super::status::KeyStatusOutput;
 use super::KeyedState;
 use crate::anomaly::Anomaly;
-use crate::contract::buffer;
+use crate::napi::buffer::{self, settle, Needs};
 use crate::error::Error as CoreError;
 use crate::keyed::{Key, KeyPolicy};
 use crate::napi::anomaly::AnomalyOutput;
@@ -203,7 +203,10 @@ impl ZoneState {
             Outcome::NeedsPolicy => self
                 .result
                 .set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_POLICY),
-            Outcome::Decided(decision) => write_decision(&self.result, &decision),
+            Outcome::Decided(decision, period_slot) => {
+                write_decision(&self.result, &decision);
+                self.result.set(buffer::PERIOD_SLOT, slot_number(period_slot));
+            }
             Outcome::Refunded | Outcome::Status(_) => {
                 self.result.set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED)
             }
@@ -221,8 +224,18 @@ impl ZoneState {
 #[cfg(target_os = "linux")]
 fn invalid_count(error: CodedError) -> CoreError {
     CoreError::Invalid {
-        code: crate::contract::ErrorCode::InvalidArg,
+        code: crate::error::ErrorCode::InvalidArg,
         message: error.reason,
+    }
+}
+
+/// A period slot as the result buffer carries it (the in-process limiter's "no period" for none).
+#[cfg(target_os = "linux")]
+fn slot_number(slot: i64) -> f64 {
+    if slot == i64::MIN {
+        f64::from(i32::MIN)
+    } else {
+        slot as f64
     }
 }
 
@@ -332,14 +345,15 @@ fn slow(_state: &mut ZoneState, _key: Key<'_>, _policy: Option<KeyPolicy>) -> Co
     Err(coded("ERR_UNSUPPORTED_PLATFORM", "zone"))
 }
 
-/// `status(key)` (`needs: 'policy'` when the JS face must call `policy(key)` first).
+/// `status(key)`; `None` when the JS face must call `policy(key)` first (the result buffer's
+/// status says so, as after a raw call).
 #[napi(js_name = "zoneStatus")]
 pub fn zone_status(
     env: &Env,
     zone: &External<NativeZone>,
     key: Unknown<'_>,
     policy: Option<PolicyInput>,
-) -> napi::Result<KeyStatusOutput> {
+) -> napi::Result<Option<KeyStatusOutput>> {
     guard(env, || {
         let key = key_argument(env, &key)?;
         let policy = policy.as_ref().map(key_policy).transpose()?;
@@ -352,7 +366,7 @@ fn status(
     state: &mut ZoneState,
     key: Key<'_>,
     policy: Option<KeyPolicy>,
-) -> CodedResult<KeyStatusOutput> {
+) -> CodedResult<Option<KeyStatusOutput>> {
     let mut anomalies = Vec::new();
     let outcome = state
         .zone()?
@@ -367,11 +381,12 @@ fn status(
         )
         .map_err(|error| from_core(&error))?;
     notify_listener(state.registry_id, state.anomaly_listener, &anomalies);
-    match outcome {
-        Outcome::NeedsPolicy => Ok(KeyedState::status_needs("policy", (f64::NAN, f64::NAN))),
+    let step = match outcome {
+        Outcome::NeedsPolicy => Err(Needs::Policy),
         Outcome::Status(status) => Ok(KeyedState::status_output(status)),
-        _ => Err(coded("ERR_INTERNAL", "status decided")),
-    }
+        _ => return Err(coded("ERR_INTERNAL", "status decided")),
+    };
+    Ok(settle(&state.result, step))
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -379,8 +394,30 @@ fn status(
     _state: &mut ZoneState,
     _key: Key<'_>,
     _policy: Option<KeyPolicy>,
-) -> CodedResult<KeyStatusOutput> {
+) -> CodedResult<Option<KeyStatusOutput>> {
     Err(coded("ERR_UNSUPPORTED_PLATFORM", "zone"))
+}
+
+/// Gives back what a decision for `key` took, reading no clock (see `keyedGiveBack`).
+#[cfg(target_os = "linux")]
+#[napi(js_name = "zoneGiveBack")]
+pub fn zone_give_back(
+    env: &Env,
+    zone: &External<NativeZone>,
+    key: Unknown<'_>,
+    n: f64,
+    slot: f64,
+) -> napi::Result<()> {
+    guard(env, || {
+        let key = key_argument(env, &key)?;
+        let count = positive_safe_integer(n)?;
+        let slot = (slot.fract() == 0.0 && slot.abs() <= 9e15 && slot != f64::from(i32::MIN))
+            .then_some(slot as i64);
+        with_zone(zone, |state| {
+            state.zone()?.give_back(key.key(), count, slot);
+            Ok(())
+        })
+    })
 }
 
 #[cfg(target_os = "linux")]
