@@ -18,10 +18,10 @@ use super::snapshot::NativeSnapshot;
 use super::status::KeyStatusOutput;
 use super::KeyedState;
 use crate::anomaly::Anomaly;
-use crate::napi::buffer::{self, settle, Needs};
 use crate::error::Error as CoreError;
 use crate::keyed::{Key, KeyPolicy};
 use crate::napi::anomaly::AnomalyOutput;
+use crate::napi::buffer::{self, settle, Needs};
 use crate::napi::buffer::{write_decision, ResultBuffer};
 use crate::napi::errors::{coded, from_core, guard, internal, CodedError, CodedResult};
 use crate::napi::limiter::ErrorOutput;
@@ -205,7 +205,8 @@ impl ZoneState {
                 .set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_POLICY),
             Outcome::Decided(decision, period_slot) => {
                 write_decision(&self.result, &decision);
-                self.result.set(buffer::PERIOD_SLOT, slot_number(period_slot));
+                self.result
+                    .set(buffer::PERIOD_SLOT, slot_number(period_slot));
             }
             Outcome::Refunded | Outcome::Status(_) => {
                 self.result.set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED)
