@@ -85,6 +85,8 @@ const NO_LIMIT: u64 = u64::MAX;
 const NO_SLOT: i64 = i64::MIN;
 /// Groups looked at for a key to drop before the least recently used one found is taken.
 const VICTIM_SCAN_GROUPS: usize = 64;
+/// Tries of making room before a new key is refused.
+const MAKE_ROOM_TRIES: usize = 16;
 
 /// The reconciler's state, as published.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -1232,6 +1234,20 @@ impl Zone {
     /// key, else the least recently used key without quota use among the groups looked at
     /// (every group of a zone of up to 64 groups). `false`: every key has quota use.
     fn make_room(&self, own: usize, timeline_ms: f64, wall_ms: f64) -> bool {
+        // A group found busy or changed is looked at again, a few times (never waited for: the
+        // caller holds its own groups' locks).
+        for _ in 0..MAKE_ROOM_TRIES {
+            match self.try_make_room(own, timeline_ms, wall_ms) {
+                Some(made) => return made,
+                None => std::thread::yield_now(),
+            }
+        }
+        false
+    }
+
+    /// One try of [`Zone::make_room`]; `None`: the key chosen could not be dropped (its group was
+    /// busy, or it changed).
+    fn try_make_room(&self, own: usize, timeline_ms: f64, wall_ms: f64) -> Option<bool> {
         let start = self.header().cursor.fetch_add(1, Ordering::Relaxed) as usize % self.groups;
         let mut best: Option<(usize, usize, f64, u64)> = None;
         for step in 0..self.groups {
@@ -1250,7 +1266,7 @@ impl Zone {
             if let Some((slot, used_at)) = self.victim_in(group, timeline_ms, wall_ms) {
                 if used_at == f64::NEG_INFINITY {
                     self.remove(group, slot);
-                    return true;
+                    return Some(true);
                 }
                 if best.is_none_or(|(_, _, at, _)| used_at < at) {
                     let hash = self.slot(group, slot).hash.load(Ordering::Relaxed);
@@ -1260,14 +1276,12 @@ impl Zone {
             drop(guard);
         }
         let Some((group, slot, _, hash)) = best else {
-            return false;
+            return Some(false);
         };
         let _guard = if group == own {
             None
         } else {
-            if try_lock(&self.group(group).lock, self.me).is_none() {
-                return self.make_room(own, timeline_ms, wall_ms);
-            }
+            try_lock(&self.group(group).lock, self.me)?;
             Some(Held(&self.group(group).lock))
         };
         // Still the same key, still without use?
@@ -1276,10 +1290,10 @@ impl Zone {
             || self.slot(group, slot).hash.load(Ordering::Relaxed) != hash
             || self.judge(group, slot, timeline_ms, wall_ms).1
         {
-            return self.make_room(own, timeline_ms, wall_ms);
+            return None;
         }
         self.remove(group, slot);
-        true
+        Some(true)
     }
 
     fn write_identity(
@@ -1718,13 +1732,10 @@ impl Zone {
 
     /// Gives this limiter's reconciler cell back (the file and its keys stay).
     pub fn close(&self) {
+        // Free at once, even when one of its slots is the published one: a next owner writes only
+        // its slot that is not published, and readers check the head again after reading.
         let owner = &self.cell_at(self.cell).owner;
-        let head = self.header().recon_head.load(Ordering::Acquire);
-        // A cell whose slot is published stays claimed by nobody but is not reused until the
-        // head moves on: its owner word is cleared only when it is not the published one.
-        if (head & 0xffff) as usize / 2 != self.cell {
-            let _ = owner.compare_exchange(self.me, 0, Ordering::AcqRel, Ordering::Relaxed);
-        }
+        let _ = owner.compare_exchange(self.me, 0, Ordering::AcqRel, Ordering::Relaxed);
     }
 }
 

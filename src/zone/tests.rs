@@ -276,3 +276,21 @@ fn after_a_reboot_the_old_locks_and_readings_are_dropped_and_the_keys_kept() {
     assert_eq!(consume(&zone, "k", 1).unwrap().tokens.round(), 5.0);
     assert_eq!(zone.len(), 1);
 }
+
+#[test]
+fn a_closed_limiter_gives_its_cell_back_even_when_its_slot_is_published() {
+    let path = temp_path("cells");
+    let _removed = Removed(path.clone());
+    let config = config(&path, 10.0, 10);
+    for round in 0..(CELLS + 10) {
+        let zone = Zone::open(&config, None).unwrap();
+        // This limiter's call publishes its slot; then it closes.
+        consume(&zone, "k", 1).unwrap();
+        assert!(
+            zone.read_recon().0 & 0xffff < (CELLS * 2) as u64,
+            "round {round}"
+        );
+    }
+    let zone = Zone::open(&config, None).unwrap();
+    assert_eq!(tokens(&zone, "k").round(), 0.0);
+}
