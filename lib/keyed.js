@@ -170,6 +170,8 @@ class KeyedQuotaClock {
       if (policy !== undefined) assignPolicies(plan, policy, defaults)
     }
     if (read.zone !== undefined) {
+      // A zone's quota use is shared by the host already; a store-shared quota is another design.
+      if (read.share !== undefined) throw coded(TypeError, 'ERR_INVALID_OPTION', 'zone and share cannot be used together: a zone shares every key with the processes of its host, share shares quotas through a store; choose one')
       const zone = zoneInput(read.zone)
       const listener = onAnomaly === undefined ? undefined : registerListener(this, onAnomaly)
       this.#zone = new ZoneFace({ zone, limiterOptions, clockArgs, maxKeys, policy, plan, listener, resolvePolicy: (key) => resolvePolicy(policy, key, defaults) })
