@@ -23,7 +23,16 @@ const KEYS = Array.from({ length: 1000 }, (_, i) => JSON.parse(JSON.stringify(`t
 const DIR = fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir()
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]
 const options = (zonePath, more = {}) => ({ capacity: CAPACITY, refillPerSecond: 1, suspendPolicy: 'ignore', maxKeys: 4096, ...(zonePath ? { zone: { path: zonePath } } : {}), ...more })
-const zoneFile = (name) => path.join(DIR, `qcs-bench-${name}-${process.pid}`)
+const made = new Set()
+/** A zone file of this run, removed when the process exits (whatever happened). */
+const zoneFile = (name) => {
+  const file = path.join(DIR, `qcs-bench-${name}-${process.pid}`)
+  made.add(file)
+  return file
+}
+process.on('exit', () => {
+  for (const file of made) fs.rmSync(file, { force: true })
+})
 
 function nsPerCheck(limiter, checks) {
   let allowed = 0
@@ -49,7 +58,7 @@ function throughputChild() {
 
 function throughput(processes, keys) {
   const zonePath = zoneFile(`throughput-${processes}-${keys}`)
-  try {
+  {
     new KeyedQuotaClock(options(zonePath)).tryConsume('hot')
     const children = Array.from({ length: processes }, () =>
       require('node:child_process').spawn(process.execPath, [__filename, 'throughput', zonePath, String(keys), String(SECONDS)], { stdio: ['ignore', 'pipe', 'inherit'] }),
@@ -64,14 +73,13 @@ function throughput(processes, keys) {
           }),
       ),
     ).then((counts) => counts.reduce((sum, count) => sum + count, 0) / SECONDS)
-  } finally {
-    setTimeout(() => fs.rmSync(zonePath, { force: true }), 60_000).unref()
   }
 }
 
 /** The zone file's resident bytes per key at 1M keys (tmpfs pages allocated), in a fresh process. */
 function residentChild() {
   const zonePath = zoneFile('rss')
+  process.on('exit', () => fs.rmSync(zonePath, { force: true }))
   const limiter = new KeyedQuotaClock(options(zonePath, { maxKeys: 1_000_000 }))
   const rssBefore = process.memoryUsage().rss
   for (let i = 0; i < 1_000_000; i++) assert.ok(limiter.tryConsume(`client-${i}`).allowed)

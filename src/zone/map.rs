@@ -132,8 +132,13 @@ pub fn open_existing(path: &str) -> Result<Option<Mapping>, ZoneError> {
 }
 
 /// A new zone file of `len` bytes in a temporary file beside `path`, mapped, for the caller to
-/// fill before [`publish`].
-pub fn create_temporary(path: &str, len: usize) -> Result<(Mapping, String), ZoneError> {
+/// fill before [`publish`]; refused unless the file system has `needed` bytes free (what a full
+/// zone of short keys uses: the file is sparse).
+pub fn create_temporary(
+    path: &str,
+    len: usize,
+    needed: usize,
+) -> Result<(Mapping, String), ZoneError> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.as_nanos());
@@ -149,7 +154,7 @@ pub fn create_temporary(path: &str, len: usize) -> Result<(Mapping, String), Zon
         let _ = std::fs::remove_file(&temporary);
         io_error(path, "created", &error)
     };
-    if let Err(error) = check_free_space(&temporary, len) {
+    if let Err(error) = check_free_space(&temporary, needed) {
         return Err(refuse(error));
     }
     file.set_len(len as u64).map_err(refuse)?;
@@ -159,7 +164,7 @@ pub fn create_temporary(path: &str, len: usize) -> Result<(Mapping, String), Zon
     }
 }
 
-/// Refuses a file the file system has no room for (a write to a page of a full tmpfs would
+/// Refuses a zone the file system has no room for (a write to a new page of a full tmpfs would
 /// raise SIGBUS).
 fn check_free_space(path: &str, len: usize) -> io::Result<()> {
     let c_path = std::ffi::CString::new(path).map_err(io::Error::other)?;
@@ -171,7 +176,7 @@ fn check_free_space(path: &str, len: usize) -> io::Result<()> {
     let free = (stat.f_bavail as u128) * (stat.f_frsize as u128);
     if free < len as u128 {
         return Err(io::Error::other(format!(
-            "the file system has {free} bytes free, the zone needs {len}"
+            "the file system has {free} bytes free, a full zone of this maxKeys needs {len}; lower maxKeys or make room"
         )));
     }
     Ok(())

@@ -427,7 +427,8 @@ impl Zone {
                         config.max_keys
                     ))
                 })?;
-            let (mapping, temporary) = map::create_temporary(&config.path, offsets.file_size)?;
+            let (mapping, temporary) =
+                map::create_temporary(&config.path, offsets.file_size, offsets.long_keys)?;
             map::write_header(
                 &mapping,
                 Header {
