@@ -247,3 +247,35 @@ test('behind the HTTP middleware, a zone limiter gets back what a later limit re
   assert.equal(seen.quotaUsed, 1, 'the two refused requests took nothing from the zone')
   assert.equal(Math.round(seen.tokens), 9)
 })
+
+test('a zone where it is not tested (not Linux) is QuotaClockError ERR_UNSUPPORTED_PLATFORM, and makes no file', () => {
+  const { runScript } = require('./helpers/child.js')
+  const path = zonePath('platform')
+  const { result } = runScript(`
+    const { KeyedQuotaClock, QuotaClockError } = require(ROOT)
+    // The addon is loaded for this platform; the limiter is then made as on another.
+    Object.defineProperty(process, 'platform', { value: 'darwin' })
+    try {
+      new KeyedQuotaClock({ capacity: 1, refillPerSecond: 1, suspendPolicy: 'ignore', zone: { path: ${JSON.stringify(path)} } })
+      console.log(JSON.stringify('made'))
+    } catch (error) {
+      console.log(JSON.stringify([error instanceof QuotaClockError, error.code, error.message]))
+    }
+  `)
+  assert.equal(result[0], true)
+  assert.equal(result[1], 'ERR_UNSUPPORTED_PLATFORM')
+  assert.match(result[2], /darwin/)
+  assert.equal(fs.existsSync(path), false)
+})
+
+test("snapshot() lists a zone's keys least recently used first", () => {
+  const path = zonePath()
+  const limiter = new KeyedQuotaClock(base(path, { capacity: 10 }))
+  for (const key of ['c', 'a', 'b', 'c']) limiter.tryConsume(key)
+  // Restored with room for just these keys, a new key drops the least recently used one.
+  const full = new KeyedQuotaClock({ capacity: 10, refillPerSecond: 1e-9, suspendPolicy: 'ignore', maxKeys: 3, restore: limiter.snapshot() })
+  full.tryConsume('d')
+  assert.equal(Math.round(full.status('a').tokens), 10, "'a', used least recently, was dropped")
+  assert.equal(Math.round(full.status('b').tokens), 9)
+  assert.equal(Math.round(full.status('c').tokens), 8)
+})

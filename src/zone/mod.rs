@@ -79,6 +79,8 @@ pub struct HeldKey {
     pub quota_used: u64,
     /// The key's spec and its open period's id, when it has use there.
     pub period: Option<(Arc<PeriodSpec>, String)>,
+    /// The timeline when it was last used.
+    pub used_at_ms: f64,
 }
 
 const NO_LIMIT: u64 = u64::MAX;
@@ -1692,8 +1694,8 @@ impl Zone {
         self.len() == 0
     }
 
-    /// Every held key, group by group (each read under its group's lock): the key, its tokens
-    /// as of the last reading, its quota use in its spec's open period, and that spec.
+    /// Every held key, least recently used first (each read under its group's lock): the key,
+    /// its tokens as of the last reading, its quota use in its spec's open period, and that spec.
     pub fn keys(&self) -> Vec<HeldKey> {
         let (_, recon) = self.read_recon();
         let mut keys = Vec::new();
@@ -1725,9 +1727,11 @@ impl Zone {
                     tokens: state.tokens,
                     quota_used: used,
                     period: saved,
+                    used_at_ms: read_state(record).credited_at_ms,
                 });
             }
         }
+        keys.sort_by(|a, b| a.used_at_ms.total_cmp(&b.used_at_ms));
         keys
     }
 
