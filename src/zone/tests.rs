@@ -294,3 +294,94 @@ fn a_closed_limiter_gives_its_cell_back_even_when_its_slot_is_published() {
     let zone = Zone::open(&config, None).unwrap();
     assert_eq!(tokens(&zone, "k").round(), 0.0);
 }
+
+fn consume_with_anomalies(zone: &Zone, key: &str) -> Vec<Anomaly> {
+    let key = KeyBuf::from_text(key);
+    let mut anomalies = Vec::new();
+    zone.call(
+        key.key(),
+        Operation::Consume,
+        1,
+        None,
+        false,
+        |_| Ok(1),
+        &mut anomalies,
+    )
+    .unwrap();
+    anomalies
+}
+
+#[test]
+fn a_clock_anomaly_is_raised_once_for_the_zone_on_the_call_that_saw_it() {
+    let path = temp_path("anomaly");
+    let _removed = Removed(path.clone());
+    let config = config(&path, 100.0, 10);
+    let first = Zone::open(&config, None).unwrap();
+    let second = Zone::open(&config, None).unwrap();
+    consume(&first, "k", 1).unwrap();
+    // The previous reading's wall clock an hour ahead: the next reading sees the wall set back.
+    let (head, state) = first.read_recon();
+    assert!(first.publish(
+        head,
+        &ReconState {
+            last_wall_ms: state.last_wall_ms + 3_600_000.0,
+            ..state
+        }
+    ));
+    let seen = consume_with_anomalies(&second, "other");
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].kind, crate::anomaly::AnomalyKind::WallStepBack);
+    assert!(consume_with_anomalies(&first, "k").is_empty());
+    assert!(consume_with_anomalies(&second, "k").is_empty());
+}
+
+#[test]
+fn a_period_regression_is_raised_once_for_the_zone_and_a_hold_ends_after_the_periods_length() {
+    let path = temp_path("period");
+    let _removed = Removed(path.clone());
+    let mut config = config(&path, 100.0, 10);
+    let spec = PeriodSpec::parse(
+        &RawPeriodSpec {
+            unit: "day",
+            time_zone: "UTC",
+            anchor_day: None,
+            anchor_month: None,
+            anchor_time: None,
+        },
+        "quota.period",
+    )
+    .unwrap();
+    config.defaults.quota = Some(QuotaPolicy::new(50, spec));
+    let first = Zone::open(&config, None).unwrap();
+    let second = Zone::open(&config, None).unwrap();
+    consume(&first, "k", 1).unwrap();
+    // The open period moved to tomorrow (a bogus reading ahead), entered just now.
+    let (head, recon) = first.read_recon();
+    let tomorrow = first
+        .local_spec(0)
+        .period_for(recon.last_wall_ms + 86_400_000.0);
+    {
+        let _held = first.lock_spec(first.spec_entry(0));
+        first.write_period(0, PeriodState::of(&tomorrow, head >> 16, recon.timeline_ms));
+    }
+    let held = consume_with_anomalies(&second, "k");
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0].kind, crate::anomaly::AnomalyKind::PeriodRegression);
+    assert!(
+        consume_with_anomalies(&first, "k").is_empty(),
+        "once per episode"
+    );
+    // Entered a day of credited time ago: the hold is over and the period follows the wall clock.
+    {
+        let _held = first.lock_spec(first.spec_entry(0));
+        let period = PeriodState {
+            entered_at_ms: recon.timeline_ms - 86_400_000.0,
+            ..first.read_period(0)
+        };
+        first.write_period(0, period);
+    }
+    let ended = consume_with_anomalies(&first, "k");
+    assert_eq!(ended.len(), 1);
+    assert!(ended[0].detail.contains("ended"), "{}", ended[0].detail);
+    assert!(consume_with_anomalies(&second, "k").is_empty());
+}
