@@ -8,6 +8,7 @@ const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const { KeyedQuotaClock } = require('..')
 const { zonePath, startWorker } = require('./helpers/zone.js')
+const { runScript } = require('./helpers/child.js')
 const { HEADER } = require('./helpers/zone.js')
 
 const WORKERS = 4
@@ -85,4 +86,38 @@ test(`SIGKILL of a worker mid-call, ${KILLS} times: the others are never blocked
   assert.ok(taken - recorded <= kills, `at most one unrecorded call per kill: zone ${taken}, recorded ${recorded}, ${kills} kills`)
   t.diagnostic(`${kills} kills, ${recorded} calls recorded, ${taken - recorded} in flight at a kill, ${takeovers()} locks taken over, slowest call after a kill ${slowest.toFixed(1)} ms`)
   assert.ok(takeovers() > 0, 'some kills landed while a lock was held')
+})
+
+test('a process that kills a worker and calls at once, before it has reaped it, is not blocked by it', () => {
+  // In a child process, with a timeout: a call blocked for good could not be stopped from here.
+  const path = zonePath('zombie')
+  const { result } = runScript(
+    `
+    const fs = require('node:fs')
+    const { KeyedQuotaClock } = require(ROOT)
+    const { startWorker, HEADER } = require(${JSON.stringify(require.resolve('./helpers/zone.js'))})
+    const options = { capacity: 1e12, refillPerSecond: 1e-9, suspendPolicy: 'ignore', maxKeys: 16, zone: { path: ${JSON.stringify(path)} } }
+    const here = new KeyedQuotaClock(options)
+    here.tryConsume('hot')
+    const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+    ;(async () => {
+      let slowest = 0
+      for (let round = 0; round < 20; round++) {
+        const worker = startWorker(options, 'spin')
+        await worker.ready
+        await sleep(5 + Math.random() * 10)
+        worker.kill('SIGKILL')
+        // No await: the killed worker stays a zombie while this synchronous call runs.
+        const started = performance.now()
+        if (!here.tryConsume('hot').allowed) throw new Error('denied')
+        slowest = Math.max(slowest, performance.now() - started)
+        await worker.done
+      }
+      const takeovers = Number(fs.readFileSync(options.zone.path).readBigUInt64LE(HEADER.takeovers))
+      console.log(JSON.stringify({ slowest, takeovers }))
+    })()
+    `,
+    { timeout: 90_000 },
+  )
+  assert.ok(result.slowest < 1000, `a call after a kill took ${result.slowest} ms`)
 })

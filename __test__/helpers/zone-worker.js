@@ -5,6 +5,7 @@
 //     of 1000 churning keys that make room for each other; after each allowed call on 'hot' it
 //     writes the running count into countFile (8 bytes, LE), so a kill loses at most the one
 //     call in flight.
+//   spin: calls tryConsume('hot') forever, nothing else (most of its time is inside a lock).
 //   run <script>: runs a script with `limiter` and `print` in scope.
 const fs = require('node:fs')
 const path = require('node:path')
@@ -24,6 +25,9 @@ if (options.policyOf !== undefined) {
 }
 const limiter = new KeyedQuotaClock(options)
 const print = (value) => process.stdout.write(JSON.stringify(value) + '\n')
+// The endless modes end with the test process that started them (should it die first).
+const parent = process.ppid
+const orphaned = (i) => (i & 0x3fff) === 0 && process.ppid !== parent
 
 if (mode === 'drain') {
   const [key, calls] = rest
@@ -36,7 +40,7 @@ if (mode === 'drain') {
   let allowed = 0
   let i = 0
   print({ ready: true })
-  for (;;) {
+  while (!orphaned(i)) {
     if (i++ % 2 === 0) {
       limiter.tryConsume(`churn${Math.floor(Math.random() * 1000)}`)
       continue
@@ -47,6 +51,9 @@ if (mode === 'drain') {
       fs.writeSync(fd, buffer, 0, 8, 0)
     }
   }
+} else if (mode === 'spin') {
+  print({ ready: true })
+  for (let i = 0; !orphaned(i); i++) limiter.tryConsume('hot')
 } else if (mode === 'run') {
   new Function('limiter', 'print', rest[0])(limiter, print)
 }

@@ -22,11 +22,17 @@ pub fn owner_id() -> u64 {
 
 /// The low 32 bits of a process's start time, if it can be read.
 fn start_token(pid: u32) -> Option<u32> {
+    process_stat(pid).map(|(_, start)| start)
+}
+
+/// A process's state letter and the low 32 bits of its start time, from `/proc/<pid>/stat`.
+fn process_stat(pid: u32) -> Option<(char, u32)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) is in parentheses and may hold spaces: count after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let start: u64 = rest.split_whitespace().nth(19)?.parse().ok()?;
-    Some(start as u32)
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let start: u64 = fields.nth(18)?.parse().ok()?;
+    Some((state, start as u32))
 }
 
 /// Whether the process that wrote `owner` still runs.
@@ -46,8 +52,14 @@ pub fn owner_alive(owner: u64) -> bool {
         return false;
     }
     let token = owner as u32;
-    // The same pid, started at another time: the pid was reused.
-    token == 0 || start_token(pid).is_none_or(|now| now == token)
+    match process_stat(pid) {
+        // Killed, and not reaped yet by its parent (whose event loop may be waiting on this very
+        // lock): it will never unlock.
+        Some(('Z' | 'X' | 'x', _)) => false,
+        // The same pid, started at another time: the pid was reused.
+        Some((_, now)) => token == 0 || now == token,
+        None => true,
+    }
 }
 
 /// How a lock was acquired.
@@ -121,6 +133,31 @@ mod tests {
         let pid = child.id();
         child.wait().unwrap();
         assert!(!owner_alive(u64::from(pid) << 32));
+    }
+
+    #[test]
+    fn a_killed_process_not_yet_reaped_is_not_alive() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let owner = u64::from(pid) << 32 | u64::from(start_token(pid).unwrap());
+        assert!(owner_alive(owner));
+        child.kill().unwrap();
+        // A zombie until `wait`: still there for kill(pid, 0).
+        let started = Instant::now();
+        while owner_alive(owner) {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "a zombie counts as alive"
+            );
+            std::thread::yield_now();
+        }
+        // SAFETY: signal 0 only asks whether the process exists.
+        let exists = unsafe { libc::kill(pid as libc::pid_t, 0) } == 0;
+        assert!(exists, "not reaped yet");
+        child.wait().unwrap();
     }
 
     #[test]
