@@ -357,6 +357,55 @@ pub fn first_difference(zone: &OptionsImage, mine: &OptionsImage) -> Option<&'st
     checks.iter().find(|(same, _)| !same).map(|&(_, name)| name)
 }
 
+/// How a mismatch message shows an option's value in an image.
+fn option_value(option: &str, image: &OptionsImage) -> String {
+    let number = |bits: u64| crate::text::js_number(f64::from_bits(bits));
+    match option {
+        "capacity" => number(image.capacity),
+        "refillPerSecond" => number(image.refill_per_second),
+        "initialTokens" => number(image.initial_tokens),
+        "quota" if image.quota_limit == NO_LIMIT => "none".to_owned(),
+        "quota" => {
+            let period = spec_from_identity(&image.quota_spec).map_or_else(
+                || "a period spec this version cannot read".to_owned(),
+                |spec| {
+                    let identity = spec.identity();
+                    let unit = identity.unit.as_str();
+                    let secs = identity.anchor_time_secs;
+                    let mut text = format!("{unit} in {}", spec.time_zone_name());
+                    if unit != "day" {
+                        text += &format!(", anchorDay {}", identity.anchor_day);
+                    }
+                    if unit == "year" {
+                        text += &format!(", anchorMonth {}", identity.anchor_month);
+                    }
+                    text += &format!(
+                        ", anchorTime {:02}:{:02}:{:02}",
+                        secs / 3600,
+                        secs / 60 % 60,
+                        secs % 60
+                    );
+                    text
+                },
+            );
+            format!("limit {} per {period}", image.quota_limit)
+        }
+        "suspendPolicy" => match image.suspend_policy {
+            1 => "'ignore'",
+            2 => "'credit'",
+            _ => "'refuse'",
+        }
+        .to_owned(),
+        "earliestPlausibleWallMs" if image.earliest_plausible_wall_ms == u64::MAX => {
+            "null".to_owned()
+        }
+        "earliestPlausibleWallMs" => number(image.earliest_plausible_wall_ms),
+        "maxKeys" => image.max_keys.to_string(),
+        _ if image.reader != 0 => "systemClock() with procUptimeElapsedRealtime()".to_owned(),
+        _ => "systemClock()".to_owned(),
+    }
+}
+
 /// The key's hash: a folded multiply over its words, seeded per zone (stable across builds, as
 /// the file outlives them).
 fn hash_key(seed: u64, key: Key<'_>) -> u64 {
@@ -506,8 +555,10 @@ impl Zone {
             return Err(ZoneError {
                 code: "ERR_ZONE_MISMATCH",
                 message: format!(
-                    "zone.path {:?} was made with another {option} than this limiter's; every limiter of a zone must have the same limits, quota, suspendPolicy, earliestPlausibleWallMs and maxKeys",
-                    config.path
+                    "zone.path {:?} was made with {option} {}; this limiter has {option} {} (every process opening a zone must pass the options it was made with)",
+                    config.path,
+                    option_value(option, &header.options),
+                    option_value(option, mine),
                 ),
             });
         }
