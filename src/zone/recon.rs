@@ -1,0 +1,216 @@
+//! The reconciliation's shared state, published lock-free: each open limiter owns a cell of two
+//! slots, writes the one not published and swings the header's head to it by CAS.
+
+use super::*;
+
+/// The reconciler's state, as published.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct ReconState {
+    pub(super) last_monotonic_ms: f64,
+    pub(super) last_wall_ms: f64,
+    pub(super) timeline_ms: f64,
+    pub(super) baseline: Option<ReaderBaseline>,
+    /// The first monotonic regression `(previous, now)`: every later call fails with it.
+    pub(super) regression: Option<(f64, f64)>,
+}
+
+impl ReconState {
+    pub(super) fn fresh(monotonic_ms: f64, wall_ms: f64, reader: bool) -> ReconState {
+        ReconState {
+            last_monotonic_ms: monotonic_ms,
+            last_wall_ms: wall_ms,
+            timeline_ms: 0.0,
+            baseline: reader.then(|| ReaderBaseline {
+                elapsed_realtime_ms: clock::boottime_ms(),
+                monotonic_ms,
+            }),
+            regression: None,
+        }
+    }
+
+    pub(super) fn store(&self, slot: &ReconSlot) {
+        let words = [
+            self.last_monotonic_ms.to_bits(),
+            self.last_wall_ms.to_bits(),
+            self.timeline_ms.to_bits(),
+            u64::from(self.baseline.is_some()) | u64::from(self.regression.is_some()) << 1,
+            self.baseline
+                .map_or(0.0, |b| b.elapsed_realtime_ms)
+                .to_bits(),
+            self.baseline.map_or(0.0, |b| b.monotonic_ms).to_bits(),
+            self.regression.map_or(0.0, |r| r.0).to_bits(),
+            self.regression.map_or(0.0, |r| r.1).to_bits(),
+            0,
+            0,
+        ];
+        for (word, value) in slot.words.iter().zip(words) {
+            word.store(value, Ordering::Relaxed);
+        }
+    }
+
+    pub(super) fn load(slot: &ReconSlot) -> ReconState {
+        let word = |i: usize| slot.words[i].load(Ordering::Relaxed);
+        let float = |i: usize| f64::from_bits(word(i));
+        let flags = word(3);
+        ReconState {
+            last_monotonic_ms: float(0),
+            last_wall_ms: float(1),
+            timeline_ms: float(2),
+            baseline: (flags & 1 != 0).then(|| ReaderBaseline {
+                elapsed_realtime_ms: float(4),
+                monotonic_ms: float(5),
+            }),
+            regression: (flags & 2 != 0).then(|| (float(6), float(7))),
+        }
+    }
+}
+
+/// Readings reconciled against a published state, not yet published.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Pending {
+    pub(super) head: u64,
+    pub(super) next: ReconState,
+    pub(super) wall_ms: f64,
+    pub(super) deltas: CallDeltas,
+    pub(super) refused: bool,
+}
+
+impl Zone {
+    /// The published state and the head naming it.
+    pub(super) fn read_recon(&self) -> (u64, ReconState) {
+        let head_word = &self.header().recon_head;
+        loop {
+            let head = head_word.load(Ordering::Acquire);
+            let state = ReconState::load(self.recon_slot(head & 0xffff));
+            fence(Ordering::Acquire);
+            if head_word.load(Ordering::Relaxed) == head {
+                return (head, state);
+            }
+        }
+    }
+
+    /// Publishes `next` over `head` (`false`: another call published first).
+    pub(super) fn publish(&self, head: u64, next: &ReconState) -> bool {
+        let mine = (self.cell * 2) as u64;
+        let index = if head & 0xffff == mine {
+            mine + 1
+        } else {
+            mine
+        };
+        fence(Ordering::Release);
+        next.store(self.recon_slot(index));
+        let new_head = ((head >> 16) + 1) << 16 | index;
+        self.header()
+            .recon_head
+            .compare_exchange(head, new_head, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Takes the two readings and reconciles them against the published state, not publishing
+    /// anything but a monotonic regression (which latches the zone).
+    pub(super) fn prepare(
+        &self,
+        check_plausible: bool,
+        anomalies: &mut Vec<Anomaly>,
+    ) -> Result<Pending, Error> {
+        loop {
+            let (head, state) = self.read_recon();
+            if let Some((previous_ms, now_ms)) = state.regression {
+                return Err(Error::MonotonicRegression {
+                    previous_ms,
+                    now_ms,
+                    latched: true,
+                });
+            }
+            let monotonic_ms = clock::monotonic_ms();
+            let wall_ms = clock::wall_ms();
+            let monotonic_delta_ms = monotonic_ms - state.last_monotonic_ms;
+            if monotonic_delta_ms < 0.0 {
+                let latched = ReconState {
+                    regression: Some((state.last_monotonic_ms, monotonic_ms)),
+                    ..state
+                };
+                if !self.publish(head, &latched) {
+                    continue;
+                }
+                return Err(Error::MonotonicRegression {
+                    previous_ms: state.last_monotonic_ms,
+                    now_ms: monotonic_ms,
+                    latched: false,
+                });
+            }
+            if check_plausible && wall_ms.abs() > MAX_WALL_MS {
+                return Err(Error::clock_outside_calendar(wall_ms));
+            }
+            if let (true, Some(earliest_ms)) = (check_plausible, self.earliest_plausible_wall_ms) {
+                if wall_ms < earliest_ms {
+                    return Err(Error::ImplausibleWallClock {
+                        wall_ms,
+                        earliest_ms,
+                    });
+                }
+            }
+            let wall_delta_ms = wall_ms - state.last_wall_ms;
+            let mut baseline = state.baseline;
+            let reconciliation = reconcile(
+                monotonic_ms,
+                monotonic_delta_ms,
+                wall_delta_ms,
+                self.suspend_policy,
+                &mut baseline,
+                || Ok(clock::boottime_ms()),
+                anomalies,
+            )?;
+            return Ok(Pending {
+                head,
+                next: ReconState {
+                    last_monotonic_ms: monotonic_ms,
+                    last_wall_ms: wall_ms,
+                    timeline_ms: state.timeline_ms + reconciliation.credited_ms,
+                    baseline,
+                    regression: None,
+                },
+                wall_ms,
+                deltas: CallDeltas {
+                    monotonic_delta_ms,
+                    wall_delta_ms,
+                    credited_ms: reconciliation.credited_ms,
+                },
+                refused: reconciliation.divergence == WallDivergence::WallAheadRefused,
+            });
+        }
+    }
+
+    /// Reconciles and publishes, retrying on a lost race (with fresh readings); returns the
+    /// published readings and their generation.
+    pub(super) fn reconcile_with(
+        &self,
+        check_plausible: bool,
+        anomalies: &mut Vec<Anomaly>,
+    ) -> Result<(Pending, u64), Error> {
+        let first = anomalies.len();
+        loop {
+            anomalies.truncate(first);
+            let pending = match self.prepare(check_plausible, anomalies) {
+                Ok(pending) => pending,
+                Err(error) => {
+                    anomalies.truncate(first);
+                    return Err(error);
+                }
+            };
+            if self.publish(pending.head, &pending.next) {
+                if pending.refused {
+                    return Err(refused(&pending));
+                }
+                return Ok((pending, (pending.head >> 16) + 1));
+            }
+        }
+    }
+}
+
+pub(super) fn refused(pending: &Pending) -> Error {
+    Error::AmbiguousWallJump {
+        monotonic_delta_ms: pending.deltas.monotonic_delta_ms,
+        wall_delta_ms: pending.deltas.wall_delta_ms,
+    }
+}
