@@ -26,8 +26,9 @@ const MAX_NAME_LENGTH = 128
 // timeouts old (a client that never settles its promise must not stop the key for good).
 const ABANDON_AFTER_TIMEOUTS = 10
 const MIN_ABANDON_MS = 1_000
-// How many times an uncovered call asks the store again when others took what its call reserved.
-const MAX_STORE_ROUNDS = 4
+// How many times an uncovered call asks the store again when concurrent calls took what its call
+// reserved (each round is one store call; the call's timeoutMs bounds them too).
+const MAX_STORE_ROUNDS = 64
 // The largest timer delay Node accepts (about 24.8 days).
 const MAX_TIMER_MS = 2 ** 31 - 1
 
@@ -202,9 +203,21 @@ class ShareDriver {
       }, this.#timeoutMs)
       settleTimeout.unref()
     })
+    const failed = (error) => {
+      this.#stats.errors++
+      flight.error = error instanceof QuotaClockError && error.code === 'ERR_STORE_RESPONSE' ? error : asError(error)
+      native.keyedShareFailed(this.#handle, key, request.periodSlot, request.charge)
+      return FAILED
+    }
     const answered = call.then(
       (answer) => {
-        const { granted, unreserved } = checkReserveAnswer(answer, args)
+        let checked
+        try {
+          checked = checkReserveAnswer(answer, args)
+        } catch (error) {
+          return failed(error)
+        }
+        const { granted, unreserved } = checked
         this.#stats.reserved += granted
         let credited = false
         if (generation === this.#generation) credited = native.keyedShareCredit(this.#handle, key, request.periodSlot, granted, unreserved)
@@ -214,12 +227,7 @@ class ShareDriver {
         else if (granted > 0) this.#send({ key, periodId: request.periodId, units: granted })
         return OK
       },
-      (error) => {
-        this.#stats.errors++
-        flight.error = error instanceof QuotaClockError && error.code === 'ERR_STORE_RESPONSE' ? error : asError(error)
-        native.keyedShareFailed(this.#handle, key, request.periodSlot, request.charge)
-        return FAILED
-      },
+      failed,
     ).then((outcome) => {
       clearTimeout(settleTimeout)
       flight.settled = true
@@ -268,23 +276,37 @@ class ShareDriver {
 
   #sendAll(giveBacks) {
     for (const giveBack of giveBacks) {
-      this.#send({ key: String.fromCharCode(...giveBack.key), periodId: giveBack.periodId, units: giveBack.units })
+      const key = String.fromCharCode(...giveBack.key)
+      if (giveBack.units > 0) this.#send({ key, periodId: giveBack.periodId, units: giveBack.units })
+      if (giveBack.charge > 0) this.#charge(key, giveBack)
     }
   }
 
   /** Gives units back; the promise is kept until it settles (close() waits for it). */
   #send({ key, periodId, units }) {
-    let call
+    return this.#track(() => this.#ops.giveBack({ name: this.#name, key, periodId, units }), () => (this.#stats.returned += units))
+  }
+
+  /**
+   * Adds failOpen units still owed to the store's count without reserving anything: a reserve
+   * that asks for nothing (leaseUnits and lacking 0) and carries the charge.
+   */
+  #charge(key, { periodId, periodEndMs, charge }) {
+    this.#stats.calls++
+    const request = { name: this.#name, key, periodId, limit: 0, leaseUnits: 0, lacking: 0, charge, expiresAtMs: periodEndMs }
+    return this.#track(() => this.#ops.reserve(request), (answer) => checkReserveAnswer(answer, request))
+  }
+
+  /** Runs a store call whose outcome close() waits for (undefined when done, else its error). */
+  #track(call, done) {
+    let promise
     try {
-      call = Promise.resolve(this.#ops.giveBack({ name: this.#name, key, periodId, units }))
+      promise = Promise.resolve(call())
     } catch (error) {
-      call = Promise.reject(error)
+      promise = Promise.reject(error)
     }
-    const sent = call.then(
-      () => {
-        this.#stats.returned += units
-        return undefined
-      },
+    const sent = promise.then(done).then(
+      () => undefined,
       (error) => {
         this.#stats.errors++
         return asError(error)

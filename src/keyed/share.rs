@@ -76,12 +76,16 @@ pub struct ReserveRequest {
     pub charge: u64,
 }
 
-/// Units to return to the store for one key's period.
+/// Units to return to the store for one key's period (`units`), and failOpen units still to be
+/// added to its count (`charge`, what the returned units could not cancel out).
 #[derive(Clone, Debug, PartialEq)]
 pub struct GiveBack {
     pub key: KeyBuf,
     pub period_id: String,
+    /// The period's end (when the store's record may expire).
+    pub period_end_ms: f64,
     pub units: u64,
+    pub charge: u64,
 }
 
 #[derive(Debug)]
@@ -106,20 +110,33 @@ impl Reservation {
         }
     }
 
+    /// What decisions report: the store's unreserved at its last answer, less what it is owed,
+    /// plus the units left here.
+    fn remaining(&self, admitted: u64) -> u64 {
+        self.store_unreserved
+            .saturating_sub(self.uncharged)
+            .saturating_add(self.left(admitted))
+    }
+
     /// Units reserved and not admitted.
     fn left(&self, admitted: u64) -> u64 {
         self.reserved.saturating_sub(admitted)
     }
 
-    /// Lets go of the units left; returns how many the store gets back (the uncharged failOpen
-    /// units are netted against them: the store's count ends up right either way, or as close
-    /// as a give-back can bring it).
-    fn release(&mut self, admitted: u64) -> u64 {
+    /// Lets go of the units left and of the failOpen units owed: returns the units the store
+    /// gets back and the units it is still to be charged (the two netted against each other).
+    fn release(&mut self, admitted: u64) -> (u64, u64) {
         let left = self.left(admitted);
-        let units = left.saturating_sub(self.uncharged);
-        self.uncharged -= self.uncharged.min(left);
+        let netted = left.min(self.uncharged);
+        let (units, charge) = (left - netted, self.uncharged - netted);
+        self.uncharged = 0;
         self.reserved -= left;
-        units
+        (units, charge)
+    }
+
+    /// Whether letting go would send anything to the store.
+    fn holds(&self, admitted: u64) -> bool {
+        self.left(admitted) > 0 || self.uncharged > 0
     }
 }
 
@@ -213,14 +230,12 @@ impl KeyedLimiter {
         }
     }
 
-    /// What the store had unreserved at the last answer plus the local reservation left.
+    /// What the store had unreserved at the last answer plus the local reservation left (less
+    /// the failOpen units it is owed).
     pub(super) fn shared_remaining(&self, index: u32) -> u64 {
         let admitted = self.table.records[index as usize].quota_used;
-        self.reservation(index).map_or(0, |reservation| {
-            reservation
-                .store_unreserved
-                .saturating_add(reservation.left(admitted))
-        })
+        self.reservation(index)
+            .map_or(0, |reservation| reservation.remaining(admitted))
     }
 
     /// The open period's id of a record's spec, when the reservation belongs to it.
@@ -232,9 +247,9 @@ impl KeyedLimiter {
 
     /// Lets go of a key's unused units if they belong to its spec's open period.
     fn release_reservation(&mut self, index: u32) -> Option<GiveBack> {
-        let (open_slot, period_id) = self
+        let (open_slot, period_id, period_end_ms) = self
             .open_period_of(index)
-            .map(|(slot, open)| (slot, open.id.clone()))?;
+            .map(|(slot, open)| (slot, open.id.clone(), open.end_ms))?;
         let record = self.table.records[index as usize];
         let key = self.table.key_of(index);
         let key = KeyBuf {
@@ -247,11 +262,13 @@ impl KeyedLimiter {
         if reservation.period_slot != open_slot || record.period_slot != open_slot {
             return None;
         }
-        let units = reservation.release(record.quota_used);
-        (units > 0).then_some(GiveBack {
+        let (units, charge) = reservation.release(record.quota_used);
+        (units > 0 || charge > 0).then_some(GiveBack {
             key,
             period_id,
+            period_end_ms,
             units,
+            charge,
         })
     }
 
@@ -341,7 +358,7 @@ impl KeyedLimiter {
         let wanted = n as i64 as f64;
         let left = reservation.left(record.quota_used);
         let covered = n <= left;
-        let remaining = reservation.store_unreserved.saturating_add(left);
+        let remaining = reservation.remaining(record.quota_used);
         // Known short: more than this process's limit for the key, or (right after the store
         // answered) more than the reservation and the store together have.
         let short = n > quota.limit || (mode == ShareMode::AfterStore && !covered && remaining < n);
@@ -388,7 +405,7 @@ impl KeyedLimiter {
         if refill {
             reservation.in_flight = true;
         }
-        let remaining = reservation.store_unreserved.saturating_add(left);
+        let remaining = reservation.remaining(record.quota_used);
         SharedDecision::Decided {
             decision: Decision::allowed(record.tokens, Some(remaining)),
             refill,
@@ -481,7 +498,7 @@ impl KeyedLimiter {
             let idle = idle_ms <= 0.0
                 || (!reservation.in_flight && now_ms - reservation.last_used_ms >= idle_ms);
             let admitted = self.table.records[index as usize].quota_used;
-            if idle && reservation.left(admitted) > 0 {
+            if idle && reservation.holds(admitted) {
                 give_backs.extend(self.release_reservation(index));
             }
         }
@@ -513,7 +530,7 @@ impl KeyedLimiter {
                 .reservations
                 .iter()
                 .zip(&self.table.records)
-                .any(|(reservation, record)| reservation.left(record.quota_used) > 0)
+                .any(|(reservation, record)| reservation.holds(record.quota_used))
     }
 }
 

@@ -25,12 +25,15 @@ pub struct ReserveRequestOutput {
     pub charge: f64,
 }
 
-/// Units a key gives back to the store for one period; `key` as UTF-16 code units.
+/// Units a key gives back to the store for one period, and failOpen units still to charge;
+/// `key` as UTF-16 code units.
 #[napi(object)]
 pub struct GiveBackOutput {
     pub key: Uint16Array,
     pub period_id: String,
+    pub period_end_ms: f64,
     pub units: f64,
+    pub charge: f64,
 }
 
 /// What the share driver has to do after a decided consume of `key`.
@@ -60,7 +63,9 @@ fn give_back_outputs(give_backs: Vec<GiveBack>) -> Vec<GiveBackOutput> {
         .map(|give_back| GiveBackOutput {
             key: Uint16Array::new(give_back.key.key().to_utf16()),
             period_id: give_back.period_id,
+            period_end_ms: give_back.period_end_ms,
             units: give_back.units as f64,
+            charge: give_back.charge as f64,
         })
         .collect()
 }
