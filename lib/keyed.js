@@ -170,6 +170,7 @@ class KeyedQuotaClock {
     if (share !== undefined) {
       const js = this.#js
       this.#share = new ShareDriver(
+        this,
         this.#native,
         share,
         (key, n, operation) => this.#sharedDecide(key, n, operation),

@@ -68,6 +68,14 @@ function asError(value) {
   return coded(Error, 'ERR_CALLBACK', `quota store threw a non-Error value: ${thrownText(value)}`, { cause: value })
 }
 
+// The KeyedQuotaClocks made with `share` (rateLimit asks them after the in-process limiters).
+const sharedLimiters = new WeakSet()
+
+/** Whether a KeyedQuotaClock was made with `share` (its consume may wait for the store). */
+function isSharedLimiter(limiter) {
+  return sharedLimiters.has(limiter)
+}
+
 class ShareDriver {
   #handle
   #ops
@@ -89,7 +97,8 @@ class ShareDriver {
    * units it lacks (a number) when it needs the store. `readMonotonic()`: a JS clock's monotonic
    * reading, or undefined for a native clock.
    */
-  constructor(handle, options, decide, readMonotonic) {
+  constructor(limiter, handle, options, decide, readMonotonic) {
+    sharedLimiters.add(limiter)
     this.#handle = handle
     this.#ops = storeOperations(options.store)
     this.#name = options.name
@@ -372,4 +381,4 @@ const TIMED_OUT = 'timed-out'
 // Operations of a shared consume (lib/contract.js's OPERATION).
 const { sharedConsume: SHARED_CONSUME, sharedAfterStore: AFTER_STORE, sharedFailOpen: FAIL_OPEN } = require('./contract.js').OPERATION
 
-module.exports = { ShareDriver, parseShareOptions, SHARED_CONSUME }
+module.exports = { ShareDriver, parseShareOptions, isSharedLimiter, SHARED_CONSUME }
