@@ -9,6 +9,7 @@ const { spawnSync } = require('node:child_process')
 const path = require('node:path')
 const { KeyedQuotaClock, QuotaClockError, manualClock, systemClock } = require('..')
 const { testStore } = require('./helpers/test-store.js')
+const { storeStatsOf } = require('../lib/share.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12)
 const DAY = 86_400_000
@@ -269,7 +270,7 @@ test('the store failing: an uncovered call rejects ERR_STORE_UNAVAILABLE naming 
   assert.equal(limiter.status('k').tokens, 1_000)
   t.control.mode = 'ok'
   assert.equal((await limiter.consume('k')).allowed, true)
-  assert.equal(limiter.storeStats().errors, 1)
+  assert.equal(storeStatsOf(limiter).errors, 1)
 })
 
 test('a store that throws a non-Error is still a coded rejection with the value kept', async () => {
@@ -293,7 +294,7 @@ test('the store hanging: an uncovered call waits at most timeoutMs, later ones f
   await assert.rejects(limiter.consume('k'), isCode(QuotaClockError, 'ERR_STORE_UNAVAILABLE'))
   assert.ok(performance.now() - again < 30, 'nothing queues while the store is away')
   assert.equal(t.calls.reserve.length, 1)
-  assert.equal(limiter.storeStats().timeouts, 1)
+  assert.equal(storeStatsOf(limiter).timeouts, 1)
   t.control.mode = 'ok'
   t.release()
   await sleep(5)
@@ -362,7 +363,7 @@ test('unused units go back after idleMs', async () => {
   assert.equal(t.count('api', 'k', periodToday()), 10)
   await sleep(120)
   assert.equal(t.count('api', 'k', periodToday()), 2)
-  assert.equal(limiter.storeStats().returned, 8)
+  assert.equal(storeStatsOf(limiter).returned, 8)
   assert.deepEqual(t.calls.giveBack.map(({ name, key, units }) => ({ name, key, units })), [{ name: 'api', key: 'k', units: 8 }])
 })
 

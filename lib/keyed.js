@@ -255,11 +255,6 @@ class KeyedQuotaClock {
     return this.#share.close()
   }
 
-  /** A shared limiter's store counters (calls, errors, timeouts, reserved, returned); undefined without share. */
-  storeStats() {
-    return this.#share === undefined ? undefined : this.#share.storeStats()
-  }
-
   /** Reconciles, then gives back `n` tokens and quota units; a key not held is left alone. */
   refund(key, n = 1) {
     checkKey(key)

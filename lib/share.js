@@ -68,12 +68,22 @@ function asError(value) {
   return coded(Error, 'ERR_CALLBACK', `quota store threw a non-Error value: ${thrownText(value)}`, { cause: value })
 }
 
-// The KeyedQuotaClocks made with `share` (rateLimit asks them after the in-process limiters).
-const sharedLimiters = new WeakSet()
+// The KeyedQuotaClocks made with `share`, and their drivers (rateLimit asks them after the
+// in-process limiters; stats() reads their store counters).
+const drivers = new WeakMap()
 
 /** Whether a KeyedQuotaClock was made with `share` (its consume may wait for the store). */
 function isSharedLimiter(limiter) {
-  return sharedLimiters.has(limiter)
+  return drivers.has(limiter)
+}
+
+/**
+ * A shared limiter's store counters, for stats(): `{ calls, errors, timeouts, reserved,
+ * returned }` (store calls made, failed, unanswered within timeoutMs; units reserved, units
+ * given back); undefined for any other limiter.
+ */
+function storeStatsOf(limiter) {
+  return drivers.get(limiter)?.storeStats()
 }
 
 class ShareDriver {
@@ -98,7 +108,7 @@ class ShareDriver {
    * reading, or undefined for a native clock.
    */
   constructor(limiter, handle, options, decide, readMonotonic) {
-    sharedLimiters.add(limiter)
+    drivers.set(limiter, this)
     this.#handle = handle
     this.#ops = storeOperations(options.store)
     this.#name = options.name
@@ -381,4 +391,4 @@ const TIMED_OUT = 'timed-out'
 // Operations of a shared consume (lib/contract.js's OPERATION).
 const { sharedConsume: SHARED_CONSUME, sharedAfterStore: AFTER_STORE, sharedFailOpen: FAIL_OPEN } = require('./contract.js').OPERATION
 
-module.exports = { ShareDriver, parseShareOptions, isSharedLimiter, SHARED_CONSUME }
+module.exports = { ShareDriver, parseShareOptions, isSharedLimiter, storeStatsOf, SHARED_CONSUME }

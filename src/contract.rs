@@ -17,6 +17,10 @@ pub enum ErrorCode {
     ClockReading,
     UnsupportedPlatform,
     KeyLimit,
+    /// A shared limiter's store did not answer in time, or failed (raised by the JS face).
+    StoreUnavailable,
+    /// A store answered something that makes no sense (raised by the JS face).
+    StoreResponse,
     InvalidOption,
     SubDayPeriod,
     UnknownTimeZone,
@@ -46,13 +50,15 @@ impl ErrorClass {
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 11] = [
+    pub const ALL: [ErrorCode; 13] = [
         ErrorCode::MonotonicRegression,
         ErrorCode::AmbiguousWallJump,
         ErrorCode::ImplausibleWallClock,
         ErrorCode::ClockReading,
         ErrorCode::UnsupportedPlatform,
         ErrorCode::KeyLimit,
+        ErrorCode::StoreUnavailable,
+        ErrorCode::StoreResponse,
         ErrorCode::InvalidOption,
         ErrorCode::SubDayPeriod,
         ErrorCode::UnknownTimeZone,
@@ -68,6 +74,8 @@ impl ErrorCode {
             ErrorCode::ClockReading => "ERR_CLOCK_READING",
             ErrorCode::UnsupportedPlatform => "ERR_UNSUPPORTED_PLATFORM",
             ErrorCode::KeyLimit => "ERR_KEY_LIMIT",
+            ErrorCode::StoreUnavailable => "ERR_STORE_UNAVAILABLE",
+            ErrorCode::StoreResponse => "ERR_STORE_RESPONSE",
             ErrorCode::InvalidOption => "ERR_INVALID_OPTION",
             ErrorCode::SubDayPeriod => "ERR_SUB_DAY_PERIOD",
             ErrorCode::UnknownTimeZone => "ERR_UNKNOWN_TIME_ZONE",
@@ -83,7 +91,9 @@ impl ErrorCode {
             | ErrorCode::ImplausibleWallClock
             | ErrorCode::ClockReading
             | ErrorCode::UnsupportedPlatform
-            | ErrorCode::KeyLimit => ErrorClass::QuotaClockError,
+            | ErrorCode::KeyLimit
+            | ErrorCode::StoreUnavailable
+            | ErrorCode::StoreResponse => ErrorClass::QuotaClockError,
             ErrorCode::InvalidOption
             | ErrorCode::SubDayPeriod
             | ErrorCode::UnknownTimeZone
@@ -214,6 +224,8 @@ mod tests {
                 | ErrorCode::ClockReading
                 | ErrorCode::UnsupportedPlatform
                 | ErrorCode::KeyLimit
+                | ErrorCode::StoreUnavailable
+                | ErrorCode::StoreResponse
                 | ErrorCode::InvalidOption
                 | ErrorCode::SubDayPeriod
                 | ErrorCode::UnknownTimeZone
@@ -221,7 +233,7 @@ mod tests {
                 | ErrorCode::Internal => {}
             }
         }
-        assert_eq!(distinct(&ErrorCode::ALL, ErrorCode::as_str).len(), 11);
+        assert_eq!(distinct(&ErrorCode::ALL, ErrorCode::as_str).len(), 13);
         assert_eq!(distinct(&RETRY_BASES, RetryBasis::as_str).len(), 2);
         assert_eq!(distinct(&ANOMALY_KINDS, AnomalyKind::as_str).len(), 6);
         assert_eq!(distinct(&SUSPEND_POLICIES, SuspendPolicy::as_str).len(), 3);
@@ -267,7 +279,9 @@ mod tests {
                 "ERR_IMPLAUSIBLE_WALL_CLOCK",
                 "ERR_CLOCK_READING",
                 "ERR_UNSUPPORTED_PLATFORM",
-                "ERR_KEY_LIMIT"
+                "ERR_KEY_LIMIT",
+                "ERR_STORE_UNAVAILABLE",
+                "ERR_STORE_RESPONSE"
             ]
         );
         assert_eq!(ErrorCode::Internal.class(), ErrorClass::Error);
