@@ -446,3 +446,45 @@ test('timers of a shared limiter never keep the process alive', () => {
   assert.equal(child.stdout.trim(), 'done')
   assert.ok(Date.now() - started < 10_000)
 })
+
+test('failOpen units of a key left idle are charged by the idle timer once the store is back', async () => {
+  const t = testStore()
+  const { limiter, clock } = shared(t, { failOpen: true, idleMs: 20 })
+  t.control.mode = 'fail'
+  assert.equal((await limiter.consume('k', 2)).allowed, true)
+  await sleep(5)
+  t.control.mode = 'ok'
+  clock.advance(50)
+  await sleep(60)
+  assert.equal(t.count('api', 'k', TODAY), 2)
+})
+
+test('a shared limiter on a JS clock object decides the same way', async () => {
+  const t = testStore()
+  let wall = NOON
+  let monotonic = 0
+  const clock = { monotonicMs: () => monotonic, wallMs: () => wall }
+  const { limiter } = shared(t, { leaseUnits: 5 }, { clock, quota: { limit: 6, period: UTC_DAY } })
+  const allowed = []
+  for (let i = 0; i < 8; i++) {
+    monotonic += 1
+    wall += 1
+    allowed.push((await limiter.consume('k')).allowed)
+  }
+  assert.deepEqual(allowed, [true, true, true, true, true, true, false, false])
+  assert.equal(t.count('api', 'k', TODAY), 6)
+})
+
+test('the store counters: calls, errors, timeouts, units reserved and given back', async () => {
+  const t = testStore()
+  const { limiter } = shared(t, { leaseUnits: 10 })
+  await limiter.consume('k', 3)
+  await sleep(5)
+  t.control.mode = 'fail'
+  await assert.rejects(limiter.consume('j'))
+  t.control.mode = 'ok'
+  await limiter.close()
+  const stats = storeStatsOf(limiter)
+  assert.deepEqual(stats, { calls: 2, errors: 1, timeouts: 0, reserved: 10, returned: 7 })
+  assert.equal(storeStatsOf(new KeyedQuotaClock({ capacity: 1, refillPerSecond: 1, suspendPolicy: 'ignore' })), undefined)
+})

@@ -163,7 +163,11 @@ class ShareDriver {
   /** The store is unavailable for this call: failOpen decides it as if the quota had room. */
   #unavailable(key, n, flight, waitedMs) {
     if (flight.error !== undefined && flight.error.code === 'ERR_STORE_RESPONSE' && flight.error instanceof QuotaClockError) throw flight.error
-    if (this.#failOpen) return this.#decide(key, n, FAIL_OPEN)
+    if (this.#failOpen) {
+      const decision = this.#decide(key, n, FAIL_OPEN)
+      this.#armIdleTimer() // what it owes the store is charged by the next store call, or when idle
+      return decision
+    }
     const why = flight.error === undefined ? `no answer within share.timeoutMs (${this.#timeoutMs} ms)` : `the store failed: ${thrownText(flight.error)}`
     const waited = waitedMs > 0 ? `after waiting ${Math.round(waitedMs)} ms` : 'at once, as its store call is still unanswered'
     throw new QuotaClockError(
