@@ -166,6 +166,19 @@ test('concurrent calls for one key share one store call', async () => {
   assert.deepEqual(waitedFor(), ['k', 'a', 'b'], 'one per key')
 })
 
+test('a burst of concurrent calls on a new key costs a store call or two, not one per call, and admits exactly the limit', async () => {
+  const t = testStore()
+  t.control.delayMs = 2
+  const { limiter } = shared(t, { leaseUnits: 7 }, { quota: { limit: 1_000, period: UTC_DAY } })
+  let admitted = 0
+  const outcomes = await Promise.allSettled(Array.from({ length: 1_500 }, (_, i) => limiter.consume('k', 1 + (i % 2)).then((d) => (admitted += d.allowed ? 1 + (i % 2) : 0))))
+  assert.deepEqual(outcomes.filter((o) => o.status === 'rejected'), [])
+  assert.equal(admitted, 1_000)
+  const waitedFor = t.calls.reserve.filter((call) => call.lacking > 0)
+  assert.ok(waitedFor.length <= 3, `${waitedFor.length} store calls waited for`)
+  assert.equal(t.count('api', 'k', TODAY), 1_000)
+})
+
 test('a store call reserves at most leaseUnits and an eighth of what is unreserved, at least what the call lacks; the default lease is 1% of the limit', async () => {
   const t = testStore()
   const { limiter } = shared(t, {}, { quota: { limit: 1_000, period: UTC_DAY } })

@@ -96,6 +96,7 @@ class ShareDriver {
   #decide
   #readMonotonic
   #flights = new Map()
+  #demand = new Map()
   #idleTimer
   // Bumped by close(): answers to store calls made before it are given back, not credited.
   #generation = 0
@@ -126,7 +127,8 @@ class ShareDriver {
 
   /** After a decision that was not the plain covered one: a background refill, dropped keys' give-backs. */
   afterDecision(key) {
-    const { refill, giveBacks } = native.keyedShareWork(this.#handle, key)
+    // (With calls waiting for the key, the refill asks for what they lack together.)
+    const { refill, giveBacks } = native.keyedShareWork(this.#handle, key, this.#demand.get(key) ?? 0)
     if (refill != null) {
       if (this.#flights.has(key)) native.keyedShareFailed(this.#handle, key, refill.periodSlot, refill.charge)
       else this.#fly(key, refill)
@@ -136,32 +138,58 @@ class ShareDriver {
 
   /** A consume its reservation does not cover (`lacking` units short): waits for the store. */
   async uncovered(key, n, lacking) {
+    // The units asked for by the calls waiting for this key: a store call asks for what they lack
+    // together, so a burst of calls needs a round trip or two, not one per call.
+    const waiting = { key, n, counted: false }
+    this.#countDemand(waiting, true)
+    try {
+      return await this.#uncovered(key, n, lacking, waiting)
+    } finally {
+      this.#countDemand(waiting, false)
+    }
+  }
+
+  /** Counts a waiting call's units in the key's demand, or stops counting them. */
+  #countDemand(waiting, counted) {
+    if (waiting.counted === counted) return
+    waiting.counted = counted
+    const demand = this.#demand
+    const units = (demand.get(waiting.key) ?? 0) + (counted ? waiting.n : -waiting.n)
+    if (units > 0) demand.set(waiting.key, units)
+    else demand.delete(waiting.key)
+  }
+
+  async #uncovered(key, n, lacking, waiting) {
     const deadline = performance.now() + this.#timeoutMs
     for (let round = 0; ; round++) {
       let flight = this.#flights.get(key)
       if (flight !== undefined && flight.timedOut && !this.#abandoned(flight)) {
         // The key's store call is hanging or failing: fail at once, queue nothing.
-        return this.#unavailable(key, n, flight, 0)
+        return this.#unavailable(key, n, flight, 0, waiting)
       }
       if (flight === undefined || flight.timedOut) {
-        const request = native.keyedShareRequest(this.#handle, key, lacking)
+        const request = native.keyedShareRequest(this.#handle, key, lacking, this.#demand.get(key))
         if (request == null) throw internal(`no reservation request for a key that needs one`)
         flight = this.#fly(key, request)
       }
       const outcome = await this.#wait(flight, deadline)
-      if (outcome !== OK) return this.#unavailable(key, n, flight, performance.now() - (deadline - this.#timeoutMs))
+      if (outcome !== OK) return this.#unavailable(key, n, flight, performance.now() - (deadline - this.#timeoutMs), waiting)
+      // Decided now: a refill this decision asks for is not for this call's units.
+      this.#countDemand(waiting, false)
       const decision = this.#decide(key, n, AFTER_STORE)
       if (typeof decision !== 'number') return decision
+      this.#countDemand(waiting, true)
       // Others took what the call reserved, and the store has more: ask again, within the wait.
       lacking = decision
       if (round + 1 >= MAX_STORE_ROUNDS || performance.now() >= deadline) {
-        return this.#unavailable(key, n, { timedOut: true, error: undefined }, this.#timeoutMs)
+        return this.#unavailable(key, n, { error: undefined }, performance.now() - (deadline - this.#timeoutMs), waiting)
       }
     }
   }
 
   /** The store is unavailable for this call: failOpen decides it as if the quota had room. */
-  #unavailable(key, n, flight, waitedMs) {
+  #unavailable(key, n, flight, waitedMs, waiting) {
+    this.#countDemand(waiting, false)
     if (flight.error !== undefined && flight.error.code === 'ERR_STORE_RESPONSE' && flight.error instanceof QuotaClockError) throw flight.error
     if (this.#failOpen) {
       const decision = this.#decide(key, n, FAIL_OPEN)
@@ -185,20 +213,50 @@ class ShareDriver {
   #wait(flight, deadline) {
     if (flight.settled) return Promise.resolve(flight.outcome)
     if (deadline >= flight.deadline) return flight.done
+    // A call that joined after its own wait began: one timer per flight serves every such call.
     return new Promise((resolve) => {
-      const timer = setTimeout(() => resolve(TIMED_OUT), Math.max(0, deadline - performance.now()))
-      timer.unref()
-      flight.done.then((outcome) => {
-        clearTimeout(timer)
-        resolve(outcome)
-      })
+      flight.early.push({ deadline, resolve })
+      this.#armEarly(flight)
     })
+  }
+
+  /** The flight's timer for its early waiters, set at the soonest of their deadlines. */
+  #armEarly(flight) {
+    let soonest = Infinity
+    for (const waiter of flight.early) soonest = Math.min(soonest, waiter.deadline)
+    if (flight.earlyTimer !== undefined && flight.earlyAt <= soonest) return
+    clearTimeout(flight.earlyTimer)
+    flight.earlyAt = soonest
+    flight.earlyTimer = setTimeout(() => {
+      flight.earlyTimer = undefined
+      const now = performance.now()
+      const waiting = []
+      for (const waiter of flight.early) {
+        if (waiter.deadline <= now + 1) waiter.resolve(TIMED_OUT)
+        else waiting.push(waiter)
+      }
+      flight.early = waiting
+      if (waiting.length > 0) this.#armEarly(flight)
+    }, Math.max(0, soonest - performance.now()))
+    flight.earlyTimer.unref()
   }
 
   /** Makes the store call a request describes; its answer is credited whenever it comes. */
   #fly(key, request) {
     const startedMs = performance.now()
-    const flight = { settled: false, timedOut: false, outcome: undefined, error: undefined, startedMs, deadline: startedMs + this.#timeoutMs, done: undefined }
+    const flight = {
+      settled: false,
+      timedOut: false,
+      outcome: undefined,
+      error: undefined,
+      startedMs,
+      deadline: startedMs + this.#timeoutMs,
+      done: undefined,
+      // Calls whose own deadline comes before the flight's, and their timer.
+      early: [],
+      earlyTimer: undefined,
+      earlyAt: Infinity,
+    }
     const generation = this.#generation
     const args = {
       name: this.#name,
@@ -266,6 +324,12 @@ class ShareDriver {
       return FAILED
     })
     flight.done = Promise.race([answered, timedOut])
+    flight.done.then((outcome) => {
+      clearTimeout(flight.earlyTimer)
+      flight.earlyTimer = undefined
+      for (const waiter of flight.early) waiter.resolve(outcome)
+      flight.early = []
+    })
     this.#flights.set(key, flight)
     return flight
   }

@@ -413,9 +413,16 @@ impl KeyedLimiter {
     }
 
     /// What a store call for a held key should ask: `lacking` units at least (0 for a background
-    /// refill). Takes the key's failOpen units as the call's charge and marks it in flight.
+    /// refill), or what the calls waiting for the key lack together (`demand` units asked for by
+    /// them, less the units left here), as far as the store had that many unreserved at its last
+    /// answer. Takes the key's failOpen units as the call's charge and marks it in flight.
     /// `None`: the key has no quota or its spec has no open period.
-    pub fn reserve_request(&mut self, index: u32, lacking: u64) -> Option<ReserveRequest> {
+    pub fn reserve_request(
+        &mut self,
+        index: u32,
+        lacking: u64,
+        demand: u64,
+    ) -> Option<ReserveRequest> {
         self.share.as_ref()?;
         self.sync_reservation(index);
         let limit = self.limit_of(index)?;
@@ -429,6 +436,11 @@ impl KeyedLimiter {
             return None;
         }
         reservation.in_flight = true;
+        let admitted = self.table.records[index as usize].quota_used;
+        let together = demand
+            .saturating_sub(reservation.left(admitted))
+            .min(reservation.store_unreserved);
+        let lacking = lacking.max(together);
         let charge = std::mem::take(&mut reservation.uncharged);
         Some(ReserveRequest {
             period_slot: open_slot,
