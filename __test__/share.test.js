@@ -154,6 +154,20 @@ test('steady traffic never waits: the next slice is fetched before the current o
   assert.ok(t.calls.reserve.length >= 6, `${t.calls.reserve.length} store calls`)
 })
 
+test('a process never holds more than leaseUnits unadmitted units of a key (what it strands if it dies)', async () => {
+  const t = testStore()
+  t.control.delayMs = 1
+  const { limiter } = shared(t, { leaseUnits: 10 }, { quota: { limit: 10_000, period: UTC_DAY } })
+  let admitted = 0
+  let most = 0
+  for (let i = 0; i < 300; i++) {
+    if ((await limiter.consume('k', 1 + (i % 3))).allowed) admitted += 1 + (i % 3)
+    if (i % 4 === 0) await sleep(2)
+    most = Math.max(most, t.count('api', 'k', TODAY) - admitted)
+  }
+  assert.ok(most <= 10, `held ${most} unadmitted units`)
+})
+
 test('concurrent calls for one key share one store call', async () => {
   const t = testStore()
   t.control.delayMs = 5

@@ -426,7 +426,7 @@ impl KeyedLimiter {
         self.share.as_ref()?;
         self.sync_reservation(index);
         let limit = self.limit_of(index)?;
-        let lease_units = self.lease_for(limit);
+        let lease = self.lease_for(limit);
         let (open_slot, period_id, period_end_ms) = self
             .open_period_of(index)
             .map(|(slot, open)| (slot, open.id.clone(), open.end_ms))?;
@@ -437,6 +437,9 @@ impl KeyedLimiter {
         }
         reservation.in_flight = true;
         let admitted = self.table.records[index as usize].quota_used;
+        // What the key holds unadmitted stays within one lease (what a process that dies strands),
+        // the units that waiting calls take at once aside.
+        let lease_units = lease.saturating_sub(reservation.left(admitted));
         let together = demand
             .saturating_sub(reservation.left(admitted))
             .min(reservation.store_unreserved);

@@ -150,6 +150,21 @@ fn a_store_call_asks_for_what_the_waiting_calls_lack_together_as_far_as_the_stor
 }
 
 #[test]
+fn a_refill_tops_the_reservation_up_to_one_lease_never_past_it() {
+    let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
+    let mut limiter = shared(10.0, 1_000, Some(10), &mut clock);
+    consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    let mut room = 1_000;
+    grant(&mut limiter, "a", 1, &mut room);
+    for _ in 0..6 {
+        consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    }
+    // 10 reserved, 6 admitted: 4 left, so the refill asks for at most 6.
+    let at = index(&limiter, "a");
+    assert_eq!(limiter.reserve_request(at, 0, 0).unwrap().lease_units, 6);
+}
+
+#[test]
 fn more_than_the_limit_is_denied_without_a_store_call() {
     let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
     let mut limiter = shared(10.0, 0, None, &mut clock);
