@@ -12,8 +12,9 @@ const { parseOptions, quotaInput, checkPositiveCount } = require('./options.js')
 const { LAYOUT, AT, STATUS, OPERATION, BASIS } = require('./contract.js')
 const { REGISTRY, NO_ANOMALIES } = require('./registry.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError, checkNumber, thrownText } = require('./validate.js')
+const { ShareDriver, parseShareOptions, SHARED_CONSUME } = require('./share.js')
 
-const KEYED_KEYS = ['policy', 'maxKeys', 'restore']
+const KEYED_KEYS = ['policy', 'maxKeys', 'restore', 'share']
 const POLICY_KEYS = ['capacity', 'refillPerSecond', 'initialTokens', 'quota']
 const DEFAULT_MAX_KEYS = 1_000_000
 const MAX_KEY_UNITS = 256
@@ -24,6 +25,7 @@ const MAX_KEY_UNITS = 256
 const { consume: CONSUME, refund: REFUND } = OPERATION
 const N_OR_STATUS = AT.nOrStatus
 const DECIDED = STATUS.decided
+const NEEDS_STORE = STATUS.needsStore
 const DEFAULT_CHOICE = 0xffffffff
 
 /** A string of 1 to 256 UTF-16 code units, checked before any clock is read. */
@@ -116,10 +118,16 @@ class KeyedQuotaClock {
   #defaults
   // The JsClock of a limiter that reads a clock (or systemClock's reader) in JS, as QuotaClock's.
   #js
+  // A shared limiter's store calls (lib/share.js); undefined without `share`.
+  #share
 
   constructor(options) {
     const { limiterOptions, clockArgs, onAnomaly, initialTokensGiven, read } = parseOptions(options, KEYED_KEYS)
     const { policy, restore } = read
+    const share = read.share === undefined ? undefined : parseShareOptions(read.share)
+    if (share !== undefined && read.zone !== undefined) {
+      throw coded(TypeError, 'ERR_INVALID_OPTION', 'zone and share cannot be used together: a zone is one limiter for the processes of one host, share one quota for every instance; pick one')
+    }
     if (policy !== undefined && typeof policy !== 'function') throw typeError('ERR_INVALID_OPTION', 'policy', 'a function (key) => KeyPolicy | undefined', policy)
     let maxKeys = DEFAULT_MAX_KEYS
     if (read.maxKeys !== undefined) {
@@ -151,6 +159,7 @@ class KeyedQuotaClock {
         clock: { kind, manual, monotonicMs, wallMs, elapsedRealtimeMs },
         anomalyListener: listener,
         restore: plan,
+        share: share === undefined ? undefined : { leaseUnits: share.leaseUnits },
       }),
     )
     this.#call = native.keyedCallFunction(this.#native)
@@ -158,11 +167,22 @@ class KeyedQuotaClock {
     this.#policy = policy
     this.#defaults = defaults
     this.#js = JsClock.of(clockArgs)
+    if (share !== undefined) {
+      const js = this.#js
+      this.#share = new ShareDriver(
+        this,
+        this.#native,
+        share,
+        (key, n, operation) => this.#sharedDecide(key, n, operation),
+        js === undefined ? () => undefined : () => js.readings()[0],
+      )
+    }
     rememberLimiter(this, clockArgs, policy === undefined) // for the HTTP middleware
   }
 
   /** `n` (default 1) against the key's own capacity; being limited is a value, not an error. */
   tryConsume(key, n = 1) {
+    if (this.#share !== undefined) throw sharedAsync()
     checkKey(key)
     // `n`'s capacity bound is checked natively, against the key's own.
     if (n !== 1) checkPositiveCount(n)
@@ -172,6 +192,67 @@ class KeyedQuotaClock {
     this.#call(key)
     if (result[N_OR_STATUS] === DECIDED) return readDecision(result, NO_ANOMALIES)
     return this.#settle(key, n, CONSUME)
+  }
+
+  /**
+   * `tryConsume`'s answer as a promise; on a shared limiter, decided against the key's
+   * reservation of the shared quota (one native call when it covers `n`), else after one store
+   * call (see lib/share.js).
+   */
+  consume(key, n = 1) {
+    const share = this.#share
+    if (share === undefined) {
+      try {
+        return Promise.resolve(this.tryConsume(key, n))
+      } catch (error) {
+        return Promise.reject(error)
+      }
+    }
+    try {
+      checkKey(key)
+      if (n !== 1) checkPositiveCount(n)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    const result = this.#result
+    result[N_OR_STATUS] = n
+    result[AT.operation] = SHARED_CONSUME
+    this.#call(key)
+    if (result[N_OR_STATUS] === DECIDED) return Promise.resolve(readDecision(result, NO_ANOMALIES))
+    let decision
+    try {
+      decision = this.#afterSharedCall(key, n, SHARED_CONSUME)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    if (typeof decision === 'number') return share.uncovered(key, n, decision)
+    return Promise.resolve(decision)
+  }
+
+  /** A shared consume in one of its modes (lib/share.js): a Decision, or the units it lacks. */
+  #sharedDecide(key, n, operation) {
+    const result = this.#result
+    result[N_OR_STATUS] = n
+    result[AT.operation] = operation
+    this.#call(key)
+    return this.#afterSharedCall(key, n, operation)
+  }
+
+  #afterSharedCall(key, n, operation) {
+    const result = this.#result
+    if (result[N_OR_STATUS] === DECIDED) return readDecision(result, NO_ANOMALIES)
+    const decision = this.#settle(key, n, operation)
+    if (typeof decision !== 'number') this.#share.afterDecision(key)
+    return decision
+  }
+
+  /**
+   * Gives back every reservation of a shared limiter and resolves once the store has it (at
+   * once without `share`).
+   */
+  close() {
+    if (this.#share === undefined) return Promise.resolve()
+    return this.#share.close()
   }
 
   /** Reconciles, then gives back `n` tokens and quota units; a key not held is left alone. */
@@ -191,10 +272,12 @@ class KeyedQuotaClock {
     let policy
     for (;;) {
       const status = result[N_OR_STATUS]
-      if (status === DECIDED) return operation === CONSUME ? readDecision(result, NO_ANOMALIES) : undefined
+      if (status === DECIDED) return operation === REFUND ? undefined : readDecision(result, NO_ANOMALIES)
+      if (status === STATUS.decidedWithWork) return readDecision(result, NO_ANOMALIES)
+      if (status === NEEDS_STORE) return result[AT.retryAfterMs]
       if (status === STATUS.decidedWithAnomalies) {
         const anomalies = callNative(() => native.keyedTakeAnomalies(this.#native))
-        return operation === CONSUME ? readDecision(result, anomalies) : undefined
+        return operation === REFUND ? undefined : readDecision(result, anomalies)
       }
       if (status === STATUS.error) throw this.#failed(toPublicError(native.keyedTakeError(this.#native)))
       let readings
@@ -257,7 +340,10 @@ class KeyedQuotaClock {
   /** Drops the key and all its state; true if it was held. Reads no clock. */
   delete(key) {
     checkKey(key)
-    return callNative(() => native.keyedDelete(this.#native, key))
+    const held = callNative(() => native.keyedDelete(this.#native, key))
+    // A shared key's unused units go back to the store.
+    if (held && this.#share !== undefined) this.#share.flushDropped()
+    return held
   }
 
   /** Keys held now (idle keys may be dropped at any time, so it can shrink by itself). */
@@ -269,6 +355,10 @@ class KeyedQuotaClock {
   snapshot() {
     return callNative(() => native.keyedSnapshot(this.#native))
   }
+}
+
+function sharedAsync() {
+  return coded(TypeError, 'ERR_SHARED_ASYNC', 'tryConsume cannot be used on a limiter with share: a call its reservation does not cover waits for the store; use `await limiter.consume(key, n)`')
 }
 
 module.exports = { KeyedQuotaClock }

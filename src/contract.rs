@@ -17,6 +17,10 @@ pub enum ErrorCode {
     ClockReading,
     UnsupportedPlatform,
     KeyLimit,
+    /// A shared limiter's store did not answer in time, or failed (raised by the JS face).
+    StoreUnavailable,
+    /// A store answered something that makes no sense (raised by the JS face).
+    StoreResponse,
     InvalidOption,
     SubDayPeriod,
     UnknownTimeZone,
@@ -46,13 +50,15 @@ impl ErrorClass {
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 11] = [
+    pub const ALL: [ErrorCode; 13] = [
         ErrorCode::MonotonicRegression,
         ErrorCode::AmbiguousWallJump,
         ErrorCode::ImplausibleWallClock,
         ErrorCode::ClockReading,
         ErrorCode::UnsupportedPlatform,
         ErrorCode::KeyLimit,
+        ErrorCode::StoreUnavailable,
+        ErrorCode::StoreResponse,
         ErrorCode::InvalidOption,
         ErrorCode::SubDayPeriod,
         ErrorCode::UnknownTimeZone,
@@ -68,6 +74,8 @@ impl ErrorCode {
             ErrorCode::ClockReading => "ERR_CLOCK_READING",
             ErrorCode::UnsupportedPlatform => "ERR_UNSUPPORTED_PLATFORM",
             ErrorCode::KeyLimit => "ERR_KEY_LIMIT",
+            ErrorCode::StoreUnavailable => "ERR_STORE_UNAVAILABLE",
+            ErrorCode::StoreResponse => "ERR_STORE_RESPONSE",
             ErrorCode::InvalidOption => "ERR_INVALID_OPTION",
             ErrorCode::SubDayPeriod => "ERR_SUB_DAY_PERIOD",
             ErrorCode::UnknownTimeZone => "ERR_UNKNOWN_TIME_ZONE",
@@ -83,7 +91,9 @@ impl ErrorCode {
             | ErrorCode::ImplausibleWallClock
             | ErrorCode::ClockReading
             | ErrorCode::UnsupportedPlatform
-            | ErrorCode::KeyLimit => ErrorClass::QuotaClockError,
+            | ErrorCode::KeyLimit
+            | ErrorCode::StoreUnavailable
+            | ErrorCode::StoreResponse => ErrorClass::QuotaClockError,
             ErrorCode::InvalidOption
             | ErrorCode::SubDayPeriod
             | ErrorCode::UnknownTimeZone
@@ -138,9 +148,20 @@ pub mod buffer {
     pub const STATUS_NEEDS_READINGS: f64 = 4.0;
     /// A keyed limiter needs the key's policy first: nothing changed.
     pub const STATUS_NEEDS_POLICY: f64 = 5.0;
+    /// A shared consume its reservation does not cover: nothing was consumed, and
+    /// `RETRY_AFTER_MS` holds the units it lacks; the JS face makes (or joins) a store call.
+    pub const STATUS_NEEDS_STORE: f64 = 6.0;
+    /// A shared consume was decided and the share driver has work: a background refill of the
+    /// key's reservation, or give-backs of dropped keys.
+    pub const STATUS_DECIDED_WITH_WORK: f64 = 7.0;
 
     pub const OPERATION_CONSUME: f64 = 0.0;
     pub const OPERATION_REFUND: f64 = 1.0;
+    /// A shared limiter's consume (`crate::keyed::ShareMode`): from the reservation, right after
+    /// a store answer, or with the store unavailable and `failOpen` on.
+    pub const OPERATION_SHARED_CONSUME: f64 = 2.0;
+    pub const OPERATION_SHARED_AFTER_STORE: f64 = 3.0;
+    pub const OPERATION_SHARED_FAIL_OPEN: f64 = 4.0;
 
     /// `BASIS` when a decision has no retry-after basis (`null`); the others are
     /// [`basis_code`](super::basis_code)'s.
@@ -203,6 +224,8 @@ mod tests {
                 | ErrorCode::ClockReading
                 | ErrorCode::UnsupportedPlatform
                 | ErrorCode::KeyLimit
+                | ErrorCode::StoreUnavailable
+                | ErrorCode::StoreResponse
                 | ErrorCode::InvalidOption
                 | ErrorCode::SubDayPeriod
                 | ErrorCode::UnknownTimeZone
@@ -210,7 +233,7 @@ mod tests {
                 | ErrorCode::Internal => {}
             }
         }
-        assert_eq!(distinct(&ErrorCode::ALL, ErrorCode::as_str).len(), 11);
+        assert_eq!(distinct(&ErrorCode::ALL, ErrorCode::as_str).len(), 13);
         assert_eq!(distinct(&RETRY_BASES, RetryBasis::as_str).len(), 2);
         assert_eq!(distinct(&ANOMALY_KINDS, AnomalyKind::as_str).len(), 6);
         assert_eq!(distinct(&SUSPEND_POLICIES, SuspendPolicy::as_str).len(), 3);
@@ -256,7 +279,9 @@ mod tests {
                 "ERR_IMPLAUSIBLE_WALL_CLOCK",
                 "ERR_CLOCK_READING",
                 "ERR_UNSUPPORTED_PLATFORM",
-                "ERR_KEY_LIMIT"
+                "ERR_KEY_LIMIT",
+                "ERR_STORE_UNAVAILABLE",
+                "ERR_STORE_RESPONSE"
             ]
         );
         assert_eq!(ErrorCode::Internal.class(), ErrorClass::Error);
@@ -299,6 +324,8 @@ mod tests {
             STATUS_NEEDS_READER,
             STATUS_NEEDS_READINGS,
             STATUS_NEEDS_POLICY,
+            STATUS_NEEDS_STORE,
+            STATUS_DECIDED_WITH_WORK,
         ];
         for (i, a) in statuses.iter().enumerate() {
             assert!(statuses[i + 1..].iter().all(|b| b != a));

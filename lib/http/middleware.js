@@ -62,7 +62,8 @@ function isCallerError(err) {
 
 function rateLimit(options) {
   const { entries, headers, skip, onLimited } = parseOptions(options)
-  const syncEntries = entries.filter((e) => !e.isThrottle)
+  const syncEntries = entries.filter((e) => !e.isThrottle && !e.shared)
+  const sharedEntries = entries.filter((e) => e.shared)
   const throttleEntries = entries.filter((e) => e.isThrottle)
   entries.forEach((entry, i) => (entry.index = i))
   const single = entries.length === 1 && syncEntries.length === 1 ? syncEntries[0] : undefined
@@ -139,8 +140,9 @@ function rateLimit(options) {
   }
 
   const newOut = () => ({ policy: new Array(entries.length).fill(''), limit: new Array(entries.length).fill('') })
-  // Without throttle entries, the headers of an allowed request are built as the limits are checked.
-  const buildAsChecked = headers && throttleEntries.length === 0
+  // Without entries to await, the headers of an allowed request are built as the limits are checked.
+  const awaited = sharedEntries.length + throttleEntries.length > 0
+  const buildAsChecked = headers && !awaited
 
   function severalLimits(req, res, next) {
     const taken = []
@@ -194,7 +196,7 @@ function rateLimit(options) {
       refundQuietly(taken, allowedCount)
       return failed(err, res, next)
     }
-    if (throttleEntries.length > 0) {
+    if (awaited) {
       let out
       if (headers) {
         out = newOut()
@@ -211,7 +213,50 @@ function rateLimit(options) {
     return undefined
   }
 
-  /** The throttle entries, after every in-process limit allowed the request. */
+  /**
+   * A shared limiter entry (after every in-process limit allowed the request): true when the
+   * request was answered here (a denial, or 503 when the store is unavailable).
+   */
+  async function sharedLimit(req, res, next, entry, taken, out, refundAll) {
+    const key = entry.key(req)
+    const n = entry.cost === undefined ? 1 : entry.cost(req)
+    let decision
+    try {
+      decision = await entry.limiter.consume(key, n)
+    } catch (err) {
+      if (!(err !== null && typeof err === 'object' && err.code === 'ERR_STORE_UNAVAILABLE')) throw err
+      refundAll()
+      if (headers) setRateLimitHeaders(res, out)
+      sendProblem(res, 503, {
+        type: 'about:blank',
+        title: 'Service Unavailable',
+        status: 503,
+        detail: 'The shared quota store could not be reached in time, so the request was not served.',
+      })
+      return true
+    }
+    if (decision.allowed) {
+      taken.push({ entry, key, n, decision })
+      if (headers) describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, out, entry.index)
+      return false
+    }
+    // Denied: what the earlier limits took goes back; later shared limits are reported from status.
+    refundAll()
+    const violated = violatedBy(entry, recordFor(entry, key, decision.tokens, decision.quotaRemaining), decision, n)
+    if (headers) {
+      describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, out, entry.index)
+      for (const later of sharedEntries.slice(sharedEntries.indexOf(entry) + 1)) {
+        const laterKey = later.key(req)
+        const status = statusOf(later, laterKey)
+        describeLimiter(later, laterKey, status.tokens, status.quotaRemaining, out, later.index)
+      }
+      setRateLimitHeaders(res, out)
+    }
+    await limited(req, res, next, decision, violated)
+    return true
+  }
+
+  /** The shared limiter entries, then the throttle entries, after every in-process limit allowed the request. */
   async function throttled(req, res, next, taken, out) {
     let refunded = false
     const refundAll = () => {
@@ -222,6 +267,9 @@ function rateLimit(options) {
       }
     }
     try {
+      for (const entry of sharedEntries) {
+        if (await sharedLimit(req, res, next, entry, taken, out, refundAll)) return
+      }
       for (const entry of throttleEntries) {
         const key = entry.key(req)
         let result

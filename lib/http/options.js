@@ -8,6 +8,7 @@ const { PERIOD_UNITS } = require('../contract.js')
 const { coded, describe, isPlainObject } = require('../validate.js')
 const { defaultKey } = require('./client-key.js')
 const { limiterFacts } = require('./limiter-facts.js')
+const { isSharedLimiter } = require('../share.js')
 
 const OPTION_NAMES = ['limiter', 'limits', 'key', 'cost', 'name', 'headers', 'skip', 'onLimited']
 const LIMITER_ENTRY_NAMES = ['limiter', 'key', 'cost', 'name']
@@ -129,6 +130,8 @@ function parseLimiterEntry(entry, what, defaults) {
   return {
     isThrottle: false,
     keyed,
+    // A shared KeyedQuotaClock: asked (awaited) after the in-process limiters, before throttles.
+    shared: keyed && isSharedLimiter(limiter),
     limiter,
     key: keyed ? key ?? defaults.key : undefined,
     cost,
