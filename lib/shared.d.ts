@@ -2,13 +2,10 @@
 // Cluster, node-redis's client and cluster, and the MongoDB driver's Db fit them, and none of
 // those packages is needed to compile against this file.
 
-declare const quotaStoreBrand: unique symbol
+import type { QuotaStore } from '../index.js'
 
-/** A store made by `redisStore` or `mongoStore`, for `share.store`; no other object is accepted. */
-export interface QuotaStore {
-  readonly kind: 'redis' | 'mongo'
-  readonly [quotaStoreBrand]: true
-}
+/** A store made by `redisStore` or `mongoStore`, for `share.store` of a `KeyedQuotaClock`; no other object is accepted. */
+export type { QuotaStore }
 
 /** What `redisStore` uses of an ioredis `Redis` or `Cluster` (ioredis >= 5). */
 export interface IoRedisClient {

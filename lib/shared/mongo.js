@@ -59,9 +59,9 @@ function storeResponse(message) {
 }
 
 /** The document of a findOneAndUpdate answer, from driver 5 (a ModifyResult) and 6+ alike. */
-function documentOf(reply) {
+function documentOf(reply, name) {
   if (typeof reply !== 'object' || reply === null || !('value' in reply)) {
-    throw storeResponse(`mongoStore: findOneAndUpdate answered ${describe(reply)}; expected a result with the updated document`)
+    throw storeResponse(`quota store (MongoDB) answered a reservation for "${name}" with ${describe(reply)}; expected a findOneAndUpdate result`)
   }
   return reply.value
 }
@@ -98,7 +98,7 @@ function mongoStore(db, options) {
       const expiresAt = new Date(Math.ceil(expiresAtMs))
       const pipeline = reservePipeline(request, expiresAt)
       for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
-        const document = documentOf(await records().findOneAndUpdate({ _id }, pipeline, WITH_DOCUMENT))
+        const document = documentOf(await records().findOneAndUpdate({ _id }, pipeline, WITH_DOCUMENT), name)
         if (document !== null) {
           const unreserved = typeof document.count === 'number' ? Math.max(0, request.limit - document.count) : document.count
           return checkReserveAnswer({ granted: document.granted, unreserved }, request)
@@ -109,7 +109,7 @@ function mongoStore(db, options) {
           if (!error || error.code !== DUPLICATE_KEY) throw error
         }
       }
-      throw storeResponse(`mongoStore: the record of "${name}" for key ${describe(key)} in ${periodId} was not there after ${ATTEMPTS} attempts to create it`)
+      throw storeResponse(`quota store (MongoDB) lost the record of "${name}" for key ${describe(key)} in ${periodId}: not found after ${ATTEMPTS} attempts to create it`)
     },
     async giveBack({ name, key, periodId, units }) {
       await records().updateOne({ _id: recordKey(name, key, periodId) }, GIVE_BACK(units))
