@@ -83,7 +83,8 @@ test('share options are checked, each error naming share.<field>, and nothing is
   for (const leaseUnits of [0, -1, 1.5, Number.MAX_SAFE_INTEGER + 1, NaN]) assert.throws(make({ store: t.store, name: 'a', leaseUnits }), named(RangeError, 'leaseUnits'))
   assert.throws(make({ store: t.store, name: 'a', leaseUnits: '10' }), named(TypeError, 'leaseUnits'))
   for (const field of ['idleMs', 'timeoutMs']) {
-    for (const value of [0, -5, 2.5, Infinity]) assert.throws(make({ store: t.store, name: 'a', [field]: value }), named(RangeError, field))
+    for (const value of [0, -5, NaN, Infinity, 2 ** 31]) assert.throws(make({ store: t.store, name: 'a', [field]: value }), named(RangeError, field))
+    new KeyedQuotaClock({ ...base, share: { store: t.store, name: 'a', [field]: 2.5 } })
     assert.throws(make({ store: t.store, name: 'a', [field]: '300' }), named(TypeError, field))
   }
   assert.throws(make({ store: t.store, name: 'a', failOpen: 'yes' }), named(TypeError, 'failOpen'))

@@ -44,21 +44,25 @@ function parseShareOptions(share) {
   if (name.length === 0 || name.length > MAX_NAME_LENGTH) {
     throw coded(RangeError, 'ERR_INVALID_OPTION', `share.name must be a string of 1 to ${MAX_NAME_LENGTH} characters; received a string of ${name.length}`)
   }
-  const leaseUnits = read.leaseUnits === undefined ? undefined : positiveInteger(read.leaseUnits, 'share.leaseUnits', false)
-  const idleMs = read.idleMs === undefined ? DEFAULT_IDLE_MS : positiveInteger(read.idleMs, 'share.idleMs', true)
-  const timeoutMs = read.timeoutMs === undefined ? DEFAULT_TIMEOUT_MS : positiveInteger(read.timeoutMs, 'share.timeoutMs', true)
+  const leaseUnits = read.leaseUnits === undefined ? undefined : positiveInteger(read.leaseUnits, 'share.leaseUnits')
+  const idleMs = read.idleMs === undefined ? DEFAULT_IDLE_MS : milliseconds(read.idleMs, 'share.idleMs')
+  const timeoutMs = read.timeoutMs === undefined ? DEFAULT_TIMEOUT_MS : milliseconds(read.timeoutMs, 'share.timeoutMs')
   const failOpen = read.failOpen === undefined ? false : read.failOpen
   if (typeof failOpen !== 'boolean') throw typeError('ERR_INVALID_OPTION', 'share.failOpen', 'a boolean', failOpen)
   return { store: read.store, name, leaseUnits, idleMs, timeoutMs, failOpen }
 }
 
-/** A positive safe integer (`timer`: also at most a timer's longest delay). */
-function positiveInteger(value, name, timer) {
+/** A positive safe integer. */
+function positiveInteger(value, name) {
   if (typeof value !== 'number') throw typeError('ERR_INVALID_OPTION', name, 'a positive safe integer', value)
-  const limit = timer ? MAX_TIMER_MS : Number.MAX_SAFE_INTEGER
-  if (!(Number.isSafeInteger(value) && value >= 1 && value <= limit)) {
-    throw rangeError('ERR_INVALID_OPTION', name, timer ? `a positive integer (ms) no larger than ${MAX_TIMER_MS}` : 'a positive safe integer', value)
-  }
+  if (!(Number.isSafeInteger(value) && value >= 1)) throw rangeError('ERR_INVALID_OPTION', name, 'a positive safe integer', value)
+  return value
+}
+
+/** A wait in ms: a number > 0, no longer than a timer can be set for. */
+function milliseconds(value, name) {
+  if (typeof value !== 'number') throw typeError('ERR_INVALID_OPTION', name, 'a number of milliseconds', value)
+  if (!(value > 0 && value <= MAX_TIMER_MS)) throw rangeError('ERR_INVALID_OPTION', name, `a number of milliseconds > 0 and no larger than ${MAX_TIMER_MS}`, value)
   return value
 }
 
