@@ -13,7 +13,7 @@
 // - Unused units go back after `idleMs` (an unref'd timer, running only while units are held),
 //   when a key is deleted or dropped, and on close().
 
-const { QuotaClockError, toPublicError } = require('./errors.js')
+const { QuotaClockError, toPublicError, internalError } = require('./errors.js')
 const { checkReserveAnswer, isQuotaStore, storeOperations } = require('./quota-store.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError, thrownText } = require('./validate.js')
 const native = require('./native.js')
@@ -173,7 +173,7 @@ class ShareDriver {
       }
       if (flight === undefined || flight.timedOut) {
         const request = native.keyedShareRequest(this.#handle, key, lacking, this.#demand.get(key))
-        if (request == null) throw internal(`no reservation request for a key that needs one`)
+        if (request == null) throw internalError('no reservation request for a key that needs one')
         flight = this.#fly(key, request)
       }
       const outcome = await this.#wait(flight, deadline)
@@ -450,10 +450,6 @@ class ShareDriver {
       )
     }
   }
-}
-
-function internal(what) {
-  return coded(Error, 'ERR_INTERNAL', `quota-clock-source internal error (please report it): ${what}`)
 }
 
 // A flight's outcomes.
