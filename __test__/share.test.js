@@ -531,3 +531,37 @@ test('the store counters: calls, errors, timeouts, units reserved and given back
   assert.deepEqual(stats, { calls: 2, errors: 1, timeouts: 0, reserved: 10, returned: 7 })
   assert.equal(storeStatsOf(new KeyedQuotaClock({ capacity: 1, refillPerSecond: 1, suspendPolicy: 'ignore' })), undefined)
 })
+
+test('a covered consume is one native call: no other native entry point is called', async () => {
+  const native = require('../lib/native.js')
+  const t = testStore()
+  const { limiter } = shared(t, { leaseUnits: 50 }, { quota: { limit: 10_000, period: UTC_DAY } })
+  await limiter.consume('k')
+  const calls = []
+  const originals = {}
+  for (const name of Object.keys(native)) {
+    if (typeof native[name] !== 'function') continue
+    originals[name] = native[name]
+    native[name] = (...args) => {
+      calls.push(name)
+      return originals[name](...args)
+    }
+  }
+  try {
+    for (let i = 0; i < 20; i++) assert.equal((await limiter.consume('k')).allowed, true)
+  } finally {
+    Object.assign(native, originals)
+  }
+  assert.deepEqual(calls, [])
+  // 29 of 50 left: the next few calls ask for the next slice, once.
+  for (let i = 0; i < 10; i++) await limiter.consume('k')
+  assert.equal(t.calls.reserve.length, 2)
+})
+
+test('a lease larger than an eighth of what is left does not make every call a store call', async () => {
+  const t = testStore()
+  const { limiter } = shared(t, { leaseUnits: 50 })
+  for (let i = 0; i < 60; i++) assert.equal((await limiter.consume('k')).allowed, true)
+  // (13 when a refill was asked for below half a lease: on every call once the eighth rule bound.)
+  assert.ok(t.calls.reserve.length <= 8, `${t.calls.reserve.length} store calls for 60 units of 100`)
+})

@@ -453,11 +453,15 @@ impl KeyedLimiter {
         record.tokens -= wanted;
         record.quota_used += n;
         let left = reservation.left(record.quota_used);
-        // Fetch the next slice before this one runs out: below half a lease, when the store may
-        // have more (or is owed failOpen units).
-        let refill = !reservation.in_flight
-            && left.saturating_mul(2) < lease
-            && (reservation.store_unreserved > 0 || reservation.uncharged > 0);
+        // Fetch the next slice before this one runs out: below half of what the next store call
+        // would bring (a lease, or an eighth of what the store had unreserved, whichever is less),
+        // or below half a lease when failOpen units are owed to the store.
+        let next_grant = if reservation.uncharged > 0 {
+            lease
+        } else {
+            lease.min(reservation.store_unreserved.div_ceil(8))
+        };
+        let refill = !reservation.in_flight && left.saturating_mul(2) < next_grant;
         if refill {
             reservation.in_flight = true;
         }

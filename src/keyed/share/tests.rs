@@ -194,6 +194,26 @@ fn units_left_that_cannot_cover_the_call_go_back_before_the_store_is_asked_again
 }
 
 #[test]
+fn a_refill_is_asked_for_below_half_of_what_the_next_store_call_would_bring() {
+    let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
+    // A lease far above what the store hands out near the end of a period (an eighth of 100).
+    let mut limiter = shared(1_000.0, 100, Some(50), &mut clock);
+    consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    let mut room = 100;
+    assert_eq!(grant(&mut limiter, "a", 1, &mut room), 13);
+    let mut refills = Vec::new();
+    for i in 0..12 {
+        if let SharedDecision::Decided { refill: true, .. } =
+            consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved)
+        {
+            refills.push(i);
+        }
+    }
+    // 87 unreserved: the next call would bring 11, so the refill comes at 5 left, once.
+    assert_eq!(refills, vec![7]);
+}
+
+#[test]
 fn more_than_the_limit_is_denied_without_a_store_call() {
     let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
     let mut limiter = shared(10.0, 0, None, &mut clock);
