@@ -47,11 +47,12 @@ const PUBLIC_EXPORTS = [
 ]
 
 // The main tarball: exactly these files, plus lib/**/*.js, the command's bin/*.js and a licence file
-// (the http and shared subpaths' .mjs and .d.ts files are required files).
+// (the subpaths' .mjs and .d.ts files, http's, shared's and fastify's, are required files).
 const MAIN_REQUIRED_FILES = [
   'package.json', 'README.md', 'index.js', 'index.mjs', 'index.d.ts', 'binding.js', 'binding.d.ts', 'bin/quota-clock-source.js',
   'lib/http.js', 'lib/http.mjs', 'lib/http.d.ts',
   'lib/shared.js', 'lib/shared.mjs', 'lib/shared.d.ts', 'lib/shared/redis.js', 'lib/shared/mongo.js',
+  'lib/fastify.js', 'lib/fastify.mjs', 'lib/fastify.d.ts',
 ]
 const MAIN_ALLOWED = [/^lib\/([\w.-]+\/)*[\w.-]+\.js$/, /^bin\/[\w.-]+\.js$/, /^LICEN[CS]E(\.md|\.txt)?$/i]
 const NEVER_PACKED = [
@@ -88,18 +89,7 @@ function hostPlatformId() {
   return `${platform}-${arch}`
 }
 
-/** How to run npm with this Node on every OS (npm.cmd cannot be spawned without a shell). */
-function npmCommand() {
-  const nodeDir = path.dirname(process.execPath)
-  const candidates = [
-    process.env.npm_execpath,
-    path.join(nodeDir, 'node_modules', 'npm', 'bin', 'npm-cli.js'),
-    path.join(nodeDir, '..', 'lib', 'node_modules', 'npm', 'bin', 'npm-cli.js'),
-  ]
-  const cli = candidates.find((file) => file && /npm-cli\.c?js$/.test(file) && fs.existsSync(file))
-  if (cli) return { file: process.execPath, args: [cli], shell: false }
-  return { file: 'npm', args: [], shell: process.platform === 'win32' }
-}
+const { npmCommand } = require('./helpers/npm')
 
 /** The environment for child processes: none of the parent npm's settings, no binding override. */
 function childEnv() {

@@ -8,7 +8,7 @@ const { toPeriod } = require('./calendar.js')
 const { startingReadings, JsClock } = require('./clocks.js')
 const { toPublicError, callNative, internalError } = require('./errors.js')
 const { rememberLimiter } = require('./http/limiter-facts.js')
-const { parseOptions, quotaInput, checkPositiveCount } = require('./options.js')
+const { parseOptions, quotaInput, bucketOptions, noBucketToFill, checkPositiveCount } = require('./options.js')
 const { LAYOUT, AT, STATUS, OPERATION, BASIS } = require('./contract.js')
 const { REGISTRY, NO_ANOMALIES } = require('./registry.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError, checkNumber, thrownText } = require('./validate.js')
@@ -17,6 +17,8 @@ const { ShareDriver, parseShareOptions, SHARED_CONSUME } = require('./share.js')
 const KEYED_KEYS = ['policy', 'maxKeys', 'restore', 'share']
 const POLICY_KEYS = ['capacity', 'refillPerSecond', 'initialTokens', 'quota']
 const DEFAULT_MAX_KEYS = 1_000_000
+// A snapshot's key count is a u32, and a table of more keys than that would not fit in memory anyway.
+const MAX_MAX_KEYS = 2 ** 32
 const MAX_KEY_UNITS = 256
 // Each limiter's result buffer, laid out as the contract's (lib/contract.js): in, `n`, the
 // operation and readings taken in JS; out, the status (what the native side needs first, having
@@ -36,26 +38,40 @@ function checkKey(key) {
   }
 }
 
-/** A KeyPolicy merged with the defaults, type-checked; its values are checked natively (once). */
+/**
+ * A KeyPolicy merged with the defaults, type-checked; its values are checked natively (once).
+ * The bucket: `capacity` or `refillPerSecond` alone overrides that one of the defaults' bucket;
+ * with defaults that have no bucket (a quota alone), a key gets one only with both, and neither
+ * keeps it quota-only.
+ */
 function normalizePolicy(policy, path, defaults) {
   if (policy === undefined) return { ...defaults, path }
   if (!isPlainObject(policy)) throw typeError('ERR_INVALID_OPTION', path, 'a KeyPolicy object { capacity?, refillPerSecond?, initialTokens?, quota? } or undefined', policy)
   // Read once, own properties only (a getter that throws is ERR_INVALID_OPTION with its error as cause).
   policy = readOptions(policy, POLICY_KEYS, path)
-  const capacity = policy.capacity === undefined ? defaults.capacity : checkNumber(policy.capacity, `${path}.capacity`)
-  const refillPerSecond = policy.refillPerSecond === undefined ? defaults.refillPerSecond : checkNumber(policy.refillPerSecond, `${path}.refillPerSecond`)
+  let { capacity, refillPerSecond, bucket } = defaults
+  if (!bucket && (policy.capacity !== undefined || policy.refillPerSecond !== undefined)) {
+    ;({ capacity, refillPerSecond, bucket } = bucketOptions(policy.capacity, policy.refillPerSecond, true, `${path}.`))
+  } else {
+    if (policy.capacity !== undefined) capacity = checkNumber(policy.capacity, `${path}.capacity`)
+    if (policy.refillPerSecond !== undefined) refillPerSecond = checkNumber(policy.refillPerSecond, `${path}.refillPerSecond`)
+  }
   let initialTokens
-  if (policy.initialTokens !== undefined) initialTokens = checkNumber(policy.initialTokens, `${path}.initialTokens`)
+  if (policy.initialTokens !== undefined) {
+    if (!bucket) throw noBucketToFill(`${path}.initialTokens`, policy.initialTokens)
+    initialTokens = checkNumber(policy.initialTokens, `${path}.initialTokens`)
+  }
   // The limiter's own initialTokens if it set one (never above this key's capacity), else a full bucket.
   else initialTokens = defaults.initialTokensGiven ? Math.min(defaults.initialTokens, capacity) : capacity
   let { quotaLimit, quotaPeriod } = defaults
   if (policy.quota === null) {
+    if (!bucket) throw coded(TypeError, 'ERR_INVALID_OPTION', `${path}.quota is null and the key has no bucket (the limiter's defaults are a quota alone): give it capacity and refillPerSecond, or a quota`)
     quotaLimit = undefined
     quotaPeriod = undefined
   } else if (policy.quota !== undefined) {
     ;({ quotaLimit, quotaPeriod } = quotaInput(policy.quota, `${path}.quota`, 'an object { limit, period } or null'))
   }
-  return { capacity, refillPerSecond, initialTokens, quotaLimit, quotaPeriod, path }
+  return { capacity, refillPerSecond, initialTokens, bucket, quotaLimit, quotaPeriod, path }
 }
 
 /** Calls the user's policy for a key and normalizes what it returned. */
@@ -69,7 +85,33 @@ function resolvePolicy(policy, key, defaults) {
     wrapped.cause = error
     throw wrapped
   }
+  if (isThenable(returned)) {
+    // Its rejection is handled here: a refused promise must not kill the process later.
+    try {
+      Promise.resolve(returned).then(undefined, ignore)
+    } catch {
+      // A thenable whose `then` throws: nothing is pending.
+    }
+    throw coded(
+      TypeError,
+      'ERR_INVALID_OPTION',
+      `${path} returned a promise; policy must answer synchronously (load the plans before, keep them in a Map, and return the key's KeyPolicy or undefined from it)`,
+    )
+  }
   return normalizePolicy(returned, path, defaults)
+}
+
+function ignore() {}
+
+/** Whether `value` is a promise or any other thenable (a `then` getter that throws: no, and the KeyPolicy check refuses it). */
+function isThenable(value) {
+  if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return false
+  if (value instanceof Promise) return true
+  try {
+    return typeof value.then === 'function'
+  } catch {
+    return false
+  }
 }
 
 /** Gives a snapshot's keys their policies (one call per key; equal policies are passed once). */
@@ -81,12 +123,12 @@ function assignPolicies(plan, policy, defaults) {
   for (let i = 0; i < length; i++) {
     const key = native.snapshotKeyAt(plan, i)
     const normalized = resolvePolicy(policy, key, defaults)
-    const { capacity, refillPerSecond, initialTokens, quotaLimit, quotaPeriod } = normalized
-    if (capacity === defaults.capacity && refillPerSecond === defaults.refillPerSecond && initialTokens === defaults.initialTokens && quotaLimit === defaults.quotaLimit && quotaPeriod === defaults.quotaPeriod) {
+    const { capacity, refillPerSecond, initialTokens, bucket, quotaLimit, quotaPeriod } = normalized
+    if (capacity === defaults.capacity && refillPerSecond === defaults.refillPerSecond && initialTokens === defaults.initialTokens && bucket === defaults.bucket && quotaLimit === defaults.quotaLimit && quotaPeriod === defaults.quotaPeriod) {
       choices[i] = DEFAULT_CHOICE
       continue
     }
-    const signature = JSON.stringify([capacity, refillPerSecond, initialTokens, quotaLimit, quotaPeriod])
+    const signature = JSON.stringify([capacity, refillPerSecond, initialTokens, bucket, quotaLimit, quotaPeriod])
     let choice = bySignature.get(signature)
     if (choice === undefined) {
       choice = inputs.length
@@ -110,6 +152,10 @@ function readDecision(result, anomalies) {
   }
 }
 
+let takenPeriodOf
+let giveBackKeyed
+let consumeTakenOf
+
 class KeyedQuotaClock {
   #native
   #call
@@ -132,7 +178,7 @@ class KeyedQuotaClock {
     let maxKeys = DEFAULT_MAX_KEYS
     if (read.maxKeys !== undefined) {
       maxKeys = checkNumber(read.maxKeys, 'maxKeys')
-      if (!(Number.isSafeInteger(maxKeys) && maxKeys >= 1)) throw rangeError('ERR_INVALID_OPTION', 'maxKeys', 'a positive safe integer', maxKeys)
+      if (!(Number.isSafeInteger(maxKeys) && maxKeys >= 1 && maxKeys <= MAX_MAX_KEYS)) throw rangeError('ERR_INVALID_OPTION', 'maxKeys', 'a positive integer no larger than 2**32 (4294967296)', maxKeys)
     }
     if (restore !== undefined && !(restore instanceof Uint8Array)) {
       throw typeError('ERR_INVALID_OPTION', 'restore', 'a Uint8Array from snapshot()', restore)
@@ -175,6 +221,7 @@ class KeyedQuotaClock {
         share,
         (key, n, operation) => this.#sharedDecide(key, n, operation),
         js === undefined ? () => undefined : () => js.readings()[0],
+        () => this.#result[AT.periodSlot],
       )
     }
     rememberLimiter(this, clockArgs, policy === undefined) // for the HTTP middleware
@@ -227,6 +274,32 @@ class KeyedQuotaClock {
     }
     if (typeof decision === 'number') return share.uncovered(key, n, decision)
     return Promise.resolve(decision)
+  }
+
+  /**
+   * `consume` with the period its quota units were taken in, read right after the decision (for
+   * the HTTP middleware's rollback, which must not read it after an await).
+   */
+  #consumeTaken(key, n) {
+    const share = this.#share
+    if (share === undefined) {
+      try {
+        const decision = this.tryConsume(key, n)
+        return Promise.resolve({ decision, period: this.#result[AT.periodSlot] })
+      } catch (error) {
+        return Promise.reject(error)
+      }
+    }
+    const taken = { decision: undefined, period: undefined }
+    try {
+      checkKey(key)
+      if (n !== 1) checkPositiveCount(n)
+      const decision = this.#sharedDecide(key, n, SHARED_CONSUME)
+      if (typeof decision === 'number') return share.uncovered(key, n, decision, taken).then((decided) => ({ decision: decided, period: taken.period }))
+      return Promise.resolve({ decision, period: this.#result[AT.periodSlot] })
+    } catch (error) {
+      return Promise.reject(error)
+    }
   }
 
   /** A shared consume in one of its modes (lib/share.js): a Decision, or the units it lacks. */
@@ -351,6 +424,17 @@ class KeyedQuotaClock {
     return callNative(() => native.keyedSize(this.#native))
   }
 
+  static {
+    // For the HTTP middleware's all-or-nothing rollback (lib/http/give-back.js), not public API.
+    takenPeriodOf = (limiter) => limiter.#result[AT.periodSlot]
+    consumeTakenOf = (limiter, key, n) => limiter.#consumeTaken(key, n)
+    giveBackKeyed = (limiter, key, n, periodSlot) => {
+      if (!(#native in limiter)) throw coded(TypeError, 'ERR_INVALID_ARG', 'giveBack needs a KeyedQuotaClock')
+      checkKey(key)
+      callNative(() => native.keyedGiveBack(limiter.#native, key, n, periodSlot))
+    }
+  }
+
   /** A versioned binary image of every held key, for `new KeyedQuotaClock({ ..., restore })`. Reads no clock. */
   snapshot() {
     return callNative(() => native.keyedSnapshot(this.#native))
@@ -361,4 +445,19 @@ function sharedAsync() {
   return coded(TypeError, 'ERR_SHARED_ASYNC', 'tryConsume cannot be used on a limiter with share: a call its reservation does not cover waits for the store; use `await limiter.consume(key, n)`')
 }
 
-module.exports = { KeyedQuotaClock }
+/** The period a decision for a key counts its quota units in; read right after the decision. */
+function takenKeyedPeriod(limiter) {
+  return takenPeriodOf(limiter)
+}
+
+/** Gives back what a decision for `key` took, reading no clock (see QuotaClock's giveBackTaken). */
+function giveBackKeyedTaken(limiter, key, n, periodSlot) {
+  giveBackKeyed(limiter, key, n, periodSlot)
+}
+
+/** `limiter.consume(key, n)` as a promise of `{ decision, period }` (the period: as takenKeyedPeriod's). */
+function consumeKeyedTaken(limiter, key, n) {
+  return consumeTakenOf(limiter, key, n)
+}
+
+module.exports = { KeyedQuotaClock, takenKeyedPeriod, giveBackKeyedTaken, consumeKeyedTaken }

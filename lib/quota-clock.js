@@ -12,10 +12,17 @@ const { parseOptions, checkCount, checkPositiveCount } = require('./options.js')
 const { STATUS, AT } = require('./contract.js')
 const { RESULT, LIMITER_INDEX, REGISTRY, consume, consumeSupplied, N_OR_STATUS, DECIDED, NO_ANOMALIES, supply, readDecision } = require('./registry.js')
 const { rememberLimiter } = require('./http/limiter-facts.js')
-const { checkNumber, own } = require('./validate.js')
+const { checkNumber, coded, own } = require('./validate.js')
 
 // A limiter's native state is freed once its object has been collected.
 const indexes = new FinalizationRegistry((index) => native.releaseLimiter(REGISTRY, index))
+
+let giveBack
+
+/** The period a QuotaClock decision's quota units count in; read right after the decision (any QuotaClock call writes it). */
+function takenPeriod() {
+  return RESULT[AT.periodSlot]
+}
 
 class QuotaClock {
   // Its index in this module instance's native registry.
@@ -136,6 +143,14 @@ class QuotaClock {
     }
   }
 
+  static {
+    // For the HTTP middleware's all-or-nothing rollback (lib/http/give-back.js), not public API.
+    giveBack = (limiter, n, periodSlot) => {
+      if (!(#index in limiter)) throw coded(TypeError, 'ERR_INVALID_ARG', 'giveBack needs a QuotaClock')
+      callNative(() => native.limiterGiveBack(REGISTRY, limiter.#index, n, periodSlot))
+    }
+  }
+
   /** The limiter's own period spec applied to `wallMs`; null without a quota. */
   periodFor(wallMs) {
     checkNumber(wallMs, 'wallMs', 'ERR_INVALID_ARG')
@@ -144,4 +159,9 @@ class QuotaClock {
   }
 }
 
-module.exports = { QuotaClock }
+/** Gives back what a decision took, reading no clock: `n` tokens, and `n` quota units if the period `periodSlot` (from takenPeriod) is still open. */
+function giveBackTaken(limiter, n, periodSlot) {
+  giveBack(limiter, n, periodSlot)
+}
+
+module.exports = { QuotaClock, takenPeriod, giveBackTaken }

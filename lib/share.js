@@ -99,6 +99,7 @@ class ShareDriver {
   #failOpen
   #decide
   #readMonotonic
+  #readPeriodSlot
   #flights = new Map()
   #demand = new Map()
   #idleTimer
@@ -110,9 +111,10 @@ class ShareDriver {
   /**
    * `decide(key, n, operation)`: the limiter's native shared consume; returns a Decision, or the
    * units it lacks (a number) when it needs the store. `readMonotonic()`: a JS clock's monotonic
-   * reading, or undefined for a native clock.
+   * reading, or undefined for a native clock. `readPeriodSlot()`: the period the last decision
+   * took its quota units in.
    */
-  constructor(limiter, handle, options, decide, readMonotonic) {
+  constructor(limiter, handle, options, decide, readMonotonic, readPeriodSlot) {
     drivers.set(limiter, this)
     this.#handle = handle
     this.#ops = storeOperations(options.store)
@@ -122,6 +124,7 @@ class ShareDriver {
     this.#failOpen = options.failOpen
     this.#decide = decide
     this.#readMonotonic = readMonotonic
+    this.#readPeriodSlot = readPeriodSlot
   }
 
   /** The store counters for stats(): calls made, failed, timed out; units reserved, given back. */
@@ -140,17 +143,26 @@ class ShareDriver {
     this.#sendAll(giveBacks)
   }
 
-  /** A consume its reservation does not cover (`lacking` units short): waits for the store. */
-  async uncovered(key, n, lacking) {
+  /**
+   * A consume its reservation does not cover (`lacking` units short): waits for the store. With
+   * `taken`, `taken.period` is set to the period the decision took its units in, right after it.
+   */
+  async uncovered(key, n, lacking, taken) {
     // The units asked for by the calls waiting for this key: a store call asks for what they lack
     // together, so a burst of calls needs a round trip or two, not one per call.
-    const waiting = { key, n, counted: false }
+    const waiting = { key, n, counted: false, taken }
     this.#countDemand(waiting, true)
     try {
       return await this.#uncovered(key, n, lacking, waiting)
     } finally {
       this.#countDemand(waiting, false)
     }
+  }
+
+  /** A waiting call's decision, with the period it took its units in noted for the caller. */
+  #decided(decision, waiting) {
+    if (waiting.taken !== undefined) waiting.taken.period = this.#readPeriodSlot()
+    return decision
   }
 
   /** Counts a waiting call's units in the key's demand, or stops counting them. */
@@ -181,7 +193,7 @@ class ShareDriver {
       // Decided now: a refill this decision asks for is not for this call's units.
       this.#countDemand(waiting, false)
       const decision = this.#decide(key, n, AFTER_STORE)
-      if (typeof decision !== 'number') return decision
+      if (typeof decision !== 'number') return this.#decided(decision, waiting)
       this.#countDemand(waiting, true)
       // Others took what the call reserved, and the store has more: ask again, within the wait.
       // (Or the store had too little and this key's units left went back first, so that the next
@@ -199,7 +211,7 @@ class ShareDriver {
     this.#countDemand(waiting, false)
     if (flight.error !== undefined && flight.error.code === 'ERR_STORE_RESPONSE' && flight.error instanceof QuotaClockError) throw flight.error
     if (this.#failOpen) {
-      const decision = this.#decide(key, n, FAIL_OPEN)
+      const decision = this.#decided(this.#decide(key, n, FAIL_OPEN), waiting)
       this.#armIdleTimer() // what it owes the store is charged by the next store call, or when idle
       return decision
     }

@@ -127,6 +127,24 @@ impl Anomaly {
         }
     }
 
+    /// A backwards hold that lasted the held period's own length of real elapsed time: the
+    /// period follows the wall clock again.
+    pub fn period_hold_ended(
+        deltas: CallDeltas,
+        held_id: &str,
+        held_ms: f64,
+        period_id: &str,
+    ) -> Anomaly {
+        let detail = format!(
+            "the hold of period {held_id} ended: the wall clock stayed before its start while {} ms of real time passed, the period's own length; the period follows the wall clock again and {period_id} is open",
+            ms(held_ms)
+        );
+        Anomaly {
+            period_id: Some(period_id.to_owned()),
+            ..Anomaly::new(AnomalyKind::PeriodRegression, deltas, detail)
+        }
+    }
+
     pub fn period_skip(
         deltas: CallDeltas,
         skipped: u64,

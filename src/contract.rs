@@ -136,7 +136,10 @@ pub mod buffer {
     pub const ELAPSED_REALTIME_MS: usize = 9;
     /// In: 1 when `ELAPSED_REALTIME_MS` holds a reading.
     pub const HAS_ELAPSED_REALTIME: usize = 10;
-    pub const LENGTH: usize = 11;
+    /// Out, with a decision for a limiter (or key) with a quota: the slot of the period its
+    /// units count in, for giving them back to that period only.
+    pub const PERIOD_SLOT: usize = 11;
+    pub const LENGTH: usize = 12;
 
     pub const STATUS_DECIDED: f64 = 0.0;
     pub const STATUS_DECIDED_WITH_ANOMALIES: f64 = 1.0;
@@ -309,6 +312,7 @@ mod tests {
             WALL_MS,
             ELAPSED_REALTIME_MS,
             HAS_ELAPSED_REALTIME,
+            PERIOD_SLOT,
         ];
         let distinct: HashSet<_> = inputs_outputs.iter().collect();
         assert_eq!(distinct.len(), inputs_outputs.len());

@@ -27,9 +27,14 @@ function rememberLimiter(limiter, clockArgs, sameLimitsForEveryKey) {
   facts.set(limiter, record)
 }
 
+/** Whether a limiter constructor of this package made `value` (a Proxy of one, or Object.create of the prototype, is not). */
+function isLimiter(value) {
+  return facts.has(value)
+}
+
 /** `{ readWallMs, sameLimitsForEveryKey }`; for a limiter made elsewhere, Date.now and false. */
 function limiterFacts(limiter) {
   return facts.get(limiter) ?? UNKNOWN
 }
 
-module.exports = { rememberLimiter, limiterFacts }
+module.exports = { rememberLimiter, isLimiter, limiterFacts }

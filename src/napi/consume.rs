@@ -57,6 +57,9 @@ impl Registry {
         {
             Some(decision) => {
                 write_decision(result, &decision);
+                if let Some(slot) = state.limiter.period_slot() {
+                    result.set(buffer::PERIOD_SLOT, slot as f64);
+                }
                 true
             }
             None => false,
@@ -119,6 +122,9 @@ impl Registry {
         {
             Ok(decision) => {
                 write_decision(result, &decision);
+                if let Some(slot) = state.limiter.period_slot() {
+                    result.set(buffer::PERIOD_SLOT, slot as f64);
+                }
                 if !state.anomalies.is_empty() {
                     result.set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED_WITH_ANOMALIES);
                     self.notify(state.anomaly_listener, &state.anomalies);

@@ -36,6 +36,7 @@ pub struct BufferPositions {
     pub wall_ms: u32,
     pub elapsed_realtime_ms: u32,
     pub has_elapsed_realtime: u32,
+    pub period_slot: u32,
 }
 
 /// The values of the `nOrStatus` position after a call.
@@ -132,6 +133,7 @@ pub fn contract() -> Contract {
                 wall_ms: position(buffer::WALL_MS),
                 elapsed_realtime_ms: position(buffer::ELAPSED_REALTIME_MS),
                 has_elapsed_realtime: position(buffer::HAS_ELAPSED_REALTIME),
+                period_slot: position(buffer::PERIOD_SLOT),
             },
             status: BufferStatuses {
                 decided: buffer::STATUS_DECIDED,

@@ -228,6 +228,28 @@ pub fn limiter_refund(
     })
 }
 
+/// Gives back what a decision took, reading no clock (the HTTP middleware's all-or-nothing
+/// rollback): `n` tokens, and `n` quota units if the period of `slot` (the result buffer's
+/// `PERIOD_SLOT` after the decision; NaN: none) is still open.
+#[napi(js_name = "limiterGiveBack")]
+pub fn limiter_give_back(
+    env: &Env,
+    registry_id: u32,
+    index: u32,
+    n: f64,
+    slot: f64,
+) -> napi::Result<()> {
+    guard(env, || {
+        let count = positive_safe_integer(n)?;
+        // Slots are whole numbers well inside ±2^53; anything else names no period.
+        let slot = (slot.fract() == 0.0 && slot.abs() <= MAX_SAFE_INTEGER).then_some(slot as i64);
+        registry(registry_id)?.with_cell(index, |state| {
+            state.limiter.give_back(count, slot);
+            Ok(())
+        })
+    })
+}
+
 /// The limiter's own period spec applied to `wall_ms`; `None` without a quota.
 #[napi(js_name = "limiterPeriodFor")]
 pub fn limiter_period_for(

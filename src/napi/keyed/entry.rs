@@ -20,11 +20,12 @@ use crate::napi::buffer::ResultBuffer;
 use crate::napi::clock::{BoundClock, Supplied};
 use crate::napi::errors::{coded, from_core, guard, invalid_arg, CodedResult};
 use crate::napi::limiter::ErrorOutput;
-use crate::napi::options::{
-    config_from, positive_safe_integer, ClockInput, LimiterOptions, MAX_SAFE_INTEGER,
-};
+use crate::napi::options::{config_from, positive_safe_integer, ClockInput, LimiterOptions};
 use crate::napi::raw::function_with_data;
 use crate::napi::registry::{BUSY, NO_STORED_ERROR};
+
+/// The largest `maxKeys`: 2**32.
+const MAX_KEYS: f64 = 4_294_967_296.0;
 
 /// A keyed limiter as the JS face holds it (an External, as [`NativeSnapshot`]).
 pub struct NativeKeyed {
@@ -90,11 +91,11 @@ pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<N
                 buffer::LENGTH
             )));
         }
-        if !((1.0..=MAX_SAFE_INTEGER).contains(&max_keys) && max_keys.fract() == 0.0) {
+        if !((1.0..=MAX_KEYS).contains(&max_keys) && max_keys.fract() == 0.0) {
             return Err(coded(
                 "ERR_INVALID_OPTION",
                 format!(
-                    "maxKeys must be a positive safe integer; received {}",
+                    "maxKeys must be a positive integer no larger than 2**32 (4294967296); received {}",
                     js_number(max_keys)
                 ),
             ));
@@ -248,6 +249,29 @@ pub fn keyed_status(
                 state.limiter.release_if_unused(id);
             }
             outcome
+        })
+    })
+}
+
+/// Gives back what a decision for `key` took, reading no clock (the HTTP middleware's
+/// all-or-nothing rollback): `n` tokens, and `n` quota units if the period of `slot` (the result
+/// buffer's `PERIOD_SLOT` after the decision) is still the key's open period.
+#[napi(js_name = "keyedGiveBack")]
+pub fn keyed_give_back(
+    env: &Env,
+    limiter: &External<NativeKeyed>,
+    key: Unknown<'_>,
+    n: f64,
+    slot: f64,
+) -> napi::Result<()> {
+    guard(env, || {
+        let key = key_argument(env, &key)?;
+        let count = positive_safe_integer(n)?;
+        let in_range = slot.fract() == 0.0 && slot.abs() <= f64::from(i32::MAX);
+        let slot = in_range.then_some(slot as i32);
+        with_state(&limiter.state, |state| {
+            state.limiter.give_back(key.key(), count, slot);
+            Ok(())
         })
     })
 }

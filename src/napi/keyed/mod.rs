@@ -93,6 +93,8 @@ impl KeyedState {
         {
             Some(decision) => {
                 write_decision(&self.result, &decision);
+                let slot = self.limiter.period_slot_of(index);
+                self.result.set(buffer::PERIOD_SLOT, f64::from(slot));
                 true
             }
             None => false,
@@ -142,9 +144,19 @@ impl KeyedState {
         {
             Some(outcome) => {
                 self.write_shared(&outcome);
+                let slot = self.limiter.period_slot_of(index);
+                self.result.set(buffer::PERIOD_SLOT, f64::from(slot));
                 true
             }
             None => false,
+        }
+    }
+
+    /// After a decision: the slot of the period its quota units were taken in (for a give-back).
+    fn write_period_slot(&self, key: Key<'_>) {
+        if let Some(index) = self.limiter.find(key) {
+            let slot = self.limiter.period_slot_of(index);
+            self.result.set(buffer::PERIOD_SLOT, f64::from(slot));
         }
     }
 
@@ -250,8 +262,14 @@ impl KeyedState {
         match outcome {
             Ok(outcome) => {
                 match outcome {
-                    Outcome::Decided(decision) => write_decision(&self.result, &decision),
-                    Outcome::Shared(outcome) => self.write_shared(&outcome),
+                    Outcome::Decided(decision) => {
+                        write_decision(&self.result, &decision);
+                        self.write_period_slot(key);
+                    }
+                    Outcome::Shared(outcome) => {
+                        self.write_shared(&outcome);
+                        self.write_period_slot(key);
+                    }
                     Outcome::Refunded => {
                         self.result.set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED)
                     }
