@@ -1,15 +1,16 @@
 'use strict'
 // A shared KeyedQuotaClock as a rateLimit entry, on real servers (Express 5, Express 4,
-// node:http): asked after the in-process limiters, its denials 429, a store that does not answer
-// 503, and its refunds given back to the reservation. The store is the in-process test store.
+// node:http, and the Fastify plugin on a socket and through inject): asked after the in-process
+// limiters, its denials 429, a store that does not answer 503, and what a denied request's earlier
+// limits took given back into the reservation. The store is the in-process test store.
 
 const { describe, it } = require('node:test')
 const assert = require('node:assert/strict')
 
 const { KeyedQuotaClock, QuotaClock, manualClock } = require('..')
-const { rateLimit } = require('../lib/http.js')
 const { testStore } = require('./helpers/test-store.js')
-const { SERVERS, serve, items } = require('./helpers/http-servers.js')
+const { items } = require('./helpers/http-servers.js')
+const { FRAMEWORKS, start } = require('./helpers/http-frameworks.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12)
 const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
@@ -26,12 +27,12 @@ function sharedLimiter(t, { limit = 5, ...share } = {}) {
   })
 }
 
-for (const kind of Object.keys(SERVERS)) {
+for (const kind of Object.keys(FRAMEWORKS)) {
   describe(`a shared limiter entry (${kind})`, () => {
     it('admits exactly the shared limit, then answers 429 with the quota item; headers show the shared remaining', async () => {
       const t = testStore()
       const limiter = sharedLimiter(t)
-      const server = await serve(kind, rateLimit({ limiter, key: () => 'tenant' }))
+      const server = await start(kind, { limiter, key: () => 'tenant' })
       try {
         const statuses = []
         for (let i = 0; i < 7; i++) {
@@ -55,7 +56,7 @@ for (const kind of Object.keys(SERVERS)) {
       const t = testStore()
       const shared = sharedLimiter(t)
       const burst = new QuotaClock({ capacity: 1, refillPerSecond: 0.001, suspendPolicy: 'ignore', clock: manualClock({ wallMs: NOON }) })
-      const server = await serve(kind, rateLimit({ limits: [{ limiter: shared, name: 'shared', key: () => 'k' }, { limiter: burst, name: 'local' }] }))
+      const server = await start(kind, { limits: [{ limiter: shared, name: 'shared', key: () => 'k' }, { limiter: burst, name: 'local' }] })
       try {
         assert.equal((await server.get()).status, 200)
         const calls = t.calls.reserve.length
@@ -74,8 +75,7 @@ for (const kind of Object.keys(SERVERS)) {
       const first = sharedLimiter(t, { name: 'first', limit: 100, leaseUnits: 10 })
       const second = sharedLimiter(t, { name: 'second', limit: 1 })
       const local = new QuotaClock({ capacity: 10, refillPerSecond: 0.001, suspendPolicy: 'ignore', clock: manualClock({ wallMs: NOON }) })
-      const middleware = rateLimit({ key: () => 'k', limits: [{ limiter: local, name: 'local' }, { limiter: first, name: 'a' }, { limiter: second, name: 'b' }] })
-      const server = await serve(kind, middleware)
+      const server = await start(kind, { key: () => 'k', limits: [{ limiter: local, name: 'local' }, { limiter: first, name: 'a' }, { limiter: second, name: 'b' }] })
       try {
         assert.equal((await server.get()).status, 200)
         const denied = await server.get()
@@ -94,7 +94,7 @@ for (const kind of Object.keys(SERVERS)) {
       const keep = setInterval(() => {}, 1_000)
       const shared = sharedLimiter(t)
       const local = new QuotaClock({ capacity: 10, refillPerSecond: 0.001, suspendPolicy: 'ignore', clock: manualClock({ wallMs: NOON }) })
-      const server = await serve(kind, rateLimit({ key: () => 'k', limits: [{ limiter: local, name: 'local' }, { limiter: shared, name: 'shared' }] }))
+      const server = await start(kind, { key: () => 'k', limits: [{ limiter: local, name: 'local' }, { limiter: shared, name: 'shared' }] })
       try {
         t.control.mode = 'hang'
         const response = await server.get()
