@@ -459,6 +459,19 @@ describe('making a store', () => {
     expectOptionError(() => mongoStore(dbShaped, { colection: 'x' }), TypeError, /mongoStore: unknown option 'colection'; expected one of 'collection'/)
   })
 
+  test('the key layout table of docs/several-instances.md is the key each reservation touches', async () => {
+    const docs = require('node:fs').readFileSync(require('node:path').join(__dirname, '..', 'docs', 'several-instances.md'), 'utf8')
+    const rows = [...docs.matchAll(/^\s*\| `([^`]+)` \| `([^`]+)` \| `([^`]+)` \| `(qcs:[^`]+)` \|$/gm)]
+    assert.ok(rows.length >= 3, 'the table is missing')
+    for (const [, name, key, periodId, documented] of rows) {
+      const keys = []
+      const client = { isCluster: false, call: async (...args) => (keys.push(args[3]), [1, 0]) }
+      await storeOperations(redisStore(client)).reserve(request({ name, key, periodId, limit: 8, leaseUnits: 1 }))
+      await storeOperations(redisStore(client)).giveBack({ name, key, periodId, units: 1 })
+      assert.deepEqual(keys, [documented, documented])
+    }
+  })
+
   test('making a store sends nothing to the server, and the store is a frozen object with only its kind', () => {
     let calls = 0
     const client = { isCluster: false, call: async () => calls++ }
