@@ -98,6 +98,9 @@ describe('instances in several processes sharing one quota', () => {
   after(async () => {
     for (const child of children) child.kill('SIGKILL')
     redis?.resume()
+    try {
+      if (mongo) process.kill(mongo.serverPid(), 'SIGCONT')
+    } catch {}
     admin?.disconnect()
     await mongoClient?.close()
     await Promise.allSettled([redis?.stop(), mongo?.stop()])
@@ -233,14 +236,24 @@ describe('instances in several processes sharing one quota', () => {
   })
 
   describe('the store stopped (SIGSTOP) and killed (SIGKILL)', () => {
-    for (const clientKind of ['ioredis', 'node-redis']) {
+    const stopStore = {
+      ioredis: () => redis.pause(),
+      'node-redis': () => redis.pause(),
+      mongo: () => process.kill(mongo.serverPid(), 'SIGSTOP'),
+    }
+    const continueStore = {
+      ioredis: () => redis.resume(),
+      'node-redis': () => redis.resume(),
+      mongo: () => process.kill(mongo.serverPid(), 'SIGCONT'),
+    }
+    for (const clientKind of ['ioredis', 'node-redis', 'mongo']) {
       test(`stopped: covered calls go on, uncovered ones reject ERR_STORE_UNAVAILABLE within timeoutMs, nothing queues; a late answer is kept (${clientKind})`, { timeout: 60_000 }, async () => {
         const name = freshName('sigstop')
         const timeoutMs = 300
         const config = { ...clients[clientKind](), share: { name, leaseUnits: 100, idleMs: 60_000, timeoutMs }, quota: { limit: 10_000, period: MONTH } }
         const instance = await startInstance(config)
         assert.equal((await instance.call('consume', { key: 'covered' })).decision.allowed, true) // holds 99 of a 100-unit lease
-        redis.pause()
+        stopStore[clientKind]()
         try {
           const covered = await instance.call('consume', { key: 'covered', n: 10 })
           assert.equal(covered.decision.allowed, true)
@@ -256,11 +269,11 @@ describe('instances in several processes sharing one quota', () => {
           // The covered key is still decided locally.
           assert.equal((await instance.call('consume', { key: 'covered', n: 5 })).decision.allowed, true)
         } finally {
-          redis.resume()
+          continueStore[clientKind]()
         }
         // The hung store call answers now, and its slice is credited to the key: the next call is covered.
         const deadline = Date.now() + 5_000
-        while ((await storeCount(clientKind, name, 'new-key')) === undefined && Date.now() < deadline) await sleep(20)
+        while ((await storeCount(clientKind, name, 'new-key')) !== 100 && Date.now() < deadline) await sleep(20)
         await sleep(50)
         const late = await instance.call('consume', { key: 'new-key' })
         assert.equal(late.decision?.allowed, true, JSON.stringify(late))
