@@ -472,6 +472,18 @@ describe('making a store', () => {
     }
   })
 
+  test('a node-redis cluster (getMasters() before redis 4.6, masters since) gets the record key as the key that picks its node', async () => {
+    const seen = []
+    const sendCommand = async (firstKey, isReadonly, args) => (seen.push([firstKey, isReadonly, args[3]]), [1, 0])
+    for (const cluster of [{ getMasters: () => [], getSlotMaster: () => ({}), sendCommand }, { isOpen: true, masters: [], slots: [], sendCommand }]) {
+      await storeOperations(redisStore(cluster)).reserve(request({ name: 'api', key: 'k', periodId: '2024', limit: 8, leaseUnits: 1 }))
+    }
+    assert.deepEqual(seen, [
+      ['qcs:3:api:1:k:2024', false, 'qcs:3:api:1:k:2024'],
+      ['qcs:3:api:1:k:2024', false, 'qcs:3:api:1:k:2024'],
+    ])
+  })
+
   test('making a store sends nothing to the server, and the store is a frozen object with only its kind', () => {
     let calls = 0
     const client = { isCluster: false, call: async () => calls++ }

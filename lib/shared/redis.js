@@ -74,11 +74,11 @@ function commandRunner(client) {
   if (typeof client.isCluster === 'boolean' && typeof client.call === 'function') {
     return (args) => client.call(...args)
   }
-  if (typeof client.sendCommand === 'function' && typeof client.isOpen === 'boolean') {
-    // node-redis: a cluster's sendCommand takes the key that picks the node first.
-    if ('masters' in client && 'slots' in client) return (args, key) => client.sendCommand(key, false, args)
-    return (args) => client.sendCommand(args)
-  }
+  if (typeof client.sendCommand !== 'function') return undefined
+  // node-redis: a cluster's sendCommand takes the key that picks the node first (a cluster has
+  // `masters` since redis 4.6, getMasters() before).
+  if ('masters' in client || typeof client.getMasters === 'function') return (args, key) => client.sendCommand(key, false, args)
+  if (typeof client.isOpen === 'boolean') return (args) => client.sendCommand(args)
   return undefined
 }
 
