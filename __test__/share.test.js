@@ -83,7 +83,8 @@ test('share options are checked, each error naming share.<field>, and nothing is
   for (const leaseUnits of [0, -1, 1.5, Number.MAX_SAFE_INTEGER + 1, NaN]) assert.throws(make({ store: t.store, name: 'a', leaseUnits }), named(RangeError, 'leaseUnits'))
   assert.throws(make({ store: t.store, name: 'a', leaseUnits: '10' }), named(TypeError, 'leaseUnits'))
   for (const field of ['idleMs', 'timeoutMs']) {
-    for (const value of [0, -5, 2.5, Infinity]) assert.throws(make({ store: t.store, name: 'a', [field]: value }), named(RangeError, field))
+    for (const value of [0, -5, NaN, Infinity, 2 ** 31]) assert.throws(make({ store: t.store, name: 'a', [field]: value }), named(RangeError, field))
+    new KeyedQuotaClock({ ...base, share: { store: t.store, name: 'a', [field]: 2.5 } })
     assert.throws(make({ store: t.store, name: 'a', [field]: '300' }), named(TypeError, field))
   }
   assert.throws(make({ store: t.store, name: 'a', failOpen: 'yes' }), named(TypeError, 'failOpen'))
@@ -154,6 +155,20 @@ test('steady traffic never waits: the next slice is fetched before the current o
   assert.ok(t.calls.reserve.length >= 6, `${t.calls.reserve.length} store calls`)
 })
 
+test('a process never holds more than leaseUnits unadmitted units of a key (what it strands if it dies)', async () => {
+  const t = testStore()
+  t.control.delayMs = 1
+  const { limiter } = shared(t, { leaseUnits: 10 }, { quota: { limit: 10_000, period: UTC_DAY } })
+  let admitted = 0
+  let most = 0
+  for (let i = 0; i < 300; i++) {
+    if ((await limiter.consume('k', 1 + (i % 3))).allowed) admitted += 1 + (i % 3)
+    if (i % 4 === 0) await sleep(2)
+    most = Math.max(most, t.count('api', 'k', TODAY) - admitted)
+  }
+  assert.ok(most <= 10, `held ${most} unadmitted units`)
+})
+
 test('concurrent calls for one key share one store call', async () => {
   const t = testStore()
   t.control.delayMs = 5
@@ -164,6 +179,19 @@ test('concurrent calls for one key share one store call', async () => {
   assert.deepEqual(waitedFor(), ['k'], 'one store call for the 15')
   await Promise.all([limiter.consume('a'), limiter.consume('a', 2), limiter.consume('b')])
   assert.deepEqual(waitedFor(), ['k', 'a', 'b'], 'one per key')
+})
+
+test('a burst of concurrent calls on a new key costs a store call or two, not one per call, and admits exactly the limit', async () => {
+  const t = testStore()
+  t.control.delayMs = 2
+  const { limiter } = shared(t, { leaseUnits: 7 }, { quota: { limit: 1_000, period: UTC_DAY } })
+  let admitted = 0
+  const outcomes = await Promise.allSettled(Array.from({ length: 1_500 }, (_, i) => limiter.consume('k', 1 + (i % 2)).then((d) => (admitted += d.allowed ? 1 + (i % 2) : 0))))
+  assert.deepEqual(outcomes.filter((o) => o.status === 'rejected'), [])
+  assert.equal(admitted, 1_000)
+  const waitedFor = t.calls.reserve.filter((call) => call.lacking > 0)
+  assert.ok(waitedFor.length <= 3, `${waitedFor.length} store calls waited for`)
+  assert.equal(t.count('api', 'k', TODAY), 1_000)
 })
 
 test('a store call reserves at most leaseUnits and an eighth of what is unreserved, at least what the call lacks; the default lease is 1% of the limit', async () => {

@@ -13,7 +13,7 @@
 // - Unused units go back after `idleMs` (an unref'd timer, running only while units are held),
 //   when a key is deleted or dropped, and on close().
 
-const { QuotaClockError, toPublicError } = require('./errors.js')
+const { QuotaClockError, toPublicError, internalError } = require('./errors.js')
 const { checkReserveAnswer, isQuotaStore, storeOperations } = require('./quota-store.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError, thrownText } = require('./validate.js')
 const native = require('./native.js')
@@ -44,21 +44,25 @@ function parseShareOptions(share) {
   if (name.length === 0 || name.length > MAX_NAME_LENGTH) {
     throw coded(RangeError, 'ERR_INVALID_OPTION', `share.name must be a string of 1 to ${MAX_NAME_LENGTH} characters; received a string of ${name.length}`)
   }
-  const leaseUnits = read.leaseUnits === undefined ? undefined : positiveInteger(read.leaseUnits, 'share.leaseUnits', false)
-  const idleMs = read.idleMs === undefined ? DEFAULT_IDLE_MS : positiveInteger(read.idleMs, 'share.idleMs', true)
-  const timeoutMs = read.timeoutMs === undefined ? DEFAULT_TIMEOUT_MS : positiveInteger(read.timeoutMs, 'share.timeoutMs', true)
+  const leaseUnits = read.leaseUnits === undefined ? undefined : positiveInteger(read.leaseUnits, 'share.leaseUnits')
+  const idleMs = read.idleMs === undefined ? DEFAULT_IDLE_MS : milliseconds(read.idleMs, 'share.idleMs')
+  const timeoutMs = read.timeoutMs === undefined ? DEFAULT_TIMEOUT_MS : milliseconds(read.timeoutMs, 'share.timeoutMs')
   const failOpen = read.failOpen === undefined ? false : read.failOpen
   if (typeof failOpen !== 'boolean') throw typeError('ERR_INVALID_OPTION', 'share.failOpen', 'a boolean', failOpen)
   return { store: read.store, name, leaseUnits, idleMs, timeoutMs, failOpen }
 }
 
-/** A positive safe integer (`timer`: also at most a timer's longest delay). */
-function positiveInteger(value, name, timer) {
+/** A positive safe integer. */
+function positiveInteger(value, name) {
   if (typeof value !== 'number') throw typeError('ERR_INVALID_OPTION', name, 'a positive safe integer', value)
-  const limit = timer ? MAX_TIMER_MS : Number.MAX_SAFE_INTEGER
-  if (!(Number.isSafeInteger(value) && value >= 1 && value <= limit)) {
-    throw rangeError('ERR_INVALID_OPTION', name, timer ? `a positive integer (ms) no larger than ${MAX_TIMER_MS}` : 'a positive safe integer', value)
-  }
+  if (!(Number.isSafeInteger(value) && value >= 1)) throw rangeError('ERR_INVALID_OPTION', name, 'a positive safe integer', value)
+  return value
+}
+
+/** A wait in ms: a number > 0, no longer than a timer can be set for. */
+function milliseconds(value, name) {
+  if (typeof value !== 'number') throw typeError('ERR_INVALID_OPTION', name, 'a number of milliseconds', value)
+  if (!(value > 0 && value <= MAX_TIMER_MS)) throw rangeError('ERR_INVALID_OPTION', name, `a number of milliseconds > 0 and no larger than ${MAX_TIMER_MS}`, value)
   return value
 }
 
@@ -96,6 +100,7 @@ class ShareDriver {
   #decide
   #readMonotonic
   #flights = new Map()
+  #demand = new Map()
   #idleTimer
   // Bumped by close(): answers to store calls made before it are given back, not credited.
   #generation = 0
@@ -126,7 +131,8 @@ class ShareDriver {
 
   /** After a decision that was not the plain covered one: a background refill, dropped keys' give-backs. */
   afterDecision(key) {
-    const { refill, giveBacks } = native.keyedShareWork(this.#handle, key)
+    // (With calls waiting for the key, the refill asks for what they lack together.)
+    const { refill, giveBacks } = native.keyedShareWork(this.#handle, key, this.#demand.get(key) ?? 0)
     if (refill != null) {
       if (this.#flights.has(key)) native.keyedShareFailed(this.#handle, key, refill.periodSlot, refill.charge)
       else this.#fly(key, refill)
@@ -136,32 +142,58 @@ class ShareDriver {
 
   /** A consume its reservation does not cover (`lacking` units short): waits for the store. */
   async uncovered(key, n, lacking) {
+    // The units asked for by the calls waiting for this key: a store call asks for what they lack
+    // together, so a burst of calls needs a round trip or two, not one per call.
+    const waiting = { key, n, counted: false }
+    this.#countDemand(waiting, true)
+    try {
+      return await this.#uncovered(key, n, lacking, waiting)
+    } finally {
+      this.#countDemand(waiting, false)
+    }
+  }
+
+  /** Counts a waiting call's units in the key's demand, or stops counting them. */
+  #countDemand(waiting, counted) {
+    if (waiting.counted === counted) return
+    waiting.counted = counted
+    const demand = this.#demand
+    const units = (demand.get(waiting.key) ?? 0) + (counted ? waiting.n : -waiting.n)
+    if (units > 0) demand.set(waiting.key, units)
+    else demand.delete(waiting.key)
+  }
+
+  async #uncovered(key, n, lacking, waiting) {
     const deadline = performance.now() + this.#timeoutMs
     for (let round = 0; ; round++) {
       let flight = this.#flights.get(key)
       if (flight !== undefined && flight.timedOut && !this.#abandoned(flight)) {
         // The key's store call is hanging or failing: fail at once, queue nothing.
-        return this.#unavailable(key, n, flight, 0)
+        return this.#unavailable(key, n, flight, 0, waiting)
       }
       if (flight === undefined || flight.timedOut) {
-        const request = native.keyedShareRequest(this.#handle, key, lacking)
-        if (request == null) throw internal(`no reservation request for a key that needs one`)
+        const request = native.keyedShareRequest(this.#handle, key, lacking, this.#demand.get(key))
+        if (request == null) throw internalError('no reservation request for a key that needs one')
         flight = this.#fly(key, request)
       }
       const outcome = await this.#wait(flight, deadline)
-      if (outcome !== OK) return this.#unavailable(key, n, flight, performance.now() - (deadline - this.#timeoutMs))
+      if (outcome !== OK) return this.#unavailable(key, n, flight, performance.now() - (deadline - this.#timeoutMs), waiting)
+      // Decided now: a refill this decision asks for is not for this call's units.
+      this.#countDemand(waiting, false)
       const decision = this.#decide(key, n, AFTER_STORE)
       if (typeof decision !== 'number') return decision
+      this.#countDemand(waiting, true)
       // Others took what the call reserved, and the store has more: ask again, within the wait.
       lacking = decision
       if (round + 1 >= MAX_STORE_ROUNDS || performance.now() >= deadline) {
-        return this.#unavailable(key, n, { timedOut: true, error: undefined }, this.#timeoutMs)
+        return this.#unavailable(key, n, { error: undefined }, performance.now() - (deadline - this.#timeoutMs), waiting)
       }
     }
   }
 
   /** The store is unavailable for this call: failOpen decides it as if the quota had room. */
-  #unavailable(key, n, flight, waitedMs) {
+  #unavailable(key, n, flight, waitedMs, waiting) {
+    this.#countDemand(waiting, false)
     if (flight.error !== undefined && flight.error.code === 'ERR_STORE_RESPONSE' && flight.error instanceof QuotaClockError) throw flight.error
     if (this.#failOpen) {
       const decision = this.#decide(key, n, FAIL_OPEN)
@@ -185,20 +217,50 @@ class ShareDriver {
   #wait(flight, deadline) {
     if (flight.settled) return Promise.resolve(flight.outcome)
     if (deadline >= flight.deadline) return flight.done
+    // A call that joined after its own wait began: one timer per flight serves every such call.
     return new Promise((resolve) => {
-      const timer = setTimeout(() => resolve(TIMED_OUT), Math.max(0, deadline - performance.now()))
-      timer.unref()
-      flight.done.then((outcome) => {
-        clearTimeout(timer)
-        resolve(outcome)
-      })
+      flight.early.push({ deadline, resolve })
+      this.#armEarly(flight)
     })
+  }
+
+  /** The flight's timer for its early waiters, set at the soonest of their deadlines. */
+  #armEarly(flight) {
+    let soonest = Infinity
+    for (const waiter of flight.early) soonest = Math.min(soonest, waiter.deadline)
+    if (flight.earlyTimer !== undefined && flight.earlyAt <= soonest) return
+    clearTimeout(flight.earlyTimer)
+    flight.earlyAt = soonest
+    flight.earlyTimer = setTimeout(() => {
+      flight.earlyTimer = undefined
+      const now = performance.now()
+      const waiting = []
+      for (const waiter of flight.early) {
+        if (waiter.deadline <= now + 1) waiter.resolve(TIMED_OUT)
+        else waiting.push(waiter)
+      }
+      flight.early = waiting
+      if (waiting.length > 0) this.#armEarly(flight)
+    }, Math.max(0, soonest - performance.now()))
+    flight.earlyTimer.unref()
   }
 
   /** Makes the store call a request describes; its answer is credited whenever it comes. */
   #fly(key, request) {
     const startedMs = performance.now()
-    const flight = { settled: false, timedOut: false, outcome: undefined, error: undefined, startedMs, deadline: startedMs + this.#timeoutMs, done: undefined }
+    const flight = {
+      settled: false,
+      timedOut: false,
+      outcome: undefined,
+      error: undefined,
+      startedMs,
+      deadline: startedMs + this.#timeoutMs,
+      done: undefined,
+      // Calls whose own deadline comes before the flight's, and their timer.
+      early: [],
+      earlyTimer: undefined,
+      earlyAt: Infinity,
+    }
     const generation = this.#generation
     const args = {
       name: this.#name,
@@ -266,6 +328,12 @@ class ShareDriver {
       return FAILED
     })
     flight.done = Promise.race([answered, timedOut])
+    flight.done.then((outcome) => {
+      clearTimeout(flight.earlyTimer)
+      flight.earlyTimer = undefined
+      for (const waiter of flight.early) waiter.resolve(outcome)
+      flight.early = []
+    })
     this.#flights.set(key, flight)
     return flight
   }
@@ -382,10 +450,6 @@ class ShareDriver {
       )
     }
   }
-}
-
-function internal(what) {
-  return coded(Error, 'ERR_INTERNAL', `quota-clock-source internal error (please report it): ${what}`)
 }
 
 // A flight's outcomes.

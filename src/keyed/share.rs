@@ -343,9 +343,6 @@ impl KeyedLimiter {
                 refill: false,
             };
         };
-        self.reservation_used(index, monotonic_ms);
-        let lease = self.lease_for(quota.limit);
-        let quota_wait_ms = self.specs[quota.spec as usize].period.wait_ms(wall_ms);
         let Some(book) = self.share.as_mut() else {
             let decision = self.decide(index, n, wall_ms);
             return SharedDecision::Decided {
@@ -353,8 +350,19 @@ impl KeyedLimiter {
                 refill: false,
             };
         };
+        let lease = book.lease_units.unwrap_or((quota.limit / 100).max(1));
         let record = &mut self.table.records[index as usize];
         let reservation = &mut book.reservations[index as usize];
+        // (`reservation_used`, with the record and its policy at hand.)
+        if reservation.period_slot != record.period_slot {
+            *reservation = Reservation {
+                in_flight: reservation.in_flight,
+                ..Reservation::fresh(record.period_slot, quota.limit, monotonic_ms)
+            };
+        }
+        reservation.last_used_ms = monotonic_ms;
+        let period = &self.specs[quota.spec as usize].period;
+        let quota_wait_ms = || period.wait_ms(wall_ms);
         let wanted = n as i64 as f64;
         let left = reservation.left(record.quota_used);
         let covered = n <= left;
@@ -364,8 +372,7 @@ impl KeyedLimiter {
         let short = n > quota.limit || (mode == ShareMode::AfterStore && !covered && remaining < n);
         if record.tokens < wanted {
             let bucket_wait_ms = refill_wait_ms(record.tokens, wanted, policy.refill_per_second);
-            let (retry_after_ms, basis) =
-                longer_wait(bucket_wait_ms, short.then_some(quota_wait_ms));
+            let (retry_after_ms, basis) = longer_wait(bucket_wait_ms, short.then(quota_wait_ms));
             let decision = Decision::denied(retry_after_ms, basis, record.tokens, Some(remaining));
             return SharedDecision::Decided {
                 decision,
@@ -374,7 +381,7 @@ impl KeyedLimiter {
         }
         if short {
             let decision = Decision::denied(
-                quota_wait_ms,
+                quota_wait_ms(),
                 RetryBasis::WallPeriod,
                 record.tokens,
                 Some(remaining),
@@ -413,13 +420,20 @@ impl KeyedLimiter {
     }
 
     /// What a store call for a held key should ask: `lacking` units at least (0 for a background
-    /// refill). Takes the key's failOpen units as the call's charge and marks it in flight.
+    /// refill), or what the calls waiting for the key lack together (`demand` units asked for by
+    /// them, less the units left here), as far as the store had that many unreserved at its last
+    /// answer. Takes the key's failOpen units as the call's charge and marks it in flight.
     /// `None`: the key has no quota or its spec has no open period.
-    pub fn reserve_request(&mut self, index: u32, lacking: u64) -> Option<ReserveRequest> {
+    pub fn reserve_request(
+        &mut self,
+        index: u32,
+        lacking: u64,
+        demand: u64,
+    ) -> Option<ReserveRequest> {
         self.share.as_ref()?;
         self.sync_reservation(index);
         let limit = self.limit_of(index)?;
-        let lease_units = self.lease_for(limit);
+        let lease = self.lease_for(limit);
         let (open_slot, period_id, period_end_ms) = self
             .open_period_of(index)
             .map(|(slot, open)| (slot, open.id.clone(), open.end_ms))?;
@@ -429,6 +443,14 @@ impl KeyedLimiter {
             return None;
         }
         reservation.in_flight = true;
+        let admitted = self.table.records[index as usize].quota_used;
+        // What the key holds unadmitted stays within one lease (what a process that dies strands),
+        // the units that waiting calls take at once aside.
+        let lease_units = lease.saturating_sub(reservation.left(admitted));
+        let together = demand
+            .saturating_sub(reservation.left(admitted))
+            .min(reservation.store_unreserved);
+        let lacking = lacking.max(together);
         let charge = std::mem::take(&mut reservation.uncharged);
         Some(ReserveRequest {
             period_slot: open_slot,

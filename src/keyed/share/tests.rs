@@ -65,7 +65,7 @@ fn index(limiter: &KeyedLimiter, text: &str) -> u32 {
 /// Reserves for `text` as the store protocol would against a store with `room` unreserved.
 fn grant(limiter: &mut KeyedLimiter, text: &str, lacking: u64, room: &mut u64) -> u64 {
     let at = index(limiter, text);
-    let request = limiter.reserve_request(at, lacking).unwrap();
+    let request = limiter.reserve_request(at, lacking, lacking).unwrap();
     let want = lacking.max(request.lease_units.min(room.div_ceil(8)));
     let granted = if *room >= want { want } else { 0 };
     *room -= granted;
@@ -136,6 +136,35 @@ fn after_the_store_answered_too_little_the_call_is_denied_with_the_quota_wait() 
 }
 
 #[test]
+fn a_store_call_asks_for_what_the_waiting_calls_lack_together_as_far_as_the_store_has_it() {
+    let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
+    let mut limiter = shared(10.0, 100, Some(5), &mut clock);
+    consume(&mut limiter, &mut clock, "a", 2, ShareMode::Reserved);
+    let at = index(&limiter, "a");
+    assert_eq!(limiter.reserve_request(at, 2, 30).unwrap().lacking, 30);
+    let mut room = 100;
+    grant(&mut limiter, "a", 2, &mut room);
+    // 95 unreserved at the last answer, 5 left here: at most 95 asked, never less than the call lacks.
+    assert_eq!(limiter.reserve_request(at, 1, 500).unwrap().lacking, 95);
+    assert_eq!(limiter.reserve_request(at, 3, 4).unwrap().lacking, 3);
+}
+
+#[test]
+fn a_refill_tops_the_reservation_up_to_one_lease_never_past_it() {
+    let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
+    let mut limiter = shared(10.0, 1_000, Some(10), &mut clock);
+    consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    let mut room = 1_000;
+    grant(&mut limiter, "a", 1, &mut room);
+    for _ in 0..6 {
+        consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    }
+    // 10 reserved, 6 admitted: 4 left, so the refill asks for at most 6.
+    let at = index(&limiter, "a");
+    assert_eq!(limiter.reserve_request(at, 0, 0).unwrap().lease_units, 6);
+}
+
+#[test]
 fn more_than_the_limit_is_denied_without_a_store_call() {
     let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
     let mut limiter = shared(10.0, 0, None, &mut clock);
@@ -159,12 +188,12 @@ fn fail_open_admits_and_charges_the_units_at_the_next_store_call() {
     };
     assert!(decision.allowed);
     let at = index(&limiter, "a");
-    let request = limiter.reserve_request(at, 0).unwrap();
+    let request = limiter.reserve_request(at, 0, 0).unwrap();
     assert_eq!(request.charge, 3);
     // The call fails: the units are owed again, and charged by the next one.
     limiter.reservation_failed(at, request.period_slot, request.charge);
-    assert_eq!(limiter.reserve_request(at, 0).unwrap().charge, 3);
-    assert_eq!(limiter.reserve_request(at, 0).unwrap().charge, 0);
+    assert_eq!(limiter.reserve_request(at, 0, 0).unwrap().charge, 3);
+    assert_eq!(limiter.reserve_request(at, 0, 0).unwrap().charge, 0);
 }
 
 #[test]
@@ -202,7 +231,7 @@ fn a_new_period_starts_the_reservation_over_and_a_late_answer_for_the_old_one_is
     let mut limiter = shared(10.0, 100, Some(10), &mut clock);
     consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
     let at = index(&limiter, "a");
-    let request = limiter.reserve_request(at, 1).unwrap();
+    let request = limiter.reserve_request(at, 1, 1).unwrap();
     clock.advance(DAY_MS);
     assert_eq!(
         consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved),
@@ -307,13 +336,13 @@ proptest! {
                             }
                             if refill {
                                 let at = index(&limiter, &name(key));
-                                requests.insert(key, limiter.reserve_request(at, 0).unwrap());
+                                requests.insert(key, limiter.reserve_request(at, 0, 0).unwrap());
                             }
                         }
                         SharedDecision::NeedsStore { lacking } => {
                             prop_assert!(lacking >= 1 && lacking <= n);
                             let at = index(&limiter, &name(key));
-                            requests.insert(key, limiter.reserve_request(at, lacking).unwrap());
+                            requests.insert(key, limiter.reserve_request(at, lacking, lacking).unwrap());
                         }
                     }
                 }

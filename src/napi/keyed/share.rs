@@ -86,45 +86,54 @@ fn units(value: f64, what: &str) -> CodedResult<u64> {
 }
 
 /// The store call a held key needs, reserving at least `lacking` units (0: a background
-/// refill); `null` for a key not held, without a quota, or before its period opened.
+/// refill), or what the `demand` units of the calls waiting for the key lack together; `null`
+/// for a key not held, without a quota, or before its period opened.
 #[napi(js_name = "keyedShareRequest")]
 pub fn keyed_share_request(
     env: &Env,
     limiter: &External<NativeKeyed>,
     key: Unknown<'_>,
     lacking: f64,
+    demand: f64,
 ) -> napi::Result<Option<ReserveRequestOutput>> {
     guard(env, || {
         let key = key_argument(env, &key)?;
         let lacking = units(lacking, "lacking")?;
+        let demand = units(demand, "demand")?;
         with_state(&limiter.state, |state| {
             let Some(index) = state.limiter.find(key.key()) else {
                 return Ok(None);
             };
             Ok(state
                 .limiter
-                .reserve_request(index, lacking)
+                .reserve_request(index, lacking, demand)
                 .map(request_output))
         })
     })
 }
 
 /// After a decided shared consume of `key`: its background refill (if the decision asked for
-/// one) and the give-backs of dropped keys.
+/// one; for what the `demand` units of calls waiting for the key lack, if any) and the
+/// give-backs of dropped keys.
 #[napi(js_name = "keyedShareWork")]
 pub fn keyed_share_work(
     env: &Env,
     limiter: &External<NativeKeyed>,
     key: Unknown<'_>,
+    demand: f64,
 ) -> napi::Result<ShareWorkOutput> {
     guard(env, || {
         let key = key_argument(env, &key)?;
+        let demand = units(demand, "demand")?;
         with_state(&limiter.state, |state| {
             let refill = match (
                 std::mem::take(&mut state.refill_wanted),
                 state.limiter.find(key.key()),
             ) {
-                (true, Some(index)) => state.limiter.reserve_request(index, 0).map(request_output),
+                (true, Some(index)) => state
+                    .limiter
+                    .reserve_request(index, 0, demand)
+                    .map(request_output),
                 _ => None,
             };
             Ok(ShareWorkOutput {
