@@ -178,8 +178,9 @@ describe('instances in several processes sharing one quota', () => {
       assert.ok(admittedByVictim >= 150 && admittedByVictim < 1000, `the victim admitted ${admittedByVictim}`)
       const rest = await survivor.call('drain', { key: 'tenant' })
       const stranded = 1000 - admittedByVictim - rest.admitted
-      // What an instance holds for a key: at most one lease (a refill tops it up to one, never past it).
-      assert.ok(stranded >= 0 && stranded <= leaseUnits, `stranded ${stranded} (victim ${admittedByVictim}, survivor ${rest.admitted})`)
+      // What an instance holds for a key: at most one lease (a refill tops it up to one, never past
+      // it); plus, here, the one admission the kill may catch between its decision and its record.
+      assert.ok(stranded >= 0 && stranded <= leaseUnits + 1, `stranded ${stranded} (victim ${admittedByVictim}, survivor ${rest.admitted})`)
       assert.equal(await storeCount(clientKind, name, 'tenant'), 1000)
       await survivor.exit()
     })
