@@ -224,6 +224,16 @@ describe('quota stores on real servers', () => {
         assert.equal(await v().expiresAtMs(name, 'tenant', '2024-03'), endMs + HOUR_MS)
       })
 
+      test('a period end the server has already passed (a caller whose clock runs behind) keeps the record a while, and the count with it', async () => {
+        const name = freshName()
+        const pastMs = Date.now() - 5_000
+        assert.deepEqual(await ops.reserve(request({ name, limit: 80, leaseUnits: 10, expiresAtMs: pastMs })), { granted: 10, unreserved: 70 })
+        assert.deepEqual(await ops.reserve(request({ name, limit: 80, leaseUnits: 10, expiresAtMs: pastMs })), { granted: 9, unreserved: 61 })
+        assert.equal(await variant.count(name, 'tenant', '2024-03'), 19)
+        const expiresAtMs = await variant.expiresAtMs(name, 'tenant', '2024-03')
+        assert.ok(expiresAtMs > Date.now() + 60_000 && expiresAtMs <= Date.now() + 600_000, `expires in ${expiresAtMs - Date.now()} ms`)
+      })
+
       test('names and keys containing ":" and any Unicode never share a record', async () => {
         const base = freshName()
         const records = [
