@@ -126,6 +126,21 @@ test('limiters sharing one store and name admit exactly the limit between them, 
   assert.equal(t.count('api', 'tenant', TODAY), admitted, 'after close the store counts what was admitted')
 })
 
+test('units split between limiters are not lost: limiters draining 2 at a time admit exactly the limit', async () => {
+  for (const leaseUnits of [3, 5, 7]) {
+    const t = testStore()
+    const limiters = [1, 2, 3].map(() => shared(t, { leaseUnits }, { quota: { limit: 300, period: UTC_DAY } }).limiter)
+    let admitted = 0
+    await Promise.all(
+      limiters.map(async (limiter) => {
+        while ((await limiter.consume('k', 2)).allowed) admitted += 2
+      }),
+    )
+    assert.equal(admitted, 300, `leaseUnits ${leaseUnits}`)
+    assert.equal(t.count('api', 'k', TODAY), 300)
+  }
+})
+
 test('a consume the reservation covers makes no store call and is decided at once', async () => {
   const t = testStore()
   const { limiter } = shared(t, { leaseUnits: 10 })

@@ -184,6 +184,9 @@ class ShareDriver {
       if (typeof decision !== 'number') return decision
       this.#countDemand(waiting, true)
       // Others took what the call reserved, and the store has more: ask again, within the wait.
+      // (Or the store had too little and this key's units left went back first, so that the next
+      // call sees every process's leftovers: the give-back lands before it is made.)
+      await this.#sendDropped(deadline)
       lacking = decision
       if (round + 1 >= MAX_STORE_ROUNDS || performance.now() >= deadline) {
         return this.#unavailable(key, n, { error: undefined }, performance.now() - (deadline - this.#timeoutMs), waiting)
@@ -365,12 +368,29 @@ class ShareDriver {
     this.#sendAll(native.keyedShareGiveBack(this.#handle, Infinity, undefined))
   }
 
+  /** Sends the give-backs waiting in the book; resolves once the store has them, or at `deadline`. */
+  #sendDropped(deadline) {
+    const giveBacks = native.keyedShareGiveBack(this.#handle, Infinity, undefined)
+    if (giveBacks.length === 0) return undefined
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, Math.max(0, deadline - performance.now()))
+      timer.unref()
+      Promise.all(this.#sendAll(giveBacks)).then(() => {
+        clearTimeout(timer)
+        resolve()
+      })
+    })
+  }
+
+  /** Sends give-backs (and failOpen charges); returns the promises of their outcomes. */
   #sendAll(giveBacks) {
+    const sent = []
     for (const giveBack of giveBacks) {
       const key = String.fromCharCode(...giveBack.key)
-      if (giveBack.units > 0) this.#send({ key, periodId: giveBack.periodId, units: giveBack.units })
-      if (giveBack.charge > 0) this.#charge(key, giveBack)
+      if (giveBack.units > 0) sent.push(this.#send({ key, periodId: giveBack.periodId, units: giveBack.units }))
+      if (giveBack.charge > 0) sent.push(this.#charge(key, giveBack))
     }
+    return sent
   }
 
   /** Gives units back; the promise is kept until it settles (close() waits for it). */

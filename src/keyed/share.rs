@@ -60,6 +60,13 @@ pub enum SharedDecision {
     NeedsStore { lacking: u64 },
 }
 
+/// A shared decision, or: the units left here go back to the store before the call asks it
+/// again (`KeyedLimiter::release_then_store`).
+enum Step {
+    Decided(SharedDecision),
+    ReleaseThenStore,
+}
+
 /// What a store call for a key asks (the store protocol's `reserve` arguments, with the name
 /// added by the JS face).
 #[derive(Clone, Debug, PartialEq)]
@@ -335,20 +342,59 @@ impl KeyedLimiter {
         wall_ms: f64,
         monotonic_ms: f64,
     ) -> SharedDecision {
+        match self.shared_step(index, n, mode, wall_ms, monotonic_ms) {
+            Step::Decided(outcome) => outcome,
+            Step::ReleaseThenStore => self.release_then_store(index, n),
+        }
+    }
+
+    /// Right after the store answered, a call the reservation and the store together cannot
+    /// cover, with units left here: they go back to the store first (another process may complete
+    /// its call with them, as this one may with theirs), then the call asks the store for all of
+    /// `n`. Without this, units split between processes (1 left in each, 2 wanted) would never be
+    /// admitted by anyone.
+    #[cold]
+    fn release_then_store(&mut self, index: u32, n: u64) -> SharedDecision {
+        if let Some(give_back) = self.release_reservation(index) {
+            if let Some(book) = &mut self.share {
+                book.dropped.push(give_back);
+            }
+        }
+        if let Some(book) = &mut self.share {
+            book.reservations[index as usize].in_flight = true;
+        }
+        let admitted = self.table.records[index as usize].quota_used;
+        let left = self
+            .reservation(index)
+            .map_or(0, |reservation| reservation.left(admitted));
+        SharedDecision::NeedsStore {
+            lacking: n.saturating_sub(left).max(1),
+        }
+    }
+
+    #[inline(always)]
+    fn shared_step(
+        &mut self,
+        index: u32,
+        n: u64,
+        mode: ShareMode,
+        wall_ms: f64,
+        monotonic_ms: f64,
+    ) -> Step {
         let policy = self.policies[self.table.records[index as usize].policy as usize];
         let Some(quota) = policy.quota else {
             let decision = self.decide(index, n, wall_ms);
-            return SharedDecision::Decided {
+            return Step::Decided(SharedDecision::Decided {
                 decision,
                 refill: false,
-            };
+            });
         };
         let Some(book) = self.share.as_mut() else {
             let decision = self.decide(index, n, wall_ms);
-            return SharedDecision::Decided {
+            return Step::Decided(SharedDecision::Decided {
                 decision,
                 refill: false,
-            };
+            });
         };
         let lease = book.lease_units.unwrap_or((quota.limit / 100).max(1));
         let record = &mut self.table.records[index as usize];
@@ -374,10 +420,13 @@ impl KeyedLimiter {
             let bucket_wait_ms = refill_wait_ms(record.tokens, wanted, policy.refill_per_second);
             let (retry_after_ms, basis) = longer_wait(bucket_wait_ms, short.then(quota_wait_ms));
             let decision = Decision::denied(retry_after_ms, basis, record.tokens, Some(remaining));
-            return SharedDecision::Decided {
+            return Step::Decided(SharedDecision::Decided {
                 decision,
                 refill: false,
-            };
+            });
+        }
+        if short && mode == ShareMode::AfterStore && left > 0 && n <= quota.limit {
+            return Step::ReleaseThenStore;
         }
         if short {
             let decision = Decision::denied(
@@ -386,14 +435,14 @@ impl KeyedLimiter {
                 record.tokens,
                 Some(remaining),
             );
-            return SharedDecision::Decided {
+            return Step::Decided(SharedDecision::Decided {
                 decision,
                 refill: false,
-            };
+            });
         }
         if !covered && mode != ShareMode::FailOpen {
             reservation.in_flight = true;
-            return SharedDecision::NeedsStore { lacking: n - left };
+            return Step::Decided(SharedDecision::NeedsStore { lacking: n - left });
         }
         if !covered {
             // Admitted beyond the reservation: owed to the store.
@@ -413,10 +462,10 @@ impl KeyedLimiter {
             reservation.in_flight = true;
         }
         let remaining = reservation.remaining(record.quota_used);
-        SharedDecision::Decided {
+        Step::Decided(SharedDecision::Decided {
             decision: Decision::allowed(record.tokens, Some(remaining)),
             refill,
-        }
+        })
     }
 
     /// What a store call for a held key should ask: `lacking` units at least (0 for a background

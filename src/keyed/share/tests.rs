@@ -165,6 +165,35 @@ fn a_refill_tops_the_reservation_up_to_one_lease_never_past_it() {
 }
 
 #[test]
+fn units_left_that_cannot_cover_the_call_go_back_before_the_store_is_asked_again() {
+    let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
+    let mut limiter = shared(10.0, 100, Some(5), &mut clock);
+    consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    let at = index(&limiter, "a");
+    let request = limiter.reserve_request(at, 1, 1).unwrap();
+    // 5 granted, the last 5 of the period: 95 were taken by others.
+    assert!(limiter.credit_reservation(at, request.period_slot, 5, 0));
+    for _ in 0..4 {
+        consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    }
+    // 1 left here, 0 in the store, 2 wanted: the 1 goes back, and the call asks for both.
+    assert_eq!(
+        consume(&mut limiter, &mut clock, "a", 2, ShareMode::AfterStore),
+        SharedDecision::NeedsStore { lacking: 2 }
+    );
+    let back = limiter.take_dropped_give_backs();
+    assert_eq!(back.len(), 1);
+    assert_eq!(back[0].units, 1);
+    // Nothing left here: now the store's answer decides, and too little is a denial.
+    let SharedDecision::Decided { decision, .. } =
+        consume(&mut limiter, &mut clock, "a", 2, ShareMode::AfterStore)
+    else {
+        panic!("decided");
+    };
+    assert!(!decision.allowed);
+}
+
+#[test]
 fn more_than_the_limit_is_denied_without_a_store_call() {
     let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
     let mut limiter = shared(10.0, 0, None, &mut clock);
