@@ -152,13 +152,12 @@ describe('instances in several processes sharing one quota', () => {
       startInstance({ ...clients['node-redis'](), share, quota }),
     ])
     const drains = await Promise.all(instances.map((instance) => instance.call('drain', { key: 'k', n: 2, pauseEvery: 5 })))
-    // Two units at a time from odd slices: each may end holding one unit the other cannot use.
-    const first = sum(drains.map((drain) => drain.admitted))
-    assert.ok(first >= 298 && first <= 300, `admitted ${first}`)
+    // Two units at a time from odd slices: an instance left with one unit it cannot use gives it
+    // back before it is denied, so none is lost between them.
+    assert.equal(sum(drains.map((drain) => drain.admitted)), 300, `admitted ${drains.map((drain) => drain.admitted).join(' + ')}`)
     for (const instance of instances) assert.equal((await instance.call('close')).closed, true)
-    assert.equal(await storeCount('ioredis', name, 'k'), first)
-    const rest = await instances[1].call('drain', { key: 'k', n: 1 })
-    assert.equal(first + rest.admitted, 300)
+    assert.equal(await storeCount('ioredis', name, 'k'), 300)
+    assert.equal((await instances[1].call('drain', { key: 'k', n: 1 })).admitted, 0)
     await Promise.all(instances.map((instance) => instance.exit()))
   })
 
