@@ -224,6 +224,16 @@ describe('quota stores on real servers', () => {
         assert.equal(await v().expiresAtMs(name, 'tenant', '2024-03'), endMs + HOUR_MS)
       })
 
+      test('a period end the server has already passed (a caller whose clock runs behind) keeps the record a while, and the count with it', async () => {
+        const name = freshName()
+        const pastMs = Date.now() - 5_000
+        assert.deepEqual(await ops.reserve(request({ name, limit: 80, leaseUnits: 10, expiresAtMs: pastMs })), { granted: 10, unreserved: 70 })
+        assert.deepEqual(await ops.reserve(request({ name, limit: 80, leaseUnits: 10, expiresAtMs: pastMs })), { granted: 9, unreserved: 61 })
+        assert.equal(await variant.count(name, 'tenant', '2024-03'), 19)
+        const expiresAtMs = await variant.expiresAtMs(name, 'tenant', '2024-03')
+        assert.ok(expiresAtMs > Date.now() + 60_000 && expiresAtMs <= Date.now() + 600_000, `expires in ${expiresAtMs - Date.now()} ms`)
+      })
+
       test('names and keys containing ":" and any Unicode never share a record', async () => {
         const base = freshName()
         const records = [
@@ -457,6 +467,31 @@ describe('making a store', () => {
     expectOptionError(() => mongoStore(dbShaped, { collection: 7 }), TypeError, /mongoStore: collection must be .*; received 7/)
     for (const name of ['', 'a$b', 'system.shares', 'a\0b', 'x'.repeat(121)]) expectOptionError(() => mongoStore(dbShaped, { collection: name }), RangeError, /mongoStore: collection must be/)
     expectOptionError(() => mongoStore(dbShaped, { colection: 'x' }), TypeError, /mongoStore: unknown option 'colection'; expected one of 'collection'/)
+  })
+
+  test('the key layout table of docs/several-instances.md is the key each reservation touches', async () => {
+    const docs = require('node:fs').readFileSync(require('node:path').join(__dirname, '..', 'docs', 'several-instances.md'), 'utf8')
+    const rows = [...docs.matchAll(/^\s*\| `([^`]+)` \| `([^`]+)` \| `([^`]+)` \| `(qcs:[^`]+)` \|$/gm)]
+    assert.ok(rows.length >= 3, 'the table is missing')
+    for (const [, name, key, periodId, documented] of rows) {
+      const keys = []
+      const client = { isCluster: false, call: async (...args) => (keys.push(args[3]), [1, 0]) }
+      await storeOperations(redisStore(client)).reserve(request({ name, key, periodId, limit: 8, leaseUnits: 1 }))
+      await storeOperations(redisStore(client)).giveBack({ name, key, periodId, units: 1 })
+      assert.deepEqual(keys, [documented, documented])
+    }
+  })
+
+  test('a node-redis cluster (getMasters() before redis 4.6, masters since) gets the record key as the key that picks its node', async () => {
+    const seen = []
+    const sendCommand = async (firstKey, isReadonly, args) => (seen.push([firstKey, isReadonly, args[3]]), [1, 0])
+    for (const cluster of [{ getMasters: () => [], getSlotMaster: () => ({}), sendCommand }, { isOpen: true, masters: [], slots: [], sendCommand }]) {
+      await storeOperations(redisStore(cluster)).reserve(request({ name: 'api', key: 'k', periodId: '2024', limit: 8, leaseUnits: 1 }))
+    }
+    assert.deepEqual(seen, [
+      ['qcs:3:api:1:k:2024', false, 'qcs:3:api:1:k:2024'],
+      ['qcs:3:api:1:k:2024', false, 'qcs:3:api:1:k:2024'],
+    ])
   })
 
   test('making a store sends nothing to the server, and the store is a frozen object with only its kind', () => {

@@ -21,9 +21,6 @@ export interface NodeRedisClient {
 
 /** What `redisStore` uses of a node-redis cluster (`createCluster()`, redis >= 4). */
 export interface NodeRedisCluster {
-  readonly isOpen: boolean
-  readonly masters: unknown
-  readonly slots: unknown
   sendCommand(firstKey: string, isReadonly: boolean, args: string[]): Promise<unknown>
 }
 

@@ -28,11 +28,15 @@ const MAX_COLLECTION_LENGTH = 120
 // drop): a few tries, then the store is misbehaving.
 const ATTEMPTS = 3
 const DUPLICATE_KEY = 11000
+// A period end already past (this process's clock runs behind the others') keeps the record this
+// long after the write, as the Redis store does. From this process's clock: the test server
+// compares dates computed from $$NOW wrongly, and a lag shorter than this is covered either way.
+const GRACE_MS = 600_000
 const WITH_DOCUMENT = { returnDocument: 'after', includeResultMetadata: true }
 const UPSERT = { upsert: true }
 
 /** The update pipeline of one reservation (the rule of lib/quota-store.js, run by the server). */
-function reservePipeline({ limit, leaseUnits, lacking, charge }, expiresAt) {
+function reservePipeline({ limit, leaseUnits, lacking, charge }, expiresAt, keptUntil) {
   const room = { $max: [0, { $subtract: [limit, '$count'] }] }
   const want = { $max: [lacking, { $min: [leaseUnits, { $ceil: { $divide: ['$$room', 8] } }] }] }
   return [
@@ -45,8 +49,8 @@ function reservePipeline({ limit, leaseUnits, lacking, charge }, expiresAt) {
     {
       $set: {
         count: { $add: ['$count', '$granted'] },
-        // Pushed out by a later period end, never pulled in.
-        expiresAt: { $max: [{ $ifNull: ['$expiresAt', expiresAt] }, expiresAt] },
+        // Pushed out by a later period end, never pulled in, never right after the write.
+        expiresAt: { $max: [{ $ifNull: ['$expiresAt', expiresAt] }, expiresAt, keptUntil] },
       },
     },
   ]
@@ -96,7 +100,7 @@ function mongoStore(db, options) {
       const { name, key, periodId, expiresAtMs } = request
       const _id = recordKey(name, key, periodId)
       const expiresAt = new Date(Math.ceil(expiresAtMs))
-      const pipeline = reservePipeline(request, expiresAt)
+      const pipeline = reservePipeline(request, expiresAt, new Date(Date.now() + GRACE_MS))
       for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
         const document = documentOf(await records().findOneAndUpdate({ _id }, pipeline, WITH_DOCUMENT), name)
         if (document !== null) {

@@ -9,6 +9,9 @@
 //   c  the units counted in the period (reserved, and charged by failOpen decisions)
 //   e  the expiry it was last given, in ms since the epoch; the key's PEXPIREAT follows it, so a
 //      later reservation may push the expiry out but never pulls it in
+// A period end already past by the server's clock (the caller's clock runs behind) would delete
+// the record at once, and every later reservation would start again from 0: such a record is
+// kept for GRACE_MS after the write instead.
 
 const { createHash } = require('node:crypto')
 const { makeQuotaStore, checkReserveAnswer } = require('../quota-store.js')
@@ -17,10 +20,12 @@ const { recordKey } = require('./record-key.js')
 const { invalid, readStoreOptions, checkText } = require('./options.js')
 
 const DEFAULT_PREFIX = 'qcs:'
+const GRACE_MS = 600_000
 const MAX_PREFIX_LENGTH = 256
 
 // ARGV: limit, leaseUnits, lacking, charge, expiresAtMs. Answers { granted, unreserved }.
 const RESERVE = `
+local grace = ${GRACE_MS}
 local limit = tonumber(ARGV[1])
 local lease = tonumber(ARGV[2])
 local lacking = tonumber(ARGV[3])
@@ -36,6 +41,11 @@ if charge + granted > 0 then
   if tonumber(ARGV[5]) > (tonumber(record[2]) or 0) then
     redis.call('HSET', KEYS[1], 'e', ARGV[5])
     redis.call('PEXPIREAT', KEYS[1], ARGV[5])
+    if redis.call('EXISTS', KEYS[1]) == 0 then
+      redis.call('HSET', KEYS[1], 'c', count + granted)
+      redis.call('HSET', KEYS[1], 'e', ARGV[5])
+      redis.call('PEXPIRE', KEYS[1], grace)
+    end
   end
 end
 return { granted, room - granted }
@@ -74,11 +84,11 @@ function commandRunner(client) {
   if (typeof client.isCluster === 'boolean' && typeof client.call === 'function') {
     return (args) => client.call(...args)
   }
-  if (typeof client.sendCommand === 'function' && typeof client.isOpen === 'boolean') {
-    // node-redis: a cluster's sendCommand takes the key that picks the node first.
-    if ('masters' in client && 'slots' in client) return (args, key) => client.sendCommand(key, false, args)
-    return (args) => client.sendCommand(args)
-  }
+  if (typeof client.sendCommand !== 'function') return undefined
+  // node-redis: a cluster's sendCommand takes the key that picks the node first (a cluster has
+  // `masters` since redis 4.6, getMasters() before).
+  if ('masters' in client || typeof client.getMasters === 'function') return (args, key) => client.sendCommand(key, false, args)
+  if (typeof client.isOpen === 'boolean') return (args) => client.sendCommand(args)
   return undefined
 }
 
