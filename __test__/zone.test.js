@@ -279,3 +279,17 @@ test("snapshot() lists a zone's keys least recently used first", () => {
   assert.equal(Math.round(full.status('b').tokens), 9)
   assert.equal(Math.round(full.status('c').tokens), 8)
 })
+
+test('zone and share together are refused (ERR_INVALID_OPTION), and no zone file is made', async () => {
+  const Redis = require('ioredis')
+  const { redisStore } = require('../lib/shared.js')
+  const client = new Redis({ lazyConnect: true })
+  try {
+    const path = zonePath('share')
+    const options = base(path, { quota: { limit: 10, period: UTC_DAY }, share: { store: redisStore(client), name: 'api' } })
+    assert.throws(() => new KeyedQuotaClock(options), (error) => error instanceof TypeError && error.code === 'ERR_INVALID_OPTION' && /zone and share/.test(error.message))
+    assert.equal(fs.existsSync(path), false)
+  } finally {
+    client.disconnect()
+  }
+})
