@@ -6,11 +6,11 @@ use napi_derive::napi;
 
 use super::entry::{with_state, NativeKeyed};
 use super::key::key_argument;
-use crate::text::js_number;
 use crate::keyed::{GiveBack, ReserveRequest};
 use crate::napi::clock::ClockHandle;
 use crate::napi::errors::{coded, guard, CodedResult};
 use crate::napi::options::MAX_SAFE_INTEGER;
+use crate::text::js_number;
 
 /// A store call's arguments (the store protocol's `reserve`, less the name).
 #[napi(object)]
