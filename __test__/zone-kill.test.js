@@ -53,7 +53,8 @@ test(`SIGKILL of a worker mid-call, ${KILLS} times: the others are never blocked
   let recordedHere = 0
   let slowest = 0
   const takeovers = () => Number(fs.readFileSync(path).readBigUInt64LE(HEADER.takeovers))
-  // Until KILLS kills, and on (up to twice as many) until one landed while a lock was held.
+  // Until KILLS kills, and on (up to twice as many) until one landed while a lock was held (the
+  // next test makes sure that some do).
   while (kills < KILLS || (takeovers() === 0 && kills < 2 * KILLS)) {
     await sleep(2 + Math.random() * 12)
     const ready = workers.filter((worker) => worker.isReady)
@@ -85,10 +86,9 @@ test(`SIGKILL of a worker mid-call, ${KILLS} times: the others are never blocked
   assert.ok(taken >= recorded, `no allowed call was lost: zone ${taken}, recorded ${recorded}`)
   assert.ok(taken - recorded <= kills, `at most one unrecorded call per kill: zone ${taken}, recorded ${recorded}, ${kills} kills`)
   t.diagnostic(`${kills} kills, ${recorded} calls recorded, ${taken - recorded} in flight at a kill, ${takeovers()} locks taken over, slowest call after a kill ${slowest.toFixed(1)} ms`)
-  assert.ok(takeovers() > 0, 'some kills landed while a lock was held')
 })
 
-test('a process that kills a worker and calls at once, before it has reaped it, is not blocked by it', () => {
+test('a process that kills a worker and calls at once, before it has reaped it, is not blocked by it', { timeout: 180_000 }, (t) => {
   // In a child process, with a timeout: a call blocked for good could not be stopped from here.
   const path = zonePath('zombie')
   const { result } = runScript(
@@ -102,7 +102,10 @@ test('a process that kills a worker and calls at once, before it has reaped it, 
     const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
     ;(async () => {
       let slowest = 0
-      for (let round = 0; round < 20; round++) {
+      let rounds = 0
+      const takeovers = () => Number(fs.readFileSync(options.zone.path).readBigUInt64LE(HEADER.takeovers))
+      // Until 3 kills landed inside a lock (a worker that only calls is inside one much of the time).
+      for (; rounds < 100 && takeovers() < 3; rounds++) {
         const worker = startWorker(options, 'spin')
         await worker.ready
         await sleep(5 + Math.random() * 10)
@@ -113,11 +116,12 @@ test('a process that kills a worker and calls at once, before it has reaped it, 
         slowest = Math.max(slowest, performance.now() - started)
         await worker.done
       }
-      const takeovers = Number(fs.readFileSync(options.zone.path).readBigUInt64LE(HEADER.takeovers))
-      console.log(JSON.stringify({ slowest, takeovers }))
+      console.log(JSON.stringify({ slowest, rounds, takeovers: takeovers() }))
     })()
     `,
-    { timeout: 90_000 },
+    { timeout: 150_000 },
   )
+  t.diagnostic(`${result.rounds} kills, ${result.takeovers} locks taken over from a zombie, slowest call ${result.slowest.toFixed(1)} ms`)
+  assert.ok(result.takeovers >= 1, 'kills landed while a lock was held')
   assert.ok(result.slowest < 1000, `a call after a kill took ${result.slowest} ms`)
 })
