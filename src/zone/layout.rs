@@ -226,5 +226,8 @@ mod tests {
         assert_eq!(std::mem::offset_of!(Header, held), 232);
         assert_eq!(std::mem::offset_of!(Header, recon_head), 248);
         assert_eq!(std::mem::offset_of!(Header, takeovers), 256);
+        assert_eq!(std::mem::size_of::<Header>(), 264);
+        assert_eq!(std::mem::size_of::<Cell>(), 168);
+        assert_eq!(std::mem::size_of::<SpecEntry>(), 216);
     }
 }
