@@ -12,6 +12,7 @@ pub mod keyed;
 pub mod limiter;
 pub mod quota;
 pub mod reconciler;
+pub mod stats;
 
 // Property tests of the limiter over random clock histories.
 #[cfg(test)]
