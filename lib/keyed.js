@@ -11,6 +11,7 @@ const { rememberLimiter } = require('./http/limiter-facts.js')
 const { parseOptions, quotaInput, checkPositiveCount } = require('./options.js')
 const { LAYOUT, AT, STATUS, OPERATION, BASIS } = require('./contract.js')
 const { REGISTRY, NO_ANOMALIES } = require('./registry.js')
+const { readStats } = require('./stats.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError, checkNumber, thrownText } = require('./validate.js')
 
 const KEYED_KEYS = ['policy', 'maxKeys', 'restore']
@@ -108,7 +109,14 @@ function readDecision(result, anomalies) {
   }
 }
 
+// Whether a value is a KeyedQuotaClock this class made (as isQuotaClock in lib/quota-clock.js).
+let isKeyedQuotaClock
+
 class KeyedQuotaClock {
+  static {
+    isKeyedQuotaClock = (value) => typeof value === 'object' && value !== null && #native in value
+  }
+
   #native
   #call
   #result
@@ -265,10 +273,16 @@ class KeyedQuotaClock {
     return callNative(() => native.keyedSize(this.#native))
   }
 
+  /** Counters since construction: decisions, anomalies, keys held now, evictions, key-limit refusals. Reads no clock. */
+  stats() {
+    callNative(() => native.keyedStats(this.#native))
+    return readStats(this.#result)
+  }
+
   /** A versioned binary image of every held key, for `new KeyedQuotaClock({ ..., restore })`. Reads no clock. */
   snapshot() {
     return callNative(() => native.keyedSnapshot(this.#native))
   }
 }
 
-module.exports = { KeyedQuotaClock }
+module.exports = { KeyedQuotaClock, isKeyedQuotaClock }

@@ -12,12 +12,21 @@ const { parseOptions, checkCount, checkPositiveCount } = require('./options.js')
 const { STATUS, AT } = require('./contract.js')
 const { RESULT, LIMITER_INDEX, REGISTRY, consume, consumeSupplied, N_OR_STATUS, DECIDED, NO_ANOMALIES, supply, readDecision } = require('./registry.js')
 const { rememberLimiter } = require('./http/limiter-facts.js')
+const { readStats } = require('./stats.js')
 const { checkNumber, own } = require('./validate.js')
 
 // A limiter's native state is freed once its object has been collected.
 const indexes = new FinalizationRegistry((index) => native.releaseLimiter(REGISTRY, index))
 
+// Whether a value is a QuotaClock this class made (a Proxy or an Object.create of its prototype is
+// not); for the subpath entries that take limiters.
+let isQuotaClock
+
 class QuotaClock {
+  static {
+    isQuotaClock = (value) => typeof value === 'object' && value !== null && #index in value
+  }
+
   // Its index in this module instance's native registry.
   #index
   #capacity
@@ -136,6 +145,12 @@ class QuotaClock {
     }
   }
 
+  /** Counters since construction: decisions and anomalies (keys 1, evicted and keyLimitRefusals 0). Reads no clock. */
+  stats() {
+    callNative(() => native.limiterStats(REGISTRY, this.#index))
+    return readStats(RESULT)
+  }
+
   /** The limiter's own period spec applied to `wallMs`; null without a quota. */
   periodFor(wallMs) {
     checkNumber(wallMs, 'wallMs', 'ERR_INVALID_ARG')
@@ -144,4 +159,4 @@ class QuotaClock {
   }
 }
 
-module.exports = { QuotaClock }
+module.exports = { QuotaClock, isQuotaClock }

@@ -147,6 +147,24 @@ pub mod buffer {
     pub const BASIS_NONE: f64 = 0.0;
 }
 
+/// Where `stats()` writes a limiter's counters (`crate::stats::Counters`) in its result buffer:
+/// the decisions, the keys held, the evictions, the key-limit refusals, then one position per
+/// anomaly kind in [`ANOMALY_KINDS`] order. It fits the result buffer (checked at compile time).
+pub mod stats {
+    use crate::stats::ANOMALY_KIND_COUNT;
+
+    pub const ALLOWED: usize = 0;
+    pub const DENIED: usize = 1;
+    pub const KEYS: usize = 2;
+    pub const EVICTED: usize = 3;
+    pub const KEY_LIMIT_REFUSALS: usize = 4;
+    /// The first anomaly kind's count; the others follow.
+    pub const ANOMALIES: usize = 5;
+    pub const LENGTH: usize = ANOMALIES + ANOMALY_KIND_COUNT;
+    // The counters are written into the result buffer: they must fit it.
+    const _: () = assert!(LENGTH <= super::buffer::LENGTH);
+}
+
 /// A retry-after basis as the result buffer codes it (`buffer::BASIS_NONE` for none).
 #[inline]
 pub fn basis_code(basis: Option<RetryBasis>) -> f64 {
@@ -303,6 +321,21 @@ mod tests {
         for (i, a) in statuses.iter().enumerate() {
             assert!(statuses[i + 1..].iter().all(|b| b != a));
         }
+    }
+
+    #[test]
+    fn the_stats_positions_fit_the_result_buffer_and_do_not_collide() {
+        use super::stats;
+        let singles = [
+            stats::ALLOWED,
+            stats::DENIED,
+            stats::KEYS,
+            stats::EVICTED,
+            stats::KEY_LIMIT_REFUSALS,
+        ];
+        assert!(singles.iter().all(|&at| at < stats::ANOMALIES));
+        assert_eq!(singles.iter().collect::<HashSet<_>>().len(), singles.len());
+        assert_eq!(stats::LENGTH, stats::ANOMALIES + ANOMALY_KINDS.len());
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The shared result buffer of the hot paths: a `Float64Array` the JS face and the native side
 //! read and write by position (`crate::contract::buffer`).
 
-use crate::contract::{basis_code, buffer};
+use crate::contract::{basis_code, buffer, stats};
 use crate::limiter::Decision;
+use crate::stats::Counters;
 
 /// The shared `Float64Array`, read and written one position at a time (never borrowed as a slice:
 /// the JS face calls back in with the same buffer for each step of a call).
@@ -46,4 +47,20 @@ pub(crate) fn write_decision(result: &ResultBuffer, decision: &Decision) {
             .quota_remaining
             .map_or(f64::NAN, |remaining| remaining as i64 as f64),
     );
+}
+
+/// Writes a limiter's counters and the keys it holds (`stats()`), as `crate::contract::stats`
+/// lays them out. Counts stay exact as numbers up to 2^53.
+pub(crate) fn write_stats(result: &ResultBuffer, counters: &Counters, keys: usize) {
+    result.set(stats::ALLOWED, counters.allowed as f64);
+    result.set(stats::DENIED, counters.denied as f64);
+    result.set(stats::KEYS, keys as f64);
+    result.set(stats::EVICTED, counters.evicted as f64);
+    result.set(
+        stats::KEY_LIMIT_REFUSALS,
+        counters.key_limit_refusals as f64,
+    );
+    for (offset, &count) in counters.anomalies.iter().enumerate() {
+        result.set(stats::ANOMALIES + offset, count as f64);
+    }
 }

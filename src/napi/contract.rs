@@ -3,7 +3,7 @@
 
 use napi_derive::napi;
 
-use crate::contract::{self, buffer, ErrorCode};
+use crate::contract::{self, buffer, stats, ErrorCode};
 
 #[napi(object)]
 pub struct ErrorCodeEntry {
@@ -65,6 +65,18 @@ pub struct ResultBufferLayout {
     pub basis_none: f64,
 }
 
+/// Where `stats()` leaves a limiter's counters in its result buffer.
+#[napi(object)]
+pub struct StatsLayout {
+    pub allowed: u32,
+    pub denied: u32,
+    pub keys: u32,
+    pub evicted: u32,
+    pub key_limit_refusals: u32,
+    /// The first anomaly kind's count; the kinds follow in `anomalyKinds` order.
+    pub anomalies: u32,
+}
+
 #[napi(object)]
 pub struct Contract {
     pub error_codes: Vec<ErrorCodeEntry>,
@@ -75,6 +87,7 @@ pub struct Contract {
     pub start_kinds: Vec<String>,
     pub max_wall_ms: f64,
     pub result_buffer: ResultBufferLayout,
+    pub stats: StatsLayout,
 }
 
 fn names<T: Copy>(items: &[T], name: impl Fn(T) -> &'static str) -> Vec<String> {
@@ -138,6 +151,14 @@ pub fn contract() -> Contract {
                 refund: buffer::OPERATION_REFUND,
             },
             basis_none: buffer::BASIS_NONE,
+        },
+        stats: StatsLayout {
+            allowed: position(stats::ALLOWED),
+            denied: position(stats::DENIED),
+            keys: position(stats::KEYS),
+            evicted: position(stats::EVICTED),
+            key_limit_refusals: position(stats::KEY_LIMIT_REFUSALS),
+            anomalies: position(stats::ANOMALIES),
         },
     }
 }
