@@ -49,6 +49,8 @@ const PUBLIC_EXPORTS = [
 // The main tarball: exactly these files, plus lib/**/*.js, the command's bin/*.js and a licence file
 // (the http subpath's lib/http.mjs and lib/http.d.ts are required files).
 const MAIN_REQUIRED_FILES = ['package.json', 'README.md', 'index.js', 'index.mjs', 'index.d.ts', 'binding.js', 'binding.d.ts', 'bin/quota-clock-source.js', 'lib/http.js', 'lib/http.mjs', 'lib/http.d.ts']
+// The metrics subpath's three faces are required files too.
+MAIN_REQUIRED_FILES.push('lib/metrics.js', 'lib/metrics.mjs', 'lib/metrics.d.ts')
 const MAIN_ALLOWED = [/^lib\/([\w.-]+\/)*[\w.-]+\.js$/, /^bin\/[\w.-]+\.js$/, /^LICEN[CS]E(\.md|\.txt)?$/i]
 const NEVER_PACKED = [
   [/\.node$/, 'a native binary (it ships only in the platform packages)'],
