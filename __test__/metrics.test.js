@@ -315,3 +315,24 @@ describe('quota-clock-source/metrics types (tsc --noEmit --strict)', () => {
     for (const name of names) assert.match(declarations, new RegExp(`export function ${name}\\b`))
   })
 })
+
+describe('a shared limiter', () => {
+  test('quota_clock_store_calls_total{limiter, outcome} reports its store calls as ok, error and timeout', async () => {
+    // The shared-quota driver attaches its counters to its limiter; here a stand-in does.
+    const { attachStoreStats } = require('../lib/stats.js')
+    const { site, tenants } = scene()
+    const store = { calls: 10, errors: 2, timeouts: 3, reserved: 500, returned: 20 }
+    attachStoreStats(tenants, () => ({ ...store }))
+    const register = new client.Registry()
+    const { collectors } = registerMetrics({ register, limiters: { site, tenants } })
+    assert.ok(collectors.storeCalls instanceof client.Counter)
+    let values = samples(await register.metrics())
+    assert.equal(values.get('quota_clock_store_calls_total{limiter="tenants",outcome="ok"}'), 5)
+    assert.equal(values.get('quota_clock_store_calls_total{limiter="tenants",outcome="error"}'), 2)
+    assert.equal(values.get('quota_clock_store_calls_total{limiter="tenants",outcome="timeout"}'), 3)
+    assert.equal([...values.keys()].filter((name) => name.includes('store_calls') && name.includes('"site"')).length, 0, 'a limiter that is not shared has no store series')
+    store.calls = 11
+    values = samples(await register.metrics())
+    assert.equal(values.get('quota_clock_store_calls_total{limiter="tenants",outcome="ok"}'), 6)
+  })
+})

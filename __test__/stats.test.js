@@ -243,3 +243,16 @@ test('a limiter that is not shared has no store counters', () => {
   assert.equal(Object.hasOwn(keyed().limiter.stats(), 'store'), false)
   assert.equal(Object.hasOwn(quotaClock().limiter.stats(), 'store'), false)
 })
+
+test("a shared limiter's stats() carries its store counters, read from its driver at each call", () => {
+  // The shared-quota driver attaches its counters to its limiter; here a stand-in does.
+  const { attachStoreStats } = require('../lib/stats.js')
+  const { limiter } = keyed()
+  const store = { calls: 3, errors: 1, timeouts: 1, reserved: 40, returned: 7 }
+  attachStoreStats(limiter, () => ({ ...store }))
+  limiter.tryConsume('a')
+  assert.deepEqual(limiter.stats().store, { calls: 3, errors: 1, timeouts: 1, reserved: 40, returned: 7 })
+  store.calls = 4
+  assert.equal(limiter.stats().store.calls, 4)
+  assert.equal(limiter.stats().allowed, 1)
+})

@@ -11,7 +11,7 @@ const { rememberLimiter } = require('./http/limiter-facts.js')
 const { parseOptions, quotaInput, checkPositiveCount } = require('./options.js')
 const { LAYOUT, AT, STATUS, OPERATION, BASIS } = require('./contract.js')
 const { REGISTRY, NO_ANOMALIES } = require('./registry.js')
-const { readStats } = require('./stats.js')
+const { readStats, withStoreStats } = require('./stats.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError, checkNumber, thrownText } = require('./validate.js')
 
 const KEYED_KEYS = ['policy', 'maxKeys', 'restore']
@@ -273,10 +273,10 @@ class KeyedQuotaClock {
     return callNative(() => native.keyedSize(this.#native))
   }
 
-  /** Counters since construction: decisions, anomalies, keys held now, evictions, key-limit refusals. Reads no clock. */
+  /** Counters since construction: decisions, anomalies, keys held now, evictions, key-limit refusals (and `store`, when shared). Reads no clock. */
   stats() {
     callNative(() => native.keyedStats(this.#native))
-    return readStats(this.#result)
+    return withStoreStats(this, readStats(this.#result))
   }
 
   /** A versioned binary image of every held key, for `new KeyedQuotaClock({ ..., restore })`. Reads no clock. */
