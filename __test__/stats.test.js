@@ -256,3 +256,31 @@ test("a shared limiter's stats() carries its store counters, read from its drive
   assert.equal(limiter.stats().store.calls, 4)
   assert.equal(limiter.stats().allowed, 1)
 })
+
+test('stats() called from inside a call (a JS clock, a policy) leaves that call to decide as it would', () => {
+  let limiter
+  let keyedLimiter
+  let now = 0
+  const clock = {
+    monotonicMs: () => {
+      limiter?.stats()
+      keyedLimiter?.stats()
+      return now
+    },
+    wallMs: () => NOON + now,
+  }
+  ;({ limiter } = quotaClock({ clock, capacity: 3 }))
+  const outcomes = []
+  for (let i = 0; i < 4; i++) outcomes.push(limiter.tryConsume().allowed)
+  assert.deepEqual(outcomes, [true, true, true, false])
+  assert.deepEqual([limiter.stats().allowed, limiter.stats().denied], [3, 1])
+
+  ;({ limiter: keyedLimiter } = keyed({ clock, policy: (key) => (keyedLimiter.stats(), key === 'big' ? { capacity: 5 } : undefined) }))
+  const decisions = ['big', 'big', 'small', 'small', 'small'].map((key) => keyedLimiter.tryConsume(key, 2))
+  assert.deepEqual(decisions.map((decision) => decision.allowed), [true, true, true, false, false])
+  assert.deepEqual(decisions.map((decision) => decision.tokens), [3, 1, 0, 0, 0])
+  now += 1000
+  assert.equal(keyedLimiter.tryConsume('small').allowed, true)
+  const stats = keyedLimiter.stats()
+  assert.deepEqual([stats.allowed, stats.denied, stats.keys], [4, 2, 2])
+})
