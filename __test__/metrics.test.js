@@ -336,3 +336,37 @@ describe('a shared limiter', () => {
     assert.equal(values.get('quota_clock_store_calls_total{limiter="tenants",outcome="ok"}'), 6)
   })
 })
+
+test('after unregister() the registry no longer holds the limiters: they are collected like any other', () => {
+  const { result } = runScript(
+    `
+    const client = require('prom-client')
+    const { KeyedQuotaClock } = require(ROOT)
+    const { registerMetrics } = require(ROOT + '/lib/metrics.js')
+    const register = new client.Registry()
+    const other = new client.Registry() // alive to the end, as the global registry would be
+    const collected = []
+    const finalizers = new FinalizationRegistry((name) => collected.push(name))
+    let registered
+    ;(() => {
+      const kept = new KeyedQuotaClock({ capacity: 1, refillPerSecond: 1, suspendPolicy: 'ignore' })
+      const dropped = new KeyedQuotaClock({ capacity: 1, refillPerSecond: 1, suspendPolicy: 'ignore' })
+      finalizers.register(kept, 'kept')
+      finalizers.register(dropped, 'dropped')
+      registerMetrics({ register, limiters: { kept } })
+      registered = registerMetrics({ register: other, limiters: { dropped } })
+    })()
+    registered.unregister()
+    registered = undefined
+    ;(async () => {
+      for (let i = 0; i < 20 && collected.length === 0; i++) {
+        globalThis.gc()
+        await new Promise((resolve) => setTimeout(resolve, 10))
+      }
+      console.log(JSON.stringify({ collected, stillScraped: (await register.metrics()).includes('limiter="kept"'), otherEmpty: other.getMetricsAsArray().length === 0 }))
+    })()
+    `,
+    { args: ['--expose-gc'] },
+  )
+  assert.deepEqual(result, { collected: ['dropped'], stillScraped: true, otherEmpty: true })
+})
