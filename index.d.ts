@@ -53,17 +53,10 @@ export interface QuotaPeriodSpec {
   anchorTime?: string
 }
 
-export interface QuotaClockOptions {
-  /** > 0, finite: bucket size (the largest burst). */
-  capacity: number
-  /** > 0, finite: tokens per second of real elapsed time. */
-  refillPerSecond: number
-  /** 0..capacity, default capacity. */
-  initialTokens?: number
+/** What every limiter takes, bucket or not. */
+export interface LimiterOptionsBase {
   /** Required, no default: see {@link SuspendPolicy}. */
   suspendPolicy: SuspendPolicy
-  /** A calendar quota. `limit` is a non-negative safe integer; 0 blocks every request. */
-  quota?: { limit: number; period: QuotaPeriodSpec }
   /** Default `systemClock()`. */
   clock?: ClockSource
   /** Called asynchronously, on the creating thread, never inside `tryConsume`. A throw becomes a process warning. */
@@ -71,6 +64,33 @@ export interface QuotaClockOptions {
   /** Default `Date.UTC(2020, 0, 1)`; `null` turns the check off. Only checked with a quota. */
   earliestPlausibleWallMs?: number | null
 }
+
+/** A token bucket, with an optional calendar quota. */
+export interface BucketLimitOptions {
+  /** > 0, finite: bucket size (the largest burst). */
+  capacity: number
+  /** > 0, finite: tokens per second of real elapsed time. */
+  refillPerSecond: number
+  /** 0..capacity, default capacity. */
+  initialTokens?: number
+  /** A calendar quota. `limit` is a non-negative safe integer; 0 blocks every request. */
+  quota?: { limit: number; period: QuotaPeriodSpec }
+}
+
+/**
+ * A quota alone: no bucket. Decisions wait only on the quota; `tokens`, `capacity` and
+ * `refillPerSecond` are `Infinity`; `n` is bounded only by the quota.
+ */
+export interface QuotaAloneOptions {
+  capacity?: undefined
+  refillPerSecond?: undefined
+  initialTokens?: undefined
+  /** Required without a bucket. `limit` is a non-negative safe integer; 0 blocks every request. */
+  quota: { limit: number; period: QuotaPeriodSpec }
+}
+
+/** `capacity` and `refillPerSecond` together (a bucket), or neither with a `quota` (a quota alone). */
+export type QuotaClockOptions = LimiterOptionsBase & (BucketLimitOptions | QuotaAloneOptions)
 
 export type AnomalyKind =
   | 'wall-step-back'
@@ -104,7 +124,7 @@ export interface Decision {
   retryAfterMs: number
   /** Which clock the wait comes from; `null` when allowed. */
   retryAfterBasis: 'monotonic-refill' | 'wall-period' | null
-  /** Tokens left after the decision. */
+  /** Tokens left after the decision; `Infinity` with a quota alone (no bucket). */
   tokens: number
   /** `limit - used` in the open period; `null` without a quota. */
   quotaRemaining: number | null
@@ -135,7 +155,7 @@ export interface Status {
   quotaRemaining: number | null
   /** The open period; `null` without a quota (or before the first plausible wall reading). */
   period: Period | null
-  /** The limits in force: the bucket size ... */
+  /** The limits in force: the bucket size (`Infinity`, as are `tokens` and `refillPerSecond`, with a quota alone) ... */
   capacity: number
   /** ... its refill rate ... */
   refillPerSecond: number
@@ -199,6 +219,10 @@ export class QuotaClock {
 }
 
 /** A key's own limits; each field overrides the limiter's default. */
+/**
+ * A key's limits, each field overriding the default. With defaults that have no bucket (a quota
+ * alone), `capacity` and `refillPerSecond` come together (the key gets a bucket) or not at all.
+ */
 export interface KeyPolicy {
   /** > 0, finite. */
   capacity?: number
@@ -210,14 +234,20 @@ export interface KeyPolicy {
   quota?: { limit: number; period: QuotaPeriodSpec } | null
 }
 
-export interface KeyedQuotaClockOptions extends QuotaClockOptions {
-  /** A key's own limits (plans, tenants' zones), asked synchronously when a key is first held; `undefined` keeps the defaults. */
+/** What a KeyedQuotaClock takes besides QuotaClock's options (the defaults of every key). */
+export interface KeyedOptions {
+  /**
+   * A key's own limits (plans, tenants' zones), asked synchronously when a key is first held;
+   * `undefined` keeps the defaults. It must answer synchronously: a promise is refused.
+   */
   policy?: (key: string) => KeyPolicy | undefined
-  /** Positive safe integer, default 1,000,000. */
+  /** Positive integer ≤ 2**32, default 1,000,000. */
   maxKeys?: number
   /** A `snapshot()` taken earlier: its keys are held again. */
   restore?: Uint8Array
 }
+
+export type KeyedQuotaClockOptions = QuotaClockOptions & KeyedOptions
 
 /** One limiter holding the bucket and quota of every key (tenant, API key, client address) in Rust. */
 export class KeyedQuotaClock {

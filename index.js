@@ -8,6 +8,11 @@
 //   lib/calendar.js     period specs and periodFor
 //   lib/options.js      a limiter's options
 //   lib/registry.js     the native registry and the result buffer its limiters share
+//   lib/native-call.js  a limiter's call to the native side and back: the decision, what the
+//                       native side needs first (the one resume path), the failure path
+//   lib/limiter-facts.js what the HTTP middleware needs to know about a limiter
+//   lib/did-you-mean.js the one suggestion rule for unknown names (options, middleware, CLI)
+//   lib/cli.js          what the command-line tool (bin/) uses besides this entry
 //   lib/anomalies.js    onAnomaly delivery
 //   lib/quota-clock.js  QuotaClock
 //   lib/keyed.js        KeyedQuotaClock

@@ -1,5 +1,5 @@
 'use strict'
-// SPEC §8 — anomalies: shape, delivery on decision.anomalies and to onAnomaly (asynchronously, on the
+// anomalies: shape, delivery on decision.anomalies and to onAnomaly (asynchronously, on the
 // JS thread that created the limiter, never inside tryConsume), a throwing handler becomes a
 // process.emitWarning warning, and a pending callback does not keep the process alive.
 
@@ -8,12 +8,10 @@ const assert = require('node:assert/strict')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
 const { Worker, isMainThread, threadId } = require('node:worker_threads')
-const { QuotaClock, manualClock } = require('..')
 
 const PKG = path.resolve(__dirname, '..')
 const DAY = 86_400_000
-const NOON = Date.UTC(2024, 0, 15, 12)
-const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
+const { NOON, UTC_DAY, manualLimiter } = require('./helpers/limiters')
 
 async function waitFor(predicate, timeoutMs = 2000) {
   const until = Date.now() + timeoutMs
@@ -24,13 +22,8 @@ async function waitFor(predicate, timeoutMs = 2000) {
   return true
 }
 
-function make({ reader = false, policy = 'ignore', quota, wallMs = NOON, onAnomaly, capacity = 1e6, refillPerSecond = 1000 } = {}) {
-  const clock = manualClock(reader ? { monotonicMs: 0, wallMs, elapsedRealtimeMs: 0 } : { monotonicMs: 0, wallMs })
-  const options = { capacity, refillPerSecond, initialTokens: 0, suspendPolicy: policy, clock }
-  if (quota) options.quota = quota
-  if (onAnomaly) options.onAnomaly = onAnomaly
-  return { clock, limiter: new QuotaClock(options) }
-}
+// A bucket that never runs dry and starts empty: only the reconciliation shows.
+const make = (options = {}) => manualLimiter({ capacity: 1e6, refillPerSecond: 1000, initialTokens: 0, ...options })
 
 const CORE_KEYS = ['kind', 'detail', 'monotonicDeltaMs', 'wallDeltaMs', 'creditedMs']
 const KINDS = ['wall-step-back', 'wall-step-forward', 'suspend', 'ambiguous-wall-jump', 'period-regression', 'period-skip']
@@ -57,7 +50,7 @@ const mentions = (detail, ms) => {
 // ---------------------------------------------------------------------------------------------
 // shape
 
-test('§8 Anomaly shape: wall-step-back has kind, detail, monotonicDeltaMs, wallDeltaMs, creditedMs and a signed stepMs', () => {
+test('Anomaly shape: wall-step-back has kind, detail, monotonicDeltaMs, wallDeltaMs, creditedMs and a signed stepMs', () => {
   const { clock, limiter } = make()
   clock.advance(1000)
   clock.stepWall(-60_000)
@@ -71,7 +64,7 @@ test('§8 Anomaly shape: wall-step-back has kind, detail, monotonicDeltaMs, wall
   assert.ok(mentions(a.detail, 60_000) || mentions(a.detail, 59_000), `detail has the numbers: ${a.detail}`)
 })
 
-test('§8 Anomaly shape: wall-step-forward has a signed positive stepMs (the unexplained part)', () => {
+test('Anomaly shape: wall-step-forward has a signed positive stepMs (the unexplained part)', () => {
   const { clock, limiter } = make({ reader: true })
   clock.suspend(10_000)
   clock.stepWall(45_000)
@@ -85,7 +78,7 @@ test('§8 Anomaly shape: wall-step-forward has a signed positive stepMs (the une
   assert.ok(mentions(a.detail, 45_000), `detail has the step: ${a.detail}`)
 })
 
-test('§8 Anomaly shape: suspend has suspendedMs', () => {
+test('Anomaly shape: suspend has suspendedMs', () => {
   const { clock, limiter } = make({ reader: true })
   clock.advance(500)
   clock.suspend(120_000)
@@ -99,7 +92,7 @@ test('§8 Anomaly shape: suspend has suspendedMs', () => {
   assert.ok(mentions(a.detail, 120_000), `detail has the suspended time: ${a.detail}`)
 })
 
-test('§8 Anomaly shape: ambiguous-wall-jump carries what was credited on this call', () => {
+test('Anomaly shape: ambiguous-wall-jump carries what was credited on this call', () => {
   for (const [policy, credited] of [['ignore', 0], ['credit', 30_000]]) {
     const { clock, limiter } = make({ policy })
     clock.stepWall(30_000)
@@ -113,7 +106,7 @@ test('§8 Anomaly shape: ambiguous-wall-jump carries what was credited on this c
   }
 })
 
-test('§8 Anomaly shape: period-skip carries skipped and periodId (UTC day quota, 3 days forward skips 2 whole days)', () => {
+test('Anomaly shape: period-skip carries skipped and periodId (UTC day quota, 3 days forward skips 2 whole days)', () => {
   const { clock, limiter } = make({ quota: { limit: 10, period: UTC_DAY } })
   clock.advance(3 * DAY) // awake: no clock anomaly, but two whole UTC days were jumped over
   const d = limiter.tryConsume()
@@ -128,7 +121,7 @@ test('§8 Anomaly shape: period-skip carries skipped and periodId (UTC day quota
   assert.equal(a.creditedMs, 3 * DAY)
 })
 
-test('§8 Anomaly shape: period-regression carries periodId (the period now open, i.e. held)', () => {
+test('Anomaly shape: period-regression carries periodId (the period now open, i.e. held)', () => {
   const { clock, limiter } = make({ quota: { limit: 10, period: UTC_DAY }, wallMs: Date.UTC(2024, 0, 15, 0, 0, 30) })
   limiter.tryConsume()
   const open = limiter.status().period
@@ -144,7 +137,7 @@ test('§8 Anomaly shape: period-regression carries periodId (the period now open
 // ---------------------------------------------------------------------------------------------
 // delivery
 
-test('§8 each anomaly is on decision.anomalies and is also delivered to onAnomaly', async () => {
+test('each anomaly is on decision.anomalies and is also delivered to onAnomaly', async () => {
   const seen = []
   const { clock, limiter } = make({ reader: true, onAnomaly: (a) => seen.push(a) })
   clock.suspend(30_000)
@@ -158,7 +151,7 @@ test('§8 each anomaly is on decision.anomalies and is also delivered to onAnoma
   assert.deepEqual(byKind(seen), byKind(d.anomalies))
 })
 
-test('§8 onAnomaly is called asynchronously: not before tryConsume returns', async () => {
+test('onAnomaly is called asynchronously: not before tryConsume returns', async () => {
   const seen = []
   const { clock, limiter } = make({ onAnomaly: (a) => seen.push(a) })
   clock.stepWall(-10_000)
@@ -170,7 +163,7 @@ test('§8 onAnomaly is called asynchronously: not before tryConsume returns', as
   assert.equal(seen[0].kind, 'wall-step-back')
 })
 
-test('§8 onAnomaly is never called inside tryConsume (nor inside status)', async () => {
+test('onAnomaly is never called inside tryConsume (nor inside status)', async () => {
   let inside = false
   let calledInside = 0
   let calls = 0
@@ -197,7 +190,7 @@ test('§8 onAnomaly is never called inside tryConsume (nor inside status)', asyn
   assert.equal(calledInside, 0)
 })
 
-test('§8 onAnomaly runs on the JS thread that created the limiter (main thread)', async () => {
+test('onAnomaly runs on the JS thread that created the limiter (main thread)', async () => {
   const threads = []
   const { clock, limiter } = make({ onAnomaly: () => threads.push({ isMainThread, threadId }) })
   clock.stepWall(-10_000)
@@ -206,7 +199,7 @@ test('§8 onAnomaly runs on the JS thread that created the limiter (main thread)
   assert.deepEqual(threads, [{ isMainThread: true, threadId: 0 }])
 })
 
-test('§8 onAnomaly runs on the JS thread that created the limiter (a worker thread)', async () => {
+test('onAnomaly runs on the JS thread that created the limiter (a worker thread)', async () => {
   const code = `
     const { parentPort, threadId } = require('node:worker_threads')
     const { QuotaClock, manualClock } = require(${JSON.stringify(PKG)})
@@ -240,7 +233,7 @@ test('§8 onAnomaly runs on the JS thread that created the limiter (a worker thr
   }
 })
 
-test('§8 status() anomalies are delivered to onAnomaly', async () => {
+test('status() anomalies are delivered to onAnomaly', async () => {
   const seen = []
   const { clock, limiter } = make({ reader: true, onAnomaly: (a) => seen.push(a) })
   clock.suspend(9000)
@@ -253,7 +246,7 @@ test('§8 status() anomalies are delivered to onAnomaly', async () => {
 // ---------------------------------------------------------------------------------------------
 // a throwing handler
 
-test('§8 a throwing onAnomaly never breaks the limiter or the process: its error is reported with process.emitWarning', async () => {
+test('a throwing onAnomaly never breaks the limiter or the process: its error is reported with process.emitWarning', async () => {
   const warnings = []
   const onWarning = (w) => warnings.push(w)
   process.on('warning', onWarning)
@@ -304,7 +297,7 @@ function throwingHandlerChild(throwsExpr) {
   `
 }
 
-test('§8 a handler that throws non-Error values (a string, undefined, null, a symbol, a number) never crashes the process', () => {
+test('a handler that throws non-Error values (a string, undefined, null, a symbol, a number) never crashes the process', () => {
   const r = runChild(throwingHandlerChild("['plain string 777', undefined, null, Symbol('sym'), 42]"))
   assert.equal(r.signal, null, `killed by ${r.signal}; stderr: ${r.stderr}`)
   assert.equal(r.status, 0, `stderr: ${r.stderr}`)
@@ -315,7 +308,7 @@ test('§8 a handler that throws non-Error values (a string, undefined, null, a s
   assert.match(r.stderr, /plain string 777/)
 })
 
-test('§8 a handler that throws an object whose toString and message getter throw never crashes the process', () => {
+test('a handler that throws an object whose toString and message getter throw never crashes the process', () => {
   const r = runChild(throwingHandlerChild("[{ toString() { throw new Error('evil toString') }, get message() { throw new Error('evil message') } }, Object.create(null), new Proxy({}, { get() { throw new Error('evil proxy') }, getPrototypeOf() { throw new Error('evil proto') } })]"))
   assert.equal(r.signal, null, `killed by ${r.signal}; stderr: ${r.stderr}`)
   assert.equal(r.status, 0, `the process crashed; stderr: ${r.stderr}`)
@@ -325,7 +318,7 @@ test('§8 a handler that throws an object whose toString and message getter thro
   assert.match(r.stderr, /Warning/, 'reported as a process warning')
 })
 
-test('§8 a throwing handler is reported as a process warning (visible on stderr) and the exit status stays 0', () => {
+test('a throwing handler is reported as a process warning (visible on stderr) and the exit status stays 0', () => {
   const script = `
     const { QuotaClock, manualClock } = require(${JSON.stringify(PKG)})
     const clock = manualClock({ wallMs: ${NOON} })
@@ -344,7 +337,7 @@ test('§8 a throwing handler is reported as a process warning (visible on stderr
 // ---------------------------------------------------------------------------------------------
 // process lifetime
 
-test('§8 a limiter with a pending callback does not keep the process alive (child exits promptly with status 0)', () => {
+test('a limiter with a pending callback does not keep the process alive (child exits promptly with status 0)', () => {
   const script = `
     const { QuotaClock, manualClock } = require(${JSON.stringify(PKG)})
     const clock = manualClock({ wallMs: ${NOON} })
@@ -360,7 +353,7 @@ test('§8 a limiter with a pending callback does not keep the process alive (chi
   assert.ok(r.elapsed < 3000, `exited after ${r.elapsed} ms`)
 })
 
-test('§8 a limiter with onAnomaly and no anomaly yet does not keep the process alive', () => {
+test('a limiter with onAnomaly and no anomaly yet does not keep the process alive', () => {
   const script = `
     const { QuotaClock, manualClock, systemClock } = require(${JSON.stringify(PKG)})
     globalThis.a = new QuotaClock({ capacity: 10, refillPerSecond: 1, suspendPolicy: 'ignore', clock: manualClock(), onAnomaly: () => {} })
@@ -373,7 +366,7 @@ test('§8 a limiter with onAnomaly and no anomaly yet does not keep the process 
   assert.ok(r.elapsed < 3000, `exited after ${r.elapsed} ms`)
 })
 
-test('§8 many pending callbacks from many limiters do not keep the process alive', () => {
+test('many pending callbacks from many limiters do not keep the process alive', () => {
   const script = `
     const { QuotaClock, manualClock } = require(${JSON.stringify(PKG)})
     globalThis.all = []

@@ -1,5 +1,5 @@
 'use strict'
-// SPEC §7: periodFor (chrono-tz, in Rust) against an independent oracle written here on Node's
+// periodFor (chrono-tz, in Rust) against an independent oracle written here on Node's
 // own time zone data (Intl.DateTimeFormat), over random zones, specs and instants.
 //
 // The two read different copies of tzdata: chrono-tz's and the one in Node's ICU
@@ -101,7 +101,7 @@ class ZoneClock {
   }
 
   /**
-   * SPEC §7 for one local time (seconds since 1970-01-01T00:00 local): the first instant whose
+   * The calendar's rule for one local time (seconds since 1970-01-01T00:00 local): the first instant whose
    * local time is at or after it, and whether it was a gap, a repeat or exact. Found piecewise
    * from the exact offset changes around it.
    */

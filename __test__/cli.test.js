@@ -1,5 +1,5 @@
 'use strict'
-// The `quota-clock-source` command (SPEC §12), run as a user runs it: a child process per call.
+// The `quota-clock-source` command, run as a user runs it: a child process per call.
 // Every command takes --json and --help; a bad argument exits 2 with one line on stderr naming it;
 // success exits 0.
 
@@ -86,7 +86,7 @@ describe('periods', () => {
     ])
   })
 
-  test('--json: an array of §7 Period objects, the ones periodFor gives, from the period holding --from', () => {
+  test('--json: an array of Period objects, the ones periodFor gives, from the period holding --from', () => {
     const periods = json(NY)
     const spec = { unit: 'day', timeZone: 'America/New_York' }
     const expected = [periodFor(spec, Date.UTC(2021, 2, 12, 12))]
@@ -108,7 +108,7 @@ describe('periods', () => {
     assert.deepEqual(json(['periods', '--unit', 'day', '--zone', 'America/New_York', '--from', '2021-03-12T07:00:00-05:00', '--count', '4']), json(NY))
   })
 
-  test('the anchors are the options of §4: a DST gap, a weekly anchor, a tax year, a day Samoa skipped', () => {
+  test('the anchors are the period options: a DST gap, a weekly anchor, a tax year, a day Samoa skipped', () => {
     const gap = json(['periods', '--unit', 'day', '--zone', 'America/New_York', '--anchor-time', '02:30', '--from', '2024-03-09T12:00:00Z', '--count', '3'])
     assert.deepEqual(
       gap.map((p) => [p.id, new Date(p.startMs).toISOString(), p.startKind]),
@@ -188,7 +188,7 @@ describe('simulate', () => {
     return step
   }
 
-  test('--list names at least the six scenarios of §12; --list --json is an array of names', () => {
+  test('--list names at least the six scenarios; --list --json is an array of names', () => {
     const names = json(['simulate', '--list'])
     assert.ok(Array.isArray(names) && names.every((name) => typeof name === 'string'))
     for (const name of SCENARIOS) assert.ok(names.includes(name), name)
@@ -406,7 +406,7 @@ describe('simulate', () => {
       }
     })
 
-    test("the README's plot is what the command draws", () => {
+    test('the plot docs/cli.md shows is what the command draws', () => {
       const dir = tmp()
       try {
         const file = path.join(dir, 'step-back.svg')
@@ -423,10 +423,11 @@ describe('simulate', () => {
   })
 })
 
-test("the README's examples are what the command prints", () => {
-  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')
-  const blocks = [...readme.matchAll(/```console\n\$ quota-clock-source (periods|simulate) ([^\n]*)\n([\s\S]*?)```/g)]
-  assert.ok(blocks.length >= 2, 'the README shows periods and simulate')
+test("docs/cli.md's examples are what the command prints", () => {
+  const page = fs.readFileSync(path.join(ROOT, 'docs', 'cli.md'), 'utf8')
+  assert.match(page, /!\[[^\]]*\]\(\.\.\/examples\/simulate-step-back\.svg\)/, 'docs/cli.md shows the step-back plot')
+  const blocks = [...page.matchAll(/```console\n\$ quota-clock-source (periods|simulate) ([^\n]*)\n([\s\S]*?)```/g)]
+  assert.ok(blocks.length >= 2, 'docs/cli.md shows periods and simulate')
   for (const [, command, args, shown] of blocks) {
     const out = ok([command, ...args.split(' ')])
     const lines = shown.trimEnd().split('\n')

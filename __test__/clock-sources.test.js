@@ -1,5 +1,5 @@
 'use strict'
-// SPEC §3 — clock sources: systemClock, procUptimeElapsedRealtime, plain JS object clocks, manualClock.
+// clock sources: systemClock, procUptimeElapsedRealtime, plain JS object clocks, manualClock.
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
@@ -20,7 +20,7 @@ function assertClockReadingError(fn) {
 // ---------------------------------------------------------------------------------------------
 // systemClock
 
-test('§3 systemClock() is a clock source: monotonicMs() and wallMs() return finite milliseconds', () => {
+test('systemClock() is a clock source: monotonicMs() and wallMs() return finite milliseconds', () => {
   const clock = systemClock()
   assert.equal(typeof clock.monotonicMs, 'function')
   assert.equal(typeof clock.wallMs, 'function')
@@ -28,7 +28,7 @@ test('§3 systemClock() is a clock source: monotonicMs() and wallMs() return fin
   assert.ok(Number.isFinite(clock.wallMs()))
 })
 
-test('§3 systemClock() reads CLOCK_REALTIME: wallMs() agrees with Date.now()', () => {
+test('systemClock() reads CLOCK_REALTIME: wallMs() agrees with Date.now()', () => {
   const clock = systemClock()
   const before = Date.now()
   const wall = clock.wallMs()
@@ -36,7 +36,7 @@ test('§3 systemClock() reads CLOCK_REALTIME: wallMs() agrees with Date.now()', 
   assert.ok(wall >= before - 5 && wall <= after + 5, `wall ${wall} not within [${before}, ${after}]`)
 })
 
-test('§3 systemClock() reads CLOCK_MONOTONIC: monotonicMs() agrees with process.hrtime (CLOCK_MONOTONIC) and never goes back', { skip: process.platform !== 'linux' && 'hrtime is CLOCK_MONOTONIC only on Linux' }, () => {
+test('systemClock() reads CLOCK_MONOTONIC: monotonicMs() agrees with process.hrtime (CLOCK_MONOTONIC) and never goes back', { skip: process.platform !== 'linux' && 'hrtime is CLOCK_MONOTONIC only on Linux' }, () => {
   const clock = systemClock()
   const before = hrtimeMs()
   const mono = clock.monotonicMs()
@@ -50,12 +50,12 @@ test('§3 systemClock() reads CLOCK_MONOTONIC: monotonicMs() agrees with process
   }
 })
 
-test('§3 systemClock() without options has no elapsed-realtime reader', () => {
+test('systemClock() without options has no elapsed-realtime reader', () => {
   const clock = systemClock()
   assert.notEqual(typeof clock.elapsedRealtimeMs, 'function')
 })
 
-test('§3 systemClock({ elapsedRealtimeMs: reader }) adds a suspend-inclusive reader', () => {
+test('systemClock({ elapsedRealtimeMs: reader }) adds a suspend-inclusive reader', () => {
   let calls = 0
   const clock = systemClock({ elapsedRealtimeMs: () => (calls++, 123_456) })
   assert.equal(typeof clock.elapsedRealtimeMs, 'function')
@@ -63,7 +63,7 @@ test('§3 systemClock({ elapsedRealtimeMs: reader }) adds a suspend-inclusive re
   assert.equal(calls, 1)
 })
 
-test('§3 a QuotaClock on systemClock({ elapsedRealtimeMs: reader }) calls the reader once at construction, then only when readings disagree', () => {
+test('a QuotaClock on systemClock({ elapsedRealtimeMs: reader }) calls the reader once at construction, then only when readings disagree', () => {
   let calls = 0
   const clock = systemClock({ elapsedRealtimeMs: () => (calls++, hrtimeMs()) })
   const limiter = new QuotaClock({ capacity: 1e6, refillPerSecond: 1, suspendPolicy: 'refuse', clock })
@@ -72,7 +72,7 @@ test('§3 a QuotaClock on systemClock({ elapsedRealtimeMs: reader }) calls the r
   assert.equal(calls, 1, 'the system wall and monotonic clocks agree during the test')
 })
 
-test('§3 a QuotaClock on systemClock() works (default clock too)', () => {
+test('a QuotaClock on systemClock() works (default clock too)', () => {
   const limiter = new QuotaClock({ capacity: 3, refillPerSecond: 0.001, suspendPolicy: 'refuse', clock: systemClock() })
   assert.equal(limiter.tryConsume().allowed, true)
   assert.equal(limiter.tryConsume(2).allowed, true)
@@ -84,7 +84,7 @@ test('§3 a QuotaClock on systemClock() works (default clock too)', () => {
 // ---------------------------------------------------------------------------------------------
 // procUptimeElapsedRealtime
 
-test('§3 procUptimeElapsedRealtime() returns a reader backed by CLOCK_BOOTTIME (the counter behind /proc/uptime)', { skip: process.platform !== 'linux' && 'Linux only' }, () => {
+test('procUptimeElapsedRealtime() returns a reader backed by CLOCK_BOOTTIME (the counter behind /proc/uptime)', { skip: process.platform !== 'linux' && 'Linux only' }, () => {
   const reader = procUptimeElapsedRealtime()
   assert.equal(typeof reader, 'function')
   const value = reader()
@@ -98,7 +98,7 @@ test('§3 procUptimeElapsedRealtime() returns a reader backed by CLOCK_BOOTTIME 
   assert.ok(again >= value)
 })
 
-test('§3 procUptimeElapsedRealtime(): on other platforms it throws QuotaClockError ERR_UNSUPPORTED_PLATFORM', () => {
+test('procUptimeElapsedRealtime(): on other platforms it throws QuotaClockError ERR_UNSUPPORTED_PLATFORM', () => {
   if (process.platform === 'linux') {
     assert.doesNotThrow(() => procUptimeElapsedRealtime())
     return
@@ -106,7 +106,7 @@ test('§3 procUptimeElapsedRealtime(): on other platforms it throws QuotaClockEr
   assert.throws(() => procUptimeElapsedRealtime(), (e) => e instanceof QuotaClockError && e.code === 'ERR_UNSUPPORTED_PLATFORM')
 })
 
-test('§3 the procUptimeElapsedRealtime() reader given to systemClock works with a QuotaClock', { skip: process.platform !== 'linux' && 'Linux only' }, () => {
+test('the procUptimeElapsedRealtime() reader given to systemClock works with a QuotaClock', { skip: process.platform !== 'linux' && 'Linux only' }, () => {
   const reader = procUptimeElapsedRealtime()
   const clock = systemClock({ elapsedRealtimeMs: reader })
   assert.equal(typeof clock.elapsedRealtimeMs, 'function')
@@ -119,7 +119,7 @@ test('§3 the procUptimeElapsedRealtime() reader given to systemClock works with
 // ---------------------------------------------------------------------------------------------
 // plain JS object clocks
 
-test('§3 a plain JS object clock works too (one JS call per read)', () => {
+test('a plain JS object clock works too (one JS call per read)', () => {
   const calls = { m: 0, w: 0 }
   let m = 0
   let w = NOON
@@ -135,7 +135,7 @@ test('§3 a plain JS object clock works too (one JS call per read)', () => {
   assert.equal(calls.w - c0.w, 1)
 })
 
-test('§3 values are milliseconds as finite numbers, fractions allowed', () => {
+test('values are milliseconds as finite numbers, fractions allowed', () => {
   let m = 0.25
   let w = NOON + 0.75
   const clock = { monotonicMs: () => m, wallMs: () => w }
@@ -145,7 +145,7 @@ test('§3 values are milliseconds as finite numbers, fractions allowed', () => {
   assert.ok(Math.abs(limiter.status().tokens - 0.5) < 1e-9)
 })
 
-test('§3 a plain JS clock with an elapsedRealtimeMs method is used as the suspend-inclusive reader', () => {
+test('a plain JS clock with an elapsedRealtimeMs method is used as the suspend-inclusive reader', () => {
   let m = 0
   let w = NOON
   let er = 1000
@@ -166,7 +166,7 @@ for (const [label, bad] of [
   ['null', null],
   ['an object', { valueOf: () => 1000 }],
 ]) {
-  test(`§3 a JS clock reading that is not a finite number (${label}) throws QuotaClockError ERR_CLOCK_READING, and nothing is consumed`, () => {
+  test(`a JS clock reading that is not a finite number (${label}) throws QuotaClockError ERR_CLOCK_READING, and nothing is consumed`, () => {
     let m = 0
     let w = NOON
     let poison = null
@@ -188,14 +188,14 @@ for (const [label, bad] of [
 // ---------------------------------------------------------------------------------------------
 // manualClock
 
-test('§3 manualClock() defaults: monotonicMs 0, wallMs Date.UTC(2024, 0, 15), no elapsed-realtime reader', () => {
+test('manualClock() defaults: monotonicMs 0, wallMs Date.UTC(2024, 0, 15), no elapsed-realtime reader', () => {
   const clock = manualClock()
   assert.equal(clock.monotonicMs(), 0)
   assert.equal(clock.wallMs(), Date.UTC(2024, 0, 15))
   assert.notEqual(typeof clock.elapsedRealtimeMs, 'function')
 })
 
-test('§3 manualClock(init): the given components are used, the others default', () => {
+test('manualClock(init): the given components are used, the others default', () => {
   const clock = manualClock({ monotonicMs: 42 })
   assert.equal(clock.monotonicMs(), 42)
   assert.equal(clock.wallMs(), Date.UTC(2024, 0, 15))
@@ -205,13 +205,13 @@ test('§3 manualClock(init): the given components are used, the others default',
   assert.equal(clock2.elapsedRealtimeMs(), 7)
 })
 
-test('§3 manualClock: the clock has an elapsedRealtimeMs reader only when init.elapsedRealtimeMs is a number', () => {
+test('manualClock: the clock has an elapsedRealtimeMs reader only when init.elapsedRealtimeMs is a number', () => {
   assert.equal(typeof manualClock({ elapsedRealtimeMs: 0 }).elapsedRealtimeMs, 'function')
   assert.notEqual(typeof manualClock({}).elapsedRealtimeMs, 'function')
   assert.notEqual(typeof manualClock({ elapsedRealtimeMs: undefined }).elapsedRealtimeMs, 'function')
 })
 
-test('§3 manualClock without a reader: a QuotaClock on it sees no reader (ambiguous row, reads counter stays 0)', () => {
+test('manualClock without a reader: a QuotaClock on it sees no reader (ambiguous row, reads counter stays 0)', () => {
   const clock = manualClock({ wallMs: NOON })
   const limiter = new QuotaClock({ capacity: 10, refillPerSecond: 1, suspendPolicy: 'ignore', clock })
   clock.suspend(60_000)
@@ -219,7 +219,7 @@ test('§3 manualClock without a reader: a QuotaClock on it sees no reader (ambig
   assert.equal(clock.elapsedRealtimeReads, 0)
 })
 
-test('§3 manualClock advance(ms): time passes while awake — monotonic, wall and elapsed-realtime all move by ms', () => {
+test('manualClock advance(ms): time passes while awake — monotonic, wall and elapsed-realtime all move by ms', () => {
   const clock = manualClock({ monotonicMs: 10, wallMs: NOON, elapsedRealtimeMs: 100 })
   clock.advance(1234.5)
   assert.equal(clock.monotonicMs(), 1244.5)
@@ -227,7 +227,7 @@ test('§3 manualClock advance(ms): time passes while awake — monotonic, wall a
   assert.equal(clock.elapsedRealtimeMs(), 1334.5)
 })
 
-test('§3 manualClock suspend(ms): the host sleeps — wall and elapsed-realtime move by ms, monotonic does not', () => {
+test('manualClock suspend(ms): the host sleeps — wall and elapsed-realtime move by ms, monotonic does not', () => {
   const clock = manualClock({ monotonicMs: 10, wallMs: NOON, elapsedRealtimeMs: 100 })
   clock.suspend(60_000)
   assert.equal(clock.monotonicMs(), 10)
@@ -235,14 +235,14 @@ test('§3 manualClock suspend(ms): the host sleeps — wall and elapsed-realtime
   assert.equal(clock.elapsedRealtimeMs(), 60_100)
 })
 
-test('§3 manualClock suspend(ms) without a reader moves only the wall', () => {
+test('manualClock suspend(ms) without a reader moves only the wall', () => {
   const clock = manualClock({ monotonicMs: 10, wallMs: NOON })
   clock.suspend(5000)
   assert.equal(clock.monotonicMs(), 10)
   assert.equal(clock.wallMs(), NOON + 5000)
 })
 
-test('§3 manualClock stepWall(deltaMs): the wall clock is set (NTP step); negative is backwards', () => {
+test('manualClock stepWall(deltaMs): the wall clock is set (NTP step); negative is backwards', () => {
   const clock = manualClock({ monotonicMs: 10, wallMs: NOON, elapsedRealtimeMs: 100 })
   clock.stepWall(3_600_000)
   assert.equal(clock.wallMs(), NOON + 3_600_000)
@@ -252,7 +252,7 @@ test('§3 manualClock stepWall(deltaMs): the wall clock is set (NTP step); negat
   assert.equal(clock.elapsedRealtimeMs(), 100)
 })
 
-test('§3 manualClock set({ monotonicMs?, wallMs?, elapsedRealtimeMs? }): move any component to an absolute value', () => {
+test('manualClock set({ monotonicMs?, wallMs?, elapsedRealtimeMs? }): move any component to an absolute value', () => {
   const clock = manualClock({ monotonicMs: 10, wallMs: NOON, elapsedRealtimeMs: 100 })
   clock.set({ wallMs: NOON + 5 })
   assert.deepEqual([clock.monotonicMs(), clock.wallMs(), clock.elapsedRealtimeMs()], [10, NOON + 5, 100])
@@ -262,7 +262,7 @@ test('§3 manualClock set({ monotonicMs?, wallMs?, elapsedRealtimeMs? }): move a
   assert.deepEqual([clock.monotonicMs(), clock.wallMs(), clock.elapsedRealtimeMs()], [2, 7, 3])
 })
 
-test('§3 manualClock set(): this is how a test makes the monotonic source regress', () => {
+test('manualClock set(): this is how a test makes the monotonic source regress', () => {
   const clock = manualClock({ monotonicMs: 1000, wallMs: NOON })
   const limiter = new QuotaClock({ capacity: 10, refillPerSecond: 1, suspendPolicy: 'ignore', clock })
   clock.set({ monotonicMs: 500 })
@@ -270,7 +270,7 @@ test('§3 manualClock set(): this is how a test makes the monotonic source regre
   assert.throws(() => limiter.tryConsume(), (e) => e instanceof QuotaClockError && e.code === 'ERR_MONOTONIC_REGRESSION')
 })
 
-test('§3 manualClock elapsedRealtimeReads: how many times the elapsed-realtime reader was called', () => {
+test('manualClock elapsedRealtimeReads: how many times the elapsed-realtime reader was called', () => {
   const clock = manualClock({ elapsedRealtimeMs: 0 })
   assert.equal(clock.elapsedRealtimeReads, 0)
   clock.elapsedRealtimeMs()
@@ -282,7 +282,7 @@ test('§3 manualClock elapsedRealtimeReads: how many times the elapsed-realtime 
   assert.equal(clock.elapsedRealtimeReads, 2, 'other reads and moves do not count')
 })
 
-test('§3 manualClock elapsedRealtimeReads is a read-only number', () => {
+test('manualClock elapsedRealtimeReads is a read-only number', () => {
   const clock = manualClock({ elapsedRealtimeMs: 0 })
   assert.equal(typeof clock.elapsedRealtimeReads, 'number')
   try {
@@ -293,14 +293,14 @@ test('§3 manualClock elapsedRealtimeReads is a read-only number', () => {
   assert.equal(clock.elapsedRealtimeReads, 0)
 })
 
-test('§3 manualClock monotonicMs(), wallMs(), elapsedRealtimeMs() read it like any clock source (fractions kept)', () => {
+test('manualClock monotonicMs(), wallMs(), elapsedRealtimeMs() read it like any clock source (fractions kept)', () => {
   const clock = manualClock({ monotonicMs: 0.5, wallMs: NOON + 0.25, elapsedRealtimeMs: 1.75 })
   assert.equal(clock.monotonicMs(), 0.5)
   assert.equal(clock.wallMs(), NOON + 0.25)
   assert.equal(clock.elapsedRealtimeMs(), 1.75)
 })
 
-test('§3 a manual clock given to a QuotaClock is read natively: its JS methods are not called per read', () => {
+test('a manual clock given to a QuotaClock is read natively: its JS methods are not called per read', () => {
   const clock = manualClock({ monotonicMs: 0, wallMs: NOON, elapsedRealtimeMs: 0 })
   let jsCalls = 0
   for (const method of ['monotonicMs', 'wallMs', 'elapsedRealtimeMs']) {
@@ -321,7 +321,7 @@ test('§3 a manual clock given to a QuotaClock is read natively: its JS methods 
   assert.equal(clock.elapsedRealtimeReads, 2, 'native reads of the reader are still counted')
 })
 
-test('§3 manual clock components move independently and a QuotaClock sees each move', () => {
+test('manual clock components move independently and a QuotaClock sees each move', () => {
   const clock = manualClock({ monotonicMs: 0, wallMs: NOON })
   const limiter = new QuotaClock({ capacity: 1e6, refillPerSecond: 1000, initialTokens: 0, suspendPolicy: 'credit', clock })
   clock.advance(100)

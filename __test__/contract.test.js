@@ -13,16 +13,12 @@ const path = require('node:path')
 const ROOT = path.resolve(__dirname, '..')
 const TSCONFIG = path.join(__dirname, 'types', 'tsconfig.json')
 const native = require('../binding.js')
-const { QuotaClock, manualClock } = require('..')
+const { manualLimiter } = require('./helpers/limiters')
 const contract = native.contract()
 
 /** One anomaly of every kind, as the native side makes them (the JS face passes them on as they are). */
 function anomaliesOfEveryKind() {
-  const NOON = Date.UTC(2024, 0, 15, 12)
-  const make = ({ reader = false, quota, wallMs = NOON } = {}) => {
-    const clock = manualClock(reader ? { monotonicMs: 0, wallMs, elapsedRealtimeMs: 0 } : { monotonicMs: 0, wallMs })
-    return { clock, limiter: new QuotaClock({ capacity: 10, refillPerSecond: 1, suspendPolicy: 'credit', clock, quota }) }
-  }
+  const make = (options = {}) => manualLimiter({ policy: 'credit', ...options })
   const seen = []
   const day = { limit: 10, period: { unit: 'day', timeZone: 'UTC' } }
   let { clock, limiter } = make()
@@ -46,11 +42,7 @@ function anomaliesOfEveryKind() {
 
 const ANOMALIES = anomaliesOfEveryKind()
 
-function tscScript() {
-  const manifestPath = require.resolve('typescript/package.json', { paths: [ROOT] })
-  const manifest = JSON.parse(fs.readFileSync(manifestPath, 'utf8'))
-  return path.join(path.dirname(manifestPath), typeof manifest.bin === 'string' ? manifest.bin : manifest.bin.tsc)
-}
+const { tscScript } = require('./helpers/tsc')
 
 /** index.d.ts's type for each contract list, and the list. */
 function unions(lists) {

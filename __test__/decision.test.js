@@ -1,16 +1,16 @@
 'use strict'
-// SPEC §5 — tryConsume(n = 1): Decision, status(), limiter.periodFor(). Quotas here are UTC 'day'
-// quotas only (the calendar §7 is tested elsewhere). Waits are computed by hand:
+// tryConsume(n = 1): Decision, status(), limiter.periodFor(). Quotas here are UTC 'day'
+// quotas only (the calendar is tested elsewhere). Waits are computed by hand:
 //   bucket: ceil((n - tokens) / refillPerSecond * 1000), basis 'monotonic-refill'
 //   quota:  ceil(periodEnd - wallNow),                  basis 'wall-period' (also on a tie)
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { QuotaClock, manualClock, QuotaClockError } = require('..')
+const { QuotaClock, QuotaClockError } = require('..')
 
 const DAY = 86_400_000
 const DAY_START = Date.UTC(2024, 0, 15) // the manualClock default wall
-const NOON = DAY_START + 12 * 3_600_000
+const { NOON, manualLimiter } = require('./helpers/limiters') // DAY_START + 12 h
 const NEXT_DAY = DAY_START + DAY
 const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
 
@@ -18,14 +18,7 @@ function near(actual, expected, message) {
   assert.ok(Math.abs(actual - expected) < 1e-9, `${message || 'value'}: expected ${expected}, got ${actual}`)
 }
 
-function make({ capacity = 10, refillPerSecond = 1, initialTokens, quota, wallMs = NOON, policy = 'ignore', onAnomaly } = {}) {
-  const clock = manualClock({ monotonicMs: 0, wallMs })
-  const options = { capacity, refillPerSecond, suspendPolicy: policy, clock }
-  if (initialTokens !== undefined) options.initialTokens = initialTokens
-  if (quota !== undefined) options.quota = quota
-  if (onAnomaly !== undefined) options.onAnomaly = onAnomaly
-  return { clock, limiter: new QuotaClock(options) }
-}
+const make = manualLimiter
 
 function assertDecisionShape(d) {
   assert.deepEqual(Object.keys(d).sort(), ['allowed', 'anomalies', 'quotaRemaining', 'retryAfterBasis', 'retryAfterMs', 'tokens'])
@@ -37,7 +30,7 @@ function assertDecisionShape(d) {
 
 // ---------------------------------------------------------------------------------------------
 
-test('§5 tryConsume(n = 1): n defaults to 1', () => {
+test('tryConsume(n = 1): n defaults to 1', () => {
   const { limiter } = make({ capacity: 10 })
   const d = limiter.tryConsume()
   assert.equal(d.allowed, true)
@@ -47,7 +40,7 @@ test('§5 tryConsume(n = 1): n defaults to 1', () => {
   near(e.tokens, 8)
 })
 
-test('§5 Decision when allowed: retryAfterMs 0, retryAfterBasis null, tokens left after the decision, anomalies empty', () => {
+test('Decision when allowed: retryAfterMs 0, retryAfterBasis null, tokens left after the decision, anomalies empty', () => {
   const { limiter } = make({ capacity: 10 })
   const d = limiter.tryConsume(3)
   assertDecisionShape(d)
@@ -58,7 +51,7 @@ test('§5 Decision when allowed: retryAfterMs 0, retryAfterBasis null, tokens le
   assert.deepEqual(d.anomalies, [])
 })
 
-test('§5 quotaRemaining is null without a quota', () => {
+test('quotaRemaining is null without a quota', () => {
   const { limiter } = make()
   assert.equal(limiter.tryConsume().quotaRemaining, null)
   const { clock, limiter: l2 } = make({ capacity: 1, initialTokens: 0 })
@@ -68,21 +61,21 @@ test('§5 quotaRemaining is null without a quota', () => {
   assert.equal(denied.quotaRemaining, null)
 })
 
-test('§5 allowed only if the bucket holds ≥ n tokens: exactly n tokens is enough', () => {
+test('allowed only if the bucket holds ≥ n tokens: exactly n tokens is enough', () => {
   const { limiter } = make({ capacity: 10, initialTokens: 4 })
   const d = limiter.tryConsume(4)
   assert.equal(d.allowed, true)
   near(d.tokens, 0)
 })
 
-test('§5 a bucket holding fewer than n tokens denies', () => {
+test('a bucket holding fewer than n tokens denies', () => {
   const { limiter } = make({ capacity: 10, initialTokens: 3.5 })
   const d = limiter.tryConsume(4)
   assert.equal(d.allowed, false)
   near(d.tokens, 3.5)
 })
 
-test('§5 allowed: both are consumed (n tokens and n from the quota)', () => {
+test('allowed: both are consumed (n tokens and n from the quota)', () => {
   const { limiter } = make({ capacity: 10, quota: { limit: 100, period: UTC_DAY } })
   const d = limiter.tryConsume(4)
   assert.equal(d.allowed, true)
@@ -94,7 +87,7 @@ test('§5 allowed: both are consumed (n tokens and n from the quota)', () => {
   near(s.tokens, 6)
 })
 
-test("§5 allowed only if the period's used + n ≤ limit: used + n = limit is allowed", () => {
+test("allowed only if the period's used + n ≤ limit: used + n = limit is allowed", () => {
   const { limiter } = make({ capacity: 10, quota: { limit: 5, period: UTC_DAY } })
   assert.equal(limiter.tryConsume(2).allowed, true)
   const d = limiter.tryConsume(3)
@@ -102,7 +95,7 @@ test("§5 allowed only if the period's used + n ≤ limit: used + n = limit is a
   assert.equal(d.quotaRemaining, 0)
 })
 
-test('§5 used + n > limit is denied even with tokens in the bucket; nothing is consumed', () => {
+test('used + n > limit is denied even with tokens in the bucket; nothing is consumed', () => {
   const { limiter } = make({ capacity: 10, quota: { limit: 5, period: UTC_DAY } })
   limiter.tryConsume(4)
   const d = limiter.tryConsume(2)
@@ -113,7 +106,7 @@ test('§5 used + n > limit is denied even with tokens in the bucket; nothing is 
   assert.equal(limiter.tryConsume(1).allowed, true, 'the remaining 1 is still there')
 })
 
-test('§5 denied by the bucket: nothing is consumed from the quota either', () => {
+test('denied by the bucket: nothing is consumed from the quota either', () => {
   const { limiter } = make({ capacity: 10, initialTokens: 1, quota: { limit: 5, period: UTC_DAY } })
   const d = limiter.tryConsume(2)
   assert.equal(d.allowed, false)
@@ -122,7 +115,7 @@ test('§5 denied by the bucket: nothing is consumed from the quota either', () =
   assert.equal(limiter.status().quotaUsed, 0)
 })
 
-test("§5 bucket wait: ceil((n - tokens) / refillPerSecond * 1000) with basis 'monotonic-refill'", () => {
+test("bucket wait: ceil((n - tokens) / refillPerSecond * 1000) with basis 'monotonic-refill'", () => {
   // n 2, tokens 0, refill 4/s: 2/4*1000 = 500
   const { limiter } = make({ capacity: 10, refillPerSecond: 4, initialTokens: 0 })
   const d = limiter.tryConsume(2)
@@ -132,7 +125,7 @@ test("§5 bucket wait: ceil((n - tokens) / refillPerSecond * 1000) with basis 'm
   assert.equal(d.quotaRemaining, null)
 })
 
-test('§5 bucket wait is rounded up: tokens 0.3, n 1, refill 3/s → ceil(233.33…) = 234', () => {
+test('bucket wait is rounded up: tokens 0.3, n 1, refill 3/s → ceil(233.33…) = 234', () => {
   const { clock, limiter } = make({ capacity: 10, refillPerSecond: 3, initialTokens: 0 })
   clock.advance(100) // 0.3 tokens
   const d = limiter.tryConsume(1)
@@ -142,14 +135,14 @@ test('§5 bucket wait is rounded up: tokens 0.3, n 1, refill 3/s → ceil(233.33
   assert.equal(d.retryAfterMs, 234)
 })
 
-test('§5 bucket wait with fractional refill: n 3, tokens 0, refill 0.7/s → ceil(4285.71…) = 4286', () => {
+test('bucket wait with fractional refill: n 3, tokens 0, refill 0.7/s → ceil(4285.71…) = 4286', () => {
   const { limiter } = make({ capacity: 10, refillPerSecond: 0.7, initialTokens: 0 })
   const d = limiter.tryConsume(3)
   assert.equal(d.retryAfterMs, 4286)
   assert.equal(d.retryAfterBasis, 'monotonic-refill')
 })
 
-test('§5 refills the bucket from real elapsed time, never above capacity', () => {
+test('refills the bucket from real elapsed time, never above capacity', () => {
   const { clock, limiter } = make({ capacity: 10, refillPerSecond: 2, initialTokens: 0 })
   clock.advance(1500)
   near(limiter.tryConsume(3).tokens, 0)
@@ -158,7 +151,7 @@ test('§5 refills the bucket from real elapsed time, never above capacity', () =
   near(limiter.tryConsume(10).tokens, 0)
 })
 
-test('§5 after waiting the bucket retryAfterMs the same request is allowed', () => {
+test('after waiting the bucket retryAfterMs the same request is allowed', () => {
   const { clock, limiter } = make({ capacity: 10, refillPerSecond: 3, initialTokens: 0 })
   clock.advance(100)
   const d = limiter.tryConsume(2)
@@ -170,7 +163,7 @@ test('§5 after waiting the bucket retryAfterMs the same request is allowed', ()
   assert.equal(limiter.tryConsume(2).allowed, true)
 })
 
-test("§5 quota wait: ceil(periodEnd - wallNow) with basis 'wall-period'", () => {
+test("quota wait: ceil(periodEnd - wallNow) with basis 'wall-period'", () => {
   const wall = NEXT_DAY - 3_600_000 // 23:00 UTC
   const { limiter } = make({ capacity: 10, quota: { limit: 1, period: UTC_DAY }, wallMs: wall })
   assert.equal(limiter.tryConsume().allowed, true)
@@ -181,7 +174,7 @@ test("§5 quota wait: ceil(periodEnd - wallNow) with basis 'wall-period'", () =>
   assert.equal(d.quotaRemaining, 0)
 })
 
-test('§5 quota wait is rounded up for a fractional wall reading: ceil(1000.25) = 1001', () => {
+test('quota wait is rounded up for a fractional wall reading: ceil(1000.25) = 1001', () => {
   const wall = NEXT_DAY - 1000.25
   const { limiter } = make({ capacity: 10, quota: { limit: 0, period: UTC_DAY }, wallMs: wall })
   const d = limiter.tryConsume()
@@ -190,7 +183,7 @@ test('§5 quota wait is rounded up for a fractional wall reading: ceil(1000.25) 
   assert.equal(d.retryAfterBasis, 'wall-period')
 })
 
-test('§5 after waiting the quota retryAfterMs the next period opens and the request is allowed', () => {
+test('after waiting the quota retryAfterMs the next period opens and the request is allowed', () => {
   const { clock, limiter } = make({ capacity: 10, quota: { limit: 2, period: UTC_DAY }, wallMs: NEXT_DAY - 5000 })
   limiter.tryConsume(2)
   const d = limiter.tryConsume()
@@ -203,7 +196,7 @@ test('§5 after waiting the quota retryAfterMs the next period opens and the req
   assert.equal(ok.quotaRemaining, 1)
 })
 
-test('§5 retryAfterMs is the longer of the waits that apply: quota wait longer → wall-period', () => {
+test('retryAfterMs is the longer of the waits that apply: quota wait longer → wall-period', () => {
   const { limiter } = make({ capacity: 10, refillPerSecond: 4, initialTokens: 0, quota: { limit: 0, period: UTC_DAY }, wallMs: NEXT_DAY - 3_600_000 })
   const d = limiter.tryConsume(2) // bucket 500, quota 3 600 000
   assert.equal(d.allowed, false)
@@ -211,7 +204,7 @@ test('§5 retryAfterMs is the longer of the waits that apply: quota wait longer 
   assert.equal(d.retryAfterBasis, 'wall-period')
 })
 
-test('§5 retryAfterMs is the longer of the waits that apply: bucket wait longer → monotonic-refill', () => {
+test('retryAfterMs is the longer of the waits that apply: bucket wait longer → monotonic-refill', () => {
   // quota exhausted with 1000 ms to midnight; bucket needs 5 tokens at 1/s = 5000 ms
   const { limiter } = make({ capacity: 10, refillPerSecond: 1, initialTokens: 1, quota: { limit: 1, period: UTC_DAY }, wallMs: NEXT_DAY - 1000 })
   assert.equal(limiter.tryConsume(1).allowed, true) // bucket 0, quota used 1
@@ -221,7 +214,7 @@ test('§5 retryAfterMs is the longer of the waits that apply: bucket wait longer
   assert.equal(d.retryAfterBasis, 'monotonic-refill')
 })
 
-test('§5 only the waits that apply count: quota fine, bucket short → the bucket wait alone', () => {
+test('only the waits that apply count: quota fine, bucket short → the bucket wait alone', () => {
   const { limiter } = make({ capacity: 10, refillPerSecond: 4, initialTokens: 0, quota: { limit: 100, period: UTC_DAY }, wallMs: NOON })
   const d = limiter.tryConsume(2)
   assert.equal(d.retryAfterMs, 500)
@@ -229,7 +222,7 @@ test('§5 only the waits that apply count: quota fine, bucket short → the buck
   assert.equal(d.quotaRemaining, 100)
 })
 
-test('§5 only the waits that apply count: bucket fine, quota exhausted → the quota wait alone', () => {
+test('only the waits that apply count: bucket fine, quota exhausted → the quota wait alone', () => {
   const { limiter } = make({ capacity: 10, quota: { limit: 1, period: UTC_DAY }, wallMs: NEXT_DAY - 200 })
   limiter.tryConsume()
   const d = limiter.tryConsume()
@@ -237,7 +230,7 @@ test('§5 only the waits that apply count: bucket fine, quota exhausted → the 
   assert.equal(d.retryAfterBasis, 'wall-period')
 })
 
-test("§5 on a tie the basis is 'wall-period'", () => {
+test("on a tie the basis is 'wall-period'", () => {
   // bucket: n 2, tokens 0, 4/s → 500; quota: limit 0, 500 ms to midnight → 500
   const { limiter } = make({ capacity: 10, refillPerSecond: 4, initialTokens: 0, quota: { limit: 0, period: UTC_DAY }, wallMs: NEXT_DAY - 500 })
   const d = limiter.tryConsume(2)
@@ -246,14 +239,14 @@ test("§5 on a tie the basis is 'wall-period'", () => {
   assert.equal(d.retryAfterBasis, 'wall-period')
 })
 
-test("§5 on a tie after rounding up the basis is 'wall-period' (bucket ceil(333.33…) = 334, quota ceil(333.5) = 334)", () => {
+test("on a tie after rounding up the basis is 'wall-period' (bucket ceil(333.33…) = 334, quota ceil(333.5) = 334)", () => {
   const { limiter } = make({ capacity: 10, refillPerSecond: 3, initialTokens: 0, quota: { limit: 0, period: UTC_DAY }, wallMs: NEXT_DAY - 333.5 })
   const d = limiter.tryConsume(1)
   assert.equal(d.retryAfterMs, 334)
   assert.equal(d.retryAfterBasis, 'wall-period')
 })
 
-test('§5 a request larger than the quota limit (limit 0) is denied with the quota wait', () => {
+test('a request larger than the quota limit (limit 0) is denied with the quota wait', () => {
   const { limiter } = make({ capacity: 10, quota: { limit: 0, period: UTC_DAY }, wallMs: NOON })
   const d = limiter.tryConsume()
   assert.equal(d.allowed, false)
@@ -263,7 +256,7 @@ test('§5 a request larger than the quota limit (limit 0) is denied with the quo
   near(d.tokens, 10, 'nothing consumed')
 })
 
-test('§5 a request larger than the quota limit (n 5 > limit 3) is denied with the quota wait', () => {
+test('a request larger than the quota limit (n 5 > limit 3) is denied with the quota wait', () => {
   const { limiter } = make({ capacity: 10, quota: { limit: 3, period: UTC_DAY }, wallMs: NOON })
   const d = limiter.tryConsume(5)
   assert.equal(d.allowed, false)
@@ -272,7 +265,7 @@ test('§5 a request larger than the quota limit (n 5 > limit 3) is denied with t
   assert.equal(d.quotaRemaining, 3)
 })
 
-test('§5 quotaRemaining is limit − used in the open period; a new period starts at the full limit', () => {
+test('quotaRemaining is limit − used in the open period; a new period starts at the full limit', () => {
   const { clock, limiter } = make({ capacity: 100, refillPerSecond: 1000, quota: { limit: 10, period: UTC_DAY }, wallMs: NEXT_DAY - 10_000 })
   assert.equal(limiter.tryConsume(3).quotaRemaining, 7)
   assert.equal(limiter.tryConsume(2).quotaRemaining, 5)
@@ -282,7 +275,7 @@ test('§5 quotaRemaining is limit − used in the open period; a new period star
   assert.deepEqual(d.anomalies, [], 'crossing one boundary while awake is no anomaly')
 })
 
-test('§5 each call takes one monotonic and one wall reading (and no elapsed-realtime reading when they agree)', () => {
+test('each call takes one monotonic and one wall reading (and no elapsed-realtime reading when they agree)', () => {
   const calls = { m: 0, w: 0, er: 0 }
   let m = 0
   let w = NOON
@@ -308,7 +301,7 @@ test('§5 each call takes one monotonic and one wall reading (and no elapsed-rea
   assert.equal(calls.er - base.er, 0)
 })
 
-test('§5 the elapsed-realtime reader is read only when the readings disagree (dw > dm + tol)', () => {
+test('the elapsed-realtime reader is read only when the readings disagree (dw > dm + tol)', () => {
   const calls = { er: 0 }
   let m = 0
   let w = NOON
@@ -322,7 +315,7 @@ test('§5 the elapsed-realtime reader is read only when the readings disagree (d
   assert.deepEqual(d.anomalies.map((a) => a.kind), ['suspend'])
 })
 
-test('§5 n is a positive safe integer ≤ capacity, else RangeError with code ERR_INVALID_ARG (nothing consumed)', () => {
+test('n is a positive safe integer ≤ capacity, else RangeError with code ERR_INVALID_ARG (nothing consumed)', () => {
   const { limiter } = make({ capacity: 10, quota: { limit: 100, period: UTC_DAY } })
   for (const n of [0, -1, 1.5, 11, NaN, Infinity, 2 ** 53]) {
     assert.throws(() => limiter.tryConsume(n), (e) => e instanceof RangeError && e.code === 'ERR_INVALID_ARG', `n = ${n}`)
@@ -336,7 +329,7 @@ test('§5 n is a positive safe integer ≤ capacity, else RangeError with code E
 // ---------------------------------------------------------------------------------------------
 // status()
 
-test('§5 status() → { tokens, quotaUsed, quotaRemaining, period, capacity, refillPerSecond, quotaLimit } without consuming', () => {
+test('status() → { tokens, quotaUsed, quotaRemaining, period, capacity, refillPerSecond, quotaLimit } without consuming', () => {
   const { limiter } = make({ capacity: 10, quota: { limit: 7, period: UTC_DAY } })
   limiter.tryConsume(2)
   const s1 = limiter.status()
@@ -346,14 +339,14 @@ test('§5 status() → { tokens, quotaUsed, quotaRemaining, period, capacity, re
   assert.equal(s1.quotaUsed, 2)
   assert.equal(s1.quotaRemaining, 5)
   assert.deepEqual(s2, s1, 'status() consumes nothing')
-  assert.equal(typeof s1.period.id, 'string') // ids are the calendar's business (§7); only UTC day bounds here
+  assert.equal(typeof s1.period.id, 'string') // ids are the calendar's business; only UTC day bounds here
   assert.equal(s1.period.startMs, DAY_START)
   assert.equal(s1.period.endMs, NEXT_DAY)
   assert.equal(s1.period.startKind, 'exact')
   assert.equal(s1.period.timeZone, 'UTC')
 })
 
-test('§5 status(): without a quota the four quota fields are null', () => {
+test('status(): without a quota the four quota fields are null', () => {
   const { limiter } = make({ capacity: 10 })
   const s = limiter.status()
   near(s.tokens, 10)
@@ -363,13 +356,13 @@ test('§5 status(): without a quota the four quota fields are null', () => {
   assert.equal(s.quotaLimit, null)
 })
 
-test('§5 status() reads and reconciles the clocks like tryConsume (it refills from elapsed time)', () => {
+test('status() reads and reconciles the clocks like tryConsume (it refills from elapsed time)', () => {
   const { clock, limiter } = make({ capacity: 10, refillPerSecond: 2, initialTokens: 0 })
   clock.advance(1500)
   near(limiter.status().tokens, 3)
 })
 
-test('§5 status() reconciles like tryConsume: its anomalies go to onAnomaly (and are not raised again)', async () => {
+test('status() reconciles like tryConsume: its anomalies go to onAnomaly (and are not raised again)', async () => {
   const seen = []
   const { clock, limiter } = make({ capacity: 10, onAnomaly: (a) => seen.push(a) })
   clock.stepWall(-60_000)
@@ -380,7 +373,7 @@ test('§5 status() reconciles like tryConsume: its anomalies go to onAnomaly (an
   assert.deepEqual(limiter.tryConsume().anomalies, [], 'status() re-anchored the readings')
 })
 
-test('§5 status() reports the period now open after a boundary is crossed', () => {
+test('status() reports the period now open after a boundary is crossed', () => {
   const { clock, limiter } = make({ capacity: 10, quota: { limit: 3, period: UTC_DAY }, wallMs: NEXT_DAY - 1000 })
   limiter.tryConsume(3)
   clock.advance(1000)
@@ -391,7 +384,7 @@ test('§5 status() reports the period now open after a boundary is crossed', () 
   assert.equal(s.quotaRemaining, 3)
 })
 
-test('§5 status() throws the same clock errors as tryConsume (monotonic regression)', () => {
+test('status() throws the same clock errors as tryConsume (monotonic regression)', () => {
   const { clock, limiter } = make()
   clock.set({ monotonicMs: -1 })
   assert.throws(() => limiter.status(), (e) => e instanceof QuotaClockError && e.code === 'ERR_MONOTONIC_REGRESSION')
@@ -400,7 +393,7 @@ test('§5 status() throws the same clock errors as tryConsume (monotonic regress
 // ---------------------------------------------------------------------------------------------
 // limiter.periodFor()
 
-test("§5 limiter.periodFor(wallMs) applies the limiter's own period spec", () => {
+test("limiter.periodFor(wallMs) applies the limiter's own period spec", () => {
   const { limiter } = make({ quota: { limit: 1, period: UTC_DAY } })
   const wall = Date.UTC(2024, 2, 3, 5, 6, 7)
   const p = limiter.periodFor(wall)
@@ -411,7 +404,7 @@ test("§5 limiter.periodFor(wallMs) applies the limiter's own period spec", () =
   assert.equal(p.timeZone, 'UTC')
 })
 
-test('§5 limiter.periodFor(wallMs) does not read the clock or change the limiter', () => {
+test('limiter.periodFor(wallMs) does not read the clock or change the limiter', () => {
   const { limiter } = make({ capacity: 10, quota: { limit: 5, period: UTC_DAY } })
   limiter.tryConsume(2)
   limiter.periodFor(Date.UTC(2030, 0, 1))
@@ -420,7 +413,7 @@ test('§5 limiter.periodFor(wallMs) does not read the clock or change the limite
   assert.equal(s.quotaUsed, 2)
 })
 
-test('§5 limiter.periodFor(wallMs) is null without a quota', () => {
+test('limiter.periodFor(wallMs) is null without a quota', () => {
   const { limiter } = make()
   assert.equal(limiter.periodFor(Date.UTC(2024, 0, 1)), null)
 })

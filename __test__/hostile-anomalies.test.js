@@ -1,5 +1,5 @@
 'use strict'
-// SPEC §8: a handler that is async or returns a rejecting promise never breaks the process (its
+// a handler that is async or returns a rejecting promise never breaks the process (its
 // error becomes a warning), and deliveries waiting are bounded (10,000 per thread), past which
 // they are dropped and one QUOTA_CLOCK_ANOMALIES_DROPPED warning says how many.
 const test = require('node:test')
@@ -19,7 +19,7 @@ function stepper(onAnomaly) {
 }
 `
 
-test('§8 an async onAnomaly that throws, or one returning a rejected promise or a hostile thenable, becomes a warning; the process lives (3 runs)', () => {
+test('an async onAnomaly that throws, or one returning a rejected promise or a hostile thenable, becomes a warning; the process lives (3 runs)', () => {
   const runs = runScriptRepeatedly(
     3,
     `${PRELUDE}
@@ -46,7 +46,7 @@ test('§8 an async onAnomaly that throws, or one returning a rejected promise or
   }
 })
 
-test('§8 deliveries waiting are bounded at 10,000 per thread: the rest are dropped, one warning counts them, memory stays flat, delivery resumes', () => {
+test('deliveries waiting are bounded at 10,000 per thread: the rest are dropped, one warning counts them, memory stays flat, delivery resumes', () => {
   const { result } = runScript(
     `${PRELUDE}
     let calls = 0

@@ -1,5 +1,5 @@
 'use strict'
-// SPEC §9: a limiter never keeps itself alive (its clock, reader or handler may refer back to it),
+// a limiter never keeps itself alive (its clock, reader or handler may refer back to it),
 // and a module instance that is dropped (a test runner loading the package per file) is collected
 // whole, native side included.
 const test = require('node:test')
@@ -18,7 +18,7 @@ const settle = async (done) => {
 }
 `
 
-test('§9 limiters whose JS clock refers back to them (class Tenant { limiter = new QuotaClock({ clock: this }) }) are collected', { skip: skipWithoutProbes }, () => {
+test('limiters whose JS clock refers back to them (class Tenant { limiter = new QuotaClock({ clock: this }) }) are collected', { skip: skipWithoutProbes }, () => {
   const { result } = runScript(
     `${SETTLE}
     const { QuotaClock } = require(ROOT)
@@ -47,7 +47,7 @@ test('§9 limiters whose JS clock refers back to them (class Tenant { limiter = 
   assert.equal(result.after, result.before, 'and every native slot was freed')
 })
 
-test('§9 limiters whose elapsed-realtime reader, or JS clock and handler together, refer back to them are collected', { skip: skipWithoutProbes }, () => {
+test('limiters whose elapsed-realtime reader, or JS clock and handler together, refer back to them are collected', { skip: skipWithoutProbes }, () => {
   const { result } = runScript(
     `${SETTLE}
     const { QuotaClock, systemClock } = require(ROOT)
@@ -73,7 +73,7 @@ test('§9 limiters whose elapsed-realtime reader, or JS clock and handler togeth
 })
 
 for (const what of ['index.js only', 'every file of the package']) {
-  test(`§9 a module loaded again and dropped is collected whole, native registry included (cache cleared: ${what})`, { skip: skipWithoutProbes }, () => {
+  test(`a module loaded again and dropped is collected whole, native registry included (cache cleared: ${what})`, { skip: skipWithoutProbes }, () => {
     const { result } = runScript(
       `${SETTLE}
       const path = require('node:path')

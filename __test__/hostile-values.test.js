@@ -1,5 +1,5 @@
 'use strict'
-// Values at the edges: wall readings outside the calendar's range (SPEC §7), rates whose waits
+// Values at the edges: wall readings outside the calendar's range, rates whose waits
 // could not be finite, numbers and BigInts in messages, and options inherited from a polluted
 // Object.prototype (only own properties are options).
 const test = require('node:test')
@@ -7,7 +7,7 @@ const assert = require('node:assert/strict')
 const { QuotaClock, QuotaClockError, manualClock, periodFor } = require('..')
 const { runScript } = require('./helpers/child.js')
 
-const base = { capacity: 5, refillPerSecond: 1, suspendPolicy: 'ignore' }
+const { PLAIN_OPTIONS: base } = require('./helpers/limiters')
 const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
 
 function codeOf(fn) {
@@ -24,7 +24,7 @@ for (const [name, wallMs, earliestPlausibleWallMs] of [
   ['far past it (1e300)', 1e300, undefined],
   ['before -8.64e15 (plausibility check off)', -8.64e15 - 1, null],
 ]) {
-  test(`§7 with a quota, a wall reading ${name} throws ERR_CLOCK_READING from tryConsume and status and changes no state`, () => {
+  test(`with a quota, a wall reading ${name} throws ERR_CLOCK_READING from tryConsume and status and changes no state`, () => {
     const clock = manualClock({ wallMs: Math.sign(wallMs) * 8.64e15 - Math.sign(wallMs) * 10_000 })
     const limiter = new QuotaClock({ ...base, clock, quota: { limit: 3, period: UTC_DAY }, ...(earliestPlausibleWallMs === undefined ? {} : { earliestPlausibleWallMs }) })
     assert.equal(limiter.tryConsume().quotaRemaining, 2)
@@ -51,7 +51,7 @@ for (const [name, wallMs, earliestPlausibleWallMs] of [
   })
 }
 
-test('§7 a wall reading outside the range at construction opens no period; the first reading inside it does', () => {
+test('a wall reading outside the range at construction opens no period; the first reading inside it does', () => {
   const clock = manualClock({ wallMs: 9e15 })
   const limiter = new QuotaClock({ ...base, clock, quota: { limit: 3, period: UTC_DAY } })
   assert.equal(codeOf(() => limiter.tryConsume()).code, 'ERR_CLOCK_READING')
@@ -61,7 +61,7 @@ test('§7 a wall reading outside the range at construction opens no period; the 
   assert.equal(limiter.status().period.id, '2024-01-15')
 })
 
-test('§7 without a quota, a wall reading far outside the range is only a wall step', () => {
+test('without a quota, a wall reading far outside the range is only a wall step', () => {
   const clock = manualClock()
   const limiter = new QuotaClock({ ...base, clock })
   clock.set({ wallMs: 1e300 })
@@ -72,7 +72,7 @@ test('§7 without a quota, a wall reading far outside the range is only a wall s
   assert.match(decision.anomalies[0].detail, /1e\+300/)
 })
 
-test('§5 a refillPerSecond so small that the wait overflows (5e-324) gives the largest finite wait, never Infinity', () => {
+test('a refillPerSecond so small that the wait overflows (5e-324) gives the largest finite wait, never Infinity', () => {
   for (const [capacity, refillPerSecond, n, expected] of [
     [5, 5e-324, 1, Number.MAX_VALUE],
     [1, 1e-306, 1, Number.MAX_VALUE],
@@ -89,7 +89,7 @@ test('§5 a refillPerSecond so small that the wait overflows (5e-324) gives the 
   }
 })
 
-test('§9 messages print numbers as JavaScript does (1e+308, not 309 digits) and BigInts with their n', () => {
+test('messages print numbers as JavaScript does (1e+308, not 309 digits) and BigInts with their n', () => {
   const cases = [
     [() => new QuotaClock({ ...base, capacity: 10n }), 'received 10n'],
     [() => new QuotaClock({ ...base, capacity: -1e308 }), '-1e+308'],
@@ -117,7 +117,7 @@ test('§9 messages print numbers as JavaScript does (1e+308, not 309 digits) and
   assert.ok(anomaly.detail.includes('1e+308') && anomaly.detail.length < 400, anomaly.detail)
 })
 
-test('§4 options are read from own properties only: a polluted Object.prototype is ignored (child process)', () => {
+test('options are read from own properties only: a polluted Object.prototype is ignored (child process)', () => {
   const { result } = runScript(`
     const lib = require(ROOT)
     const period = { unit: 'day', timeZone: 'UTC' }

@@ -1,5 +1,5 @@
 'use strict'
-// SPEC §11 client keys: clientKey(req) is req.ip when a framework set it, else the socket's address;
+// Client keys: clientKey(req) is req.ip when a framework set it, else the socket's address;
 // IPv4-mapped IPv6 is the IPv4 address; other IPv6 addresses are grouped by their first
 // `ipv6Subnet` bits (default 56) as '<prefix>/56'; X-Forwarded-For is never read, and a request
 // that carries it without the framework having used it draws one warning.

@@ -1,5 +1,5 @@
 'use strict'
-// The MongoDB throttle as a rateLimit entry (SPEC §11), on the real MongoDB wire-compatible test
+// The MongoDB throttle as a rateLimit entry, on the real MongoDB wire-compatible test
 // server: its windows as header items, its denials as 429s, and a store that does not answer
 // (stopped, or hanging) answered 503 within timeoutMs, or passed with failOpen. Never skipped: the
 // tests fail when the server cannot be started.

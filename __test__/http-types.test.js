@@ -15,11 +15,7 @@ const ROOT = path.resolve(__dirname, '..')
 const TYPES_DIR = path.join(__dirname, 'types')
 const FILES = ['http-usage.ts', 'http-usage-esm.mts']
 
-function tscScript() {
-  const manifestPath = require.resolve('typescript/package.json', { paths: [ROOT] })
-  const manifest = JSON.parse(fs.readFileSync(manifestPath, 'utf8'))
-  return path.join(path.dirname(manifestPath), typeof manifest.bin === 'string' ? manifest.bin : manifest.bin.tsc)
-}
+const { tscScript } = require('./helpers/tsc')
 
 function compile(...extra) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-http-types-'))

@@ -1,5 +1,5 @@
 'use strict'
-// SPEC §11 on real servers: rateLimit as Express 5 and Express 4 middleware and as a plain
+// The HTTP middleware on real servers: rateLimit as Express 5 and Express 4 middleware and as a plain
 // node:http handler step (no next), on 127.0.0.1, driven by fetch. Limiters run on manual clocks,
 // so every header value is known exactly.
 

@@ -1,7 +1,7 @@
 'use strict'
-// SPEC §4, §9, §10: the option fuzzer's awkward option objects (see helpers/option-fuzz.js), with
+// the option fuzzer's awkward option objects (see helpers/option-fuzz.js), with
 // awkward policies, maxKeys and snapshots, given to KeyedQuotaClock: each constructs or throws a
-// TypeError/RangeError with a §4 code; what constructs is used (tryConsume, refund, status,
+// TypeError/RangeError with an option-error code; what constructs is used (tryConsume, refund, status,
 // delete, snapshot and restore), and each use decides or throws a coded error; nothing else.
 const test = require('node:test')
 const assert = require('node:assert/strict')
@@ -87,7 +87,7 @@ function keyedFuzz(count, seed) {
 }
 
 for (const seed of [11, 12]) {
-  test(`§10 keyed fuzzer, seed ${seed}: 1,500 awkward option objects and policies construct or throw coded errors, and every use decides or throws a coded error`, () => {
+  test(`keyed fuzzer, seed ${seed}: 1,500 awkward option objects and policies construct or throw coded errors, and every use decides or throws a coded error`, () => {
     const tally = keyedFuzz(1_500, seed)
     const shown = tally.bad.slice(0, 10).map((b) => `- seed ${b.seed} case ${b.index} (${b.what}): ${b.text}`)
     assert.equal(tally.bad.length, 0, `calls that broke the contract:\n${shown.join('\n')}`)

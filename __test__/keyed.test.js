@@ -1,5 +1,5 @@
 'use strict'
-// SPEC §10 — KeyedQuotaClock, sentence by sentence, on manual clocks.
+// KeyedQuotaClock, sentence by sentence, on manual clocks.
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
@@ -27,7 +27,7 @@ async function settle(seen, count = 1) {
 // ---------------------------------------------------------------------------------------------
 // The class and its options
 
-test('§10 the §4 options with the same names, checks and errors; the limits are every key\'s default', () => {
+test('QuotaClock\'s options with the same names, checks and errors; the limits are every key\'s default', () => {
   assert.throws(() => new KeyedQuotaClock({ capacity: 1, refillPerSecond: 1 }), isCode(TypeError, 'ERR_INVALID_OPTION'), 'suspendPolicy has no default')
   assert.throws(() => new KeyedQuotaClock({ capacity: 0, refillPerSecond: 1, suspendPolicy: 'ignore' }), isCode(RangeError, 'ERR_INVALID_OPTION'))
   assert.throws(() => new KeyedQuotaClock({ capacity: 1, refillPerSecond: 1, suspendpolicy: 'ignore', suspendPolicy: 'ignore' }), (e) => e.code === 'ERR_INVALID_OPTION' && /suspendpolicy/.test(e.message))
@@ -38,7 +38,7 @@ test('§10 the §4 options with the same names, checks and errors; the limits ar
   assert.deepEqual([s.capacity, s.refillPerSecond, s.tokens, s.quotaLimit], [4, 2, 3, 9])
 })
 
-test('§10 policy must be a function; maxKeys a positive safe integer (default 1,000,000); restore a Uint8Array', () => {
+test('policy must be a function; maxKeys a positive safe integer (default 1,000,000); restore a Uint8Array', () => {
   assert.throws(() => make({ policy: {} }), isCode(TypeError, 'ERR_INVALID_OPTION'))
   assert.throws(() => make({ maxKeys: '5' }), isCode(TypeError, 'ERR_INVALID_OPTION'))
   for (const bad of [0, -1, 1.5, 2 ** 53, NaN]) assert.throws(() => make({ maxKeys: bad }), (e) => e instanceof RangeError && e.code === 'ERR_INVALID_OPTION' && /maxKeys/.test(e.message))
@@ -50,7 +50,7 @@ test('§10 policy must be a function; maxKeys a positive safe integer (default 1
 // ---------------------------------------------------------------------------------------------
 // Keys
 
-test('§10 keys: a string of 1 to 256 UTF-16 code units; TypeError/RangeError ERR_INVALID_ARG before any clock is read', () => {
+test('keys: a string of 1 to 256 UTF-16 code units; TypeError/RangeError ERR_INVALID_ARG before any clock is read', () => {
   let reads = 0
   const clock = { monotonicMs: () => (reads++, 0), wallMs: () => (reads++, NOON) }
   const { limiter } = make({ clock })
@@ -66,7 +66,7 @@ test('§10 keys: a string of 1 to 256 UTF-16 code units; TypeError/RangeError ER
   assert.equal(limiter.tryConsume('😀'.repeat(128)).allowed, true, '256 code units (128 surrogate pairs)')
 })
 
-test('§10 keys are compared exactly: lone surrogates, Latin-1 and long keys are distinct keys', () => {
+test('keys are compared exactly: lone surrogates, Latin-1 and long keys are distinct keys', () => {
   const { limiter } = make({ capacity: 1 })
   const keys = ['\ud800', '\ufffd', 'é', 'e\u0301', 'a'.repeat(200), 'a'.repeat(199) + 'b', '東京', 'tenant-1']
   for (const key of keys) assert.equal(limiter.tryConsume(key).allowed, true, JSON.stringify(key))
@@ -77,7 +77,7 @@ test('§10 keys are compared exactly: lone surrogates, Latin-1 and long keys are
 // ---------------------------------------------------------------------------------------------
 // One clock, one reconciliation
 
-test('§10 every call takes one monotonic and one wall reading, whatever its key', () => {
+test('every call takes one monotonic and one wall reading, whatever its key', () => {
   const calls = { m: 0, w: 0 }
   const inner = manualClock({ wallMs: NOON })
   const clock = { monotonicMs: () => (calls.m++, inner.monotonicMs()), wallMs: () => (calls.w++, inner.wallMs()) }
@@ -90,7 +90,7 @@ test('§10 every call takes one monotonic and one wall reading, whatever its key
   assert.deepEqual([calls.m - base.m, calls.w - base.w], [4, 4])
 })
 
-test('§10 a clock anomaly is raised once for the whole limiter, on the decision of the call that saw it and through onAnomaly', async () => {
+test('a clock anomaly is raised once for the whole limiter, on the decision of the call that saw it and through onAnomaly', async () => {
   const seen = []
   const { clock, limiter } = make({ onAnomaly: (a) => seen.push(a) })
   for (const key of ['a', 'b', 'c']) limiter.tryConsume(key)
@@ -105,7 +105,7 @@ test('§10 a clock anomaly is raised once for the whole limiter, on the decision
   assert.deepEqual(seen.map((a) => a.kind), ['wall-step-back'])
 })
 
-test("§10 a key's bucket refills by the time credited since that key's previous call, capped at its capacity", () => {
+test("a key's bucket refills by the time credited since that key's previous call, capped at its capacity", () => {
   const { clock, limiter } = make({ capacity: 5, refillPerSecond: 2, initialTokens: 0 })
   limiter.tryConsume('a')
   clock.advance(1000)
@@ -123,7 +123,7 @@ test("§10 a key's bucket refills by the time credited since that key's previous
   assert.equal(l2.status('x').tokens, 30)
 })
 
-test('§10 the regression latch and the §6 errors are the limiter\'s, whatever the key', () => {
+test('the regression latch and the reconciliation errors are the limiter\'s, whatever the key', () => {
   const { clock, limiter } = make()
   limiter.tryConsume('a')
   clock.set({ monotonicMs: -5 })
@@ -141,7 +141,7 @@ test('§10 the regression latch and the §6 errors are the limiter\'s, whatever 
   assert.equal(l2.tryConsume('a').tokens, 0, 'the monotonic 1 s was credited, then the call refused; the next proceeds')
 })
 
-test('§10 a wall reading before earliestPlausibleWallMs throws for a key with a quota and changes nothing', () => {
+test('a wall reading before earliestPlausibleWallMs throws for a key with a quota and changes nothing', () => {
   const clock = manualClock({ wallMs: NOON })
   const { limiter } = make({ clock, initialTokens: 5, quota: { limit: 5, period: UTC_DAY }, policy: (key) => (key === 'free' ? { quota: null } : undefined) })
   limiter.tryConsume('a')
@@ -155,14 +155,14 @@ test('§10 a wall reading before earliestPlausibleWallMs throws for a key with a
 // ---------------------------------------------------------------------------------------------
 // New keys and policy
 
-test('§10 a key first held starts with its initialTokens and no quota use', () => {
+test('a key first held starts with its initialTokens and no quota use', () => {
   const { limiter } = make({ initialTokens: 4, quota: { limit: 7, period: UTC_DAY } })
   const d = limiter.tryConsume('new', 2)
   assert.equal(d.tokens, 2)
   assert.equal(d.quotaRemaining, 5)
 })
 
-test('§10 policy(key) is called synchronously when a key is first held, again if it was dropped and comes back, never for a held key', () => {
+test('policy(key) is called synchronously when a key is first held, again if it was dropped and comes back, never for a held key', () => {
   const asked = []
   const { limiter } = make({ policy: (key) => (asked.push(key), key === 'vip' ? { capacity: 100 } : undefined) })
   assert.equal(limiter.tryConsume('vip', 50).tokens, 50)
@@ -177,7 +177,7 @@ test('§10 policy(key) is called synchronously when a key is first held, again i
   assert.throws(() => limiter.tryConsume('plain', 11), isCode(RangeError, 'ERR_INVALID_ARG'), 'plain keys keep the default capacity')
 })
 
-test('§10 KeyPolicy: each field overrides the default; quota: null means none', () => {
+test('KeyPolicy: each field overrides the default; quota: null means none', () => {
   const plans = {
     free: { capacity: 2, refillPerSecond: 0.5, quota: { limit: 3, period: { unit: 'month', timeZone: 'America/Los_Angeles' } } },
     internal: { quota: null },
@@ -194,7 +194,7 @@ test('§10 KeyPolicy: each field overrides the default; quota: null means none',
   assert.equal(limiter.status('other').capacity, 10)
 })
 
-test('§10 a policy that throws: TypeError ERR_INVALID_OPTION naming the key, the thrown error as cause; the key is not held', () => {
+test('a policy that throws: TypeError ERR_INVALID_OPTION naming the key, the thrown error as cause; the key is not held', () => {
   const boom = new Error('plans unavailable')
   const { limiter } = make({ policy: (key) => { if (key === 'bad') throw boom } })
   assert.throws(() => limiter.tryConsume('bad'), (e) => e instanceof TypeError && e.code === 'ERR_INVALID_OPTION' && e.message.includes('"bad"') && e.cause === boom)
@@ -205,7 +205,7 @@ test('§10 a policy that throws: TypeError ERR_INVALID_OPTION naming the key, th
   assert.throws(() => l2.tryConsume('k'), (e) => e instanceof TypeError && e.code === 'ERR_INVALID_OPTION' && typeof e.cause === 'symbol')
 })
 
-test('§10 an invalid KeyPolicy: TypeError/RangeError with the §4 code naming the key and the field; the key is not held', () => {
+test('an invalid KeyPolicy: TypeError/RangeError with the option-error code naming the key and the field; the key is not held', () => {
   const cases = [
     [{ capacity: 'big' }, TypeError, 'ERR_INVALID_OPTION', /policy\("k"\)\.capacity/],
     [{ capacity: -1 }, RangeError, 'ERR_INVALID_OPTION', /policy\("k"\)\.capacity/],
@@ -225,7 +225,7 @@ test('§10 an invalid KeyPolicy: TypeError/RangeError with the §4 code naming t
   }
 })
 
-test('§10 order of checks: the key, n ≥ 1, policy for a new key, n against that key\'s capacity, then the clock readings', () => {
+test('order of checks: the key, n ≥ 1, policy for a new key, n against that key\'s capacity, then the clock readings', () => {
   let asked = 0
   let reads = 0
   const inner = manualClock({ wallMs: NOON })
@@ -243,7 +243,7 @@ test('§10 order of checks: the key, n ≥ 1, policy for a new key, n against th
   assert.equal(reads, base + 1)
 })
 
-test('§10 policy may call back into the limiter', () => {
+test('policy may call back into the limiter', () => {
   const { limiter } = make({ policy: (key) => { if (key !== 'inner') limiter.tryConsume('inner'); return undefined } })
   assert.equal(limiter.tryConsume('outer').tokens, 9)
   assert.equal(limiter.size, 2)
@@ -252,7 +252,7 @@ test('§10 policy may call back into the limiter', () => {
 // ---------------------------------------------------------------------------------------------
 // Quotas per key, periods per spec
 
-test('§10 keys with equal specs share one open period: period-skip once per spec, with periodId', async () => {
+test('keys with equal specs share one open period: period-skip once per spec, with periodId', async () => {
   const seen = []
   const tokyo = { quota: { limit: 5, period: { unit: 'day', timeZone: 'Asia/Tokyo' } } }
   const { clock, limiter } = make({ suspendPolicy: 'credit', quota: { limit: 5, period: UTC_DAY }, policy: (key) => (key.startsWith('jp') ? tokyo : undefined), onAnomaly: (a) => seen.push(a) })
@@ -272,7 +272,7 @@ test('§10 keys with equal specs share one open period: period-skip once per spe
   assert.deepEqual(seen.map((x) => x.kind), ['ambiguous-wall-jump', 'period-skip', 'period-skip'])
 })
 
-test('§10 a backwards step across a boundary holds the spec\'s period for all its keys; period-regression once per spec', () => {
+test('a backwards step across a boundary holds the spec\'s period for all its keys; period-regression once per spec', () => {
   const clock = manualClock({ wallMs: Date.UTC(2024, 0, 15, 0, 0, 30) })
   const { limiter } = make({ clock, quota: { limit: 5, period: UTC_DAY } })
   limiter.tryConsume('a', 2)
@@ -287,7 +287,7 @@ test('§10 a backwards step across a boundary holds the spec\'s period for all i
   assert.equal(b.quotaRemaining, 3)
 })
 
-test('§10 a quota denial waits until the key\'s own period ends', () => {
+test('a quota denial waits until the key\'s own period ends', () => {
   const { limiter } = make({ quota: { limit: 1, period: UTC_DAY }, policy: (k) => (k === 'la' ? { quota: { limit: 1, period: { unit: 'day', timeZone: 'America/Los_Angeles' } } } : undefined) })
   limiter.tryConsume('utc')
   limiter.tryConsume('la')
@@ -300,7 +300,7 @@ test('§10 a quota denial waits until the key\'s own period ends', () => {
 // ---------------------------------------------------------------------------------------------
 // refund, status, delete, size
 
-test('§10 refund(key, n) reconciles, then gives back n tokens (capped) and n quota units (never below zero)', () => {
+test('refund(key, n) reconciles, then gives back n tokens (capped) and n quota units (never below zero)', () => {
   const { clock, limiter } = make({ quota: { limit: 5, period: UTC_DAY } })
   limiter.tryConsume('a', 3)
   limiter.refund('a', 2)
@@ -314,7 +314,7 @@ test('§10 refund(key, n) reconciles, then gives back n tokens (capped) and n qu
   for (const bad of [0, 1.5, -1, '1', NaN]) assert.throws(() => limiter.refund('a', bad), isCode(RangeError, 'ERR_INVALID_ARG'))
 })
 
-test('§10 refund of a key not held: the clocks are reconciled and nothing else happens (no policy call)', async () => {
+test('refund of a key not held: the clocks are reconciled and nothing else happens (no policy call)', async () => {
   const seen = []
   let asked = 0
   const { clock, limiter } = make({ policy: () => (asked++, undefined), onAnomaly: (a) => seen.push(a) })
@@ -327,7 +327,7 @@ test('§10 refund of a key not held: the clocks are reconciled and nothing else 
   assert.equal(limiter.tryConsume('x').anomalies.length, 0, 'the readings were re-anchored')
 })
 
-test('§10 status(key) consumes nothing; for a key not held, what a fresh key would have, without holding it', () => {
+test('status(key) consumes nothing; for a key not held, what a fresh key would have, without holding it', () => {
   const { clock, limiter } = make({ initialTokens: 2, quota: { limit: 3, period: UTC_DAY }, policy: (k) => (k === 'big' ? { capacity: 50, initialTokens: 40 } : undefined) })
   limiter.tryConsume('a')
   clock.advance(500)
@@ -342,7 +342,7 @@ test('§10 status(key) consumes nothing; for a key not held, what a fresh key wo
   assert.equal(limiter.tryConsume('big').tokens, 39)
 })
 
-test('§10 delete(key) drops the key and all its state', () => {
+test('delete(key) drops the key and all its state', () => {
   const { limiter } = make({ quota: { limit: 5, period: UTC_DAY } })
   limiter.tryConsume('a', 4)
   assert.equal(limiter.size, 1)
@@ -357,7 +357,7 @@ test('§10 delete(key) drops the key and all its state', () => {
 // ---------------------------------------------------------------------------------------------
 // Memory
 
-test('§10 at maxKeys a new key first drops an idle key (full bucket, no use in its open period)', () => {
+test('at maxKeys a new key first drops an idle key (full bucket, no use in its open period)', () => {
   const { clock, limiter } = make({ maxKeys: 3 })
   limiter.tryConsume('a', 10)
   limiter.tryConsume('b', 1)
@@ -370,7 +370,7 @@ test('§10 at maxKeys a new key first drops an idle key (full bucket, no use in 
   assert.deepEqual(Object.fromEntries(['a', 'c', 'd'].map((k) => [k, limiter.delete(k)])), { a: true, c: true, d: true })
 })
 
-test('§10 else the least recently used key without quota use (its bucket comes back full); tryConsume and refund count as use, status does not', () => {
+test('else the least recently used key without quota use (its bucket comes back full); tryConsume and refund count as use, status does not', () => {
   const { limiter } = make({ maxKeys: 3 })
   for (const key of ['a', 'b', 'c']) limiter.tryConsume(key, 5)
   limiter.tryConsume('a') // order now: b, c, a
@@ -383,7 +383,7 @@ test('§10 else the least recently used key without quota use (its bucket comes 
   assert.equal(limiter.size, 3)
 })
 
-test('§10 quota use is never dropped to make room: ERR_KEY_LIMIT names maxKeys, and nothing changes (readings not re-anchored)', async () => {
+test('quota use is never dropped to make room: ERR_KEY_LIMIT names maxKeys, and nothing changes (readings not re-anchored)', async () => {
   const seen = []
   const { clock, limiter } = make({ maxKeys: 2, quota: { limit: 5, period: UTC_DAY }, onAnomaly: (a) => seen.push(a) })
   limiter.tryConsume('a')
@@ -403,7 +403,7 @@ test('§10 quota use is never dropped to make room: ERR_KEY_LIMIT names maxKeys,
   assert.equal(limiter.status('a').quotaUsed, 2)
 })
 
-test('§10 use in a period that has ended is no use: such a key can make room', () => {
+test('use in a period that has ended is no use: such a key can make room', () => {
   const { clock, limiter } = make({ maxKeys: 2, quota: { limit: 5, period: UTC_DAY } })
   limiter.tryConsume('a')
   limiter.tryConsume('b')
@@ -413,7 +413,7 @@ test('§10 use in a period that has ended is no use: such a key can make room', 
   assert.equal(limiter.size, 2)
 })
 
-test('§10 many keys: size counts them; maxKeys bounds them', () => {
+test('many keys: size counts them; maxKeys bounds them', () => {
   const { clock, limiter } = make({ maxKeys: 5000, capacity: 3, initialTokens: 0 })
   for (let i = 0; i < 12_000; i++) {
     clock.advance(1)
@@ -442,7 +442,7 @@ test('restoring with bad options refuses them before calling the policy for any 
   assert.equal(calls, 2)
 })
 
-test('§10 snapshot() reads no clock; restore brings the keys back with tokens as saved and no refill for the downtime', () => {
+test('snapshot() reads no clock; restore brings the keys back with tokens as saved and no refill for the downtime', () => {
   let reads = 0
   const inner = manualClock({ wallMs: NOON })
   const clock = { monotonicMs: () => (reads++, inner.monotonicMs()), wallMs: () => inner.wallMs() }
@@ -463,7 +463,7 @@ test('§10 snapshot() reads no clock; restore brings the keys back with tokens a
   assert.equal(restored.tryConsume('a').quotaRemaining, 6)
 })
 
-test('§10 restore keeps quota use only under the same spec and the same open period id; tokens capped at the current capacity', () => {
+test('restore keeps quota use only under the same spec and the same open period id; tokens capped at the current capacity', () => {
   const { limiter } = make({ quota: { limit: 10, period: UTC_DAY } })
   limiter.tryConsume('a', 3)
   const image = limiter.snapshot()
@@ -477,7 +477,7 @@ test('§10 restore keeps quota use only under the same spec and the same open pe
   assert.equal(restoreWith({ policy: (k) => (k === 'a' ? { capacity: 4 } : undefined) }).status('a').tokens, 4, "the key's own current policy")
 })
 
-test('§10 a snapshot that is not one, or holds more keys than maxKeys, is refused naming restore, and no limiter is made', () => {
+test('a snapshot that is not one, or holds more keys than maxKeys, is refused naming restore, and no limiter is made', () => {
   const { limiter } = make()
   for (const key of ['a', 'b', 'c']) limiter.tryConsume(key)
   const image = limiter.snapshot()
@@ -505,7 +505,7 @@ test('§10 a snapshot that is not one, or holds more keys than maxKeys, is refus
   assert.equal(make({ restore: Buffer.from(image) }).limiter.size, 3, 'a Buffer is a Uint8Array')
 })
 
-test('§10 a policy that throws during restore makes the constructor throw: no limiter is made', () => {
+test('a policy that throws during restore makes the constructor throw: no limiter is made', () => {
   const { limiter } = make()
   limiter.tryConsume('a')
   const image = limiter.snapshot()
@@ -534,7 +534,7 @@ for (const [row, move] of [
   ['step-back', (clock, below) => (below(4) === 0 ? clock.stepWall(-below(3 * DAY)) : clock.advance(below(3000)))],
   ['reader', (clock, below) => (below(10) === 0 ? clock.suspend(below(60_000)) : below(10) === 0 ? clock.stepWall(below(DAY)) : clock.advance(below(600)))],
 ]) {
-  test(`§10 for one key, a KeyedQuotaClock and a QuotaClock on the same manual clock history decide identically (${row} rows)`, () => {
+  test(`for one key, a KeyedQuotaClock and a QuotaClock on the same manual clock history decide identically (${row} rows)`, () => {
     const outcomes = { allowed: 0, denied: 0, anomalies: 0 }
     for (let seed = 1; seed <= 20; seed++) {
       const below = rng(seed * 7919)
@@ -567,9 +567,9 @@ for (const [row, move] of [
 }
 
 // ---------------------------------------------------------------------------------------------
-// Lifetime (SPEC §9: a limiter never keeps itself alive)
+// Lifetime (a limiter never keeps itself alive)
 
-test('§9 a KeyedQuotaClock whose onAnomaly and policy refer to it is collected like any other', () => {
+test('a KeyedQuotaClock whose onAnomaly and policy refer to it is collected like any other', () => {
   const root = JSON.stringify(path.join(__dirname, '..'))
   const script = `
     const { KeyedQuotaClock, manualClock } = require(${root})
@@ -600,7 +600,7 @@ test('§9 a KeyedQuotaClock whose onAnomaly and policy refer to it is collected 
   assert.ok(collected >= 190, `collected ${collected} of 200`)
 })
 
-test('§9 nothing malformed crashes the process: a throwing clock, a re-entrant clock, a hostile policy', () => {
+test('nothing malformed crashes the process: a throwing clock, a re-entrant clock, a hostile policy', () => {
   let broken = false
   const thrower = { monotonicMs: () => { if (broken) throw new Error('no clock today'); return 0 }, wallMs: () => NOON }
   const { limiter } = make({ clock: thrower })
@@ -616,7 +616,7 @@ test('§9 nothing malformed crashes the process: a throwing clock, a re-entrant 
   assert.equal(hostile.size, 0)
 })
 
-test('§10 a JS clock with a JS elapsed-realtime reader: read in JS, settled by the reader, for tryConsume, refund and status alike', () => {
+test('a JS clock with a JS elapsed-realtime reader: read in JS, settled by the reader, for tryConsume, refund and status alike', () => {
   const inner = manualClock({ wallMs: NOON, elapsedRealtimeMs: 0 })
   let reads = 0
   const clock = {

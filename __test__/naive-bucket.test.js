@@ -1,7 +1,7 @@
 'use strict'
 // A naive Date.now()-style token bucket, driven by the same manual clock's wallMs() readings as a
 // QuotaClock on that clock, to show where the naive one goes wrong and QuotaClock does not
-// (SPEC §6: real elapsed time e is credited from the monotonic delta, reconciled with the wall).
+// (real elapsed time e is credited from the monotonic delta, reconciled with the wall).
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
@@ -69,7 +69,7 @@ test('(a) a backwards wall step erases the refill owed for the idle time before 
   clock.stepWall(-60_000) // then NTP sets the wall back a minute
   // naive: tokens = 0 + (5000 − 60000) / 1000 = −55: the 5 owed tokens are gone and it is 55 in debt
   assert.ok(near(naive.tokens, -55))
-  // QuotaClock (§6 row dw < dm − tol): credits the full monotonic delta, 5000 ms, and says so
+  // QuotaClock (the reconciliation row dw < dm − tol): credits the full monotonic delta, 5000 ms, and says so
   const d = limiter.tryConsume()
   assert.equal(d.allowed, true)
   assert.ok(near(d.tokens, 4))

@@ -1,5 +1,5 @@
 'use strict'
-// SPEC §4 — QuotaClock options. Bad options throw at construction: TypeError (wrong type) or
+// QuotaClock options. Bad options throw at construction: TypeError (wrong type) or
 // RangeError (wrong value) with a `code`, and a message naming the option and the value received.
 
 const test = require('node:test')
@@ -9,7 +9,7 @@ const { QuotaClock, manualClock, QuotaClockError } = require('..')
 const NOON = Date.UTC(2024, 0, 15, 12)
 const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
 
-const base = (extra = {}) => ({ capacity: 10, refillPerSecond: 1, suspendPolicy: 'ignore', clock: manualClock({ wallMs: NOON }), ...extra })
+const { baseOptions: base } = require('./helpers/limiters')
 
 /**
  * Asserts `fn` throws `Class` with `code`; `mentions` are strings the message must contain
@@ -39,17 +39,17 @@ function assertTypeOrRange(fn, code, mentions = []) {
 // capacity / refillPerSecond
 
 for (const name of ['capacity', 'refillPerSecond']) {
-  test(`§4 ${name}: > 0, finite — wrong values are RangeError ERR_INVALID_OPTION naming the option and the value`, () => {
+  test(`${name}: > 0, finite — wrong values are RangeError ERR_INVALID_OPTION naming the option and the value`, () => {
     for (const value of [0, -1, -0.5, NaN, Infinity, -Infinity]) {
       assertOptionError(() => new QuotaClock(base({ [name]: value })), RangeError, 'ERR_INVALID_OPTION', [name, String(value)])
     }
   })
 
-  test(`§4 ${name}: -0 is not > 0 (RangeError ERR_INVALID_OPTION)`, () => {
+  test(`${name}: -0 is not > 0 (RangeError ERR_INVALID_OPTION)`, () => {
     assertOptionError(() => new QuotaClock(base({ [name]: -0 })), RangeError, 'ERR_INVALID_OPTION', [name, '0'])
   })
 
-  test(`§4 ${name}: a non-number is TypeError ERR_INVALID_OPTION naming the option and the value`, () => {
+  test(`${name}: a non-number is TypeError ERR_INVALID_OPTION naming the option and the value`, () => {
     assertOptionError(() => new QuotaClock(base({ [name]: '10' })), TypeError, 'ERR_INVALID_OPTION', [name, '10'])
     assertOptionError(() => new QuotaClock(base({ [name]: true })), TypeError, 'ERR_INVALID_OPTION', [name, 'true'])
     assertOptionError(() => new QuotaClock(base({ [name]: null })), TypeError, 'ERR_INVALID_OPTION', [name, 'null'])
@@ -59,41 +59,41 @@ for (const name of ['capacity', 'refillPerSecond']) {
     assertOptionError(() => new QuotaClock(base({ [name]: new Number(10) })), TypeError, 'ERR_INVALID_OPTION', [name])
   })
 
-  test(`§4 ${name} is required: missing is ERR_INVALID_OPTION naming it`, () => {
+  test(`${name} is required: missing is ERR_INVALID_OPTION naming it`, () => {
     const options = base()
     delete options[name]
     assertTypeOrRange(() => new QuotaClock(options), 'ERR_INVALID_OPTION', [name])
   })
 
-  test(`§4 ${name}: small fractions and huge finite numbers are accepted`, () => {
-    new QuotaClock(base({ [name]: 0.001 }))
-    new QuotaClock(base({ [name]: Number.MAX_VALUE }))
-    new QuotaClock(base({ [name]: Number.MIN_VALUE }))
+  test(`${name}: small fractions and huge finite numbers are accepted, and are the limit in force`, () => {
+    for (const value of [0.001, Number.MAX_VALUE, Number.MIN_VALUE]) {
+      assert.equal(new QuotaClock(base({ [name]: value })).status()[name], value, `${name}: ${value}`)
+    }
   })
 }
 
 // ---------------------------------------------------------------------------------------------
 // initialTokens
 
-test('§4 initialTokens: default capacity', () => {
+test('initialTokens: default capacity', () => {
   const limiter = new QuotaClock(base({ capacity: 7 }))
   assert.equal(limiter.status().tokens, 7)
   assert.equal(limiter.tryConsume(7).allowed, true)
 })
 
-test('§4 initialTokens: 0..capacity inclusive are accepted and used', () => {
+test('initialTokens: 0..capacity inclusive are accepted and used', () => {
   assert.equal(new QuotaClock(base({ initialTokens: 0 })).status().tokens, 0)
   assert.equal(new QuotaClock(base({ initialTokens: 10 })).status().tokens, 10)
   assert.equal(new QuotaClock(base({ initialTokens: 2.5 })).status().tokens, 2.5)
 })
 
-test('§4 initialTokens: outside 0..capacity is RangeError ERR_INVALID_OPTION naming the option and the value', () => {
+test('initialTokens: outside 0..capacity is RangeError ERR_INVALID_OPTION naming the option and the value', () => {
   for (const value of [-1, 10.5, 11, NaN, Infinity, -Infinity]) {
     assertOptionError(() => new QuotaClock(base({ initialTokens: value })), RangeError, 'ERR_INVALID_OPTION', ['initialTokens', String(value)])
   }
 })
 
-test('§4 initialTokens: a non-number is TypeError ERR_INVALID_OPTION', () => {
+test('initialTokens: a non-number is TypeError ERR_INVALID_OPTION', () => {
   assertOptionError(() => new QuotaClock(base({ initialTokens: '5' })), TypeError, 'ERR_INVALID_OPTION', ['initialTokens', '5'])
   assertOptionError(() => new QuotaClock(base({ initialTokens: null })), TypeError, 'ERR_INVALID_OPTION', ['initialTokens', 'null'])
 })
@@ -101,11 +101,20 @@ test('§4 initialTokens: a non-number is TypeError ERR_INVALID_OPTION', () => {
 // ---------------------------------------------------------------------------------------------
 // suspendPolicy
 
-test("§4 suspendPolicy: 'ignore' | 'credit' | 'refuse' are accepted", () => {
-  for (const suspendPolicy of ['ignore', 'credit', 'refuse']) new QuotaClock(base({ suspendPolicy }))
+test("suspendPolicy: 'ignore' | 'credit' | 'refuse' are accepted, and each decides an unexplained forward jump its own way", () => {
+  const afterJump = (suspendPolicy) => {
+    const clock = manualClock({ wallMs: NOON })
+    const limiter = new QuotaClock(base({ suspendPolicy, clock, initialTokens: 0 }))
+    clock.stepWall(60_000)
+    return limiter.tryConsume()
+  }
+  // 'ignore' credits the monotonic clock (nothing), 'credit' the wall (a full bucket), 'refuse' throws.
+  assert.equal(afterJump('ignore').allowed, false)
+  assert.deepEqual([afterJump('credit').allowed, afterJump('credit').tokens], [true, 9])
+  assert.throws(() => afterJump('refuse'), (e) => e instanceof QuotaClockError && e.code === 'ERR_AMBIGUOUS_WALL_JUMP')
 })
 
-test('§4 a missing suspendPolicy is ERR_INVALID_OPTION with a message that explains why it has no default', () => {
+test('a missing suspendPolicy is ERR_INVALID_OPTION with a message that explains why it has no default', () => {
   const options = base()
   delete options.suspendPolicy
   assertTypeOrRange(() => new QuotaClock(options), 'ERR_INVALID_OPTION', ['suspendPolicy'])
@@ -118,17 +127,17 @@ test('§4 a missing suspendPolicy is ERR_INVALID_OPTION with a message that expl
   }
 })
 
-test('§4 suspendPolicy: undefined counts as absent (same missing-policy error)', () => {
+test('suspendPolicy: undefined counts as absent (same missing-policy error)', () => {
   assertTypeOrRange(() => new QuotaClock(base({ suspendPolicy: undefined })), 'ERR_INVALID_OPTION', ['suspendPolicy'])
 })
 
-test('§4 suspendPolicy: an unknown string is RangeError ERR_INVALID_OPTION naming the option and the value', () => {
+test('suspendPolicy: an unknown string is RangeError ERR_INVALID_OPTION naming the option and the value', () => {
   for (const value of ['Ignore', 'skip', '']) {
     assertOptionError(() => new QuotaClock(base({ suspendPolicy: value })), RangeError, 'ERR_INVALID_OPTION', ['suspendPolicy', value])
   }
 })
 
-test('§4 suspendPolicy: a non-string is TypeError ERR_INVALID_OPTION', () => {
+test('suspendPolicy: a non-string is TypeError ERR_INVALID_OPTION', () => {
   assertOptionError(() => new QuotaClock(base({ suspendPolicy: 1 })), TypeError, 'ERR_INVALID_OPTION', ['suspendPolicy', '1'])
   assertOptionError(() => new QuotaClock(base({ suspendPolicy: null })), TypeError, 'ERR_INVALID_OPTION', ['suspendPolicy', 'null'])
   assertOptionError(() => new QuotaClock(base({ suspendPolicy: ['ignore'] })), TypeError, 'ERR_INVALID_OPTION', ['suspendPolicy'])
@@ -137,63 +146,67 @@ test('§4 suspendPolicy: a non-string is TypeError ERR_INVALID_OPTION', () => {
 // ---------------------------------------------------------------------------------------------
 // quota
 
-test('§4 quota: { limit, period } with a UTC day period is accepted; limit 0 is allowed (it blocks all)', () => {
+test('quota: { limit, period } with a UTC day period is accepted; limit 0 is allowed (it blocks all)', () => {
   new QuotaClock(base({ quota: { limit: 5, period: UTC_DAY } }))
   const blocked = new QuotaClock(base({ quota: { limit: 0, period: UTC_DAY } }))
   assert.equal(blocked.tryConsume().allowed, false)
   new QuotaClock(base({ quota: { limit: Number.MAX_SAFE_INTEGER, period: UTC_DAY } }))
 })
 
-test('§4 quota.limit: not a non-negative safe integer is RangeError ERR_INVALID_OPTION naming limit and the value', () => {
+test('quota.limit: not a non-negative safe integer is RangeError ERR_INVALID_OPTION naming limit and the value', () => {
   for (const value of [-1, 1.5, NaN, Infinity, 2 ** 53, 1e300]) {
     assertOptionError(() => new QuotaClock(base({ quota: { limit: value, period: UTC_DAY } })), RangeError, 'ERR_INVALID_OPTION', ['limit', String(value)])
   }
 })
 
-test('§4 quota.limit: a non-number is TypeError ERR_INVALID_OPTION', () => {
+test('quota.limit: a non-number is TypeError ERR_INVALID_OPTION', () => {
   assertOptionError(() => new QuotaClock(base({ quota: { limit: '5', period: UTC_DAY } })), TypeError, 'ERR_INVALID_OPTION', ['limit', '5'])
   assertOptionError(() => new QuotaClock(base({ quota: { limit: 5n, period: UTC_DAY } })), TypeError, 'ERR_INVALID_OPTION', ['limit'])
 })
 
-test('§4 quota: not an object is TypeError ERR_INVALID_OPTION', () => {
+test('quota: not an object is TypeError ERR_INVALID_OPTION', () => {
   assertOptionError(() => new QuotaClock(base({ quota: 5 })), TypeError, 'ERR_INVALID_OPTION', ['quota', '5'])
   assertOptionError(() => new QuotaClock(base({ quota: null })), TypeError, 'ERR_INVALID_OPTION', ['quota', 'null'])
   assertOptionError(() => new QuotaClock(base({ quota: { limit: 5, period: 'day' } })), TypeError, 'ERR_INVALID_OPTION', ['period', 'day'])
 })
 
-test("§4 quota.period.unit: 'day' | 'week' | 'month' | 'year' are accepted", () => {
-  for (const unit of ['day', 'week', 'month', 'year']) {
-    new QuotaClock(base({ quota: { limit: 5, period: { unit, timeZone: 'UTC' } } }))
+test("quota.period.unit: 'day' | 'week' | 'month' | 'year' are accepted, and each opens a period of its unit", () => {
+  // NOON is Monday 2024-01-15: the day, the week starting that Monday, January, 2024.
+  const ids = { day: '2024-01-15', week: '2024-01-15', month: '2024-01', year: '2024' }
+  for (const [unit, id] of Object.entries(ids)) {
+    const limiter = new QuotaClock(base({ quota: { limit: 5, period: { unit, timeZone: 'UTC' } } }))
+    assert.equal(limiter.status().period.id, id, unit)
+    assert.equal(limiter.status().quotaLimit, 5)
   }
 })
 
-test("§4 quota.period.unit: 'hour', 'minute', 'second' are refused with ERR_SUB_DAY_PERIOD (RangeError, naming the unit)", () => {
+test("quota.period.unit: 'hour', 'minute', 'second' are refused with ERR_SUB_DAY_PERIOD (RangeError, naming the unit)", () => {
   for (const unit of ['hour', 'minute', 'second']) {
     assertOptionError(() => new QuotaClock(base({ quota: { limit: 5, period: { unit, timeZone: 'UTC' } } })), RangeError, 'ERR_SUB_DAY_PERIOD', [unit])
   }
 })
 
-test('§4 quota.period.unit: any other string is RangeError ERR_INVALID_OPTION; a non-string is TypeError', () => {
+test('quota.period.unit: any other string is RangeError ERR_INVALID_OPTION; a non-string is TypeError', () => {
   for (const unit of ['fortnight', 'Day', '']) {
     assertOptionError(() => new QuotaClock(base({ quota: { limit: 5, period: { unit, timeZone: 'UTC' } } })), RangeError, 'ERR_INVALID_OPTION', ['unit', unit])
   }
   assertOptionError(() => new QuotaClock(base({ quota: { limit: 5, period: { unit: 1, timeZone: 'UTC' } } })), TypeError, 'ERR_INVALID_OPTION', ['unit', '1'])
 })
 
-test('§4 quota.period.timeZone: an unknown IANA name is RangeError ERR_UNKNOWN_TIME_ZONE naming the value', () => {
+test('quota.period.timeZone: an unknown IANA name is RangeError ERR_UNKNOWN_TIME_ZONE naming the value', () => {
   for (const timeZone of ['Mars/Olympus_Mons', 'America/Los_Angles', 'Not a zone']) {
     assertOptionError(() => new QuotaClock(base({ quota: { limit: 5, period: { unit: 'day', timeZone } } })), RangeError, 'ERR_UNKNOWN_TIME_ZONE', [timeZone])
   }
 })
 
-test("§4 quota.period.timeZone: IANA names such as 'America/Los_Angeles' and 'UTC' are accepted; a non-string is TypeError", () => {
+test("quota.period.timeZone: IANA names such as 'America/Los_Angeles' and 'UTC' are accepted; a non-string is TypeError", () => {
   new QuotaClock(base({ quota: { limit: 5, period: { unit: 'month', timeZone: 'America/Los_Angeles' } } }))
   new QuotaClock(base({ quota: { limit: 5, period: { unit: 'day', timeZone: 'UTC' } } }))
   assertOptionError(() => new QuotaClock(base({ quota: { limit: 5, period: { unit: 'day', timeZone: 0 } } })), TypeError, 'ERR_INVALID_OPTION', ['timeZone'])
   assertTypeOrRange(() => new QuotaClock(base({ quota: { limit: 5, period: { unit: 'day' } } })), 'ERR_INVALID_OPTION', ['timeZone'])
 })
 
-test('§4 anchorDay: month/year 1..31, week 1..7 are accepted; outside is RangeError ERR_INVALID_OPTION', () => {
+test('anchorDay: month/year 1..31, week 1..7 are accepted; outside is RangeError ERR_INVALID_OPTION', () => {
   for (const unit of ['month', 'year']) {
     for (const anchorDay of [1, 15, 31]) new QuotaClock(base({ quota: { limit: 1, period: { unit, timeZone: 'UTC', anchorDay } } }))
     for (const anchorDay of [0, 32, 1.5, -1, NaN]) {
@@ -207,14 +220,14 @@ test('§4 anchorDay: month/year 1..31, week 1..7 are accepted; outside is RangeE
   assertOptionError(() => new QuotaClock(base({ quota: { limit: 1, period: { unit: 'month', timeZone: 'UTC', anchorDay: '1' } } })), TypeError, 'ERR_INVALID_OPTION', ['anchorDay'])
 })
 
-test('§4 anchorMonth: year only, 1..12', () => {
+test('anchorMonth: year only, 1..12', () => {
   for (const anchorMonth of [1, 12]) new QuotaClock(base({ quota: { limit: 1, period: { unit: 'year', timeZone: 'UTC', anchorMonth } } }))
   for (const anchorMonth of [0, 13, 2.5]) {
     assertOptionError(() => new QuotaClock(base({ quota: { limit: 1, period: { unit: 'year', timeZone: 'UTC', anchorMonth } } })), RangeError, 'ERR_INVALID_OPTION', ['anchorMonth', String(anchorMonth)])
   }
 })
 
-test("§4 anchorTime: 'HH:MM' or 'HH:MM:SS' accepted, default '00:00'; other strings are RangeError, non-strings TypeError", () => {
+test("anchorTime: 'HH:MM' or 'HH:MM:SS' accepted, default '00:00'; other strings are RangeError, non-strings TypeError", () => {
   for (const anchorTime of ['00:00', '09:30', '23:59', '12:30:15', '23:59:59']) {
     new QuotaClock(base({ quota: { limit: 1, period: { unit: 'day', timeZone: 'UTC', anchorTime } } }))
   }
@@ -226,11 +239,11 @@ test("§4 anchorTime: 'HH:MM' or 'HH:MM:SS' accepted, default '00:00'; other str
   assert.equal(new QuotaClock(base({ quota: { limit: 1, period: UTC_DAY } })).status().period.startMs, Date.UTC(2024, 0, 15))
 })
 
-test('§4 an anchor that does not apply to the unit is refused: anchorDay on day', () => {
+test('an anchor that does not apply to the unit is refused: anchorDay on day', () => {
   assertTypeOrRange(() => new QuotaClock(base({ quota: { limit: 1, period: { unit: 'day', timeZone: 'UTC', anchorDay: 1 } } })), 'ERR_INVALID_OPTION', ['anchorDay'])
 })
 
-test('§4 an anchor that does not apply to the unit is refused: anchorMonth on anything but year', () => {
+test('an anchor that does not apply to the unit is refused: anchorMonth on anything but year', () => {
   for (const unit of ['day', 'week', 'month']) {
     assertTypeOrRange(() => new QuotaClock(base({ quota: { limit: 1, period: { unit, timeZone: 'UTC', anchorMonth: 1 } } })), 'ERR_INVALID_OPTION', ['anchorMonth'])
   }
@@ -239,7 +252,7 @@ test('§4 an anchor that does not apply to the unit is refused: anchorMonth on a
 // ---------------------------------------------------------------------------------------------
 // clock / onAnomaly / earliestPlausibleWallMs
 
-test('§4 clock: default systemClock() (the limiter reads the real wall clock)', () => {
+test('clock: default systemClock() (the limiter reads the real wall clock)', () => {
   const before = new Date().toISOString().slice(0, 10)
   const limiter = new QuotaClock({ capacity: 10, refillPerSecond: 1, suspendPolicy: 'ignore', quota: { limit: 1, period: UTC_DAY } })
   const period = limiter.status().period
@@ -250,19 +263,19 @@ test('§4 clock: default systemClock() (the limiter reads the real wall clock)',
   assert.equal(limiter.tryConsume().allowed, true)
 })
 
-test('§4 clock: not a clock source is TypeError ERR_INVALID_OPTION naming clock', () => {
+test('clock: not a clock source is TypeError ERR_INVALID_OPTION naming clock', () => {
   for (const clock of [5, 'system', null, {}, { monotonicMs: () => 0 }, { monotonicMs: 0, wallMs: () => 0 }, { monotonicMs: () => 0, wallMs: () => NOON, elapsedRealtimeMs: 5 }]) {
     assertOptionError(() => new QuotaClock(base({ clock })), TypeError, 'ERR_INVALID_OPTION', ['clock'])
   }
 })
 
-test('§4 onAnomaly: not a function is TypeError ERR_INVALID_OPTION naming onAnomaly', () => {
+test('onAnomaly: not a function is TypeError ERR_INVALID_OPTION naming onAnomaly', () => {
   for (const onAnomaly of [1, 'log', {}, null]) {
     assertOptionError(() => new QuotaClock(base({ onAnomaly })), TypeError, 'ERR_INVALID_OPTION', ['onAnomaly'])
   }
 })
 
-test('§4 earliestPlausibleWallMs: default Date.UTC(2020, 0, 1)', () => {
+test('earliestPlausibleWallMs: default Date.UTC(2020, 0, 1)', () => {
   const clock = manualClock({ wallMs: Date.UTC(2020, 0, 1) - 1 })
   const limiter = new QuotaClock({ capacity: 10, refillPerSecond: 1, suspendPolicy: 'ignore', clock, quota: { limit: 5, period: UTC_DAY } })
   assert.throws(() => limiter.tryConsume(), (e) => e instanceof QuotaClockError && e.code === 'ERR_IMPLAUSIBLE_WALL_CLOCK')
@@ -271,13 +284,13 @@ test('§4 earliestPlausibleWallMs: default Date.UTC(2020, 0, 1)', () => {
   assert.equal(d.allowed, true)
 })
 
-test('§4 earliestPlausibleWallMs: undefined counts as absent (the default applies)', () => {
+test('earliestPlausibleWallMs: undefined counts as absent (the default applies)', () => {
   const clock = manualClock({ wallMs: Date.UTC(2019, 5, 1) })
   const limiter = new QuotaClock({ capacity: 10, refillPerSecond: 1, suspendPolicy: 'ignore', clock, quota: { limit: 5, period: UTC_DAY }, earliestPlausibleWallMs: undefined })
   assert.throws(() => limiter.tryConsume(), (e) => e instanceof QuotaClockError && e.code === 'ERR_IMPLAUSIBLE_WALL_CLOCK')
 })
 
-test('§4 earliestPlausibleWallMs: null turns the check off', () => {
+test('earliestPlausibleWallMs: null turns the check off', () => {
   const clock = manualClock({ wallMs: Date.UTC(1999, 0, 1, 12) })
   const limiter = new QuotaClock({ capacity: 10, refillPerSecond: 1, suspendPolicy: 'ignore', clock, quota: { limit: 5, period: UTC_DAY }, earliestPlausibleWallMs: null })
   const d = limiter.tryConsume()
@@ -286,7 +299,7 @@ test('§4 earliestPlausibleWallMs: null turns the check off', () => {
   assert.equal(limiter.status().period.startMs, Date.UTC(1999, 0, 1))
 })
 
-test('§4 earliestPlausibleWallMs: a custom value moves the check', () => {
+test('earliestPlausibleWallMs: a custom value moves the check', () => {
   const edge = Date.UTC(2024, 0, 10)
   const clock = manualClock({ wallMs: edge - 1 })
   const limiter = new QuotaClock({ capacity: 10, refillPerSecond: 1, suspendPolicy: 'ignore', clock, quota: { limit: 5, period: UTC_DAY }, earliestPlausibleWallMs: edge })
@@ -295,7 +308,7 @@ test('§4 earliestPlausibleWallMs: a custom value moves the check', () => {
   assert.equal(limiter.tryConsume().allowed, true)
 })
 
-test('§4 earliestPlausibleWallMs: a non-finite number is RangeError, a non-number TypeError (ERR_INVALID_OPTION)', () => {
+test('earliestPlausibleWallMs: a non-finite number is RangeError, a non-number TypeError (ERR_INVALID_OPTION)', () => {
   for (const value of [NaN, Infinity, -Infinity]) {
     assertOptionError(() => new QuotaClock(base({ earliestPlausibleWallMs: value })), RangeError, 'ERR_INVALID_OPTION', ['earliestPlausibleWallMs', String(value)])
   }
@@ -305,7 +318,7 @@ test('§4 earliestPlausibleWallMs: a non-finite number is RangeError, a non-numb
 // ---------------------------------------------------------------------------------------------
 // unknown keys / undefined values
 
-test('§4 an unknown option key (a typo such as suspendpolicy) is refused with ERR_INVALID_OPTION naming the key', () => {
+test('an unknown option key (a typo such as suspendpolicy) is refused with ERR_INVALID_OPTION naming the key', () => {
   const { suspendPolicy, ...rest } = base()
   void suspendPolicy
   assertTypeOrRange(() => new QuotaClock({ ...rest, suspendpolicy: 'ignore' }), 'ERR_INVALID_OPTION', ['suspendpolicy'])
@@ -313,12 +326,12 @@ test('§4 an unknown option key (a typo such as suspendpolicy) is refused with E
   assertTypeOrRange(() => new QuotaClock(base({ onanomaly: () => {} })), 'ERR_INVALID_OPTION', ['onanomaly'])
 })
 
-test('§4 an unknown key inside quota or quota.period is refused too (ERR_INVALID_OPTION naming the key)', () => {
+test('an unknown key inside quota or quota.period is refused too (ERR_INVALID_OPTION naming the key)', () => {
   assertTypeOrRange(() => new QuotaClock(base({ quota: { limit: 1, period: UTC_DAY, limt: 2 } })), 'ERR_INVALID_OPTION', ['limt'])
   assertTypeOrRange(() => new QuotaClock(base({ quota: { limit: 1, period: { unit: 'day', timeZone: 'UTC', timezone: 'UTC' } } })), 'ERR_INVALID_OPTION', ['timezone'])
 })
 
-test('§4 a key whose value is undefined counts as absent', () => {
+test('a key whose value is undefined counts as absent', () => {
   const limiter = new QuotaClock(base({
     initialTokens: undefined,
     quota: undefined,
@@ -334,7 +347,7 @@ test('§4 a key whose value is undefined counts as absent', () => {
   new QuotaClock(base({ quota: { limit: 1, period: { unit: 'month', timeZone: 'UTC', anchorDay: undefined, anchorMonth: undefined, anchorTime: undefined } } }))
 })
 
-test('§4 bad options throw at construction, not later: an unknown time zone throws from the constructor, not from the first tryConsume', () => {
+test('bad options throw at construction, not later: an unknown time zone throws from the constructor, not from the first tryConsume', () => {
   let threw = false
   try {
     new QuotaClock(base({ quota: { limit: 1, period: { unit: 'day', timeZone: 'Nowhere/Special' } } }))
@@ -347,7 +360,7 @@ test('§4 bad options throw at construction, not later: an unknown time zone thr
 // ---------------------------------------------------------------------------------------------
 // construction readings
 
-test('§4 the constructor takes the starting readings: time before construction is not credited', () => {
+test('the constructor takes the starting readings: time before construction is not credited', () => {
   const clock = manualClock({ monotonicMs: 5_000_000, wallMs: NOON })
   const limiter = new QuotaClock({ capacity: 100, refillPerSecond: 1, initialTokens: 0, suspendPolicy: 'ignore', clock })
   assert.equal(limiter.status().tokens, 0)
@@ -355,14 +368,14 @@ test('§4 the constructor takes the starting readings: time before construction 
   assert.equal(limiter.status().tokens, 3)
 })
 
-test('§4 the constructor calls the elapsed-realtime reader once, for its baseline (manualClock)', () => {
+test('the constructor calls the elapsed-realtime reader once, for its baseline (manualClock)', () => {
   const clock = manualClock({ monotonicMs: 0, wallMs: NOON, elapsedRealtimeMs: 0 })
   assert.equal(clock.elapsedRealtimeReads, 0)
   new QuotaClock({ capacity: 1, refillPerSecond: 1, suspendPolicy: 'ignore', clock })
   assert.equal(clock.elapsedRealtimeReads, 1)
 })
 
-test('§4 the constructor calls the elapsed-realtime reader once and takes monotonic and wall readings (JS clock)', () => {
+test('the constructor calls the elapsed-realtime reader once and takes monotonic and wall readings (JS clock)', () => {
   const calls = { m: 0, w: 0, er: 0 }
   const clock = { monotonicMs: () => (calls.m++, 0), wallMs: () => (calls.w++, NOON), elapsedRealtimeMs: () => (calls.er++, 0) }
   new QuotaClock({ capacity: 1, refillPerSecond: 1, suspendPolicy: 'ignore', clock })
@@ -370,7 +383,7 @@ test('§4 the constructor calls the elapsed-realtime reader once and takes monot
   assert.ok(calls.m >= 1 && calls.w >= 1)
 })
 
-test('§4 the first period opens at the first plausible wall reading, construction included', () => {
+test('the first period opens at the first plausible wall reading, construction included', () => {
   const clock = manualClock({ monotonicMs: 0, wallMs: Date.UTC(2024, 0, 15, 23, 0) })
   const limiter = new QuotaClock({ capacity: 10, refillPerSecond: 1, suspendPolicy: 'ignore', clock, quota: { limit: 3, period: UTC_DAY } })
   assert.equal(limiter.tryConsume().quotaRemaining, 2)
@@ -379,7 +392,7 @@ test('§4 the first period opens at the first plausible wall reading, constructi
   assert.equal(p.endMs, Date.UTC(2024, 0, 16))
 })
 
-test('§4 with an implausible wall at construction, the first period opens at the first plausible reading later', () => {
+test('with an implausible wall at construction, the first period opens at the first plausible reading later', () => {
   const clock = manualClock({ monotonicMs: 0, wallMs: Date.UTC(2001, 0, 1) })
   const limiter = new QuotaClock({ capacity: 10, refillPerSecond: 1, suspendPolicy: 'ignore', clock, quota: { limit: 3, period: UTC_DAY } })
   clock.set({ wallMs: Date.UTC(2024, 0, 15, 10) })

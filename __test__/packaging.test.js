@@ -47,10 +47,8 @@ const PUBLIC_EXPORTS = [
 ]
 
 // The main tarball: exactly these files, plus lib/**/*.js, the command's bin/*.js and a licence file
-// (the http subpath's lib/http.mjs and lib/http.d.ts are required files).
-const MAIN_REQUIRED_FILES = ['package.json', 'README.md', 'index.js', 'index.mjs', 'index.d.ts', 'binding.js', 'binding.d.ts', 'bin/quota-clock-source.js', 'lib/http.js', 'lib/http.mjs', 'lib/http.d.ts']
-// The metrics subpath's three faces are required files too.
-MAIN_REQUIRED_FILES.push('lib/metrics.js', 'lib/metrics.mjs', 'lib/metrics.d.ts')
+// (the subpaths' .mjs and .d.ts files, http's, fastify's and metrics', are required files).
+const MAIN_REQUIRED_FILES = ['package.json', 'README.md', 'index.js', 'index.mjs', 'index.d.ts', 'binding.js', 'binding.d.ts', 'bin/quota-clock-source.js', 'lib/http.js', 'lib/http.mjs', 'lib/http.d.ts', 'lib/fastify.js', 'lib/fastify.mjs', 'lib/fastify.d.ts', 'lib/metrics.js', 'lib/metrics.mjs', 'lib/metrics.d.ts']
 const MAIN_ALLOWED = [/^lib\/([\w.-]+\/)*[\w.-]+\.js$/, /^bin\/[\w.-]+\.js$/, /^LICEN[CS]E(\.md|\.txt)?$/i]
 const NEVER_PACKED = [
   [/\.node$/, 'a native binary (it ships only in the platform packages)'],
@@ -86,18 +84,7 @@ function hostPlatformId() {
   return `${platform}-${arch}`
 }
 
-/** How to run npm with this Node on every OS (npm.cmd cannot be spawned without a shell). */
-function npmCommand() {
-  const nodeDir = path.dirname(process.execPath)
-  const candidates = [
-    process.env.npm_execpath,
-    path.join(nodeDir, 'node_modules', 'npm', 'bin', 'npm-cli.js'),
-    path.join(nodeDir, '..', 'lib', 'node_modules', 'npm', 'bin', 'npm-cli.js'),
-  ]
-  const cli = candidates.find((file) => file && /npm-cli\.c?js$/.test(file) && fs.existsSync(file))
-  if (cli) return { file: process.execPath, args: [cli], shell: false }
-  return { file: 'npm', args: [], shell: process.platform === 'win32' }
-}
+const { npmCommand } = require('./helpers/npm')
 
 /** The environment for child processes: none of the parent npm's settings, no binding override. */
 function childEnv() {

@@ -1,5 +1,5 @@
 'use strict'
-// SPEC §6 — reconciling the monotonic and the wall reading. One test per table row and per sentence,
+// reconciling the monotonic and the wall reading. One test per table row and per sentence,
 // driven by manualClock. Expected numbers are computed by hand from the spec:
 //   tol = 250 + 0.0005 * dm, credited e per row, suspended = max(0, (er - er0) - (m - m0)),
 //   stepMs = dw - dm - suspended.
@@ -54,7 +54,7 @@ function assertThrowsCode(fn, code) {
 // ---------------------------------------------------------------------------------------------
 // Row: dm < 0
 
-test('§6 row dm < 0: the monotonic source regressed — throw ERR_MONOTONIC_REGRESSION', async () => {
+test('row dm < 0: the monotonic source regressed — throw ERR_MONOTONIC_REGRESSION', async () => {
   const { clock, limiter, delivered } = setup()
   clock.advance(1000)
   limiter.tryConsume(CAP) // re-anchor at m = 1000
@@ -64,7 +64,7 @@ test('§6 row dm < 0: the monotonic source regressed — throw ERR_MONOTONIC_REG
   assert.deepEqual(delivered, [], 'the dm < 0 row raises no anomaly')
 })
 
-test('§6 row dm < 0: every later call throws it too (tryConsume and status, even after the monotonic source recovers)', () => {
+test('row dm < 0: every later call throws it too (tryConsume and status, even after the monotonic source recovers)', () => {
   const { clock, limiter } = setup()
   clock.set({ monotonicMs: -1 })
   assertThrowsCode(() => limiter.tryConsume(), 'ERR_MONOTONIC_REGRESSION')
@@ -76,7 +76,7 @@ test('§6 row dm < 0: every later call throws it too (tryConsume and status, eve
   assertThrowsCode(() => limiter.status(), 'ERR_MONOTONIC_REGRESSION')
 })
 
-test('§6 row dm < 0 applies whatever the policy and with a reader', () => {
+test('row dm < 0 applies whatever the policy and with a reader', () => {
   for (const policy of ['ignore', 'credit', 'refuse']) {
     for (const reader of [false, true]) {
       const { clock, limiter } = setup({ policy, reader })
@@ -87,7 +87,7 @@ test('§6 row dm < 0 applies whatever the policy and with a reader', () => {
   }
 })
 
-test('§6 dm = 0 is not a regression', () => {
+test('dm = 0 is not a regression', () => {
   const { clock, probe } = setup()
   clock.set({ monotonicMs: 0 })
   const d = probe()
@@ -98,7 +98,7 @@ test('§6 dm = 0 is not a regression', () => {
 // ---------------------------------------------------------------------------------------------
 // Row: |dw − dm| ≤ tol
 
-test('§6 row |dw − dm| ≤ tol: agree — credited dm, no anomaly', async () => {
+test('row |dw − dm| ≤ tol: agree — credited dm, no anomaly', async () => {
   const { clock, probe, delivered } = setup()
   clock.advance(5000)
   const d = probe()
@@ -108,7 +108,7 @@ test('§6 row |dw − dm| ≤ tol: agree — credited dm, no anomaly', async () 
   assert.deepEqual(delivered, [])
 })
 
-test('§6 tol = 250 ms + 500 ppm × dm: dw exactly dm + tol agrees (dm = 2000, tol = 251)', () => {
+test('tol = 250 ms + 500 ppm × dm: dw exactly dm + tol agrees (dm = 2000, tol = 251)', () => {
   const { clock, probe } = setup()
   clock.advance(2000)
   clock.stepWall(tol(2000)) // dw = 2251
@@ -118,7 +118,7 @@ test('§6 tol = 250 ms + 500 ppm × dm: dw exactly dm + tol agrees (dm = 2000, t
   assert.deepEqual(d.anomalies, [])
 })
 
-test('§6 tol = 250 ms + 500 ppm × dm: dw exactly dm − tol agrees (dm = 2000, tol = 251)', () => {
+test('tol = 250 ms + 500 ppm × dm: dw exactly dm − tol agrees (dm = 2000, tol = 251)', () => {
   const { clock, probe } = setup()
   clock.advance(2000)
   clock.stepWall(-251) // dw = 1749
@@ -127,7 +127,7 @@ test('§6 tol = 250 ms + 500 ppm × dm: dw exactly dm − tol agrees (dm = 2000,
   assert.deepEqual(d.anomalies, [])
 })
 
-test('§6 tol at dm = 0 is 250 ms: ±250 agrees', () => {
+test('tol at dm = 0 is 250 ms: ±250 agrees', () => {
   for (const step of [250, -250]) {
     const { clock, probe } = setup()
     clock.stepWall(step)
@@ -137,7 +137,7 @@ test('§6 tol at dm = 0 is 250 ms: ±250 agrees', () => {
   }
 })
 
-test('§6 tol grows with dm: 500 ppm of dm = 1 000 000 ms is 500 ms (tol 750)', () => {
+test('tol grows with dm: 500 ppm of dm = 1 000 000 ms is 500 ms (tol 750)', () => {
   {
     const { clock, probe } = setup()
     clock.advance(1_000_000)
@@ -156,7 +156,7 @@ test('§6 tol grows with dm: 500 ppm of dm = 1 000 000 ms is 500 ms (tol 750)', 
   }
 })
 
-test('§6 dm and dw are deltas since the previous reading: two +200 ms steps each agree', () => {
+test('dm and dw are deltas since the previous reading: two +200 ms steps each agree', () => {
   const { clock, probe } = setup()
   clock.stepWall(200)
   assert.deepEqual(probe().anomalies, [])
@@ -169,7 +169,7 @@ test('§6 dm and dw are deltas since the previous reading: two +200 ms steps eac
   near(d.tokens, 100)
 })
 
-test('§6 the agree row does not call the elapsed-realtime reader', () => {
+test('the agree row does not call the elapsed-realtime reader', () => {
   const { clock, probe } = setup({ reader: true })
   assert.equal(clock.elapsedRealtimeReads, 1, 'once at construction')
   clock.advance(1000)
@@ -185,7 +185,7 @@ test('§6 the agree row does not call the elapsed-realtime reader', () => {
 // ---------------------------------------------------------------------------------------------
 // Row: dw < dm − tol
 
-test('§6 row dw < dm − tol: wall was set back — credited the full dm, anomaly wall-step-back', async () => {
+test('row dw < dm − tol: wall was set back — credited the full dm, anomaly wall-step-back', async () => {
   const { clock, probe, delivered } = setup()
   clock.advance(10_000)
   clock.stepWall(-5000) // dm 10000, dw 5000
@@ -202,7 +202,7 @@ test('§6 row dw < dm − tol: wall was set back — credited the full dm, anoma
   assert.equal(delivered[0].kind, 'wall-step-back')
 })
 
-test('§6 row dw < dm − tol: tol + 1 below is a step back (dm = 2000, dw = 1748)', () => {
+test('row dw < dm − tol: tol + 1 below is a step back (dm = 2000, dw = 1748)', () => {
   const { clock, probe } = setup()
   clock.advance(2000)
   clock.stepWall(-252)
@@ -212,7 +212,7 @@ test('§6 row dw < dm − tol: tol + 1 below is a step back (dm = 2000, dw = 174
   assert.equal(find(d, 'wall-step-back').stepMs, -252)
 })
 
-test('§6 row dw < dm − tol: tol + 1 below at dm = 0 (dw = −251)', () => {
+test('row dw < dm − tol: tol + 1 below at dm = 0 (dw = −251)', () => {
   const { clock, probe } = setup()
   clock.stepWall(-251)
   const d = probe()
@@ -220,7 +220,7 @@ test('§6 row dw < dm − tol: tol + 1 below at dm = 0 (dw = −251)', () => {
   near(d.tokens, 0)
 })
 
-test('§6 row dw < dm − tol: the same whatever the policy (refuse does not throw on a step back)', () => {
+test('row dw < dm − tol: the same whatever the policy (refuse does not throw on a step back)', () => {
   for (const policy of ['ignore', 'credit', 'refuse']) {
     const { clock, probe } = setup({ policy })
     clock.advance(3000)
@@ -231,7 +231,7 @@ test('§6 row dw < dm − tol: the same whatever the policy (refuse does not thr
   }
 })
 
-test('§6 row dw < dm − tol does not call the elapsed-realtime reader', () => {
+test('row dw < dm − tol does not call the elapsed-realtime reader', () => {
   const { clock, probe } = setup({ reader: true })
   clock.advance(1000)
   clock.stepWall(-60_000)
@@ -240,7 +240,7 @@ test('§6 row dw < dm − tol does not call the elapsed-realtime reader', () => 
   assert.equal(clock.elapsedRealtimeReads, 1)
 })
 
-test('§6 after a step back the readings are re-anchored: the next awake second agrees', () => {
+test('after a step back the readings are re-anchored: the next awake second agrees', () => {
   const { clock, probe } = setup()
   clock.stepWall(-60_000)
   probe()
@@ -253,7 +253,7 @@ test('§6 after a step back the readings are re-anchored: the next awake second 
 // ---------------------------------------------------------------------------------------------
 // Row: dw > dm + tol, reader present
 
-test('§6 row dw > dm + tol, reader present: a suspend is settled by the host — credited dm + suspended, anomaly suspend', async () => {
+test('row dw > dm + tol, reader present: a suspend is settled by the host — credited dm + suspended, anomaly suspend', async () => {
   const { clock, probe, delivered } = setup({ reader: true })
   clock.advance(1000)
   clock.suspend(60_000) // dm 1000, dw 61000, er delta 61000 → suspended 60000, stepMs 0
@@ -270,7 +270,7 @@ test('§6 row dw > dm + tol, reader present: a suspend is settled by the host �
   assert.deepEqual(delivered.map((x) => x.kind), ['suspend'])
 })
 
-test('§6 row dw > dm + tol, reader present: a forward step with no suspend — credited dm, wall-step-forward, no suspend anomaly', () => {
+test('row dw > dm + tol, reader present: a forward step with no suspend — credited dm, wall-step-forward, no suspend anomaly', () => {
   const { clock, probe } = setup({ reader: true })
   clock.advance(500)
   clock.stepWall(60_000)
@@ -284,7 +284,7 @@ test('§6 row dw > dm + tol, reader present: a forward step with no suspend — 
   assert.equal(a.wallDeltaMs, 60_500)
 })
 
-test('§6 reader row: suspend and forward step together — suspend + wall-step-forward, only the suspend credited', () => {
+test('reader row: suspend and forward step together — suspend + wall-step-forward, only the suspend credited', () => {
   const { clock, probe } = setup({ reader: true })
   clock.suspend(30_000)
   clock.stepWall(20_000) // dm 0, dw 50000, suspended 30000, stepMs 20000
@@ -296,7 +296,7 @@ test('§6 reader row: suspend and forward step together — suspend + wall-step-
   for (const a of d.anomalies) assert.equal(a.creditedMs, 30_000)
 })
 
-test('§6 reader row: unexplained rest below −tol is reported as wall-step-back', () => {
+test('reader row: unexplained rest below −tol is reported as wall-step-back', () => {
   const { clock, probe } = setup({ reader: true })
   clock.suspend(60_000)
   clock.stepWall(-10_000) // dm 0, dw 50000 > tol, suspended 60000, stepMs -10000
@@ -307,7 +307,7 @@ test('§6 reader row: unexplained rest below −tol is reported as wall-step-bac
   assert.equal(find(d, 'suspend').suspendedMs, 60_000)
 })
 
-test('§6 reader row: unexplained rest exactly ±tol is not a step; tol + 1 is', () => {
+test('reader row: unexplained rest exactly ±tol is not a step; tol + 1 is', () => {
   const cases = [
     { step: 250, expect: ['suspend'] },
     { step: -250, expect: ['suspend'] },
@@ -325,7 +325,7 @@ test('§6 reader row: unexplained rest exactly ±tol is not a step; tol + 1 is',
   }
 })
 
-test('§6 reader row: tol for the unexplained rest also grows with dm (dm = 2000, rest 251 is within, 252 is not)', () => {
+test('reader row: tol for the unexplained rest also grows with dm (dm = 2000, rest 251 is within, 252 is not)', () => {
   {
     const { clock, probe } = setup({ reader: true })
     clock.advance(2000)
@@ -347,7 +347,7 @@ test('§6 reader row: tol for the unexplained rest also grows with dm (dm = 2000
   }
 })
 
-test('§6 the suspended part is always credited and the stepped part never, whatever the policy', () => {
+test('the suspended part is always credited and the stepped part never, whatever the policy', () => {
   for (const policy of ['ignore', 'credit', 'refuse']) {
     const { clock, probe } = setup({ policy, reader: true })
     clock.suspend(40_000)
@@ -359,7 +359,7 @@ test('§6 the suspended part is always credited and the stepped part never, what
   }
 })
 
-test('§6 suspended = max(0, (er − er₀) − (m − m₀)): a reader that ran slower than monotonic gives 0, not a negative credit', () => {
+test('suspended = max(0, (er − er₀) − (m − m₀)): a reader that ran slower than monotonic gives 0, not a negative credit', () => {
   const { clock, probe } = setup({ reader: true })
   clock.advance(10_000)
   clock.set({ elapsedRealtimeMs: 5000 }) // er advanced 5000 while m advanced 10000
@@ -370,7 +370,7 @@ test('§6 suspended = max(0, (er − er₀) − (m − m₀)): a reader that ran
   assert.equal(find(d, 'wall-step-forward').stepMs, 30_000)
 })
 
-test('§6 suspended time is measured from the reader baseline taken at construction', () => {
+test('suspended time is measured from the reader baseline taken at construction', () => {
   const clock = manualClock({ monotonicMs: 100, wallMs: W0, elapsedRealtimeMs: 7000 })
   const limiter = new QuotaClock({ capacity: CAP, refillPerSecond: 1000, initialTokens: 0, suspendPolicy: 'ignore', clock })
   clock.advance(1000) // awake: er - er0 = 1000, m - m0 = 1000
@@ -382,7 +382,7 @@ test('§6 suspended time is measured from the reader baseline taken at construct
   near(d.tokens, 6000)
 })
 
-test('§6 er₀, m₀ are retaken at every reader call: a suspend is claimed once', () => {
+test('er₀, m₀ are retaken at every reader call: a suspend is claimed once', () => {
   const { clock, probe } = setup({ reader: true })
   clock.suspend(60_000)
   near(probe().tokens, 60_000)
@@ -394,7 +394,7 @@ test('§6 er₀, m₀ are retaken at every reader call: a suspend is claimed onc
   assert.equal(clock.elapsedRealtimeReads, 3)
 })
 
-test('§6 a suspend hidden by an equal opposite wall step is not lost: it is claimed at the next forward divergence', () => {
+test('a suspend hidden by an equal opposite wall step is not lost: it is claimed at the next forward divergence', () => {
   const { clock, probe } = setup({ reader: true })
   clock.suspend(60_000)
   clock.stepWall(-60_000) // dm 0, dw 0: agree, reader not called
@@ -417,7 +417,7 @@ test('§6 a suspend hidden by an equal opposite wall step is not lost: it is cla
   assert.equal(find(d, 'suspend').creditedMs, 60_000)
 })
 
-test('§6 a hidden suspend survives a step back in between (still claimed later)', () => {
+test('a hidden suspend survives a step back in between (still claimed later)', () => {
   const { clock, probe } = setup({ reader: true })
   clock.suspend(60_000)
   clock.stepWall(-60_000)
@@ -431,7 +431,7 @@ test('§6 a hidden suspend survives a step back in between (still claimed later)
   near(d.tokens, 60_000)
 })
 
-test('§6 the reader is called only in the dw > dm + tol row (and once at construction), so the hot path stays two clock reads', () => {
+test('the reader is called only in the dw > dm + tol row (and once at construction), so the hot path stays two clock reads', () => {
   const { clock, probe } = setup({ reader: true })
   assert.equal(clock.elapsedRealtimeReads, 1, 'construction')
   for (let i = 0; i < 50; i++) {
@@ -457,7 +457,7 @@ test('§6 the reader is called only in the dw > dm + tol row (and once at constr
 // ---------------------------------------------------------------------------------------------
 // Rows: dw > dm + tol, no reader
 
-test("§6 row dw > dm + tol, no reader, policy 'ignore': ambiguous — credited dm, anomaly ambiguous-wall-jump", async () => {
+test("row dw > dm + tol, no reader, policy 'ignore': ambiguous — credited dm, anomaly ambiguous-wall-jump", async () => {
   const { clock, probe, delivered } = setup({ policy: 'ignore' })
   clock.advance(1000)
   clock.suspend(60_000) // wall +61000, monotonic +1000; no reader to tell
@@ -472,7 +472,7 @@ test("§6 row dw > dm + tol, no reader, policy 'ignore': ambiguous — credited 
   assert.deepEqual(delivered.map((x) => x.kind), ['ambiguous-wall-jump'])
 })
 
-test("§6 row no reader, 'ignore': tol + 1 above is ambiguous (dm = 0, dw = 251; dm = 2000, dw = 2252)", () => {
+test("row no reader, 'ignore': tol + 1 above is ambiguous (dm = 0, dw = 251; dm = 2000, dw = 2252)", () => {
   {
     const { clock, probe } = setup({ policy: 'ignore' })
     clock.stepWall(251)
@@ -490,7 +490,7 @@ test("§6 row no reader, 'ignore': tol + 1 above is ambiguous (dm = 0, dw = 251;
   }
 })
 
-test("§6 row no reader, policy 'credit': ambiguous — credited dw, anomaly ambiguous-wall-jump", () => {
+test("row no reader, policy 'credit': ambiguous — credited dw, anomaly ambiguous-wall-jump", () => {
   const { clock, probe } = setup({ policy: 'credit' })
   clock.advance(1000)
   clock.stepWall(60_000) // dm 1000, dw 61000
@@ -503,7 +503,7 @@ test("§6 row no reader, policy 'credit': ambiguous — credited dw, anomaly amb
   assert.equal(a.wallDeltaMs, 61_000)
 })
 
-test("§6 row no reader, 'credit': at exactly dm + tol it is the agree row (credited dm, not dw)", () => {
+test("row no reader, 'credit': at exactly dm + tol it is the agree row (credited dm, not dw)", () => {
   const { clock, probe } = setup({ policy: 'credit' })
   clock.advance(2000)
   clock.stepWall(251)
@@ -512,7 +512,7 @@ test("§6 row no reader, 'credit': at exactly dm + tol it is the agree row (cred
   near(d.tokens, 2000)
 })
 
-test("§6 row no reader, policy 'refuse': dm is credited, then throw ERR_AMBIGUOUS_WALL_JUMP; no anomaly", async () => {
+test("row no reader, policy 'refuse': dm is credited, then throw ERR_AMBIGUOUS_WALL_JUMP; no anomaly", async () => {
   const { clock, limiter, delivered } = setup({ policy: 'refuse' })
   clock.advance(1000)
   clock.stepWall(60_000)
@@ -524,7 +524,7 @@ test("§6 row no reader, policy 'refuse': dm is credited, then throw ERR_AMBIGUO
   near(d.tokens, 1000)
 })
 
-test("§6 row no reader, 'refuse': readings re-anchored, the next call proceeds", () => {
+test("row no reader, 'refuse': readings re-anchored, the next call proceeds", () => {
   const { clock, limiter } = setup({ policy: 'refuse' })
   clock.stepWall(3_600_000)
   assertThrowsCode(() => limiter.tryConsume(), 'ERR_AMBIGUOUS_WALL_JUMP')
@@ -536,7 +536,7 @@ test("§6 row no reader, 'refuse': readings re-anchored, the next call proceeds"
   near(after.tokens, 500)
 })
 
-test("§6 row no reader, 'refuse': tol + 1 throws, tol does not", () => {
+test("row no reader, 'refuse': tol + 1 throws, tol does not", () => {
   {
     const { clock, limiter } = setup({ policy: 'refuse' })
     clock.stepWall(250)
@@ -549,7 +549,7 @@ test("§6 row no reader, 'refuse': tol + 1 throws, tol does not", () => {
   }
 })
 
-test("§6 row no reader, 'refuse' applies to status() too (it reconciles like tryConsume)", () => {
+test("row no reader, 'refuse' applies to status() too (it reconciles like tryConsume)", () => {
   const { clock, limiter } = setup({ policy: 'refuse' })
   clock.advance(700)
   clock.stepWall(10_000)
@@ -557,7 +557,7 @@ test("§6 row no reader, 'refuse' applies to status() too (it reconciles like tr
   near(limiter.status().tokens, 700)
 })
 
-test("§6 row no reader, 'refuse': nothing is consumed by the refused call", () => {
+test("row no reader, 'refuse': nothing is consumed by the refused call", () => {
   const clock = manualClock({ monotonicMs: 0, wallMs: W0 })
   const limiter = new QuotaClock({ capacity: 5, refillPerSecond: 1, suspendPolicy: 'refuse', clock })
   clock.stepWall(60_000)

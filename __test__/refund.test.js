@@ -1,6 +1,6 @@
 'use strict'
-// SPEC §5 additions for QuotaClock: status() carries the limits in force, and refund(n = 1) gives
-// back what a tryConsume took (as §10 describes for one key).
+// QuotaClock's status and refund: status() carries the limits in force, and refund(n = 1) gives
+// back what a tryConsume took (as KeyedQuotaClock does for one key).
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
@@ -15,7 +15,7 @@ function make(options = {}) {
   return { clock, limiter: new QuotaClock({ capacity: 10, refillPerSecond: 1, suspendPolicy: 'ignore', clock, ...options }) }
 }
 
-test('§5 status() reports the limits in force: capacity, refillPerSecond, quotaLimit', () => {
+test('status() reports the limits in force: capacity, refillPerSecond, quotaLimit', () => {
   const { limiter } = make({ capacity: 7, refillPerSecond: 0.5, quota: { limit: 42, period: UTC_DAY } })
   const s = limiter.status()
   assert.equal(s.capacity, 7)
@@ -25,7 +25,7 @@ test('§5 status() reports the limits in force: capacity, refillPerSecond, quota
   assert.equal(make({ quota: { limit: 0, period: UTC_DAY } }).limiter.status().quotaLimit, 0, 'a limit of 0 is a limit')
 })
 
-test('§5 refund(n) gives back n tokens and n quota units', () => {
+test('refund(n) gives back n tokens and n quota units', () => {
   const { limiter } = make({ quota: { limit: 5, period: UTC_DAY } })
   limiter.tryConsume(3)
   assert.equal(limiter.refund(2), undefined)
@@ -35,7 +35,7 @@ test('§5 refund(n) gives back n tokens and n quota units', () => {
   assert.equal(s.quotaRemaining, 4)
 })
 
-test('§5 refund() defaults to 1', () => {
+test('refund() defaults to 1', () => {
   const { limiter } = make({ quota: { limit: 5, period: UTC_DAY } })
   limiter.tryConsume(2)
   limiter.refund()
@@ -44,7 +44,7 @@ test('§5 refund() defaults to 1', () => {
   assert.equal(s.quotaUsed, 1)
 })
 
-test('§5 refund caps tokens at capacity and never takes the quota below zero', () => {
+test('refund caps tokens at capacity and never takes the quota below zero', () => {
   const { limiter } = make({ quota: { limit: 5, period: UTC_DAY } })
   limiter.tryConsume(1)
   limiter.refund(1000) // n may exceed capacity: the bucket caps what comes back
@@ -54,7 +54,7 @@ test('§5 refund caps tokens at capacity and never takes the quota below zero', 
   assert.equal(s.quotaRemaining, 5)
 })
 
-test('§5 refund makes a denied request possible again (a refund across limits)', () => {
+test('refund makes a denied request possible again (a refund across limits)', () => {
   const { limiter } = make({ capacity: 2, initialTokens: 0, quota: { limit: 1, period: UTC_DAY } })
   const { limiter: other } = make({ capacity: 1, initialTokens: 1 })
   other.tryConsume()
@@ -63,7 +63,7 @@ test('§5 refund makes a denied request possible again (a refund across limits)'
   assert.equal(limiter.tryConsume().allowed, false)
 })
 
-test('§5 refund reads and reconciles the clocks like tryConsume (refill, re-anchoring, anomalies to onAnomaly)', async () => {
+test('refund reads and reconciles the clocks like tryConsume (refill, re-anchoring, anomalies to onAnomaly)', async () => {
   const seen = []
   const { clock, limiter } = make({ capacity: 10, refillPerSecond: 2, initialTokens: 0, onAnomaly: (a) => seen.push(a) })
   clock.advance(1500)
@@ -75,7 +75,7 @@ test('§5 refund reads and reconciles the clocks like tryConsume (refill, re-anc
   assert.deepEqual(limiter.tryConsume().anomalies, [], 'refund re-anchored the readings')
 })
 
-test('§5 refund gives back only into the open period: after a boundary the new period starts at zero use', () => {
+test('refund gives back only into the open period: after a boundary the new period starts at zero use', () => {
   const { clock, limiter } = make({ quota: { limit: 3, period: UTC_DAY }, wallMs: Date.UTC(2024, 0, 16) - 1000 })
   limiter.tryConsume(3)
   clock.advance(1000)
@@ -85,7 +85,7 @@ test('§5 refund gives back only into the open period: after a boundary the new 
   assert.equal(s.quotaUsed, 0)
 })
 
-test('§5 refund throws the clock errors of tryConsume and gives nothing back', () => {
+test('refund throws the clock errors of tryConsume and gives nothing back', () => {
   const { clock, limiter } = make({ initialTokens: 5 })
   clock.set({ monotonicMs: -1 })
   assert.throws(() => limiter.refund(1), (e) => e instanceof QuotaClockError && e.code === 'ERR_MONOTONIC_REGRESSION')
@@ -96,7 +96,7 @@ test('§5 refund throws the clock errors of tryConsume and gives nothing back', 
   assert.equal(l2.status().tokens, 5)
 })
 
-test('§5 refund(n): n must be a positive safe integer (RangeError ERR_INVALID_ARG), and nothing changes', () => {
+test('refund(n): n must be a positive safe integer (RangeError ERR_INVALID_ARG), and nothing changes', () => {
   const { limiter } = make({ initialTokens: 5 })
   for (const bad of [0, -1, 1.5, NaN, Infinity, 2 ** 53, '1', null, {}]) {
     assert.throws(() => limiter.refund(bad), (e) => e instanceof RangeError && e.code === 'ERR_INVALID_ARG' && /n must be a positive safe integer/.test(e.message), `refund(${String(bad)})`)

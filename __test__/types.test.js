@@ -16,18 +16,7 @@ const ROOT = path.resolve(__dirname, '..')
 const TYPES_DIR = path.join(__dirname, 'types')
 const TSCONFIG = path.join(TYPES_DIR, 'tsconfig.json')
 
-/** The installed TypeScript compiler's CLI script (run with this Node, on every OS). */
-function tscScript() {
-  let manifestPath
-  try {
-    manifestPath = require.resolve('typescript/package.json', { paths: [ROOT] })
-  } catch (error) {
-    throw new Error('TypeScript is not installed: run `npm install` (it is a devDependency)', { cause: error })
-  }
-  const manifest = JSON.parse(fs.readFileSync(manifestPath, 'utf8'))
-  const bin = typeof manifest.bin === 'string' ? manifest.bin : manifest.bin.tsc
-  return path.join(path.dirname(manifestPath), bin)
-}
+const { tscScript } = require('./helpers/tsc')
 
 /** Runs tsc on a project file; returns { status, output } with paths relative to the repo. */
 function tsc(project, ...extra) {
@@ -91,7 +80,7 @@ describe('TypeScript types (tsc --noEmit --strict)', () => {
     assert.deepEqual(errors(output), [])
   })
 
-  test('every type SPEC §2 names is exported and used by usage.ts', () => {
+  test('every type the package documents is exported and used by usage.ts', () => {
     const usage = fs.readFileSync(path.join(TYPES_DIR, 'usage.ts'), 'utf8')
     const declarations = fs.readFileSync(path.join(ROOT, 'index.d.ts'), 'utf8')
     const names = [

@@ -14,6 +14,7 @@ const SERIES = [
 const ANOMALY_COLOR = '#7b3294'
 const EVENT_COLOR = '#555555'
 const PERIOD_COLOR = '#2a7f3f'
+const QUOTA_AXIS_WIDTH = 64
 
 const WIDTH = 760
 const PANEL_HEIGHT = 340
@@ -61,7 +62,8 @@ function panel(run, offsetY) {
   const { meta, timeline } = run
   const requests = timeline.filter((entry) => entry.type === 'request').map((entry) => entry.step)
   const endMs = Math.max(meta.durationMs, 1000)
-  const plotWidth = WIDTH - MARGIN.left - MARGIN.right
+  // A quota has an axis of its own on the right: its count is not in tokens.
+  const plotWidth = WIDTH - MARGIN.left - (meta.quota ? QUOTA_AXIS_WIDTH : MARGIN.right)
   const plotHeight = PANEL_HEIGHT - MARGIN.top - MARGIN.bottom
   const x = (ms) => MARGIN.left + (ms / endMs) * plotWidth
   const y = (tokens) => MARGIN.top + plotHeight - (tokens / meta.capacity) * plotHeight
@@ -103,6 +105,8 @@ function panel(run, offsetY) {
     out.push(`<line class="period" x1="${at}" x2="${at}" y1="${MARGIN.top}" y2="${MARGIN.top + plotHeight}" stroke="${PERIOD_COLOR}" stroke-width="1"/>`)
     out.push(`<text class="period-label" x="${num(x(entry.atMs) + 4)}" y="${MARGIN.top + plotHeight - 6}" font-size="11" fill="${PERIOD_COLOR}">quota period ${escapeXml(periodId)}</text>`)
   }
+
+  if (meta.quota) out.push(quotaSeries(meta, requests, timeline, { x, plotWidth, plotHeight }))
 
   // Wall steps: a mark at the top of the plot where NTP set the clock.
   for (const event of timeline) {
@@ -198,6 +202,45 @@ function panel(run, offsetY) {
   out.push(`<circle cx="${legendX + 232}" cy="${legendY - 4}" r="3.5" fill="#fff" stroke="#333" stroke-width="1.5"/>`)
   out.push(`<text x="${legendX + 240}" y="${legendY}" font-size="12">denied</text>`)
   out.push('</g>')
+  return out.join('\n')
+}
+
+/**
+ * QuotaClock's quota: what is left in the open period after each request, as a step line on its
+ * own axis (right), with a mark at each request; a request the quota denied (its wait is the
+ * period's, `wall-period`) is a hollow square labelled "quota". This is what the naive bucket,
+ * which has no calendar, cannot show.
+ */
+function quotaSeries(meta, requests, timeline, { x, plotWidth, plotHeight }) {
+  const { limit } = meta.quota
+  const yq = (left) => MARGIN.top + plotHeight - (left / Math.max(limit, 1)) * plotHeight
+  const right = MARGIN.left + plotWidth
+  const out = []
+  for (let left = 0; left <= limit; left += tickStep(Math.max(limit, 1), 3)) {
+    out.push(`<text class="quota-axis" x="${right + 6}" y="${num(yq(left) + 4)}" font-size="11" fill="${PERIOD_COLOR}">${num(left)}</text>`)
+  }
+  out.push(`<text transform="translate(${right + 42} ${MARGIN.top + plotHeight / 2}) rotate(90)" font-size="12" text-anchor="middle" fill="${PERIOD_COLOR}">quota left (of ${limit})</text>`)
+  const entries = timeline.filter((entry) => entry.type === 'request')
+  const points = []
+  let level = limit
+  for (const entry of entries) {
+    points.push([x(entry.atMs), yq(level)])
+    level = entry.quotaRemaining
+    points.push([x(entry.atMs), yq(level)])
+  }
+  points.push([right, yq(level)])
+  const d = points.map(([px, py], i) => `${i === 0 ? 'M' : 'L'}${num(px)} ${num(py)}`).join(' ')
+  out.push(`<path class="quota" data-quota="quotaRemaining" d="${d}" fill="none" stroke="${PERIOD_COLOR}" stroke-width="1.5"/>`)
+  entries.forEach((entry, i) => {
+    const step = requests[i]
+    const byQuota = !step.quotaClock.allowed && step.quotaClock.retryAfterBasis === 'wall-period'
+    const cx = x(entry.atMs)
+    const cy = yq(entry.quotaRemaining)
+    const state = byQuota ? 'denied-by-quota' : step.quotaClock.allowed ? 'allowed' : 'denied'
+    const what = `quota at ${num(step.atMs / 1000)} s: ${entry.quotaRemaining} of ${limit} left in ${entry.periodId}${byQuota ? ', denied by the quota' : ''}`
+    out.push(`<rect class="quota-request ${state}" x="${num(cx - 3)}" y="${num(cy - 3)}" width="6" height="6" fill="${byQuota ? '#fff' : PERIOD_COLOR}" stroke="${PERIOD_COLOR}" stroke-width="1.5"><title>${escapeXml(what)}</title></rect>`)
+    if (byQuota) out.push(`<text class="quota-denial" x="${num(cx)}" y="${num(cy - 7)}" font-size="10" text-anchor="middle" fill="${PERIOD_COLOR}">quota</text>`)
+  })
   return out.join('\n')
 }
 

@@ -10,7 +10,7 @@ const { parseArgs } = require('node:util')
 const { QuotaClock, systemClock, procUptimeElapsedRealtime, periodFor } = require('../index.js')
 const { NAMES, SCENARIOS, runScenario } = require('./scenarios.js')
 const { renderSvg } = require('./plot.js')
-const { PERIOD_UNITS: UNITS, MAX_WALL_MS } = require('../lib/contract.js')
+const { PERIOD_UNITS: UNITS, MAX_WALL_MS, nearest: closest, didYouMean, editDistance } = require('../lib/cli.js')
 
 const PROGRAM = 'quota-clock-source'
 const MAX_PERIODS = 10_000
@@ -18,39 +18,6 @@ const MAX_PERIODS = 10_000
 /** A bad argument: reported as one line on stderr, exit status 2. */
 class UsageError extends Error {}
 const usage = (message) => new UsageError(message)
-
-// ---------------------------------------------------------------------------------------------
-// Did you mean: the candidate nearest by edit distance (optimal string alignment, so a swapped
-// pair of letters counts as one edit). Hand-written, a dozen lines, to keep the package free of
-// runtime dependencies.
-
-function editDistance(a, b) {
-  const rows = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array(b.length).fill(0)])
-  for (let j = 1; j <= b.length; j++) rows[0][j] = j
-  for (let i = 1; i <= a.length; i++) {
-    for (let j = 1; j <= b.length; j++) {
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1
-      rows[i][j] = Math.min(rows[i - 1][j] + 1, rows[i][j - 1] + 1, rows[i - 1][j - 1] + cost)
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) rows[i][j] = Math.min(rows[i][j], rows[i - 2][j - 2] + 1)
-    }
-  }
-  return rows[a.length][b.length]
-}
-
-function closest(input, candidates) {
-  const needle = input.toLowerCase()
-  let best = null
-  let bestDistance = Infinity
-  for (const candidate of candidates) {
-    const distance = editDistance(needle, candidate.toLowerCase())
-    if (distance < bestDistance) [best, bestDistance] = [candidate, distance]
-  }
-  if (best !== null && bestDistance <= Math.min(3, Math.max(1, Math.floor(needle.length / 3)))) return best
-  const prefixed = needle.length >= 2 ? candidates.filter((candidate) => candidate.toLowerCase().startsWith(needle)) : []
-  return prefixed.length === 1 ? prefixed[0] : null
-}
-
-const didYouMean = (suggestion) => (suggestion === null ? '' : ` (did you mean '${suggestion}'?)`)
 
 // ---------------------------------------------------------------------------------------------
 // Commands: their options, help and what they run.
@@ -160,6 +127,7 @@ ${Object.entries(COMMANDS)
 
 Every command takes --json (machine output on stdout) and --help.
 A bad argument exits with status 2 and one line on stderr.
+--version prints the package's version.
 
 Examples:
   ${PROGRAM} periods --unit month --zone America/Los_Angeles --from 2024-03-15T00:00:00Z
@@ -175,7 +143,7 @@ function parseCommand(name, argv) {
   try {
     parsed = parseArgs({ args: argv, options, strict: true, allowPositionals: true })
   } catch (error) {
-    throw usage(describeParseError(error, name, options))
+    throw usage(describeParseError(error, name, options, argv))
   }
   if (parsed.positionals.length > command.positionals.length) {
     const extra = parsed.positionals[command.positionals.length]
@@ -185,12 +153,18 @@ function parseCommand(name, argv) {
   return parsed
 }
 
-function describeParseError(error, commandName, options) {
+function describeParseError(error, commandName, options, argv) {
   const message = String(error.message).split(/\r?\n/).join(' ')
   const missing = /^Option '(-[^' ]+)[^']*' argument missing/.exec(message)
   if (missing) return `${missing[1]} needs a value`
   const ambiguous = /^Option '(-[^' ]+)' argument is ambiguous/.exec(message)
-  if (ambiguous) return `${ambiguous[1]} needs a value; for a value that starts with '-', write ${ambiguous[1]}=-…`
+  if (ambiguous) {
+    const flag = ambiguous[1]
+    const given = argv[argv.indexOf(flag) + 1]
+    // A count or an interval is never negative: say what it must be, not that it is missing.
+    if (POSITIVE_INTEGER_FLAGS.has(flag.slice(2)) && given !== undefined) return `${flag} must be a positive integer; received '${given}'`
+    return `${flag} needs a value; for a value that starts with '-', write ${flag}=-…`
+  }
   if (error.code !== 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return message
   const raw = (/'([^']*)'/.exec(message) || [null, ''])[1]
   const given = raw.replace(/^-+/, '').split('=')[0]
@@ -205,6 +179,10 @@ function describeParseError(error, commandName, options) {
 // ---------------------------------------------------------------------------------------------
 // Argument values.
 
+// The flags whose value is a positive integer (a value starting with '-' is a wrong value, not a
+// missing one).
+const POSITIVE_INTEGER_FLAGS = new Set(['count', 'interval', 'anchor-day', 'anchor-month'])
+
 function integerValue(flag, text, min, max) {
   if (!/^[+]?\d+$/.test(text) || Number(text) < min || Number(text) > max) {
     throw usage(`--${flag} must be an integer from ${min} to ${max}; received '${text}'`)
@@ -215,7 +193,7 @@ function integerValue(flag, text, min, max) {
 /** An ISO 8601 instant with a UTC designator or offset, or milliseconds since the epoch. */
 function instantValue(flag, text) {
   let ms
-  if (/^[+-]?\d+(\.\d+)?$/.test(text)) {
+  if (/^[+-]?(\d+(\.\d*)?|\.\d+)(e[+-]?\d+)?$/i.test(text)) {
     ms = Number(text)
   } else if (/^[+-]?\d{4,6}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})$/i.test(text)) {
     ms = Date.parse(text)
@@ -299,7 +277,17 @@ function periods(values) {
     list.push(period)
   }
 
-  if (values.json) return print(JSON.stringify(list, null, 2))
+  // The calendar ends where a JS Date does: no period starts after 8.64e15 ms. Say so, rather than
+  // print fewer periods than asked with no word why (on stderr with --json: stdout stays JSON).
+  const cutShort =
+    list.length < count
+      ? `Only ${list.length} of the ${count} periods asked for: the calendar's range ends at ${utcTime(MAX_WALL_MS)} (8.64e15 ms since the epoch, the last instant a JS Date holds), and no period starts after it.`
+      : null
+  if (values.json) {
+    print(JSON.stringify(list, null, 2))
+    if (cutShort) process.stderr.write(`${PROGRAM} periods: ${cutShort}\n`)
+    return 0
+  }
   const describeSpec = [
     `${list[0].timeZone}, unit ${spec.unit}`,
     spec.anchorMonth !== undefined ? `anchor month ${spec.anchorMonth}` : null,
@@ -308,6 +296,7 @@ function periods(values) {
   ].filter(Boolean)
   const rows = list.map((p) => [p.id, localTime(p.startMs, p.timeZone), utcTime(p.startMs), hours(p.endMs - p.startMs), p.startKind])
   print(`${describeSpec.join(', ')}\n\n${table(['id', 'local start', 'UTC start', 'hours', 'startKind'], rows, [false, false, false, true, false])}`)
+  if (cutShort) print(`\n${cutShort}`)
   return 0
 }
 
@@ -549,8 +538,24 @@ function watch(values) {
 // ---------------------------------------------------------------------------------------------
 
 function print(text) {
-  process.stdout.write(`${text}\n`)
+  try {
+    process.stdout.write(`${text}\n`)
+  } catch (error) {
+    // Output to a file is written synchronously, so a full disk throws here.
+    if (error?.code === 'EPIPE') process.exit(0)
+    failWrite(error)
+  }
   return 0
+}
+
+/** Output could not be written: one line on stderr, exit 1 (the output is incomplete). */
+function failWrite(error) {
+  const code = error?.code ? ` (${error.code})` : ''
+  try {
+    process.stderr.write(`${PROGRAM}: cannot write the output: ${oneLine(error?.message ?? error)}${code}\n`)
+  } finally {
+    process.exit(1)
+  }
 }
 
 const oneLine = (text) => String(text).split(/\s*\r?\n\s*/).join(' ')
@@ -560,6 +565,10 @@ async function main(argv) {
   const [name, ...rest] = argv
   if (name === undefined) throw usage(`missing command: expected ${Object.keys(COMMANDS).join(', ')} (see '${PROGRAM} --help')`)
   if (name === '--help' || name === '-h' || name === 'help') return print(MAIN_HELP.trimEnd())
+  if (name === '--version' || name === '-V' || name === 'version') {
+    if (rest.length > 0) throw usage(`--version takes no arguments; received '${rest[0]}'`)
+    return print(require('../package.json').version)
+  }
   if (!Object.hasOwn(COMMANDS, name)) {
     const near = name.startsWith('-') ? null : closest(name, Object.keys(COMMANDS))
     const what = name.startsWith('-') ? `expected a command before '${name}'` : `unknown command '${name}'${didYouMean(near)}`
@@ -578,9 +587,10 @@ async function main(argv) {
 
 if (require.main === module) {
   // `quota-clock-source periods ... | head -1` closes stdout early: that is not an error.
+  // Any other write error (a full disk, /dev/full) is one line on stderr and exit 1, no stack.
   process.stdout.on('error', (error) => {
     if (error.code === 'EPIPE') process.exit(0)
-    throw error
+    failWrite(error)
   })
   main(process.argv.slice(2)).then(
     (status) => {

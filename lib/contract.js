@@ -1,7 +1,8 @@
 'use strict'
-// The JS↔native contract, defined once in Rust (src/contract.rs) and read here at load: error
-// codes and the class each is thrown as, the string unions' values, MAX_WALL_MS and the layout of
-// the result buffers (positions, statuses, operations). The JS face copies none of them.
+// The JS↔native contract, defined once in Rust and read here at load (`contract()`): error codes
+// and the class each is thrown as (src/error.rs, src/napi/names.rs), the string unions' values
+// (each enum's list in the core), MAX_WALL_MS (src/calendar/) and the layout of the result
+// buffers: positions, statuses, operations (src/napi/buffer.rs). The JS face copies none of them.
 
 const native = require('./native.js')
 

@@ -22,13 +22,23 @@ export interface RateLimitResponse {
 /** Express/Connect's `next`: called with nothing to go on, with an error to hand it over. */
 export type RateLimitNext = (err?: any) => void
 
+/**
+ * The key of a request, or a promise of it (awaited). It may say `undefined` (a header that is
+ * absent, `req.get('X-Tenant')`): that request then fails with an error naming the entry, as any
+ * value that is not a valid key does; it never shares a key with other requests.
+ */
+export type RateLimitKey<Req extends RateLimitRequest = RateLimitRequest> = (req: Req) => string | undefined | Promise<string | undefined>
+
+/** Tokens (and quota units) a request takes, or a promise of them (awaited). */
+export type RateLimitCost<Req extends RateLimitRequest = RateLimitRequest> = (req: Req) => number | Promise<number>
+
 /** One in-process limit: a keyed limiter (a bucket, and a quota, per key) or one limiter shared by every request. */
 export interface RateLimitLimiterEntry<Req extends RateLimitRequest = RateLimitRequest> {
   limiter: KeyedQuotaClock | QuotaClock
   /** The key of a request, for a `KeyedQuotaClock` (a `QuotaClock` takes none). Default: the top-level `key`, else `clientKey(req)`. */
-  key?: ((req: Req) => string) | undefined
+  key?: RateLimitKey<Req> | undefined
   /** Tokens (and quota units) the request takes, default the top-level `cost`, else 1. */
-  cost?: ((req: Req) => number) | undefined
+  cost?: RateLimitCost<Req> | undefined
   /** Prefixes this entry's header items: `<name>-burst`, `<name>-month`. Unique among the entries. */
   name?: string | undefined
 }
@@ -38,7 +48,7 @@ export interface RateLimitThrottleEntry<Req extends RateLimitRequest = RateLimit
   throttle: Throttle
   /** At least one of the three; each window is a header item (`minute`, `day`, `month`). */
   limits: ThrottleLimits
-  key?: ((req: Req) => string) | undefined
+  key?: RateLimitKey<Req> | undefined
   name?: string | undefined
   /** How long a check may take before the store counts as down, in ms. Default 300. */
   timeoutMs?: number | undefined
@@ -58,15 +68,15 @@ export interface RateLimitInfo {
 
 interface RateLimitCommonOptions<Req extends RateLimitRequest, Res extends RateLimitResponse> {
   /** The default key of every keyed entry. Default `clientKey(req)`. */
-  key?: ((req: Req) => string) | undefined
+  key?: RateLimitKey<Req> | undefined
   /** The default cost of every limiter entry. Default 1. */
-  cost?: ((req: Req) => number) | undefined
+  cost?: RateLimitCost<Req> | undefined
   /** Policy name prefix of the header items (the default name of every entry). */
   name?: string | undefined
   /** `'draft-11'` (default): `RateLimit-Policy` and `RateLimit`; `false`: neither (a 429 still has `Retry-After`). */
   headers?: 'draft-11' | false | undefined
   /** `true`: the request passes, takes nothing, and gets no headers. */
-  skip?: ((req: Req) => boolean) | undefined
+  skip?: ((req: Req) => boolean | Promise<boolean>) | undefined
   /** Replaces the 429 problem response; the RateLimit headers and `Retry-After` are already set. */
   onLimited?: ((req: Req, res: Res, info: RateLimitInfo) => void | Promise<void>) | undefined
 }

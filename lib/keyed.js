@@ -4,27 +4,25 @@
 
 const native = require('./native.js')
 const { registerListener } = require('./anomalies.js')
-const { toPeriod } = require('./calendar.js')
 const { startingReadings, JsClock } = require('./clocks.js')
-const { toPublicError, callNative, internalError } = require('./errors.js')
-const { rememberLimiter } = require('./http/limiter-facts.js')
-const { parseOptions, quotaInput, checkPositiveCount } = require('./options.js')
-const { LAYOUT, AT, STATUS, OPERATION, BASIS } = require('./contract.js')
-const { REGISTRY, NO_ANOMALIES } = require('./registry.js')
-const { readStats, withStoreStats } = require('./stats.js')
+const { callNative } = require('./errors.js')
+const { rememberLimiter } = require('./limiter-facts.js')
+const { parseOptions, quotaInput, bucketOptions, noBucketToFill, checkPositiveCount } = require('./options.js')
+const { LAYOUT, AT, OPERATION } = require('./contract.js')
+const { REGISTRY } = require('./registry.js')
+const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NEEDS_POLICY, NO_ANOMALIES, readDecision, bring, failure, callLimiter, toStatus } = require('./native-call.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError, checkNumber, thrownText } = require('./validate.js')
+const { readStats, withStoreStats } = require('./stats.js')
 
 const KEYED_KEYS = ['policy', 'maxKeys', 'restore']
 const POLICY_KEYS = ['capacity', 'refillPerSecond', 'initialTokens', 'quota']
 const DEFAULT_MAX_KEYS = 1_000_000
+// A snapshot's key count is a u32, and a table of more keys than that would not fit in memory anyway.
+const MAX_MAX_KEYS = 2 ** 32
 const MAX_KEY_UNITS = 256
-// Each limiter's result buffer, laid out as the contract's (lib/contract.js): in, `n`, the
-// operation and readings taken in JS; out, the status (what the native side needs first, having
-// read and changed nothing: the JS elapsed-realtime reader, a JS clock's readings, or the key's
-// policy), then the decision (quotaRemaining NaN: no quota).
+// Each limiter has its own result buffer (lib/native-call.js): in, `n`, the operation and
+// readings taken in JS; out, the status, then the decision.
 const { consume: CONSUME, refund: REFUND } = OPERATION
-const N_OR_STATUS = AT.nOrStatus
-const DECIDED = STATUS.decided
 const DEFAULT_CHOICE = 0xffffffff
 
 /** A string of 1 to 256 UTF-16 code units, checked before any clock is read. */
@@ -35,26 +33,40 @@ function checkKey(key) {
   }
 }
 
-/** A KeyPolicy merged with the defaults, type-checked; its values are checked natively (once). */
+/**
+ * A KeyPolicy merged with the defaults, type-checked; its values are checked natively (once).
+ * The bucket: `capacity` or `refillPerSecond` alone overrides that one of the defaults' bucket;
+ * with defaults that have no bucket (a quota alone), a key gets one only with both, and neither
+ * keeps it quota-only.
+ */
 function normalizePolicy(policy, path, defaults) {
   if (policy === undefined) return { ...defaults, path }
   if (!isPlainObject(policy)) throw typeError('ERR_INVALID_OPTION', path, 'a KeyPolicy object { capacity?, refillPerSecond?, initialTokens?, quota? } or undefined', policy)
   // Read once, own properties only (a getter that throws is ERR_INVALID_OPTION with its error as cause).
   policy = readOptions(policy, POLICY_KEYS, path)
-  const capacity = policy.capacity === undefined ? defaults.capacity : checkNumber(policy.capacity, `${path}.capacity`)
-  const refillPerSecond = policy.refillPerSecond === undefined ? defaults.refillPerSecond : checkNumber(policy.refillPerSecond, `${path}.refillPerSecond`)
+  let { capacity, refillPerSecond, bucket } = defaults
+  if (!bucket && (policy.capacity !== undefined || policy.refillPerSecond !== undefined)) {
+    ;({ capacity, refillPerSecond, bucket } = bucketOptions(policy.capacity, policy.refillPerSecond, true, `${path}.`))
+  } else {
+    if (policy.capacity !== undefined) capacity = checkNumber(policy.capacity, `${path}.capacity`)
+    if (policy.refillPerSecond !== undefined) refillPerSecond = checkNumber(policy.refillPerSecond, `${path}.refillPerSecond`)
+  }
   let initialTokens
-  if (policy.initialTokens !== undefined) initialTokens = checkNumber(policy.initialTokens, `${path}.initialTokens`)
+  if (policy.initialTokens !== undefined) {
+    if (!bucket) throw noBucketToFill(`${path}.initialTokens`, policy.initialTokens)
+    initialTokens = checkNumber(policy.initialTokens, `${path}.initialTokens`)
+  }
   // The limiter's own initialTokens if it set one (never above this key's capacity), else a full bucket.
   else initialTokens = defaults.initialTokensGiven ? Math.min(defaults.initialTokens, capacity) : capacity
   let { quotaLimit, quotaPeriod } = defaults
   if (policy.quota === null) {
+    if (!bucket) throw coded(TypeError, 'ERR_INVALID_OPTION', `${path}.quota is null and the key has no bucket (the limiter's defaults are a quota alone): give it capacity and refillPerSecond, or a quota`)
     quotaLimit = undefined
     quotaPeriod = undefined
   } else if (policy.quota !== undefined) {
     ;({ quotaLimit, quotaPeriod } = quotaInput(policy.quota, `${path}.quota`, 'an object { limit, period } or null'))
   }
-  return { capacity, refillPerSecond, initialTokens, quotaLimit, quotaPeriod, path }
+  return { capacity, refillPerSecond, initialTokens, bucket, quotaLimit, quotaPeriod, path }
 }
 
 /** Calls the user's policy for a key and normalizes what it returned. */
@@ -68,7 +80,33 @@ function resolvePolicy(policy, key, defaults) {
     wrapped.cause = error
     throw wrapped
   }
+  if (isThenable(returned)) {
+    // Its rejection is handled here: a refused promise must not kill the process later.
+    try {
+      Promise.resolve(returned).then(undefined, ignore)
+    } catch {
+      // A thenable whose `then` throws: nothing is pending.
+    }
+    throw coded(
+      TypeError,
+      'ERR_INVALID_OPTION',
+      `${path} returned a promise; policy must answer synchronously (load the plans before, keep them in a Map, and return the key's KeyPolicy or undefined from it)`,
+    )
+  }
   return normalizePolicy(returned, path, defaults)
+}
+
+function ignore() {}
+
+/** Whether `value` is a promise or any other thenable (a `then` getter that throws: no, and the KeyPolicy check refuses it). */
+function isThenable(value) {
+  if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return false
+  if (value instanceof Promise) return true
+  try {
+    return typeof value.then === 'function'
+  } catch {
+    return false
+  }
 }
 
 /** Gives a snapshot's keys their policies (one call per key; equal policies are passed once). */
@@ -80,12 +118,12 @@ function assignPolicies(plan, policy, defaults) {
   for (let i = 0; i < length; i++) {
     const key = native.snapshotKeyAt(plan, i)
     const normalized = resolvePolicy(policy, key, defaults)
-    const { capacity, refillPerSecond, initialTokens, quotaLimit, quotaPeriod } = normalized
-    if (capacity === defaults.capacity && refillPerSecond === defaults.refillPerSecond && initialTokens === defaults.initialTokens && quotaLimit === defaults.quotaLimit && quotaPeriod === defaults.quotaPeriod) {
+    const { capacity, refillPerSecond, initialTokens, bucket, quotaLimit, quotaPeriod } = normalized
+    if (capacity === defaults.capacity && refillPerSecond === defaults.refillPerSecond && initialTokens === defaults.initialTokens && bucket === defaults.bucket && quotaLimit === defaults.quotaLimit && quotaPeriod === defaults.quotaPeriod) {
       choices[i] = DEFAULT_CHOICE
       continue
     }
-    const signature = JSON.stringify([capacity, refillPerSecond, initialTokens, quotaLimit, quotaPeriod])
+    const signature = JSON.stringify([capacity, refillPerSecond, initialTokens, bucket, quotaLimit, quotaPeriod])
     let choice = bySignature.get(signature)
     if (choice === undefined) {
       choice = inputs.length
@@ -97,26 +135,10 @@ function assignPolicies(plan, policy, defaults) {
   callNative(() => native.snapshotSetPolicies(plan, inputs, choices))
 }
 
-function readDecision(result, anomalies) {
-  const quotaRemaining = result[AT.quotaRemaining]
-  return {
-    allowed: result[AT.allowed] === 1,
-    retryAfterMs: result[AT.retryAfterMs],
-    retryAfterBasis: BASIS[result[AT.basis]],
-    tokens: result[AT.tokens],
-    quotaRemaining: quotaRemaining === quotaRemaining ? quotaRemaining : null,
-    anomalies,
-  }
-}
-
-// Whether a value is a KeyedQuotaClock this class made (as isQuotaClock in lib/quota-clock.js).
-let isKeyedQuotaClock
+let takenPeriodOf
+let giveBackKeyed
 
 class KeyedQuotaClock {
-  static {
-    isKeyedQuotaClock = (value) => typeof value === 'object' && value !== null && #native in value
-  }
-
   #native
   #call
   #result
@@ -132,7 +154,7 @@ class KeyedQuotaClock {
     let maxKeys = DEFAULT_MAX_KEYS
     if (read.maxKeys !== undefined) {
       maxKeys = checkNumber(read.maxKeys, 'maxKeys')
-      if (!(Number.isSafeInteger(maxKeys) && maxKeys >= 1)) throw rangeError('ERR_INVALID_OPTION', 'maxKeys', 'a positive safe integer', maxKeys)
+      if (!(Number.isSafeInteger(maxKeys) && maxKeys >= 1 && maxKeys <= MAX_MAX_KEYS)) throw rangeError('ERR_INVALID_OPTION', 'maxKeys', 'a positive integer no larger than 2**32 (4294967296)', maxKeys)
     }
     if (restore !== undefined && !(restore instanceof Uint8Array)) {
       throw typeError('ERR_INVALID_OPTION', 'restore', 'a Uint8Array from snapshot()', restore)
@@ -200,65 +222,34 @@ class KeyedQuotaClock {
     for (;;) {
       const status = result[N_OR_STATUS]
       if (status === DECIDED) return operation === CONSUME ? readDecision(result, NO_ANOMALIES) : undefined
-      if (status === STATUS.decidedWithAnomalies) {
+      if (status === DECIDED_WITH_ANOMALIES) {
         const anomalies = callNative(() => native.keyedTakeAnomalies(this.#native))
         return operation === CONSUME ? readDecision(result, anomalies) : undefined
       }
-      if (status === STATUS.error) throw this.#failed(toPublicError(native.keyedTakeError(this.#native)))
-      let readings
-      if (status === STATUS.needsPolicy) policy = resolvePolicy(this.#policy, key, this.#defaults)
-      else if (status === STATUS.needsReadings) readings = this.#js.readings()
-      else if (status === STATUS.needsReader) readings = [result[AT.monotonicMs], result[AT.wallMs], this.#js.elapsedRealtime()]
-      else throw internalError(`status ${status}`)
+      if (status === ERROR) throw failure(this.#js, native.keyedTakeError(this.#native))
+      const supplied = status !== NEEDS_POLICY
+      if (supplied) bring(status, result, this.#js)
+      else policy = resolvePolicy(this.#policy, key, this.#defaults)
       // `policy` and a JS clock may have made calls of their own on this limiter: write it all again.
       result[N_OR_STATUS] = n
       result[AT.operation] = operation
-      if (readings !== undefined) {
-        result[AT.monotonicMs] = readings[0]
-        result[AT.wallMs] = readings[1]
-        result[AT.elapsedRealtimeMs] = readings[2] === undefined ? NaN : readings[2]
-        result[AT.hasElapsedRealtime] = readings[2] === undefined ? 0 : 1
-      }
-      this.#slow(() => native.keyedCallSlow(this.#native, key, policy, readings !== undefined))
-    }
-  }
-
-  /** A public error about to be thrown (a monotonic regression latches a JS clock). */
-  #failed(error) {
-    return this.#js === undefined ? error : this.#js.failed(error)
-  }
-
-  /** A native call of the slow paths, its coded errors made public. */
-  #slow(body) {
-    try {
-      return body()
-    } catch (error) {
-      throw error && typeof error.code === 'string' ? this.#failed(toPublicError(error)) : error
+      callLimiter(this.#js, () => native.keyedCallSlow(this.#native, key, policy, supplied))
     }
   }
 
   /** QuotaClock's status() for one key (a key not held: what a fresh key would have, not holding it). */
   status(key) {
     checkKey(key)
+    const result = this.#result
     let policy
-    let readings = []
+    let supplied = false
     for (;;) {
-      const status = this.#slow(() => native.keyedStatus(this.#native, key, policy, readings[0], readings[1], readings[2]))
-      const { needs } = status
-      if (needs === 'policy') policy = resolvePolicy(this.#policy, key, this.#defaults)
-      else if (needs === 'readings') readings = this.#js.readings()
-      else if (needs === 'reader') readings = [status.takenMonotonicMs, status.takenWallMs, this.#js.elapsedRealtime()]
-      else {
-        return {
-          tokens: status.tokens,
-          quotaUsed: status.quotaUsed ?? null,
-          quotaRemaining: status.quotaRemaining ?? null,
-          period: status.period == null ? null : toPeriod(status.period),
-          capacity: status.capacity,
-          refillPerSecond: status.refillPerSecond,
-          quotaLimit: status.quotaLimit ?? null,
-        }
-      }
+      const status = callLimiter(this.#js, () => native.keyedStatus(this.#native, key, policy, supplied))
+      const needs = result[N_OR_STATUS]
+      if (needs === DECIDED) return toStatus(status, status.capacity, status.refillPerSecond, status.quotaLimit)
+      supplied = needs !== NEEDS_POLICY
+      if (supplied) bring(needs, result, this.#js)
+      else policy = resolvePolicy(this.#policy, key, this.#defaults)
     }
   }
 
@@ -279,10 +270,30 @@ class KeyedQuotaClock {
     return withStoreStats(this, readStats(this.#result))
   }
 
+  static {
+    // For the HTTP middleware's all-or-nothing rollback (lib/http/give-back.js), not public API.
+    takenPeriodOf = (limiter) => limiter.#result[AT.periodSlot]
+    giveBackKeyed = (limiter, key, n, periodSlot) => {
+      if (!(#native in limiter)) throw coded(TypeError, 'ERR_INVALID_ARG', 'giveBack needs a KeyedQuotaClock')
+      checkKey(key)
+      callNative(() => native.keyedGiveBack(limiter.#native, key, n, periodSlot))
+    }
+  }
+
   /** A versioned binary image of every held key, for `new KeyedQuotaClock({ ..., restore })`. Reads no clock. */
   snapshot() {
     return callNative(() => native.keyedSnapshot(this.#native))
   }
 }
 
-module.exports = { KeyedQuotaClock, isKeyedQuotaClock }
+/** The period a decision for a key counts its quota units in; read right after the decision. */
+function takenKeyedPeriod(limiter) {
+  return takenPeriodOf(limiter)
+}
+
+/** Gives back what a decision for `key` took, reading no clock (see QuotaClock's giveBackTaken). */
+function giveBackKeyedTaken(limiter, key, n, periodSlot) {
+  giveBackKeyed(limiter, key, n, periodSlot)
+}
+
+module.exports = { KeyedQuotaClock, takenKeyedPeriod, giveBackKeyedTaken }

@@ -3,8 +3,7 @@
 // stats() when the registry is scraped (nothing is counted twice, nothing runs per decision).
 // prom-client is an optional peer dependency, loaded when registerMetrics is first called.
 
-const { isQuotaClock } = require('./quota-clock.js')
-const { isKeyedQuotaClock } = require('./keyed.js')
+const { isLimiter } = require('./limiter-facts.js')
 const { coded, describe, isPlainObject, readOptions, thrownText } = require('./validate.js')
 
 const OPTIONS = ['register', 'limiters']
@@ -47,7 +46,7 @@ function parseLimiters(limiters) {
   if (entries.length === 0) throw optionError(RangeError, 'limiters must name at least one limiter, received an empty object')
   return entries.map(([name, limiter]) => {
     if (name === '') throw optionError(RangeError, 'limiters: a limiter name (the `limiter` label) must not be empty')
-    if (!isQuotaClock(limiter) && !isKeyedQuotaClock(limiter)) {
+    if (!isLimiter(limiter)) {
       throw optionError(TypeError, `limiters.${name} must be a QuotaClock or a KeyedQuotaClock from quota-clock-source, received ${describe(limiter)}`)
     }
     return { name, limiter, shared: limiter.stats().store !== undefined }

@@ -7,13 +7,21 @@ function loadNativeBinding() {
     return require('../binding.js')
   } catch (error) {
     if (!(error instanceof Error) || !/^(Cannot find|Failed to load) native binding/.test(error.message)) throw error
-    const { name, version, optionalDependencies = {} } = require('../package.json')
+    const { name, version, optionalDependencies = {}, napi = {} } = require('../package.json')
     const platform = hostPlatform()
     const binaryPackage = `${name}-${platform}`
+    const binaryFile = `${napi.binaryName ?? name}.${platform}.node`
     const supported = Object.keys(optionalDependencies).map((dependency) => dependency.slice(name.length + 1))
-    const advice = supported.includes(platform)
-      ? `Its binary ships in the optional dependency ${binaryPackage}, which is not installed (optional dependencies were omitted, or the lockfile was made on another platform): run \`npm install ${binaryPackage}@${version}\`, or delete node_modules and package-lock.json and run \`npm install\` again.`
-      : `Prebuilt binaries exist for ${supported.join(', ')}. Elsewhere, build from source with a Rust toolchain (\`npm run build\` in a clone of the repository) and set NAPI_RS_NATIVE_LIBRARY_PATH to the .node file it writes.`
+    const override = process.env.NAPI_RS_NATIVE_LIBRARY_PATH
+    const advice = [
+      override ? `NAPI_RS_NATIVE_LIBRARY_PATH is set to ${JSON.stringify(override)}, which did not load (see the cause): it must be the absolute path of a ${binaryFile} built for this platform.` : null,
+      supported.includes(platform)
+        ? `Its binary ships in the optional dependency ${binaryPackage}, which is not installed (optional dependencies were omitted, or the lockfile was made on another platform): run \`npm install ${binaryPackage}@${version}\`, or delete node_modules and package-lock.json and run \`npm install\` again.`
+        : `Prebuilt binaries exist for ${supported.join(', ')}.`,
+      `Where no such package can be installed (not published yet, no registry, or another platform), build the addon in a clone of the repository with a Rust toolchain (\`npm install && npm run build\`), then install the clone (\`npm install <folder>\`), or tarballs of it and of its npm/${platform} folder with the binary copied in (\`npm pack\`), or set NAPI_RS_NATIVE_LIBRARY_PATH to the absolute path of the ${binaryFile} it wrote (the README's "Installing without a registry").`,
+    ]
+      .filter(Boolean)
+      .join(' ')
     const wrapped = new Error(`${name}: no native binary for ${platform} (Node ${process.version}). ${advice}`)
     wrapped.code = 'ERR_NATIVE_BINDING_NOT_FOUND'
     wrapped.cause = error

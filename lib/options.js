@@ -8,14 +8,39 @@
 const { clockArguments, systemClock } = require('./clocks.js')
 const { periodSpecInput } = require('./calendar.js')
 const { SUSPEND_POLICIES, oneOf } = require('./contract.js')
-const { coded, isPlainObject, readOptions, typeError, rangeError, checkNumber } = require('./validate.js')
+const { coded, describe, isPlainObject, readOptions, typeError, rangeError, checkNumber } = require('./validate.js')
 
 const OPTION_KEYS = ['capacity', 'refillPerSecond', 'initialTokens', 'suspendPolicy', 'quota', 'clock', 'onAnomaly', 'earliestPlausibleWallMs']
 const SUSPEND_POLICY_CHOICES = oneOf(SUSPEND_POLICIES)
 const NO_QUOTA = Object.freeze({ quotaLimit: undefined, quotaPeriod: undefined })
+// A quota alone: no bucket. The core holds it as a bucket that is never short (Infinity).
+const NO_BUCKET = Object.freeze({ capacity: Infinity, refillPerSecond: Infinity, bucket: false })
 const DEFAULT_EARLIEST_PLAUSIBLE_WALL_MS = Date.UTC(2020, 0, 1)
 const MISSING_SUSPEND_POLICY =
   "suspendPolicy is required and has no default: when the wall clock runs ahead of the monotonic clock and no elapsedRealtimeMs reader can tell a host suspend from a wall-clock step, only you know whether that time should refill the bucket ('credit'), be ignored ('ignore'), or make the call fail ('refuse'); received undefined"
+
+/**
+ * The bucket's two settings at `path` (`''` or `policy("key").`): both numbers, or, with a quota,
+ * both left out (a quota alone: no bucket, every figure Infinity). One without the other is refused.
+ */
+function bucketOptions(capacity, refillPerSecond, hasQuota, path) {
+  if (capacity === undefined && refillPerSecond === undefined && hasQuota) return NO_BUCKET
+  if ((capacity === undefined) !== (refillPerSecond === undefined)) {
+    const [given, missing] = capacity === undefined ? ['refillPerSecond', 'capacity'] : ['capacity', 'refillPerSecond']
+    const value = capacity === undefined ? refillPerSecond : capacity
+    throw coded(
+      TypeError,
+      'ERR_INVALID_OPTION',
+      `${path}${missing} must be given with ${path}${given}: a bucket needs both${hasQuota ? ', and a quota alone neither' : ''}; received ${path}${given} ${describe(value)} and ${path}${missing} undefined`,
+    )
+  }
+  return { capacity: checkNumber(capacity, `${path}capacity`), refillPerSecond: checkNumber(refillPerSecond, `${path}refillPerSecond`), bucket: true }
+}
+
+/** initialTokens where there is no bucket (a quota alone). */
+function noBucketToFill(name, value) {
+  return coded(TypeError, 'ERR_INVALID_OPTION', `${name} has no bucket to fill: with a quota alone (no capacity and refillPerSecond) leave it out; received ${describe(value)}`)
+}
 
 /** A quota `{ limit, period }` at `path`, type-checked (`expected` says what else the place accepts). */
 function quotaInput(quota, path, expected = 'an object { limit, period }') {
@@ -28,9 +53,12 @@ function quotaInput(quota, path, expected = 'an object { limit, period }') {
 function parseOptions(given, moreKeys = []) {
   if (!isPlainObject(given)) throw typeError('ERR_INVALID_OPTION', 'options', 'an object { capacity, refillPerSecond, suspendPolicy, ... }', given)
   const options = readOptions(given, moreKeys.length === 0 ? OPTION_KEYS : [...OPTION_KEYS, ...moreKeys], '')
-  const capacity = checkNumber(options.capacity, 'capacity')
-  const refillPerSecond = checkNumber(options.refillPerSecond, 'refillPerSecond')
-  const initialTokens = options.initialTokens === undefined ? capacity : checkNumber(options.initialTokens, 'initialTokens')
+  const { capacity, refillPerSecond, bucket } = bucketOptions(options.capacity, options.refillPerSecond, options.quota !== undefined, '')
+  let initialTokens = capacity
+  if (options.initialTokens !== undefined) {
+    if (!bucket) throw noBucketToFill('initialTokens', options.initialTokens)
+    initialTokens = checkNumber(options.initialTokens, 'initialTokens')
+  }
   const { suspendPolicy } = options
   if (suspendPolicy === undefined) throw coded(TypeError, 'ERR_INVALID_OPTION', MISSING_SUSPEND_POLICY)
   if (typeof suspendPolicy !== 'string') throw typeError('ERR_INVALID_OPTION', 'suspendPolicy', SUSPEND_POLICY_CHOICES, suspendPolicy)
@@ -51,7 +79,7 @@ function parseOptions(given, moreKeys = []) {
   else if (options.earliestPlausibleWallMs !== undefined) earliestPlausibleWallMs = checkNumber(options.earliestPlausibleWallMs, 'earliestPlausibleWallMs')
 
   return {
-    limiterOptions: { capacity, refillPerSecond, initialTokens, suspendPolicy, quotaLimit, quotaPeriod, earliestPlausibleWallMs },
+    limiterOptions: { capacity, refillPerSecond, initialTokens, bucket, suspendPolicy, quotaLimit, quotaPeriod, earliestPlausibleWallMs },
     clockArgs,
     onAnomaly,
     initialTokensGiven: options.initialTokens !== undefined,
@@ -63,7 +91,7 @@ function parseOptions(given, moreKeys = []) {
 /** `n` of tryConsume: anything but a positive safe integer ≤ capacity is a RangeError, whatever its type. */
 function checkCount(n, capacity) {
   if (!(typeof n === 'number' && Number.isSafeInteger(n) && n >= 1 && n <= capacity)) {
-    throw rangeError('ERR_INVALID_ARG', 'n', `a positive safe integer no larger than capacity (${capacity})`, n)
+    throw rangeError('ERR_INVALID_ARG', 'n', capacity === Infinity ? 'a positive safe integer' : `a positive safe integer no larger than capacity (${capacity})`, n)
   }
 }
 
@@ -75,4 +103,4 @@ function checkPositiveCount(n) {
 }
 
 
-module.exports = { parseOptions, quotaInput, checkCount, checkPositiveCount }
+module.exports = { parseOptions, quotaInput, bucketOptions, noBucketToFill, checkCount, checkPositiveCount }

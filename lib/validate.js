@@ -2,6 +2,8 @@
 // Shared by the JS face and the throttle: coded errors whose messages name what was received,
 // type checks, and option objects read once, from their own properties only.
 
+const { nearest, didYouMean } = require('./did-you-mean.js')
+
 function coded(ErrorClass, code, message, options) {
   const error = new ErrorClass(message, options)
   error.code = code
@@ -56,8 +58,7 @@ function isPlainObject(value) {
 }
 
 function unknownKey(known, path, key, value, code) {
-  const near = known.find((name) => name.toLowerCase() === key.toLowerCase())
-  const hint = near ? ` (did you mean '${near}'?)` : ''
+  const hint = didYouMean(nearest(key, known))
   const where = path ? `${path}.${key}` : key
   return coded(TypeError, code, `unknown option '${where}'${hint}; expected one of ${known.map((name) => `'${name}'`).join(', ')}; received ${describe(value)}`)
 }

@@ -1,11 +1,96 @@
-//! The core's one error type: every refusal carries a code (`crate::contract::ErrorCode`, which
-//! also says the JavaScript class it is thrown as) and a message for its user (`Display`).
+//! The core's one error type and the codes its refusals carry: every refusal has a code
+//! ([`ErrorCode`]) and a message for its user (`Display`). A leaf: it imports nothing of the
+//! crate but the message formatting of [`crate::text`]. Which class the JS face throws a code as
+//! is the binding's business, as are the names a JS clock gives its readings.
 
 use std::fmt;
 
-use crate::anomaly::{js_number, ms};
-use crate::clock::Reading;
-use crate::contract::ErrorCode;
+use crate::text::{js_number, ms};
+
+/// Every code an error of this package carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    MonotonicRegression,
+    AmbiguousWallJump,
+    ImplausibleWallClock,
+    ClockReading,
+    UnsupportedPlatform,
+    KeyLimit,
+    InvalidOption,
+    SubDayPeriod,
+    UnknownTimeZone,
+    InvalidArg,
+    Internal,
+}
+
+impl ErrorCode {
+    pub const ALL: [ErrorCode; 11] = [
+        ErrorCode::MonotonicRegression,
+        ErrorCode::AmbiguousWallJump,
+        ErrorCode::ImplausibleWallClock,
+        ErrorCode::ClockReading,
+        ErrorCode::UnsupportedPlatform,
+        ErrorCode::KeyLimit,
+        ErrorCode::InvalidOption,
+        ErrorCode::SubDayPeriod,
+        ErrorCode::UnknownTimeZone,
+        ErrorCode::InvalidArg,
+        ErrorCode::Internal,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::MonotonicRegression => "ERR_MONOTONIC_REGRESSION",
+            ErrorCode::AmbiguousWallJump => "ERR_AMBIGUOUS_WALL_JUMP",
+            ErrorCode::ImplausibleWallClock => "ERR_IMPLAUSIBLE_WALL_CLOCK",
+            ErrorCode::ClockReading => "ERR_CLOCK_READING",
+            ErrorCode::UnsupportedPlatform => "ERR_UNSUPPORTED_PLATFORM",
+            ErrorCode::KeyLimit => "ERR_KEY_LIMIT",
+            ErrorCode::InvalidOption => "ERR_INVALID_OPTION",
+            ErrorCode::SubDayPeriod => "ERR_SUB_DAY_PERIOD",
+            ErrorCode::UnknownTimeZone => "ERR_UNKNOWN_TIME_ZONE",
+            ErrorCode::InvalidArg => "ERR_INVALID_ARG",
+            ErrorCode::Internal => "ERR_INTERNAL",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which reading a clock error is about. [`Reading::source_method`] names it as
+/// [`crate::clock::ClockSource`] does; the binding names it as a JS clock does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reading {
+    Monotonic,
+    Wall,
+    ElapsedRealtime,
+}
+
+impl Reading {
+    /// The `ClockSource` method that takes this reading.
+    pub fn source_method(self) -> &'static str {
+        match self {
+            Reading::Monotonic => "monotonic_ms()",
+            Reading::Wall => "wall_ms()",
+            Reading::ElapsedRealtime => "elapsed_realtime_ms()",
+        }
+    }
+}
+
+/// What went wrong with a reading.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReadingProblem {
+    /// The source answered, but not with a finite number (`received`, as a message shows it).
+    NotFinite { received: String },
+    /// The source failed to answer (a reader is missing, or could not be read).
+    Failed { why: String },
+    /// A wall reading the calendar quota cannot place (outside a JS `Date`'s range).
+    OutsideCalendar { wall_ms: f64 },
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Error {
@@ -23,7 +108,10 @@ pub enum Error {
     /// The wall clock reads before earliestPlausibleWallMs.
     ImplausibleWallClock { wall_ms: f64, earliest_ms: f64 },
     /// A reading could not be taken or is not a finite number.
-    ClockReading { message: String },
+    ClockReading {
+        reading: Reading,
+        problem: ReadingProblem,
+    },
     /// A keyed limiter cannot hold a new key: every held key has quota use.
     KeyLimit { max_keys: u64 },
     /// A refused value (a period spec, a snapshot): `code` is a RangeError's
@@ -54,33 +142,76 @@ impl Error {
     /// The source answered, but not with a finite number.
     pub fn clock_not_finite(reading: Reading, received: &str) -> Error {
         Error::ClockReading {
-            message: format!(
-                "clock.{} must return a finite number of milliseconds; received {received}",
-                reading.method_name()
-            ),
+            reading,
+            problem: ReadingProblem::NotFinite {
+                received: received.to_owned(),
+            },
         }
     }
 
     /// A wall reading the calendar quota cannot place (outside a JS `Date`'s range).
     pub fn clock_outside_calendar(wall_ms: f64) -> Error {
         Error::ClockReading {
-            message: format!(
-                "clock.wallMs() read {} ms, outside the calendar's range (±8.64e+15 ms, the range of a JS Date); the calendar quota cannot place it, so nothing was consumed",
-                js_number(wall_ms)
-            ),
+            reading: Reading::Wall,
+            problem: ReadingProblem::OutsideCalendar { wall_ms },
         }
     }
 
     /// The source failed to answer (a reader is missing, or could not be read).
     pub fn clock_failed(reading: Reading, why: &str) -> Error {
         Error::ClockReading {
-            message: format!("clock.{} failed: {why}", reading.method_name()),
+            reading,
+            problem: ReadingProblem::Failed {
+                why: why.to_owned(),
+            },
+        }
+    }
+
+    /// The message, with `name` naming the clock method a reading comes from (`Display` uses
+    /// [`Reading::source_method`]; the binding, a JS clock's method names).
+    pub fn message_naming(&self, name: fn(Reading) -> &'static str) -> Message<'_> {
+        Message { error: self, name }
+    }
+}
+
+/// An error's message with the clock's methods named by `name` (see [`Error::message_naming`]).
+pub struct Message<'a> {
+    error: &'a Error,
+    name: fn(Reading) -> &'static str,
+}
+
+impl fmt::Display for Message<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.error {
+            Error::ClockReading { reading, problem } => {
+                let method = (self.name)(*reading);
+                match problem {
+                    ReadingProblem::NotFinite { received } => write!(
+                        f,
+                        "clock.{method} must return a finite number of milliseconds; received {received}"
+                    ),
+                    ReadingProblem::Failed { why } => write!(f, "clock.{method} failed: {why}"),
+                    ReadingProblem::OutsideCalendar { wall_ms } => write!(
+                        f,
+                        "clock.{method} read {} ms, outside the calendar's range (±8.64e+15 ms, the range of a JS Date); the calendar quota cannot place it, so nothing was consumed",
+                        js_number(*wall_ms)
+                    ),
+                }
+            }
+            error => error.fmt_without_readings(f),
         }
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.message_naming(Reading::source_method).fmt(f)
+    }
+}
+
+impl Error {
+    /// The message of every error but a clock reading's.
+    fn fmt_without_readings(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::MonotonicRegression { previous_ms, now_ms, latched: false } => write!(
                 f,
@@ -102,7 +233,10 @@ impl fmt::Display for Error {
                 "the wall clock reads {} ms ({}), before earliestPlausibleWallMs {} ({}); the calendar quota cannot trust it (set earliestPlausibleWallMs to null to turn this check off)",
                 ms(*wall_ms), iso(*wall_ms), ms(*earliest_ms), iso(*earliest_ms)
             ),
-            Error::ClockReading { message } | Error::Invalid { message, .. } => f.write_str(message),
+            Error::Invalid { message, .. } => f.write_str(message),
+            Error::ClockReading { .. } => {
+                fmt::Display::fmt(&self.message_naming(Reading::source_method), f)
+            }
             Error::KeyLimit { max_keys } => write!(
                 f,
                 "cannot hold a new key: all {max_keys} keys (maxKeys) have quota use in their open period, and quota use is never dropped to make room; raise maxKeys, or delete keys you no longer need"
@@ -123,7 +257,6 @@ fn iso(wall_ms: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::ErrorClass;
 
     #[test]
     fn each_error_has_its_code_class_and_message() {
@@ -148,7 +281,7 @@ mod tests {
             (
                 Error::clock_failed(Reading::ElapsedRealtime, "it threw"),
                 "ERR_CLOCK_READING",
-                "clock.elapsedRealtimeMs() failed: it threw",
+                "clock.elapsed_realtime_ms() failed: it threw",
             ),
             (
                 Error::KeyLimit { max_keys: 3 },
@@ -165,13 +298,40 @@ mod tests {
             assert_eq!(error.code().as_str(), code);
             assert!(error.to_string().contains(text), "{error}");
         }
+    }
+
+    #[test]
+    fn a_clock_error_names_the_reading_as_it_is_asked() {
+        let error = Error::clock_not_finite(Reading::Monotonic, "NaN");
         assert_eq!(
-            Error::KeyLimit { max_keys: 1 }.code().class(),
-            ErrorClass::QuotaClockError
+            error.to_string(),
+            "clock.monotonic_ms() must return a finite number of milliseconds; received NaN"
         );
+        let js = |reading| match reading {
+            Reading::Monotonic => "monotonicMs()",
+            _ => "other()",
+        };
         assert_eq!(
-            Error::invalid_option(String::new()).code().class(),
-            ErrorClass::RangeError
+            error.message_naming(js).to_string(),
+            "clock.monotonicMs() must return a finite number of milliseconds; received NaN"
         );
+        assert!(Error::clock_outside_calendar(9e15)
+            .message_naming(js)
+            .to_string()
+            .starts_with("clock.other() read 9000000000000000 ms, outside the calendar's range"));
+        // The others are named the same either way.
+        let limit = Error::KeyLimit { max_keys: 2 };
+        assert_eq!(limit.message_naming(js).to_string(), limit.to_string());
+    }
+
+    #[test]
+    fn every_code_is_listed_once_and_spelled_err() {
+        let names: std::collections::HashSet<_> =
+            ErrorCode::ALL.iter().map(|code| code.as_str()).collect();
+        assert_eq!(names.len(), ErrorCode::ALL.len());
+        for code in ErrorCode::ALL {
+            assert!(code.as_str().starts_with("ERR_"), "{code}");
+            assert_eq!(code.to_string(), code.as_str());
+        }
     }
 }

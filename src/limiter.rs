@@ -30,6 +30,9 @@ pub enum RetryBasis {
 }
 
 impl RetryBasis {
+    /// Every basis, once.
+    pub const ALL: [RetryBasis; 2] = [RetryBasis::MonotonicRefill, RetryBasis::WallPeriod];
+
     pub fn as_str(self) -> &'static str {
         match self {
             RetryBasis::MonotonicRefill => "monotonic-refill",
@@ -207,6 +210,9 @@ impl Limiter {
             .policy
             .bucket
             .credit(self.tokens, reconciled.deltas.credited_ms);
+        if self.policy.quota.is_some() {
+            self.quota.credited_ms += reconciled.deltas.credited_ms;
+        }
         self.reconciler.commit(&reconciled)?;
         if let Some(quota) = self.policy.quota.as_ref() {
             self.quota
@@ -248,6 +254,7 @@ impl Limiter {
                 return None;
             }
             self.quota.period.hold();
+            self.quota.credited_ms += dm;
         }
         self.tokens = self.policy.bucket.credit(self.tokens, dm);
         self.reconciler.anchor(monotonic_ms, wall_ms);
@@ -308,6 +315,24 @@ impl Limiter {
         self.tokens = self.policy.bucket.give_back(self.tokens, n as f64);
         self.quota.used = self.quota.used.saturating_sub(n);
         Ok(())
+    }
+
+    /// The slot of the open quota period (`None` without a quota or before the first plausible
+    /// reading): what a decision's quota units count in.
+    #[inline(always)]
+    pub fn period_slot(&self) -> Option<i64> {
+        self.policy.quota.as_ref().and(self.quota.period.slot())
+    }
+
+    /// Gives back what a decision took, reading no clock: `n` tokens (capped at capacity) and,
+    /// when the period they were taken in (`slot`, [`Limiter::period_slot`] after the decision)
+    /// is still open, `n` quota units (never below zero). For an all-or-nothing rollback, which
+    /// must not fail on a clock that cannot be read or would be refused.
+    pub fn give_back(&mut self, n: u64, slot: Option<i64>) {
+        self.tokens = self.policy.bucket.give_back(self.tokens, n as f64);
+        if slot.is_some() && self.period_slot() == slot {
+            self.quota.used = self.quota.used.saturating_sub(n);
+        }
     }
 
     /// `status()`: reads and reconciles like `try_consume`, consumes nothing.
@@ -550,6 +575,85 @@ mod tests {
         );
     }
 
+    fn monthly_utc_quota(limit: u64) -> QuotaPolicy {
+        let raw = RawPeriodSpec {
+            unit: "month",
+            time_zone: "UTC",
+            anchor_day: None,
+            anchor_month: None,
+            anchor_time: None,
+        };
+        QuotaPolicy::new(limit, PeriodSpec::parse(&raw, "quota.period").unwrap())
+    }
+
+    #[test]
+    fn a_hold_lasts_at_most_the_held_periods_length_of_real_elapsed_time() {
+        const JAN_1_2100: f64 = 4_102_444_800_000.0;
+        const JUNE_10_2025: f64 = 1_749_513_600_000.0;
+        for bogus_wall_ms in [JAN_1_2100, 8.64e15] {
+            let mut clock = ManualClock::new(0.0, JUNE_10_2025, None);
+            let config = LimiterConfig {
+                quota: Some(monthly_utc_quota(100)),
+                initial_tokens: 10.0,
+                ..config(SuspendPolicy::Ignore)
+            };
+            let mut limiter = Limiter::new(config, &mut clock).unwrap();
+            clock.advance(1_000.0);
+            clock.wall_ms = bogus_wall_ms;
+            limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
+            let held = limiter.status(&mut clock, &mut Vec::new()).unwrap().period;
+            let held = held.unwrap();
+            assert!(held.start_ms <= bogus_wall_ms, "{held:?}");
+            let held_length_ms = held.end_ms - held.start_ms;
+            // The right time again: the bogus period is held, with its use.
+            clock.advance(1_000.0);
+            clock.wall_ms = JUNE_10_2025 + 2_000.0;
+            let mut anomalies = Vec::new();
+            let decision = limiter.try_consume(1, &mut clock, &mut anomalies).unwrap();
+            assert_eq!(decision.quota_remaining, Some(98));
+            assert!(kinds(&anomalies).contains(&AnomalyKind::PeriodRegression));
+            // Real time passes, less than the held period's length since it was entered.
+            clock.advance(held_length_ms - 10_000.0);
+            let status = limiter.status(&mut clock, &mut Vec::new()).unwrap();
+            assert_eq!(status.period.unwrap().id, held.id, "still held");
+            // Past it: the period follows the wall clock again, and the new one starts at zero.
+            clock.advance(20_000.0);
+            let mut anomalies = Vec::new();
+            let decision = limiter.try_consume(1, &mut clock, &mut anomalies).unwrap();
+            assert_eq!(decision.quota_remaining, Some(99));
+            let right = monthly_utc_quota(1).spec.period_for(clock.wall_ms);
+            let status = limiter.status(&mut clock, &mut Vec::new()).unwrap();
+            assert_eq!(status.period.unwrap().id, right.id);
+            assert_eq!(kinds(&anomalies), [AnomalyKind::PeriodRegression]);
+            assert!(
+                anomalies[0].detail.contains("hold") && anomalies[0].detail.contains("ended"),
+                "{}",
+                anomalies[0].detail
+            );
+            assert_eq!(anomalies[0].period_id.as_deref(), Some(right.id.as_str()));
+        }
+    }
+
+    #[test]
+    fn an_honest_step_back_across_a_boundary_is_held_until_the_wall_comes_back() {
+        // Entered at the boundary; a step back of an hour is held for that hour, well within
+        // the day's length, and the use stays.
+        let mut clock = ManualClock::new(0.0, JAN_15_2024 + 1_000.0, None);
+        let mut limiter = with_daily_quota(SuspendPolicy::Ignore, 5, 5.0, &mut clock);
+        limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
+        clock.step_wall(-3_600_000.0);
+        for _ in 0..59 {
+            clock.advance(60_000.0);
+            let status = limiter.status(&mut clock, &mut Vec::new()).unwrap();
+            assert_eq!(status.period.unwrap().id, "2024-01-15");
+            assert_eq!(status.quota_used, Some(1));
+        }
+        clock.advance(60_000.0);
+        let status = limiter.status(&mut clock, &mut Vec::new()).unwrap();
+        assert_eq!(status.quota_used, Some(1));
+        assert_eq!(status.period.unwrap().id, "2024-01-15");
+    }
+
     #[test]
     fn a_wall_reading_outside_the_calendars_range_is_a_clock_reading_error_and_changes_nothing() {
         let mut clock = ManualClock::new(0.0, 8.64e15 - 1_000.0, None);
@@ -614,6 +718,59 @@ mod tests {
             (10.0, Some(0)),
             "capped at capacity, never below zero"
         );
+    }
+
+    #[test]
+    fn a_quota_alone_is_a_bucket_that_is_never_short() {
+        let mut clock = ManualClock::new(0.0, JAN_15_2024 + 1_000.0, None);
+        let config = LimiterConfig {
+            capacity: f64::INFINITY,
+            refill_per_second: f64::INFINITY,
+            initial_tokens: f64::INFINITY,
+            quota: Some(daily_utc_quota(5)),
+            ..config(SuspendPolicy::Ignore)
+        };
+        let mut limiter = Limiter::new(config, &mut clock).unwrap();
+        // No time passes (an Infinity rate times zero is no refill, not NaN), then some does.
+        let decision = limiter.try_consume(4, &mut clock, &mut Vec::new()).unwrap();
+        assert_eq!((decision.allowed, decision.tokens), (true, f64::INFINITY));
+        clock.advance(1.0);
+        let decision = limiter.try_consume_quiet(1, clock.monotonic_ms, clock.wall_ms);
+        assert_eq!(decision.map(|d| d.tokens), Some(f64::INFINITY));
+        let denied = limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
+        assert_eq!(denied.retry_after_basis, Some(RetryBasis::WallPeriod));
+        assert_eq!(denied.tokens, f64::INFINITY);
+        limiter.give_back(2, limiter.period_slot());
+        assert_eq!((limiter.tokens, limiter.quota.used), (f64::INFINITY, 3));
+    }
+
+    #[test]
+    fn a_give_back_reads_no_clock_and_returns_quota_units_only_to_the_period_they_were_taken_in() {
+        let mut clock = ManualClock::new(0.0, JAN_15_2024 + DAY_MS - 2_000.0, None);
+        let mut limiter = with_daily_quota(SuspendPolicy::Refuse, 5, 4.0, &mut clock);
+        let decision = limiter.try_consume(3, &mut clock, &mut Vec::new()).unwrap();
+        assert_eq!(decision.quota_remaining, Some(2));
+        let slot = limiter.period_slot();
+        // A wall jump the refuse policy would throw for: a refund fails, a give-back does not.
+        clock.step_wall(3_600_000.0);
+        let before = format!("{:?}", limiter.reconciler);
+        limiter.give_back(3, slot);
+        assert_eq!(format!("{:?}", limiter.reconciler), before, "no clock read");
+        assert_eq!((limiter.tokens, limiter.quota.used), (4.0, 0));
+        // Capped at capacity, never below zero.
+        limiter.give_back(100, slot);
+        assert_eq!((limiter.tokens, limiter.quota.used), (10.0, 0));
+        // Units taken in a period that has ended are not given to the next one.
+        clock.step_wall(-3_600_000.0);
+        limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
+        let old_slot = limiter.period_slot();
+        clock.advance(2_000.0);
+        limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
+        assert_ne!(limiter.period_slot(), old_slot);
+        limiter.give_back(1, old_slot);
+        assert_eq!(limiter.quota.used, 1, "the new day keeps its use");
+        limiter.give_back(1, limiter.period_slot());
+        assert_eq!(limiter.quota.used, 0);
     }
 
     #[test]

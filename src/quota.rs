@@ -14,26 +14,56 @@ pub struct OpenPeriod {
     pub open: Option<Period>,
     /// A `period-regression` was raised and the wall clock has not come back into the period.
     regression_reported: bool,
+    /// Where on the holder's timeline of credited real time the open period was entered: a
+    /// backwards hold ends once the period's own length has been credited since.
+    entered_at_ms: f64,
 }
 
 impl OpenPeriod {
-    /// Makes the open period the right one for `wall_ms` (or holds it), raising period anomalies.
+    /// Opens `period`, entered at `timeline_ms` (the holder's credited real time).
+    pub fn enter(&mut self, period: Period, timeline_ms: f64) {
+        self.open = Some(period);
+        self.regression_reported = false;
+        self.entered_at_ms = timeline_ms;
+    }
+
+    /// Whether a hold of the open period is over at `timeline_ms`: the period's own length of
+    /// real elapsed time has been credited since it was entered (one far-future reading must not
+    /// freeze a quota for decades).
+    fn hold_is_over(&self, open: &Period, timeline_ms: f64) -> bool {
+        timeline_ms - self.entered_at_ms >= open.end_ms - open.start_ms
+    }
+
+    /// Makes the open period the right one for `wall_ms` (or holds it), raising period anomalies;
+    /// `timeline_ms` is the holder's credited real time, this call's credit included.
     /// Returns whether another period is now open (its use starts at zero).
     pub fn observe(
         &mut self,
         spec: &PeriodSpec,
         wall_ms: f64,
+        timeline_ms: f64,
         deltas: CallDeltas,
         anomalies: &mut Vec<Anomaly>,
     ) -> bool {
         let Some(open) = self.open.as_ref() else {
-            self.open = Some(spec.period_for(wall_ms));
+            self.enter(spec.period_for(wall_ms), timeline_ms);
             return true;
         };
         // The hot path: inside the cached period, no time-zone arithmetic.
         if open.contains(wall_ms) {
             self.hold();
             return false;
+        }
+        if wall_ms < open.start_ms && self.hold_is_over(open, timeline_ms) {
+            let next = spec.period_for(wall_ms);
+            anomalies.push(Anomaly::period_hold_ended(
+                deltas,
+                &open.id,
+                timeline_ms - self.entered_at_ms,
+                &next.id,
+            ));
+            self.enter(next, timeline_ms);
+            return true;
         }
         if wall_ms < open.start_ms {
             if !self.regression_reported {
@@ -57,16 +87,20 @@ impl OpenPeriod {
         if skipped > 0 {
             anomalies.push(Anomaly::period_skip(deltas, skipped, &open.id, &next.id));
         }
-        self.open = Some(next);
-        self.regression_reported = false;
+        self.enter(next, timeline_ms);
         true
     }
 
-    /// The slot that would be open after observing `wall_ms`, without observing it (`None`: no
-    /// period would be open).
-    pub fn slot_after(&self, spec: &PeriodSpec, wall_ms: f64) -> Option<i64> {
+    /// The slot that would be open after observing `wall_ms` at `timeline_ms`, without observing
+    /// it (`None`: no period would be open).
+    pub fn slot_after(&self, spec: &PeriodSpec, wall_ms: f64, timeline_ms: f64) -> Option<i64> {
         match &self.open {
-            Some(open) if wall_ms < open.end_ms => Some(open.slot),
+            Some(open)
+                if wall_ms < open.end_ms
+                    && !(wall_ms < open.start_ms && self.hold_is_over(open, timeline_ms)) =>
+            {
+                Some(open.slot)
+            }
             _ => Some(spec.period_for(wall_ms).slot),
         }
     }
@@ -123,11 +157,14 @@ pub struct QuotaState {
     pub period: OpenPeriod,
     /// Consumed in the open period.
     pub used: u64,
+    /// Real elapsed time credited so far (the holder adds every call's credit), in ms: the
+    /// timeline a hold is measured on.
+    pub credited_ms: f64,
 }
 
 impl QuotaState {
     /// Makes the open period the right one for `wall_ms` (or holds it), raising period anomalies;
-    /// a new period starts at zero use.
+    /// a new period starts at zero use. The caller has added this call's credit to `credited_ms`.
     pub fn observe(
         &mut self,
         policy: &QuotaPolicy,
@@ -137,7 +174,7 @@ impl QuotaState {
     ) {
         if self
             .period
-            .observe(&policy.spec, wall_ms, deltas, anomalies)
+            .observe(&policy.spec, wall_ms, self.credited_ms, deltas, anomalies)
         {
             self.used = 0;
         }

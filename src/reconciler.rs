@@ -8,10 +8,9 @@
 use crate::anomaly::{Anomaly, CallDeltas};
 use crate::calendar::MAX_WALL_MS;
 use crate::clock::{
-    clocks_agree, finite, reconcile, ClockSource, ReaderBaseline, Reading, SuspendPolicy,
-    WallDivergence,
+    clocks_agree, finite, reconcile, ClockSource, ReaderBaseline, SuspendPolicy, WallDivergence,
 };
-use crate::error::Error;
+use crate::error::{Error, Reading};
 
 #[derive(Clone, Debug)]
 pub struct Reconciler {

@@ -2,7 +2,7 @@
 // The option fuzzer: seeded option objects built to be awkward (getters that throw, Proxies with
 // throwing or lying traps, revoked Proxies, symbols as keys and values, inherited options,
 // non-enumerable ones, every type of value), handed to every entry point that takes options.
-// Each call must construct, or throw a TypeError/RangeError with a §4 code; nothing else. What
+// Each call must construct, or throw a TypeError/RangeError with an option-error code; nothing else. What
 // constructs is then used once (tryConsume, status), which must decide or throw a coded error.
 // Run directly (`node option-fuzz.js COUNT SEED [--pollute]`) it prints a JSON summary, so a test
 // can run it in a child process with Object.prototype polluted.
@@ -198,7 +198,7 @@ function fuzz(count, seed) {
   for (let index = 0; index < count; index++) {
     const given = options()
     const made = judge(() => new library.QuotaClock(given), OPTION_CODES)
-    // A JS clock is read at construction: its reading errors are §3's, not option errors.
+    // A JS clock is read at construction: its reading errors are clock-reading errors, not option errors.
     if (made.outcome === 'bad' && /QuotaClockError ERR_CLOCK_READING/.test(made.text)) {
       record(index, 'QuotaClock', { outcome: 'coded', code: 'ERR_CLOCK_READING' })
       continue

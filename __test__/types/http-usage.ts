@@ -69,7 +69,7 @@ rateLimit({ limiter: perClient, headers: 'draft-8' })
 // @ts-expect-error ipv6Subnet is a number of bits or false
 clientKey({ headers: {} }, { ipv6Subnet: '56' })
 
-// The throttle's windows are typed from the limits given (SPEC: no minute window without a minute limit).
+// The throttle's windows are typed from the limits given (no minute window without a minute limit).
 async function windows(): Promise<void> {
   const daily = await throttle.check('k', { requests_per_day: 5 })
   const count: number | null = daily.windows.day.count

@@ -30,7 +30,7 @@ import type {
 type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false
 function assertType<_T extends true>(): void {}
 
-// String fields are unions of their literal values (SPEC §2).
+// String fields are unions of their literal values.
 assertType<Equal<SuspendPolicy, 'ignore' | 'credit' | 'refuse'>>()
 assertType<
   Equal<AnomalyKind, 'wall-step-back' | 'wall-step-forward' | 'suspend' | 'ambiguous-wall-jump' | 'period-regression' | 'period-skip'>
@@ -80,7 +80,7 @@ const allowed: boolean = decision.allowed && many.allowed
 const retryAfterMs: number = decision.retryAfterMs
 const tokens: number = decision.tokens
 const quotaRemaining: number | null = decision.quotaRemaining
-// SPEC §2: `Decision.anomalies` is `Anomaly[]` (strict TypeScript accepts the assignment).
+// `Decision.anomalies` is `Anomaly[]` (strict TypeScript accepts the assignment).
 const anomalies: Anomaly[] = decision.anomalies
 const readOnlyView: readonly Anomaly[] = decision.anomalies
 void readOnlyView
@@ -130,6 +130,15 @@ const image: Uint8Array = keyed.snapshot()
 const restored = new KeyedQuotaClock({ ...keyedOptions, restore: image })
 // @ts-expect-error a key is a string
 keyed.tryConsume(42)
+// A quota alone: no capacity and refillPerSecond (one without the other does not compile).
+const quotaAlone: QuotaClockOptions = { suspendPolicy: 'ignore', quota: { limit: 10_000, period: { unit: 'month', timeZone: 'UTC' } } }
+const quotaOnly = new QuotaClock(quotaAlone)
+const unlimitedTokens: number = quotaOnly.tryConsume(500).tokens
+const tenants = new KeyedQuotaClock({ ...quotaAlone, policy: (key: string) => (key === 'burst' ? { capacity: 10, refillPerSecond: 1 } : undefined) })
+// @ts-expect-error capacity without refillPerSecond
+new QuotaClock({ suspendPolicy: 'ignore', capacity: 10, quota: { limit: 1, period: { unit: 'day', timeZone: 'UTC' } } })
+// @ts-expect-error no bucket needs a quota
+new QuotaClock({ suspendPolicy: 'ignore' })
 limiter.refund()
 const own: Period | null = limiter.periodFor(Date.UTC(2024, 5, 1))
 const p: Period = periodFor(yearly, Date.UTC(2024, 5, 1))

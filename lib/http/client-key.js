@@ -2,9 +2,23 @@
 // clientKey: the client's address as a rate limit key (IPv6 grouped by its first `ipv6Subnet`
 // bits), and rateLimit's default key.
 
+const { createHash } = require('node:crypto')
 const { coded, describe, isPlainObject } = require('../validate.js')
 
+// The IPv6 cache is bounded in bytes: at most MAX_KEY_CACHE addresses of at most
+// MAX_ADDRESS_LENGTH characters (the longest IPv6 text, 45, with a zone), each with a key of at
+// most ~50: under 1 MB of strings however many distinct addresses arrive. A longer string is not
+// an address and is never cached.
 const MAX_KEY_CACHE = 4096
+const MAX_ADDRESS_LENGTH = 64
+const IPV4 = /^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}$/
+// A client address that is not an IP address (a proxy's or a framework's value) is keyed by a
+// digest of it: a key of bounded length (39 characters), distinct per value, never a 500.
+const NON_IP_PREFIX = 'non-ip:'
+
+function nonIpKey(address) {
+  return NON_IP_PREFIX + createHash('sha256').update(address).digest('hex').slice(0, 32)
+}
 
 /**
  * An IPv6 address as eight 16-bit groups, or null when `text` is not one. A zone (`%eth0`) is
@@ -65,7 +79,7 @@ function isMappedIPv4(groups) {
 /** The key of an IPv6 address (any spelling): IPv4 when mapped, else its prefix (or itself). */
 function ipv6Key(address, subnetBits) {
   const groups = parseIPv6(address)
-  if (groups === null) return address // not an address (a framework's own value): used as it is
+  if (groups === null) return nonIpKey(address)
   if (isMappedIPv4(groups)) return `${groups[6] >> 8}.${groups[6] & 255}.${groups[7] >> 8}.${groups[7] & 255}`
   if (subnetBits === false) return formatIPv6(groups)
   for (let i = 0; i < 8; i++) {
@@ -120,7 +134,8 @@ function makeClientKey(subnetBits) {
     if (typeof address !== 'string' || address === '') {
       throw coded(TypeError, 'ERR_INVALID_ARG', 'clientKey: the request has no client address (req.ip and req.socket.remoteAddress are both unset: has the connection closed?)')
     }
-    if (address.indexOf(':') === -1) return address // IPv4 (or a name a framework put there)
+    if (address.indexOf(':') === -1) return address.length <= 15 && IPV4.test(address) ? address : nonIpKey(address)
+    if (address.length > MAX_ADDRESS_LENGTH) return nonIpKey(address)
     let key = cache.get(address)
     if (key === undefined) {
       key = ipv6Key(address, subnetBits)

@@ -31,15 +31,18 @@ function unitOfPeriod(period) {
 function recordFrom(entry, status, wallNowMs) {
   const { capacity, refillPerSecond, quotaLimit, period } = status
   const { quoted } = entry.items
-  let policy = `${quoted.burst};q=${sfInteger(capacity)};w=${sfInteger(Math.ceil(capacity / refillPerSecond))}`
+  // A quota alone (capacity Infinity) has no bucket: no burst item.
+  const bucket = capacity !== Infinity
+  let policy = bucket ? `${quoted.burst};q=${sfInteger(capacity)};w=${sfInteger(Math.ceil(capacity / refillPerSecond))}` : ''
   let unit
   if (period !== null && period !== undefined && quotaLimit !== null && quotaLimit !== undefined) {
     unit = unitOfPeriod(period)
-    policy += `, ${quoted[unit]};q=${sfInteger(quotaLimit)};w=${sfInteger(Math.round((period.endMs - period.startMs) / 1000))}`
+    policy += `${bucket ? ', ' : ''}${quoted[unit]};q=${sfInteger(quotaLimit)};w=${sfInteger(Math.round((period.endMs - period.startMs) / 1000))}`
   }
   const refreshAtMs = entry.recordPerKey ? wallNowMs + RECORD_LIFETIME_MS : Infinity
   const periodEndMs = unit === undefined ? Infinity : period.endMs
   return {
+    bucket,
     capacity,
     refillPerSecond,
     quotaLimit: unit === undefined ? null : quotaLimit,
@@ -72,7 +75,7 @@ function readWall(entry) {
 
 /** Whether a decision's `tokens` and `quotaRemaining` can come from the limits in `record`. */
 function fits(record, tokens, quotaRemaining) {
-  if (tokens > record.capacity) return false
+  if (tokens > record.capacity || (tokens === Infinity) === record.bucket) return false
   if (quotaRemaining === null || quotaRemaining === undefined) return record.unit === undefined
   return record.unit !== undefined && quotaRemaining <= record.quotaLimit
 }
@@ -101,10 +104,13 @@ function recordFor(entry, key, tokens, quotaRemaining) {
 /** The entry's `RateLimit` items for `tokens` and `quotaRemaining` (after the decision). */
 function limitItems(entry, record, tokens, quotaRemaining) {
   const { quoted } = entry.items
-  const full = (record.capacity - tokens) / record.refillPerSecond
-  let items = `${quoted.burst};r=${sfInteger(tokens)};t=${sfInteger(Math.ceil(full))}`
+  let items = ''
+  if (record.bucket) {
+    const full = (record.capacity - tokens) / record.refillPerSecond
+    items = `${quoted.burst};r=${sfInteger(tokens)};t=${sfInteger(Math.ceil(full))}`
+  }
   if (record.unit !== undefined && quotaRemaining !== null) {
-    items += `, ${quoted[record.unit]};r=${sfInteger(quotaRemaining)};t=${sfInteger(Math.ceil((record.periodEndMs - record.wallNowMs) / 1000))}`
+    items += `${record.bucket ? ', ' : ''}${quoted[record.unit]};r=${sfInteger(quotaRemaining)};t=${sfInteger(Math.ceil((record.periodEndMs - record.wallNowMs) / 1000))}`
   }
   return items
 }
@@ -146,11 +152,12 @@ function joinItems(parts) {
   return text
 }
 
-function setRateLimitHeaders(res, out) {
+/** Sets the two headers from `out` through the framework's `io.setHeader` (./decide.js). */
+function setRateLimitHeaders(io, res, out) {
   const policy = out.policy.length === 1 ? out.policy[0] : joinItems(out.policy)
   const limit = out.limit.length === 1 ? out.limit[0] : joinItems(out.limit)
-  if (policy) res.setHeader('RateLimit-Policy', policy)
-  if (limit) res.setHeader('RateLimit', limit)
+  if (policy) io.setHeader(res, 'RateLimit-Policy', policy)
+  if (limit) io.setHeader(res, 'RateLimit', limit)
 }
 
 module.exports = { statusOf, recordFor, limitItems, describeLimiter, describeThrottle, setRateLimitHeaders }

@@ -5,9 +5,10 @@
 const { QuotaClock } = require('../quota-clock.js')
 const { KeyedQuotaClock } = require('../keyed.js')
 const { PERIOD_UNITS } = require('../contract.js')
-const { coded, describe, isPlainObject } = require('../validate.js')
+const { coded, describe, isPlainObject, thrownText } = require('../validate.js')
+const { nearest, didYouMean } = require('../did-you-mean.js')
 const { defaultKey } = require('./client-key.js')
-const { limiterFacts } = require('./limiter-facts.js')
+const { isLimiter, limiterFacts } = require('../limiter-facts.js')
 
 const OPTION_NAMES = ['limiter', 'limits', 'key', 'cost', 'name', 'headers', 'skip', 'onLimited']
 const LIMITER_ENTRY_NAMES = ['limiter', 'key', 'cost', 'name']
@@ -47,30 +48,13 @@ function optionError(ErrorClass, message) {
   return coded(ErrorClass, 'ERR_INVALID_OPTION', `rateLimit: ${message}`)
 }
 
-function editDistance(a, b) {
-  const row = Array.from({ length: b.length + 1 }, (_, i) => i)
-  for (let i = 1; i <= a.length; i++) {
-    let diagonal = row[0]
-    row[0] = i
-    for (let j = 1; j <= b.length; j++) {
-      const above = row[j]
-      row[j] = Math.min(row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] === b[j - 1] ? 0 : 1))
-      diagonal = above
-    }
-  }
-  return row[b.length]
-}
-
-/** The limiters' rule for unknown keys (refused, naming the known ones), with a hint for express-rate-limit's options and for typos. */
+/** The limiters' rule for unknown keys (refused, naming the known ones), with a hint for express-rate-limit's options and for typos (lib/did-you-mean.js). */
 function refuseUnknownOptions(object, known, path) {
   for (const key of Object.keys(object)) {
     if (object[key] === undefined || known.includes(key)) continue
     const where = path ? `${path}.${key}` : key
-    const near = known.find((name) => name.toLowerCase() === key.toLowerCase()) ??
-      known.find((name) => editDistance(name.toLowerCase(), key.toLowerCase()) <= 2)
-    let hint = ''
-    if (near !== undefined) hint = ` (did you mean '${near}'?)`
-    else if (Object.hasOwn(FOREIGN_OPTION_HINTS, key)) hint = ` (${FOREIGN_OPTION_HINTS[key]})`
+    // express-rate-limit's own name says more than a near known one (its `limit` is not `limits`).
+    const hint = Object.hasOwn(FOREIGN_OPTION_HINTS, key) ? ` (${FOREIGN_OPTION_HINTS[key]})` : didYouMean(nearest(key, known))
     throw optionError(
       TypeError,
       `unknown option '${where}'${hint}; expected one of ${known.map((name) => `'${name}'`).join(', ')}; received ${describe(object[key])}`,
@@ -112,12 +96,43 @@ function isKeyed(limiter) {
   return limiter instanceof KeyedQuotaClock
 }
 
+/**
+ * An options object read once: its own enumerable properties copied into a plain object, so that
+ * a getter or Proxy trap that throws is ERR_INVALID_OPTION (with what it threw as cause) here, and
+ * nothing is read from the caller's object again.
+ */
+function readAll(object, what) {
+  const copy = {}
+  let reading = what
+  try {
+    for (const key of Object.keys(object)) {
+      reading = `${what}.${key}`
+      copy[key] = object[key]
+    }
+  } catch (error) {
+    throw coded(TypeError, 'ERR_INVALID_OPTION', `rateLimit: ${reading} could not be read: ${thrownText(error)}`, { cause: error })
+  }
+  return copy
+}
+
+/** How errors of a request name an entry: `limiter`, `limiter "api"`, `limits[1] "tenant"`. */
+function labelOf(what, name) {
+  const base = what === 'options' ? 'limiter' : what
+  return name === undefined ? base : `${base} ${JSON.stringify(name)}`
+}
+
 function parseLimiterEntry(entry, what, defaults) {
   refuseUnknownOptions(entry, LIMITER_ENTRY_NAMES, what)
   const { limiter } = entry
   const keyed = isKeyed(limiter)
+  const where = what === 'options' ? 'limiter' : `${what}.limiter`
   if (!keyed && !(limiter instanceof QuotaClock)) {
-    throw optionError(TypeError, `${what}.limiter must be a KeyedQuotaClock or a QuotaClock from quota-clock-source, received ${describe(limiter)}`)
+    throw optionError(TypeError, `${where} must be a KeyedQuotaClock or a QuotaClock from quota-clock-source, received ${describe(limiter)}`)
+  }
+  // instanceof only reads the prototype chain: a Proxy of a limiter, or Object.create of the
+  // prototype, passes it and then fails on every request. Only limiters this package constructed do not.
+  if (!isLimiter(limiter)) {
+    throw optionError(TypeError, `${where} must be a KeyedQuotaClock or a QuotaClock made with \`new\` by quota-clock-source, received an object that only inherits from its prototype (a Proxy, or Object.create of the prototype)`)
   }
   const key = checkFunction(entry.key, `${what}.key`, '(req) => string')
   if (!keyed && key !== undefined) {
@@ -128,6 +143,7 @@ function parseLimiterEntry(entry, what, defaults) {
   const { readWallMs, sameLimitsForEveryKey } = limiterFacts(limiter)
   return {
     isThrottle: false,
+    label: labelOf(what, name),
     keyed,
     limiter,
     key: keyed ? key ?? defaults.key : undefined,
@@ -144,13 +160,15 @@ function parseLimiterEntry(entry, what, defaults) {
 
 function parseThrottleEntry(entry, what, defaults) {
   refuseUnknownOptions(entry, THROTTLE_ENTRY_NAMES, what)
-  const { throttle, limits } = entry
+  const { throttle } = entry
+  let { limits } = entry
   if (!isPlainObject(throttle) || typeof throttle.check !== 'function') {
     throw optionError(TypeError, `${what}.throttle must be a throttle from createThrottle({ db }), received ${describe(throttle)}`)
   }
   if (!isPlainObject(limits)) {
     throw optionError(TypeError, `${what}.limits must be an object such as { requests_per_minute: 60 }, received ${describe(limits)}`)
   }
+  limits = readAll(limits, `${what}.limits`)
   refuseUnknownOptions(limits, THROTTLE_LIMITS.map((l) => l.limitName), `${what}.limits`)
   const windows = []
   for (const { limitName, unit } of THROTTLE_LIMITS) {
@@ -176,8 +194,9 @@ function parseThrottleEntry(entry, what, defaults) {
   const name = entry.name ?? defaults.name
   return {
     isThrottle: true,
+    label: labelOf(what, name),
     throttle,
-    limits: { ...limits },
+    limits,
     windows,
     key: checkFunction(entry.key, `${what}.key`, '(req) => string') ?? defaults.key,
     name,
@@ -193,6 +212,7 @@ function parseEntry(entry, what, defaults) {
   if (!isPlainObject(entry)) {
     throw optionError(TypeError, `${what} must be an object { limiter } or { throttle, limits }, received ${describe(entry)}`)
   }
+  entry = readAll(entry, what)
   if (entry.limiter !== undefined && entry.throttle !== undefined) {
     throw optionError(TypeError, `${what} has both limiter and throttle: give each its own entry`)
   }
@@ -203,8 +223,10 @@ function parseOptions(options) {
   if (!isPlainObject(options)) {
     throw optionError(TypeError, `options must be an object such as { limiter } or { limits: [...] }, received ${describe(options)}`)
   }
+  options = readAll(options, 'options')
   refuseUnknownOptions(options, OPTION_NAMES, '')
-  const { limiter, limits, name } = options
+  const { limiter, name } = options
+  let { limits } = options
   const explicitKey = checkFunction(options.key, 'key', '(req) => string')
   const defaults = {
     key: explicitKey ?? defaultKey(),
@@ -222,6 +244,11 @@ function parseOptions(options) {
     entries = [parseLimiterEntry({ limiter }, 'options', defaults)]
   } else if (limits !== undefined) {
     if (!Array.isArray(limits)) throw optionError(TypeError, `limits must be an array of entries, received ${describe(limits)}`)
+    try {
+      limits = Array.from(limits)
+    } catch (error) {
+      throw coded(TypeError, 'ERR_INVALID_OPTION', `rateLimit: limits could not be read: ${thrownText(error)}`, { cause: error })
+    }
     if (limits.length === 0) throw optionError(RangeError, 'limits must hold at least one entry, received an empty array')
     entries = limits.map((entry, i) => parseEntry(entry, `limits[${i}]`, defaults))
   } else {

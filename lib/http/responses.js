@@ -31,6 +31,15 @@ function quotaExceededProblem(decision, violated) {
   }
 }
 
+/** `err.code` when it is a string; never throws (a user's error may have a throwing getter). */
+function codeOf(err) {
+  try {
+    return err !== null && typeof err === 'object' && typeof err.code === 'string' ? err.code : undefined
+  } catch {
+    return undefined
+  }
+}
+
 /** An error from a limiter, the key or cost function, or onLimited: next(err), else a 500 problem. */
 function failed(err, res, next) {
   if (next) {
@@ -42,8 +51,9 @@ function failed(err, res, next) {
     return
   }
   const problem = { type: 'about:blank', title: 'Internal Server Error', status: 500, detail: 'The rate limiter could not decide on this request.' }
-  if (err !== null && typeof err === 'object' && typeof err.code === 'string') problem.code = err.code
+  const code = codeOf(err)
+  if (code !== undefined) problem.code = code
   sendProblem(res, 500, problem)
 }
 
-module.exports = { sendProblem, quotaExceededProblem, failed }
+module.exports = { PROBLEM_CONTENT_TYPE, sendProblem, quotaExceededProblem, failed }

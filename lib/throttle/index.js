@@ -12,8 +12,10 @@
 // `deleteMany()` are called; the library starts no timers and creates no indexes.
 
 const { memoryDb } = require('./memory-db.js')
-const { coded, describe, isPlainObject, refuseUnknownKeys } = require('../validate.js')
+const { QuotaClockError } = require('../errors.js')
+const { coded, describe, isPlainObject, readOptions, thrownText } = require('../validate.js')
 const { periodFor } = require('../calendar.js')
+const { MAX_WALL_MS } = require('../contract.js')
 
 const COLLECTION = 'throttle'
 const MINUTE_MS = 60_000
@@ -31,6 +33,8 @@ const RETURN_AFTER = { returnDocument: 'after' }
 const UPSERT_RETURN_AFTER = { upsert: true, returnDocument: 'after' }
 // A bounded number of tries at the create-then-increment dance; more means the store misbehaves.
 const STORE_ATTEMPTS = 3
+// The largest distance from the epoch a Date can hold (ECMA-262 time values).
+const MAX_DATE_MS = MAX_WALL_MS
 
 const systemWallClock = { wallMs: () => Date.now() }
 
@@ -38,8 +42,50 @@ function invalidArg(ErrorClass, message) {
   return coded(ErrorClass, 'ERR_INVALID_ARG', message)
 }
 
-function storeError(message) {
-  return coded(Error, 'ERR_THROTTLE_STORE', message)
+/** The store answered something that is not what was asked for: never read as an allowance. */
+function storeResponseError(message) {
+  return new QuotaClockError('ERR_STORE_RESPONSE', message)
+}
+
+/** A database call that threw or rejected (with anything at all); the duplicate-key race is the caller's. */
+function storeUnavailable(what, error) {
+  return new QuotaClockError('ERR_STORE_UNAVAILABLE', `throttle: the database failed ${what}: ${thrownText(error)}`, { cause: error })
+}
+
+const DUPLICATE_KEY = 11000
+function isDuplicateKey(error) {
+  try {
+    return error !== null && typeof error === 'object' && error.code === DUPLICATE_KEY
+  } catch {
+    return false
+  }
+}
+
+/** Runs one database call; anything it throws or rejects with comes out coded (11000 as it is). */
+async function storeCall(what, call) {
+  try {
+    return await call()
+  } catch (error) {
+    if (isDuplicateKey(error)) throw error
+    throw storeUnavailable(what, error)
+  }
+}
+
+/** A counter's count as the store answered it: a non-negative safe integer, or ERR_STORE_RESPONSE. */
+function countOf(doc, _id) {
+  if (!isPlainObject(doc)) {
+    throw storeResponseError(`throttle: the database answered the counter ${JSON.stringify(_id)} with ${describe(doc)}, not a counter document`)
+  }
+  let n
+  try {
+    n = doc.n
+  } catch (error) {
+    throw storeResponseError(`throttle: counter ${JSON.stringify(_id)} could not be read: ${thrownText(error)}`)
+  }
+  if (!Number.isSafeInteger(n) || n < 0) {
+    throw storeResponseError(`throttle: counter ${JSON.stringify(_id)} holds n = ${describe(n)}; a counter's count is a non-negative safe integer`)
+  }
+  return n
 }
 
 // Keys go into `_id` before the first '|': escaping '%' first keeps the encoding one-to-one.
@@ -64,7 +110,8 @@ function validateLimits(limits) {
   if (!isPlainObject(limits)) {
     throw invalidArg(TypeError, `throttle.check: limits must be an object such as { requests_per_minute: 10 }, received ${describe(limits)}`)
   }
-  refuseUnknownKeys(limits, LIMIT_NAMES, 'limits', 'ERR_INVALID_ARG')
+  // Each value read once, own properties only; a getter or Proxy trap that throws is ERR_INVALID_ARG.
+  limits = readOptions(limits, LIMIT_NAMES, 'throttle.check: limits', 'ERR_INVALID_ARG')
   const active = []
   for (const { unit, limitName, reason } of WINDOWS) {
     const limit = limits[limitName]
@@ -107,8 +154,21 @@ function validateTimeZone(timeZone) {
 
 // Driver v4/v5 wrap the document as { value, ok, lastErrorObject }; v6+ and memoryDb return it bare.
 function unwrap(reply) {
-  if (isPlainObject(reply) && 'lastErrorObject' in reply && 'value' in reply && 'ok' in reply) return reply.value
+  try {
+    if (isPlainObject(reply) && 'lastErrorObject' in reply && 'value' in reply && 'ok' in reply) return reply.value
+  } catch (error) {
+    throw storeResponseError(`throttle: the database's answer could not be read: ${thrownText(error)}`)
+  }
   return reply ?? null
+}
+
+/** Whether `object[name]` is a function; a getter or Proxy trap that throws is ERR_INVALID_ARG naming `what`. */
+function hasMethod(object, name, what) {
+  try {
+    return typeof object[name] === 'function'
+  } catch (error) {
+    throw coded(TypeError, 'ERR_INVALID_ARG', `createThrottle: ${what}.${name} could not be read: ${thrownText(error)}`, { cause: error })
+  }
 }
 
 /**
@@ -119,21 +179,21 @@ function createThrottle(options) {
   if (!isPlainObject(options)) {
     throw invalidArg(TypeError, `createThrottle: options must be an object such as { db }, received ${describe(options)}`)
   }
-  if (typeof options.collection === 'function') {
+  if (hasMethod(options, 'collection', 'options')) {
     throw invalidArg(TypeError, 'createThrottle: pass the database as an option, createThrottle({ db }), not createThrottle(db)')
   }
-  refuseUnknownKeys(options, OPTION_NAMES, '', 'ERR_INVALID_ARG')
-  const { db, timeZone = 'UTC', time = 'local', clock = systemWallClock } = options
+  // Each option read once, own properties only; a getter or Proxy trap that throws is ERR_INVALID_ARG.
+  const { db, timeZone = 'UTC', time = 'local', clock = systemWallClock } = readOptions(options, OPTION_NAMES, '', 'ERR_INVALID_ARG')
   if (db === undefined || db === null) {
     throw invalidArg(TypeError, 'createThrottle: db is required (a MongoDB Db, or memoryDb() for one process)')
   }
-  if (typeof db.collection !== 'function') {
+  if (!hasMethod(db, 'collection', 'db')) {
     throw invalidArg(TypeError, `createThrottle: db must provide collection(name) like a MongoDB Db, received ${describe(db)} without it`)
   }
   if (time !== 'local' && time !== 'server') {
     throw invalidArg(RangeError, `createThrottle: time must be 'local' or 'server', received ${describe(time)}`)
   }
-  if (!isPlainObject(clock) || typeof clock.wallMs !== 'function') {
+  if (!isPlainObject(clock) || !hasMethod(clock, 'wallMs', 'clock')) {
     throw invalidArg(TypeError, `createThrottle: clock must be an object with a wallMs() method, received ${describe(clock)}`)
   }
   validateTimeZone(timeZone)
@@ -142,7 +202,12 @@ function createThrottle(options) {
   let collection
   function throttleCollection() {
     if (collection === undefined) {
-      const candidate = db.collection(COLLECTION)
+      let candidate
+      try {
+        candidate = db.collection(COLLECTION)
+      } catch (error) {
+        throw storeUnavailable(`in db.collection('${COLLECTION}')`, error)
+      }
       if (!isPlainObject(candidate) || typeof candidate.findOneAndUpdate !== 'function' || typeof candidate.deleteMany !== 'function') {
         throw invalidArg(TypeError, `throttle: db.collection('${COLLECTION}') must provide findOneAndUpdate() and deleteMany()`)
       }
@@ -164,9 +229,14 @@ function createThrottle(options) {
   }
 
   function localNow() {
-    const wallMs = clock.wallMs()
-    if (typeof wallMs !== 'number' || !Number.isFinite(wallMs)) {
-      throw coded(RangeError, 'ERR_CLOCK_READING', `throttle: clock.wallMs() must return a finite number of milliseconds, received ${describe(wallMs)}`)
+    let wallMs
+    try {
+      wallMs = clock.wallMs()
+    } catch (error) {
+      throw coded(RangeError, 'ERR_CLOCK_READING', `throttle: clock.wallMs() threw: ${thrownText(error)}`, { cause: error })
+    }
+    if (typeof wallMs !== 'number' || !(Math.abs(wallMs) <= MAX_DATE_MS)) {
+      throw coded(RangeError, 'ERR_CLOCK_READING', `throttle: clock.wallMs() must return a number of milliseconds within ±${MAX_DATE_MS} (a Date), received ${describe(wallMs)}`)
     }
     return wallMs
   }
@@ -179,26 +249,29 @@ function createThrottle(options) {
       const sentMs = localNow()
       let reply
       try {
-        reply = await throttleCollection().findOneAndUpdate(
-          { _id: clockId },
-          [{ $set: { now: '$$NOW', expires_at: new Date(sentMs + CLOCK_DOC_LIFETIME_MS) } }],
-          UPSERT_RETURN_AFTER,
+        const collection = throttleCollection()
+        reply = await storeCall('reading its clock', () =>
+          collection.findOneAndUpdate(
+            { _id: clockId },
+            [{ $set: { now: '$$NOW', expires_at: new Date(Math.min(sentMs + CLOCK_DOC_LIFETIME_MS, MAX_DATE_MS)) } }],
+            UPSERT_RETURN_AFTER,
+          ),
         )
       } catch (err) {
-        if (err && err.code === 11000) continue // a racing first write created it: retry as an update
+        if (isDuplicateKey(err)) continue // a racing first write created it: retry as an update
         throw err
       }
       const receivedMs = localNow()
       const doc = unwrap(reply)
       if (doc === null) continue // a racing upsert may answer without the document: retry
-      if (!(doc.now instanceof Date) || !Number.isFinite(doc.now.getTime())) {
-        throw storeError(`throttle: the database did not return its time for '$$NOW' (received ${describe(doc.now)})`)
+      if (!isPlainObject(doc) || !(doc.now instanceof Date) || !Number.isFinite(doc.now.getTime())) {
+        throw storeResponseError(`throttle: the database did not return its time for '$$NOW' (received ${describe(isPlainObject(doc) ? doc.now : doc)})`)
       }
       const serverMs = doc.now.getTime()
       const roundTripMs = receivedMs - sentMs
       return { serverMs, skewMs: serverMs - (sentMs + roundTripMs / 2), roundTripMs }
     }
-    throw storeError(`throttle: the database did not return the clock document after ${STORE_ATTEMPTS} attempts`)
+    throw storeResponseError(`throttle: the database did not return the clock document after ${STORE_ATTEMPTS} attempts`)
   }
 
   // Atomically counts one attempt in the counter `_id` and returns the new count. Increment
@@ -209,22 +282,21 @@ function createThrottle(options) {
     const filter = { _id }
     const collection = throttleCollection()
     for (let attempt = 0; attempt < STORE_ATTEMPTS; attempt++) {
-      const doc = unwrap(await collection.findOneAndUpdate(filter, INCREMENT, RETURN_AFTER))
-      if (doc !== null) {
-        if (typeof doc.n !== 'number') throw storeError(`throttle: counter ${JSON.stringify(_id)} holds a non-numeric n`)
-        return doc.n
-      }
+      const doc = unwrap(await storeCall('counting an attempt', () => collection.findOneAndUpdate(filter, INCREMENT, RETURN_AFTER)))
+      if (doc !== null) return countOf(doc, _id)
       try {
-        await collection.findOneAndUpdate(
-          filter,
-          { $setOnInsert: { n: 0, expires_at: new Date(endMs), window: unit } },
-          UPSERT_RETURN_AFTER,
+        await storeCall('creating a counter', () =>
+          collection.findOneAndUpdate(
+            filter,
+            { $setOnInsert: { n: 0, expires_at: new Date(Math.min(endMs, MAX_DATE_MS)), window: unit } },
+            UPSERT_RETURN_AFTER,
+          ),
         )
       } catch (err) {
-        if (!err || err.code !== 11000) throw err
+        if (!isDuplicateKey(err)) throw err
       }
     }
-    throw storeError(`throttle: counter ${JSON.stringify(_id)} could not be created after ${STORE_ATTEMPTS} attempts`)
+    throw storeResponseError(`throttle: counter ${JSON.stringify(_id)} could not be created after ${STORE_ATTEMPTS} attempts`)
   }
 
   function counterId(encodedKey, unit, windowId) {
@@ -271,7 +343,8 @@ function createThrottle(options) {
   /** Deletes every counter whose window has ended (`expires_at <= now`); resolves to `{ n }`. */
   async function sweep() {
     const nowMs = time === 'server' ? (await serverClock('|clock')).serverMs : localNow()
-    const reply = await throttleCollection().deleteMany({ expires_at: { $lte: new Date(nowMs) } })
+    const collection = throttleCollection()
+    const reply = await storeCall('sweeping', () => collection.deleteMany({ expires_at: { $lte: new Date(nowMs) } }))
     return { n: reply && typeof reply.deletedCount === 'number' ? reply.deletedCount : 0 }
   }
 

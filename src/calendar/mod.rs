@@ -16,9 +16,8 @@ use std::sync::OnceLock;
 
 use chrono_tz::Tz;
 
-use crate::anomaly::{js_number, js_quoted};
-use crate::contract::ErrorCode;
-use crate::error::Error;
+use crate::error::{Error, ErrorCode};
+use crate::text::{js_number, js_quoted};
 use civil::{civil_from_days, days_from_civil, days_in_month, SECONDS_PER_DAY};
 use local::{date_line_jumps, offset_at, resolve_local, DateLineJump, Resolved};
 
@@ -32,6 +31,14 @@ pub enum PeriodUnit {
 }
 
 impl PeriodUnit {
+    /// Every unit, once.
+    pub const ALL: [PeriodUnit; 4] = [
+        PeriodUnit::Day,
+        PeriodUnit::Week,
+        PeriodUnit::Month,
+        PeriodUnit::Year,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             PeriodUnit::Day => "day",
@@ -54,6 +61,9 @@ pub enum StartKind {
 }
 
 impl StartKind {
+    /// Every kind, once.
+    pub const ALL: [StartKind; 3] = [StartKind::Exact, StartKind::Gap, StartKind::Repeat];
+
     pub fn as_str(self) -> &'static str {
         match self {
             StartKind::Exact => "exact",
@@ -140,8 +150,9 @@ fn start_ms(start: Resolved) -> f64 {
     (start.utc_secs * 1000) as f64
 }
 
-/// JavaScript's Date range: ±8.64e15 ms. The calendar is defined within it.
-pub use crate::contract::MAX_WALL_MS;
+/// The largest |wall time| the calendar (and the plausibility check) accepts, in Unix ms:
+/// ±8.64e15 ms, the range of a JavaScript `Date`. The calendar is defined within it.
+pub const MAX_WALL_MS: f64 = 8.64e15;
 
 impl PeriodSpec {
     /// Validates a raw spec. `option_path` prefixes option names in messages, e.g.

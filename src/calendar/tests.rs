@@ -784,3 +784,8 @@ fn anchor_times_shift_the_day_boundary() {
         "2024-05-31"
     );
 }
+
+#[test]
+fn the_calendar_range_is_that_of_a_javascript_date() {
+    assert_eq!(MAX_WALL_MS, 8.64e15);
+}

@@ -65,7 +65,7 @@ impl ClockSource for ManualClock {
     fn elapsed_realtime_ms(&mut self) -> Result<f64, Error> {
         self.read_elapsed_realtime().ok_or_else(|| {
             Error::clock_failed(
-                super::Reading::ElapsedRealtime,
+                crate::error::Reading::ElapsedRealtime,
                 "this manual clock has no elapsed-realtime reader",
             )
         })

@@ -4,7 +4,7 @@ mod manual;
 mod reconcile;
 mod system;
 
-use crate::error::Error;
+use crate::error::{Error, Reading};
 pub use manual::ManualClock;
 pub use reconcile::{
     clocks_agree, reconcile, tolerance_ms, ReaderBaseline, Reconciliation, SuspendPolicy,
@@ -12,24 +12,6 @@ pub use reconcile::{
 };
 
 pub use system::{boottime_ms, monotonic_ms, wall_ms, SystemClock, BOOTTIME_SUPPORTED};
-
-/// Which reading a clock error is about; its name is the method a JS clock has.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reading {
-    Monotonic,
-    Wall,
-    ElapsedRealtime,
-}
-
-impl Reading {
-    pub fn method_name(self) -> &'static str {
-        match self {
-            Reading::Monotonic => "monotonicMs()",
-            Reading::Wall => "wallMs()",
-            Reading::ElapsedRealtime => "elapsedRealtimeMs()",
-        }
-    }
-}
 
 /// Anything that can be read for the three times a clock source gives, in milliseconds.
 pub trait ClockSource {
@@ -47,6 +29,6 @@ pub(crate) fn finite(reading: Reading, value: Result<f64, Error>) -> Result<f64,
     if value.is_finite() {
         Ok(value)
     } else {
-        Err(Error::clock_not_finite(reading, &crate::anomaly::ms(value)))
+        Err(Error::clock_not_finite(reading, &crate::text::ms(value)))
     }
 }

@@ -15,6 +15,13 @@ pub enum SuspendPolicy {
 }
 
 impl SuspendPolicy {
+    /// Every policy, once (the JS face's `suspendPolicy` union).
+    pub const ALL: [SuspendPolicy; 3] = [
+        SuspendPolicy::Ignore,
+        SuspendPolicy::Credit,
+        SuspendPolicy::Refuse,
+    ];
+
     pub fn parse(text: &str) -> Option<SuspendPolicy> {
         match text {
             "ignore" => Some(SuspendPolicy::Ignore),
@@ -120,8 +127,10 @@ pub fn reconcile(
     }
 
     if let Some(previous) = baseline.as_mut() {
-        let elapsed_realtime_ms =
-            super::finite(super::Reading::ElapsedRealtime, read_elapsed_realtime())?;
+        let elapsed_realtime_ms = super::finite(
+            crate::error::Reading::ElapsedRealtime,
+            read_elapsed_realtime(),
+        )?;
         // Measured from the reader's own baseline, so a suspend hidden earlier by an opposite
         // wall step is claimed now.
         let suspended_ms = ((elapsed_realtime_ms - previous.elapsed_realtime_ms)

@@ -205,7 +205,9 @@ impl KeyedLimiter {
         if let Some(quota) = self.policies[policy as usize].quota {
             let state = &mut self.specs[quota.spec as usize];
             if state.period.open.is_none() && self.reconciler.is_plausible(wall_ms) {
-                state.period.open = Some(state.spec.period_for(wall_ms));
+                state
+                    .period
+                    .enter(state.spec.period_for(wall_ms), self.timeline_ms);
             }
         }
     }
@@ -447,6 +449,34 @@ impl KeyedLimiter {
         Ok(())
     }
 
+    /// The slot of the period a held key's quota use counts in (`NO_PERIOD` without a quota).
+    #[inline(always)]
+    pub fn period_slot_of(&self, index: u32) -> i32 {
+        self.table.records[index as usize].period_slot
+    }
+
+    /// Gives back what a decision for `key` took, reading no clock: `n` tokens (capped at the
+    /// key's capacity) and, when the period they were taken in (`slot`,
+    /// [`KeyedLimiter::period_slot_of`] after the decision) is still the key's and its spec's
+    /// open period, `n` quota units (never below zero). A key not held is left alone.
+    pub fn give_back(&mut self, key: Key<'_>, n: u64, slot: Option<i32>) {
+        let Some(index) = self.find(key) else {
+            return;
+        };
+        let policy = *self.policy_of(Target::Held(index));
+        let open_slot = policy.quota.map_or(NO_PERIOD, |quota| {
+            slot_i32(self.specs[quota.spec as usize].period.slot())
+        });
+        let record = &mut self.table.records[index as usize];
+        record.tokens = (record.tokens + n as f64).min(policy.capacity);
+        if slot.is_some_and(|slot| {
+            slot != NO_PERIOD && record.period_slot == slot && open_slot == slot
+        }) {
+            record.quota_used = record.quota_used.saturating_sub(n);
+        }
+        self.touch(index);
+    }
+
     /// `status(key)`: consumes nothing and does not count as use. For a key not held
     /// (`Target::New`), what a fresh key of that policy would have, without holding it.
     pub fn status<C: ClockSource + ?Sized>(
@@ -512,6 +542,7 @@ impl KeyedLimiter {
         state.period.observe(
             &state.spec,
             reconciled.wall_ms,
+            self.timeline_ms,
             reconciled.deltas,
             anomalies,
         );
@@ -626,9 +657,9 @@ impl KeyedLimiter {
         self.release_if_unused(record.policy);
     }
 
-    /// Whether a record has use in its spec's period as it would be after `wall_ms` (`None`: as
-    /// it is now).
-    fn has_current_use(&self, record: &Record, wall_ms: Option<f64>) -> bool {
+    /// Whether a record has use in its spec's period as it would be after the reading
+    /// `(wall_ms, timeline_ms)` (`None`: as it is now).
+    fn has_current_use(&self, record: &Record, reading: Option<(f64, f64)>) -> bool {
         if record.quota_used == 0 {
             return false;
         }
@@ -636,8 +667,10 @@ impl KeyedLimiter {
             return false;
         };
         let state = &self.specs[quota.spec as usize];
-        let slot = match wall_ms {
-            Some(wall_ms) => state.period.slot_after(&state.spec, wall_ms),
+        let slot = match reading {
+            Some((wall_ms, timeline_ms)) => {
+                state.period.slot_after(&state.spec, wall_ms, timeline_ms)
+            }
             None => state.period.slot(),
         };
         record.period_slot == slot_i32(slot)
@@ -646,6 +679,7 @@ impl KeyedLimiter {
     /// Whether dropping the record changes no later decision: a full bucket at `timeline_ms` and
     /// no use in its open period.
     fn is_idle(&self, record: &Record, timeline_ms: f64, wall_ms: Option<f64>) -> bool {
+        let reading = wall_ms.map(|wall_ms| (wall_ms, timeline_ms));
         let policy = &self.policies[record.policy as usize];
         let tokens = refilled(
             record.tokens,
@@ -653,7 +687,7 @@ impl KeyedLimiter {
             policy.refill_per_second,
             policy.capacity,
         );
-        tokens >= policy.capacity && !self.has_current_use(record, wall_ms)
+        tokens >= policy.capacity && !self.has_current_use(record, reading)
     }
 
     /// the key to drop so a new one fits (the limiter is full), judged on readings not
@@ -662,6 +696,7 @@ impl KeyedLimiter {
     fn room_for_a_key(&mut self, reconciled: &Reconciled) -> Option<u32> {
         let timeline_ms = self.timeline_ms + reconciled.deltas.credited_ms;
         let wall_ms = Some(reconciled.wall_ms);
+        let reading = Some((reconciled.wall_ms, timeline_ms));
         let len = self.table.len();
         for _ in 0..len.min(IDLE_SCAN_FOR_ROOM) {
             self.sweep_cursor %= len;
@@ -674,7 +709,7 @@ impl KeyedLimiter {
         // Parked keys whose period has ended are older than every key on the main list.
         for state in &self.specs {
             let tail = state.parked.tail;
-            if tail != NIL && !self.has_current_use(&self.table.records[tail as usize], wall_ms) {
+            if tail != NIL && !self.has_current_use(&self.table.records[tail as usize], reading) {
                 return Some(tail);
             }
         }
@@ -684,7 +719,7 @@ impl KeyedLimiter {
                 return None;
             }
             let record = self.table.records[tail as usize];
-            if !self.has_current_use(&record, wall_ms) {
+            if !self.has_current_use(&record, reading) {
                 return Some(tail);
             }
             let spec = self.parked_spec(&record);

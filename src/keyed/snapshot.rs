@@ -26,6 +26,10 @@ const NO_SPEC: u32 = u32::MAX;
 /// Keys are at most 256 UTF-16 code units.
 const MAX_KEY_UNITS: usize = 256;
 const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+/// The fewest bytes a period spec takes (its fixed fields, a zone name of 1 byte, the id's
+/// length) and a key (its fixed fields and a key of 1 byte).
+const MIN_SPEC_BYTES: u64 = 4 + 4 + 1 + 1;
+const MIN_KEY_BYTES: u64 = 1 + 2 + 1 + 8 + 8 + 4;
 
 /// Why a snapshot was refused (the detail of an `ERR_INVALID_OPTION` [`Error`]): `TooManyKeys`
 /// names maxKeys, the rest say the bytes are not a snapshot this version can read.
@@ -191,12 +195,13 @@ impl KeyedLimiter {
                 }
             };
             self.policies[policy_id as usize].keys += 1;
-            let mut record = KeyTable::blank(
-                policy_id,
-                saved.tokens.min(policy.capacity),
-                self.timeline_ms,
-                period_slot,
-            );
+            // A key with no bucket (a quota alone) is never short of tokens, whatever was saved.
+            let tokens = if policy.capacity == f64::INFINITY {
+                f64::INFINITY
+            } else {
+                saved.tokens.min(policy.capacity)
+            };
+            let mut record = KeyTable::blank(policy_id, tokens, self.timeline_ms, period_slot);
             record.quota_used = quota_used;
             let index = self.table.insert(snapshot.key(position), record);
             self.table.push_front(index, &mut self.main);
@@ -296,20 +301,52 @@ impl Snapshot {
                 max_keys,
             });
         }
-        let mut specs = Vec::new();
-        for position in 0..spec_count {
-            specs.push(read_spec(&mut reader, position)?);
+        // Every allocation below is bounded by the bytes present: counts that cannot fit in them
+        // are refused before anything is reserved (a 20-byte image may claim four billion keys).
+        let room = (body.len() - reader.at) as u64;
+        let least = u64::from(spec_count) * MIN_SPEC_BYTES + u64::from(key_count) * MIN_KEY_BYTES;
+        if least > room {
+            return Err(SnapshotError::NotASnapshot(format!(
+                "it is truncated (its header claims {spec_count} period specs and {key_count} keys, which need at least {least} bytes; {room} follow the header)"
+            )));
         }
+        // A spec is written only for the keys that use it, so there are never more specs than keys.
+        if spec_count > key_count {
+            return Err(corrupt(format!(
+                "{spec_count} period specs for {key_count} keys: a spec no key uses"
+            )));
+        }
+        let mut specs = Vec::with_capacity(spec_count as usize);
+        let mut identities = HashSet::with_capacity_and_hasher(
+            spec_count as usize,
+            foldhash::fast::RandomState::default(),
+        );
+        for position in 0..spec_count {
+            let saved = read_spec(&mut reader, position)?;
+            if !identities.insert(saved.spec.identity()) {
+                return Err(corrupt(format!("period spec {position} is written twice")));
+            }
+            specs.push(saved);
+        }
+        drop(identities);
         let mut keys = Vec::with_capacity(key_count as usize);
         let mut words = Vec::with_capacity(key_count as usize * 2);
+        let mut used_specs = vec![false; spec_count as usize];
         for position in 0..key_count {
-            keys.push(read_key(&mut reader, position, spec_count, &mut words)?);
+            let key = read_key(&mut reader, position, spec_count, &mut words)?;
+            if let Some(spec) = key.spec {
+                used_specs[spec as usize] = true;
+            }
+            keys.push(key);
         }
         if reader.at != body.len() {
             return Err(corrupt(format!(
                 "{} bytes after the last key",
                 body.len() - reader.at
             )));
+        }
+        if let Some(unused) = used_specs.iter().position(|&used| !used) {
+            return Err(corrupt(format!("period spec {unused} is used by no key")));
         }
         let snapshot = Snapshot { words, specs, keys };
         let mut seen = HashSet::with_capacity_and_hasher(
@@ -409,10 +446,11 @@ fn read_key(
     let tokens = f64::from_bits(reader.u64(&what)?);
     let quota_used = reader.u64(&what)?;
     let spec = reader.u32(&what)?;
-    if !(tokens.is_finite() && tokens >= 0.0) {
+    // +Infinity is the tokens of a key with no bucket (a quota alone).
+    if tokens.is_nan() || tokens < 0.0 {
         return Err(corrupt(format!(
             "{what} has {} tokens",
-            crate::anomaly::js_number(tokens)
+            crate::text::js_number(tokens)
         )));
     }
     if quota_used > MAX_SAFE_INTEGER

@@ -751,3 +751,229 @@ fn evicting_the_last_key_of_a_policy_to_hold_a_key_of_the_same_policy_keeps_that
     limiter.release_if_unused(other);
     check_invariants(&limiter);
 }
+
+/// `image` with `bytes` written at `at` and its checksum made valid again.
+fn patched(image: &[u8], at: usize, bytes: &[u8]) -> Vec<u8> {
+    let mut out = image[..image.len() - 4].to_vec();
+    out[at..at + bytes.len()].copy_from_slice(bytes);
+    let checksum = crc32fast::hash(&out);
+    out.extend_from_slice(&checksum.to_le_bytes());
+    out
+}
+
+#[test]
+fn a_header_claiming_huge_counts_is_refused_before_anything_is_allocated() {
+    let mut clock = ManualClock::new(0.0, JAN_15_2024 + 1_000.0, None);
+    let mut limiter = keyed(policy(10.0, Some(5)), 10, &mut clock);
+    consume(&mut limiter, &mut clock, "a", 1).unwrap();
+    consume(&mut limiter, &mut clock, "b", 1).unwrap();
+    let image = limiter.snapshot();
+    let empty = keyed(policy(10.0, None), 10, &mut clock).snapshot();
+    let large = [
+        u32::MAX,
+        1 << 31,
+        (1 << 31) - 1,
+        1 << 28,
+        1 << 24,
+        65_536,
+        3,
+    ];
+    for base in [&image, &empty] {
+        // Every u32 position (aligned or not) of the image, the checksum fixed up: an answer, never
+        // an abort. (maxKeys at its largest, so the count is not refused for that.)
+        for at in 0..=base.len() - 8 {
+            for value in large {
+                let bytes = patched(base, at, &value.to_le_bytes());
+                let _ = Snapshot::parse(&bytes, 1 << 32);
+            }
+        }
+        for at in [8, 12] {
+            for value in large {
+                let refused = Snapshot::parse(&patched(base, at, &value.to_le_bytes()), 1 << 32);
+                assert!(
+                    matches!(refused, Err(SnapshotError::NotASnapshot(_))),
+                    "count {value} at {at}: {refused:?}"
+                );
+            }
+        }
+    }
+    let claim = Snapshot::parse(&patched(&empty, 12, &u32::MAX.to_le_bytes()), 1 << 32);
+    let message = claim.unwrap_err().message();
+    assert!(
+        message.contains("4294967295 keys, which need at least"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_snapshot_with_a_period_spec_no_key_uses_is_refused() {
+    let mut clock = ManualClock::new(0.0, JAN_15_2024 + 1_000.0, None);
+    let mut limiter = keyed(policy(10.0, Some(5)), 10, &mut clock);
+    consume(&mut limiter, &mut clock, "a", 1).unwrap();
+    let image = limiter.snapshot();
+    assert_eq!(u32::from_le_bytes(image[8..12].try_into().unwrap()), 1);
+    // One spec record: unit, anchors, zone length 3, anchor time, "UTC", id length, id.
+    let spec_len = 8 + 3 + 1 + usize::from(image[16 + 8 + 3]);
+    let spec_record = image[16..16 + spec_len].to_vec();
+    let key_record = image[16 + spec_len..image.len() - 4].to_vec();
+    let build = |specs: &[Vec<u8>], keys: &[Vec<u8>]| {
+        let mut out = image[..16].to_vec();
+        out[8..12].copy_from_slice(&(specs.len() as u32).to_le_bytes());
+        out[12..16].copy_from_slice(&(keys.len() as u32).to_le_bytes());
+        specs.iter().for_each(|spec| out.extend_from_slice(spec));
+        keys.iter().for_each(|key| out.extend_from_slice(key));
+        let checksum = crc32fast::hash(&out);
+        out.extend_from_slice(&checksum.to_le_bytes());
+        out
+    };
+    assert!(Snapshot::parse(
+        &build(
+            std::slice::from_ref(&spec_record),
+            std::slice::from_ref(&key_record)
+        ),
+        10
+    )
+    .is_ok());
+    // Another spec (a week) that no key names.
+    let mut week = spec_record.clone();
+    week[0] = 1;
+    week[1] = 1;
+    let mut other_key = key_record.clone();
+    other_key[3] = b'y';
+    let refused = Snapshot::parse(
+        &build(
+            &[spec_record.clone(), week],
+            &[key_record.clone(), other_key],
+        ),
+        10,
+    );
+    assert!(
+        refused
+            .as_ref()
+            .unwrap_err()
+            .message()
+            .contains("period spec 1 is used by no key"),
+        "{refused:?}"
+    );
+    // The same spec twice (the second one unused by any key in a count that would fit).
+    let mut second_key = key_record.clone();
+    second_key[3] = b'z';
+    let refused = Snapshot::parse(
+        &build(
+            &[spec_record.clone(), spec_record.clone()],
+            &[key_record, second_key],
+        ),
+        10,
+    );
+    assert!(
+        refused
+            .as_ref()
+            .unwrap_err()
+            .message()
+            .contains("written twice"),
+        "{refused:?}"
+    );
+    // More specs than keys.
+    let refused = Snapshot::parse(&build(&[spec_record.clone(), spec_record], &[]), 10);
+    assert!(refused
+        .unwrap_err()
+        .message()
+        .contains("a spec no key uses"));
+}
+
+#[test]
+fn a_keyed_specs_hold_ends_after_the_held_periods_length_of_the_limiters_real_time() {
+    const JAN_1_2100: f64 = 4_102_444_800_000.0;
+    let mut clock = ManualClock::new(0.0, JAN_15_2024 + 1_000.0, None);
+    let mut limiter = keyed(policy(10.0, Some(5)), 10, &mut clock);
+    clock.advance(1_000.0);
+    clock.wall_ms = JAN_1_2100;
+    consume(&mut limiter, &mut clock, "a", 2).unwrap();
+    assert_eq!(
+        status(&mut limiter, &mut clock, "a").period.unwrap().id,
+        "2100-01-01"
+    );
+    // The right time again: the bogus day is held for every key of the spec, with its use.
+    clock.wall_ms = JAN_15_2024 + 3_000.0;
+    let (decision, anomalies) = consume(&mut limiter, &mut clock, "a", 1).unwrap();
+    assert_eq!(decision.quota_remaining, Some(2));
+    assert!(kinds(&anomalies).contains(&AnomalyKind::PeriodRegression));
+    // Real time passes (calls keep being made): the limiter's timeline moves on.
+    for _ in 0..23 {
+        clock.advance(3_600_000.0);
+        consume(&mut limiter, &mut clock, "a", 1).ok();
+    }
+    assert_eq!(
+        status(&mut limiter, &mut clock, "a").period.unwrap().id,
+        "2100-01-01"
+    );
+    clock.advance(3_600_000.0);
+    let (decision, anomalies) = consume(&mut limiter, &mut clock, "a", 1).unwrap();
+    let hold_ended: Vec<&Anomaly> = anomalies
+        .iter()
+        .filter(|a| a.kind == AnomalyKind::PeriodRegression)
+        .collect();
+    assert_eq!(hold_ended.len(), 1, "{anomalies:?}");
+    assert!(hold_ended[0].detail.contains("ended"));
+    assert_eq!(hold_ended[0].period_id.as_deref(), Some("2024-01-16"));
+    assert_eq!(
+        decision.quota_remaining,
+        Some(4),
+        "the right day starts at zero use"
+    );
+    assert_eq!(
+        status(&mut limiter, &mut clock, "b").period.unwrap().id,
+        "2024-01-16"
+    );
+}
+
+#[test]
+fn a_keyed_give_back_reads_no_clock_and_returns_units_only_to_their_open_period() {
+    let mut clock = ManualClock::new(0.0, JAN_15_2024 + DAY_MS - 2_000.0, None);
+    let mut limiter = keyed(policy(10.0, Some(5)), 10, &mut clock);
+    consume(&mut limiter, &mut clock, "a", 3).unwrap();
+    let index = limiter.find(key("a").key()).unwrap();
+    let slot = limiter.period_slot_of(index);
+    clock.monotonic_ms = -1.0; // any reading now would be a regression
+    limiter.give_back(key("a").key(), 3, Some(slot));
+    limiter.give_back(key("not-held").key(), 3, Some(slot));
+    assert_eq!(
+        limiter.len(),
+        1,
+        "a key not held is not held by a give-back"
+    );
+    clock.monotonic_ms = 0.0;
+    let a = status(&mut limiter, &mut clock, "a");
+    assert_eq!((a.tokens, a.quota_used), (10.0, Some(0)));
+    // The next day: units of the day before are not given to it.
+    consume(&mut limiter, &mut clock, "a", 1).unwrap();
+    let old_slot = limiter.period_slot_of(index);
+    clock.advance(2_000.0);
+    consume(&mut limiter, &mut clock, "a", 1).unwrap();
+    limiter.give_back(key("a").key(), 1, Some(old_slot));
+    assert_eq!(status(&mut limiter, &mut clock, "a").quota_used, Some(1));
+    let new_slot = limiter.period_slot_of(index);
+    limiter.give_back(key("a").key(), 1, Some(new_slot));
+    assert_eq!(status(&mut limiter, &mut clock, "a").quota_used, Some(0));
+}
+
+#[test]
+fn a_new_key_at_max_keys_sees_that_a_hold_ending_now_drops_the_held_use() {
+    const JAN_1_2100: f64 = 4_102_444_800_000.0;
+    let mut clock = ManualClock::new(0.0, JAN_15_2024 + 1_000.0, None);
+    let mut limiter = keyed(policy(10.0, Some(5)), 1, &mut clock);
+    clock.advance(1_000.0);
+    clock.wall_ms = JAN_1_2100;
+    consume(&mut limiter, &mut clock, "a", 1).unwrap();
+    clock.wall_ms = JAN_15_2024 + 3_000.0;
+    // While the bogus day is held, "a" has use in it: no room for "b".
+    let refused = consume(&mut limiter, &mut clock, "b", 1).unwrap_err();
+    assert_eq!(refused.code().as_str(), "ERR_KEY_LIMIT");
+    // A day of real time later the hold ends on this very call: "a"'s use is of an ended
+    // period, so it makes room.
+    clock.advance(DAY_MS);
+    let (decision, _) = consume(&mut limiter, &mut clock, "b", 1).unwrap();
+    assert!(decision.allowed);
+    assert_eq!(limiter.len(), 1);
+    assert!(limiter.find(key("b").key()).is_some());
+}

@@ -4,8 +4,8 @@ use napi::Env;
 use napi_derive::napi;
 
 use super::errors::{from_core, guard, invalid_arg, CodedResult};
-use crate::anomaly::js_number;
 use crate::calendar::{Period, PeriodSpec, RawPeriodSpec, MAX_WALL_MS};
+use crate::text::js_number;
 
 #[napi(object)]
 pub struct PeriodSpecInput {

@@ -8,9 +8,10 @@ use std::rc::Rc;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use super::errors::{coded, guard};
-use crate::clock::{self, ClockSource, ManualClock, Reading, SystemClock};
-use crate::error::Error as CoreError;
+use super::buffer::{Needs, ResultBuffer, Step, Supplied};
+use super::errors::{coded, from_core, guard, CodedResult};
+use crate::clock::{self, ClockSource, ManualClock, SystemClock};
+use crate::error::{Error as CoreError, Reading};
 
 #[napi(js_name = "systemMonotonicMs")]
 pub fn system_monotonic_ms() -> f64 {
@@ -78,23 +79,17 @@ impl ClockHandle {
     }
 }
 
-/// Readings the JS face took for this call; `None` where the clock is read natively.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Supplied {
-    pub monotonic_ms: Option<f64>,
-    pub wall_ms: Option<f64>,
-    pub elapsed_realtime_ms: Option<f64>,
-}
-
-/// A [`ClockHandle`] for one call, with the readings the JS face supplied.
+/// A [`ClockHandle`] for one call, with the readings the JS face supplied. What it records of
+/// the call (`taken`, `reader_wanted`) is read only by [`BoundClock::outcome`]: the one place a
+/// call that stopped for the JS reader becomes [`Needs::Reader`].
 pub(crate) struct BoundClock<'a> {
-    pub handle: &'a ClockHandle,
-    pub supplied: Supplied,
+    handle: &'a ClockHandle,
+    supplied: Supplied,
     /// The readings this call took, so a call that stops for a JS reader can be resumed on them.
-    pub taken: (f64, f64),
+    taken: (f64, f64),
     /// Set when the core asked for an elapsed-realtime reading that only the JS face can take:
     /// the call changed nothing, and the JS face calls again with it.
-    pub reader_wanted: bool,
+    reader_wanted: bool,
 }
 
 impl<'a> BoundClock<'a> {
@@ -104,6 +99,30 @@ impl<'a> BoundClock<'a> {
             supplied,
             taken: (f64::NAN, f64::NAN),
             reader_wanted: false,
+        }
+    }
+
+    /// The clock of one call: with the readings the JS face wrote into `result` (`supplied`), or
+    /// read natively. A JS clock nothing was supplied for needs its readings first.
+    pub fn for_call(
+        handle: &'a ClockHandle,
+        result: &ResultBuffer,
+        supplied: bool,
+    ) -> Step<BoundClock<'a>> {
+        if !supplied && matches!(handle, ClockHandle::Js { .. }) {
+            return Err(Needs::Readings);
+        }
+        Ok(BoundClock::new(handle, result.readings(supplied)))
+    }
+
+    /// A core call's outcome on this clock: its value; what the JS face must bring first, when
+    /// the call stopped for the JS reader (it changed nothing: resume on the readings it took);
+    /// or its error, coded.
+    pub fn outcome<T>(&self, outcome: std::result::Result<T, CoreError>) -> CodedResult<Step<T>> {
+        match outcome {
+            Ok(value) => Ok(Ok(value)),
+            Err(_) if self.reader_wanted => Ok(Err(Needs::Reader { taken: self.taken })),
+            Err(error) => Err(from_core(&error)),
         }
     }
 }

@@ -1,23 +1,26 @@
-//! `tryConsume`'s native half: one raw N-API function per registry, called with no arguments.
-//! The JS face writes `n` and the limiter's index into the shared result buffer and reads the
-//! decision back from it.
+//! `tryConsume`'s native half: `createRegistry` makes a registry (`registry`) and its two raw
+//! N-API functions, called with no arguments. The JS face writes `n` and the limiter's index into
+//! the shared result buffer and reads the decision (or what the call needs first) back from it.
 //!
 //! Why this shape (measured, see the benchmark's call-pattern comparison): a `#[napi]` class
 //! method pays napi-derive's per-call glue and borrow tracking; a free function pays for
 //! converting each argument; a napi-built result object costs more than filling a typed array.
 //! A raw function with zero arguments costs what the floor costs.
 
+use std::ffi::c_void;
 use std::ptr;
+use std::rc::Rc;
 
+use napi::bindgen_prelude::*;
 use napi::sys;
+use napi_derive::napi;
 
-use super::buffer::write_decision;
-use super::clock::{BoundClock, ClockHandle, Supplied};
-use super::errors::{from_core, internal, invalid_arg};
-use super::raw::callback_data;
-use super::registry::Registry;
-use crate::anomaly::js_number;
-use crate::contract::buffer;
+use super::buffer::{self, write_decision};
+use super::clock::BoundClock;
+use super::errors::{coded, guard, internal, invalid_arg, CodedResult};
+use super::raw::{callback_data, function_with_data};
+use super::registry::{new_registry, Registry};
+use crate::text::js_number;
 
 impl Registry {
     /// The hot path: the usual call on a native clock (clocks agree, inside the open quota
@@ -57,6 +60,9 @@ impl Registry {
         {
             Some(decision) => {
                 write_decision(result, &decision);
+                if let Some(slot) = state.limiter.period_slot() {
+                    result.set(buffer::PERIOD_SLOT, slot as f64);
+                }
                 true
             }
             None => false,
@@ -86,12 +92,12 @@ impl Registry {
             result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
             return;
         };
-        if !supplied && matches!(state.clock, ClockHandle::Js { .. }) {
-            result.set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_READINGS);
-            return;
-        }
-        let n = result.get(buffer::N_OR_STATUS);
         let state = &mut *state;
+        let mut clock = match BoundClock::for_call(&state.clock, result, supplied) {
+            Ok(clock) => clock,
+            Err(needs) => return needs.write(result),
+        };
+        let n = result.get(buffer::N_OR_STATUS);
         state.anomalies.clear();
         if state.error.is_some() {
             state.error = None;
@@ -107,49 +113,31 @@ impl Registry {
             result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
             return;
         }
-        let readings = if supplied {
-            self.supplied_readings()
-        } else {
-            Supplied::default()
-        };
-        let mut clock = BoundClock::new(&state.clock, readings);
-        match state
+        let decided = state
             .limiter
-            .try_consume(n as i64 as u64, &mut clock, &mut state.anomalies)
-        {
-            Ok(decision) => {
+            .try_consume(n as i64 as u64, &mut clock, &mut state.anomalies);
+        match clock.outcome(decided) {
+            Ok(Ok(decision)) => {
                 write_decision(result, &decision);
+                if let Some(slot) = state.limiter.period_slot() {
+                    result.set(buffer::PERIOD_SLOT, slot as f64);
+                }
                 if !state.anomalies.is_empty() {
                     result.set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED_WITH_ANOMALIES);
                     self.notify(state.anomaly_listener, &state.anomalies);
                 }
             }
-            Err(_) if clock.reader_wanted => {
-                result.set(buffer::MONOTONIC_MS, clock.taken.0);
-                result.set(buffer::WALL_MS, clock.taken.1);
-                result.set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_READER);
-            }
+            Ok(Err(needs)) => needs.write(result),
             Err(error) => {
-                state.error = Some(from_core(&error));
+                state.error = Some(error);
                 result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
             }
-        }
-    }
-
-    /// The readings the JS face wrote into the result buffer.
-    fn supplied_readings(&self) -> Supplied {
-        let result = &self.result;
-        Supplied {
-            monotonic_ms: Some(result.get(buffer::MONOTONIC_MS)),
-            wall_ms: Some(result.get(buffer::WALL_MS)),
-            elapsed_realtime_ms: (result.get(buffer::HAS_ELAPSED_REALTIME) == 1.0)
-                .then(|| result.get(buffer::ELAPSED_REALTIME_MS)),
         }
     }
 }
 
 /// The raw `tryConsume` callback for native clocks: `data` is this thread's `Registry`.
-pub(crate) unsafe extern "C" fn fast_consume(
+unsafe extern "C" fn fast_consume(
     env: sys::napi_env,
     info: sys::napi_callback_info,
 ) -> sys::napi_value {
@@ -159,7 +147,7 @@ pub(crate) unsafe extern "C" fn fast_consume(
 
 /// The raw callback for readings the JS face supplies (a JS clock, or a call resumed after the
 /// JS elapsed-realtime reader).
-pub(crate) unsafe extern "C" fn supplied_consume(
+unsafe extern "C" fn supplied_consume(
     env: sys::napi_env,
     info: sys::napi_callback_info,
 ) -> sys::napi_value {
@@ -202,4 +190,61 @@ unsafe fn consume_with<const SUPPLIED: bool>(
             .set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
     }
     ptr::null_mut()
+}
+
+unsafe extern "C" fn release_registry(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+    // SAFETY: balances the `Rc::into_raw` in `consume_function`; runs once, when the function dies.
+    drop(unsafe { Rc::from_raw(data as *const Registry) });
+}
+
+/// Makes a registry around `result_buffer`: `{ id, consume, consumeSupplied }`, the two
+/// `tryConsume` functions (raw functions of no arguments; `consumeSupplied` takes the readings
+/// from the result buffer).
+#[napi(
+    js_name = "createRegistry",
+    ts_return_type = "{ id: number, consume: () => void, consumeSupplied: () => void }"
+)]
+pub fn create_registry<'env>(
+    env: &'env Env,
+    result_buffer: Float64Array,
+) -> napi::Result<Object<'env>> {
+    guard(env, move || {
+        let registry = new_registry(env, result_buffer)?;
+        // The two functions hold the registry: it lives as long as they do.
+        let mut made = Object::new(env).map_err(|e| coded("ERR_INTERNAL", e.reason))?;
+        let consume = consume_function(env, &registry, false)?;
+        let consume_supplied = consume_function(env, &registry, true)?;
+        let set = |made: &mut Object, name: &str, value: Unknown<'_>| {
+            made.set_named_property(name, value)
+                .map_err(|e| coded("ERR_INTERNAL", e.reason))
+        };
+        made.set_named_property("id", registry.id)
+            .map_err(|e| coded("ERR_INTERNAL", e.reason))?;
+        set(&mut made, "consume", consume)?;
+        set(&mut made, "consumeSupplied", consume_supplied)?;
+        Ok(made)
+    })
+}
+
+/// A `tryConsume` function of the registry (`supplied`: the one that takes the readings from the
+/// result buffer), holding it.
+fn consume_function<'env>(
+    env: &'env Env,
+    registry: &Rc<Registry>,
+    supplied: bool,
+) -> CodedResult<Unknown<'env>> {
+    let data = Rc::into_raw(registry.clone()) as *mut c_void;
+    let callback = if supplied {
+        supplied_consume
+    } else {
+        fast_consume
+    };
+    // SAFETY: `data` lives until `release_registry`, which releases it once.
+    unsafe { function_with_data(env, "tryConsume", callback, data, release_registry) }.ok_or_else(
+        || {
+            // SAFETY: N-API refused, so nothing else owns `data`.
+            drop(unsafe { Rc::from_raw(data as *const Registry) });
+            coded("ERR_INTERNAL", "could not create the tryConsume function")
+        },
+    )
 }

@@ -1,9 +1,16 @@
-//! `contract()`: the lists and the result-buffer layout of `crate::contract`, for the JS face to
-//! read at load (it copies none of them).
+//! `contract()`: the result buffer's layout (`buffer`), the JS names of the error codes'
+//! classes (`names`) and the core's lists of the public string unions, for the JS face to read
+//! at load (it copies none of them).
 
 use napi_derive::napi;
 
-use crate::contract::{self, buffer, stats, ErrorCode};
+use super::buffer;
+use super::names::class_of;
+use crate::anomaly::AnomalyKind;
+use crate::calendar::{PeriodUnit, StartKind, MAX_WALL_MS};
+use crate::clock::SuspendPolicy;
+use crate::error::ErrorCode;
+use crate::limiter::RetryBasis;
 
 #[napi(object)]
 pub struct ErrorCodeEntry {
@@ -36,6 +43,7 @@ pub struct BufferPositions {
     pub wall_ms: u32,
     pub elapsed_realtime_ms: u32,
     pub has_elapsed_realtime: u32,
+    pub period_slot: u32,
 }
 
 /// The values of the `nOrStatus` position after a call.
@@ -98,30 +106,27 @@ fn names<T: Copy>(items: &[T], name: impl Fn(T) -> &'static str) -> Vec<String> 
 /// values, MAX_WALL_MS and the result-buffer layout. A fresh object per call.
 #[napi(js_name = "contract")]
 pub fn contract() -> Contract {
-    use crate::anomaly::AnomalyKind;
-    use crate::calendar::{PeriodUnit, StartKind};
-    use crate::clock::SuspendPolicy;
     let position = |at: usize| at as u32;
     Contract {
         error_codes: ErrorCode::ALL
             .iter()
-            .map(|code| ErrorCodeEntry {
+            .map(|&code| ErrorCodeEntry {
                 code: code.as_str().to_owned(),
-                class: code.class().as_str().to_owned(),
+                class: class_of(code).to_owned(),
             })
             .collect(),
-        retry_after_basis: contract::RETRY_BASES
+        retry_after_basis: RetryBasis::ALL
             .iter()
             .map(|&basis| BasisEntry {
                 name: basis.as_str().to_owned(),
-                code: contract::basis_code(Some(basis)),
+                code: buffer::basis_code(Some(basis)),
             })
             .collect(),
-        anomaly_kinds: names(&contract::ANOMALY_KINDS, AnomalyKind::as_str),
-        suspend_policies: names(&contract::SUSPEND_POLICIES, SuspendPolicy::as_str),
-        period_units: names(&contract::PERIOD_UNITS, PeriodUnit::as_str),
-        start_kinds: names(&contract::START_KINDS, StartKind::as_str),
-        max_wall_ms: contract::MAX_WALL_MS,
+        anomaly_kinds: names(&AnomalyKind::ALL, AnomalyKind::as_str),
+        suspend_policies: names(&SuspendPolicy::ALL, SuspendPolicy::as_str),
+        period_units: names(&PeriodUnit::ALL, PeriodUnit::as_str),
+        start_kinds: names(&StartKind::ALL, StartKind::as_str),
+        max_wall_ms: MAX_WALL_MS,
         result_buffer: ResultBufferLayout {
             length: position(buffer::LENGTH),
             positions: BufferPositions {
@@ -137,6 +142,7 @@ pub fn contract() -> Contract {
                 wall_ms: position(buffer::WALL_MS),
                 elapsed_realtime_ms: position(buffer::ELAPSED_REALTIME_MS),
                 has_elapsed_realtime: position(buffer::HAS_ELAPSED_REALTIME),
+                period_slot: position(buffer::PERIOD_SLOT),
             },
             status: BufferStatuses {
                 decided: buffer::STATUS_DECIDED,
@@ -153,12 +159,12 @@ pub fn contract() -> Contract {
             basis_none: buffer::BASIS_NONE,
         },
         stats: StatsLayout {
-            allowed: position(stats::ALLOWED),
-            denied: position(stats::DENIED),
-            keys: position(stats::KEYS),
-            evicted: position(stats::EVICTED),
-            key_limit_refusals: position(stats::KEY_LIMIT_REFUSALS),
-            anomalies: position(stats::ANOMALIES),
+            allowed: position(buffer::stats::ALLOWED),
+            denied: position(buffer::stats::DENIED),
+            keys: position(buffer::stats::KEYS),
+            evicted: position(buffer::stats::EVICTED),
+            key_limit_refusals: position(buffer::stats::KEY_LIMIT_REFUSALS),
+            anomalies: position(buffer::stats::ANOMALIES),
         },
     }
 }

@@ -1,6 +1,7 @@
 //! Coded errors across the boundary: the JS face turns `code` into the right class
 //! (`QuotaClockError`, `RangeError`).
 
+use super::names::js_method;
 use crate::error::Error;
 
 pub(crate) type CodedError = napi::Error<String>;
@@ -10,9 +11,12 @@ pub(crate) fn coded(code: &str, message: impl Into<String>) -> CodedError {
     napi::Error::new(code.to_owned(), message.into())
 }
 
-/// A core error, with its code and message.
+/// A core error, with its code and its message (a clock error naming the JS clock's method).
 pub(crate) fn from_core(error: &Error) -> CodedError {
-    coded(error.code().as_str(), error.to_string())
+    coded(
+        error.code().as_str(),
+        error.message_naming(js_method).to_string(),
+    )
 }
 
 pub(crate) fn invalid_arg(message: impl Into<String>) -> CodedError {

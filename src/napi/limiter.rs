@@ -8,9 +8,9 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use super::anomaly::AnomalyOutput;
-use super::buffer::write_stats;
+use super::buffer::{settle, write_stats};
 use super::calendar::{check_wall_ms, period_output, PeriodOutput};
-use super::clock::{BoundClock, Supplied};
+use super::clock::BoundClock;
 use super::errors::{coded, from_core, guard, CodedResult};
 use super::options::{
     config_from, positive_safe_integer, LimiterInput, LimiterOptions, MAX_SAFE_INTEGER,
@@ -22,10 +22,6 @@ use crate::limiter::Limiter;
 
 #[napi(object)]
 pub struct StatusOutput {
-    /// The call needs the JS reader's reading (nothing changed): call again with these readings.
-    pub needs_reader: bool,
-    pub taken_monotonic_ms: f64,
-    pub taken_wall_ms: f64,
     pub tokens: f64,
     pub quota_used: Option<f64>,
     pub quota_remaining: Option<f64>,
@@ -110,121 +106,100 @@ pub fn limiter_take_error(registry_id: u32, index: u32) -> ErrorOutput {
     }
 }
 
-/// Runs `call` on the limiter at `index`, reading its clock with the readings the JS face
-/// supplied, and delivers the anomalies it raised. `Ok(Err(taken))`: the JS reader must be read
-/// first (nothing changed); the JS face calls again with these readings and the reader's.
+/// Runs `call` on the limiter at `index` on its clock (with the readings the JS face wrote into
+/// the registry's result buffer, when `supplied`), delivers the anomalies it raised, and writes
+/// the status into the result buffer: decided (with the value returned), or what the call needs
+/// first (nothing changed; `None` returned), as the raw `tryConsume` does.
 fn reconciled_call<T>(
     registry_id: u32,
     index: u32,
-    supplied: Supplied,
+    supplied: bool,
     call: impl FnOnce(
         &mut Limiter,
         &mut BoundClock<'_>,
         &mut Vec<Anomaly>,
     ) -> std::result::Result<T, CoreError>,
-) -> CodedResult<std::result::Result<T, (f64, f64)>> {
+) -> CodedResult<Option<T>> {
     let registry = registry(registry_id)?;
-    registry.with_cell(index, |state| {
+    let result = &registry.result;
+    let step = registry.with_cell(index, |state| {
+        let mut clock = match BoundClock::for_call(&state.clock, result, supplied) {
+            Ok(clock) => clock,
+            Err(needs) => return Ok(Err(needs)),
+        };
         let mut anomalies = Vec::new();
-        let mut clock = BoundClock::new(&state.clock, supplied);
-        match call(&mut state.limiter, &mut clock, &mut anomalies) {
-            Ok(value) => {
-                registry.notify(state.anomaly_listener, &anomalies);
-                Ok(Ok(value))
-            }
-            Err(_) if clock.reader_wanted => Ok(Err(clock.taken)),
-            Err(error) => Err(from_core(&error)),
+        let outcome = call(&mut state.limiter, &mut clock, &mut anomalies);
+        let step = clock.outcome(outcome)?;
+        if step.is_ok() {
+            registry.notify(state.anomaly_listener, &anomalies);
         }
-    })
+        Ok(step)
+    })?;
+    Ok(settle(result, step))
 }
 
-/// `status()`: with the readings the JS face took for a JS clock (or for a call resumed after the
-/// JS reader); `needs_reader` when the JS reader must be called first (nothing changed).
+/// `status()`, with the readings in the registry's result buffer when `supplied`; `None` when the
+/// call needs something first (the result buffer's status says what).
 #[napi(js_name = "limiterStatus")]
 pub fn limiter_status(
     env: &Env,
     registry_id: u32,
     index: u32,
-    monotonic_ms: Option<f64>,
-    wall_ms: Option<f64>,
-    elapsed_realtime_ms: Option<f64>,
-) -> napi::Result<StatusOutput> {
+    supplied: bool,
+) -> napi::Result<Option<StatusOutput>> {
     guard(env, || {
-        let supplied = Supplied {
-            monotonic_ms,
-            wall_ms,
-            elapsed_realtime_ms,
-        };
-        let outcome =
-            reconciled_call(registry_id, index, supplied, |limiter, clock, anomalies| {
-                let status = limiter.status(clock, anomalies)?;
-                Ok(StatusOutput {
-                    needs_reader: false,
-                    taken_monotonic_ms: f64::NAN,
-                    taken_wall_ms: f64::NAN,
-                    tokens: status.tokens,
-                    quota_used: status.quota_used.map(|used| used as f64),
-                    quota_remaining: status.quota_remaining.map(|remaining| remaining as f64),
-                    period: match (limiter.quota(), &status.period) {
-                        (Some((quota, _)), Some(period)) => {
-                            Some(period_output(&quota.spec, period))
-                        }
-                        _ => None,
-                    },
-                })
-            })?;
-        Ok(
-            outcome.unwrap_or_else(|(taken_monotonic_ms, taken_wall_ms)| StatusOutput {
-                needs_reader: true,
-                taken_monotonic_ms,
-                taken_wall_ms,
-                tokens: f64::NAN,
-                quota_used: None,
-                quota_remaining: None,
-                period: None,
-            }),
-        )
+        reconciled_call(registry_id, index, supplied, |limiter, clock, anomalies| {
+            let status = limiter.status(clock, anomalies)?;
+            Ok(StatusOutput {
+                tokens: status.tokens,
+                quota_used: status.quota_used.map(|used| used as f64),
+                quota_remaining: status.quota_remaining.map(|remaining| remaining as f64),
+                period: match (limiter.quota(), &status.period) {
+                    (Some((quota, _)), Some(period)) => Some(period_output(&quota.spec, period)),
+                    _ => None,
+                },
+            })
+        })
     })
 }
 
-/// What a call that reads the clocks outside the hot path reports: done, or the JS reader must be
-/// read first (nothing changed: call again with the readings taken and the reader's).
-#[napi(object)]
-pub struct CallOutput {
-    pub needs_reader: bool,
-    pub taken_monotonic_ms: f64,
-    pub taken_wall_ms: f64,
-}
-
-/// `refund(n)`: reconciles, then gives back `n` tokens and quota units. With the readings
-/// the JS face took for a JS clock (or for a call resumed after the JS reader).
+/// `refund(n)`: reconciles, then gives back `n` tokens and quota units; with the readings in the
+/// registry's result buffer when `supplied`. The status is in the result buffer.
 #[napi(js_name = "limiterRefund")]
-#[allow(clippy::too_many_arguments)]
 pub fn limiter_refund(
     env: &Env,
     registry_id: u32,
     index: u32,
     n: f64,
-    monotonic_ms: Option<f64>,
-    wall_ms: Option<f64>,
-    elapsed_realtime_ms: Option<f64>,
-) -> napi::Result<CallOutput> {
+    supplied: bool,
+) -> napi::Result<()> {
     guard(env, || {
         let count = positive_safe_integer(n)?;
-        let supplied = Supplied {
-            monotonic_ms,
-            wall_ms,
-            elapsed_realtime_ms,
-        };
-        let outcome =
-            reconciled_call(registry_id, index, supplied, |limiter, clock, anomalies| {
-                limiter.refund(count, clock, anomalies)
-            })?;
-        let (taken_monotonic_ms, taken_wall_ms) = outcome.err().unwrap_or((f64::NAN, f64::NAN));
-        Ok(CallOutput {
-            needs_reader: outcome.is_err(),
-            taken_monotonic_ms,
-            taken_wall_ms,
+        reconciled_call(registry_id, index, supplied, |limiter, clock, anomalies| {
+            limiter.refund(count, clock, anomalies)
+        })
+        .map(drop)
+    })
+}
+
+/// Gives back what a decision took, reading no clock (the HTTP middleware's all-or-nothing
+/// rollback): `n` tokens, and `n` quota units if the period of `slot` (the result buffer's
+/// `PERIOD_SLOT` after the decision; NaN: none) is still open.
+#[napi(js_name = "limiterGiveBack")]
+pub fn limiter_give_back(
+    env: &Env,
+    registry_id: u32,
+    index: u32,
+    n: f64,
+    slot: f64,
+) -> napi::Result<()> {
+    guard(env, || {
+        let count = positive_safe_integer(n)?;
+        // Slots are whole numbers well inside ±2^53; anything else names no period.
+        let slot = (slot.fract() == 0.0 && slot.abs() <= MAX_SAFE_INTEGER).then_some(slot as i64);
+        registry(registry_id)?.with_cell(index, |state| {
+            state.limiter.give_back(count, slot);
+            Ok(())
         })
     })
 }

@@ -8,8 +8,8 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use super::errors::{guard, invalid_arg, CodedResult};
-use crate::anomaly::js_number;
 use crate::clock::ManualClock;
+use crate::text::js_number;
 
 fn finite(name: &str, value: f64) -> CodedResult<f64> {
     if value.is_finite() {

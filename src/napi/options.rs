@@ -6,15 +6,15 @@
 
 use napi_derive::napi;
 
+use super::buffer::Supplied;
 use super::calendar::{parse_spec, PeriodSpecInput};
-use super::clock::{ClockHandle, Supplied};
+use super::clock::ClockHandle;
 use super::errors::{coded, invalid_arg, CodedResult};
 use super::manual_clock::NativeManualClock;
-use crate::anomaly::{js_number, js_quoted};
 use crate::clock::{SuspendPolicy, SystemClock};
-use crate::contract::SUSPEND_POLICIES;
 use crate::limiter::LimiterConfig;
 use crate::quota::QuotaPolicy;
+use crate::text::{js_number, js_quoted};
 
 pub(crate) const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
@@ -25,6 +25,9 @@ pub struct LimiterOptions {
     pub capacity: f64,
     pub refill_per_second: f64,
     pub initial_tokens: f64,
+    /// `false`: no bucket (a quota alone; capacity, refill rate and tokens are Infinity).
+    /// Absent: a bucket.
+    pub bucket: Option<bool>,
     pub suspend_policy: String,
     pub quota_limit: Option<f64>,
     pub quota_period: Option<PeriodSpecInput>,
@@ -100,17 +103,44 @@ fn check(condition: bool, message: impl FnOnce() -> String) -> CodedResult<()> {
     }
 }
 
+/// The bucket's settings: checked values, or with `bucket` false (a quota alone) a bucket that
+/// is never short: capacity, refill rate and tokens all Infinity.
+pub(crate) struct Limits {
+    pub capacity: f64,
+    pub refill_per_second: f64,
+    pub initial_tokens: f64,
+    pub quota: Option<QuotaPolicy>,
+}
+
 /// The limits a limiter's options and a key's policy share, checked: capacity, refill rate,
 /// initial tokens and the quota. `prefix` is how messages name their owner: `""` for a limiter's
 /// options, `policy("tenant-1").` for a key's.
 pub(crate) fn check_limits(
     prefix: &str,
+    bucket: bool,
     capacity: f64,
     refill_per_second: f64,
     initial_tokens: f64,
     quota_limit: Option<f64>,
     quota_period: Option<&PeriodSpecInput>,
-) -> CodedResult<Option<QuotaPolicy>> {
+) -> CodedResult<Limits> {
+    if !bucket {
+        let quota = check_quota(prefix, quota_limit, quota_period)?;
+        if quota.is_none() {
+            return Err(coded(
+                "ERR_INVALID_OPTION",
+                format!(
+                    "{prefix}quota is required without a bucket (capacity and refillPerSecond)"
+                ),
+            ));
+        }
+        return Ok(Limits {
+            capacity: f64::INFINITY,
+            refill_per_second: f64::INFINITY,
+            initial_tokens: f64::INFINITY,
+            quota,
+        });
+    }
     check(capacity.is_finite() && capacity > 0.0, || {
         format!(
             "{prefix}capacity must be a finite number > 0; received {}",
@@ -133,6 +163,20 @@ pub(crate) fn check_limits(
             js_number(initial_tokens)
         )
     })?;
+    Ok(Limits {
+        capacity,
+        refill_per_second,
+        initial_tokens,
+        quota: check_quota(prefix, quota_limit, quota_period)?,
+    })
+}
+
+/// The quota's limit and period, checked (both or neither).
+fn check_quota(
+    prefix: &str,
+    quota_limit: Option<f64>,
+    quota_period: Option<&PeriodSpecInput>,
+) -> CodedResult<Option<QuotaPolicy>> {
     match (quota_period, quota_limit) {
         (Some(period), Some(limit)) => {
             check(
@@ -165,8 +209,14 @@ pub(crate) fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig
         initial_tokens,
         ..
     } = *options;
-    let quota = check_limits(
+    let Limits {
+        capacity,
+        refill_per_second,
+        initial_tokens,
+        quota,
+    } = check_limits(
         "",
+        options.bucket != Some(false),
         capacity,
         refill_per_second,
         initial_tokens,
@@ -174,7 +224,7 @@ pub(crate) fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig
         options.quota_period.as_ref(),
     )?;
     let suspend_policy = SuspendPolicy::parse(&options.suspend_policy).ok_or_else(|| {
-        let choices: Vec<String> = SUSPEND_POLICIES
+        let choices: Vec<String> = SuspendPolicy::ALL
             .iter()
             .map(|policy| format!("'{}'", policy.as_str()))
             .collect();

@@ -1,25 +1,21 @@
 //! The per-thread registries of `QuotaClock`'s native halves. A limiter is named by its index
 //! in its registry; a registry is one load of the JS face, with its result buffer and the two
-//! `tryConsume` functions that hold it. Naming limiters by index (instead of a napi class
+//! `tryConsume` functions that hold it (made in `consume`, which imports this file; nothing here
+//! imports `consume`). Naming limiters by index (instead of a napi class
 //! instance or a function per limiter) keeps an idle limiter under 1 KiB.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::ffi::c_void;
 use std::rc::{Rc, Weak};
 
 use napi::bindgen_prelude::*;
-use napi::sys;
 use napi_derive::napi;
 
 use super::anomaly::{build_dispatcher, deliver, AnomalyDelivery, AnomalyDispatcher};
-use super::buffer::ResultBuffer;
+use super::buffer::{self, ResultBuffer};
 use super::clock::ClockHandle;
-use super::consume::{fast_consume, supplied_consume};
 use super::errors::{coded, guard, invalid_arg, CodedError, CodedResult};
-use super::raw::function_with_data;
 use crate::anomaly::Anomaly;
-use crate::contract::buffer;
 use crate::limiter::Limiter;
 
 pub(crate) struct LimiterState {
@@ -144,86 +140,63 @@ impl Registry {
     }
 }
 
-unsafe extern "C" fn release_registry(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
-    // SAFETY: balances the `Rc::into_raw` in `consume_function`; runs once, when the function dies.
-    drop(unsafe { Rc::from_raw(data as *const Registry) });
-}
-
-/// Makes a registry around `result_buffer`: `{ id, consume, consumeSupplied }`, the two
-/// `tryConsume` functions (raw functions of no arguments; `consumeSupplied` takes the readings
-/// from the result buffer).
-#[napi(
-    js_name = "createRegistry",
-    ts_return_type = "{ id: number, consume: () => void, consumeSupplied: () => void }"
-)]
-pub fn create_registry<'env>(
-    env: &'env Env,
+/// Makes a registry around `result_buffer` and enters it in this thread's table (hooking the
+/// env's cleanup once per thread). The caller makes the functions that hold it
+/// (`consume::create_registry`).
+pub(crate) fn new_registry(
+    env: &Env,
     mut result_buffer: Float64Array,
-) -> napi::Result<Object<'env>> {
-    guard(env, move || {
-        if result_buffer.len() < buffer::LENGTH {
-            return Err(invalid_arg(format!(
-                "the result buffer needs {} numbers",
-                buffer::LENGTH
-            )));
-        }
-        if !CLEANUP_HOOKED.with(|hooked| hooked.replace(true)) {
-            // Drop the limiters (their JS references and threadsafe functions) while the env lives.
-            env.add_env_cleanup_hook((), |()| {
-                let live: Vec<Rc<Registry>> = REGISTRIES.with(|registries| {
-                    registries
-                        .borrow()
-                        .live
-                        .values()
-                        .filter_map(Weak::upgrade)
-                        .collect()
-                });
-                for registry in live {
-                    if let Ok(mut cells) = registry.cells.try_borrow_mut() {
-                        cells.clear();
-                    }
-                    if let Ok(mut dispatcher) = registry.dispatcher.try_borrow_mut() {
-                        dispatcher.take();
-                    }
+) -> CodedResult<Rc<Registry>> {
+    if result_buffer.len() < buffer::LENGTH {
+        return Err(invalid_arg(format!(
+            "the result buffer needs {} numbers",
+            buffer::LENGTH
+        )));
+    }
+    if !CLEANUP_HOOKED.with(|hooked| hooked.replace(true)) {
+        // Drop the limiters (their JS references and threadsafe functions) while the env lives.
+        env.add_env_cleanup_hook((), |()| {
+            let live: Vec<Rc<Registry>> = REGISTRIES.with(|registries| {
+                registries
+                    .borrow()
+                    .live
+                    .values()
+                    .filter_map(Weak::upgrade)
+                    .collect()
+            });
+            for registry in live {
+                if let Ok(mut cells) = registry.cells.try_borrow_mut() {
+                    cells.clear();
                 }
-            })
-            .map_err(|e| coded("ERR_INTERNAL", e.reason))?;
-        }
-        // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.
-        let result = unsafe { result_buffer.as_mut() }.as_mut_ptr();
-        let id = REGISTRIES.with(|registries| {
-            let mut registries = registries.borrow_mut();
-            registries.next_id += 1;
-            registries.next_id
-        });
-        let registry = Rc::new(Registry {
-            id,
-            dispatcher: RefCell::new(None),
-            cells: RefCell::new(Vec::new()),
-            free: RefCell::new(Vec::new()),
-            result: ResultBuffer(result),
-            _result_buffer: result_buffer,
-        });
-        REGISTRIES.with(|registries| {
-            registries
-                .borrow_mut()
-                .live
-                .insert(id, Rc::downgrade(&registry))
-        });
-        // The two functions hold the registry: it lives as long as they do.
-        let mut made = Object::new(env).map_err(|e| coded("ERR_INTERNAL", e.reason))?;
-        let consume = consume_function(env, &registry, false)?;
-        let consume_supplied = consume_function(env, &registry, true)?;
-        let set = |made: &mut Object, name: &str, value: Unknown<'_>| {
-            made.set_named_property(name, value)
-                .map_err(|e| coded("ERR_INTERNAL", e.reason))
-        };
-        made.set_named_property("id", id)
-            .map_err(|e| coded("ERR_INTERNAL", e.reason))?;
-        set(&mut made, "consume", consume)?;
-        set(&mut made, "consumeSupplied", consume_supplied)?;
-        Ok(made)
-    })
+                if let Ok(mut dispatcher) = registry.dispatcher.try_borrow_mut() {
+                    dispatcher.take();
+                }
+            }
+        })
+        .map_err(|e| coded("ERR_INTERNAL", e.reason))?;
+    }
+    // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.
+    let result = unsafe { result_buffer.as_mut() }.as_mut_ptr();
+    let id = REGISTRIES.with(|registries| {
+        let mut registries = registries.borrow_mut();
+        registries.next_id += 1;
+        registries.next_id
+    });
+    let registry = Rc::new(Registry {
+        id,
+        dispatcher: RefCell::new(None),
+        cells: RefCell::new(Vec::new()),
+        free: RefCell::new(Vec::new()),
+        result: ResultBuffer(result),
+        _result_buffer: result_buffer,
+    });
+    REGISTRIES.with(|registries| {
+        registries
+            .borrow_mut()
+            .live
+            .insert(id, Rc::downgrade(&registry))
+    });
+    Ok(registry)
 }
 
 /// Sets the registry's anomaly dispatcher: `handler({ listener, anomaly })`, called asynchronously.
@@ -244,29 +217,6 @@ pub fn registry_on_anomaly(
         *held = Some(dispatcher);
         Ok(())
     })
-}
-
-/// A `tryConsume` function of the registry (`supplied`: the one that takes the readings from the
-/// result buffer), holding it.
-fn consume_function<'env>(
-    env: &'env Env,
-    registry: &Rc<Registry>,
-    supplied: bool,
-) -> CodedResult<Unknown<'env>> {
-    let data = Rc::into_raw(registry.clone()) as *mut c_void;
-    let callback = if supplied {
-        supplied_consume
-    } else {
-        fast_consume
-    };
-    // SAFETY: `data` lives until `release_registry`, which releases it once.
-    unsafe { function_with_data(env, "tryConsume", callback, data, release_registry) }.ok_or_else(
-        || {
-            // SAFETY: N-API refused, so nothing else owns `data`.
-            drop(unsafe { Rc::from_raw(data as *const Registry) });
-            coded("ERR_INTERNAL", "could not create the tryConsume function")
-        },
-    )
 }
 
 /// Queues anomalies for a listener's `onAnomaly` through the registry's dispatcher (a keyed

@@ -12,17 +12,19 @@ use super::policy::{key_policy, PolicyInput};
 use super::snapshot::NativeSnapshot;
 use super::status::KeyStatusOutput;
 use super::{keyed_call, release_cell, KeyedCell, KeyedState};
-use crate::anomaly::js_number;
-use crate::contract::buffer;
 use crate::keyed::{KeyPolicy, KeyedConfig, KeyedLimiter, PolicyId, Target, DEFAULT_POLICY};
 use crate::napi::anomaly::AnomalyOutput;
-use crate::napi::buffer::{write_stats, ResultBuffer};
-use crate::napi::clock::{BoundClock, Supplied};
+use crate::napi::buffer::{self, settle, write_stats, Needs, ResultBuffer};
+use crate::napi::clock::BoundClock;
 use crate::napi::errors::{coded, from_core, guard, invalid_arg, CodedResult};
 use crate::napi::limiter::ErrorOutput;
-use crate::napi::options::{config_from, ClockInput, LimiterOptions, MAX_SAFE_INTEGER};
+use crate::napi::options::{config_from, positive_safe_integer, ClockInput, LimiterOptions};
 use crate::napi::raw::function_with_data;
 use crate::napi::registry::{BUSY, NO_STORED_ERROR};
+use crate::text::js_number;
+
+/// The largest `maxKeys`: 2**32.
+const MAX_KEYS: f64 = 4_294_967_296.0;
 
 /// A keyed limiter as the JS face holds it (an External, as [`NativeSnapshot`]).
 pub struct NativeKeyed {
@@ -78,11 +80,11 @@ pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<N
                 buffer::LENGTH
             )));
         }
-        if !((1.0..=MAX_SAFE_INTEGER).contains(&max_keys) && max_keys.fract() == 0.0) {
+        if !((1.0..=MAX_KEYS).contains(&max_keys) && max_keys.fract() == 0.0) {
             return Err(coded(
                 "ERR_INVALID_OPTION",
                 format!(
-                    "maxKeys must be a positive safe integer; received {}",
+                    "maxKeys must be a positive integer no larger than 2**32 (4294967296); received {}",
                     js_number(max_keys)
                 ),
             ));
@@ -182,20 +184,17 @@ pub fn keyed_call_slow(
     })
 }
 
-/// `status(key)`, or what the JS face must bring first (`needs`): for a key not held,
-/// what a fresh key of its policy would have, without holding it. `monotonic_ms`/`wall_ms`
-/// (and `elapsed_realtime_ms`): readings the JS face took.
+/// `status(key)` (for a key not held, what a fresh key of its policy would have, without holding
+/// it), with the readings in the limiter's result buffer when `supplied`; `None` when the call
+/// needs something first (the result buffer's status says what, as after a raw call).
 #[napi(js_name = "keyedStatus")]
-#[allow(clippy::too_many_arguments)]
 pub fn keyed_status(
     env: &Env,
     limiter: &External<NativeKeyed>,
     key: Unknown<'_>,
     policy: Option<PolicyInput>,
-    monotonic_ms: Option<f64>,
-    wall_ms: Option<f64>,
-    elapsed_realtime_ms: Option<f64>,
-) -> napi::Result<KeyStatusOutput> {
+    supplied: bool,
+) -> napi::Result<Option<KeyStatusOutput>> {
     guard(env, || {
         let key = key_argument(env, &key)?;
         let policy = policy.as_ref().map(key_policy).transpose()?;
@@ -204,22 +203,38 @@ pub fn keyed_status(
                 (Some(index), _) => Target::Held(index),
                 (None, Some(policy)) => Target::New(state.limiter.intern(policy)),
                 (None, None) if state.has_policy => {
-                    return Ok(KeyedState::status_needs("policy", (f64::NAN, f64::NAN)))
+                    return Ok(settle(&state.result, Err(Needs::Policy)))
                 }
                 (None, None) => Target::New(DEFAULT_POLICY),
             };
-            let outcome = state.status_of(
-                target,
-                Supplied {
-                    monotonic_ms,
-                    wall_ms,
-                    elapsed_realtime_ms,
-                },
-            );
+            let step = state.status_of(target, supplied);
             if let Target::New(id) = target {
                 state.limiter.release_if_unused(id);
             }
-            outcome
+            Ok(settle(&state.result, step?))
+        })
+    })
+}
+
+/// Gives back what a decision for `key` took, reading no clock (the HTTP middleware's
+/// all-or-nothing rollback): `n` tokens, and `n` quota units if the period of `slot` (the result
+/// buffer's `PERIOD_SLOT` after the decision) is still the key's open period.
+#[napi(js_name = "keyedGiveBack")]
+pub fn keyed_give_back(
+    env: &Env,
+    limiter: &External<NativeKeyed>,
+    key: Unknown<'_>,
+    n: f64,
+    slot: f64,
+) -> napi::Result<()> {
+    guard(env, || {
+        let key = key_argument(env, &key)?;
+        let count = positive_safe_integer(n)?;
+        let in_range = slot.fract() == 0.0 && slot.abs() <= f64::from(i32::MAX);
+        let slot = in_range.then_some(slot as i32);
+        with_state(&limiter.state, |state| {
+            state.limiter.give_back(key.key(), count, slot);
+            Ok(())
         })
     })
 }

@@ -23,11 +23,11 @@ use napi::sys;
 use self::key::KeyScratch;
 use self::policy::count_for;
 use crate::anomaly::Anomaly;
-use crate::contract::buffer;
 use crate::keyed::{Key, KeyPolicy, KeyedLimiter, Target, DEFAULT_POLICY};
-use crate::napi::buffer::{write_decision, ResultBuffer};
-use crate::napi::clock::{BoundClock, ClockHandle, Supplied};
-use crate::napi::errors::{coded, from_core, internal, invalid_arg, CodedError, CodedResult};
+use crate::limiter::Decision;
+use crate::napi::buffer::{self, write_decision, Needs, ResultBuffer, Step};
+use crate::napi::clock::{BoundClock, ClockHandle};
+use crate::napi::errors::{coded, internal, invalid_arg, CodedError, CodedResult};
 use crate::napi::options::{positive_safe_integer, MAX_SAFE_INTEGER};
 use crate::napi::registry::notify_listener;
 
@@ -84,6 +84,8 @@ impl KeyedState {
         {
             Some(decision) => {
                 write_decision(&self.result, &decision);
+                let slot = self.limiter.period_slot_of(index);
+                self.result.set(buffer::PERIOD_SLOT, f64::from(slot));
                 true
             }
             None => false,
@@ -105,9 +107,36 @@ impl KeyedState {
 
     /// Any call: the operation and `n` in the result buffer; `policy`, what the JS face's call of
     /// `policy(key)` returned (for a key not held); `supplied`, the readings are in the buffer
-    /// (a JS clock's, or a call resumed after the JS reader). What it needs from the JS face
-    /// first is a status (nothing read or changed): the policy, the readings, the reader.
+    /// (a JS clock's, or a call resumed after the JS reader). Writes the decision, or what the
+    /// call needs from the JS face first (nothing read or changed): the policy, the readings, the
+    /// reader.
     fn run(&mut self, key: Key<'_>, policy: Option<KeyPolicy>, supplied: bool) -> CodedResult<()> {
+        match self.step(key, policy, supplied)? {
+            Ok(decision) => {
+                match decision {
+                    Some(decision) => {
+                        write_decision(&self.result, &decision);
+                        if let Some(index) = self.limiter.find(key) {
+                            let slot = self.limiter.period_slot_of(index);
+                            self.result.set(buffer::PERIOD_SLOT, f64::from(slot));
+                        }
+                    }
+                    None => self.result.set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED),
+                }
+                self.report();
+            }
+            Err(needs) => needs.write(&self.result),
+        }
+        Ok(())
+    }
+
+    /// The decision of a `tryConsume` (`None` for a refund), or what the call needs first.
+    fn step(
+        &mut self,
+        key: Key<'_>,
+        policy: Option<KeyPolicy>,
+        supplied: bool,
+    ) -> CodedResult<Step<Option<Decision>>> {
         let operation = self.result.get(buffer::OPERATION);
         let target = match (
             self.limiter.find(key),
@@ -118,22 +147,23 @@ impl KeyedState {
             (None, true) => None,
             (None, false) => match policy {
                 Some(policy) => Some(Target::New(self.limiter.intern(policy))),
-                None if self.has_policy => {
-                    self.result
-                        .set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_POLICY);
-                    return Ok(());
-                }
+                None if self.has_policy => return Ok(Err(Needs::Policy)),
                 None => Some(Target::New(DEFAULT_POLICY)),
             },
         };
-        let outcome = self.run_on(key, target, supplied);
+        let outcome = self.step_on(key, target, supplied);
         if let Some(Target::New(id)) = target {
             self.limiter.release_if_unused(id);
         }
         outcome
     }
 
-    fn run_on(&mut self, key: Key<'_>, target: Option<Target>, supplied: bool) -> CodedResult<()> {
+    fn step_on(
+        &mut self,
+        key: Key<'_>,
+        target: Option<Target>,
+        supplied: bool,
+    ) -> CodedResult<Step<Option<Decision>>> {
         let n = self.result.get(buffer::N_OR_STATUS);
         let consume = self.result.get(buffer::OPERATION) == buffer::OPERATION_CONSUME;
         if !consume && self.result.get(buffer::OPERATION) != buffer::OPERATION_REFUND {
@@ -147,18 +177,11 @@ impl KeyedState {
             Some(target) if consume => count_for(n, self.limiter.capacity_of(target))?,
             _ => positive_safe_integer(n)?,
         };
-        if !supplied && matches!(self.clock, ClockHandle::Js { .. }) {
-            self.result
-                .set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_READINGS);
-            return Ok(());
-        }
-        let readings = if supplied {
-            supplied_readings(&self.result)
-        } else {
-            Supplied::default()
+        let mut clock = match BoundClock::for_call(&self.clock, &self.result, supplied) {
+            Ok(clock) => clock,
+            Err(needs) => return Ok(Err(needs)),
         };
         self.anomalies.clear();
-        let mut clock = BoundClock::new(&self.clock, readings);
         let outcome = match target {
             Some(target) if consume => self
                 .limiter
@@ -169,34 +192,7 @@ impl KeyedState {
                 .refund(key, count, &mut clock, &mut self.anomalies)
                 .map(|()| None),
         };
-        match outcome {
-            Ok(decision) => {
-                match decision {
-                    Some(decision) => write_decision(&self.result, &decision),
-                    None => self.result.set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED),
-                }
-                self.report();
-                Ok(())
-            }
-            Err(_) if clock.reader_wanted => {
-                self.result.set(buffer::MONOTONIC_MS, clock.taken.0);
-                self.result.set(buffer::WALL_MS, clock.taken.1);
-                self.result
-                    .set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_READER);
-                Ok(())
-            }
-            Err(error) => Err(from_core(&error)),
-        }
-    }
-}
-
-/// The readings the JS face wrote into the result buffer.
-fn supplied_readings(result: &ResultBuffer) -> Supplied {
-    Supplied {
-        monotonic_ms: Some(result.get(buffer::MONOTONIC_MS)),
-        wall_ms: Some(result.get(buffer::WALL_MS)),
-        elapsed_realtime_ms: (result.get(buffer::HAS_ELAPSED_REALTIME) == 1.0)
-            .then(|| result.get(buffer::ELAPSED_REALTIME_MS)),
+        clock.outcome(outcome)
     }
 }
 

@@ -2,11 +2,11 @@
 
 use napi_derive::napi;
 
-use crate::anomaly::js_number;
 use crate::keyed::KeyPolicy;
 use crate::napi::calendar::PeriodSpecInput;
 use crate::napi::errors::{invalid_arg, CodedResult};
-use crate::napi::options::{check_limits, MAX_SAFE_INTEGER};
+use crate::napi::options::{check_limits, Limits, MAX_SAFE_INTEGER};
+use crate::text::js_number;
 
 /// A key's limits as the JS face normalized them (defaults filled in, types checked).
 #[napi(object)]
@@ -14,6 +14,8 @@ pub struct PolicyInput {
     pub capacity: f64,
     pub refill_per_second: f64,
     pub initial_tokens: f64,
+    /// `false`: no bucket (a quota alone).
+    pub bucket: Option<bool>,
     pub quota_limit: Option<f64>,
     pub quota_period: Option<PeriodSpecInput>,
     /// How messages name it, e.g. `policy("tenant-1")`.
@@ -29,8 +31,14 @@ pub(super) fn key_policy(input: &PolicyInput) -> CodedResult<KeyPolicy> {
         ref path,
         ..
     } = *input;
-    let quota = check_limits(
+    let Limits {
+        capacity,
+        refill_per_second,
+        initial_tokens,
+        quota,
+    } = check_limits(
         &format!("{path}."),
+        input.bucket != Some(false),
         capacity,
         refill_per_second,
         initial_tokens,

@@ -1,6 +1,6 @@
 'use strict'
-// The README's KeyedQuotaClock example runs as written (as an ES module, for its top-level
-// await), and says what it prints.
+// The KeyedQuotaClock example of docs/keyed.md (an ES module, for its top-level await) runs as
+// written and prints what its comments say.
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
@@ -8,22 +8,22 @@ const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
+const { pathToFileURL } = require('node:url')
 
 const ROOT = path.join(__dirname, '..')
 
 function keyedExample() {
-  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')
-  const section = readme.slice(readme.indexOf('## Many keys: `KeyedQuotaClock`'))
-  return /```js\n([\s\S]*?)```/.exec(section)[1]
+  const page = fs.readFileSync(path.join(ROOT, 'docs', 'keyed.md'), 'utf8')
+  return /```mjs\n([\s\S]*?)```/.exec(page)[1]
 }
 
-test('the README example of KeyedQuotaClock runs, refunds the failed call and saves a snapshot', () => {
+test('the KeyedQuotaClock example runs, refunds the failed call and saves a snapshot', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-readme-'))
-  const code = keyedExample()
-    .replace("require('node:fs')", "createRequire(import.meta.url)('node:fs')")
-    .replace("require('quota-clock-source')", `createRequire(import.meta.url)(${JSON.stringify(ROOT)})`)
-    .replace(/^limiter\.status\('kiwi'\).*$/m, "console.log(JSON.stringify(limiter.status('kiwi')))")
-  const script = `import { createRequire } from 'node:module'\n${code}`
+  const example = keyedExample()
+  assert.match(example, /^console\.log\(limiter\.status\('kiwi'\)\)/m, 'the example prints the status of kiwi')
+  const script = example
+    .replace("from 'quota-clock-source'", `from ${JSON.stringify(pathToFileURL(path.join(ROOT, 'index.mjs')).href)}`)
+    .replace(/^console\.log\(limiter\.status\('kiwi'\)\).*$/m, "console.log(JSON.stringify(limiter.status('kiwi')))")
   const file = path.join(dir, 'example.mjs')
   fs.writeFileSync(file, script)
   const child = spawnSync(process.execPath, [file], { cwd: dir, encoding: 'utf8', timeout: 30_000 })

@@ -1,6 +1,7 @@
 'use strict'
-// What the HTTP middleware needs to know about a limiter and cannot ask it, recorded
-// by the limiter constructors (lib/quota-clock.js, lib/keyed.js):
+// What the HTTP middleware (lib/http/) needs to know about a limiter and cannot ask it, recorded
+// by the limiter constructors (lib/quota-clock.js, lib/keyed.js), at lib/'s level so that they
+// never import from a subpath folder:
 // - its wall clock, so that a quota's reset time in the RateLimit header is read from the
 //   limiter's own clock (a manualClock in tests, any JS clock source), not from Date.now();
 // - whether every key has the same limits (no `policy`), so that one record of the limits in force
@@ -27,9 +28,14 @@ function rememberLimiter(limiter, clockArgs, sameLimitsForEveryKey) {
   facts.set(limiter, record)
 }
 
+/** Whether a limiter constructor of this package made `value` (a Proxy of one, or Object.create of the prototype, is not). */
+function isLimiter(value) {
+  return facts.has(value)
+}
+
 /** `{ readWallMs, sameLimitsForEveryKey }`; for a limiter made elsewhere, Date.now and false. */
 function limiterFacts(limiter) {
   return facts.get(limiter) ?? UNKNOWN
 }
 
-module.exports = { rememberLimiter, limiterFacts }
+module.exports = { rememberLimiter, isLimiter, limiterFacts }

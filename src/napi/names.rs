@@ -1,0 +1,144 @@
+//! What the JS face calls the core's values: the class each error code is thrown as, the method a
+//! JS clock has for each reading, and the lists of the public string unions that `contract()`
+//! exports. The core knows none of these names.
+// Pure: `cargo test` compiles it (and its tests) without the binding around it.
+#![cfg_attr(test, allow(dead_code))]
+
+use crate::error::{ErrorCode, Reading};
+
+/// The JavaScript class an error code is thrown as: `QuotaClockError` (the clocks, or the key
+/// table, refused the call), `RangeError` (a value out of range; the JS face throws `TypeError`
+/// for a wrong type) or `Error` (a bug of this package).
+pub(crate) fn class_of(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::MonotonicRegression
+        | ErrorCode::AmbiguousWallJump
+        | ErrorCode::ImplausibleWallClock
+        | ErrorCode::ClockReading
+        | ErrorCode::UnsupportedPlatform
+        | ErrorCode::KeyLimit => "QuotaClockError",
+        ErrorCode::InvalidOption
+        | ErrorCode::SubDayPeriod
+        | ErrorCode::UnknownTimeZone
+        | ErrorCode::InvalidArg => "RangeError",
+        ErrorCode::Internal => "Error",
+    }
+}
+
+/// The method of a JS clock (`clock.monotonicMs()`, ...) that takes `reading`, as messages name it.
+pub(crate) fn js_method(reading: Reading) -> &'static str {
+    match reading {
+        Reading::Monotonic => "monotonicMs()",
+        Reading::Wall => "wallMs()",
+        Reading::ElapsedRealtime => "elapsedRealtimeMs()",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::anomaly::AnomalyKind;
+    use crate::calendar::{PeriodUnit, StartKind};
+    use crate::clock::SuspendPolicy;
+    use crate::error::Error;
+    use crate::limiter::RetryBasis;
+    use std::collections::HashSet;
+
+    /// Each list names every variant once: a variant added to an enum without its entry in the
+    /// list fails to compile in the exhaustive matches below, and a duplicate fails the count.
+    fn distinct<T: Copy>(items: &[T], name: impl Fn(T) -> &'static str) -> HashSet<&'static str> {
+        let names: HashSet<_> = items.iter().map(|&item| name(item)).collect();
+        assert_eq!(names.len(), items.len(), "a duplicate in {:?}", names);
+        names
+    }
+
+    #[test]
+    fn every_variant_of_the_exported_unions_is_listed_once() {
+        for code in ErrorCode::ALL {
+            match code {
+                ErrorCode::MonotonicRegression
+                | ErrorCode::AmbiguousWallJump
+                | ErrorCode::ImplausibleWallClock
+                | ErrorCode::ClockReading
+                | ErrorCode::UnsupportedPlatform
+                | ErrorCode::KeyLimit
+                | ErrorCode::InvalidOption
+                | ErrorCode::SubDayPeriod
+                | ErrorCode::UnknownTimeZone
+                | ErrorCode::InvalidArg
+                | ErrorCode::Internal => {}
+            }
+        }
+        assert_eq!(distinct(&ErrorCode::ALL, ErrorCode::as_str).len(), 11);
+        assert_eq!(distinct(&RetryBasis::ALL, RetryBasis::as_str).len(), 2);
+        assert_eq!(distinct(&AnomalyKind::ALL, AnomalyKind::as_str).len(), 6);
+        assert_eq!(
+            distinct(&SuspendPolicy::ALL, SuspendPolicy::as_str).len(),
+            3
+        );
+        assert_eq!(distinct(&PeriodUnit::ALL, PeriodUnit::as_str).len(), 4);
+        assert_eq!(distinct(&StartKind::ALL, StartKind::as_str).len(), 3);
+        for kind in AnomalyKind::ALL {
+            match kind {
+                AnomalyKind::WallStepBack
+                | AnomalyKind::WallStepForward
+                | AnomalyKind::Suspend
+                | AnomalyKind::AmbiguousWallJump
+                | AnomalyKind::PeriodRegression
+                | AnomalyKind::PeriodSkip => {}
+            }
+        }
+    }
+
+    #[test]
+    fn suspend_policies_parse_back() {
+        for policy in SuspendPolicy::ALL {
+            assert_eq!(SuspendPolicy::parse(policy.as_str()), Some(policy));
+        }
+        assert_eq!(SuspendPolicy::parse("Ignore"), None);
+    }
+
+    #[test]
+    fn error_codes_are_classed() {
+        let clock: Vec<_> = ErrorCode::ALL
+            .iter()
+            .filter(|&&code| class_of(code) == "QuotaClockError")
+            .map(|code| code.as_str())
+            .collect();
+        assert_eq!(
+            clock,
+            [
+                "ERR_MONOTONIC_REGRESSION",
+                "ERR_AMBIGUOUS_WALL_JUMP",
+                "ERR_IMPLAUSIBLE_WALL_CLOCK",
+                "ERR_CLOCK_READING",
+                "ERR_UNSUPPORTED_PLATFORM",
+                "ERR_KEY_LIMIT"
+            ]
+        );
+        assert_eq!(class_of(ErrorCode::Internal), "Error");
+        assert_eq!(
+            class_of(Error::KeyLimit { max_keys: 1 }.code()),
+            "QuotaClockError"
+        );
+        assert_eq!(
+            class_of(Error::invalid_option(String::new()).code()),
+            "RangeError"
+        );
+    }
+
+    #[test]
+    fn clock_errors_name_the_js_clock_method() {
+        let error = Error::clock_failed(Reading::ElapsedRealtime, "it threw");
+        assert_eq!(
+            error.message_naming(js_method).to_string(),
+            "clock.elapsedRealtimeMs() failed: it threw"
+        );
+        assert_eq!(
+            Error::clock_outside_calendar(9e15)
+                .message_naming(js_method)
+                .to_string(),
+            "clock.wallMs() read 9000000000000000 ms, outside the calendar's range (±8.64e+15 ms, the range of a JS Date); the calendar quota cannot place it, so nothing was consumed"
+        );
+    }
+}

@@ -1,0 +1,267 @@
+//! The crate's layers, checked from its source: the core's top-level modules import one another
+//! without a cycle, `error` imports nothing of the crate but `text`, no core file names the
+//! binding, and the binding's own modules (`src/napi/`) import one another without a cycle.
+//! (An import is any `crate::…` path, in a `use` line or inline, tests included.)
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Every `.rs` file under `dir`, as (path relative to `src/`, text).
+fn sources(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
+    let mut entries: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            sources(root, &path, out);
+        } else if path.extension().is_some_and(|ext| ext == "rs") {
+            let relative = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            out.push((relative, fs::read_to_string(&path).unwrap()));
+        }
+    }
+}
+
+fn src() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut out = Vec::new();
+    sources(&root, &root, &mut out);
+    assert!(out.len() > 20, "found the sources ({} files)", out.len());
+    out
+}
+
+/// The text without its comments (`//` to the end of a line), so that prose naming a module is
+/// not taken for an import.
+fn code(text: &str) -> String {
+    text.lines()
+        .map(|line| match line.find("//") {
+            Some(at) => &line[..at],
+            None => line,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn identifier_after(text: &str) -> Option<&str> {
+    let end = text
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(text.len());
+    (end > 0).then(|| &text[..end])
+}
+
+/// The names that follow `prefix` in `text`, including those of a grouped import
+/// (`crate::{a, b::c}` gives `a` and `b`).
+fn paths_after(text: &str, prefix: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(prefix) {
+        let before = rest[..at].chars().last();
+        rest = &rest[at + prefix.len()..];
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue; // `xcrate::`, not `crate::`
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            let mut depth = 1;
+            let mut item_start = true;
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    ',' if depth == 1 => item_start = true,
+                    c if item_start && depth == 1 && !c.is_whitespace() => {
+                        item_start = false;
+                        if let Some(name) = identifier_after(&group[i..]) {
+                            found.insert(name.to_owned());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        } else if let Some(name) = identifier_after(rest) {
+            found.insert(name.to_owned());
+        }
+    }
+    found
+}
+
+/// The top-level module a file belongs to (`calendar/local.rs` → `calendar`), and for files of
+/// `src/napi/`, the binding's module (`napi/keyed/entry.rs` → `keyed`).
+fn module_of(path: &str) -> (String, Option<String>) {
+    let mut parts = path.trim_end_matches(".rs").split('/');
+    let top = parts.next().unwrap().to_owned();
+    let inner = parts.next().map(str::to_owned);
+    (top, inner)
+}
+
+/// A cycle in `graph`, if there is one (as the modules along it).
+fn cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|seen| seen == node) {
+            let mut found = path[at..].to_vec();
+            found.push(node.to_owned());
+            return Some(found);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_owned());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(found) = visit(next, graph, path, done) {
+                return Some(found);
+            }
+        }
+        path.pop();
+        done.insert(node.to_owned());
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|node| visit(node, graph, &mut Vec::new(), &mut done))
+}
+
+fn core_graph(files: &[(String, String)]) -> BTreeMap<String, BTreeSet<String>> {
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (path, text) in files {
+        let (top, _) = module_of(path);
+        if top == "napi" || top == "lib" {
+            continue;
+        }
+        let imports = graph.entry(top.clone()).or_default();
+        for name in paths_after(&code(text), "crate::") {
+            if name != top {
+                imports.insert(name);
+            }
+        }
+    }
+    graph
+}
+
+fn binding_graph(files: &[(String, String)]) -> BTreeMap<String, BTreeSet<String>> {
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (path, text) in files {
+        let (top, inner) = module_of(path);
+        let Some(module) = inner.filter(|_| top == "napi") else {
+            continue;
+        };
+        if module == "mod" {
+            continue; // the list of modules
+        }
+        let text = code(text);
+        let mut names = paths_after(&text, "crate::napi::");
+        // In `src/napi/x.rs`, `super::` is the binding; in `src/napi/keyed/…`, it is `keyed`.
+        if path.matches('/').count() == 1 {
+            names.extend(paths_after(&text, "super::"));
+        }
+        let imports = graph.entry(module.clone()).or_default();
+        imports.extend(names.into_iter().filter(|name| *name != module));
+    }
+    graph
+}
+
+#[test]
+fn the_cores_modules_import_one_another_without_a_cycle() {
+    let graph = core_graph(&src());
+    assert!(graph.contains_key("limiter") && graph.contains_key("keyed"));
+    assert_eq!(cycle(&graph), None, "the core's imports: {graph:#?}");
+}
+
+#[test]
+fn error_imports_nothing_of_the_crate_but_its_message_formatting() {
+    let graph = core_graph(&src());
+    let imports: Vec<_> = graph["error"].iter().collect();
+    assert_eq!(imports, ["text"], "error imports {imports:?}");
+    assert!(
+        graph["text"].is_empty(),
+        "text is a leaf: {:?}",
+        graph["text"]
+    );
+}
+
+#[test]
+fn no_core_file_names_the_binding() {
+    for (path, text) in src() {
+        let (top, _) = module_of(&path);
+        if top == "napi" || top == "lib" {
+            continue;
+        }
+        let text = code(&text);
+        for binding in [
+            "crate::napi",
+            "napi::",
+            "napi_derive",
+            "#[napi",
+            "QuotaClockError",
+        ] {
+            assert!(
+                !text.contains(binding),
+                "src/{path} names the binding ({binding})"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_bindings_modules_import_one_another_without_a_cycle() {
+    let graph = binding_graph(&src());
+    assert!(graph.contains_key("consume") && graph.contains_key("registry"));
+    assert_eq!(cycle(&graph), None, "the binding's imports: {graph:#?}");
+}
+
+#[test]
+fn the_checks_see_a_cycle_and_a_grouped_import() {
+    let files = vec![
+        ("a.rs".to_owned(), "use crate::{b::X, c};".to_owned()),
+        (
+            "b.rs".to_owned(),
+            "fn f() { crate::a::g() } // crate::c".to_owned(),
+        ),
+        ("c.rs".to_owned(), String::new()),
+    ];
+    let graph = core_graph(&files);
+    assert_eq!(
+        graph["a"].iter().collect::<Vec<_>>(),
+        ["b", "c"],
+        "{graph:?}"
+    );
+    assert_eq!(
+        graph["b"].iter().collect::<Vec<_>>(),
+        ["a"],
+        "a comment is no import"
+    );
+    assert!(cycle(&graph).is_some());
+    let files = vec![
+        ("napi/x.rs".to_owned(), "use super::y::Y;".to_owned()),
+        (
+            "napi/keyed/mod.rs".to_owned(),
+            "use super::entry; use crate::napi::x;".to_owned(),
+        ),
+        (
+            "napi/y.rs".to_owned(),
+            "use crate::napi::keyed::K;".to_owned(),
+        ),
+    ];
+    let graph = binding_graph(&files);
+    assert_eq!(
+        graph["keyed"].iter().collect::<Vec<_>>(),
+        ["x"],
+        "{graph:?}"
+    );
+    assert!(cycle(&graph).is_some(), "x → y → keyed → x");
+}
