@@ -165,11 +165,11 @@ export interface Status {
 
 /** A shared limiter's store calls since construction (`stats().store`). */
 export interface StoreStats {
-  /** Calls made to the store (reservations and give-backs), whatever their outcome. */
+  /** Reservations asked of the store, whatever their outcome. */
   calls: number
-  /** Calls that failed with an error. */
+  /** Store calls (give-backs included) that failed with an error. */
   errors: number
-  /** Calls that did not answer within `share.timeoutMs`. */
+  /** Store calls (give-backs included) that did not answer within `share.timeoutMs`. */
   timeouts: number
   /** Quota units reserved from the store. */
   reserved: number
@@ -245,6 +245,35 @@ export interface KeyedOptions {
   maxKeys?: number
   /** A `snapshot()` taken earlier: its keys are held again. */
   restore?: Uint8Array
+  /** The quota of each key shared by every instance through a store (see docs/several-instances.md). */
+  share?: ShareOptions
+}
+
+declare const quotaStoreBrand: unique symbol
+
+/**
+ * A store that every instance shares a quota through, made by `redisStore()` or `mongoStore()` of
+ * `quota-clock-source/shared`; nothing else is accepted (`ERR_INVALID_OPTION`).
+ */
+export interface QuotaStore {
+  readonly kind: 'redis' | 'mongo'
+  readonly [quotaStoreBrand]: true
+}
+
+/** `share`: each key's quota lives in the store under `name`, the key and the period id. */
+export interface ShareOptions {
+  /** From `redisStore` / `mongoStore`; anything else is refused. */
+  store: QuotaStore
+  /** 1..128 characters: the quota's name in the store; limiters with the same store and name share it. */
+  name: string
+  /** Most units one store call reserves for this process (positive safe integer); default 1% of the key's limit, at least 1. */
+  leaseUnits?: number
+  /** Unused reserved units of a key idle this long (ms, the limiter's monotonic clock) go back; default 10,000. */
+  idleMs?: number
+  /** Longest wait for the store (ms); default 300. */
+  timeoutMs?: number
+  /** Store unavailable: allow as if the quota had room (true; charged to the store later) or reject `ERR_STORE_UNAVAILABLE` (false, default). */
+  failOpen?: boolean
 }
 
 export type KeyedQuotaClockOptions = QuotaClockOptions & KeyedOptions
@@ -256,7 +285,8 @@ export class KeyedQuotaClock {
   /**
    * `key`: 1 to 256 UTF-16 code units (else `TypeError`/`RangeError` `ERR_INVALID_ARG`); `n`: a positive
    * safe integer ≤ the key's capacity (default 1). A new key past `maxKeys` when every key has quota
-   * use throws `QuotaClockError` `ERR_KEY_LIMIT`.
+   * use throws `QuotaClockError` `ERR_KEY_LIMIT`. On a limiter with `share`: `TypeError`
+   * `ERR_SHARED_ASYNC` (use `consume`).
    */
   tryConsume(key: string, n?: number): Decision
   /** Reconciles the clocks, then gives back `n` tokens (capped at capacity) and `n` quota units of the open period. A key not held is left alone. */
@@ -267,8 +297,21 @@ export class KeyedQuotaClock {
   delete(key: string): boolean
   /** Keys held now (idle keys may be dropped at any time). */
   readonly size: number
-  /** A versioned, checksummed binary image of every held key; reads no clock. */
+  /** A versioned, checksummed binary image of every held key; reads no clock. With `share`, the buckets only (quota use is the store's). */
   snapshot(): Uint8Array
+  /**
+   * Without `share`: what `tryConsume` would answer, as a promise (a thrown error becomes a
+   * rejection). With `share`: decided in the process when the key's reservation covers `n`;
+   * otherwise after one store call (shared by concurrent calls for the key), waiting at most
+   * `share.timeoutMs`; rejects `QuotaClockError` `ERR_STORE_UNAVAILABLE` when the store does not
+   * answer (unless `failOpen`), `ERR_STORE_RESPONSE` when its answer makes no sense.
+   */
+  consume(key: string, n?: number): Promise<Decision>
+  /**
+   * With `share`: gives every reservation back and resolves once the store has it (rejects
+   * `ERR_STORE_UNAVAILABLE` if it did not take them within `share.timeoutMs`). Without: resolves at once.
+   */
+  close(): Promise<void>
   /** Decisions, anomalies, keys held, evictions and key-limit refusals since construction (and `store` when shared); reads no clock. */
   stats(): LimiterStats
 }
@@ -288,6 +331,8 @@ export type QuotaClockErrorCode =
   | 'ERR_CLOCK_READING'
   | 'ERR_UNSUPPORTED_PLATFORM'
   | 'ERR_KEY_LIMIT'
+  | 'ERR_STORE_UNAVAILABLE'
+  | 'ERR_STORE_RESPONSE'
 
 export class QuotaClockError extends Error {
   code: QuotaClockErrorCode

@@ -14,6 +14,7 @@ const client = require('prom-client')
 const { QuotaClock, KeyedQuotaClock, manualClock } = require('..')
 const { registerMetrics } = require('../lib/metrics.js')
 const { runScript, ROOT } = require('./helpers/child.js')
+const { testStore } = require('./helpers/test-store.js')
 
 const DAY = 86_400_000
 const NOON = Date.UTC(2024, 0, 15, 12)
@@ -318,22 +319,53 @@ describe('quota-clock-source/metrics types (tsc --noEmit --strict)', () => {
 
 describe('a shared limiter', () => {
   test('quota_clock_store_calls_total{limiter, outcome} reports its store calls as ok, error and timeout', async () => {
-    // The shared-quota driver attaches its counters to its limiter; here a stand-in does.
-    const { attachStoreStats } = require('../lib/stats.js')
+    const t = testStore()
+    const { site } = scene()
+    const clock = manualClock({ monotonicMs: 0, wallMs: NOON })
+    const tenants = new KeyedQuotaClock({
+      capacity: 100,
+      refillPerSecond: 1,
+      suspendPolicy: 'ignore',
+      clock,
+      quota: { limit: 1000, period: UTC_DAY },
+      share: { store: t.store, name: 'api', leaseUnits: 1, timeoutMs: 30 },
+    })
+    // The limiter's own timers do not keep the process alive: this one does, while a call waits on a hung store.
+    const keepAlive = setInterval(() => {}, 1000)
+    try {
+      const register = new client.Registry()
+      const { collectors } = registerMetrics({ register, limiters: { site, tenants } })
+      assert.ok(collectors.storeCalls instanceof client.Counter)
+      await tenants.consume('a') // one store call, answered
+      t.control.mode = 'hang'
+      await assert.rejects(tenants.consume('c'), { code: 'ERR_STORE_UNAVAILABLE' }) // no answer within timeoutMs
+      // The call's deadline and the driver's timeout count fire at the same timeoutMs; let both run.
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      t.control.mode = 'fail'
+      await assert.rejects(tenants.consume('b'), { code: 'ERR_STORE_UNAVAILABLE' }) // an error
+      const store = tenants.stats().store
+      assert.deepEqual([store.errors, store.timeouts], [1, 1])
+      const values = samples(await register.metrics())
+      assert.equal(values.get('quota_clock_store_calls_total{limiter="tenants",outcome="ok"}'), store.calls - 2)
+      assert.ok(store.calls - 2 >= 1)
+      assert.equal(values.get('quota_clock_store_calls_total{limiter="tenants",outcome="error"}'), 1)
+      assert.equal(values.get('quota_clock_store_calls_total{limiter="tenants",outcome="timeout"}'), 1)
+      assert.equal(values.get('quota_clock_decisions_total{limiter="tenants",result="allowed"}'), 1)
+      assert.equal([...values.keys()].filter((name) => name.includes('store_calls') && name.includes('"site"')).length, 0, 'a limiter that is not shared has no store series')
+    } finally {
+      t.control.mode = 'ok'
+      t.release()
+      await tenants.close()
+      clearInterval(keepAlive)
+    }
+  })
+
+  test('without a shared limiter there is no store metric', async () => {
     const { site, tenants } = scene()
-    const store = { calls: 10, errors: 2, timeouts: 3, reserved: 500, returned: 20 }
-    attachStoreStats(tenants, () => ({ ...store }))
     const register = new client.Registry()
     const { collectors } = registerMetrics({ register, limiters: { site, tenants } })
-    assert.ok(collectors.storeCalls instanceof client.Counter)
-    let values = samples(await register.metrics())
-    assert.equal(values.get('quota_clock_store_calls_total{limiter="tenants",outcome="ok"}'), 5)
-    assert.equal(values.get('quota_clock_store_calls_total{limiter="tenants",outcome="error"}'), 2)
-    assert.equal(values.get('quota_clock_store_calls_total{limiter="tenants",outcome="timeout"}'), 3)
-    assert.equal([...values.keys()].filter((name) => name.includes('store_calls') && name.includes('"site"')).length, 0, 'a limiter that is not shared has no store series')
-    store.calls = 11
-    values = samples(await register.metrics())
-    assert.equal(values.get('quota_clock_store_calls_total{limiter="tenants",outcome="ok"}'), 6)
+    assert.equal(collectors.storeCalls, undefined)
+    assert.doesNotMatch(await register.metrics(), /quota_clock_store_calls_total/)
   })
 })
 

@@ -47,8 +47,14 @@ const PUBLIC_EXPORTS = [
 ]
 
 // The main tarball: exactly these files, plus lib/**/*.js, the command's bin/*.js and a licence file
-// (the subpaths' .mjs and .d.ts files, http's, fastify's and metrics', are required files).
-const MAIN_REQUIRED_FILES = ['package.json', 'README.md', 'index.js', 'index.mjs', 'index.d.ts', 'binding.js', 'binding.d.ts', 'bin/quota-clock-source.js', 'lib/http.js', 'lib/http.mjs', 'lib/http.d.ts', 'lib/fastify.js', 'lib/fastify.mjs', 'lib/fastify.d.ts', 'lib/metrics.js', 'lib/metrics.mjs', 'lib/metrics.d.ts']
+// (the subpaths' .mjs and .d.ts files, http's, shared's, fastify's and metrics', are required files).
+const MAIN_REQUIRED_FILES = [
+  'package.json', 'README.md', 'index.js', 'index.mjs', 'index.d.ts', 'binding.js', 'binding.d.ts', 'bin/quota-clock-source.js',
+  'lib/http.js', 'lib/http.mjs', 'lib/http.d.ts',
+  'lib/shared.js', 'lib/shared.mjs', 'lib/shared.d.ts', 'lib/shared/redis.js', 'lib/shared/mongo.js',
+  'lib/fastify.js', 'lib/fastify.mjs', 'lib/fastify.d.ts',
+  'lib/metrics.js', 'lib/metrics.mjs', 'lib/metrics.d.ts',
+]
 const MAIN_ALLOWED = [/^lib\/([\w.-]+\/)*[\w.-]+\.js$/, /^bin\/[\w.-]+\.js$/, /^LICEN[CS]E(\.md|\.txt)?$/i]
 const NEVER_PACKED = [
   [/\.node$/, 'a native binary (it ships only in the platform packages)'],
@@ -144,6 +150,33 @@ console.log(JSON.stringify({
 }))
 `
 
+// quota-clock-source/shared from the installed copy: both faces, one set of functions, and stores
+// made from stand-ins of the clients' shapes (no Redis or MongoDB package is installed here).
+const SHARED_CJS_CHECK = `'use strict'
+const shared = require('quota-clock-source/shared')
+const ioredisShaped = { isCluster: false, call: async () => [1, 0] }
+const dbShaped = { databaseName: 'app', collection: () => ({}) }
+console.log(JSON.stringify({
+  resolved: require.resolve('quota-clock-source/shared'),
+  keys: Object.keys(shared),
+  kinds: [shared.redisStore(ioredisShaped).kind, shared.mongoStore(dbShaped).kind],
+  refused: (() => { try { shared.redisStore({}) } catch (error) { return error.code } })(),
+}))
+`
+
+const SHARED_ESM_CHECK = `import { createRequire } from 'node:module'
+import { redisStore, mongoStore } from 'quota-clock-source/shared'
+import * as namespace from 'quota-clock-source/shared'
+import defaultExport from 'quota-clock-source/shared'
+
+const cjs = createRequire(import.meta.url)('quota-clock-source/shared')
+console.log(JSON.stringify({
+  resolved: import.meta.resolve('quota-clock-source/shared'),
+  named: Object.keys(namespace).filter((name) => name !== 'default'),
+  sameObjects: defaultExport === cjs && redisStore === cjs.redisStore && mongoStore === cjs.mongoStore,
+}))
+`
+
 const ESM_CHECK = `import { createRequire } from 'node:module'
 import { QuotaClock, manualClock, QuotaClockError } from 'quota-clock-source'
 import * as namespace from 'quota-clock-source'
@@ -223,6 +256,8 @@ describe('packaging', () => {
     install = offline(consumer, [main.tarball, platform.tarball])
     fs.writeFileSync(path.join(consumer, 'cjs-check.js'), CJS_CHECK)
     fs.writeFileSync(path.join(consumer, 'esm-check.mjs'), ESM_CHECK)
+    fs.writeFileSync(path.join(consumer, 'shared-cjs-check.js'), SHARED_CJS_CHECK)
+    fs.writeFileSync(path.join(consumer, 'shared-esm-check.mjs'), SHARED_ESM_CHECK)
 
     // A user whose install skipped the platform package (or whose platform has none).
     bare = project(path.join(work, 'no-platform-package'))
@@ -242,6 +277,8 @@ describe('packaging', () => {
       assert.deepEqual(pkg.exports['.'], { types: './index.d.ts', import: './index.mjs', require: './index.js' })
       assert.equal(Object.keys(pkg.exports['.'])[0], 'types', 'the types condition must come first')
       assert.equal(pkg.exports['./package.json'], './package.json')
+      assert.deepEqual(pkg.exports['./shared'], { types: './lib/shared.d.ts', import: './lib/shared.mjs', require: './lib/shared.js' })
+      assert.equal(Object.keys(pkg.exports['./shared'])[0], 'types', 'the types condition must come first')
       assert.ok(pkg.engines && pkg.engines.node, 'engines.node is missing')
       assert.ok(pkg.repository && pkg.repository.url, 'repository is missing (provenance needs it)')
       assert.ok(Array.isArray(pkg.keywords) && pkg.keywords.length > 0)
@@ -354,6 +391,18 @@ describe('packaging', () => {
       )
     })
 
+    test("require('quota-clock-source/shared') and its import load the installed lib/shared.js, one set of functions", () => {
+      const required = runJson(process.execPath, ['shared-cjs-check.js'], consumer)
+      assert.equal(required.resolved, path.join(fs.realpathSync(consumer), 'node_modules', NAME, 'lib', 'shared.js'))
+      assert.deepEqual(required.keys.sort(), ['mongoStore', 'redisStore'])
+      assert.deepEqual(required.kinds, ['redis', 'mongo'])
+      assert.equal(required.refused, 'ERR_INVALID_OPTION')
+      const imported = runJson(process.execPath, ['shared-esm-check.mjs'], consumer)
+      assert.ok(imported.resolved.endsWith(`/node_modules/${NAME}/lib/shared.mjs`), `the import resolved to ${imported.resolved}`)
+      assert.deepEqual(imported.named.sort(), ['mongoStore', 'redisStore'])
+      assert.ok(imported.sameObjects, 'the ES module face of quota-clock-source/shared exports other objects than the CommonJS one')
+    })
+
     test('npm links the quota-clock-source command, and it runs from the installed package', () => {
       const bin = path.join(consumer, 'node_modules', '.bin', process.platform === 'win32' ? 'quota-clock-source.cmd' : 'quota-clock-source')
       assert.ok(fs.existsSync(bin), 'node_modules/.bin/quota-clock-source is missing')
@@ -373,11 +422,9 @@ describe('packaging', () => {
     test('the installed types compile strictly in the consumer project', () => {
       const types = path.join(consumer, 'types')
       fs.mkdirSync(types)
-      for (const file of ['usage.ts', 'usage-esm.mts']) fs.copyFileSync(path.join(__dirname, 'types', file), path.join(types, file))
-      fs.writeFileSync(
-        path.join(types, 'tsconfig.json'),
-        JSON.stringify({ extends: path.join(__dirname, 'types', 'tsconfig.json'), files: ['usage.ts', 'usage-esm.mts'] }),
-      )
+      const files = ['usage.ts', 'usage-esm.mts', 'shared-usage.ts', 'shared-usage-esm.mts']
+      for (const file of files) fs.copyFileSync(path.join(__dirname, 'types', file), path.join(types, file))
+      fs.writeFileSync(path.join(types, 'tsconfig.json'), JSON.stringify({ extends: path.join(__dirname, 'types', 'tsconfig.json'), files }))
       const manifest = require.resolve('typescript/package.json', { paths: [ROOT] })
       const { bin } = JSON.parse(fs.readFileSync(manifest, 'utf8'))
       const tsc = path.join(path.dirname(manifest), typeof bin === 'string' ? bin : bin.tsc)
@@ -386,6 +433,7 @@ describe('packaging', () => {
       })
       assert.equal(result.status, 0, `tsc failed against the installed package:\n${result.output}`)
       assert.match(result.output, new RegExp(`node_modules/${NAME}/index\\.d\\.ts\\r?\\n\\s+Imported via '${NAME}'`))
+      assert.match(result.output, new RegExp(`node_modules/${NAME}/lib/shared\\.d\\.ts\\r?\\n\\s+Imported via '${NAME}/shared'`))
     })
   })
 

@@ -5,6 +5,7 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const { QuotaClock, KeyedQuotaClock, manualClock } = require('..')
+const { testStore } = require('./helpers/test-store.js')
 
 const DAY = 86_400_000
 const NOON = Date.UTC(2024, 0, 15, 12)
@@ -244,17 +245,33 @@ test('a limiter that is not shared has no store counters', () => {
   assert.equal(Object.hasOwn(quotaClock().limiter.stats(), 'store'), false)
 })
 
-test("a shared limiter's stats() carries its store counters, read from its driver at each call", () => {
-  // The shared-quota driver attaches its counters to its limiter; here a stand-in does.
-  const { attachStoreStats } = require('../lib/stats.js')
-  const { limiter } = keyed()
-  const store = { calls: 3, errors: 1, timeouts: 1, reserved: 40, returned: 7 }
-  attachStoreStats(limiter, () => ({ ...store }))
-  limiter.tryConsume('a')
-  assert.deepEqual(limiter.stats().store, { calls: 3, errors: 1, timeouts: 1, reserved: 40, returned: 7 })
-  store.calls = 4
-  assert.equal(limiter.stats().store.calls, 4)
-  assert.equal(limiter.stats().allowed, 1)
+test("a shared limiter's stats() carries its store counters, and its consume decisions are counted", async () => {
+  const t = testStore()
+  const clock = manualClock({ monotonicMs: 0, wallMs: NOON })
+  const limiter = new KeyedQuotaClock({
+    capacity: 100,
+    refillPerSecond: 1,
+    suspendPolicy: 'ignore',
+    clock,
+    quota: { limit: 3, period: UTC_DAY },
+    share: { store: t.store, name: 'api', leaseUnits: 2, timeoutMs: 50 },
+  })
+  const outcomes = []
+  for (let i = 0; i < 5; i++) outcomes.push((await limiter.consume('a')).allowed)
+  assert.deepEqual(outcomes, [true, true, true, false, false])
+  let stats = limiter.stats()
+  assert.deepEqual([stats.allowed, stats.denied], [3, 2], 'decisions from the reservation, after a store call, and denials are all counted')
+  assert.equal(stats.store.reserved, 3, 'the store granted the whole limit, in slices')
+  assert.equal(stats.store.calls, t.calls.reserve.length)
+  assert.deepEqual([stats.store.errors, stats.store.timeouts, stats.store.returned], [0, 0, 0])
+  t.control.mode = 'fail'
+  await assert.rejects(limiter.consume('b'), { code: 'ERR_STORE_UNAVAILABLE' })
+  stats = limiter.stats()
+  assert.equal(stats.store.errors, 1)
+  assert.deepEqual([stats.allowed, stats.denied], [3, 2], 'a call that rejects is no decision')
+  t.control.mode = 'ok'
+  await limiter.close()
+  assert.deepEqual(Object.keys(limiter.stats().store), ['calls', 'errors', 'timeouts', 'reserved', 'returned'])
 })
 
 test('stats() called from inside a call (a JS clock, a policy) leaves that call to decide as it would', () => {

@@ -8,13 +8,14 @@ const { startingReadings, JsClock } = require('./clocks.js')
 const { callNative } = require('./errors.js')
 const { rememberLimiter } = require('./limiter-facts.js')
 const { parseOptions, quotaInput, bucketOptions, noBucketToFill, checkPositiveCount } = require('./options.js')
-const { LAYOUT, AT, OPERATION } = require('./contract.js')
+const { LAYOUT, AT, OPERATION, STATUS } = require('./contract.js')
 const { REGISTRY } = require('./registry.js')
 const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NEEDS_POLICY, NO_ANOMALIES, readDecision, bring, failure, callLimiter, toStatus } = require('./native-call.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError, checkNumber, thrownText } = require('./validate.js')
-const { readStats, withStoreStats } = require('./stats.js')
+const { readStats } = require('./stats.js')
+const { ShareDriver, parseShareOptions, SHARED_CONSUME } = require('./share.js')
 
-const KEYED_KEYS = ['policy', 'maxKeys', 'restore']
+const KEYED_KEYS = ['policy', 'maxKeys', 'restore', 'share']
 const POLICY_KEYS = ['capacity', 'refillPerSecond', 'initialTokens', 'quota']
 const DEFAULT_MAX_KEYS = 1_000_000
 // A snapshot's key count is a u32, and a table of more keys than that would not fit in memory anyway.
@@ -23,6 +24,8 @@ const MAX_KEY_UNITS = 256
 // Each limiter has its own result buffer (lib/native-call.js): in, `n`, the operation and
 // readings taken in JS; out, the status, then the decision.
 const { consume: CONSUME, refund: REFUND } = OPERATION
+const NEEDS_STORE = STATUS.needsStore
+const DECIDED_WITH_WORK = STATUS.decidedWithWork
 const DEFAULT_CHOICE = 0xffffffff
 
 /** A string of 1 to 256 UTF-16 code units, checked before any clock is read. */
@@ -137,6 +140,7 @@ function assignPolicies(plan, policy, defaults) {
 
 let takenPeriodOf
 let giveBackKeyed
+let consumeTakenOf
 
 class KeyedQuotaClock {
   #native
@@ -146,10 +150,16 @@ class KeyedQuotaClock {
   #defaults
   // The JsClock of a limiter that reads a clock (or systemClock's reader) in JS, as QuotaClock's.
   #js
+  // A shared limiter's store calls (lib/share.js); undefined without `share`.
+  #share
 
   constructor(options) {
     const { limiterOptions, clockArgs, onAnomaly, initialTokensGiven, read } = parseOptions(options, KEYED_KEYS)
     const { policy, restore } = read
+    const share = read.share === undefined ? undefined : parseShareOptions(read.share)
+    if (share !== undefined && read.zone !== undefined) {
+      throw coded(TypeError, 'ERR_INVALID_OPTION', 'zone and share cannot be used together: a zone is one limiter for the processes of one host, share one quota for every instance; pick one')
+    }
     if (policy !== undefined && typeof policy !== 'function') throw typeError('ERR_INVALID_OPTION', 'policy', 'a function (key) => KeyPolicy | undefined', policy)
     let maxKeys = DEFAULT_MAX_KEYS
     if (read.maxKeys !== undefined) {
@@ -181,6 +191,7 @@ class KeyedQuotaClock {
         clock: { kind, manual, monotonicMs, wallMs, elapsedRealtimeMs },
         anomalyListener: listener,
         restore: plan,
+        share: share === undefined ? undefined : { leaseUnits: share.leaseUnits },
       }),
     )
     this.#call = native.keyedCallFunction(this.#native)
@@ -188,11 +199,23 @@ class KeyedQuotaClock {
     this.#policy = policy
     this.#defaults = defaults
     this.#js = JsClock.of(clockArgs)
+    if (share !== undefined) {
+      const js = this.#js
+      this.#share = new ShareDriver(
+        this,
+        this.#native,
+        share,
+        (key, n, operation) => this.#sharedDecide(key, n, operation),
+        js === undefined ? () => undefined : () => js.readings()[0],
+        () => this.#result[AT.periodSlot],
+      )
+    }
     rememberLimiter(this, clockArgs, policy === undefined) // for the HTTP middleware
   }
 
   /** `n` (default 1) against the key's own capacity; being limited is a value, not an error. */
   tryConsume(key, n = 1) {
+    if (this.#share !== undefined) throw sharedAsync()
     checkKey(key)
     // `n`'s capacity bound is checked natively, against the key's own.
     if (n !== 1) checkPositiveCount(n)
@@ -202,6 +225,93 @@ class KeyedQuotaClock {
     this.#call(key)
     if (result[N_OR_STATUS] === DECIDED) return readDecision(result, NO_ANOMALIES)
     return this.#settle(key, n, CONSUME)
+  }
+
+  /**
+   * `tryConsume`'s answer as a promise; on a shared limiter, decided against the key's
+   * reservation of the shared quota (one native call when it covers `n`), else after one store
+   * call (see lib/share.js).
+   */
+  consume(key, n = 1) {
+    const share = this.#share
+    if (share === undefined) {
+      try {
+        return Promise.resolve(this.tryConsume(key, n))
+      } catch (error) {
+        return Promise.reject(error)
+      }
+    }
+    try {
+      checkKey(key)
+      if (n !== 1) checkPositiveCount(n)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    const result = this.#result
+    result[N_OR_STATUS] = n
+    result[AT.operation] = SHARED_CONSUME
+    this.#call(key)
+    if (result[N_OR_STATUS] === DECIDED) return Promise.resolve(readDecision(result, NO_ANOMALIES))
+    let decision
+    try {
+      decision = this.#afterSharedCall(key, n, SHARED_CONSUME)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    if (typeof decision === 'number') return share.uncovered(key, n, decision)
+    return Promise.resolve(decision)
+  }
+
+  /**
+   * `consume` with the period its quota units were taken in, read right after the decision (for
+   * the HTTP middleware's rollback, which must not read it after an await).
+   */
+  #consumeTaken(key, n) {
+    const share = this.#share
+    if (share === undefined) {
+      try {
+        const decision = this.tryConsume(key, n)
+        return Promise.resolve({ decision, period: this.#result[AT.periodSlot] })
+      } catch (error) {
+        return Promise.reject(error)
+      }
+    }
+    const taken = { decision: undefined, period: undefined }
+    try {
+      checkKey(key)
+      if (n !== 1) checkPositiveCount(n)
+      const decision = this.#sharedDecide(key, n, SHARED_CONSUME)
+      if (typeof decision === 'number') return share.uncovered(key, n, decision, taken).then((decided) => ({ decision: decided, period: taken.period }))
+      return Promise.resolve({ decision, period: this.#result[AT.periodSlot] })
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  /** A shared consume in one of its modes (lib/share.js): a Decision, or the units it lacks. */
+  #sharedDecide(key, n, operation) {
+    const result = this.#result
+    result[N_OR_STATUS] = n
+    result[AT.operation] = operation
+    this.#call(key)
+    return this.#afterSharedCall(key, n, operation)
+  }
+
+  #afterSharedCall(key, n, operation) {
+    const result = this.#result
+    if (result[N_OR_STATUS] === DECIDED) return readDecision(result, NO_ANOMALIES)
+    const decision = this.#settle(key, n, operation)
+    if (typeof decision !== 'number') this.#share.afterDecision(key)
+    return decision
+  }
+
+  /**
+   * Gives back every reservation of a shared limiter and resolves once the store has it (at
+   * once without `share`).
+   */
+  close() {
+    if (this.#share === undefined) return Promise.resolve()
+    return this.#share.close()
   }
 
   /** Reconciles, then gives back `n` tokens and quota units; a key not held is left alone. */
@@ -221,10 +331,12 @@ class KeyedQuotaClock {
     let policy
     for (;;) {
       const status = result[N_OR_STATUS]
-      if (status === DECIDED) return operation === CONSUME ? readDecision(result, NO_ANOMALIES) : undefined
+      if (status === DECIDED) return operation === REFUND ? undefined : readDecision(result, NO_ANOMALIES)
+      if (status === DECIDED_WITH_WORK) return readDecision(result, NO_ANOMALIES)
+      if (status === NEEDS_STORE) return result[AT.retryAfterMs]
       if (status === DECIDED_WITH_ANOMALIES) {
         const anomalies = callNative(() => native.keyedTakeAnomalies(this.#native))
-        return operation === CONSUME ? readDecision(result, anomalies) : undefined
+        return operation === REFUND ? undefined : readDecision(result, anomalies)
       }
       if (status === ERROR) throw failure(this.#js, native.keyedTakeError(this.#native))
       const supplied = status !== NEEDS_POLICY
@@ -256,7 +368,10 @@ class KeyedQuotaClock {
   /** Drops the key and all its state; true if it was held. Reads no clock. */
   delete(key) {
     checkKey(key)
-    return callNative(() => native.keyedDelete(this.#native, key))
+    const held = callNative(() => native.keyedDelete(this.#native, key))
+    // A shared key's unused units go back to the store.
+    if (held && this.#share !== undefined) this.#share.flushDropped()
+    return held
   }
 
   /** Keys held now (idle keys may be dropped at any time, so it can shrink by itself). */
@@ -267,12 +382,15 @@ class KeyedQuotaClock {
   /** Counters since construction: decisions, anomalies, keys held now, evictions, key-limit refusals (and `store`, when shared). Reads no clock. */
   stats() {
     callNative(() => native.keyedStats(this.#native))
-    return withStoreStats(this, readStats(this.#result))
+    const stats = readStats(this.#result)
+    if (this.#share !== undefined) stats.store = this.#share.storeStats()
+    return stats
   }
 
   static {
     // For the HTTP middleware's all-or-nothing rollback (lib/http/give-back.js), not public API.
     takenPeriodOf = (limiter) => limiter.#result[AT.periodSlot]
+    consumeTakenOf = (limiter, key, n) => limiter.#consumeTaken(key, n)
     giveBackKeyed = (limiter, key, n, periodSlot) => {
       if (!(#native in limiter)) throw coded(TypeError, 'ERR_INVALID_ARG', 'giveBack needs a KeyedQuotaClock')
       checkKey(key)
@@ -286,6 +404,10 @@ class KeyedQuotaClock {
   }
 }
 
+function sharedAsync() {
+  return coded(TypeError, 'ERR_SHARED_ASYNC', 'tryConsume cannot be used on a limiter with share: a call its reservation does not cover waits for the store; use `await limiter.consume(key, n)`')
+}
+
 /** The period a decision for a key counts its quota units in; read right after the decision. */
 function takenKeyedPeriod(limiter) {
   return takenPeriodOf(limiter)
@@ -296,4 +418,9 @@ function giveBackKeyedTaken(limiter, key, n, periodSlot) {
   giveBackKeyed(limiter, key, n, periodSlot)
 }
 
-module.exports = { KeyedQuotaClock, takenKeyedPeriod, giveBackKeyedTaken }
+/** `limiter.consume(key, n)` as a promise of `{ decision, period }` (the period: as takenKeyedPeriod's). */
+function consumeKeyedTaken(limiter, key, n) {
+  return consumeTakenOf(limiter, key, n)
+}
+
+module.exports = { KeyedQuotaClock, takenKeyedPeriod, giveBackKeyedTaken, consumeKeyedTaken }

@@ -50,7 +50,8 @@ function checkReserveAnswer(answer, request) {
   const granted = answer && answer.granted
   const unreserved = answer && answer.unreserved
   const ok = Number.isSafeInteger(granted) && granted >= 0 && Number.isSafeInteger(unreserved) && unreserved >= 0
-  if (!ok || (granted > 0 && granted < request.lacking)) {
+  // A grant is nothing, or at least what the call lacks and at most what it asked for.
+  if (!ok || (granted > 0 && (granted < request.lacking || granted > Math.max(request.lacking, request.leaseUnits)))) {
     throw new QuotaClockError(
       'ERR_STORE_RESPONSE',
       `quota store answered a reservation for "${request.name}" with ${describe(answer)}; ` +

@@ -22,26 +22,4 @@ function readStats(result) {
   }
 }
 
-// A shared limiter's store counters: the shared-quota driver registers a reader for its limiter
-// (attachStoreStats(limiter, () => ({ calls, errors, timeouts, reserved, returned }))) and
-// KeyedQuotaClock's stats() adds what it returns as `store`. Weak: it never keeps a limiter alive.
-const storeReaders = new WeakMap()
-const STORE_FIELDS = ['calls', 'errors', 'timeouts', 'reserved', 'returned']
-
-/** Makes `read()` the source of `limiter.stats().store`. */
-function attachStoreStats(limiter, read) {
-  storeReaders.set(limiter, read)
-}
-
-/** `stats` with the limiter's store counters added, when it has a store. */
-function withStoreStats(limiter, stats) {
-  const read = storeReaders.get(limiter)
-  if (read === undefined) return stats
-  const counts = read()
-  const store = {}
-  for (const field of STORE_FIELDS) store[field] = counts[field]
-  stats.store = store
-  return stats
-}
-
-module.exports = { readStats, attachStoreStats, withStoreStats }
+module.exports = { readStats }

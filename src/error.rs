@@ -16,6 +16,10 @@ pub enum ErrorCode {
     ClockReading,
     UnsupportedPlatform,
     KeyLimit,
+    /// A shared limiter's store did not answer in time, or failed (raised by the JS face).
+    StoreUnavailable,
+    /// A store answered something that makes no sense (raised by the JS face).
+    StoreResponse,
     InvalidOption,
     SubDayPeriod,
     UnknownTimeZone,
@@ -24,13 +28,15 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 11] = [
+    pub const ALL: [ErrorCode; 13] = [
         ErrorCode::MonotonicRegression,
         ErrorCode::AmbiguousWallJump,
         ErrorCode::ImplausibleWallClock,
         ErrorCode::ClockReading,
         ErrorCode::UnsupportedPlatform,
         ErrorCode::KeyLimit,
+        ErrorCode::StoreUnavailable,
+        ErrorCode::StoreResponse,
         ErrorCode::InvalidOption,
         ErrorCode::SubDayPeriod,
         ErrorCode::UnknownTimeZone,
@@ -46,6 +52,8 @@ impl ErrorCode {
             ErrorCode::ClockReading => "ERR_CLOCK_READING",
             ErrorCode::UnsupportedPlatform => "ERR_UNSUPPORTED_PLATFORM",
             ErrorCode::KeyLimit => "ERR_KEY_LIMIT",
+            ErrorCode::StoreUnavailable => "ERR_STORE_UNAVAILABLE",
+            ErrorCode::StoreResponse => "ERR_STORE_RESPONSE",
             ErrorCode::InvalidOption => "ERR_INVALID_OPTION",
             ErrorCode::SubDayPeriod => "ERR_SUB_DAY_PERIOD",
             ErrorCode::UnknownTimeZone => "ERR_UNKNOWN_TIME_ZONE",

@@ -7,7 +7,7 @@
 // Its TTL monitor runs every 60 s, as mongod's does; the `[storage] ttl_sweep_seconds` setting of
 // 0.7.0b3 is accepted but not passed to the server, so the tests do not wait for TTL deletions.
 //
-//   const server = await startMongoServer()   // { uri, stop() }
+//   const server = await startMongoServer()   // { uri, serverPid(), stop() }
 //   ...
 //   await server.stop()
 //
@@ -206,6 +206,11 @@ async function startMongoServer() {
     for (const handle of [server.child, server.child.stdin, server.child.stdout, server.child.stderr]) handle.unref()
     return {
       uri: `mongodb://127.0.0.1:${port}/?directConnection=true`,
+      /** The server process's pid (the watchdog's child; Linux only), for SIGSTOP/SIGCONT in tests. */
+      serverPid() {
+        const children = fs.readFileSync(`/proc/${server.child.pid}/task/${server.child.pid}/children`, 'utf8').trim().split(/\s+/)
+        return Number(children[0])
+      },
       async stop() {
         await server.stop()
         removeConfig()

@@ -21,6 +21,7 @@ const { describeLimiter, describeThrottle, limitItems, recordFor, setRateLimitHe
 const { parseOptions, THROTTLE_LIMITS } = require('./options.js')
 const { quotaExceededProblem } = require('./responses.js')
 const { giveBack, periodTaken } = require('./give-back.js')
+const { consumeKeyedTaken } = require('../keyed.js')
 
 const MAX_KEY_UNITS = 256
 
@@ -137,7 +138,9 @@ const SERVICE_UNAVAILABLE = (why) => ({
 /** Makes the framework-neutral handler `(req, res, next) => undefined | Promise<void>`. */
 function createDecider(options, io) {
   const { entries, headers, skip, onLimited } = parseOptions(options)
-  const syncEntries = entries.filter((e) => !e.isThrottle)
+  const syncEntries = entries.filter((e) => !e.isThrottle && !e.shared)
+  // Shared KeyedQuotaClocks (`share`): awaited after the in-process limits, before the throttles.
+  const sharedEntries = entries.filter((e) => e.shared)
   const throttleEntries = entries.filter((e) => e.isThrottle)
   entries.forEach((entry, i) => (entry.index = i))
   const single = entries.length === 1 && syncEntries.length === 1 ? syncEntries[0] : undefined
@@ -360,8 +363,9 @@ function createDecider(options, io) {
   }
 
   const newOut = () => ({ policy: new Array(entries.length).fill(''), limit: new Array(entries.length).fill('') })
-  // Without throttle entries, the headers of an allowed request are built as the limits are checked.
-  const buildAsChecked = headers && throttleEntries.length === 0
+  // Without entries to await, the headers of an allowed request are built as the limits are checked.
+  const awaited = sharedEntries.length + throttleEntries.length > 0
+  const buildAsChecked = headers && !awaited
 
   function severalDecide(req, res, next, { keys, costs }) {
     const taken = []
@@ -414,7 +418,7 @@ function createDecider(options, io) {
       refundQuietly(taken, allowedCount)
       return fail(err, res, next)
     }
-    if (throttleEntries.length > 0) {
+    if (awaited) {
       let out
       if (headers) {
         out = newOut()
@@ -425,13 +429,57 @@ function createDecider(options, io) {
           return fail(err, res, next)
         }
       }
-      return throttled(req, res, next, taken, keys, out)
+      return throttled(req, res, next, taken, keys, out, costs)
     }
     return goOn(next)
   }
 
-  /** The throttle entries, after every in-process limit allowed the request. */
-  async function throttled(req, res, next, taken, keys, out) {
+  /**
+   * A shared limiter entry, after every in-process limit allowed the request: true when the
+   * request was answered here (a denial, or 503 when the store is unavailable).
+   */
+  async function sharedLimit(req, res, next, entry, keys, costs, taken, out, refundAll) {
+    const key = keys[entry.index]
+    const n = costs[entry.index]
+    let decision
+    let period
+    try {
+      ;({ decision, period } = await consumeKeyedTaken(entry.limiter, key, n))
+    } catch (err) {
+      if (!(isError(err) && err.code === 'ERR_STORE_UNAVAILABLE')) throw err
+      refundAll()
+      if (headers) setRateLimitHeaders(io, res, out)
+      io.sendProblem(res, 503, {
+        type: 'about:blank',
+        title: 'Service Unavailable',
+        status: 503,
+        detail: 'The shared quota store could not be reached in time, so the request was not served.',
+      })
+      return true
+    }
+    if (decision.allowed) {
+      taken.push({ entry, key, n, decision, period })
+      if (headers) describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, out, entry.index)
+      return false
+    }
+    // Denied: what the earlier limits took goes back; later shared limits are reported from status.
+    refundAll()
+    const violated = violatedBy(entry, recordFor(entry, key, decision.tokens, decision.quotaRemaining), decision, n)
+    if (headers) {
+      describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, out, entry.index)
+      for (const later of sharedEntries.slice(sharedEntries.indexOf(entry) + 1)) {
+        const laterKey = keys[later.index]
+        const status = statusOf(later, laterKey)
+        describeLimiter(later, laterKey, status.tokens, status.quotaRemaining, out, later.index)
+      }
+      setRateLimitHeaders(io, res, out)
+    }
+    await limited(req, res, next, decision, violated)
+    return true
+  }
+
+  /** The shared limiter entries, then the throttle entries, after every in-process limit allowed the request. */
+  async function throttled(req, res, next, taken, keys, out, costs) {
     let refunded = false
     const refundAll = () => {
       refunded = true // once, even if a refund throws
@@ -441,6 +489,9 @@ function createDecider(options, io) {
       }
     }
     try {
+      for (const entry of sharedEntries) {
+        if (await sharedLimit(req, res, next, entry, keys, costs, taken, out, refundAll)) return
+      }
       for (const entry of throttleEntries) {
         let result
         try {

@@ -9,6 +9,7 @@ const { coded, describe, isPlainObject, thrownText } = require('../validate.js')
 const { nearest, didYouMean } = require('../did-you-mean.js')
 const { defaultKey } = require('./client-key.js')
 const { isLimiter, limiterFacts } = require('../limiter-facts.js')
+const { isSharedLimiter } = require('../share.js')
 
 const OPTION_NAMES = ['limiter', 'limits', 'key', 'cost', 'name', 'headers', 'skip', 'onLimited']
 const LIMITER_ENTRY_NAMES = ['limiter', 'key', 'cost', 'name']
@@ -145,6 +146,8 @@ function parseLimiterEntry(entry, what, defaults) {
     isThrottle: false,
     label: labelOf(what, name),
     keyed,
+    // A shared KeyedQuotaClock: asked (awaited) after the in-process limiters, before throttles.
+    shared: keyed && isSharedLimiter(limiter),
     limiter,
     key: keyed ? key ?? defaults.key : undefined,
     cost,

@@ -16,12 +16,14 @@
 //! lasts: when the spec's period moves on, its parked keys are stale (their use is of an ended
 //! period), and being older than every key on the main list, they go first.
 
+mod share;
 mod snapshot;
 mod table;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+pub use share::{GiveBack, ReserveRequest, ShareBook, ShareMode, SharedDecision};
 pub use snapshot::{Snapshot, SnapshotError};
 pub use table::{words_for, Key, KeyBuf};
 use table::{KeyTable, List, Lists, Record, FLAG_PARKED, NIL, NO_PERIOD};
@@ -149,6 +151,9 @@ pub struct KeyedLimiter {
     sweep_cursor: usize,
     /// What it has done since construction (`stats()`).
     counters: Counters,
+    /// A shared limiter's reservations (one per record, in the records' order); `None` for a
+    /// limiter without `share`, whose records and hot path are untouched by it.
+    share: Option<ShareBook>,
 }
 
 /// The lists a record can be on, for [`KeyTable::remove`].
@@ -192,6 +197,7 @@ impl KeyedLimiter {
             max_keys: config.max_keys,
             sweep_cursor: 0,
             counters: Counters::default(),
+            share: None,
         };
         let default = limiter.intern(config.defaults);
         debug_assert_eq!(default, DEFAULT_POLICY);
@@ -371,6 +377,27 @@ impl KeyedLimiter {
         clock: &mut C,
         anomalies: &mut Vec<Anomaly>,
     ) -> Result<Decision, Error> {
+        self.consume_with(
+            key,
+            target,
+            clock,
+            anomalies,
+            |limiter, index, wall_ms, _| limiter.decide(index, n, wall_ms),
+        )
+    }
+
+    /// A consume's steps around its decision: reads and reconciles the clocks, holds a new key
+    /// (making room at `max_keys`), brings the record up to date, then `decide(self, index,
+    /// wall_ms, monotonic_ms)`.
+    #[inline(always)]
+    fn consume_with<C: ClockSource + ?Sized, R>(
+        &mut self,
+        key: Key<'_>,
+        target: Target,
+        clock: &mut C,
+        anomalies: &mut Vec<Anomaly>,
+        decide: impl FnOnce(&mut Self, u32, f64, f64) -> R,
+    ) -> Result<R, Error> {
         let spec = self.policy_of(target).quota.map(|quota| quota.spec);
         let first_anomaly = anomalies.len();
         let reconciled = self.reconciler.read(clock, spec.is_some(), anomalies)?;
@@ -407,7 +434,7 @@ impl KeyedLimiter {
                 self.hold(key, policy, open_slot)
             }
         };
-        let decision = self.decide(index, n, reconciled.wall_ms);
+        let decision = decide(self, index, reconciled.wall_ms, reconciled.monotonic_ms);
         if matches!(target, Target::New(_))
             && self.table.len() > IDLE_SCAN_FOR_ROOM
             && self.table.len() * 2 >= self.max_keys
@@ -445,6 +472,7 @@ impl KeyedLimiter {
             record.tokens = (record.tokens + n as f64).min(capacity);
             record.quota_used = record.quota_used.saturating_sub(n);
             self.touch(index);
+            self.reservation_used(index, reconciled.monotonic_ms);
         }
         Ok(())
     }
@@ -499,13 +527,25 @@ impl KeyedLimiter {
             }
             Target::New(_) => (policy.initial_tokens, 0),
         };
+        // A shared key's remaining is the store's view plus the local reservation (see share.rs).
+        let quota_remaining = policy.quota.map(|quota| match target {
+            Target::Held(index) if self.share.is_some() => {
+                self.sync_reservation(index);
+                self.shared_remaining(index)
+            }
+            _ => quota.limit.saturating_sub(quota_used),
+        });
         let state = policy.quota.map(|quota| &self.specs[quota.spec as usize]);
         Ok(KeyStatus {
             tokens,
-            quota_used: policy.quota.map(|_| quota_used),
-            quota_remaining: policy
-                .quota
-                .map(|quota| quota.limit.saturating_sub(quota_used)),
+            quota_used: policy.quota.zip(quota_remaining).map(|(quota, remaining)| {
+                if self.share.is_some() {
+                    quota.limit.saturating_sub(remaining)
+                } else {
+                    quota_used
+                }
+            }),
+            quota_remaining,
             period: state.and_then(|state| state.period.open.clone()),
             time_zone: state.map(|state| state.spec.time_zone_name()),
             capacity: policy.capacity,
@@ -639,11 +679,13 @@ impl KeyedLimiter {
         let record = KeyTable::blank(policy, entry.initial_tokens, self.timeline_ms, open_slot);
         let index = self.table.insert(key, record);
         self.table.push_front(index, &mut self.main);
+        self.reservation_held(index);
         index
     }
 
     /// Removes a record from its list and the table, and lets go of its policy.
     fn drop_record(&mut self, index: u32) {
+        self.reservation_dropped(index);
         let record = self.table.records[index as usize];
         let mut lists = RecordLists {
             main: &mut self.main,

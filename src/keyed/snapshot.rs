@@ -100,7 +100,8 @@ fn unit_code(unit: PeriodUnit) -> u8 {
 
 impl KeyedLimiter {
     /// `snapshot()`: every held key's tokens (as of the last reading), quota use (when it
-    /// is in its spec's open period) and period id. Reads no clock.
+    /// is in its spec's open period; never for a shared limiter, whose use is the store's) and
+    /// period id. Reads no clock.
     pub fn snapshot(&self) -> Vec<u8> {
         let mut saved_specs: Vec<Option<u32>> = vec![None; self.specs.len()];
         let mut spec_bytes = Vec::new();
@@ -119,7 +120,10 @@ impl KeyedLimiter {
             let mut quota_used = 0;
             if let Some(quota) = policy.quota {
                 let state = &self.specs[quota.spec as usize];
-                if let (Some(open), true) = (&state.period.open, record.quota_used > 0) {
+                if let (Some(open), true) = (
+                    &state.period.open,
+                    record.quota_used > 0 && self.share.is_none(),
+                ) {
                     if record.period_slot == slot_i32(Some(open.slot)) {
                         quota_used = record.quota_used;
                         saved_spec = *saved_specs[quota.spec as usize].get_or_insert_with(|| {

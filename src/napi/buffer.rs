@@ -45,9 +45,20 @@ pub(crate) const STATUS_NEEDS_READER: f64 = 3.0;
 pub(crate) const STATUS_NEEDS_READINGS: f64 = 4.0;
 /// [`Needs::Policy`].
 pub(crate) const STATUS_NEEDS_POLICY: f64 = 5.0;
+/// A shared consume its reservation does not cover: nothing was consumed, and
+/// `RETRY_AFTER_MS` holds the units it lacks; the JS face makes (or joins) a store call.
+pub(crate) const STATUS_NEEDS_STORE: f64 = 6.0;
+/// A shared consume was decided and the share driver has work: a background refill of the
+/// key's reservation, or give-backs of dropped keys.
+pub(crate) const STATUS_DECIDED_WITH_WORK: f64 = 7.0;
 
 pub(crate) const OPERATION_CONSUME: f64 = 0.0;
 pub(crate) const OPERATION_REFUND: f64 = 1.0;
+/// A shared limiter's consume (`crate::keyed::ShareMode`): from the reservation, right after
+/// a store answer, or with the store unavailable and `failOpen` on.
+pub(crate) const OPERATION_SHARED_CONSUME: f64 = 2.0;
+pub(crate) const OPERATION_SHARED_AFTER_STORE: f64 = 3.0;
+pub(crate) const OPERATION_SHARED_FAIL_OPEN: f64 = 4.0;
 
 /// `BASIS` when a decision has no retry-after basis (`null`); the others are [`basis_code`]'s.
 pub(crate) const BASIS_NONE: f64 = 0.0;
@@ -288,6 +299,8 @@ mod tests {
             STATUS_NEEDS_READER,
             STATUS_NEEDS_READINGS,
             STATUS_NEEDS_POLICY,
+            STATUS_NEEDS_STORE,
+            STATUS_DECIDED_WITH_WORK,
         ];
         for (i, a) in statuses.iter().enumerate() {
             assert!(statuses[i + 1..].iter().all(|b| b != a));

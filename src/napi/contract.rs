@@ -55,12 +55,20 @@ pub struct BufferStatuses {
     pub needs_reader: f64,
     pub needs_readings: f64,
     pub needs_policy: f64,
+    /// A shared consume its reservation does not cover: nothing consumed; `retryAfterMs` holds
+    /// the units it lacks.
+    pub needs_store: f64,
+    /// A shared consume decided, with work for the share driver (a refill, give-backs).
+    pub decided_with_work: f64,
 }
 
 #[napi(object)]
 pub struct BufferOperations {
     pub consume: f64,
     pub refund: f64,
+    pub shared_consume: f64,
+    pub shared_after_store: f64,
+    pub shared_fail_open: f64,
 }
 
 #[napi(object)]
@@ -151,10 +159,15 @@ pub fn contract() -> Contract {
                 needs_reader: buffer::STATUS_NEEDS_READER,
                 needs_readings: buffer::STATUS_NEEDS_READINGS,
                 needs_policy: buffer::STATUS_NEEDS_POLICY,
+                needs_store: buffer::STATUS_NEEDS_STORE,
+                decided_with_work: buffer::STATUS_DECIDED_WITH_WORK,
             },
             operation: BufferOperations {
                 consume: buffer::OPERATION_CONSUME,
                 refund: buffer::OPERATION_REFUND,
+                shared_consume: buffer::OPERATION_SHARED_CONSUME,
+                shared_after_store: buffer::OPERATION_SHARED_AFTER_STORE,
+                shared_fail_open: buffer::OPERATION_SHARED_FAIL_OPEN,
             },
             basis_none: buffer::BASIS_NONE,
         },

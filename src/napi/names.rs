@@ -16,7 +16,9 @@ pub(crate) fn class_of(code: ErrorCode) -> &'static str {
         | ErrorCode::ImplausibleWallClock
         | ErrorCode::ClockReading
         | ErrorCode::UnsupportedPlatform
-        | ErrorCode::KeyLimit => "QuotaClockError",
+        | ErrorCode::KeyLimit
+        | ErrorCode::StoreUnavailable
+        | ErrorCode::StoreResponse => "QuotaClockError",
         ErrorCode::InvalidOption
         | ErrorCode::SubDayPeriod
         | ErrorCode::UnknownTimeZone
@@ -62,6 +64,8 @@ mod tests {
                 | ErrorCode::ClockReading
                 | ErrorCode::UnsupportedPlatform
                 | ErrorCode::KeyLimit
+                | ErrorCode::StoreUnavailable
+                | ErrorCode::StoreResponse
                 | ErrorCode::InvalidOption
                 | ErrorCode::SubDayPeriod
                 | ErrorCode::UnknownTimeZone
@@ -69,7 +73,7 @@ mod tests {
                 | ErrorCode::Internal => {}
             }
         }
-        assert_eq!(distinct(&ErrorCode::ALL, ErrorCode::as_str).len(), 11);
+        assert_eq!(distinct(&ErrorCode::ALL, ErrorCode::as_str).len(), 13);
         assert_eq!(distinct(&RetryBasis::ALL, RetryBasis::as_str).len(), 2);
         assert_eq!(distinct(&AnomalyKind::ALL, AnomalyKind::as_str).len(), 6);
         assert_eq!(
@@ -113,7 +117,9 @@ mod tests {
                 "ERR_IMPLAUSIBLE_WALL_CLOCK",
                 "ERR_CLOCK_READING",
                 "ERR_UNSUPPORTED_PLATFORM",
-                "ERR_KEY_LIMIT"
+                "ERR_KEY_LIMIT",
+                "ERR_STORE_UNAVAILABLE",
+                "ERR_STORE_RESPONSE"
             ]
         );
         assert_eq!(class_of(ErrorCode::Internal), "Error");

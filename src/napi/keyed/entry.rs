@@ -58,6 +58,15 @@ pub struct KeyedInput<'_javascript_function_scope> {
     pub anomaly_listener: Option<f64>,
     /// A validated snapshot (`snapshotParse`) whose keys it starts with.
     pub restore: Option<&'_javascript_function_scope External<NativeSnapshot>>,
+    /// Set for a shared limiter (`share`): its quota units come from reservations.
+    pub share: Option<ShareInput>,
+}
+
+/// The part of `share` the native side keeps (the store calls are the JS face's).
+#[napi(object, object_to_js = false)]
+pub struct ShareInput {
+    /// `share.leaseUnits`; absent: 1% of each key's limit, at least 1.
+    pub lease_units: Option<f64>,
 }
 
 /// Makes a keyed limiter from `input` (see `KeyedInput`).
@@ -72,6 +81,7 @@ pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<N
         clock,
         anomaly_listener,
         restore,
+        share,
     } = input;
     guard(env, move || {
         if result_buffer.len() < buffer::LENGTH {
@@ -122,6 +132,21 @@ pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<N
                 limiter.release_if_unused(id);
             }
         }
+        if let Some(share) = share {
+            let lease_units = match share.lease_units {
+                None => None,
+                Some(units) => Some(positive_safe_integer(units).map_err(|_| {
+                    coded(
+                        "ERR_INVALID_OPTION",
+                        format!(
+                            "share.leaseUnits must be a positive safe integer; received {}",
+                            js_number(units)
+                        ),
+                    )
+                })?),
+            };
+            limiter.enable_share(lease_units);
+        }
         // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.
         let address = unsafe { result_buffer.as_mut() }.as_mut_ptr();
         let result = ResultBuffer(address);
@@ -133,6 +158,7 @@ pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<N
             registry_id,
             anomaly_listener,
             has_policy,
+            refill_wanted: false,
             result,
             _result_buffer: result_buffer,
         };

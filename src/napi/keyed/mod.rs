@@ -9,6 +9,7 @@
 mod entry;
 mod key;
 mod policy;
+mod share;
 mod snapshot;
 mod status;
 
@@ -23,7 +24,9 @@ use napi::sys;
 use self::key::KeyScratch;
 use self::policy::count_for;
 use crate::anomaly::Anomaly;
-use crate::keyed::{Key, KeyPolicy, KeyedLimiter, Target, DEFAULT_POLICY};
+use crate::keyed::{
+    Key, KeyPolicy, KeyedLimiter, ShareMode, SharedDecision, Target, DEFAULT_POLICY,
+};
 use crate::limiter::Decision;
 use crate::napi::buffer::{self, write_decision, Needs, ResultBuffer, Step};
 use crate::napi::clock::{BoundClock, ClockHandle};
@@ -41,6 +44,8 @@ struct KeyedState {
     registry_id: u32,
     anomaly_listener: Option<f64>,
     has_policy: bool,
+    /// The last shared consume asked for a background refill of its key (taken by `shareWork`).
+    refill_wanted: bool,
     result: ResultBuffer,
     /// Keeps the result buffer alive while `result` points into it.
     _result_buffer: Float64Array,
@@ -56,8 +61,12 @@ struct KeyedCell {
 impl KeyedState {
     fn report(&self) {
         if !self.anomalies.is_empty() {
-            self.result
-                .set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED_WITH_ANOMALIES);
+            // A shared consume that needs the store keeps its status (the anomalies still go to
+            // the listener).
+            if self.result.get(buffer::N_OR_STATUS) != buffer::STATUS_NEEDS_STORE {
+                self.result
+                    .set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED_WITH_ANOMALIES);
+            }
             notify_listener(self.registry_id, self.anomaly_listener, &self.anomalies);
         }
     }
@@ -95,14 +104,81 @@ impl KeyedState {
     /// The raw call: the operation in the result buffer, for `key`, on a native clock's readings.
     #[inline(always)]
     fn call(&mut self, key: Key<'_>) -> CodedResult<()> {
-        if self.result.get(buffer::OPERATION) == buffer::OPERATION_CONSUME {
+        let operation = self.result.get(buffer::OPERATION);
+        if operation == buffer::OPERATION_CONSUME {
             if let Some(index) = self.limiter.find(key) {
                 if self.consume_quiet(index) {
                     return Ok(());
                 }
             }
+        } else if let Some(mode) = share_mode(operation) {
+            if let Some(index) = self.limiter.find(key) {
+                if self.consume_shared_quiet(index, mode) {
+                    return Ok(());
+                }
+            }
         }
         self.run(key, None, false)
+    }
+
+    /// [`KeyedState::consume_quiet`] for a shared limiter: one native call decides a consume its
+    /// reservation covers. `false`: nothing was changed or written.
+    #[inline(always)]
+    fn consume_shared_quiet(&mut self, index: u32, mode: ShareMode) -> bool {
+        let n = self.result.get(buffer::N_OR_STATUS);
+        if !(self.limiter.is_shared()
+            && n >= 1.0
+            && n <= self.limiter.capacity_of(Target::Held(index))
+            && n <= MAX_SAFE_INTEGER)
+        {
+            return false;
+        }
+        let Some((monotonic_ms, wall_ms)) = self.clock.native_readings() else {
+            return false;
+        };
+        // SAFETY: 1 ≤ n ≤ 2^53 - 1 (checked above), so it fits an i64.
+        let count = unsafe { n.to_int_unchecked::<i64>() } as u64;
+        match self
+            .limiter
+            .consume_shared_quiet(index, count, mode, monotonic_ms, wall_ms)
+        {
+            Some(outcome) => {
+                self.write_shared(&outcome);
+                let slot = self.limiter.period_slot_of(index);
+                self.result.set(buffer::PERIOD_SLOT, f64::from(slot));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// After a decision: the slot of the period its quota units were taken in (for a give-back).
+    fn write_period_slot(&self, key: Key<'_>) {
+        if let Some(index) = self.limiter.find(key) {
+            let slot = self.limiter.period_slot_of(index);
+            self.result.set(buffer::PERIOD_SLOT, f64::from(slot));
+        }
+    }
+
+    /// Writes a shared consume's outcome (status `DECIDED`, `DECIDED_WITH_WORK` or `NEEDS_STORE`).
+    #[inline(always)]
+    fn write_shared(&mut self, outcome: &SharedDecision) {
+        match outcome {
+            SharedDecision::Decided { decision, refill } => {
+                write_decision(&self.result, decision);
+                self.refill_wanted = *refill;
+                if *refill || self.limiter.has_dropped_give_backs() {
+                    self.result
+                        .set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED_WITH_WORK);
+                }
+            }
+            SharedDecision::NeedsStore { lacking } => {
+                self.refill_wanted = false;
+                self.result
+                    .set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_STORE);
+                self.result.set(buffer::RETRY_AFTER_MS, *lacking as f64);
+            }
+        }
     }
 
     /// Any call: the operation and `n` in the result buffer; `policy`, what the JS face's call of
@@ -112,17 +188,21 @@ impl KeyedState {
     /// reader.
     fn run(&mut self, key: Key<'_>, policy: Option<KeyPolicy>, supplied: bool) -> CodedResult<()> {
         match self.step(key, policy, supplied)? {
-            Ok(decision) => {
-                match decision {
-                    Some(decision) => {
+            Ok(outcome) => {
+                match outcome {
+                    Outcome::Decided(decision) => {
                         write_decision(&self.result, &decision);
-                        if let Some(index) = self.limiter.find(key) {
-                            let slot = self.limiter.period_slot_of(index);
-                            self.result.set(buffer::PERIOD_SLOT, f64::from(slot));
-                        }
+                        self.write_period_slot(key);
                     }
-                    None => self.result.set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED),
+                    Outcome::Shared(outcome) => {
+                        self.write_shared(&outcome);
+                        self.write_period_slot(key);
+                    }
+                    Outcome::Refunded => {
+                        self.result.set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED)
+                    }
                 }
+                // (Anomalies take the status: the JS face then asks for the share work too.)
                 self.report();
             }
             Err(needs) => needs.write(&self.result),
@@ -130,13 +210,13 @@ impl KeyedState {
         Ok(())
     }
 
-    /// The decision of a `tryConsume` (`None` for a refund), or what the call needs first.
+    /// What a call did (a decision, a shared consume's outcome, a refund), or what it needs first.
     fn step(
         &mut self,
         key: Key<'_>,
         policy: Option<KeyPolicy>,
         supplied: bool,
-    ) -> CodedResult<Step<Option<Decision>>> {
+    ) -> CodedResult<Step<Outcome>> {
         let operation = self.result.get(buffer::OPERATION);
         let target = match (
             self.limiter.find(key),
@@ -163,14 +243,22 @@ impl KeyedState {
         key: Key<'_>,
         target: Option<Target>,
         supplied: bool,
-    ) -> CodedResult<Step<Option<Decision>>> {
+    ) -> CodedResult<Step<Outcome>> {
         let n = self.result.get(buffer::N_OR_STATUS);
-        let consume = self.result.get(buffer::OPERATION) == buffer::OPERATION_CONSUME;
-        if !consume && self.result.get(buffer::OPERATION) != buffer::OPERATION_REFUND {
-            return Err(invalid_arg(format!(
-                "unknown operation {}",
-                self.result.get(buffer::OPERATION)
-            )));
+        let operation = self.result.get(buffer::OPERATION);
+        let mode = share_mode(operation);
+        let consume = operation == buffer::OPERATION_CONSUME || mode.is_some();
+        if !consume && operation != buffer::OPERATION_REFUND {
+            return Err(invalid_arg(format!("unknown operation {operation}")));
+        }
+        // A shared limiter admits quota units only from its reservation (shared consumes).
+        if (operation == buffer::OPERATION_CONSUME && self.limiter.is_shared())
+            || (mode.is_some() && !self.limiter.is_shared())
+        {
+            return Err(coded(
+                "ERR_INTERNAL",
+                format!("operation {operation} does not apply to this limiter"),
+            ));
         }
         // The order of checks: n against the key's capacity before any reading.
         let count = match target {
@@ -182,17 +270,42 @@ impl KeyedState {
             Err(needs) => return Ok(Err(needs)),
         };
         self.anomalies.clear();
-        let outcome = match target {
-            Some(target) if consume => self
+        let outcome = match (target, mode) {
+            (Some(target), Some(mode)) => self
+                .limiter
+                .consume_shared(key, target, count, mode, &mut clock, &mut self.anomalies)
+                .map(Outcome::Shared),
+            (Some(target), None) if consume => self
                 .limiter
                 .try_consume(key, target, count, &mut clock, &mut self.anomalies)
-                .map(Some),
+                .map(Outcome::Decided),
             _ => self
                 .limiter
                 .refund(key, count, &mut clock, &mut self.anomalies)
-                .map(|()| None),
+                .map(|()| Outcome::Refunded),
         };
         clock.outcome(outcome)
+    }
+}
+
+/// What a call did.
+enum Outcome {
+    Decided(Decision),
+    Shared(SharedDecision),
+    Refunded,
+}
+
+/// The shared consume an operation asks for (`None`: not one).
+#[inline(always)]
+fn share_mode(operation: f64) -> Option<ShareMode> {
+    if operation == buffer::OPERATION_SHARED_CONSUME {
+        Some(ShareMode::Reserved)
+    } else if operation == buffer::OPERATION_SHARED_AFTER_STORE {
+        Some(ShareMode::AfterStore)
+    } else if operation == buffer::OPERATION_SHARED_FAIL_OPEN {
+        Some(ShareMode::FailOpen)
+    } else {
+        None
     }
 }
 

@@ -1,0 +1,171 @@
+'use strict'
+
+// One instance of a service with a shared KeyedQuotaClock, as a child process of the
+// multi-process tests (__test__/shared-processes.test.js): it connects its own client to the real
+// store, makes the limiter, and answers the parent's commands over IPC.
+//
+//   fork(__filename, [JSON.stringify(config)])  config: { client: 'ioredis' | 'node-redis' | 'mongo',
+//     url, dbName?, share: { name, leaseUnits?, idleMs?, timeoutMs?, failOpen? },
+//     quota: { limit, period }, policy?: { [key]: KeyPolicy }, manualWallMs?: number }
+//
+// Commands ({ id, op, ... }; every reply is { id, ... }):
+//   drain { key, n?, max?, file?, pauseEvery? }  consume until a quota denial (or max admitted);
+//       with `file`, one byte is written to it per admitted call, synchronously, so a SIGKILL
+//       loses none; pauseEvery: a 1 ms pause after that many calls (a slower drain)
+//       -> { admitted, denial: decision | null, errors: { code: count } }
+//   consume { key, n? }   -> { decision, elapsedMs } or { error: { code, message, cause }, elapsedMs }
+//   consumeMany { key, n?, count }  that many calls at once -> { results: [ { allowed } | { code }, ... ], elapsedMs: [...] }
+//   status { key }        -> { status }
+//   advance { ms }        the manual clock moves (needs manualWallMs)
+//   close                 -> { closed: true } or { error }
+//   exit                  closes the client and exits (no close() of the limiter)
+// The worker sends { ready: true } once it can take commands.
+
+const fs = require('node:fs')
+const { performance } = require('node:perf_hooks')
+const { KeyedQuotaClock, manualClock } = require('../../index.js')
+const { redisStore, mongoStore } = require('../../lib/shared.js')
+
+const config = JSON.parse(process.argv[2])
+
+async function connect() {
+  if (config.client === 'ioredis') {
+    const Redis = require('ioredis')
+    const client = new Redis(config.url, { lazyConnect: true, maxRetriesPerRequest: null, retryStrategy: () => 50 })
+    client.on('error', () => {}) // reconnects by itself; the limiter reports unavailability
+    await client.connect()
+    return { store: redisStore(client, config.storeOptions), quit: () => client.disconnect() }
+  }
+  if (config.client === 'node-redis') {
+    const { createClient } = require('redis')
+    const client = createClient({ url: config.url, socket: { reconnectStrategy: () => 50 } })
+    client.on('error', () => {})
+    await client.connect()
+    return { store: redisStore(client, config.storeOptions), quit: () => client.destroy() }
+  }
+  if (config.client === 'mongo') {
+    const { MongoClient } = require('mongodb')
+    const client = new MongoClient(config.url, { serverSelectionTimeoutMS: 2_000 })
+    await client.connect()
+    return { store: mongoStore(client.db(config.dbName), config.storeOptions), quit: () => client.close(true) }
+  }
+  throw new Error(`unknown client ${config.client}`)
+}
+
+function errorInfo(error) {
+  return {
+    code: error && error.code,
+    message: error && String(error.message),
+    cause: error && error.cause ? String(error.cause.message ?? error.cause) : undefined,
+    name: error && error.name,
+  }
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+;(async () => {
+  const { store, quit } = await connect()
+  const clock = config.manualWallMs === undefined ? undefined : manualClock({ wallMs: config.manualWallMs })
+  const policy = config.policy === undefined ? undefined : (key) => config.policy[key]
+  const limiter = new KeyedQuotaClock({
+    capacity: 1_000_000,
+    refillPerSecond: 1_000_000,
+    suspendPolicy: 'ignore',
+    quota: config.quota,
+    ...(clock === undefined ? {} : { clock }),
+    ...(policy === undefined ? {} : { policy }),
+    share: { store, ...config.share },
+  })
+
+  const commands = {
+    async drain({ key, n = 1, max = Infinity, file, pauseEvery }) {
+      const fd = file === undefined ? undefined : fs.openSync(file, 'a')
+      const errors = {}
+      let admitted = 0
+      let denial = null
+      let calls = 0
+      while (admitted < max) {
+        if (pauseEvery !== undefined && ++calls % pauseEvery === 0) await sleep(1)
+        let decision
+        try {
+          decision = await limiter.consume(key, n)
+        } catch (error) {
+          errors[error.code] = (errors[error.code] ?? 0) + 1
+          if (Object.values(errors).reduce((a, b) => a + b, 0) > 1000) break
+          await sleep(1)
+          continue
+        }
+        if (decision.allowed) {
+          admitted += n
+          if (fd !== undefined) fs.writeSync(fd, 'x'.repeat(n))
+        } else if (decision.retryAfterBasis === 'wall-period') {
+          denial = decision
+          break
+        }
+      }
+      if (fd !== undefined) fs.closeSync(fd)
+      return { admitted, denial, errors }
+    },
+    async consume({ key, n = 1 }) {
+      const started = performance.now()
+      try {
+        const decision = await limiter.consume(key, n)
+        return { decision, elapsedMs: performance.now() - started }
+      } catch (error) {
+        return { error: errorInfo(error), elapsedMs: performance.now() - started }
+      }
+    },
+    async consumeMany({ key, n = 1, count }) {
+      const started = performance.now()
+      const elapsedMs = []
+      const results = await Promise.all(
+        Array.from({ length: count }, () =>
+          limiter.consume(key, n).then(
+            (decision) => {
+              elapsedMs.push(performance.now() - started)
+              return { allowed: decision.allowed, basis: decision.retryAfterBasis }
+            },
+            (error) => {
+              elapsedMs.push(performance.now() - started)
+              return { code: error.code }
+            },
+          ),
+        ),
+      )
+      return { results, elapsedMs }
+    },
+    async status({ key }) {
+      return { status: limiter.status(key) }
+    },
+    async advance({ ms }) {
+      clock.advance(ms)
+      return {}
+    },
+    async close() {
+      try {
+        await limiter.close()
+        return { closed: true }
+      } catch (error) {
+        return { error: errorInfo(error) }
+      }
+    },
+    async exit() {
+      await quit()
+      process.exit(0)
+    },
+  }
+
+  process.on('message', async (message) => {
+    let reply
+    try {
+      reply = await commands[message.op](message)
+    } catch (error) {
+      reply = { error: errorInfo(error) }
+    }
+    process.send({ id: message.id, ...reply })
+  })
+  process.send({ ready: true })
+})().catch((error) => {
+  console.error(error)
+  process.exit(1)
+})

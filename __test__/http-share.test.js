@@ -1,0 +1,114 @@
+'use strict'
+// A shared KeyedQuotaClock as a rateLimit entry, on real servers (Express 5, Express 4,
+// node:http, and the Fastify plugin on a socket and through inject): asked after the in-process
+// limiters, its denials 429, a store that does not answer 503, and what a denied request's earlier
+// limits took given back into the reservation. The store is the in-process test store.
+
+const { describe, it } = require('node:test')
+const assert = require('node:assert/strict')
+
+const { KeyedQuotaClock, QuotaClock, manualClock } = require('..')
+const { testStore } = require('./helpers/test-store.js')
+const { items } = require('./helpers/http-servers.js')
+const { FRAMEWORKS, start } = require('./helpers/http-frameworks.js')
+
+const NOON = Date.UTC(2024, 0, 15, 12)
+const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
+const TODAY = '2024-01-15'
+
+function sharedLimiter(t, { limit = 5, ...share } = {}) {
+  return new KeyedQuotaClock({
+    capacity: 100,
+    refillPerSecond: 1,
+    suspendPolicy: 'ignore',
+    clock: manualClock({ wallMs: NOON }),
+    quota: { limit, period: UTC_DAY },
+    share: { store: t.store, name: 'api', timeoutMs: 50, ...share },
+  })
+}
+
+for (const kind of Object.keys(FRAMEWORKS)) {
+  describe(`a shared limiter entry (${kind})`, () => {
+    it('admits exactly the shared limit, then answers 429 with the quota item; headers show the shared remaining', async () => {
+      const t = testStore()
+      const limiter = sharedLimiter(t)
+      const server = await start(kind, { limiter, key: () => 'tenant' })
+      try {
+        const statuses = []
+        for (let i = 0; i < 7; i++) {
+          const response = await server.get()
+          statuses.push(response.status)
+          if (i === 0) assert.deepEqual(items(response, 'RateLimit').day, { r: 4, t: 43_200 })
+          if (response.status === 429) {
+            const body = await response.json()
+            assert.deepEqual(body['violated-policies'], ['day'])
+            assert.equal(body.retryAfterBasis, 'wall-period')
+          } else await response.text()
+        }
+        assert.deepEqual(statuses, [200, 200, 200, 200, 200, 429, 429])
+        assert.equal(t.count('api', 'tenant', TODAY), 5)
+      } finally {
+        await server.close()
+      }
+    })
+
+    it('is asked after the in-process limiters: a request they deny makes no store call', async () => {
+      const t = testStore()
+      const shared = sharedLimiter(t)
+      const burst = new QuotaClock({ capacity: 1, refillPerSecond: 0.001, suspendPolicy: 'ignore', clock: manualClock({ wallMs: NOON }) })
+      const server = await start(kind, { limits: [{ limiter: shared, name: 'shared', key: () => 'k' }, { limiter: burst, name: 'local' }] })
+      try {
+        assert.equal((await server.get()).status, 200)
+        const calls = t.calls.reserve.length
+        const denied = await server.get()
+        assert.equal(denied.status, 429)
+        assert.deepEqual((await denied.json())['violated-policies'], ['local-burst'])
+        assert.equal(t.calls.reserve.length, calls)
+        assert.equal(shared.status('k').quotaRemaining, 4)
+      } finally {
+        await server.close()
+      }
+    })
+
+    it('a denial by a later shared limiter refunds the earlier limits, the shared ones into their reservation', async () => {
+      const t = testStore()
+      const first = sharedLimiter(t, { name: 'first', limit: 100, leaseUnits: 10 })
+      const second = sharedLimiter(t, { name: 'second', limit: 1 })
+      const local = new QuotaClock({ capacity: 10, refillPerSecond: 0.001, suspendPolicy: 'ignore', clock: manualClock({ wallMs: NOON }) })
+      const server = await start(kind, { key: () => 'k', limits: [{ limiter: local, name: 'local' }, { limiter: first, name: 'a' }, { limiter: second, name: 'b' }] })
+      try {
+        assert.equal((await server.get()).status, 200)
+        const denied = await server.get()
+        assert.equal(denied.status, 429)
+        assert.deepEqual((await denied.json())['violated-policies'], ['b-day'])
+        assert.equal(local.status().tokens, 9)
+        assert.equal(first.status('k').quotaRemaining, 99)
+        assert.equal(t.count('first', 'k', TODAY), 10, 'the refund went into the reservation, not the store')
+      } finally {
+        await server.close()
+      }
+    })
+
+    it('a store that does not answer within timeoutMs answers 503 with a problem body, and refunds the in-process limits', async () => {
+      const t = testStore()
+      const keep = setInterval(() => {}, 1_000)
+      const shared = sharedLimiter(t)
+      const local = new QuotaClock({ capacity: 10, refillPerSecond: 0.001, suspendPolicy: 'ignore', clock: manualClock({ wallMs: NOON }) })
+      const server = await start(kind, { key: () => 'k', limits: [{ limiter: local, name: 'local' }, { limiter: shared, name: 'shared' }] })
+      try {
+        t.control.mode = 'hang'
+        const response = await server.get()
+        assert.equal(response.status, 503)
+        assert.equal(response.headers.get('content-type'), 'application/problem+json')
+        const body = await response.json()
+        assert.equal(body.status, 503)
+        assert.match(body.detail, /shared quota store/)
+        assert.equal(local.status().tokens, 10)
+      } finally {
+        clearInterval(keep)
+        t.release()
+        await server.close()
+      }
+    })
+  })
+}

@@ -1,0 +1,44 @@
+// quota-clock-source/shared as a TypeScript user meets it, with stand-ins of the clients' shapes
+// (no Redis or MongoDB package needed). It must compile with `tsc --noEmit --strict`; each
+// `@ts-expect-error` line must stay an error.
+import { KeyedQuotaClock } from 'quota-clock-source'
+import type { QuotaStore as MainQuotaStore } from 'quota-clock-source'
+import { redisStore, mongoStore } from 'quota-clock-source/shared'
+import type { IoRedisClient, MongoDb, NodeRedisClient, NodeRedisCluster, QuotaStore, RedisClient } from 'quota-clock-source/shared'
+
+declare const ioredis: IoRedisClient
+declare const nodeRedis: NodeRedisClient
+declare const nodeCluster: NodeRedisCluster
+declare const db: MongoDb
+
+const stores: QuotaStore[] = [
+  redisStore(ioredis),
+  redisStore(nodeRedis, { prefix: 'billing:' }),
+  redisStore(nodeCluster, { prefix: undefined }),
+  mongoStore(db),
+  mongoStore(db, { collection: 'shares' }),
+]
+const same: MainQuotaStore = stores[0]!
+const kind: 'redis' | 'mongo' = same.kind
+const clients: RedisClient[] = [ioredis, nodeRedis, nodeCluster]
+
+const limiter = new KeyedQuotaClock({
+  capacity: 50,
+  refillPerSecond: 10,
+  suspendPolicy: 'ignore',
+  quota: { limit: 100_000, period: { unit: 'month', timeZone: 'UTC' } },
+  share: { store: redisStore(ioredis), name: 'api' },
+})
+
+// @ts-expect-error a URL is not a client
+redisStore('redis://127.0.0.1:6379')
+// @ts-expect-error prefix is a string
+redisStore(ioredis, { prefix: 1 })
+// @ts-expect-error not an option of redisStore
+redisStore(ioredis, { collection: 'x' })
+// @ts-expect-error collection is a string
+mongoStore(db, { collection: 1 })
+// @ts-expect-error a plain object is not a store
+const forged: QuotaStore = { kind: 'redis' }
+
+void stores, kind, clients, limiter, forged

@@ -1,0 +1,170 @@
+'use strict'
+// `npm run bench:shared`: the shared limiter (`share`) on one local redis-server, started here.
+// In one run, on one ioredis connection:
+// - a covered shared `consume` (the key's reservation holds the units) against the same
+//   limiter's local `consume` without `share` (target: at most 1.5x), and against
+//   rate-limiter-flexible's RateLimiterRedis, one Redis call per request (target: 100x faster);
+// - store calls per 1,000 admitted requests at leaseUnits 1, 10, 100 and 1,000;
+// - the p50 / p99 / max of `consume` while slices are being refilled in the background.
+// ns per call are medians over interleaved repetitions, each awaited in a sequential loop (what a
+// request handler does). Every case's answer is asserted before it is timed. BENCH_QUICK=1 runs a
+// smaller, faster version.
+
+const assert = require('node:assert/strict')
+const { spawn } = require('node:child_process')
+const net = require('node:net')
+const Redis = require('ioredis')
+const { RateLimiterRedis } = require('rate-limiter-flexible')
+const { KeyedQuotaClock } = require('..')
+const { redisStore } = require('../lib/shared.js')
+const { storeStatsOf } = require('../lib/share.js')
+const { makeQuotaStore, storeOperations } = require('../lib/quota-store.js')
+
+const QUICK = process.env.BENCH_QUICK === '1'
+const REPETITIONS = Number(process.env.BENCH_REPETITIONS || (QUICK ? 3 : 9))
+const LOCAL_CALLS = Number(process.env.BENCH_CALLS || (QUICK ? 100_000 : 400_000))
+const PEER_CALLS = Number(process.env.BENCH_PEER_CALLS || (QUICK ? 2_000 : 10_000))
+const BIG = 1e12 // every call is allowed: the same work in every case
+const LEASE_SIZES = [1, 10, 100, 1_000]
+const ADMITTED = 1_000
+
+const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]
+const quantile = (sorted, q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address()
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+async function startRedis() {
+  const port = await freePort()
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'inherit'] })
+  await new Promise((resolve, reject) => {
+    let seen = ''
+    child.once('error', (error) => reject(new Error(`redis-server could not be started (install it: apt-get install -y redis-server): ${error.message}`)))
+    child.once('exit', (code) => reject(new Error(`redis-server exited with ${code}`)))
+    child.stdout.on('data', (chunk) => {
+      seen += chunk
+      if (seen.includes('Ready to accept connections')) resolve()
+    })
+  })
+  child.stdout.resume()
+  return { port, stop: () => child.kill('SIGKILL') }
+}
+
+function limiterOptions(extra) {
+  return { capacity: BIG, refillPerSecond: BIG, suspendPolicy: 'ignore', quota: { limit: BIG, period: { unit: 'month', timeZone: 'UTC' } }, ...extra }
+}
+
+/** ns per awaited call of `consume()` over `calls` calls. */
+async function time(calls, consume) {
+  const started = process.hrtime.bigint()
+  for (let i = 0; i < calls; i++) await consume()
+  return Number(process.hrtime.bigint() - started) / calls
+}
+
+async function main() {
+  const redis = await startRedis()
+  const client = new Redis({ port: redis.port, host: '127.0.0.1', lazyConnect: true, enableAutoPipelining: false })
+  await client.connect()
+  try {
+    const store = redisStore(client, { prefix: 'bench:' })
+    const lines = []
+    const say = (line) => {
+      lines.push(line)
+      console.log(line)
+    }
+    say(`bench:shared on Node ${process.version}, redis-server on 127.0.0.1:${redis.port}; ${REPETITIONS} repetitions`)
+
+    // -- Covered shared consume vs the same limiter's local consume vs RateLimiterRedis --------
+    const local = new KeyedQuotaClock(limiterOptions())
+    // A lease far above what one repetition takes: every timed call is covered (the eighth-of-
+    // what-is-left rule still lets the first reservation be the whole lease).
+    const shared = new KeyedQuotaClock(limiterOptions({ share: { store, name: 'bench-covered', leaseUnits: 10_000_000 } }))
+    const peer = new RateLimiterRedis({ storeClient: client, keyPrefix: 'bench-rlf', points: 1e9, duration: 3_600 })
+    // Answers first.
+    assert.equal((await local.consume('tenant')).allowed, true)
+    const first = await shared.consume('tenant')
+    assert.equal(first.allowed, true)
+    assert.equal(storeStatsOf(shared).calls, 1)
+    const peerAnswer = await peer.consume('tenant')
+    assert.equal(peerAnswer.consumedPoints, 1)
+    const localNs = []
+    const sharedNs = []
+    const peerNs = []
+    for (let r = 0; r < REPETITIONS; r++) {
+      localNs.push(await time(LOCAL_CALLS, () => local.consume('tenant')))
+      sharedNs.push(await time(LOCAL_CALLS, () => shared.consume('tenant')))
+      peerNs.push(await time(PEER_CALLS, () => peer.consume('tenant')))
+    }
+    const callsDuringTiming = storeStatsOf(shared).calls
+    assert.ok(callsDuringTiming <= 2, `the timed shared calls were covered (${callsDuringTiming} store calls)`)
+    assert.equal(shared.status('tenant').quotaRemaining <= BIG, true)
+    const [l, s, p] = [median(localNs), median(sharedNs), median(peerNs)]
+    // Ratios paired within a repetition (the VM's speed drifts between repetitions).
+    const sharedRatio = median(sharedNs.map((ns, r) => ns / localNs[r]))
+    const peerRatio = median(peerNs.map((ns, r) => ns / sharedNs[r]))
+    say('')
+    say('| awaited consume, one key | ns per call (median) | vs local |')
+    say('|---|---:|---:|')
+    say(`| KeyedQuotaClock, no share (local) | ${l.toFixed(0)} | 1.00x |`)
+    say(`| KeyedQuotaClock with share, covered | ${s.toFixed(0)} | ${(s / l).toFixed(2)}x |`)
+    say(`| rate-limiter-flexible RateLimiterRedis | ${p.toFixed(0)} | ${(p / l).toFixed(0)}x |`)
+    say('')
+    say(`covered shared / local, paired: ${sharedRatio.toFixed(2)}x (target <= 1.5x: ${sharedRatio <= 1.5 ? 'met' : 'NOT met'}; per repetition: ${sharedNs.map((ns, r) => (ns / localNs[r]).toFixed(2)).join(', ')})`)
+    say(`RateLimiterRedis / covered shared, paired: ${peerRatio.toFixed(0)}x (target >= 100x: ${peerRatio >= 100 ? 'met' : 'NOT met'}; per repetition: ${peerNs.map((ns, r) => (ns / sharedNs[r]).toFixed(0)).join(', ')})`)
+
+    // -- Store calls per 1,000 admitted requests ----------------------------------------------
+    say('')
+    say(`| leaseUnits | store calls per ${ADMITTED.toLocaleString('en-US')} admitted | of them waited for |`)
+    say('|---:|---:|---:|')
+    for (const leaseUnits of LEASE_SIZES) {
+      // The Redis store, with the reservations that a call waited for (lacking > 0) counted.
+      const ops = storeOperations(store)
+      let waited = 0
+      const counting = makeQuotaStore('redis', {
+        reserve(request) {
+          if (request.lacking > 0) waited++
+          return ops.reserve(request)
+        },
+        giveBack: (request) => ops.giveBack(request),
+      })
+      const limiter = new KeyedQuotaClock(limiterOptions({ share: { store: counting, name: `bench-lease-${leaseUnits}`, leaseUnits } }))
+      for (let i = 0; i < ADMITTED; i++) assert.equal((await limiter.consume('tenant')).allowed, true)
+      const { calls } = storeStatsOf(limiter)
+      await limiter.close()
+      say(`| ${leaseUnits.toLocaleString('en-US')} | ${calls} | ${waited} |`)
+    }
+
+    // -- p99 while slices are being refilled ----------------------------------------------------
+    const refilling = new KeyedQuotaClock(limiterOptions({ share: { store, name: 'bench-refill', leaseUnits: 100 } }))
+    assert.equal((await refilling.consume('tenant')).allowed, true)
+    const samples = QUICK ? 20_000 : 100_000
+    const durations = new Float64Array(samples)
+    for (let i = 0; i < samples; i++) {
+      const started = process.hrtime.bigint()
+      const decision = await refilling.consume('tenant')
+      durations[i] = Number(process.hrtime.bigint() - started)
+      if (!decision.allowed) throw new Error('a refilled consume was denied')
+    }
+    const refills = storeStatsOf(refilling).calls
+    durations.sort()
+    say('')
+    say(`consume while refilling (leaseUnits 100, ${samples.toLocaleString('en-US')} calls, ${refills} store calls): p50 ${(quantile(durations, 0.5) / 1e3).toFixed(2)} µs, p99 ${(quantile(durations, 0.99) / 1e3).toFixed(2)} µs, p99.9 ${(quantile(durations, 0.999) / 1e3).toFixed(2)} µs, max ${(durations[samples - 1] / 1e3).toFixed(0)} µs`)
+    await Promise.all([shared.close(), refilling.close()])
+  } finally {
+    client.disconnect()
+    redis.stop()
+  }
+}
+
+main().catch((error) => {
+  console.error(error)
+  process.exitCode = 1
+})

@@ -1,0 +1,616 @@
+//! The reservation book of a shared limiter (`share`): the quota of a key is counted in a store
+//! that every process shares, and a process admits quota units only from what it reserved there.
+//!
+//! Per key, beside its record (a parallel vector, so the 72-byte records of limiters without
+//! `share` are untouched): the period the reservation belongs to, the units reserved in it, what
+//! the store had unreserved at the last answer, failOpen units admitted but not yet charged to
+//! the store, whether a store call is under way, and when the key was last used.
+//!
+//! The record's `quota_used` counts the units admitted in the period, so the units left locally
+//! are `reserved - quota_used`; a refund lowers `quota_used` and so returns units to the
+//! reservation. Store calls are made by the JS face: this book says when one is needed
+//! ([`SharedDecision::NeedsStore`], or a background refill), what to ask ([`ReserveRequest`]),
+//! and takes the answers ([`KeyedLimiter::credit_reservation`]).
+
+use super::table::NO_PERIOD;
+use super::{slot_i32, KeyBuf, KeyedLimiter, Target};
+use crate::bucket::refill_wait_ms;
+use crate::limiter::{longer_wait, Decision, RetryBasis};
+
+/// One key's reservation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Reservation {
+    /// The period slot the reservation belongs to ([`NO_PERIOD`]: none).
+    pub period_slot: i32,
+    /// Units reserved from the store in that period and not given back, the admitted ones
+    /// included (failOpen admissions count as reserved: they are owed to the store).
+    pub reserved: u64,
+    /// What the store had unreserved at its last answer for this period (the key's limit before
+    /// any answer).
+    pub store_unreserved: u64,
+    /// Units admitted with `failOpen` and not yet added to the store's count.
+    pub uncharged: u64,
+    /// A store call for the key is under way: no background refill is asked for meanwhile.
+    pub in_flight: bool,
+    /// The monotonic reading of the key's last consume or refund (idle give-back).
+    pub last_used_ms: f64,
+}
+
+/// How a shared consume treats a call its reservation does not cover.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShareMode {
+    /// Asks for a store call (nothing consumed).
+    Reserved,
+    /// Right after a store answer: denied with the quota wait when the reservation and the store
+    /// together have fewer than `n`, else asks for another store call.
+    AfterStore,
+    /// The store is unavailable and `failOpen` is on: decided as if the quota had room; the units
+    /// beyond the reservation are owed to the store.
+    FailOpen,
+}
+
+/// A shared consume's outcome.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SharedDecision {
+    /// `refill`: the reservation ran low and a background store call should fetch the next one
+    /// (the key is marked in flight).
+    Decided { decision: Decision, refill: bool },
+    /// The reservation does not cover the call: nothing was consumed; a store call must reserve
+    /// at least `lacking` more units (the key is marked in flight).
+    NeedsStore { lacking: u64 },
+}
+
+/// A shared decision, or: the units left here go back to the store before the call asks it
+/// again (`KeyedLimiter::release_then_store`).
+enum Step {
+    Decided(SharedDecision),
+    ReleaseThenStore,
+}
+
+/// What a store call for a key asks (the store protocol's `reserve` arguments, with the name
+/// added by the JS face).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReserveRequest {
+    /// Identifies the period in the answer ([`KeyedLimiter::credit_reservation`]).
+    pub period_slot: i32,
+    pub period_id: String,
+    pub period_end_ms: f64,
+    pub limit: u64,
+    pub lease_units: u64,
+    pub lacking: u64,
+    /// FailOpen units to add to the store's count; the book has let go of them (a failed call
+    /// hands them back through [`KeyedLimiter::reservation_failed`]).
+    pub charge: u64,
+}
+
+/// Units to return to the store for one key's period (`units`), and failOpen units still to be
+/// added to its count (`charge`, what the returned units could not cancel out).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GiveBack {
+    pub key: KeyBuf,
+    pub period_id: String,
+    /// The period's end (when the store's record may expire).
+    pub period_end_ms: f64,
+    pub units: u64,
+    pub charge: u64,
+}
+
+#[derive(Debug)]
+pub struct ShareBook {
+    /// One per record, in the records' order.
+    reservations: Vec<Reservation>,
+    /// `share.leaseUnits`; `None`: 1% of the key's limit, at least 1.
+    lease_units: Option<u64>,
+    /// Give-backs of keys dropped or deleted, for the JS face to send.
+    dropped: Vec<GiveBack>,
+}
+
+impl Reservation {
+    fn fresh(period_slot: i32, limit: u64, now_ms: f64) -> Reservation {
+        Reservation {
+            period_slot,
+            reserved: 0,
+            store_unreserved: limit,
+            uncharged: 0,
+            in_flight: false,
+            last_used_ms: now_ms,
+        }
+    }
+
+    /// What decisions report: the store's unreserved at its last answer, less what it is owed,
+    /// plus the units left here.
+    fn remaining(&self, admitted: u64) -> u64 {
+        self.store_unreserved
+            .saturating_sub(self.uncharged)
+            .saturating_add(self.left(admitted))
+    }
+
+    /// Units reserved and not admitted.
+    fn left(&self, admitted: u64) -> u64 {
+        self.reserved.saturating_sub(admitted)
+    }
+
+    /// Lets go of the units left and of the failOpen units owed: returns the units the store
+    /// gets back and the units it is still to be charged (the two netted against each other).
+    fn release(&mut self, admitted: u64) -> (u64, u64) {
+        let left = self.left(admitted);
+        let netted = left.min(self.uncharged);
+        let (units, charge) = (left - netted, self.uncharged - netted);
+        self.uncharged = 0;
+        self.reserved -= left;
+        (units, charge)
+    }
+
+    /// Whether letting go would send anything to the store.
+    fn holds(&self, admitted: u64) -> bool {
+        self.left(admitted) > 0 || self.uncharged > 0
+    }
+}
+
+impl KeyedLimiter {
+    /// Makes this a shared limiter (before any call; a restored key's quota use is dropped, as
+    /// the store holds it).
+    pub fn enable_share(&mut self, lease_units: Option<u64>) {
+        let now_ms = self.reconciler.last_monotonic_ms;
+        let mut reservations = Vec::with_capacity(self.table.len());
+        for record in &mut self.table.records {
+            record.quota_used = 0;
+            let limit = self.policies[record.policy as usize]
+                .quota
+                .map_or(0, |quota| quota.limit);
+            reservations.push(Reservation::fresh(record.period_slot, limit, now_ms));
+        }
+        self.share = Some(ShareBook {
+            reservations,
+            lease_units,
+            dropped: Vec::new(),
+        });
+    }
+
+    pub fn is_shared(&self) -> bool {
+        self.share.is_some()
+    }
+
+    /// A held key's reservation (`None`: not shared, or no such record).
+    pub fn reservation(&self, index: u32) -> Option<&Reservation> {
+        self.share.as_ref()?.reservations.get(index as usize)
+    }
+
+    /// The most units one store call reserves for a key of this limit.
+    fn lease_for(&self, limit: u64) -> u64 {
+        let lease = self.share.as_ref().and_then(|book| book.lease_units);
+        lease.unwrap_or((limit / 100).max(1))
+    }
+
+    fn limit_of(&self, index: u32) -> Option<u64> {
+        self.policy_of(Target::Held(index))
+            .quota
+            .map(|quota| quota.limit)
+    }
+
+    /// A new record's reservation (called by `hold`).
+    pub(super) fn reservation_held(&mut self, index: u32) {
+        let record = self.table.records[index as usize];
+        let limit = self.limit_of(index).unwrap_or(0);
+        let now_ms = self.reconciler.last_monotonic_ms;
+        if let Some(book) = &mut self.share {
+            debug_assert_eq!(book.reservations.len(), index as usize);
+            book.reservations
+                .push(Reservation::fresh(record.period_slot, limit, now_ms));
+        }
+    }
+
+    /// A record about to be removed (called by `drop_record`): its unused units of the open
+    /// period go back; its reservation leaves the book as the record leaves the table.
+    pub(super) fn reservation_dropped(&mut self, index: u32) {
+        if self.share.is_none() {
+            return;
+        }
+        let give_back = self.release_reservation(index);
+        if let Some(book) = &mut self.share {
+            book.reservations.swap_remove(index as usize);
+            book.dropped.extend(give_back);
+        }
+    }
+
+    /// A consume or refund of a shared key: its reservation follows the record's period, and the
+    /// key was used now.
+    pub(super) fn reservation_used(&mut self, index: u32, monotonic_ms: f64) {
+        self.sync_reservation(index);
+        if let Some(book) = &mut self.share {
+            book.reservations[index as usize].last_used_ms = monotonic_ms;
+        }
+    }
+
+    /// A reservation of an ended period starts over in the record's period.
+    pub(super) fn sync_reservation(&mut self, index: u32) {
+        let record = self.table.records[index as usize];
+        let limit = self.limit_of(index).unwrap_or(0);
+        if let Some(book) = &mut self.share {
+            let reservation = &mut book.reservations[index as usize];
+            if reservation.period_slot != record.period_slot {
+                *reservation = Reservation {
+                    in_flight: reservation.in_flight,
+                    ..Reservation::fresh(record.period_slot, limit, reservation.last_used_ms)
+                };
+            }
+        }
+    }
+
+    /// What the store had unreserved at the last answer plus the local reservation left (less
+    /// the failOpen units it is owed).
+    pub(super) fn shared_remaining(&self, index: u32) -> u64 {
+        let admitted = self.table.records[index as usize].quota_used;
+        self.reservation(index)
+            .map_or(0, |reservation| reservation.remaining(admitted))
+    }
+
+    /// The open period's id of a record's spec, when the reservation belongs to it.
+    fn open_period_of(&self, index: u32) -> Option<(i32, &crate::calendar::Period)> {
+        let quota = self.policy_of(Target::Held(index)).quota?;
+        let open = self.specs[quota.spec as usize].period.open.as_ref()?;
+        Some((slot_i32(Some(open.slot)), open))
+    }
+
+    /// Lets go of a key's unused units if they belong to its spec's open period.
+    fn release_reservation(&mut self, index: u32) -> Option<GiveBack> {
+        let (open_slot, period_id, period_end_ms) = self
+            .open_period_of(index)
+            .map(|(slot, open)| (slot, open.id.clone(), open.end_ms))?;
+        let record = self.table.records[index as usize];
+        let key = self.table.key_of(index);
+        let key = KeyBuf {
+            wide: key.wide,
+            len: key.len,
+            words: key.words.to_vec(),
+        };
+        let book = self.share.as_mut()?;
+        let reservation = &mut book.reservations[index as usize];
+        if reservation.period_slot != open_slot || record.period_slot != open_slot {
+            return None;
+        }
+        let (units, charge) = reservation.release(record.quota_used);
+        (units > 0 || charge > 0).then_some(GiveBack {
+            key,
+            period_id,
+            period_end_ms,
+            units,
+            charge,
+        })
+    }
+
+    /// The quiet case of a shared consume (see [`KeyedLimiter::try_consume_quiet`]): a held key,
+    /// clocks that agree, inside the key's open period. `None` changes nothing.
+    #[inline(always)]
+    pub fn consume_shared_quiet(
+        &mut self,
+        index: u32,
+        n: u64,
+        mode: ShareMode,
+        monotonic_ms: f64,
+        wall_ms: f64,
+    ) -> Option<SharedDecision> {
+        let dm = self.reconciler.quiet_delta(monotonic_ms, wall_ms)?;
+        let policy = self.policies[self.table.records[index as usize].policy as usize];
+        let open_slot = match policy.quota {
+            None => NO_PERIOD,
+            Some(quota) => {
+                let state = &mut self.specs[quota.spec as usize];
+                if !(self.reconciler.is_plausible(wall_ms) && state.period.contains(wall_ms)) {
+                    return None;
+                }
+                state.period.hold();
+                slot_i32(state.period.slot())
+            }
+        };
+        self.timeline_ms += dm;
+        self.reconciler.anchor(monotonic_ms, wall_ms);
+        self.refresh(index, open_slot);
+        self.touch(index);
+        Some(self.decide_shared(index, n, mode, wall_ms, monotonic_ms))
+    }
+
+    /// A shared consume on readings from `clock` (any key, any readings).
+    pub fn consume_shared<C: crate::clock::ClockSource + ?Sized>(
+        &mut self,
+        key: super::Key<'_>,
+        target: Target,
+        n: u64,
+        mode: ShareMode,
+        clock: &mut C,
+        anomalies: &mut Vec<crate::anomaly::Anomaly>,
+    ) -> Result<SharedDecision, crate::error::Error> {
+        self.consume_with(
+            key,
+            target,
+            clock,
+            anomalies,
+            |limiter, index, wall_ms, monotonic_ms| {
+                limiter.decide_shared(index, n, mode, wall_ms, monotonic_ms)
+            },
+        )
+    }
+
+    /// Takes `n` if the bucket has it and the reservation covers it (or `mode` says how an
+    /// uncovered call goes); a key without a quota is decided locally.
+    #[inline(always)]
+    fn decide_shared(
+        &mut self,
+        index: u32,
+        n: u64,
+        mode: ShareMode,
+        wall_ms: f64,
+        monotonic_ms: f64,
+    ) -> SharedDecision {
+        match self.shared_step(index, n, mode, wall_ms, monotonic_ms) {
+            Step::Decided(outcome) => outcome,
+            Step::ReleaseThenStore => self.release_then_store(index, n),
+        }
+    }
+
+    /// Right after the store answered, a call the reservation and the store together cannot
+    /// cover, with units left here: they go back to the store first (another process may complete
+    /// its call with them, as this one may with theirs), then the call asks the store for all of
+    /// `n`. Without this, units split between processes (1 left in each, 2 wanted) would never be
+    /// admitted by anyone.
+    #[cold]
+    fn release_then_store(&mut self, index: u32, n: u64) -> SharedDecision {
+        if let Some(give_back) = self.release_reservation(index) {
+            if let Some(book) = &mut self.share {
+                book.dropped.push(give_back);
+            }
+        }
+        if let Some(book) = &mut self.share {
+            book.reservations[index as usize].in_flight = true;
+        }
+        let admitted = self.table.records[index as usize].quota_used;
+        let left = self
+            .reservation(index)
+            .map_or(0, |reservation| reservation.left(admitted));
+        SharedDecision::NeedsStore {
+            lacking: n.saturating_sub(left).max(1),
+        }
+    }
+
+    #[inline(always)]
+    fn shared_step(
+        &mut self,
+        index: u32,
+        n: u64,
+        mode: ShareMode,
+        wall_ms: f64,
+        monotonic_ms: f64,
+    ) -> Step {
+        let policy = self.policies[self.table.records[index as usize].policy as usize];
+        let Some(quota) = policy.quota else {
+            let decision = self.decide(index, n, wall_ms);
+            return Step::Decided(SharedDecision::Decided {
+                decision,
+                refill: false,
+            });
+        };
+        let Some(book) = self.share.as_mut() else {
+            let decision = self.decide(index, n, wall_ms);
+            return Step::Decided(SharedDecision::Decided {
+                decision,
+                refill: false,
+            });
+        };
+        let lease = book.lease_units.unwrap_or((quota.limit / 100).max(1));
+        let record = &mut self.table.records[index as usize];
+        let reservation = &mut book.reservations[index as usize];
+        // (`reservation_used`, with the record and its policy at hand.)
+        if reservation.period_slot != record.period_slot {
+            *reservation = Reservation {
+                in_flight: reservation.in_flight,
+                ..Reservation::fresh(record.period_slot, quota.limit, monotonic_ms)
+            };
+        }
+        reservation.last_used_ms = monotonic_ms;
+        let period = &self.specs[quota.spec as usize].period;
+        let quota_wait_ms = || period.wait_ms(wall_ms);
+        let wanted = n as i64 as f64;
+        let left = reservation.left(record.quota_used);
+        let covered = n <= left;
+        let remaining = reservation.remaining(record.quota_used);
+        // Known short: more than this process's limit for the key, or (right after the store
+        // answered) more than the reservation and the store together have.
+        let short = n > quota.limit || (mode == ShareMode::AfterStore && !covered && remaining < n);
+        if record.tokens < wanted {
+            let bucket_wait_ms = refill_wait_ms(record.tokens, wanted, policy.refill_per_second);
+            let (retry_after_ms, basis) = longer_wait(bucket_wait_ms, short.then(quota_wait_ms));
+            let decision = Decision::denied(retry_after_ms, basis, record.tokens, Some(remaining));
+            self.counters.denied += 1;
+            return Step::Decided(SharedDecision::Decided {
+                decision,
+                refill: false,
+            });
+        }
+        if short && mode == ShareMode::AfterStore && left > 0 && n <= quota.limit {
+            return Step::ReleaseThenStore;
+        }
+        if short {
+            let decision = Decision::denied(
+                quota_wait_ms(),
+                RetryBasis::WallPeriod,
+                record.tokens,
+                Some(remaining),
+            );
+            self.counters.denied += 1;
+            return Step::Decided(SharedDecision::Decided {
+                decision,
+                refill: false,
+            });
+        }
+        if !covered && mode != ShareMode::FailOpen {
+            reservation.in_flight = true;
+            return Step::Decided(SharedDecision::NeedsStore { lacking: n - left });
+        }
+        if !covered {
+            // Admitted beyond the reservation: owed to the store.
+            let owed = n - left;
+            reservation.reserved += owed;
+            reservation.uncharged += owed;
+        }
+        record.tokens -= wanted;
+        record.quota_used += n;
+        let left = reservation.left(record.quota_used);
+        // Fetch the next slice before this one runs out: below half of what the next store call
+        // would bring (a lease, or an eighth of what the store had unreserved, whichever is less),
+        // or below half a lease when failOpen units are owed to the store.
+        let next_grant = if reservation.uncharged > 0 {
+            lease
+        } else {
+            lease.min(reservation.store_unreserved.div_ceil(8))
+        };
+        let refill = !reservation.in_flight && left.saturating_mul(2) < next_grant;
+        if refill {
+            reservation.in_flight = true;
+        }
+        let remaining = reservation.remaining(record.quota_used);
+        self.counters.allowed += 1;
+        Step::Decided(SharedDecision::Decided {
+            decision: Decision::allowed(record.tokens, Some(remaining)),
+            refill,
+        })
+    }
+
+    /// What a store call for a held key should ask: `lacking` units at least (0 for a background
+    /// refill), or what the calls waiting for the key lack together (`demand` units asked for by
+    /// them, less the units left here), as far as the store had that many unreserved at its last
+    /// answer. Takes the key's failOpen units as the call's charge and marks it in flight.
+    /// `None`: the key has no quota or its spec has no open period.
+    pub fn reserve_request(
+        &mut self,
+        index: u32,
+        lacking: u64,
+        demand: u64,
+    ) -> Option<ReserveRequest> {
+        self.share.as_ref()?;
+        self.sync_reservation(index);
+        let limit = self.limit_of(index)?;
+        let lease = self.lease_for(limit);
+        let (open_slot, period_id, period_end_ms) = self
+            .open_period_of(index)
+            .map(|(slot, open)| (slot, open.id.clone(), open.end_ms))?;
+        let book = self.share.as_mut()?;
+        let reservation = &mut book.reservations[index as usize];
+        if reservation.period_slot != open_slot {
+            return None;
+        }
+        reservation.in_flight = true;
+        let admitted = self.table.records[index as usize].quota_used;
+        // What the key holds unadmitted stays within one lease (what a process that dies strands),
+        // the units that waiting calls take at once aside.
+        let lease_units = lease.saturating_sub(reservation.left(admitted));
+        let together = demand
+            .saturating_sub(reservation.left(admitted))
+            .min(reservation.store_unreserved);
+        let lacking = lacking.max(together);
+        let charge = std::mem::take(&mut reservation.uncharged);
+        Some(ReserveRequest {
+            period_slot: open_slot,
+            period_id,
+            period_end_ms,
+            limit,
+            lease_units,
+            lacking,
+            charge,
+        })
+    }
+
+    /// A store answer for a held key's call made for `period_slot`: `granted` units are now the
+    /// key's. `false`: the key's reservation is of another period now, so the caller gives the
+    /// units back.
+    pub fn credit_reservation(
+        &mut self,
+        index: u32,
+        period_slot: i32,
+        granted: u64,
+        unreserved: u64,
+    ) -> bool {
+        self.sync_reservation(index);
+        let Some(book) = self.share.as_mut() else {
+            return false;
+        };
+        let Some(reservation) = book.reservations.get_mut(index as usize) else {
+            return false;
+        };
+        reservation.in_flight = false;
+        if reservation.period_slot != period_slot || period_slot == NO_PERIOD {
+            return false;
+        }
+        reservation.reserved = reservation.reserved.saturating_add(granted);
+        reservation.store_unreserved = unreserved;
+        true
+    }
+
+    /// A held key's store call failed: the key is no longer in flight, and the failOpen units
+    /// it was to charge are owed again (if its period is still the reservation's).
+    pub fn reservation_failed(&mut self, index: u32, period_slot: i32, charge: u64) {
+        self.sync_reservation(index);
+        if let Some(reservation) = self
+            .share
+            .as_mut()
+            .and_then(|book| book.reservations.get_mut(index as usize))
+        {
+            reservation.in_flight = false;
+            if reservation.period_slot == period_slot {
+                reservation.uncharged = reservation.uncharged.saturating_add(charge);
+            }
+        }
+    }
+
+    /// Lets go of the unused units of every key not used since `now_ms - idle_ms` (every key
+    /// with `idle_ms` 0, in flight or not) and of the keys dropped since the last call; returns
+    /// what goes back to the store.
+    pub fn give_back_idle(&mut self, now_ms: f64, idle_ms: f64) -> Vec<GiveBack> {
+        let mut give_backs = match &mut self.share {
+            Some(book) => std::mem::take(&mut book.dropped),
+            None => return Vec::new(),
+        };
+        for index in 0..self.table.len() as u32 {
+            let Some(reservation) = self.reservation(index) else {
+                break;
+            };
+            let idle = idle_ms <= 0.0
+                || (!reservation.in_flight && now_ms - reservation.last_used_ms >= idle_ms);
+            let admitted = self.table.records[index as usize].quota_used;
+            if idle && reservation.holds(admitted) {
+                give_backs.extend(self.release_reservation(index));
+            }
+        }
+        give_backs
+    }
+
+    pub fn has_dropped_give_backs(&self) -> bool {
+        self.share
+            .as_ref()
+            .is_some_and(|book| !book.dropped.is_empty())
+    }
+
+    /// The give-backs of keys dropped or deleted since the last call.
+    pub fn take_dropped_give_backs(&mut self) -> Vec<GiveBack> {
+        self.share
+            .as_mut()
+            .map(|book| std::mem::take(&mut book.dropped))
+            .unwrap_or_default()
+    }
+
+    /// Whether a key holds units it has not admitted (or give-backs wait): the idle timer is
+    /// needed.
+    pub fn holds_reservations(&self) -> bool {
+        let Some(book) = &self.share else {
+            return false;
+        };
+        !book.dropped.is_empty()
+            || book
+                .reservations
+                .iter()
+                .zip(&self.table.records)
+                .any(|(reservation, record)| reservation.holds(record.quota_used))
+    }
+}
+
+#[cfg(test)]
+mod tests;
