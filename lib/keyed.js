@@ -12,6 +12,7 @@ const { LAYOUT, AT, OPERATION, STATUS } = require('./contract.js')
 const { REGISTRY } = require('./registry.js')
 const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NEEDS_POLICY, NO_ANOMALIES, readDecision, bring, failure, callLimiter, toStatus } = require('./native-call.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError, checkNumber, thrownText } = require('./validate.js')
+const { readStats } = require('./stats.js')
 const { ShareDriver, parseShareOptions, SHARED_CONSUME } = require('./share.js')
 
 const KEYED_KEYS = ['policy', 'maxKeys', 'restore', 'share']
@@ -376,6 +377,14 @@ class KeyedQuotaClock {
   /** Keys held now (idle keys may be dropped at any time, so it can shrink by itself). */
   get size() {
     return callNative(() => native.keyedSize(this.#native))
+  }
+
+  /** Counters since construction: decisions, anomalies, keys held now, evictions, key-limit refusals (and `store`, when shared). Reads no clock. */
+  stats() {
+    callNative(() => native.keyedStats(this.#native))
+    const stats = readStats(this.#result)
+    if (this.#share !== undefined) stats.store = this.#share.storeStats()
+    return stats
   }
 
   static {

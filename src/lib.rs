@@ -15,6 +15,7 @@ pub mod keyed;
 pub mod limiter;
 pub mod quota;
 pub mod reconciler;
+pub mod stats;
 pub mod text;
 
 // Property tests of the limiter over random clock histories.
