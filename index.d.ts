@@ -163,6 +163,41 @@ export interface Status {
   quotaLimit: number | null
 }
 
+/** A shared limiter's store calls since construction (`stats().store`). */
+export interface StoreStats {
+  /** Reservations asked of the store, whatever their outcome. */
+  calls: number
+  /** Store calls (give-backs included) that failed with an error. */
+  errors: number
+  /** Store calls (give-backs included) that did not answer within `share.timeoutMs`. */
+  timeouts: number
+  /** Quota units reserved from the store. */
+  reserved: number
+  /** Reserved units given back to the store. */
+  returned: number
+}
+
+/**
+ * What a limiter has done since it was made (a restored one starts from zero): plain counters kept
+ * by the native core, read without a clock. Counts are exact up to `Number.MAX_SAFE_INTEGER`.
+ */
+export interface LimiterStats {
+  /** `tryConsume` (and `consume`) decisions that allowed; a later `refund` does not take one back. */
+  allowed: number
+  /** Decisions that denied. A call that throws is neither; `status()` and `refund()` are not decisions. */
+  denied: number
+  /** Anomalies raised, by kind: every kind is present, zeros included. Those raised by `status()` and `refund()` count. */
+  anomalies: Record<AnomalyKind, number>
+  /** Keys held now (`size`); always 1 on a `QuotaClock`. */
+  keys: number
+  /** Keys the limiter dropped by itself: to make room at `maxKeys`, or idle keys swept. `delete(key)` is not counted. Always 0 on a `QuotaClock`. */
+  evicted: number
+  /** New keys refused with `ERR_KEY_LIMIT`. Always 0 on a `QuotaClock`. */
+  keyLimitRefusals: number
+  /** Only on a `KeyedQuotaClock` with `share`: its store calls. */
+  store?: StoreStats
+}
+
 /** A token bucket on real elapsed time plus an optional calendar quota, reconciled from a monotonic and a wall reading on every call. */
 export class QuotaClock {
   /** Throws `TypeError`/`RangeError` with `code` `ERR_INVALID_OPTION`, `ERR_SUB_DAY_PERIOD` or `ERR_UNKNOWN_TIME_ZONE` on bad options. */
@@ -177,6 +212,8 @@ export class QuotaClock {
   refund(n?: number): void
   /** Reads and reconciles the clocks like `tryConsume`, consuming nothing; also the limits in force. */
   status(): Status
+  /** Decisions and anomalies since construction (`keys` 1, `evicted` and `keyLimitRefusals` 0, no `store`); reads no clock. */
+  stats(): LimiterStats
   /** The limiter's own period spec applied to `wallMs`; `null` without a quota. */
   periodFor(wallMs: number): Period | null
 }
@@ -287,6 +324,8 @@ export class KeyedQuotaClock {
    * the zone (the file and its keys stay; later calls throw). Otherwise: resolves at once.
    */
   close(): Promise<void>
+  /** Decisions, anomalies, keys held, evictions and key-limit refusals since construction (and `store` when shared); reads no clock. */
+  stats(): LimiterStats
 }
 
 /** `CLOCK_MONOTONIC` and `CLOCK_REALTIME`, read natively; optionally a suspend-inclusive reader. */

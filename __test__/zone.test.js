@@ -293,3 +293,24 @@ test('zone and share together are refused (ERR_INVALID_OPTION), and no zone file
     client.disconnect()
   }
 })
+
+test("stats() of a zone limiter counts its own calls; keys is the zone's", () => {
+  const path = zonePath('stats')
+  const options = base(path, { capacity: 2, maxKeys: 2, quota: { limit: 1, period: UTC_DAY } })
+  const here = new KeyedQuotaClock(options)
+  here.tryConsume('a')
+  here.tryConsume('a')
+  runWorker(options, 'run', "limiter.tryConsume('b'); try { limiter.tryConsume('c') } catch {}")
+  assert.throws(() => here.tryConsume('c'), (error) => error.code === 'ERR_KEY_LIMIT')
+  const stats = here.stats()
+  assert.equal(stats.allowed, 1)
+  assert.equal(stats.denied, 1)
+  assert.equal(stats.keyLimitRefusals, 1)
+  assert.equal(stats.keys, 2, 'the keys held in the zone, by every process')
+  assert.equal(stats.evicted, 0)
+  // Without quota use, making room is an eviction of this limiter's.
+  const bucket = new KeyedQuotaClock(base(zonePath('stats-bucket'), { capacity: 2, maxKeys: 1 }))
+  bucket.tryConsume('x')
+  bucket.tryConsume('y')
+  assert.equal(bucket.stats().evicted, 1)
+})

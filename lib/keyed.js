@@ -13,6 +13,7 @@ const { REGISTRY } = require('./registry.js')
 const { ZoneFace, zoneInput } = require('./zone.js')
 const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NEEDS_POLICY, NO_ANOMALIES, readDecision, bring, failure, callLimiter, toStatus } = require('./native-call.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError, checkNumber, thrownText } = require('./validate.js')
+const { readStats } = require('./stats.js')
 const { ShareDriver, parseShareOptions, SHARED_CONSUME } = require('./share.js')
 
 const KEYED_KEYS = ['policy', 'maxKeys', 'restore', 'share', 'zone']
@@ -395,6 +396,15 @@ class KeyedQuotaClock {
   get size() {
     if (this.#zone !== undefined) return this.#zone.size
     return callNative(() => native.keyedSize(this.#native))
+  }
+
+  /** Counters since construction: decisions, anomalies, keys held now, evictions, key-limit refusals (and `store`, when shared). Reads no clock. */
+  stats() {
+    if (this.#zone !== undefined) this.#zone.writeStats()
+    else callNative(() => native.keyedStats(this.#native))
+    const stats = readStats(this.#result)
+    if (this.#share !== undefined) stats.store = this.#share.storeStats()
+    return stats
   }
 
   static {

@@ -12,6 +12,7 @@ const { RESULT, LIMITER_INDEX, REGISTRY, consume, consumeSupplied } = require('.
 const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NO_ANOMALIES, readDecision, bring, failure, callLimiter, toStatus } = require('./native-call.js')
 const { rememberLimiter } = require('./limiter-facts.js')
 const { checkNumber, coded } = require('./validate.js')
+const { readStats } = require('./stats.js')
 const { AT } = require('./contract.js')
 const { toPeriod } = require('./calendar.js')
 
@@ -100,6 +101,12 @@ class QuotaClock {
       bring(RESULT[N_OR_STATUS], RESULT, this.#js)
       supplied = true
     }
+  }
+
+  /** Counters since construction: decisions and anomalies (keys 1, evicted and keyLimitRefusals 0). Reads no clock. */
+  stats() {
+    callNative(() => native.limiterStats(REGISTRY, this.#index))
+    return readStats(RESULT)
   }
 
   static {

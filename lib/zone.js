@@ -143,6 +143,11 @@ class ZoneFace {
     callNative(() => native.zoneGiveBack(this.#native, key, n, periodSlot))
   }
 
+  /** Writes this limiter's counters and the zone's key count into the result buffer (as keyedStats). */
+  writeStats() {
+    callNative(() => native.zoneStats(this.#native))
+  }
+
   delete(key) {
     return callNative(() => native.zoneDelete(this.#native, key))
   }

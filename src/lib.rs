@@ -15,6 +15,7 @@ pub mod keyed;
 pub mod limiter;
 pub mod quota;
 pub mod reconciler;
+pub mod stats;
 pub mod text;
 #[cfg(target_os = "linux")]
 pub mod zone;

@@ -8,6 +8,7 @@ use crate::clock::{ClockSource, SuspendPolicy};
 use crate::error::Error;
 use crate::quota::{QuotaPolicy, QuotaState};
 use crate::reconciler::Reconciler;
+use crate::stats::Counters;
 
 /// Validated options (the binding checks types and ranges before building one).
 #[derive(Clone, Debug)]
@@ -120,6 +121,8 @@ pub struct Limiter {
     reconciler: Reconciler,
     /// Unused without a quota.
     quota: QuotaState,
+    /// What it has done since construction (`stats()`); last, off the hot fields' lines.
+    counters: Counters,
 }
 
 /// Fresh readings, reconciled and applied, ready for a decision.
@@ -147,6 +150,7 @@ impl Limiter {
             tokens: config.initial_tokens,
             quota: QuotaState::default(),
             reconciler,
+            counters: Counters::default(),
         };
         if limiter.reconciler.is_plausible(wall_ms) {
             let deltas = CallDeltas {
@@ -165,6 +169,17 @@ impl Limiter {
 
     pub fn capacity(&self) -> f64 {
         self.policy.bucket.capacity
+    }
+
+    /// Decisions and anomalies since construction; reads no clock.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The same limiter with other counters (tests compare states apart from what was counted).
+    #[cfg(test)]
+    pub(crate) fn with_counters(self, counters: Counters) -> Limiter {
+        Limiter { counters, ..self }
     }
 
     pub fn has_quota(&self) -> bool {
@@ -187,6 +202,7 @@ impl Limiter {
         clock: &mut C,
         anomalies: &mut Vec<Anomaly>,
     ) -> Result<Observation, Error> {
+        let first_anomaly = anomalies.len();
         let reconciled = self
             .reconciler
             .read(clock, self.policy.quota.is_some(), anomalies)?;
@@ -202,6 +218,7 @@ impl Limiter {
             self.quota
                 .observe(quota, reconciled.wall_ms, reconciled.deltas, anomalies);
         }
+        self.counters.count_anomalies(&anomalies[first_anomaly..]);
         Ok(Observation {
             wall_ms: reconciled.wall_ms,
         })
@@ -257,6 +274,7 @@ impl Limiter {
             if bucket_admits && quota_admits {
                 self.tokens -= wanted;
                 self.quota.used += n;
+                self.counters.allowed += 1;
                 return Decision::allowed(self.tokens, Some(self.quota.remaining(quota)));
             }
             let bucket_wait_ms = if bucket_admits {
@@ -266,6 +284,7 @@ impl Limiter {
             };
             let quota_wait_ms = (!quota_admits).then(|| self.quota.wait_ms(wall_ms));
             let (retry_after_ms, basis) = longer_wait(bucket_wait_ms, quota_wait_ms);
+            self.counters.denied += 1;
             return Decision::denied(
                 retry_after_ms,
                 basis,
@@ -275,9 +294,11 @@ impl Limiter {
         }
         if bucket_admits {
             self.tokens -= wanted;
+            self.counters.allowed += 1;
             return Decision::allowed(self.tokens, None);
         }
         let wait_ms = self.policy.bucket.wait_ms(self.tokens, wanted);
+        self.counters.denied += 1;
         Decision::denied(wait_ms, RetryBasis::MonotonicRefill, self.tokens, None)
     }
 
@@ -781,6 +802,79 @@ mod tests {
         );
         assert_eq!(anomalies[1].skipped, Some(2));
         assert_eq!(decision.quota_remaining, Some(4));
+    }
+
+    #[test]
+    fn counters_count_decisions_by_outcome_and_anomalies_by_kind() {
+        let mut clock = ManualClock::new(0.0, JAN_15_2024 + 60_000.0, None);
+        let mut limiter = with_daily_quota(SuspendPolicy::Ignore, 3, 2.0, &mut clock);
+        assert_eq!(*limiter.counters(), Counters::default());
+        for _ in 0..3 {
+            limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
+        }
+        let counters = *limiter.counters();
+        assert_eq!((counters.allowed, counters.denied), (2, 1));
+        // A denial on the quota alone is a denial too.
+        clock.advance(10_000.0);
+        limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
+        let denial = limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
+        assert_eq!(denial.retry_after_basis, Some(RetryBasis::WallPeriod));
+        assert_eq!(
+            (limiter.counters().allowed, limiter.counters().denied),
+            (3, 2)
+        );
+        clock.step_wall(-3_600_000.0);
+        limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
+        clock.step_wall(3.0 * DAY_MS);
+        limiter.try_consume(1, &mut clock, &mut Vec::new()).unwrap();
+        let counters = limiter.counters();
+        assert_eq!(counters.anomalies_of(AnomalyKind::WallStepBack), 1);
+        assert_eq!(counters.anomalies_of(AnomalyKind::PeriodRegression), 1);
+        assert_eq!(counters.anomalies_of(AnomalyKind::AmbiguousWallJump), 1);
+        assert_eq!(counters.anomalies_of(AnomalyKind::PeriodSkip), 1);
+        assert_eq!(counters.anomalies_of(AnomalyKind::Suspend), 0);
+        assert_eq!((counters.allowed, counters.denied), (4, 3));
+    }
+
+    #[test]
+    fn status_and_refund_are_not_decisions_but_their_anomalies_count() {
+        let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
+        let mut limiter = Limiter::new(config(SuspendPolicy::Ignore), &mut clock).unwrap();
+        clock.advance(1_000.0);
+        clock.step_wall(-10_000.0);
+        limiter.status(&mut clock, &mut Vec::new()).unwrap();
+        clock.advance(1_000.0);
+        clock.step_wall(-10_000.0);
+        limiter.refund(1, &mut clock, &mut Vec::new()).unwrap();
+        let counters = limiter.counters();
+        assert_eq!((counters.allowed, counters.denied), (0, 0));
+        assert_eq!(counters.anomalies_of(AnomalyKind::WallStepBack), 2);
+    }
+
+    #[test]
+    fn a_call_that_throws_counts_nothing() {
+        let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
+        let mut limiter = Limiter::new(config(SuspendPolicy::Refuse), &mut clock).unwrap();
+        clock.suspend(3_600_000.0);
+        assert!(limiter.try_consume(1, &mut clock, &mut Vec::new()).is_err());
+        clock.monotonic_ms = -1.0;
+        assert!(limiter.try_consume(1, &mut clock, &mut Vec::new()).is_err());
+        assert_eq!(*limiter.counters(), Counters::default());
+    }
+
+    #[test]
+    fn the_quiet_path_counts_its_decisions() {
+        let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
+        let mut limiter = Limiter::new(config(SuspendPolicy::Ignore), &mut clock).unwrap();
+        clock.advance(1_000.0);
+        let allowed = limiter.try_consume_quiet(1, clock.monotonic_ms, clock.wall_ms);
+        let denied = limiter.try_consume_quiet(1, clock.monotonic_ms, clock.wall_ms);
+        assert_eq!(allowed.map(|d| d.allowed), Some(true));
+        assert_eq!(denied.map(|d| d.allowed), Some(false));
+        assert_eq!(
+            (limiter.counters().allowed, limiter.counters().denied),
+            (1, 1)
+        );
     }
 
     /// A tiny deterministic generator (xorshift64*), so the comparison below is reproducible.

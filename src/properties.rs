@@ -263,7 +263,10 @@ proptest! {
                     prop_assert_eq!(decision.retry_after_ms, 0.0);
                     prop_assert!(decision.retry_after_basis.is_none());
                 } else {
-                    // A denial consumes nothing: the limiter is exactly what observing made it.
+                    // A denial consumes nothing: the limiter is exactly what observing made it,
+                    // with one more denial counted.
+                    prop_assert_eq!(limiter.counters().denied, observed.counters().denied + 1);
+                    let observed = observed.clone().with_counters(*limiter.counters());
                     prop_assert_eq!(format!("{limiter:?}"), format!("{observed:?}"));
                     prop_assert_eq!(&anomalies, &observed_anomalies);
                     prop_assert!(decision.retry_after_basis.is_some());

@@ -36,6 +36,7 @@ use crate::error::Error;
 use crate::limiter::{longer_wait, Decision, RetryBasis};
 use crate::quota::{OpenPeriod, QuotaPolicy};
 use crate::reconciler::{Reconciled, Reconciler};
+use crate::stats::Counters;
 
 /// A key's limits, validated (`KeyPolicy` with the defaults filled in).
 #[derive(Clone, Debug)]
@@ -148,6 +149,8 @@ pub struct KeyedLimiter {
     free_specs: Vec<u32>,
     max_keys: usize,
     sweep_cursor: usize,
+    /// What it has done since construction (`stats()`).
+    counters: Counters,
     /// A shared limiter's reservations (one per record, in the records' order); `None` for a
     /// limiter without `share`, whose records and hot path are untouched by it.
     share: Option<ShareBook>,
@@ -193,6 +196,7 @@ impl KeyedLimiter {
             free_specs: Vec::new(),
             max_keys: config.max_keys,
             sweep_cursor: 0,
+            counters: Counters::default(),
             share: None,
         };
         let default = limiter.intern(config.defaults);
@@ -220,6 +224,11 @@ impl KeyedLimiter {
 
     pub fn is_empty(&self) -> bool {
         self.table.len() == 0
+    }
+
+    /// Decisions, anomalies, evictions and key-limit refusals since construction; reads no clock.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
     }
 
     #[inline(always)]
@@ -398,6 +407,7 @@ impl KeyedLimiter {
                 if victim.is_none() {
                     // Nothing changes: the readings are not even taken in.
                     anomalies.truncate(first_anomaly);
+                    self.counters.key_limit_refusals += 1;
                     return Err(Error::KeyLimit {
                         max_keys: self.max_keys as u64,
                     });
@@ -418,6 +428,7 @@ impl KeyedLimiter {
                     // Pinned: the victim may be the last key of this very policy.
                     self.policies[policy as usize].keys += 1;
                     self.drop_record(victim);
+                    self.counters.evicted += 1;
                     self.policies[policy as usize].keys -= 1;
                 }
                 self.hold(key, policy, open_slot)
@@ -430,6 +441,7 @@ impl KeyedLimiter {
         {
             self.sweep_idle(key);
         }
+        self.counters.count_anomalies(&anomalies[first_anomaly..]);
         Ok(decision)
     }
 
@@ -449,8 +461,10 @@ impl KeyedLimiter {
                 .quota
                 .map(|quota| quota.spec)
         });
+        let first_anomaly = anomalies.len();
         let reconciled = self.reconciler.read(clock, spec.is_some(), anomalies)?;
         let open_slot = self.apply(&reconciled, spec, anomalies)?;
+        self.counters.count_anomalies(&anomalies[first_anomaly..]);
         if let Some(index) = held {
             self.refresh(index, open_slot);
             let capacity = self.policy_of(Target::Held(index)).capacity;
@@ -501,8 +515,10 @@ impl KeyedLimiter {
     ) -> Result<KeyStatus, Error> {
         let policy = *self.policy_of(target);
         let spec = policy.quota.map(|quota| quota.spec);
+        let first_anomaly = anomalies.len();
         let reconciled = self.reconciler.read(clock, spec.is_some(), anomalies)?;
         let open_slot = self.apply(&reconciled, spec, anomalies)?;
+        self.counters.count_anomalies(&anomalies[first_anomaly..]);
         let (tokens, quota_used) = match target {
             Target::Held(index) => {
                 self.refresh(index, open_slot);
@@ -603,9 +619,11 @@ impl KeyedLimiter {
         let Some(quota) = policy.quota else {
             if bucket_admits {
                 record.tokens -= wanted;
+                self.counters.allowed += 1;
                 return Decision::allowed(record.tokens, None);
             }
             let wait_ms = refill_wait_ms(record.tokens, wanted, policy.refill_per_second);
+            self.counters.denied += 1;
             return Decision::denied(wait_ms, RetryBasis::MonotonicRefill, record.tokens, None);
         };
         let quota_admits = n <= quota.limit.saturating_sub(record.quota_used);
@@ -613,6 +631,7 @@ impl KeyedLimiter {
             record.tokens -= wanted;
             record.quota_used += n;
             let remaining = quota.limit.saturating_sub(record.quota_used);
+            self.counters.allowed += 1;
             return Decision::allowed(record.tokens, Some(remaining));
         }
         let bucket_wait_ms = if bucket_admits {
@@ -624,6 +643,7 @@ impl KeyedLimiter {
             (!quota_admits).then(|| self.specs[quota.spec as usize].period.wait_ms(wall_ms));
         let (retry_after_ms, basis) = longer_wait(bucket_wait_ms, quota_wait_ms);
         let remaining = quota.limit.saturating_sub(record.quota_used);
+        self.counters.denied += 1;
         Decision::denied(retry_after_ms, basis, record.tokens, Some(remaining))
     }
 
@@ -767,6 +787,7 @@ impl KeyedLimiter {
             {
                 // The last record moves into `index`: look at it next.
                 self.drop_record(index as u32);
+                self.counters.evicted += 1;
             } else {
                 self.sweep_cursor += 1;
             }
@@ -796,5 +817,7 @@ fn slot_i32(slot: Option<i64>) -> i32 {
     })
 }
 
+#[cfg(test)]
+mod stats_tests;
 #[cfg(test)]
 mod tests;

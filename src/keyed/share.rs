@@ -420,6 +420,7 @@ impl KeyedLimiter {
             let bucket_wait_ms = refill_wait_ms(record.tokens, wanted, policy.refill_per_second);
             let (retry_after_ms, basis) = longer_wait(bucket_wait_ms, short.then(quota_wait_ms));
             let decision = Decision::denied(retry_after_ms, basis, record.tokens, Some(remaining));
+            self.counters.denied += 1;
             return Step::Decided(SharedDecision::Decided {
                 decision,
                 refill: false,
@@ -435,6 +436,7 @@ impl KeyedLimiter {
                 record.tokens,
                 Some(remaining),
             );
+            self.counters.denied += 1;
             return Step::Decided(SharedDecision::Decided {
                 decision,
                 refill: false,
@@ -466,6 +468,7 @@ impl KeyedLimiter {
             reservation.in_flight = true;
         }
         let remaining = reservation.remaining(record.quota_used);
+        self.counters.allowed += 1;
         Step::Decided(SharedDecision::Decided {
             decision: Decision::allowed(record.tokens, Some(remaining)),
             refill,

@@ -12,6 +12,7 @@
 #![cfg_attr(test, allow(dead_code))]
 
 use crate::limiter::{Decision, RetryBasis};
+use crate::stats::{Counters, ANOMALY_KIND_COUNT};
 
 pub(crate) const N_OR_STATUS: usize = 0;
 pub(crate) const ALLOWED: usize = 1;
@@ -188,6 +189,40 @@ pub(crate) fn write_decision(result: &ResultBuffer, decision: &Decision) {
     );
 }
 
+/// Where `stats()` writes a limiter's counters (`crate::stats::Counters`) in its result buffer:
+/// the decisions, the keys held, the evictions, the key-limit refusals, then one position per
+/// anomaly kind in `AnomalyKind::ALL` order (the order `contract()`'s `anomalyKinds` lists).
+pub(crate) mod stats {
+    use super::ANOMALY_KIND_COUNT;
+
+    pub(crate) const ALLOWED: usize = 0;
+    pub(crate) const DENIED: usize = 1;
+    pub(crate) const KEYS: usize = 2;
+    pub(crate) const EVICTED: usize = 3;
+    pub(crate) const KEY_LIMIT_REFUSALS: usize = 4;
+    /// The first anomaly kind's count; the others follow.
+    pub(crate) const ANOMALIES: usize = 5;
+    pub(crate) const LENGTH: usize = ANOMALIES + ANOMALY_KIND_COUNT;
+    // The counters are written into the result buffer: they must fit it.
+    const _: () = assert!(LENGTH <= super::LENGTH);
+}
+
+/// Writes a limiter's counters and the keys it holds (`stats()`), as [`stats`] lays them out.
+/// Counts stay exact as numbers up to 2^53.
+pub(crate) fn write_stats(result: &ResultBuffer, counters: &Counters, keys: usize) {
+    result.set(stats::ALLOWED, counters.allowed as f64);
+    result.set(stats::DENIED, counters.denied as f64);
+    result.set(stats::KEYS, keys as f64);
+    result.set(stats::EVICTED, counters.evicted as f64);
+    result.set(
+        stats::KEY_LIMIT_REFUSALS,
+        counters.key_limit_refusals as f64,
+    );
+    for (offset, &count) in counters.anomalies.iter().enumerate() {
+        result.set(stats::ANOMALIES + offset, count as f64);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,6 +255,39 @@ mod tests {
             OPERATION, LIMITER,
             "the keyed buffer reuses the limiter position"
         );
+    }
+
+    #[test]
+    fn stats_positions_do_not_collide_and_every_counter_is_written_where_it_says() {
+        use crate::anomaly::AnomalyKind;
+        let singles = [
+            stats::ALLOWED,
+            stats::DENIED,
+            stats::KEYS,
+            stats::EVICTED,
+            stats::KEY_LIMIT_REFUSALS,
+        ];
+        assert!(singles.iter().all(|&at| at < stats::ANOMALIES));
+        let distinct: std::collections::HashSet<_> = singles.iter().collect();
+        assert_eq!(distinct.len(), singles.len());
+        let mut counters = Counters {
+            allowed: 1,
+            denied: 2,
+            evicted: 4,
+            key_limit_refusals: 5,
+            ..Counters::default()
+        };
+        for (position, kind) in AnomalyKind::ALL.iter().enumerate() {
+            counters.anomalies[Counters::anomaly_index(*kind)] = 10 + position as u64;
+        }
+        with_buffer(|result| {
+            write_stats(result, &counters, 3);
+            let read: Vec<f64> = (0..stats::LENGTH).map(|at| result.get(at)).collect();
+            assert_eq!(
+                read,
+                [1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0]
+            );
+        });
     }
 
     #[test]

@@ -81,6 +81,18 @@ pub struct ResultBufferLayout {
     pub basis_none: f64,
 }
 
+/// Where `stats()` leaves a limiter's counters in its result buffer.
+#[napi(object)]
+pub struct StatsLayout {
+    pub allowed: u32,
+    pub denied: u32,
+    pub keys: u32,
+    pub evicted: u32,
+    pub key_limit_refusals: u32,
+    /// The first anomaly kind's count; the kinds follow in `anomalyKinds` order.
+    pub anomalies: u32,
+}
+
 #[napi(object)]
 pub struct Contract {
     pub error_codes: Vec<ErrorCodeEntry>,
@@ -91,6 +103,7 @@ pub struct Contract {
     pub start_kinds: Vec<String>,
     pub max_wall_ms: f64,
     pub result_buffer: ResultBufferLayout,
+    pub stats: StatsLayout,
 }
 
 fn names<T: Copy>(items: &[T], name: impl Fn(T) -> &'static str) -> Vec<String> {
@@ -157,6 +170,14 @@ pub fn contract() -> Contract {
                 shared_fail_open: buffer::OPERATION_SHARED_FAIL_OPEN,
             },
             basis_none: buffer::BASIS_NONE,
+        },
+        stats: StatsLayout {
+            allowed: position(buffer::stats::ALLOWED),
+            denied: position(buffer::stats::DENIED),
+            keys: position(buffer::stats::KEYS),
+            evicted: position(buffer::stats::EVICTED),
+            key_limit_refusals: position(buffer::stats::KEY_LIMIT_REFUSALS),
+            anomalies: position(buffer::stats::ANOMALIES),
         },
     }
 }

@@ -8,7 +8,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use super::anomaly::AnomalyOutput;
-use super::buffer::settle;
+use super::buffer::{settle, write_stats};
 use super::calendar::{check_wall_ms, period_output, PeriodOutput};
 use super::clock::BoundClock;
 use super::errors::{coded, from_core, guard, CodedResult};
@@ -222,6 +222,19 @@ pub fn limiter_period_for(
                 &quota.spec,
                 &quota.spec.period_for(wall_ms),
             )))
+        })
+    })
+}
+
+/// `stats()`: the limiter's counters, written into its registry's result buffer (one key, no
+/// eviction, no refusal). Reads no clock.
+#[napi(js_name = "limiterStats")]
+pub fn limiter_stats(env: &Env, registry_id: u32, index: u32) -> napi::Result<()> {
+    guard(env, || {
+        let registry = registry(registry_id)?;
+        registry.with_cell(index, |state| {
+            write_stats(&registry.result, state.limiter.counters(), 1);
+            Ok(())
         })
     })
 }

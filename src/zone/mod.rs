@@ -20,7 +20,7 @@ mod recon;
 #[cfg(test)]
 mod tests;
 
-use std::cell::OnceCell;
+use std::cell::{OnceCell, RefCell};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -160,6 +160,8 @@ pub struct Zone {
     specs: Vec<OnceCell<Arc<PeriodSpec>>>,
     /// Whether this open made the file (a restore applies only then).
     pub created: bool,
+    /// What this limiter (in this process) has done, for `stats()`.
+    counters: RefCell<crate::stats::Counters>,
 }
 
 // SAFETY: every access to the mapping goes through atomics.
@@ -243,6 +245,7 @@ impl Zone {
             defaults: config.defaults.clone(),
             specs: (0..SPECS).map(|_| OnceCell::new()).collect(),
             created: false,
+            counters: RefCell::default(),
         };
         zone.cell = zone.claim_cell().ok_or_else(|| {
             ZoneError::invalid(format!(
@@ -623,6 +626,12 @@ impl Zone {
         (tokens >= limits.capacity && !has_use, has_use)
     }
 
+    /// Drops the key in (`group`, `slot`) to make room, the group's lock held (an eviction).
+    fn evict(&self, group: usize, slot: usize) {
+        self.remove(group, slot);
+        self.counters.borrow_mut().evicted += 1;
+    }
+
     /// Drops the key in (`group`, `slot`), the group's lock held.
     fn remove(&self, group: usize, slot: usize) {
         self.group(group).tags[slot].store(0, Ordering::Release);
@@ -684,7 +693,7 @@ impl Zone {
             };
             if let Some((slot, used_at)) = self.victim_in(group, timeline_ms, wall_ms) {
                 if used_at == f64::NEG_INFINITY {
-                    self.remove(group, slot);
+                    self.evict(group, slot);
                     return Some(true);
                 }
                 if best.is_none_or(|(_, _, at, _)| used_at < at) {
@@ -711,7 +720,7 @@ impl Zone {
         {
             return None;
         }
-        self.remove(group, slot);
+        self.evict(group, slot);
         Some(true)
     }
 
@@ -783,7 +792,37 @@ impl Zone {
     /// (`None` with `has_policy`: the zone asks for it when the key is not held); `count`
     /// checks `n` against the key's capacity (before any reading).
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     pub fn call(
+        &self,
+        key: Key<'_>,
+        operation: Operation,
+        n: u64,
+        policy: Option<&KeyPolicy>,
+        has_policy: bool,
+        count: impl FnOnce(f64) -> Result<u64, Error>,
+        anomalies: &mut Vec<Anomaly>,
+    ) -> Result<Outcome, Error> {
+        let first = anomalies.len();
+        let outcome = self.call_inner(key, operation, n, policy, has_policy, count, anomalies);
+        let mut counters = self.counters.borrow_mut();
+        counters.count_anomalies(&anomalies[first.min(anomalies.len())..]);
+        match &outcome {
+            Ok(Outcome::Decided(decision, _)) if decision.allowed => counters.allowed += 1,
+            Ok(Outcome::Decided(..)) => counters.denied += 1,
+            Err(Error::KeyLimit { .. }) => counters.key_limit_refusals += 1,
+            _ => {}
+        }
+        outcome
+    }
+
+    /// What this limiter has done since it was opened (in this process).
+    pub fn counters(&self) -> crate::stats::Counters {
+        *self.counters.borrow()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn call_inner(
         &self,
         key: Key<'_>,
         operation: Operation,
@@ -888,7 +927,7 @@ impl Zone {
                 let (slot, _) = self
                     .victim_in(group, timeline_ms, wall_ms)
                     .ok_or(Error::KeyLimit { max_keys })?;
-                self.remove(group, slot);
+                self.evict(group, slot);
                 slot
             }
         };

@@ -14,7 +14,7 @@ use super::status::KeyStatusOutput;
 use super::{keyed_call, release_cell, KeyedCell, KeyedState};
 use crate::keyed::{KeyPolicy, KeyedConfig, KeyedLimiter, PolicyId, Target, DEFAULT_POLICY};
 use crate::napi::anomaly::AnomalyOutput;
-use crate::napi::buffer::{self, settle, Needs, ResultBuffer};
+use crate::napi::buffer::{self, settle, write_stats, Needs, ResultBuffer};
 use crate::napi::clock::BoundClock;
 use crate::napi::errors::{coded, from_core, guard, invalid_arg, CodedResult};
 use crate::napi::limiter::ErrorOutput;
@@ -282,6 +282,18 @@ pub fn keyed_delete(
 pub fn keyed_size(env: &Env, limiter: &External<NativeKeyed>) -> napi::Result<f64> {
     guard(env, || {
         with_state(&limiter.state, |state| Ok(state.limiter.len() as f64))
+    })
+}
+
+/// `stats()`: the counters and the keys held, written into the limiter's result buffer. Reads
+/// no clock.
+#[napi(js_name = "keyedStats")]
+pub fn keyed_stats(env: &Env, limiter: &External<NativeKeyed>) -> napi::Result<()> {
+    guard(env, || {
+        with_state(&limiter.state, |state| {
+            write_stats(&state.result, state.limiter.counters(), state.limiter.len());
+            Ok(())
+        })
     })
 }
 

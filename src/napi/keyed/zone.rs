@@ -458,6 +458,20 @@ pub fn zone_close(env: &Env, zone: &External<NativeZone>) -> napi::Result<()> {
     })
 }
 
+/// `stats()`: this limiter's counters (its own calls, in this process) and the zone's key count,
+/// written into the result buffer as `keyedStats` writes them.
+#[cfg(target_os = "linux")]
+#[napi(js_name = "zoneStats")]
+pub fn zone_stats(env: &Env, zone: &External<NativeZone>) -> napi::Result<()> {
+    guard(env, || {
+        with_zone(zone, |state| {
+            let zone = state.zone()?;
+            crate::napi::buffer::write_stats(&state.result, &zone.counters(), zone.len());
+            Ok(())
+        })
+    })
+}
+
 /// Locks taken over from dead processes since the zone was made.
 #[cfg(target_os = "linux")]
 #[napi(js_name = "zoneTakeovers")]

@@ -1,0 +1,188 @@
+'use strict'
+// quota-clock-source/metrics: `registerMetrics`, prom-client collectors that read each limiter's
+// stats() when the registry is scraped (nothing is counted twice, nothing runs per decision).
+// prom-client is an optional peer dependency, loaded when registerMetrics is first called.
+
+const { isLimiter } = require('./limiter-facts.js')
+const { coded, describe, isPlainObject, readOptions, thrownText } = require('./validate.js')
+
+const OPTIONS = ['register', 'limiters']
+const OPENMETRICS = 'application/openmetrics-text'
+
+let promClient
+
+/** prom-client, or a coded error naming it when it is not installed. */
+function loadPromClient() {
+  if (promClient !== undefined) return promClient
+  try {
+    promClient = require('prom-client')
+  } catch (error) {
+    const missing = error && error.code === 'MODULE_NOT_FOUND' && String(error.message).includes("'prom-client'")
+    if (!missing) throw error
+    throw coded(
+      Error,
+      'ERR_MISSING_PEER_DEPENDENCY',
+      "quota-clock-source/metrics needs prom-client, an optional peer dependency that is not installed: run `npm install prom-client` (version 15 or later)",
+      { cause: error },
+    )
+  }
+  return promClient
+}
+
+const optionError = (ErrorClass, message) => coded(ErrorClass, 'ERR_INVALID_OPTION', message)
+
+/** The `limiters` option as [name, limiter, stats reader] entries. */
+function parseLimiters(limiters) {
+  if (!isPlainObject(limiters)) {
+    throw optionError(TypeError, `limiters must be an object of { <name>: QuotaClock | KeyedQuotaClock }, received ${describe(limiters)}`)
+  }
+  let entries
+  try {
+    // Own enumerable properties, read once (a getter that throws is a coded error, with its error as cause).
+    entries = Object.keys(limiters).map((name) => [name, limiters[name]]).filter(([, limiter]) => limiter !== undefined)
+  } catch (error) {
+    throw coded(TypeError, 'ERR_INVALID_OPTION', `limiters could not be read: ${thrownText(error)}`, { cause: error })
+  }
+  if (entries.length === 0) throw optionError(RangeError, 'limiters must name at least one limiter, received an empty object')
+  return entries.map(([name, limiter]) => {
+    if (name === '') throw optionError(RangeError, 'limiters: a limiter name (the `limiter` label) must not be empty')
+    if (!isLimiter(limiter)) {
+      throw optionError(TypeError, `limiters.${name} must be a QuotaClock or a KeyedQuotaClock from quota-clock-source, received ${describe(limiter)}`)
+    }
+    return { name, limiter, shared: limiter.stats().store !== undefined }
+  })
+}
+
+/** A prom-client registry (duck-typed: the app may have its own copy of prom-client). */
+function parseRegister(register, client) {
+  if (register === undefined) return client.register
+  const isRegistry =
+    typeof register === 'object' &&
+    register !== null &&
+    ['registerMetric', 'getSingleMetric', 'removeSingleMetric', 'metrics'].every((method) => typeof register[method] === 'function')
+  if (!isRegistry) throw optionError(TypeError, `register must be a prom-client Registry, received ${describe(register)}`)
+  return register
+}
+
+/**
+ * Registers quota_clock_* collectors for `limiters` on `register` (default: prom-client's global
+ * registry). Each reads the limiters' stats() at scrape time. Returns `{ collectors, unregister }`.
+ */
+function registerMetrics(options) {
+  if (!isPlainObject(options)) {
+    throw optionError(TypeError, `registerMetrics options must be an object { register?, limiters }, received ${describe(options)}`)
+  }
+  options = readOptions(options, OPTIONS, '')
+  const entries = parseLimiters(options.limiters)
+  const client = loadPromClient()
+  const register = parseRegister(options.register, client)
+  // An OpenMetrics registry appends `_total` to a counter's name itself.
+  const openMetrics = String(register.contentType ?? '').startsWith(OPENMETRICS)
+  const counterName = (name) => (openMetrics ? name : `${name}_total`)
+  const definitions = {
+    decisions: {
+      Type: client.Counter,
+      name: counterName('quota_clock_decisions'),
+      help: 'Rate-limit decisions since the limiter was made, by result (allowed or denied).',
+      labelNames: ['limiter', 'result'],
+      entries,
+      write(metric, name, stats) {
+        metric.inc({ limiter: name, result: 'allowed' }, stats.allowed)
+        metric.inc({ limiter: name, result: 'denied' }, stats.denied)
+      },
+    },
+    anomalies: {
+      Type: client.Counter,
+      name: counterName('quota_clock_anomalies'),
+      help: 'Clock anomalies the limiter raised (wall steps, suspends, period regressions and skips), by kind.',
+      labelNames: ['limiter', 'kind'],
+      entries,
+      write(metric, name, stats) {
+        for (const [kind, count] of Object.entries(stats.anomalies)) metric.inc({ limiter: name, kind }, count)
+      },
+    },
+    keys: {
+      Type: client.Gauge,
+      name: 'quota_clock_keys',
+      help: 'Keys the limiter holds now (1 for a QuotaClock).',
+      labelNames: ['limiter'],
+      entries,
+      write(metric, name, stats) {
+        metric.set({ limiter: name }, stats.keys)
+      },
+    },
+    evictions: {
+      Type: client.Counter,
+      name: counterName('quota_clock_evictions'),
+      help: 'Keys the limiter dropped by itself (to make room at maxKeys, or idle keys swept).',
+      labelNames: ['limiter'],
+      entries,
+      write(metric, name, stats) {
+        metric.inc({ limiter: name }, stats.evicted)
+      },
+    },
+  }
+  const sharedEntries = entries.filter((entry) => entry.shared)
+  if (sharedEntries.length > 0) {
+    definitions.storeCalls = {
+      Type: client.Counter,
+      name: counterName('quota_clock_store_calls'),
+      help: "Calls a shared limiter made to its quota store, by outcome (ok, error, or timeout: no answer within share.timeoutMs).",
+      labelNames: ['limiter', 'outcome'],
+      entries: sharedEntries,
+      write(metric, name, { store }) {
+        if (store === undefined) return
+        metric.inc({ limiter: name, outcome: 'ok' }, Math.max(0, store.calls - store.errors - store.timeouts))
+        metric.inc({ limiter: name, outcome: 'error' }, store.errors)
+        metric.inc({ limiter: name, outcome: 'timeout' }, store.timeouts)
+      },
+    }
+  }
+  for (const { name } of Object.values(definitions)) {
+    if (register.getSingleMetric(name) !== undefined) {
+      throw optionError(
+        RangeError,
+        `register already has a metric named ${name}: registerMetrics was called on it before (call unregister() on what it returned first, or pass every limiter to one registerMetrics call)`,
+      )
+    }
+  }
+  const collectors = {}
+  for (const [key, definition] of Object.entries(definitions)) {
+    const { Type, name, help, labelNames, entries: sources, write } = definition
+    collectors[key] = new Type({
+      name,
+      help,
+      labelNames,
+      registers: [],
+      // Counters are set to the limiter's own totals at every scrape (stats() counts since construction).
+      collect() {
+        this.reset()
+        for (const entry of sources) write(this, entry.name, entry.limiter.stats())
+      },
+    })
+  }
+  const registered = []
+  try {
+    for (const collector of Object.values(collectors)) {
+      register.registerMetric(collector)
+      registered.push(collector)
+    }
+  } catch (error) {
+    for (const collector of registered) register.removeSingleMetric(collector.name)
+    throw error
+  }
+  let live = true
+  return {
+    collectors,
+    /** Removes these collectors from the registry (only those still registered there as ours). */
+    unregister() {
+      if (!live) return
+      live = false
+      for (const collector of registered) {
+        if (register.getSingleMetric(collector.name) === collector) register.removeSingleMetric(collector.name)
+      }
+    },
+  }
+}
+
+module.exports = { registerMetrics }
