@@ -165,11 +165,11 @@ export interface Status {
 
 /** A shared limiter's store calls since construction (`stats().store`). */
 export interface StoreStats {
-  /** Reservations asked of the store, whatever their outcome. */
+  /** Store calls made (reservations, failOpen charges and give-backs), whatever their outcome. */
   calls: number
-  /** Store calls (give-backs included) that failed with an error. */
+  /** Store calls that failed with an error (a call that timed out first counts as a timeout only). */
   errors: number
-  /** Store calls (give-backs included) that did not answer within `share.timeoutMs`. */
+  /** Store calls that did not answer within `share.timeoutMs`. */
   timeouts: number
   /** Quota units reserved from the store. */
   reserved: number

@@ -304,7 +304,7 @@ class ShareDriver {
       settleTimeout.unref()
     })
     const failed = (error) => {
-      this.#stats.errors++
+      if (!flight.timedOut) this.#stats.errors++ // (a call is a timeout or an error, never both)
       flight.error = error instanceof QuotaClockError && error.code === 'ERR_STORE_RESPONSE' ? error : asError(error)
       native.keyedShareFailed(this.#handle, key, request.periodSlot, request.charge)
       return FAILED
@@ -415,13 +415,14 @@ class ShareDriver {
    * that asks for nothing (leaseUnits and lacking 0) and carries the charge.
    */
   #charge(key, { periodId, periodEndMs, charge }) {
-    this.#stats.calls++
     const request = { name: this.#name, key, periodId, limit: 0, leaseUnits: 0, lacking: 0, charge, expiresAtMs: periodEndMs }
     return this.#track(() => this.#ops.reserve(request), (answer) => checkReserveAnswer(answer, request))
   }
 
   /** Runs a store call whose outcome close() waits for (undefined when done, else its error). */
   #track(call, done) {
+    this.#stats.calls++
+    const state = { timedOut: false }
     let promise
     try {
       promise = Promise.resolve(call())
@@ -431,20 +432,21 @@ class ShareDriver {
     const sent = promise.then(done).then(
       () => undefined,
       (error) => {
-        this.#stats.errors++
+        if (!state.timedOut) this.#stats.errors++ // (a call is a timeout or an error, never both)
         return asError(error)
       },
     )
-    const tracked = this.#bounded(sent)
+    const tracked = this.#bounded(sent, state)
     this.#pending.add(tracked)
     tracked.then(() => this.#pending.delete(tracked))
     return tracked
   }
 
   /** A give-back's outcome (undefined: done), or a timeout error after timeoutMs. */
-  #bounded(promise) {
+  #bounded(promise, state) {
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
+        state.timedOut = true
         this.#stats.timeouts++
         resolve(coded(Error, 'ERR_STORE_UNAVAILABLE', `no answer within share.timeoutMs (${this.#timeoutMs} ms)`))
       }, this.#timeoutMs)
