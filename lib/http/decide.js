@@ -290,7 +290,21 @@ function createDecider(options, io) {
     const keys = new Array(entries.length)
     const costs = new Array(entries.length)
     let pending
-    const wait = (i, into, value, callback, entry, check) => {
+    // One callback's answer for entry i, into keys or costs: checked now, or once its promise
+    // settles (an answer of the expected type is never taken for a thenable).
+    const ask = (i, into, callback, entry, answerType, check) => {
+      let value
+      let thenable
+      try {
+        value = into === keys ? entry.key(req) : entry.cost(req)
+        thenable = typeof value !== answerType && isThenable(value)
+      } catch (err) {
+        throw callbackError(err, callback, entry)
+      }
+      if (!thenable) {
+        into[i] = check(value, entry)
+        return
+      }
       const settled = Promise.resolve(value).then(
         (answer) => (into[i] = check(answer, entry)),
         (err) => {
@@ -302,32 +316,9 @@ function createDecider(options, io) {
     try {
       for (let i = 0; i < entries.length; i++) {
         const entry = entries[i]
-        if (entry.key !== undefined) {
-          let key
-          let thenable
-          try {
-            key = entry.key(req)
-            thenable = typeof key !== 'string' && isThenable(key)
-          } catch (err) {
-            throw callbackError(err, 'key(req)', entry)
-          }
-          if (thenable) wait(i, keys, key, 'key(req)', entry, checkKey)
-          else keys[i] = checkKey(key, entry)
-        }
-        if (entry.cost === undefined) {
-          costs[i] = 1
-          continue
-        }
-        let n
-        let thenable
-        try {
-          n = entry.cost(req)
-          thenable = typeof n !== 'number' && isThenable(n)
-        } catch (err) {
-          throw callbackError(err, 'cost(req)', entry)
-        }
-        if (thenable) wait(i, costs, n, 'cost(req)', entry, checkCost)
-        else costs[i] = checkCost(n, entry)
+        if (entry.key !== undefined) ask(i, keys, 'key(req)', entry, 'string', checkKey)
+        if (entry.cost === undefined) costs[i] = 1
+        else ask(i, costs, 'cost(req)', entry, 'number', checkCost)
       }
     } catch (err) {
       // Promises already asked for are settled quietly: this request has failed.
