@@ -192,19 +192,24 @@ function createDecider(options, io) {
     return Promise.resolve(pending).then(resume, (err) => fail(callbackError(err, callback, entry), res, next))
   }
 
-  // ---- One limiter entry: the fast path of the usual one-limit middleware ----
-
-  function singleLimit(req, res, next) {
-    if (skip === undefined) return singleKey(req, res, next)
+  /** Asks skip(req) (sync or a promise): passes the request on if it says so, else runs `limit`. */
+  function unlessSkipped(req, res, next, limit) {
     let skipThis
     try {
       skipThis = skip(req)
-      if (isThenable(skipThis)) return after(skipThis, 'skip(req)', undefined, res, next, (value) => (value ? goOn(next) : singleKey(req, res, next)))
+      if (isThenable(skipThis)) return after(skipThis, 'skip(req)', undefined, res, next, (value) => (value ? goOn(next) : limit(req, res, next)))
     } catch (err) {
       return fail(callbackError(err, 'skip(req)'), res, next)
     }
     if (skipThis) return goOn(next) // outside the try: a throw from later handlers is not the limiter's
-    return singleKey(req, res, next)
+    return limit(req, res, next)
+  }
+
+  // ---- One limiter entry: the fast path of the usual one-limit middleware ----
+
+  function singleLimit(req, res, next) {
+    if (skip === undefined) return singleKey(req, res, next)
+    return unlessSkipped(req, res, next, singleKey)
   }
 
   function singleKey(req, res, next) {
@@ -331,15 +336,7 @@ function createDecider(options, io) {
 
   function severalLimits(req, res, next) {
     if (skip === undefined) return severalAsked(req, res, next)
-    let skipThis
-    try {
-      skipThis = skip(req)
-      if (isThenable(skipThis)) return after(skipThis, 'skip(req)', undefined, res, next, (value) => (value ? goOn(next) : severalAsked(req, res, next)))
-    } catch (err) {
-      return fail(callbackError(err, 'skip(req)'), res, next)
-    }
-    if (skipThis) return goOn(next)
-    return severalAsked(req, res, next)
+    return unlessSkipped(req, res, next, severalAsked)
   }
 
   function severalAsked(req, res, next) {
