@@ -32,6 +32,18 @@ function denying(duringCall) {
   return { limiter, name: 'strict' }
 }
 
+/** Sends one request through a real `kind` server with rateLimit(options) and checks it is denied (429). */
+async function deniedOnce(kind, options, message) {
+  const server = await serve(kind, rateLimit(options))
+  try {
+    const response = await server.get()
+    assert.equal(response.status, 429, message)
+    await response.arrayBuffer()
+  } finally {
+    await server.close()
+  }
+}
+
 /** Status after the jump: the first reading after it is refused once (policy 'refuse'), then the limiter goes on. */
 function statusAfterJump(read) {
   try {
@@ -61,14 +73,7 @@ for (const kind of ['Express 5', 'Express 4']) {
       const clock = manualClock({ wallMs: JUNE_10_2025 })
       const earlier = new QuotaClock({ capacity: 5, refillPerSecond: 0.001, suspendPolicy: 'refuse', quota: { limit: 10, period: month }, clock })
       const limits = [{ limiter: earlier, name: 'tenant' }, denying(() => clock.stepWall(HOUR_MS))]
-      const server = await serve(kind, rateLimit({ limits }))
-      try {
-        const response = await server.get()
-        assert.equal(response.status, 429)
-        await response.arrayBuffer()
-      } finally {
-        await server.close()
-      }
+      await deniedOnce(kind, { limits })
       const status = statusAfterJump(() => earlier.status())
       assert.equal(status.tokens, 5, 'the token came back')
       assert.equal(status.quotaUsed, 0, 'the quota unit came back')
@@ -78,14 +83,7 @@ for (const kind of ['Express 5', 'Express 4']) {
       const clock = manualClock({ wallMs: JUNE_10_2025 })
       const earlier = new KeyedQuotaClock({ capacity: 5, refillPerSecond: 0.001, suspendPolicy: 'refuse', quota: { limit: 10, period: month }, clock })
       const limits = [{ limiter: earlier, name: 'tenant', key: () => 'tenant-1', cost: () => 2 }, denying(() => clock.stepWall(HOUR_MS))]
-      const server = await serve(kind, rateLimit({ limits }))
-      try {
-        const response = await server.get()
-        assert.equal(response.status, 429)
-        await response.arrayBuffer()
-      } finally {
-        await server.close()
-      }
+      await deniedOnce(kind, { limits })
       const status = statusAfterJump(() => earlier.status('tenant-1'))
       assert.equal(status.tokens, 5)
       assert.equal(status.quotaUsed, 0)
@@ -101,14 +99,7 @@ for (const kind of ['Express 5', 'Express 4']) {
         clockB.broken = true
       }
       const limits = [{ limiter: single, name: 'app' }, { limiter: keyed, name: 'tenant', key: () => 'tenant-1' }, denying(breakBoth)]
-      const server = await serve(kind, rateLimit({ limits, headers: false }))
-      try {
-        const response = await server.get()
-        assert.equal(response.status, 429, 'denied, not an error: the rollback read no clock')
-        await response.arrayBuffer()
-      } finally {
-        await server.close()
-      }
+      await deniedOnce(kind, { limits, headers: false }, 'denied, not an error: the rollback read no clock')
       clockA.broken = false
       clockB.broken = false
       assert.deepEqual([single.status().tokens, single.status().quotaUsed], [5, 0])

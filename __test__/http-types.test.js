@@ -6,39 +6,16 @@
 
 const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
-const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
 
 const ROOT = path.resolve(__dirname, '..')
-const TYPES_DIR = path.join(__dirname, 'types')
 const FILES = ['http-usage.ts', 'http-usage-esm.mts']
 
-const { tscScript } = require('./helpers/tsc')
+const { checkTypeFiles } = require('./helpers/tsc')
 
 function compile(...extra) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-http-types-'))
-  const project = path.join(dir, 'tsconfig.json')
-  fs.writeFileSync(
-    project,
-    JSON.stringify({
-      extends: path.join(TYPES_DIR, 'tsconfig.json'),
-      compilerOptions: { types: ['node'], typeRoots: [path.join(ROOT, 'node_modules', '@types')] },
-      files: FILES.map((file) => path.join(TYPES_DIR, file)),
-    }),
-  )
-  try {
-    const result = spawnSync(process.execPath, [tscScript(), '-p', project, '--noEmit', '--strict', '--pretty', 'false', ...extra], {
-      cwd: ROOT,
-      encoding: 'utf8',
-      timeout: 120_000,
-    })
-    if (result.error) throw result.error
-    return { status: result.status, output: `${result.stdout}${result.stderr}` }
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true })
-  }
+  return checkTypeFiles(FILES, { compilerOptions: { types: ['node'], typeRoots: [path.join(ROOT, 'node_modules', '@types')] }, extra })
 }
 
 describe('quota-clock-source/http types (tsc --noEmit --strict)', () => {

@@ -14,7 +14,7 @@ const client = require('prom-client')
 const { QuotaClock, KeyedQuotaClock, manualClock } = require('..')
 const { registerMetrics } = require('../lib/metrics.js')
 const { runScript, ROOT } = require('./helpers/child.js')
-const { testStore } = require('./helpers/test-store.js')
+const { testStore, sharedLimiter } = require('./helpers/test-store.js')
 
 const DAY = 86_400_000
 const NOON = Date.UTC(2024, 0, 15, 12)
@@ -321,15 +321,7 @@ describe('a shared limiter', () => {
   test('quota_clock_store_calls_total{limiter, outcome} reports its store calls as ok, error and timeout', async () => {
     const t = testStore()
     const { site } = scene()
-    const clock = manualClock({ monotonicMs: 0, wallMs: NOON })
-    const tenants = new KeyedQuotaClock({
-      capacity: 100,
-      refillPerSecond: 1,
-      suspendPolicy: 'ignore',
-      clock,
-      quota: { limit: 1000, period: UTC_DAY },
-      share: { store: t.store, name: 'api', leaseUnits: 1, timeoutMs: 30 },
-    })
+    const { limiter: tenants } = sharedLimiter(t, { leaseUnits: 1, timeoutMs: 30 }, { capacity: 100, quota: { limit: 1000, period: UTC_DAY } })
     // The limiter's own timers do not keep the process alive: this one does, while a call waits on a hung store.
     const keepAlive = setInterval(() => {}, 1000)
     try {

@@ -8,27 +8,13 @@ const assert = require('node:assert/strict')
 const { spawnSync } = require('node:child_process')
 const path = require('node:path')
 const { KeyedQuotaClock, QuotaClockError, manualClock, systemClock } = require('..')
-const { testStore } = require('./helpers/test-store.js')
+const { testStore, sharedLimiter: shared } = require('./helpers/test-store.js')
 const { storeStatsOf } = require('../lib/share.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12)
 const DAY = 86_400_000
 const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
 const TODAY = '2024-01-15'
-
-function shared(t, share = {}, options = {}) {
-  const clock = options.clock ?? manualClock({ monotonicMs: 0, wallMs: NOON })
-  const limiter = new KeyedQuotaClock({
-    capacity: 1_000,
-    refillPerSecond: 1,
-    suspendPolicy: 'ignore',
-    clock,
-    quota: { limit: 100, period: UTC_DAY },
-    ...options,
-    share: { store: t.store, name: 'api', ...share },
-  })
-  return { clock, limiter }
-}
 
 const isCode = (Class, code) => (error) => error instanceof Class && error.code === code
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))

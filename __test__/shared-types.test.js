@@ -8,37 +8,15 @@
 
 const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
-const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
+const { checkTypeFiles } = require('./helpers/tsc')
 
 const ROOT = path.resolve(__dirname, '..')
-const TYPES_DIR = path.join(__dirname, 'types')
 const FILES = ['shared-usage.ts', 'shared-usage-esm.mts', 'shared-clients.ts']
 
-function tscScript() {
-  const manifestPath = require.resolve('typescript/package.json', { paths: [ROOT] })
-  const manifest = JSON.parse(fs.readFileSync(manifestPath, 'utf8'))
-  return path.join(path.dirname(manifestPath), typeof manifest.bin === 'string' ? manifest.bin : manifest.bin.tsc)
-}
-
 function compile(files, ...extra) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-shared-types-'))
-  try {
-    const project = path.join(dir, 'tsconfig.json')
-    fs.writeFileSync(project, JSON.stringify({ extends: path.join(TYPES_DIR, 'tsconfig.json'), files: files.map((file) => path.join(TYPES_DIR, file)) }))
-    const result = spawnSync(process.execPath, [tscScript(), '-p', project, '--noEmit', '--strict', '--pretty', 'false', ...extra], {
-      cwd: ROOT,
-      encoding: 'utf8',
-      timeout: 120_000,
-      maxBuffer: 64 * 1024 * 1024,
-    })
-    if (result.error) throw result.error
-    return { status: result.status, output: `${result.stdout}${result.stderr}` }
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true })
-  }
+  return checkTypeFiles(files, { extra })
 }
 
 describe('quota-clock-source/shared types (tsc --noEmit --strict, module nodenext)', () => {

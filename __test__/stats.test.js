@@ -5,7 +5,7 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const { QuotaClock, KeyedQuotaClock, manualClock } = require('..')
-const { testStore } = require('./helpers/test-store.js')
+const { testStore, sharedLimiter } = require('./helpers/test-store.js')
 
 const DAY = 86_400_000
 const NOON = Date.UTC(2024, 0, 15, 12)
@@ -247,15 +247,7 @@ test('a limiter that is not shared has no store counters', () => {
 
 test("a shared limiter's stats() carries its store counters, and its consume decisions are counted", async () => {
   const t = testStore()
-  const clock = manualClock({ monotonicMs: 0, wallMs: NOON })
-  const limiter = new KeyedQuotaClock({
-    capacity: 100,
-    refillPerSecond: 1,
-    suspendPolicy: 'ignore',
-    clock,
-    quota: { limit: 3, period: UTC_DAY },
-    share: { store: t.store, name: 'api', leaseUnits: 2, timeoutMs: 50 },
-  })
+  const { limiter } = sharedLimiter(t, { leaseUnits: 2, timeoutMs: 50 }, { capacity: 100, quota: { limit: 3, period: UTC_DAY } })
   const outcomes = []
   for (let i = 0; i < 5; i++) outcomes.push((await limiter.consume('a')).allowed)
   assert.deepEqual(outcomes, [true, true, true, false, false])

@@ -184,6 +184,8 @@ class KeyedQuotaClock {
       const zone = zoneInput(read.zone)
       const listener = onAnomaly === undefined ? undefined : registerListener(this, onAnomaly)
       this.#zone = new ZoneFace({ zone, limiterOptions, clockArgs, maxKeys, policy, plan, listener, resolvePolicy: (key) => resolvePolicy(policy, key, defaults) })
+      // The keyed call path (tryConsume, refund) runs on the zone's call function and buffer.
+      this.#call = this.#zone.call
       this.#result = this.#zone.result
       this.#policy = policy
       this.#defaults = defaults
@@ -232,7 +234,6 @@ class KeyedQuotaClock {
     checkKey(key)
     // `n`'s capacity bound is checked natively, against the key's own.
     if (n !== 1) checkPositiveCount(n)
-    if (this.#zone !== undefined) return this.#zone.tryConsume(key, n)
     const result = this.#result
     result[N_OR_STATUS] = n
     result[AT.operation] = CONSUME
@@ -333,7 +334,6 @@ class KeyedQuotaClock {
   refund(key, n = 1) {
     checkKey(key)
     if (n !== 1) checkPositiveCount(n)
-    if (this.#zone !== undefined) return this.#zone.refund(key, n)
     const result = this.#result
     result[N_OR_STATUS] = n
     result[AT.operation] = REFUND
@@ -343,6 +343,7 @@ class KeyedQuotaClock {
 
   /** The rare outcomes: anomalies, an error, or what the native side needs first (a policy, readings). */
   #settle(key, n, operation) {
+    if (this.#zone !== undefined) return this.#zone.settle(key, n, operation)
     const result = this.#result
     let policy
     for (;;) {

@@ -10,7 +10,7 @@ const { REGISTRY } = require('./registry.js')
 const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NEEDS_POLICY, NO_ANOMALIES, readDecision, toStatus } = require('./native-call.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError } = require('./validate.js')
 
-const { consume: CONSUME, refund: REFUND } = OPERATION
+const { consume: CONSUME } = OPERATION
 const MAX_PATH_LENGTH = 4096
 
 /** `zone` as given: `{ path }`, a non-empty path without NUL bytes. */
@@ -89,24 +89,13 @@ class ZoneFace {
     return callNative(() => native.zoneTakeovers(this.#native))
   }
 
-  tryConsume(key, n) {
-    const result = this.#result
-    result[N_OR_STATUS] = n
-    result[AT.operation] = CONSUME
-    this.#call(key)
-    if (result[N_OR_STATUS] === DECIDED) return readDecision(result, NO_ANOMALIES)
-    return this.#settle(key, n, CONSUME)
+  /** The zone's call function: `call(key)` with `n` and the operation in the result buffer. */
+  get call() {
+    return this.#call
   }
 
-  refund(key, n) {
-    const result = this.#result
-    result[N_OR_STATUS] = n
-    result[AT.operation] = REFUND
-    this.#call(key)
-    if (result[N_OR_STATUS] !== DECIDED) this.#settle(key, n, REFUND)
-  }
-
-  #settle(key, n, operation) {
+  /** What a zone call left undecided: anomalies, an error, or a policy to resolve first. */
+  settle(key, n, operation) {
     const result = this.#result
     let policy
     for (;;) {

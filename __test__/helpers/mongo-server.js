@@ -19,14 +19,10 @@
 // Run this file directly to install the virtualenv and check that the server starts:
 //   node __test__/helpers/mongo-server.js
 
-const { spawn, execFile } = require('node:child_process')
 const fs = require('node:fs')
-const net = require('node:net')
 const os = require('node:os')
 const path = require('node:path')
-const { promisify } = require('node:util')
-
-const execFileAsync = promisify(execFile)
+const { setupErrors, freePort, withInstallLock, runInstaller, spawnWatched, detach } = require('./test-server.js')
 
 const SECANTUSDB_REQUIREMENT = 'secantusdb==0.7.0b3'
 const REPO_ROOT = path.resolve(__dirname, '..', '..')
@@ -56,51 +52,18 @@ threading.Thread(target=stop_at_eof, daemon=True).start()
 sys.exit(server.wait())
 `
 
-function setupError(message, cause) {
-  const err = new Error(`MongoDB test server: ${message}`, cause === undefined ? undefined : { cause })
-  err.code = 'ERR_TEST_SERVER'
-  return err
-}
+const setupError = setupErrors('MongoDB test server')
 
-function sleep(ms) {
-  return new Promise((resolve) => setTimeout(resolve, ms))
-}
-
-// One installer at a time, across processes: `mkdir` is atomic.
-async function withVenvLock(fn) {
-  const deadline = Date.now() + INSTALL_TIMEOUT_MS
-  for (;;) {
-    try {
-      fs.mkdirSync(VENV_LOCK_DIR)
-      break
-    } catch (err) {
-      if (err.code !== 'EEXIST') throw err
-      const age = Date.now() - fs.statSync(VENV_LOCK_DIR, { throwIfNoEntry: false })?.mtimeMs
-      if (age > INSTALL_TIMEOUT_MS) fs.rmSync(VENV_LOCK_DIR, { recursive: true, force: true }) // left by a killed installer
-      if (Date.now() > deadline) throw setupError(`timed out waiting for ${VENV_LOCK_DIR} to be released`)
-      await sleep(500)
-    }
-  }
-  try {
-    return await fn()
-  } finally {
-    fs.rmSync(VENV_LOCK_DIR, { recursive: true, force: true })
-  }
-}
-
-async function run(command, args, what) {
-  try {
-    await execFileAsync(command, args, { cwd: REPO_ROOT, timeout: INSTALL_TIMEOUT_MS, maxBuffer: 16 * 1024 * 1024 })
-  } catch (err) {
-    const output = `${err.stdout ?? ''}${err.stderr ?? ''}`.trim().split('\n').slice(-15).join('\n')
-    throw setupError(`${what} failed (${command} ${args.join(' ')}): ${err.message}\n${output}`, err)
-  }
+function run(command, args, what) {
+  return runInstaller(command, args, { cwd: REPO_ROOT, timeout: INSTALL_TIMEOUT_MS, maxBuffer: 16 * 1024 * 1024 }, (err, output) =>
+    setupError(`${what} failed (${command} ${args.join(' ')}): ${err.message}\n${output}`, err),
+  )
 }
 
 /** Creates `.venv/` with SecantusDB unless it is already there; resolves to the server's path. */
 async function ensureVenv() {
   if (fs.existsSync(SERVER_BIN)) return SERVER_BIN
-  return withVenvLock(async () => {
+  return withInstallLock(VENV_LOCK_DIR, INSTALL_TIMEOUT_MS, setupError, async () => {
     if (fs.existsSync(SERVER_BIN)) return SERVER_BIN
     if (!fs.existsSync(VENV_PYTHON)) {
       const python = process.platform === 'win32' ? 'python' : 'python3'
@@ -112,37 +75,26 @@ async function ensureVenv() {
   })
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer()
-    probe.unref()
-    probe.on('error', reject)
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address()
-      probe.close(() => resolve(port))
-    })
-  })
-}
-
 function spawnServer(serverBin, port, configPath) {
   const args = [
     '-c', WATCHDOG, serverBin,
     '--host', '127.0.0.1', '--port', String(port), '--storage-path', ':memory:',
     '--config', configPath,
   ]
-  const child = spawn(VENV_PYTHON, args, {
-    cwd: os.tmpdir(),
-    stdio: ['pipe', 'pipe', 'pipe'],
-    env: { ...process.env, PYTHONUNBUFFERED: '1' },
+  let listening = () => {}
+  const server = spawnWatched(VENV_PYTHON, args, { cwd: os.tmpdir(), env: { ...process.env, PYTHONUNBUFFERED: '1' } }, {
+    onOutput: (output) => {
+      if (LISTENING.test(output)) listening()
+    },
+    // The watchdog stops the server once stdin closes; this timer also keeps the event loop
+    // alive until the child's exit is seen.
+    killAfterMs: 2 * STOP_TIMEOUT_MS,
+    forceKill: (child) => child.kill('SIGKILL'),
   })
-  let output = ''
+  const { child, exited, output } = server
   let settled = false
-  const exited = new Promise((resolve) => {
-    child.once('exit', (code, signal) => resolve({ code, signal }))
-    child.once('error', () => resolve({ code: null, signal: null })) // never spawned: no 'exit' may follow
-  })
   const ready = new Promise((resolve, reject) => {
-    const timer = setTimeout(() => finish(setupError(`no "listening" line within ${START_TIMEOUT_MS} ms; output:\n${output}`)), START_TIMEOUT_MS)
+    const timer = setTimeout(() => finish(setupError(`no "listening" line within ${START_TIMEOUT_MS} ms; output:\n${output()}`)), START_TIMEOUT_MS)
     function finish(err) {
       if (settled) return
       settled = true
@@ -150,27 +102,11 @@ function spawnServer(serverBin, port, configPath) {
       if (err) reject(err)
       else resolve()
     }
-    function onData(chunk) {
-      output = (output + chunk.toString()).slice(-8192)
-      if (LISTENING.test(output)) finish()
-    }
-    child.stdout.on('data', onData)
-    child.stderr.on('data', onData)
+    listening = () => finish()
     child.once('error', (err) => finish(setupError(`could not run ${VENV_PYTHON}`, err)))
-    exited.then(({ code, signal }) => finish(setupError(`exited early (code ${code}, signal ${signal}); output:\n${output}`)))
+    exited.then(({ code, signal }) => finish(setupError(`exited early (code ${code}, signal ${signal}); output:\n${output()}`)))
   })
-  let stopping
-  function stop() {
-    stopping ??= (async () => {
-      child.stdin.end() // the watchdog stops the server
-      // This timer also keeps the event loop alive until the child's exit is seen.
-      const timer = setTimeout(() => child.kill('SIGKILL'), 2 * STOP_TIMEOUT_MS)
-      await exited
-      clearTimeout(timer)
-    })()
-    return stopping
-  }
-  return { child, ready, stop, output: () => output }
+  return { child, ready, stop: server.stop, output }
 }
 
 /**
@@ -201,9 +137,7 @@ async function startMongoServer() {
       if (/address already in use|Errno 98|EADDRINUSE/i.test(server.output())) continue
       break
     }
-    // The server must not keep the event loop alive: if the tests end without stop(), the
-    // process exits, the stdin pipe closes, and the watchdog stops the server.
-    for (const handle of [server.child, server.child.stdin, server.child.stdout, server.child.stderr]) handle.unref()
+    detach(server.child)
     return {
       uri: `mongodb://127.0.0.1:${port}/?directConnection=true`,
       /** The server process's pid (the watchdog's child; Linux only), for SIGSTOP/SIGCONT in tests. */

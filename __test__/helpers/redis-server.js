@@ -20,14 +20,11 @@
 // Run this file directly to install redis-server if needed and check that one starts:
 //   node __test__/helpers/redis-server.js
 
-const { spawn, execFile } = require('node:child_process')
 const fs = require('node:fs')
 const net = require('node:net')
 const os = require('node:os')
 const path = require('node:path')
-const { promisify } = require('node:util')
-
-const execFileAsync = promisify(execFile)
+const { setupErrors, sleep, freePort, withInstallLock, runInstaller, spawnWatched, detach } = require('./test-server.js')
 
 const INSTALL_TIMEOUT_MS = 5 * 60_000
 const START_TIMEOUT_MS = 15_000
@@ -48,15 +45,7 @@ wait "$pid" 2>/dev/null
 exit 0
 `
 
-function setupError(message, cause) {
-  const err = new Error(`redis test server: ${message}`, cause === undefined ? undefined : { cause })
-  err.code = 'ERR_TEST_SERVER'
-  return err
-}
-
-function sleep(ms) {
-  return new Promise((resolve) => setTimeout(resolve, ms))
-}
+const setupError = setupErrors('redis test server')
 
 function onPath(name) {
   const dirs = (process.env.PATH || '').split(path.delimiter).concat(['/usr/bin', '/usr/sbin', '/usr/local/bin', '/usr/local/sbin'])
@@ -71,39 +60,13 @@ function onPath(name) {
   return undefined
 }
 
-// One installer at a time, across processes: `mkdir` is atomic.
-async function withInstallLock(fn) {
-  const deadline = Date.now() + INSTALL_TIMEOUT_MS
-  for (;;) {
-    try {
-      fs.mkdirSync(INSTALL_LOCK_DIR)
-      break
-    } catch (err) {
-      if (err.code !== 'EEXIST') throw err
-      const age = Date.now() - (fs.statSync(INSTALL_LOCK_DIR, { throwIfNoEntry: false })?.mtimeMs ?? Date.now())
-      if (age > INSTALL_TIMEOUT_MS) fs.rmSync(INSTALL_LOCK_DIR, { recursive: true, force: true }) // left by a killed installer
-      if (Date.now() > deadline) throw setupError(`timed out waiting for ${INSTALL_LOCK_DIR} to be released`)
-      await sleep(500)
-    }
-  }
-  try {
-    return await fn()
-  } finally {
-    fs.rmSync(INSTALL_LOCK_DIR, { recursive: true, force: true })
-  }
-}
-
-async function aptGet(args) {
-  try {
-    await execFileAsync('apt-get', args, {
-      timeout: INSTALL_TIMEOUT_MS,
-      maxBuffer: 64 * 1024 * 1024,
-      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
-    })
-  } catch (err) {
-    const output = `${err.stdout ?? ''}${err.stderr ?? ''}`.trim().split('\n').slice(-15).join('\n')
-    throw setupError(`apt-get ${args.join(' ')} failed: ${err.message}\n${output}`, err)
-  }
+function aptGet(args) {
+  return runInstaller(
+    'apt-get',
+    args,
+    { timeout: INSTALL_TIMEOUT_MS, maxBuffer: 64 * 1024 * 1024, env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } },
+    (err, output) => setupError(`apt-get ${args.join(' ')} failed: ${err.message}\n${output}`, err),
+  )
 }
 
 /** The redis-server executable; installs it with apt-get when it is missing and this runs as root. */
@@ -115,7 +78,7 @@ async function ensureRedisServer() {
   if (!isRoot || !onPath('apt-get')) {
     throw setupError('redis-server is not installed; install it (Debian/Ubuntu: `apt-get install -y redis-server`) or set REDIS_SERVER_BIN')
   }
-  return withInstallLock(async () => {
+  return withInstallLock(INSTALL_LOCK_DIR, INSTALL_TIMEOUT_MS, setupError, async () => {
     const again = onPath('redis-server')
     if (again) return again
     await aptGet(['update'])
@@ -123,18 +86,6 @@ async function ensureRedisServer() {
     const installed = onPath('redis-server')
     if (!installed) throw setupError('apt-get installed redis-server, but it is not on PATH')
     return installed
-  })
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer()
-    probe.unref()
-    probe.on('error', reject)
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address()
-      probe.close(() => resolve(port))
-    })
   })
 }
 
@@ -193,24 +144,25 @@ function spawnServer(serverBin, port, dir, cluster) {
   if (cluster) {
     args.push('--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-announce-ip', '127.0.0.1')
   }
-  const child = spawn('/bin/sh', args, { stdio: ['pipe', 'pipe', 'pipe'] })
-  let output = ''
   let pid
   let exitedEarly = false
-  const exited = new Promise((resolve) => {
-    child.once('exit', () => resolve())
-    child.once('error', () => resolve())
+  const server = spawnWatched('/bin/sh', args, {}, {
+    onOutput(output) {
+      const match = pid === undefined && PID_LINE.exec(output)
+      if (match) pid = Number(match[1])
+    },
+    // The watchdog kills the server once stdin closes; this is if it does not.
+    killAfterMs: STOP_TIMEOUT_MS,
+    forceKill(child) {
+      if (pid !== undefined) signal(pid, 'SIGKILL')
+      child.kill('SIGKILL')
+    },
+    afterExit: () => (pid !== undefined ? waitGone(pid, port) : undefined),
   })
-  const onData = (chunk) => {
-    output = (output + chunk.toString()).slice(-8192)
-    const match = pid === undefined && PID_LINE.exec(output)
-    if (match) pid = Number(match[1])
-  }
-  child.stdout.on('data', onData)
-  child.stderr.on('data', onData)
+  const { child, output } = server
   child.once('error', (err) => {
     exitedEarly = true
-    output += `\ncould not run /bin/sh: ${err.message}`
+    server.appendOutput(`\ncould not run /bin/sh: ${err.message}`)
   })
 
   async function ready() {
@@ -218,28 +170,14 @@ function spawnServer(serverBin, port, dir, cluster) {
     while (Date.now() < deadline) {
       if (exitedEarly || child.exitCode !== null) break
       if (pid !== undefined && !alive(pid)) break
-      if (/aborting|address already in use|fatal/i.test(output)) break // it exits, but may linger as a zombie
+      if (/aborting|address already in use|fatal/i.test(output())) break // it exits, but may linger as a zombie
       if (pid !== undefined && (await answeringPid(port, 500)) === pid) return
       await sleep(25)
     }
-    throw setupError(`redis-server did not answer on port ${port}; output:\n${output}`)
+    throw setupError(`redis-server did not answer on port ${port}; output:\n${output()}`)
   }
 
-  let stopping
-  function stop() {
-    stopping ??= (async () => {
-      child.stdin.end() // the watchdog kills the server
-      const timer = setTimeout(() => {
-        if (pid !== undefined) signal(pid, 'SIGKILL')
-        child.kill('SIGKILL')
-      }, STOP_TIMEOUT_MS)
-      await exited
-      clearTimeout(timer)
-      if (pid !== undefined) await waitGone(pid, port)
-    })()
-    return stopping
-  }
-  return { child, ready, stop, pid: () => pid, output: () => output }
+  return { child, ready, stop: server.stop, pid: () => pid, output }
 }
 
 function alive(pid) {
@@ -298,9 +236,7 @@ async function startRedisServer({ port: wantedPort, cluster = false } = {}) {
       await server.stop()
       throw err
     }
-    // The server must not keep the event loop alive: if the tests end without stop(), the
-    // process exits, the stdin pipe closes, and the watchdog kills the server.
-    for (const handle of [server.child, server.child.stdin, server.child.stdout, server.child.stderr]) handle.unref()
+    detach(server.child)
     return server
   }
 

@@ -3,7 +3,30 @@
 // over a Map, for the shared limiter's unit tests, with switches to make it fail, hang or answer
 // late. The Redis and MongoDB stores have tests of their own against real servers.
 
+const { KeyedQuotaClock, manualClock } = require('../..')
 const { makeQuotaStore } = require('../../lib/quota-store.js')
+
+const NOON = Date.UTC(2024, 0, 15, 12)
+const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
+
+/**
+ * A KeyedQuotaClock shared through testStore `t` under the name 'api': capacity 1000, 1 token a
+ * second, suspendPolicy 'ignore', a quota of 100 a UTC day, on a manual clock at noon of
+ * 2024-01-15, unless `options` says otherwise; `share` adds to its share options.
+ */
+function sharedLimiter(t, share = {}, options = {}) {
+  const clock = options.clock ?? manualClock({ monotonicMs: 0, wallMs: NOON })
+  const limiter = new KeyedQuotaClock({
+    capacity: 1_000,
+    refillPerSecond: 1,
+    suspendPolicy: 'ignore',
+    clock,
+    quota: { limit: 100, period: UTC_DAY },
+    ...options,
+    share: { store: t.store, name: 'api', ...share },
+  })
+  return { clock, limiter }
+}
 
 /**
  * `testStore()` → { store, records, calls, control }. `control.mode`: 'ok' | 'fail' | 'hang';
@@ -78,4 +101,4 @@ function testStore() {
   }
 }
 
-module.exports = { testStore }
+module.exports = { testStore, sharedLimiter }

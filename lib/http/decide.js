@@ -192,19 +192,24 @@ function createDecider(options, io) {
     return Promise.resolve(pending).then(resume, (err) => fail(callbackError(err, callback, entry), res, next))
   }
 
-  // ---- One limiter entry: the fast path of the usual one-limit middleware ----
-
-  function singleLimit(req, res, next) {
-    if (skip === undefined) return singleKey(req, res, next)
+  /** Asks skip(req) (sync or a promise): passes the request on if it says so, else runs `limit`. */
+  function unlessSkipped(req, res, next, limit) {
     let skipThis
     try {
       skipThis = skip(req)
-      if (isThenable(skipThis)) return after(skipThis, 'skip(req)', undefined, res, next, (value) => (value ? goOn(next) : singleKey(req, res, next)))
+      if (isThenable(skipThis)) return after(skipThis, 'skip(req)', undefined, res, next, (value) => (value ? goOn(next) : limit(req, res, next)))
     } catch (err) {
       return fail(callbackError(err, 'skip(req)'), res, next)
     }
     if (skipThis) return goOn(next) // outside the try: a throw from later handlers is not the limiter's
-    return singleKey(req, res, next)
+    return limit(req, res, next)
+  }
+
+  // ---- One limiter entry: the fast path of the usual one-limit middleware ----
+
+  function singleLimit(req, res, next) {
+    if (skip === undefined) return singleKey(req, res, next)
+    return unlessSkipped(req, res, next, singleKey)
   }
 
   function singleKey(req, res, next) {
@@ -290,7 +295,21 @@ function createDecider(options, io) {
     const keys = new Array(entries.length)
     const costs = new Array(entries.length)
     let pending
-    const wait = (i, into, value, callback, entry, check) => {
+    // One callback's answer for entry i, into keys or costs: checked now, or once its promise
+    // settles (an answer of the expected type is never taken for a thenable).
+    const ask = (i, into, callback, entry, answerType, check) => {
+      let value
+      let thenable
+      try {
+        value = into === keys ? entry.key(req) : entry.cost(req)
+        thenable = typeof value !== answerType && isThenable(value)
+      } catch (err) {
+        throw callbackError(err, callback, entry)
+      }
+      if (!thenable) {
+        into[i] = check(value, entry)
+        return
+      }
       const settled = Promise.resolve(value).then(
         (answer) => (into[i] = check(answer, entry)),
         (err) => {
@@ -302,32 +321,9 @@ function createDecider(options, io) {
     try {
       for (let i = 0; i < entries.length; i++) {
         const entry = entries[i]
-        if (entry.key !== undefined) {
-          let key
-          let thenable
-          try {
-            key = entry.key(req)
-            thenable = typeof key !== 'string' && isThenable(key)
-          } catch (err) {
-            throw callbackError(err, 'key(req)', entry)
-          }
-          if (thenable) wait(i, keys, key, 'key(req)', entry, checkKey)
-          else keys[i] = checkKey(key, entry)
-        }
-        if (entry.cost === undefined) {
-          costs[i] = 1
-          continue
-        }
-        let n
-        let thenable
-        try {
-          n = entry.cost(req)
-          thenable = typeof n !== 'number' && isThenable(n)
-        } catch (err) {
-          throw callbackError(err, 'cost(req)', entry)
-        }
-        if (thenable) wait(i, costs, n, 'cost(req)', entry, checkCost)
-        else costs[i] = checkCost(n, entry)
+        if (entry.key !== undefined) ask(i, keys, 'key(req)', entry, 'string', checkKey)
+        if (entry.cost === undefined) costs[i] = 1
+        else ask(i, costs, 'cost(req)', entry, 'number', checkCost)
       }
     } catch (err) {
       // Promises already asked for are settled quietly: this request has failed.
@@ -340,15 +336,7 @@ function createDecider(options, io) {
 
   function severalLimits(req, res, next) {
     if (skip === undefined) return severalAsked(req, res, next)
-    let skipThis
-    try {
-      skipThis = skip(req)
-      if (isThenable(skipThis)) return after(skipThis, 'skip(req)', undefined, res, next, (value) => (value ? goOn(next) : severalAsked(req, res, next)))
-    } catch (err) {
-      return fail(callbackError(err, 'skip(req)'), res, next)
-    }
-    if (skipThis) return goOn(next)
-    return severalAsked(req, res, next)
+    return unlessSkipped(req, res, next, severalAsked)
   }
 
   function severalAsked(req, res, next) {
