@@ -76,30 +76,38 @@ impl KeyedState {
     /// native clock. `false`: nothing was changed or written.
     #[inline(always)]
     fn consume_quiet(&mut self, index: u32) -> bool {
-        let n = self.result.get(buffer::N_OR_STATUS);
-        if !(n >= 1.0
-            && n <= self.limiter.capacity_of(Target::Held(index))
-            && n <= MAX_SAFE_INTEGER)
-        {
-            return false;
-        }
-        let Some((monotonic_ms, wall_ms)) = self.clock.native_readings() else {
+        let Some((count, monotonic_ms, wall_ms)) = self.quiet_inputs(index) else {
             return false;
         };
-        // SAFETY: 1 ≤ n ≤ 2^53 - 1 (checked above), so it fits an i64.
-        let count = unsafe { n.to_int_unchecked::<i64>() } as u64;
         match self
             .limiter
             .try_consume_quiet(index, count, monotonic_ms, wall_ms)
         {
             Some(decision) => {
                 write_decision(&self.result, &decision);
-                let slot = self.limiter.period_slot_of(index);
-                self.result.set(buffer::PERIOD_SLOT, f64::from(slot));
+                self.write_slot_of(index);
                 true
             }
             None => false,
         }
+    }
+
+    /// What a quiet call of a held key needs: `n` (the result buffer's) from 1 to the key's
+    /// capacity, and a native clock's readings, as `(n, monotonic_ms, wall_ms)`. `None`: the
+    /// call is not a quiet one (nothing was read but the buffer).
+    #[inline(always)]
+    fn quiet_inputs(&self, index: u32) -> Option<(u64, f64, f64)> {
+        let n = self.result.get(buffer::N_OR_STATUS);
+        if !(n >= 1.0
+            && n <= self.limiter.capacity_of(Target::Held(index))
+            && n <= MAX_SAFE_INTEGER)
+        {
+            return None;
+        }
+        let (monotonic_ms, wall_ms) = self.clock.native_readings()?;
+        // SAFETY: 1 ≤ n ≤ 2^53 - 1 (checked above), so it fits an i64.
+        let count = unsafe { n.to_int_unchecked::<i64>() } as u64;
+        Some((count, monotonic_ms, wall_ms))
     }
 
     /// The raw call: the operation in the result buffer, for `key`, on a native clock's readings.
@@ -126,27 +134,19 @@ impl KeyedState {
     /// reservation covers. `false`: nothing was changed or written.
     #[inline(always)]
     fn consume_shared_quiet(&mut self, index: u32, mode: ShareMode) -> bool {
-        let n = self.result.get(buffer::N_OR_STATUS);
-        if !(self.limiter.is_shared()
-            && n >= 1.0
-            && n <= self.limiter.capacity_of(Target::Held(index))
-            && n <= MAX_SAFE_INTEGER)
-        {
+        if !self.limiter.is_shared() {
             return false;
         }
-        let Some((monotonic_ms, wall_ms)) = self.clock.native_readings() else {
+        let Some((count, monotonic_ms, wall_ms)) = self.quiet_inputs(index) else {
             return false;
         };
-        // SAFETY: 1 ≤ n ≤ 2^53 - 1 (checked above), so it fits an i64.
-        let count = unsafe { n.to_int_unchecked::<i64>() } as u64;
         match self
             .limiter
             .consume_shared_quiet(index, count, mode, monotonic_ms, wall_ms)
         {
             Some(outcome) => {
                 self.write_shared(&outcome);
-                let slot = self.limiter.period_slot_of(index);
-                self.result.set(buffer::PERIOD_SLOT, f64::from(slot));
+                self.write_slot_of(index);
                 true
             }
             None => false,
@@ -156,9 +156,15 @@ impl KeyedState {
     /// After a decision: the slot of the period its quota units were taken in (for a give-back).
     fn write_period_slot(&self, key: Key<'_>) {
         if let Some(index) = self.limiter.find(key) {
-            let slot = self.limiter.period_slot_of(index);
-            self.result.set(buffer::PERIOD_SLOT, f64::from(slot));
+            self.write_slot_of(index);
         }
+    }
+
+    /// [`KeyedState::write_period_slot`] for the held key at `index`.
+    #[inline(always)]
+    fn write_slot_of(&self, index: u32) {
+        let slot = self.limiter.period_slot_of(index);
+        self.result.set(buffer::PERIOD_SLOT, f64::from(slot));
     }
 
     /// Writes a shared consume's outcome (status `DECIDED`, `DECIDED_WITH_WORK` or `NEEDS_STORE`).
