@@ -6,6 +6,7 @@
 //! buffer (one copy, exact for every string, lone surrogates included) and stored as Latin-1 when
 //! it fits (see README "Performance" for the alternatives measured).
 
+mod cell;
 mod entry;
 mod key;
 mod policy;
@@ -14,15 +15,9 @@ mod snapshot;
 mod status;
 mod zone;
 
-use std::cell::RefCell;
-use std::ffi::c_void;
-use std::ptr;
-use std::rc::Rc;
-
 use napi::bindgen_prelude::*;
-use napi::sys;
 
-use self::key::KeyScratch;
+use self::cell::{RawState, StateCell};
 use self::policy::count_for;
 use crate::anomaly::Anomaly;
 use crate::keyed::{
@@ -31,7 +26,7 @@ use crate::keyed::{
 use crate::limiter::Decision;
 use crate::napi::buffer::{self, write_decision, Needs, ResultBuffer, Step};
 use crate::napi::clock::{BoundClock, ClockHandle};
-use crate::napi::errors::{coded, internal, invalid_arg, CodedError, CodedResult};
+use crate::napi::errors::{coded, invalid_arg, CodedError, CodedResult};
 use crate::napi::options::{positive_safe_integer, MAX_SAFE_INTEGER};
 use crate::napi::registry::notify_listener;
 
@@ -52,11 +47,22 @@ struct KeyedState {
     _result_buffer: Float64Array,
 }
 
-/// What the raw function's data points at: the state, and the result buffer's address outside
-/// it (so a call that finds the state busy can still say so).
-struct KeyedCell {
-    result: ResultBuffer,
-    state: RefCell<KeyedState>,
+/// What the in-process limiter's raw function points at.
+type KeyedCell = StateCell<KeyedState>;
+
+impl RawState for KeyedState {
+    #[inline(always)]
+    fn call(&mut self, key: Key<'_>) -> CodedResult<()> {
+        KeyedState::call(self, key)
+    }
+
+    fn error(&mut self) -> &mut Option<CodedError> {
+        &mut self.error
+    }
+
+    fn anomalies(&self) -> &[Anomaly] {
+        &self.anomalies
+    }
 }
 
 impl KeyedState {
@@ -314,46 +320,4 @@ fn share_mode(operation: f64) -> Option<ShareMode> {
     } else {
         None
     }
-}
-
-/// The raw `call(key)`: `data` is the limiter's `KeyedCell`.
-unsafe extern "C" fn keyed_call(
-    env: sys::napi_env,
-    info: sys::napi_callback_info,
-) -> sys::napi_value {
-    // SAFETY: N-API's own env and info.
-    let Some(call) = (unsafe { crate::napi::raw::one_argument_call(env, info) }) else {
-        return ptr::null_mut();
-    };
-    let (argc, first, data) = (call.argc, call.first, call.data);
-    // SAFETY: `data` is an `Rc<KeyedCell>` leaked in `call_function` and released only by the
-    // function's finalizer, so it is alive while the function can be called.
-    let cell = unsafe { &*(data as *const KeyedCell) };
-    let Ok(mut state) = cell.state.try_borrow_mut() else {
-        // A JS clock called back into this limiter while it was reading it.
-        cell.result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
-        return ptr::null_mut();
-    };
-    let state = &mut *state;
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        if argc < 1 {
-            return Err(coded("ERR_INVALID_ARG", "key must be a string"));
-        }
-        let mut scratch = KeyScratch::new();
-        let key = scratch.read(env, first)?;
-        state.call(key)
-    }));
-    let error = match outcome {
-        Ok(Ok(())) => return ptr::null_mut(),
-        Ok(Err(error)) => error,
-        Err(payload) => internal(payload.as_ref()),
-    };
-    state.error = Some(error);
-    state.result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
-    ptr::null_mut()
-}
-
-unsafe extern "C" fn release_cell(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
-    // SAFETY: balances the `Rc::into_raw` in `call_function`; runs once, when the function dies.
-    drop(unsafe { Rc::from_raw(data as *const KeyedCell) });
 }
