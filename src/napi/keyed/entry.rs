@@ -8,11 +8,11 @@ use napi_derive::napi;
 
 use super::cell::{call_function, take_anomalies, take_error, with_state};
 use super::key::key_argument;
-use super::policy::{key_policy, PolicyInput};
+use super::policy::{default_policy, key_policy, PolicyInput};
 use super::snapshot::NativeSnapshot;
 use super::status::KeyStatusOutput;
 use super::{KeyedCell, KeyedState};
-use crate::keyed::{KeyPolicy, KeyedConfig, KeyedLimiter, PolicyId, Target, DEFAULT_POLICY};
+use crate::keyed::{KeyedConfig, KeyedLimiter, PolicyId, Target, DEFAULT_POLICY};
 use crate::napi::anomaly::AnomalyOutput;
 use crate::napi::buffer::{self, settle, write_stats, Needs, ResultBuffer};
 use crate::napi::clock::BoundClock;
@@ -86,12 +86,7 @@ pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<N
             ));
         }
         let limits = config_from(&options)?;
-        let defaults = KeyPolicy {
-            capacity: limits.capacity,
-            refill_per_second: limits.refill_per_second,
-            initial_tokens: limits.initial_tokens,
-            quota: limits.quota,
-        };
+        let defaults = default_policy(&limits);
         let config = KeyedConfig {
             defaults,
             suspend_policy: limits.suspend_policy,

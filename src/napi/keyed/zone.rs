@@ -11,7 +11,7 @@ use napi_derive::napi;
 
 use super::cell::{call_function, take_anomalies, take_error, with_state, RawState, StateCell};
 use super::key::key_argument;
-use super::policy::{count_for, key_policy, PolicyInput};
+use super::policy::{count_for, default_policy, key_policy, PolicyInput};
 use super::snapshot::NativeSnapshot;
 use super::status::KeyStatusOutput;
 use super::KeyedState;
@@ -132,12 +132,7 @@ fn open(input: ZoneInput<'_>) -> CodedResult<External<NativeZone>> {
         return Err(coded("ERR_INTERNAL", "the result buffer is too short"));
     }
     let limits = config_from(&options)?;
-    let defaults = KeyPolicy {
-        capacity: limits.capacity,
-        refill_per_second: limits.refill_per_second,
-        initial_tokens: limits.initial_tokens,
-        quota: limits.quota,
-    };
+    let defaults = default_policy(&limits);
     let config = ZoneConfig {
         path,
         defaults: defaults.clone(),
