@@ -82,7 +82,7 @@ impl KeyedState {
     /// native clock. `false`: nothing was changed or written.
     #[inline(always)]
     fn consume_quiet(&mut self, index: u32) -> bool {
-        let Some((count, monotonic_ms, wall_ms)) = self.quiet_inputs(index) else {
+        let Some((count, monotonic_ms, wall_ms)) = self.quiet_inputs(true, index) else {
             return false;
         };
         match self
@@ -98,13 +98,15 @@ impl KeyedState {
         }
     }
 
-    /// What a quiet call of a held key needs: `n` (the result buffer's) from 1 to the key's
-    /// capacity, and a native clock's readings, as `(n, monotonic_ms, wall_ms)`. `None`: the
-    /// call is not a quiet one (nothing was read but the buffer).
+    /// What a quiet call of a held key needs: the call's own precondition (`applies`), `n` (the
+    /// result buffer's) from 1 to the key's capacity, and a native clock's readings, as
+    /// `(n, monotonic_ms, wall_ms)`. `None`: the call is not a quiet one (nothing was read but
+    /// the buffer).
     #[inline(always)]
-    fn quiet_inputs(&self, index: u32) -> Option<(u64, f64, f64)> {
+    fn quiet_inputs(&self, applies: bool, index: u32) -> Option<(u64, f64, f64)> {
         let n = self.result.get(buffer::N_OR_STATUS);
-        if !(n >= 1.0
+        if !(applies
+            && n >= 1.0
             && n <= self.limiter.capacity_of(Target::Held(index))
             && n <= MAX_SAFE_INTEGER)
         {
@@ -140,10 +142,8 @@ impl KeyedState {
     /// reservation covers. `false`: nothing was changed or written.
     #[inline(always)]
     fn consume_shared_quiet(&mut self, index: u32, mode: ShareMode) -> bool {
-        if !self.limiter.is_shared() {
-            return false;
-        }
-        let Some((count, monotonic_ms, wall_ms)) = self.quiet_inputs(index) else {
+        let shared = self.limiter.is_shared();
+        let Some((count, monotonic_ms, wall_ms)) = self.quiet_inputs(shared, index) else {
             return false;
         };
         match self
