@@ -107,16 +107,8 @@ impl Reconciler {
                 latched: false,
             });
         }
-        if check_plausible && wall_ms.abs() > MAX_WALL_MS {
-            return Err(Error::clock_outside_calendar(wall_ms));
-        }
-        if let (true, Some(earliest_ms)) = (check_plausible, self.earliest_plausible_wall_ms) {
-            if wall_ms < earliest_ms {
-                return Err(Error::ImplausibleWallClock {
-                    wall_ms,
-                    earliest_ms,
-                });
-            }
+        if check_plausible {
+            check_wall_plausible(wall_ms, self.earliest_plausible_wall_ms)?;
         }
         let wall_delta_ms = wall_ms - self.last_wall_ms;
         let first_anomaly = anomalies.len();
@@ -188,4 +180,26 @@ impl Reconciler {
         self.last_monotonic_ms = monotonic_ms;
         self.last_wall_ms = wall_ms;
     }
+}
+
+/// The plausibility rule of a call that concerns a quota (both reconcilers, the in-process one
+/// and the zone's, apply it to the wall reading of such a call): a reading outside the
+/// calendar's range, or before `earliestPlausibleWallMs`, is an error.
+/// [`Reconciler::is_plausible`] is the same rule as a yes or no, for the quiet calls.
+pub fn check_wall_plausible(
+    wall_ms: f64,
+    earliest_plausible_wall_ms: Option<f64>,
+) -> Result<(), Error> {
+    if wall_ms.abs() > MAX_WALL_MS {
+        return Err(Error::clock_outside_calendar(wall_ms));
+    }
+    if let Some(earliest_ms) = earliest_plausible_wall_ms {
+        if wall_ms < earliest_ms {
+            return Err(Error::ImplausibleWallClock {
+                wall_ms,
+                earliest_ms,
+            });
+        }
+    }
+    Ok(())
 }

@@ -347,6 +347,16 @@ impl KeyedLimiter {
         monotonic_ms: f64,
         wall_ms: f64,
     ) -> Option<Decision> {
+        self.enter_quiet(index, monotonic_ms, wall_ms)?;
+        Some(self.decide(index, n, wall_ms))
+    }
+
+    /// The quiet calls' steps before their decision ([`KeyedLimiter::try_consume_quiet`],
+    /// [`KeyedLimiter::consume_shared_quiet`]): `None` (nothing changed) unless the clocks agree,
+    /// nothing is latched and the key's quota period (if any) holds `wall_ms`; then the readings
+    /// are taken as the call's and the key's record is brought up to date.
+    #[inline(always)]
+    fn enter_quiet(&mut self, index: u32, monotonic_ms: f64, wall_ms: f64) -> Option<()> {
         let dm = self.reconciler.quiet_delta(monotonic_ms, wall_ms)?;
         let policy = self.policies[self.table.records[index as usize].policy as usize];
         let open_slot = match policy.quota {
@@ -364,7 +374,7 @@ impl KeyedLimiter {
         self.reconciler.anchor(monotonic_ms, wall_ms);
         self.refresh(index, open_slot);
         self.touch(index);
-        Some(self.decide(index, n, wall_ms))
+        Some(())
     }
 
     /// `tryConsume(key, n)`: `n` is a positive integer no larger than the target's

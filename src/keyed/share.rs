@@ -290,23 +290,7 @@ impl KeyedLimiter {
         monotonic_ms: f64,
         wall_ms: f64,
     ) -> Option<SharedDecision> {
-        let dm = self.reconciler.quiet_delta(monotonic_ms, wall_ms)?;
-        let policy = self.policies[self.table.records[index as usize].policy as usize];
-        let open_slot = match policy.quota {
-            None => NO_PERIOD,
-            Some(quota) => {
-                let state = &mut self.specs[quota.spec as usize];
-                if !(self.reconciler.is_plausible(wall_ms) && state.period.contains(wall_ms)) {
-                    return None;
-                }
-                state.period.hold();
-                slot_i32(state.period.slot())
-            }
-        };
-        self.timeline_ms += dm;
-        self.reconciler.anchor(monotonic_ms, wall_ms);
-        self.refresh(index, open_slot);
-        self.touch(index);
+        self.enter_quiet(index, monotonic_ms, wall_ms)?;
         Some(self.decide_shared(index, n, mode, wall_ms, monotonic_ms))
     }
 

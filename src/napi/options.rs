@@ -12,6 +12,7 @@ use super::clock::ClockHandle;
 use super::errors::{coded, invalid_arg, CodedResult};
 use super::manual_clock::NativeManualClock;
 use crate::clock::{SuspendPolicy, SystemClock};
+use crate::keyed::KeyPolicy;
 use crate::limiter::LimiterConfig;
 use crate::quota::QuotaPolicy;
 use crate::text::{js_number, js_quoted};
@@ -104,13 +105,9 @@ fn check(condition: bool, message: impl FnOnce() -> String) -> CodedResult<()> {
 }
 
 /// The bucket's settings: checked values, or with `bucket` false (a quota alone) a bucket that
-/// is never short: capacity, refill rate and tokens all Infinity.
-pub(crate) struct Limits {
-    pub capacity: f64,
-    pub refill_per_second: f64,
-    pub initial_tokens: f64,
-    pub quota: Option<QuotaPolicy>,
-}
+/// is never short: capacity, refill rate and tokens all Infinity. The same four values as a key's
+/// policy, so a key's policy is checked into one directly.
+pub(crate) type Limits = KeyPolicy;
 
 /// The limits a limiter's options and a key's policy share, checked: capacity, refill rate,
 /// initial tokens and the quota. `prefix` is how messages name their owner: `""` for a limiter's

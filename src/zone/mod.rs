@@ -39,12 +39,13 @@ use recon::{refused, Pending, ReconState};
 
 use crate::anomaly::{Anomaly, CallDeltas};
 use crate::bucket::{refill_wait_ms, refilled};
-use crate::calendar::{Period, PeriodSpec, RawPeriodSpec, StartKind, MAX_WALL_MS};
+use crate::calendar::{Period, PeriodSpec, RawPeriodSpec, StartKind};
 use crate::clock::{self, reconcile, ReaderBaseline, SuspendPolicy, WallDivergence};
 use crate::error::Error;
 use crate::keyed::{Key, KeyBuf, KeyPolicy, KeyStatus, Snapshot};
 use crate::limiter::{longer_wait, Decision, RetryBasis};
 use crate::quota::QuotaPolicy;
+use crate::reconciler::check_wall_plausible;
 
 /// A zone's options, as every process opening it must pass them.
 #[derive(Clone, Debug)]

@@ -139,16 +139,8 @@ impl Zone {
                     latched: false,
                 });
             }
-            if check_plausible && wall_ms.abs() > MAX_WALL_MS {
-                return Err(Error::clock_outside_calendar(wall_ms));
-            }
-            if let (true, Some(earliest_ms)) = (check_plausible, self.earliest_plausible_wall_ms) {
-                if wall_ms < earliest_ms {
-                    return Err(Error::ImplausibleWallClock {
-                        wall_ms,
-                        earliest_ms,
-                    });
-                }
+            if check_plausible {
+                check_wall_plausible(wall_ms, self.earliest_plausible_wall_ms)?;
             }
             let wall_delta_ms = wall_ms - state.last_wall_ms;
             let mut baseline = state.baseline;

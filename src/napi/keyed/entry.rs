@@ -1,26 +1,24 @@
 //! `KeyedQuotaClock`'s entry points other than the raw call.
 
 use std::cell::RefCell;
-use std::ffi::c_void;
 use std::rc::Rc;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
+use super::cell::{call_function, take_anomalies, take_error, with_state};
 use super::key::key_argument;
-use super::policy::{key_policy, PolicyInput};
+use super::policy::{default_policy, key_policy, PolicyInput};
 use super::snapshot::NativeSnapshot;
 use super::status::KeyStatusOutput;
-use super::{keyed_call, release_cell, KeyedCell, KeyedState};
-use crate::keyed::{KeyPolicy, KeyedConfig, KeyedLimiter, PolicyId, Target, DEFAULT_POLICY};
+use super::{KeyedCell, KeyedState};
+use crate::keyed::{KeyedConfig, KeyedLimiter, PolicyId, Target, DEFAULT_POLICY};
 use crate::napi::anomaly::AnomalyOutput;
 use crate::napi::buffer::{self, settle, write_stats, Needs, ResultBuffer};
 use crate::napi::clock::BoundClock;
-use crate::napi::errors::{coded, from_core, guard, invalid_arg, CodedResult};
+use crate::napi::errors::{coded, from_core, guard, invalid_arg};
 use crate::napi::limiter::ErrorOutput;
 use crate::napi::options::{config_from, positive_safe_integer, ClockInput, LimiterOptions};
-use crate::napi::raw::function_with_data;
-use crate::napi::registry::{BUSY, NO_STORED_ERROR};
 use crate::text::js_number;
 
 /// The largest `maxKeys`: 2**32.
@@ -29,18 +27,6 @@ const MAX_KEYS: f64 = 4_294_967_296.0;
 /// A keyed limiter as the JS face holds it (an External, as [`NativeSnapshot`]).
 pub struct NativeKeyed {
     pub(super) state: Rc<KeyedCell>,
-}
-
-/// Runs `body` on the state, refusing a re-entrant call.
-pub(super) fn with_state<T>(
-    cell: &KeyedCell,
-    body: impl FnOnce(&mut KeyedState) -> CodedResult<T>,
-) -> CodedResult<T> {
-    let mut state = cell
-        .state
-        .try_borrow_mut()
-        .map_err(|_| coded("ERR_INTERNAL", BUSY))?;
-    body(&mut state)
 }
 
 /// `keyedCreate`'s input.
@@ -100,12 +86,7 @@ pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<N
             ));
         }
         let limits = config_from(&options)?;
-        let defaults = KeyPolicy {
-            capacity: limits.capacity,
-            refill_per_second: limits.refill_per_second,
-            initial_tokens: limits.initial_tokens,
-            quota: limits.quota,
-        };
+        let defaults = default_policy(&limits);
         let config = KeyedConfig {
             defaults,
             suspend_policy: limits.suspend_policy,
@@ -177,17 +158,7 @@ pub fn keyed_call_function<'env>(
     env: &'env Env,
     limiter: &External<NativeKeyed>,
 ) -> napi::Result<Unknown<'env>> {
-    guard(env, || {
-        let data = Rc::into_raw(limiter.state.clone()) as *mut c_void;
-        // SAFETY: `data` lives until `release_cell`, which releases it once.
-        unsafe { function_with_data(env, "call", keyed_call, data, release_cell) }.ok_or_else(
-            || {
-                // SAFETY: N-API refused, so nothing else owns `data`.
-                drop(unsafe { Rc::from_raw(data as *const KeyedCell) });
-                coded("ERR_INTERNAL", "could not create the call function")
-            },
-        )
-    })
+    guard(env, || call_function(env, &limiter.state))
 }
 
 /// A `tryConsume` or `refund` the raw call could not finish: with what the JS face brought
@@ -313,25 +284,11 @@ pub fn keyed_take_anomalies(
     env: &Env,
     limiter: &External<NativeKeyed>,
 ) -> napi::Result<Vec<AnomalyOutput>> {
-    guard(env, || {
-        with_state(&limiter.state, |state| {
-            Ok(state.anomalies.iter().map(AnomalyOutput::from).collect())
-        })
-    })
+    guard(env, || take_anomalies(&limiter.state))
 }
 
 /// The error of the last raw call.
 #[napi(js_name = "keyedTakeError")]
 pub fn keyed_take_error(limiter: &External<NativeKeyed>) -> ErrorOutput {
-    let error = match limiter.state.state.try_borrow_mut() {
-        Ok(mut state) => state
-            .error
-            .take()
-            .unwrap_or_else(|| coded("ERR_INTERNAL", NO_STORED_ERROR)),
-        Err(_) => coded("ERR_INTERNAL", BUSY),
-    };
-    ErrorOutput {
-        code: error.status,
-        message: error.reason,
-    }
+    take_error(&limiter.state)
 }

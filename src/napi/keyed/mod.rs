@@ -6,6 +6,7 @@
 //! buffer (one copy, exact for every string, lone surrogates included) and stored as Latin-1 when
 //! it fits (see README "Performance" for the alternatives measured).
 
+mod cell;
 mod entry;
 mod key;
 mod policy;
@@ -14,15 +15,9 @@ mod snapshot;
 mod status;
 mod zone;
 
-use std::cell::RefCell;
-use std::ffi::c_void;
-use std::ptr;
-use std::rc::Rc;
-
 use napi::bindgen_prelude::*;
-use napi::sys;
 
-use self::key::KeyScratch;
+use self::cell::{RawState, StateCell};
 use self::policy::count_for;
 use crate::anomaly::Anomaly;
 use crate::keyed::{
@@ -31,7 +26,7 @@ use crate::keyed::{
 use crate::limiter::Decision;
 use crate::napi::buffer::{self, write_decision, Needs, ResultBuffer, Step};
 use crate::napi::clock::{BoundClock, ClockHandle};
-use crate::napi::errors::{coded, internal, invalid_arg, CodedError, CodedResult};
+use crate::napi::errors::{coded, invalid_arg, CodedError, CodedResult};
 use crate::napi::options::{positive_safe_integer, MAX_SAFE_INTEGER};
 use crate::napi::registry::notify_listener;
 
@@ -52,11 +47,22 @@ struct KeyedState {
     _result_buffer: Float64Array,
 }
 
-/// What the raw function's data points at: the state, and the result buffer's address outside
-/// it (so a call that finds the state busy can still say so).
-struct KeyedCell {
-    result: ResultBuffer,
-    state: RefCell<KeyedState>,
+/// What the in-process limiter's raw function points at.
+type KeyedCell = StateCell<KeyedState>;
+
+impl RawState for KeyedState {
+    #[inline(always)]
+    fn call(&mut self, key: Key<'_>) -> CodedResult<()> {
+        KeyedState::call(self, key)
+    }
+
+    fn error(&mut self) -> &mut Option<CodedError> {
+        &mut self.error
+    }
+
+    fn anomalies(&self) -> &[Anomaly] {
+        &self.anomalies
+    }
 }
 
 impl KeyedState {
@@ -76,30 +82,40 @@ impl KeyedState {
     /// native clock. `false`: nothing was changed or written.
     #[inline(always)]
     fn consume_quiet(&mut self, index: u32) -> bool {
-        let n = self.result.get(buffer::N_OR_STATUS);
-        if !(n >= 1.0
-            && n <= self.limiter.capacity_of(Target::Held(index))
-            && n <= MAX_SAFE_INTEGER)
-        {
-            return false;
-        }
-        let Some((monotonic_ms, wall_ms)) = self.clock.native_readings() else {
+        let Some((count, monotonic_ms, wall_ms)) = self.quiet_inputs(true, index) else {
             return false;
         };
-        // SAFETY: 1 ≤ n ≤ 2^53 - 1 (checked above), so it fits an i64.
-        let count = unsafe { n.to_int_unchecked::<i64>() } as u64;
         match self
             .limiter
             .try_consume_quiet(index, count, monotonic_ms, wall_ms)
         {
             Some(decision) => {
                 write_decision(&self.result, &decision);
-                let slot = self.limiter.period_slot_of(index);
-                self.result.set(buffer::PERIOD_SLOT, f64::from(slot));
+                self.write_slot_of(index);
                 true
             }
             None => false,
         }
+    }
+
+    /// What a quiet call of a held key needs: the call's own precondition (`applies`), `n` (the
+    /// result buffer's) from 1 to the key's capacity, and a native clock's readings, as
+    /// `(n, monotonic_ms, wall_ms)`. `None`: the call is not a quiet one (nothing was read but
+    /// the buffer).
+    #[inline(always)]
+    fn quiet_inputs(&self, applies: bool, index: u32) -> Option<(u64, f64, f64)> {
+        let n = self.result.get(buffer::N_OR_STATUS);
+        if !(applies
+            && n >= 1.0
+            && n <= self.limiter.capacity_of(Target::Held(index))
+            && n <= MAX_SAFE_INTEGER)
+        {
+            return None;
+        }
+        let (monotonic_ms, wall_ms) = self.clock.native_readings()?;
+        // SAFETY: 1 ≤ n ≤ 2^53 - 1 (checked above), so it fits an i64.
+        let count = unsafe { n.to_int_unchecked::<i64>() } as u64;
+        Some((count, monotonic_ms, wall_ms))
     }
 
     /// The raw call: the operation in the result buffer, for `key`, on a native clock's readings.
@@ -126,27 +142,17 @@ impl KeyedState {
     /// reservation covers. `false`: nothing was changed or written.
     #[inline(always)]
     fn consume_shared_quiet(&mut self, index: u32, mode: ShareMode) -> bool {
-        let n = self.result.get(buffer::N_OR_STATUS);
-        if !(self.limiter.is_shared()
-            && n >= 1.0
-            && n <= self.limiter.capacity_of(Target::Held(index))
-            && n <= MAX_SAFE_INTEGER)
-        {
-            return false;
-        }
-        let Some((monotonic_ms, wall_ms)) = self.clock.native_readings() else {
+        let shared = self.limiter.is_shared();
+        let Some((count, monotonic_ms, wall_ms)) = self.quiet_inputs(shared, index) else {
             return false;
         };
-        // SAFETY: 1 ≤ n ≤ 2^53 - 1 (checked above), so it fits an i64.
-        let count = unsafe { n.to_int_unchecked::<i64>() } as u64;
         match self
             .limiter
             .consume_shared_quiet(index, count, mode, monotonic_ms, wall_ms)
         {
             Some(outcome) => {
                 self.write_shared(&outcome);
-                let slot = self.limiter.period_slot_of(index);
-                self.result.set(buffer::PERIOD_SLOT, f64::from(slot));
+                self.write_slot_of(index);
                 true
             }
             None => false,
@@ -156,9 +162,15 @@ impl KeyedState {
     /// After a decision: the slot of the period its quota units were taken in (for a give-back).
     fn write_period_slot(&self, key: Key<'_>) {
         if let Some(index) = self.limiter.find(key) {
-            let slot = self.limiter.period_slot_of(index);
-            self.result.set(buffer::PERIOD_SLOT, f64::from(slot));
+            self.write_slot_of(index);
         }
+    }
+
+    /// [`KeyedState::write_period_slot`] for the held key at `index`.
+    #[inline(always)]
+    fn write_slot_of(&self, index: u32) {
+        let slot = self.limiter.period_slot_of(index);
+        self.result.set(buffer::PERIOD_SLOT, f64::from(slot));
     }
 
     /// Writes a shared consume's outcome (status `DECIDED`, `DECIDED_WITH_WORK` or `NEEDS_STORE`).
@@ -308,46 +320,4 @@ fn share_mode(operation: f64) -> Option<ShareMode> {
     } else {
         None
     }
-}
-
-/// The raw `call(key)`: `data` is the limiter's `KeyedCell`.
-unsafe extern "C" fn keyed_call(
-    env: sys::napi_env,
-    info: sys::napi_callback_info,
-) -> sys::napi_value {
-    // SAFETY: N-API's own env and info.
-    let Some(call) = (unsafe { crate::napi::raw::one_argument_call(env, info) }) else {
-        return ptr::null_mut();
-    };
-    let (argc, first, data) = (call.argc, call.first, call.data);
-    // SAFETY: `data` is an `Rc<KeyedCell>` leaked in `call_function` and released only by the
-    // function's finalizer, so it is alive while the function can be called.
-    let cell = unsafe { &*(data as *const KeyedCell) };
-    let Ok(mut state) = cell.state.try_borrow_mut() else {
-        // A JS clock called back into this limiter while it was reading it.
-        cell.result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
-        return ptr::null_mut();
-    };
-    let state = &mut *state;
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        if argc < 1 {
-            return Err(coded("ERR_INVALID_ARG", "key must be a string"));
-        }
-        let mut scratch = KeyScratch::new();
-        let key = scratch.read(env, first)?;
-        state.call(key)
-    }));
-    let error = match outcome {
-        Ok(Ok(())) => return ptr::null_mut(),
-        Ok(Err(error)) => error,
-        Err(payload) => internal(payload.as_ref()),
-    };
-    state.error = Some(error);
-    state.result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
-    ptr::null_mut()
-}
-
-unsafe extern "C" fn release_cell(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
-    // SAFETY: balances the `Rc::into_raw` in `call_function`; runs once, when the function dies.
-    drop(unsafe { Rc::from_raw(data as *const KeyedCell) });
 }

@@ -3,9 +3,10 @@
 use napi_derive::napi;
 
 use crate::keyed::KeyPolicy;
+use crate::limiter::LimiterConfig;
 use crate::napi::calendar::PeriodSpecInput;
 use crate::napi::errors::{invalid_arg, CodedResult};
-use crate::napi::options::{check_limits, Limits, MAX_SAFE_INTEGER};
+use crate::napi::options::{check_limits, MAX_SAFE_INTEGER};
 use crate::text::js_number;
 
 /// A key's limits as the JS face normalized them (defaults filled in, types checked).
@@ -24,33 +25,25 @@ pub struct PolicyInput {
 
 /// Validates a normalized policy's values (the JS face checked types and merged the defaults).
 pub(super) fn key_policy(input: &PolicyInput) -> CodedResult<KeyPolicy> {
-    let PolicyInput {
-        capacity,
-        refill_per_second,
-        initial_tokens,
-        ref path,
-        ..
-    } = *input;
-    let Limits {
-        capacity,
-        refill_per_second,
-        initial_tokens,
-        quota,
-    } = check_limits(
-        &format!("{path}."),
+    check_limits(
+        &format!("{}.", input.path),
         input.bucket != Some(false),
-        capacity,
-        refill_per_second,
-        initial_tokens,
+        input.capacity,
+        input.refill_per_second,
+        input.initial_tokens,
         input.quota_limit,
         input.quota_period.as_ref(),
-    )?;
-    Ok(KeyPolicy {
-        capacity,
-        refill_per_second,
-        initial_tokens,
-        quota,
-    })
+    )
+}
+
+/// The policy of a key that has none of its own: the limiter's options' limits.
+pub(super) fn default_policy(limits: &LimiterConfig) -> KeyPolicy {
+    KeyPolicy {
+        capacity: limits.capacity,
+        refill_per_second: limits.refill_per_second,
+        initial_tokens: limits.initial_tokens,
+        quota: limits.quota.clone(),
+    }
 }
 
 pub(super) fn count_for(n: f64, capacity: f64) -> CodedResult<u64> {

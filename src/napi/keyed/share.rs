@@ -4,7 +4,8 @@
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use super::entry::{with_state, NativeKeyed};
+use super::cell::with_state;
+use super::entry::NativeKeyed;
 use super::key::key_argument;
 use crate::keyed::{GiveBack, ReserveRequest};
 use crate::napi::clock::ClockHandle;

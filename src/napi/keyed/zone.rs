@@ -4,16 +4,14 @@
 //! `Float64Array` and reads the decision back from it.
 
 use std::cell::RefCell;
-use std::ffi::c_void;
-use std::ptr;
 use std::rc::Rc;
 
 use napi::bindgen_prelude::*;
-use napi::sys;
 use napi_derive::napi;
 
-use super::key::{key_argument, KeyScratch};
-use super::policy::{count_for, key_policy, PolicyInput};
+use super::cell::{call_function, take_anomalies, take_error, with_state, RawState, StateCell};
+use super::key::key_argument;
+use super::policy::{count_for, default_policy, key_policy, PolicyInput};
 use super::snapshot::NativeSnapshot;
 use super::status::KeyStatusOutput;
 use super::KeyedState;
@@ -23,11 +21,10 @@ use crate::keyed::{Key, KeyPolicy};
 use crate::napi::anomaly::AnomalyOutput;
 use crate::napi::buffer::{self, settle, Needs};
 use crate::napi::buffer::{write_decision, ResultBuffer};
-use crate::napi::errors::{coded, from_core, guard, internal, CodedError, CodedResult};
+use crate::napi::errors::{coded, from_core, guard, CodedError, CodedResult};
 use crate::napi::limiter::ErrorOutput;
 use crate::napi::options::{config_from, positive_safe_integer, LimiterOptions};
-use crate::napi::raw::function_with_data;
-use crate::napi::registry::{notify_listener, BUSY, NO_STORED_ERROR};
+use crate::napi::registry::notify_listener;
 #[cfg(target_os = "linux")]
 use crate::zone::{Operation, Outcome, Zone, ZoneConfig};
 
@@ -49,9 +46,28 @@ struct ZoneState {
     error: Option<CodedError>,
 }
 
-struct ZoneCell {
-    result: ResultBuffer,
-    state: RefCell<ZoneState>,
+/// What the zone limiter's raw function points at.
+type ZoneCell = StateCell<ZoneState>;
+
+impl RawState for ZoneState {
+    #[inline(always)]
+    fn call(&mut self, key: Key<'_>) -> CodedResult<()> {
+        run_raw(self, key)
+    }
+
+    fn error(&mut self) -> &mut Option<CodedError> {
+        &mut self.error
+    }
+
+    #[cfg(target_os = "linux")]
+    fn anomalies(&self) -> &[Anomaly] {
+        &self.anomalies
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn anomalies(&self) -> &[Anomaly] {
+        &[]
+    }
 }
 
 /// A zone limiter as the JS face holds it.
@@ -116,12 +132,7 @@ fn open(input: ZoneInput<'_>) -> CodedResult<External<NativeZone>> {
         return Err(coded("ERR_INTERNAL", "the result buffer is too short"));
     }
     let limits = config_from(&options)?;
-    let defaults = KeyPolicy {
-        capacity: limits.capacity,
-        refill_per_second: limits.refill_per_second,
-        initial_tokens: limits.initial_tokens,
-        quota: limits.quota,
-    };
+    let defaults = default_policy(&limits);
     let config = ZoneConfig {
         path,
         defaults: defaults.clone(),
@@ -240,41 +251,6 @@ fn slot_number(slot: i64) -> f64 {
     }
 }
 
-/// The raw `call(key)`: `data` is the limiter's `ZoneCell`.
-unsafe extern "C" fn zone_call(
-    env: sys::napi_env,
-    info: sys::napi_callback_info,
-) -> sys::napi_value {
-    // SAFETY: N-API's own env and info.
-    let Some(call) = (unsafe { crate::napi::raw::one_argument_call(env, info) }) else {
-        return ptr::null_mut();
-    };
-    // SAFETY: `data` is an `Rc<ZoneCell>` leaked in `zone_call_function`, released only by
-    // the function's finalizer.
-    let cell = unsafe { &*(call.data as *const ZoneCell) };
-    let Ok(mut state) = cell.state.try_borrow_mut() else {
-        cell.result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
-        return ptr::null_mut();
-    };
-    let state = &mut *state;
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        if call.argc < 1 {
-            return Err(coded("ERR_INVALID_ARG", "key must be a string"));
-        }
-        let mut scratch = KeyScratch::new();
-        let key = scratch.read(env, call.first)?;
-        run_raw(state, key)
-    }));
-    let error = match outcome {
-        Ok(Ok(())) => return ptr::null_mut(),
-        Ok(Err(error)) => error,
-        Err(payload) => internal(payload.as_ref()),
-    };
-    state.error = Some(error);
-    cell.result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
-    ptr::null_mut()
-}
-
 #[cfg(target_os = "linux")]
 fn run_raw(state: &mut ZoneState, key: Key<'_>) -> CodedResult<()> {
     state.run(key, None)
@@ -285,40 +261,20 @@ fn run_raw(_state: &mut ZoneState, _key: Key<'_>) -> CodedResult<()> {
     Err(coded("ERR_UNSUPPORTED_PLATFORM", "zone"))
 }
 
-unsafe extern "C" fn release_zone_cell(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
-    // SAFETY: balances the `Rc::into_raw` in `zone_call_function`; runs once.
-    drop(unsafe { Rc::from_raw(data as *const ZoneCell) });
-}
-
 /// The hot path: a raw function `call(key)` on this zone limiter.
 #[napi(js_name = "zoneCallFunction")]
 pub fn zone_call_function<'env>(
     env: &'env Env,
     zone: &External<NativeZone>,
 ) -> napi::Result<Unknown<'env>> {
-    guard(env, || {
-        let data = Rc::into_raw(zone.cell.clone()) as *mut c_void;
-        // SAFETY: `data` lives until `release_zone_cell`, which releases it once.
-        unsafe { function_with_data(env, "call", zone_call, data, release_zone_cell) }.ok_or_else(
-            || {
-                // SAFETY: N-API refused, so nothing else owns `data`.
-                drop(unsafe { Rc::from_raw(data as *const ZoneCell) });
-                coded("ERR_INTERNAL", "could not create the call function")
-            },
-        )
-    })
+    guard(env, || call_function(env, &zone.cell))
 }
 
 fn with_zone<T>(
     zone: &External<NativeZone>,
     body: impl FnOnce(&mut ZoneState) -> CodedResult<T>,
 ) -> CodedResult<T> {
-    let mut state = zone
-        .cell
-        .state
-        .try_borrow_mut()
-        .map_err(|_| coded("ERR_INTERNAL", BUSY))?;
-    body(&mut state)
+    with_state(&zone.cell, body)
 }
 
 /// A call the raw call left for the JS face to finish: with the key's policy.
@@ -494,24 +450,10 @@ pub fn zone_take_anomalies(
     env: &Env,
     zone: &External<NativeZone>,
 ) -> napi::Result<Vec<AnomalyOutput>> {
-    guard(env, || {
-        with_zone(zone, |state| {
-            Ok(state.anomalies.iter().map(AnomalyOutput::from).collect())
-        })
-    })
+    guard(env, || take_anomalies(&zone.cell))
 }
 
 #[napi(js_name = "zoneTakeError")]
 pub fn zone_take_error(zone: &External<NativeZone>) -> ErrorOutput {
-    let error = match zone.cell.state.try_borrow_mut() {
-        Ok(mut state) => state
-            .error
-            .take()
-            .unwrap_or_else(|| coded("ERR_INTERNAL", NO_STORED_ERROR)),
-        Err(_) => coded("ERR_INTERNAL", BUSY),
-    };
-    ErrorOutput {
-        code: error.status,
-        message: error.reason,
-    }
+    take_error(&zone.cell)
 }

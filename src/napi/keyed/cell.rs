@@ -1,0 +1,130 @@
+//! What both keyed limiters' bindings (the in-process table's and the zone's) hold the same way:
+//! the cell their raw function points at, the raw `call(key)` itself, the making and releasing of
+//! that function, the borrowing of the state for every other entry point, and `takeError`.
+
+use std::cell::RefCell;
+use std::ffi::c_void;
+use std::ptr;
+use std::rc::Rc;
+
+use napi::bindgen_prelude::*;
+use napi::sys;
+
+use super::key::KeyScratch;
+use crate::anomaly::Anomaly;
+use crate::keyed::Key;
+use crate::napi::anomaly::AnomalyOutput;
+use crate::napi::buffer::{self, ResultBuffer};
+use crate::napi::errors::{coded, internal, CodedError, CodedResult};
+use crate::napi::limiter::ErrorOutput;
+use crate::napi::raw::function_with_data;
+use crate::napi::registry::{BUSY, NO_STORED_ERROR};
+
+/// What the raw function's data points at: the state, and the result buffer's address outside
+/// it (so a call that finds the state busy can still say so).
+pub(super) struct StateCell<S> {
+    pub(super) result: ResultBuffer,
+    pub(super) state: RefCell<S>,
+}
+
+/// A limiter's state as its raw function drives it.
+pub(super) trait RawState {
+    /// The raw call: the operation in the result buffer, for `key`.
+    fn call(&mut self, key: Key<'_>) -> CodedResult<()>;
+    /// The last raw call's error, for `takeError`.
+    fn error(&mut self) -> &mut Option<CodedError>;
+    /// The anomalies of the last call, for `takeAnomalies`.
+    fn anomalies(&self) -> &[Anomaly];
+}
+
+/// The raw `call(key)`: `data` is the limiter's `StateCell<S>`.
+pub(super) unsafe extern "C" fn raw_call<S: RawState>(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+) -> sys::napi_value {
+    // SAFETY: N-API's own env and info.
+    let Some(call) = (unsafe { crate::napi::raw::one_argument_call(env, info) }) else {
+        return ptr::null_mut();
+    };
+    let (argc, first, data) = (call.argc, call.first, call.data);
+    // SAFETY: `data` is an `Rc<StateCell<S>>` leaked in `call_function` and released only by the
+    // function's finalizer, so it is alive while the function can be called.
+    let cell = unsafe { &*(data as *const StateCell<S>) };
+    let Ok(mut state) = cell.state.try_borrow_mut() else {
+        // A JS clock called back into this limiter while it was reading it.
+        cell.result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
+        return ptr::null_mut();
+    };
+    let state = &mut *state;
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if argc < 1 {
+            return Err(coded("ERR_INVALID_ARG", "key must be a string"));
+        }
+        let mut scratch = KeyScratch::new();
+        let key = scratch.read(env, first)?;
+        state.call(key)
+    }));
+    let error = match outcome {
+        Ok(Ok(())) => return ptr::null_mut(),
+        Ok(Err(error)) => error,
+        Err(payload) => internal(payload.as_ref()),
+    };
+    *state.error() = Some(error);
+    cell.result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
+    ptr::null_mut()
+}
+
+unsafe extern "C" fn release_cell<S>(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+    // SAFETY: balances the `Rc::into_raw` in `call_function`; runs once, when the function dies.
+    drop(unsafe { Rc::from_raw(data as *const StateCell<S>) });
+}
+
+/// The hot path's function `call(key)` on the limiter whose cell is `cell`.
+pub(super) fn call_function<'env, S: RawState>(
+    env: &'env Env,
+    cell: &Rc<StateCell<S>>,
+) -> CodedResult<Unknown<'env>> {
+    let data = Rc::into_raw(cell.clone()) as *mut c_void;
+    // SAFETY: `data` lives until `release_cell`, which releases it once.
+    unsafe { function_with_data(env, "call", raw_call::<S>, data, release_cell::<S>) }.ok_or_else(
+        || {
+            // SAFETY: N-API refused, so nothing else owns `data`.
+            drop(unsafe { Rc::from_raw(data as *const StateCell<S>) });
+            coded("ERR_INTERNAL", "could not create the call function")
+        },
+    )
+}
+
+/// Runs `body` on the state, refusing a re-entrant call.
+pub(super) fn with_state<S, T>(
+    cell: &StateCell<S>,
+    body: impl FnOnce(&mut S) -> CodedResult<T>,
+) -> CodedResult<T> {
+    let mut state = cell
+        .state
+        .try_borrow_mut()
+        .map_err(|_| coded("ERR_INTERNAL", BUSY))?;
+    body(&mut state)
+}
+
+/// `takeError`: the error of the last raw call (taken, so it is reported once).
+pub(super) fn take_error<S: RawState>(cell: &StateCell<S>) -> ErrorOutput {
+    let error = match cell.state.try_borrow_mut() {
+        Ok(mut state) => state
+            .error()
+            .take()
+            .unwrap_or_else(|| coded("ERR_INTERNAL", NO_STORED_ERROR)),
+        Err(_) => coded("ERR_INTERNAL", BUSY),
+    };
+    ErrorOutput {
+        code: error.status,
+        message: error.reason,
+    }
+}
+
+/// `takeAnomalies`: the anomalies of the last raw call (called only when there were some).
+pub(super) fn take_anomalies<S: RawState>(cell: &StateCell<S>) -> CodedResult<Vec<AnomalyOutput>> {
+    with_state(cell, |state| {
+        Ok(state.anomalies().iter().map(AnomalyOutput::from).collect())
+    })
+}
