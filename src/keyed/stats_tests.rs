@@ -1,60 +1,23 @@
 //! The keyed limiter's counters (`stats()`): decisions, anomalies, evictions, key-limit refusals.
 
+use super::tests::{self, keyed, policy, target_of as target, DAY_MS, JAN_15_2024};
 use super::*;
 use crate::anomaly::AnomalyKind;
-use crate::calendar::RawPeriodSpec;
 use crate::clock::ManualClock;
 
-const JAN_15_2024: f64 = 1_705_276_800_000.0;
-const DAY_MS: f64 = 86_400_000.0;
-
-fn limits(capacity: f64, quota: Option<u64>) -> KeyPolicy {
-    let raw = RawPeriodSpec {
-        unit: "day",
-        time_zone: "UTC",
-        anchor_day: None,
-        anchor_month: None,
-        anchor_time: None,
-    };
-    KeyPolicy {
-        capacity,
-        refill_per_second: 1.0,
-        initial_tokens: capacity,
-        quota: quota
-            .map(|limit| QuotaPolicy::new(limit, PeriodSpec::parse(&raw, "quota.period").unwrap())),
-    }
-}
-
-fn keyed(defaults: KeyPolicy, max_keys: usize, clock: &mut ManualClock) -> KeyedLimiter {
-    let config = KeyedConfig {
-        defaults,
-        suspend_policy: SuspendPolicy::Ignore,
-        earliest_plausible_wall_ms: Some(1_577_836_800_000.0),
-        max_keys,
-    };
-    KeyedLimiter::new(config, clock).unwrap()
-}
-
-fn target(limiter: &KeyedLimiter, key: &KeyBuf) -> Target {
-    limiter
-        .find(key.key())
-        .map_or(Target::New(DEFAULT_POLICY), Target::Held)
-}
-
+/// `tryConsume(key, 1)` the way the binding calls it.
 fn consume(
     limiter: &mut KeyedLimiter,
     clock: &mut ManualClock,
     text: &str,
 ) -> Result<Decision, Error> {
-    let key = KeyBuf::from_text(text);
-    let target = target(limiter, &key);
-    limiter.try_consume(key.key(), target, 1, clock, &mut Vec::new())
+    tests::consume(limiter, clock, text, 1).map(|(decision, _)| decision)
 }
 
 #[test]
 fn decisions_are_counted_by_outcome_and_a_clock_anomaly_once_for_the_whole_limiter() {
     let mut clock = ManualClock::new(0.0, JAN_15_2024 + 60_000.0, None);
-    let mut limiter = keyed(limits(1.0, Some(10)), 100, &mut clock);
+    let mut limiter = keyed(policy(1.0, Some(10)), 100, &mut clock);
     assert_eq!(*limiter.counters(), Counters::default());
     for name in ["a", "b", "a", "c", "a"] {
         consume(&mut limiter, &mut clock, name).unwrap();
@@ -76,7 +39,7 @@ fn decisions_are_counted_by_outcome_and_a_clock_anomaly_once_for_the_whole_limit
 #[test]
 fn status_and_refund_are_not_decisions_but_their_anomalies_count() {
     let mut clock = ManualClock::new(0.0, JAN_15_2024 + 60_000.0, None);
-    let mut limiter = keyed(limits(5.0, None), 100, &mut clock);
+    let mut limiter = keyed(policy(5.0, None), 100, &mut clock);
     consume(&mut limiter, &mut clock, "a").unwrap();
     clock.advance(1_000.0);
     clock.step_wall(-10_000.0);
@@ -100,7 +63,7 @@ fn status_and_refund_are_not_decisions_but_their_anomalies_count() {
 #[test]
 fn a_key_dropped_to_make_room_is_an_eviction_and_a_deleted_one_is_not() {
     let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
-    let mut limiter = keyed(limits(10.0, None), 2, &mut clock);
+    let mut limiter = keyed(policy(10.0, None), 2, &mut clock);
     consume(&mut limiter, &mut clock, "a").unwrap();
     consume(&mut limiter, &mut clock, "b").unwrap();
     consume(&mut limiter, &mut clock, "c").unwrap();
@@ -113,7 +76,7 @@ fn a_key_dropped_to_make_room_is_an_eviction_and_a_deleted_one_is_not() {
 #[test]
 fn idle_keys_swept_after_a_new_key_are_evictions() {
     let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
-    let mut limiter = keyed(limits(1.0, None), 100, &mut clock);
+    let mut limiter = keyed(policy(1.0, None), 100, &mut clock);
     let held = 80;
     for i in 0..held {
         consume(&mut limiter, &mut clock, &format!("key-{i}")).unwrap();
@@ -131,7 +94,7 @@ fn idle_keys_swept_after_a_new_key_are_evictions() {
 #[test]
 fn a_refused_new_key_is_counted_and_nothing_else_is() {
     let mut clock = ManualClock::new(0.0, JAN_15_2024 + 60_000.0, None);
-    let mut limiter = keyed(limits(10.0, Some(5)), 1, &mut clock);
+    let mut limiter = keyed(policy(10.0, Some(5)), 1, &mut clock);
     consume(&mut limiter, &mut clock, "a").unwrap();
     clock.advance(500.0);
     clock.step_wall(-5_000.0);
@@ -155,7 +118,7 @@ fn a_refused_new_key_is_counted_and_nothing_else_is() {
 #[test]
 fn the_quiet_path_counts_its_decisions() {
     let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
-    let mut limiter = keyed(limits(1.0, Some(10)), 10, &mut clock);
+    let mut limiter = keyed(policy(1.0, Some(10)), 10, &mut clock);
     consume(&mut limiter, &mut clock, "a").unwrap();
     let index = limiter.find(KeyBuf::from_text("a").key()).unwrap();
     clock.advance(1_000.0);

@@ -5,10 +5,10 @@ use crate::clock::ManualClock;
 use crate::limiter::{Limiter, LimiterConfig, RetryBasis};
 use crate::quota::QuotaPolicy;
 
-const JAN_15_2024: f64 = 1_705_276_800_000.0;
-const DAY_MS: f64 = 86_400_000.0;
+pub(super) const JAN_15_2024: f64 = 1_705_276_800_000.0;
+pub(super) const DAY_MS: f64 = 86_400_000.0;
 
-fn spec(unit: &str, zone: &str) -> PeriodSpec {
+pub(super) fn spec(unit: &str, zone: &str) -> PeriodSpec {
     let raw = RawPeriodSpec {
         unit,
         time_zone: zone,
@@ -19,7 +19,7 @@ fn spec(unit: &str, zone: &str) -> PeriodSpec {
     PeriodSpec::parse(&raw, "quota.period").unwrap()
 }
 
-fn policy(capacity: f64, quota: Option<u64>) -> KeyPolicy {
+pub(super) fn policy(capacity: f64, quota: Option<u64>) -> KeyPolicy {
     KeyPolicy {
         capacity,
         refill_per_second: 1.0,
@@ -28,7 +28,7 @@ fn policy(capacity: f64, quota: Option<u64>) -> KeyPolicy {
     }
 }
 
-fn keyed(defaults: KeyPolicy, max_keys: usize, clock: &mut ManualClock) -> KeyedLimiter {
+pub(super) fn keyed(defaults: KeyPolicy, max_keys: usize, clock: &mut ManualClock) -> KeyedLimiter {
     let config = KeyedConfig {
         defaults,
         suspend_policy: SuspendPolicy::Ignore,
@@ -38,30 +38,33 @@ fn keyed(defaults: KeyPolicy, max_keys: usize, clock: &mut ManualClock) -> Keyed
     KeyedLimiter::new(config, clock).unwrap()
 }
 
-fn key(text: &str) -> KeyBuf {
+pub(super) fn key(text: &str) -> KeyBuf {
     KeyBuf::from_text(text)
 }
 
+/// What the binding asks for `key`: the key held, else a new key with the defaults.
+pub(super) fn target_of(limiter: &KeyedLimiter, key: &KeyBuf) -> Target {
+    limiter
+        .find(key.key())
+        .map_or(Target::New(DEFAULT_POLICY), Target::Held)
+}
+
 /// `tryConsume(key, n)` the way the binding calls it: a held key, else one with the defaults.
-fn consume(
+pub(super) fn consume(
     limiter: &mut KeyedLimiter,
     clock: &mut ManualClock,
     text: &str,
     n: u64,
 ) -> Result<(Decision, Vec<Anomaly>), Error> {
     let key = key(text);
-    let target = limiter
-        .find(key.key())
-        .map_or(Target::New(DEFAULT_POLICY), Target::Held);
+    let target = target_of(limiter, &key);
     let mut anomalies = Vec::new();
     let decision = limiter.try_consume(key.key(), target, n, clock, &mut anomalies)?;
     Ok((decision, anomalies))
 }
 
-fn status(limiter: &mut KeyedLimiter, clock: &mut ManualClock, text: &str) -> KeyStatus {
-    let target = limiter
-        .find(key(text).key())
-        .map_or(Target::New(DEFAULT_POLICY), Target::Held);
+pub(super) fn status(limiter: &mut KeyedLimiter, clock: &mut ManualClock, text: &str) -> KeyStatus {
+    let target = target_of(limiter, &key(text));
     limiter.status(target, clock, &mut Vec::new()).unwrap()
 }
 

@@ -5,38 +5,11 @@ use proptest::test_runner::{Config, FileFailurePersistence};
 
 use super::*;
 use crate::anomaly::Anomaly;
-use crate::calendar::{PeriodSpec, RawPeriodSpec};
-use crate::clock::{ManualClock, SuspendPolicy};
-use crate::keyed::{KeyPolicy, KeyedConfig, DEFAULT_POLICY};
-use crate::quota::QuotaPolicy;
-
-const JAN_15_2024: f64 = 1_705_276_800_000.0;
-const DAY_MS: f64 = 86_400_000.0;
-
-fn day_spec() -> PeriodSpec {
-    let raw = RawPeriodSpec {
-        unit: "day",
-        time_zone: "UTC",
-        anchor_day: None,
-        anchor_month: None,
-        anchor_time: None,
-    };
-    PeriodSpec::parse(&raw, "quota.period").unwrap()
-}
+use crate::clock::ManualClock;
+use crate::keyed::tests::{keyed, policy, spec, target_of, DAY_MS, JAN_15_2024};
 
 fn shared(capacity: f64, limit: u64, lease: Option<u64>, clock: &mut ManualClock) -> KeyedLimiter {
-    let config = KeyedConfig {
-        defaults: KeyPolicy {
-            capacity,
-            refill_per_second: 1.0,
-            initial_tokens: capacity,
-            quota: Some(QuotaPolicy::new(limit, day_spec())),
-        },
-        suspend_policy: SuspendPolicy::Ignore,
-        earliest_plausible_wall_ms: Some(1_577_836_800_000.0),
-        max_keys: 1000,
-    };
-    let mut limiter = KeyedLimiter::new(config, clock).unwrap();
+    let mut limiter = keyed(policy(capacity, Some(limit)), 1000, clock);
     limiter.enable_share(lease);
     limiter
 }
@@ -49,9 +22,7 @@ fn consume(
     mode: ShareMode,
 ) -> SharedDecision {
     let key = KeyBuf::from_text(text);
-    let target = limiter
-        .find(key.key())
-        .map_or(Target::New(DEFAULT_POLICY), Target::Held);
+    let target = target_of(limiter, &key);
     let mut anomalies: Vec<Anomaly> = Vec::new();
     limiter
         .consume_shared(key.key(), target, n, mode, clock, &mut anomalies)
@@ -294,18 +265,7 @@ fn a_new_period_starts_the_reservation_over_and_a_late_answer_for_the_old_one_is
 fn a_limiter_without_share_has_no_book_and_its_records_stay_72_bytes() {
     assert_eq!(std::mem::size_of::<super::super::table::Record>(), 72);
     let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
-    let config = KeyedConfig {
-        defaults: KeyPolicy {
-            capacity: 1.0,
-            refill_per_second: 1.0,
-            initial_tokens: 1.0,
-            quota: None,
-        },
-        suspend_policy: SuspendPolicy::Ignore,
-        earliest_plausible_wall_ms: None,
-        max_keys: 10,
-    };
-    let limiter = KeyedLimiter::new(config, &mut clock).unwrap();
+    let limiter = keyed(policy(1.0, None), 10, &mut clock);
     assert!(!limiter.is_shared());
 }
 
@@ -372,7 +332,7 @@ proptest! {
         let mut requests: HashMap<u8, ReserveRequest> = HashMap::new();
         let name = |key: u8| format!("k{key}");
         let period_id = |clock: &ManualClock| {
-            crate::calendar::PeriodSpec::period_for(&day_spec(), clock.wall_ms).id
+            crate::calendar::PeriodSpec::period_for(&spec("day", "UTC"), clock.wall_ms).id
         };
         for step in steps {
             match step {
@@ -419,7 +379,7 @@ proptest! {
                     }
                 }
                 Step::Refund { key, n } => {
-                    let open_slot = slot_i32(Some(day_spec().period_for(clock.wall_ms).slot));
+                    let open_slot = slot_i32(Some(spec("day", "UTC").period_for(clock.wall_ms).slot));
                     let before = limiter
                         .find(KeyBuf::from_text(&name(key)).key())
                         .map(|at| limiter.table.records[at as usize])
