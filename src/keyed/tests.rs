@@ -884,14 +884,21 @@ fn a_snapshot_with_a_period_spec_no_key_uses_is_refused() {
         .contains("a spec no key uses"));
 }
 
-#[test]
-fn a_keyed_specs_hold_ends_after_the_held_periods_length_of_the_limiters_real_time() {
+/// A limiter (capacity 10, a daily quota of 5) whose key "a" took `n` units on one bogus wall
+/// reading of 2100-01-01 (a year-2100 RTC), a second after it was made.
+fn used_in_2100(max_keys: usize, n: u64) -> (ManualClock, KeyedLimiter) {
     const JAN_1_2100: f64 = 4_102_444_800_000.0;
     let mut clock = ManualClock::new(0.0, JAN_15_2024 + 1_000.0, None);
-    let mut limiter = keyed(policy(10.0, Some(5)), 10, &mut clock);
+    let mut limiter = keyed(policy(10.0, Some(5)), max_keys, &mut clock);
     clock.advance(1_000.0);
     clock.wall_ms = JAN_1_2100;
-    consume(&mut limiter, &mut clock, "a", 2).unwrap();
+    consume(&mut limiter, &mut clock, "a", n).unwrap();
+    (clock, limiter)
+}
+
+#[test]
+fn a_keyed_specs_hold_ends_after_the_held_periods_length_of_the_limiters_real_time() {
+    let (mut clock, mut limiter) = used_in_2100(10, 2);
     assert_eq!(
         status(&mut limiter, &mut clock, "a").period.unwrap().id,
         "2100-01-01"
@@ -962,12 +969,7 @@ fn a_keyed_give_back_reads_no_clock_and_returns_units_only_to_their_open_period(
 
 #[test]
 fn a_new_key_at_max_keys_sees_that_a_hold_ending_now_drops_the_held_use() {
-    const JAN_1_2100: f64 = 4_102_444_800_000.0;
-    let mut clock = ManualClock::new(0.0, JAN_15_2024 + 1_000.0, None);
-    let mut limiter = keyed(policy(10.0, Some(5)), 1, &mut clock);
-    clock.advance(1_000.0);
-    clock.wall_ms = JAN_1_2100;
-    consume(&mut limiter, &mut clock, "a", 1).unwrap();
+    let (mut clock, mut limiter) = used_in_2100(1, 1);
     clock.wall_ms = JAN_15_2024 + 3_000.0;
     // While the bogus day is held, "a" has use in it: no room for "b".
     let refused = consume(&mut limiter, &mut clock, "b", 1).unwrap_err();
