@@ -10,7 +10,7 @@ const assert = require('node:assert/strict')
 const { KeyedQuotaClock, QuotaClock, manualClock } = require('..')
 const { testStore } = require('./helpers/test-store.js')
 const { items } = require('./helpers/http-servers.js')
-const { FRAMEWORKS, start } = require('./helpers/http-frameworks.js')
+const { FRAMEWORKS, ERROR_STATUS, start } = require('./helpers/http-frameworks.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12)
 const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
@@ -84,6 +84,45 @@ for (const kind of Object.keys(FRAMEWORKS)) {
         assert.equal(local.status().tokens, 9)
         assert.equal(first.status('k').quotaRemaining, 99)
         assert.equal(t.count('first', 'k', TODAY), 10, 'the refund went into the reservation, not the store')
+      } finally {
+        await server.close()
+      }
+    })
+
+    // A later limit's denial refunds the shared one, so its keys keep no quota use and are dropped
+    // (maxKeys: 2) to make room for other clients' keys while their requests wait on the store.
+    it('keys dropped (maxKeys: 2) while their requests wait on a store 30 ms away: 200, 429 or ERR_KEY_LIMIT, never an internal error or a 503', async () => {
+      const t = testStore()
+      t.control.delayMs = 30
+      const perClient = new KeyedQuotaClock({
+        capacity: 100,
+        refillPerSecond: 1,
+        suspendPolicy: 'ignore',
+        maxKeys: 2,
+        quota: { limit: 1_000, period: UTC_DAY },
+        share: { store: t.store, name: 'per-client', leaseUnits: 2 },
+      })
+      const overall = sharedLimiter(t, { name: 'overall', limit: 5, timeoutMs: 300 })
+      const server = await start(kind, {
+        limits: [
+          { limiter: perClient, name: 'client', key: (req) => req.headers['x-client'] },
+          { limiter: overall, name: 'all', key: () => 'all' },
+        ],
+      })
+      try {
+        const outcomes = {}
+        const requests = []
+        for (let i = 0; i < 60; i++) {
+          requests.push(server.get('/', { headers: { 'x-client': `client-${i % 6}` } }).then(async (response) => {
+            const body = await response.text()
+            const failed = response.status === ERROR_STATUS || (FRAMEWORKS[kind].withoutNext && response.status === 500)
+            return failed ? JSON.parse(body).code : response.status
+          }))
+          if (i % 6 === 5) await new Promise((resolve) => setTimeout(resolve, 15))
+        }
+        for (const outcome of await Promise.all(requests)) outcomes[outcome] = (outcomes[outcome] ?? 0) + 1
+        for (const outcome of Object.keys(outcomes)) assert.ok(['200', '429', 'ERR_KEY_LIMIT'].includes(outcome), JSON.stringify(outcomes))
+        assert.equal(outcomes[200], 5, JSON.stringify(outcomes))
       } finally {
         await server.close()
       }

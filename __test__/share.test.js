@@ -552,3 +552,35 @@ test('a lease larger than an eighth of what is left does not make every call a s
   // (13 when a refill was asked for below half a lease: on every call once the eighth rule bound.)
   assert.ok(t.calls.reserve.length <= 8, `${t.calls.reserve.length} store calls for 60 units of 100`)
 })
+
+// A key dropped to make room (maxKeys) while a call for it waits on the store (SPEC §13,
+// "Unavailable means unavailable"): the call ends in a decision or ERR_KEY_LIMIT, never an
+// internal error, never ERR_STORE_UNAVAILABLE from a store that answers.
+for (const [label, maxKeys, keys, delayMs] of [
+  ['two keys taking turns at maxKeys 1', 1, ['a', 'b'], 30],
+  ['five keys at maxKeys 2', 2, ['a', 'b', 'c', 'd', 'e'], 30],
+  ['five keys at maxKeys 2, a store answering in 0-30 ms', 2, ['a', 'b', 'c', 'd', 'e'], 'random'],
+]) {
+  test(`a key dropped while its call waits on the store: a decision or ERR_KEY_LIMIT (${label})`, async () => {
+    const t = testStore()
+    const { limiter } = shared(t, {}, { maxKeys, clock: systemClock() })
+    const outcomes = {}
+    const calls = []
+    for (let i = 0; i < 200; i++) {
+      t.control.delayMs = delayMs === 'random' ? Math.floor(Math.random() * 30) : delayMs
+      calls.push(limiter.consume(keys[i % keys.length]).then(
+        (decision) => (decision.allowed ? 'allowed' : `denied ${decision.retryAfterBasis}`),
+        (error) => error.code,
+      ))
+      if (i % 3 === 2) await sleep(Math.floor(Math.random() * 10))
+    }
+    for (const outcome of await Promise.all(calls)) outcomes[outcome] = (outcomes[outcome] ?? 0) + 1
+    for (const outcome of Object.keys(outcomes)) assert.ok(['allowed', 'ERR_KEY_LIMIT'].includes(outcome) || outcome.startsWith('denied'), JSON.stringify(outcomes))
+    assert.ok(outcomes.allowed > 0, JSON.stringify(outcomes))
+    await limiter.close()
+    // Every unit reserved and not admitted went back: the store counts exactly what was admitted.
+    let counted = 0
+    for (const key of keys) counted += t.count('api', key, new Date().toISOString().slice(0, 10))
+    assert.equal(counted, outcomes.allowed)
+  })
+}

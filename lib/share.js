@@ -6,7 +6,12 @@
 //
 // - A consume its reservation covers is decided in one native call and never waits here.
 // - One that it does not cover waits for one store call, shared by every concurrent call for the
-//   key (one flight per key), for at most `timeoutMs` (one unref'd timer per flight).
+//   key (one flight per key), for at most `timeoutMs` (one unref'd timer per flight). When calls
+//   racing for the key took what it brought, the call asks again, for as long as the store
+//   answers: contention is never an outage (ERR_STORE_UNAVAILABLE only for a store call that
+//   failed or went unanswered for timeoutMs).
+// - A key dropped (maxKeys) while a call waits for it is held again by that call, which takes
+//   what the store answered for it: it ends in a decision or ERR_KEY_LIMIT.
 // - While a key's flight has timed out and not settled, its uncovered calls fail at once
 //   (nothing queues); a late answer is still credited to the reservation (or given back).
 // - A key's next slice is reserved in the background when the native decision asks for it.
@@ -26,9 +31,6 @@ const MAX_NAME_LENGTH = 128
 // timeouts old (a client that never settles its promise must not stop the key for good).
 const ABANDON_AFTER_TIMEOUTS = 10
 const MIN_ABANDON_MS = 1_000
-// How many times an uncovered call asks the store again when concurrent calls took what its call
-// reserved (each round is one store call; the call's timeoutMs bounds them too).
-const MAX_STORE_ROUNDS = 64
 // The largest timer delay Node accepts (about 24.8 days).
 const MAX_TIMER_MS = 2 ** 31 - 1
 
@@ -176,34 +178,79 @@ class ShareDriver {
   }
 
   async #uncovered(key, n, lacking, waiting) {
-    const deadline = performance.now() + this.#timeoutMs
-    for (let round = 0; ; round++) {
+    // Each round waits for one store call, at most timeoutMs.
+    for (;;) {
+      const roundStartMs = performance.now()
       let flight = this.#flights.get(key)
       if (flight !== undefined && flight.timedOut && !this.#abandoned(flight)) {
         // The key's store call is hanging or failing: fail at once, queue nothing.
         return this.#unavailable(key, n, flight, 0, waiting)
       }
       if (flight === undefined || flight.timedOut) {
-        const request = native.keyedShareRequest(this.#handle, key, lacking, this.#demand.get(key))
-        if (request == null) throw internalError('no reservation request for a key that needs one')
-        flight = this.#fly(key, request)
+        const next = this.#requestFor(key, n, lacking)
+        if (next.decision !== undefined) return this.#decided(next.decision, waiting)
+        flight = this.#fly(key, next.request)
       }
-      const outcome = await this.#wait(flight, deadline)
-      if (outcome !== OK) return this.#unavailable(key, n, flight, performance.now() - (deadline - this.#timeoutMs), waiting)
+      const outcome = flight.settled ? flight.outcome : await flight.done
+      if (outcome !== OK) return this.#unavailable(key, n, flight, performance.now() - roundStartMs, waiting)
       // Decided now: a refill this decision asks for is not for this call's units.
       this.#countDemand(waiting, false)
-      const decision = this.#decide(key, n, AFTER_STORE)
+      const decision = flight.unclaimed === undefined ? this.#decide(key, n, AFTER_STORE) : this.#claim(key, n, flight)
       if (typeof decision !== 'number') return this.#decided(decision, waiting)
       this.#countDemand(waiting, true)
-      // Others took what the call reserved, and the store has more: ask again, within the wait.
-      // (Or the store had too little and this key's units left went back first, so that the next
-      // call sees every process's leftovers: the give-back lands before it is made.)
-      await this.#sendDropped(deadline)
+      // Others took what the call reserved, and the store has more: ask again. (Or the store had
+      // too little and this key's units left went back first, so that the next call sees every
+      // process's leftovers: the give-back lands before it is made.)
+      await this.#sendDropped(performance.now() + this.#timeoutMs)
       lacking = decision
-      if (round + 1 >= MAX_STORE_ROUNDS || performance.now() >= deadline) {
-        return this.#unavailable(key, n, { error: undefined }, performance.now() - (deadline - this.#timeoutMs), waiting)
-      }
     }
+  }
+
+  /**
+   * `{ request }`: the store call a waiting call makes; a key dropped (maxKeys) since the call
+   * began is held again first (ERR_KEY_LIMIT when every held key has quota use), which may
+   * decide the call at once: `{ decision }`.
+   */
+  #requestFor(key, n, lacking) {
+    let request = native.keyedShareRequest(this.#handle, key, lacking, this.#demand.get(key))
+    if (request == null) {
+      const held = this.#decide(key, n, SHARED_CONSUME)
+      if (typeof held !== 'number') return { decision: held }
+      request = native.keyedShareRequest(this.#handle, key, held, this.#demand.get(key))
+      if (request == null) throw internalError('no reservation request for a key that needs one')
+    }
+    return { request }
+  }
+
+  /**
+   * The store answered a call whose key was dropped (maxKeys) before the answer came: the first
+   * call to wake holds the key again and takes the answer (nothing runs in between, so no other
+   * call can drop it meanwhile), then is decided. Units it cannot take go back.
+   */
+  #claim(key, n, flight) {
+    const { request, granted, unreserved } = flight.unclaimed
+    flight.unclaimed = undefined
+    let credited = false
+    try {
+      const held = this.#decide(key, n, SHARED_CONSUME) // ERR_KEY_LIMIT when every held key has quota use
+      if (typeof held !== 'number') return held
+      credited = native.keyedShareCredit(this.#handle, key, request.periodSlot, granted, unreserved)
+      return credited ? this.#decide(key, n, AFTER_STORE) : held
+    } finally {
+      if (credited) this.#armIdleTimer()
+      else if (granted > 0) this.#send({ key, periodId: request.periodId, units: granted })
+    }
+  }
+
+  /** Keeps a store answer for a key dropped while calls wait for it; any call left unclaimed goes back. */
+  #keepUnclaimed(flight, key, request, granted, unreserved) {
+    flight.unclaimed = { request, granted, unreserved }
+    // The waiting calls wake in this turn's microtasks; what none of them took goes back after.
+    setImmediate(() => {
+      if (flight.unclaimed === undefined) return
+      flight.unclaimed = undefined
+      if (granted > 0) this.#send({ key, periodId: request.periodId, units: granted })
+    })
   }
 
   /** The store is unavailable for this call: failOpen decides it as if the quota had room. */
@@ -228,38 +275,6 @@ class ShareDriver {
     return performance.now() - flight.startedMs > Math.max(MIN_ABANDON_MS, ABANDON_AFTER_TIMEOUTS * this.#timeoutMs)
   }
 
-  /** Waits for a flight's outcome, or its timeout, or the caller's own deadline if sooner. */
-  #wait(flight, deadline) {
-    if (flight.settled) return Promise.resolve(flight.outcome)
-    if (deadline >= flight.deadline) return flight.done
-    // A call that joined after its own wait began: one timer per flight serves every such call.
-    return new Promise((resolve) => {
-      flight.early.push({ deadline, resolve })
-      this.#armEarly(flight)
-    })
-  }
-
-  /** The flight's timer for its early waiters, set at the soonest of their deadlines. */
-  #armEarly(flight) {
-    let soonest = Infinity
-    for (const waiter of flight.early) soonest = Math.min(soonest, waiter.deadline)
-    if (flight.earlyTimer !== undefined && flight.earlyAt <= soonest) return
-    clearTimeout(flight.earlyTimer)
-    flight.earlyAt = soonest
-    flight.earlyTimer = setTimeout(() => {
-      flight.earlyTimer = undefined
-      const now = performance.now()
-      const waiting = []
-      for (const waiter of flight.early) {
-        if (waiter.deadline <= now + 1) waiter.resolve(TIMED_OUT)
-        else waiting.push(waiter)
-      }
-      flight.early = waiting
-      if (waiting.length > 0) this.#armEarly(flight)
-    }, Math.max(0, soonest - performance.now()))
-    flight.earlyTimer.unref()
-  }
-
   /** Makes the store call a request describes; its answer is credited whenever it comes. */
   #fly(key, request) {
     const startedMs = performance.now()
@@ -269,12 +284,9 @@ class ShareDriver {
       outcome: undefined,
       error: undefined,
       startedMs,
-      deadline: startedMs + this.#timeoutMs,
       done: undefined,
-      // Calls whose own deadline comes before the flight's, and their timer.
-      early: [],
-      earlyTimer: undefined,
-      earlyAt: Infinity,
+      // The answer, for a key dropped while calls wait for it (#claim).
+      unclaimed: undefined,
     }
     const generation = this.#generation
     const args = {
@@ -323,6 +335,7 @@ class ShareDriver {
         if (generation === this.#generation) credited = native.keyedShareCredit(this.#handle, key, request.periodSlot, granted, unreserved)
         else native.keyedShareFailed(this.#handle, key, request.periodSlot, 0) // (charged: nothing owed)
         if (credited) this.#armIdleTimer()
+        else if (generation === this.#generation && this.#demand.has(key)) this.#keepUnclaimed(flight, key, request, granted, unreserved)
         // Not the key's any more (dropped, another period, or the limiter was closed): back it goes.
         else if (granted > 0) this.#send({ key, periodId: request.periodId, units: granted })
         return OK
@@ -343,12 +356,6 @@ class ShareDriver {
       return FAILED
     })
     flight.done = Promise.race([answered, timedOut])
-    flight.done.then((outcome) => {
-      clearTimeout(flight.earlyTimer)
-      flight.earlyTimer = undefined
-      for (const waiter of flight.early) waiter.resolve(outcome)
-      flight.early = []
-    })
     this.#flights.set(key, flight)
     return flight
   }

@@ -9,13 +9,15 @@
 //     quota: { limit, period }, policy?: { [key]: KeyPolicy }, manualWallMs?: number }
 //
 // Commands ({ id, op, ... }; every reply is { id, ... }):
-//   drain { key, n?, max?, file?, pauseEvery? }  consume until a quota denial (or max admitted);
-//       with `file`, one byte is written to it per admitted call, synchronously, so a SIGKILL
-//       loses none; pauseEvery: a 1 ms pause after that many calls (a slower drain)
+//   drain { key, n?, max?, file?, pauseEvery?, concurrency? }  consume until a quota denial (or max
+//       admitted); with `file`, one byte is written to it per admitted call, synchronously, so a
+//       SIGKILL loses none; pauseEvery: a 1 ms pause after that many calls (a slower drain);
+//       concurrency: that many such loops at once (each ends at its own quota denial)
 //       -> { admitted, denial: decision | null, errors: { code: count } }
 //   consume { key, n? }   -> { decision, elapsedMs } or { error: { code, message, cause }, elapsedMs }
 //   consumeMany { key, n?, count }  that many calls at once -> { results: [ { allowed } | { code }, ... ], elapsedMs: [...] }
 //   status { key }        -> { status }
+//   stats                 -> { stats } (the limiter's stats())
 //   advance { ms }        the manual clock moves (needs manualWallMs)
 //   close                 -> { closed: true } or { error }
 //   exit                  closes the client and exits (no close() of the limiter)
@@ -78,31 +80,34 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
   })
 
   const commands = {
-    async drain({ key, n = 1, max = Infinity, file, pauseEvery }) {
+    async drain({ key, n = 1, max = Infinity, file, pauseEvery, concurrency = 1 }) {
       const fd = file === undefined ? undefined : fs.openSync(file, 'a')
       const errors = {}
       let admitted = 0
       let denial = null
       let calls = 0
-      while (admitted < max) {
-        if (pauseEvery !== undefined && ++calls % pauseEvery === 0) await sleep(1)
-        let decision
-        try {
-          decision = await limiter.consume(key, n)
-        } catch (error) {
-          errors[error.code] = (errors[error.code] ?? 0) + 1
-          if (Object.values(errors).reduce((a, b) => a + b, 0) > 1000) break
-          await sleep(1)
-          continue
-        }
-        if (decision.allowed) {
-          admitted += n
-          if (fd !== undefined) fs.writeSync(fd, 'x'.repeat(n))
-        } else if (decision.retryAfterBasis === 'wall-period') {
-          denial = decision
-          break
+      const loop = async () => {
+        while (admitted < max) {
+          if (pauseEvery !== undefined && ++calls % pauseEvery === 0) await sleep(1)
+          let decision
+          try {
+            decision = await limiter.consume(key, n)
+          } catch (error) {
+            errors[error.code] = (errors[error.code] ?? 0) + 1
+            if (Object.values(errors).reduce((a, b) => a + b, 0) > 1000) break
+            await sleep(1)
+            continue
+          }
+          if (decision.allowed) {
+            admitted += n
+            if (fd !== undefined) fs.writeSync(fd, 'x'.repeat(n))
+          } else if (decision.retryAfterBasis === 'wall-period') {
+            denial = decision
+            break
+          }
         }
       }
+      await Promise.all(Array.from({ length: concurrency }, loop))
       if (fd !== undefined) fs.closeSync(fd)
       return { admitted, denial, errors }
     },
@@ -136,6 +141,9 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
     },
     async status({ key }) {
       return { status: limiter.status(key) }
+    },
+    async stats() {
+      return { stats: limiter.stats() }
     },
     async advance({ ms }) {
       clock.advance(ms)
