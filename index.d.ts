@@ -321,7 +321,7 @@ export class KeyedQuotaClock {
   /**
    * With `share`: gives every reservation back and resolves once the store has it (rejects
    * `ERR_STORE_UNAVAILABLE` if it did not take them within `share.timeoutMs`). With `zone`: unmaps
-   * the zone (the file and its keys stay; later calls throw). Otherwise: resolves at once.
+   * the zone (the file and its keys stay; later calls throw, `stats()` answers the counters it had). Otherwise: resolves at once.
    */
   close(): Promise<void>
   /** Decisions, anomalies, keys held, evictions and key-limit refusals since construction (and `store` when shared); reads no clock. */

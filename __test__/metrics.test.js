@@ -361,6 +361,57 @@ describe('a shared limiter', () => {
   })
 })
 
+// One limiter that cannot be read must not empty the scrape (SPEC §17): it is left out, warned
+// once with QUOTA_CLOCK_METRICS_SKIPPED, and the others are collected.
+describe('a limiter that cannot be read is left out of the scrape; the others are collected', () => {
+  const { zonePath } = require('./helpers/zone.js')
+  const { warningsDuring } = require('./helpers/warnings.js')
+  const zoneLimiter = () => new KeyedQuotaClock({ capacity: 5, refillPerSecond: 1, suspendPolicy: 'ignore', zone: { path: zonePath('metrics') } })
+  const cases = [
+    ['a zone limiter after close()', 'closed', (limiter) => limiter.close()],
+    ['a limiter whose stats() throws', 'stats\\(\\) threw', (limiter) => (limiter.stats = () => { throw new Error('boom') })],
+    ['a limiter whose stats() throws a non-Error', 'stats\\(\\) threw', (limiter) => (limiter.stats = () => { throw null })],
+    ['a limiter whose stats() answers a negative count', 'not counters', (limiter) => (limiter.stats = () => ({ ...scene().site.stats(), allowed: -1 }))],
+    ['a limiter whose stats() answers NaN anomalies', 'not counters', (limiter) => (limiter.stats = () => ({ ...scene().site.stats(), anomalies: { suspend: NaN } }))],
+    ['a limiter whose stats() answers a string', 'not counters', (limiter) => (limiter.stats = () => 'fine')],
+  ]
+  for (const [label, why, spoil] of cases) {
+    test(label, { skip: process.platform !== 'linux' && label.includes('zone') }, async () => {
+      const { site, tenants } = scene()
+      const bad = label.includes('zone') ? zoneLimiter() : new KeyedQuotaClock({ capacity: 5, refillPerSecond: 1, suspendPolicy: 'ignore' })
+      bad.tryConsume('x')
+      const register = new client.Registry()
+      registerMetrics({ register, limiters: { site, bad, tenants } })
+      await spoil(bad)
+      let first
+      let second
+      const warnings = await warningsDuring('QUOTA_CLOCK_METRICS_SKIPPED', async () => {
+        first = samples(await register.metrics())
+        second = samples(await register.metrics())
+      })
+      for (const values of [first, second]) {
+        assert.equal(values.get('quota_clock_decisions_total{limiter="site",result="allowed"}'), 3)
+        assert.equal(values.get('quota_clock_keys{limiter="tenants"}'), tenants.stats().keys)
+        assert.deepEqual([...values.keys()].filter((name) => name.includes('"bad"')), [])
+      }
+      assert.equal(warnings.length, 1, 'warned once, not at every scrape')
+      assert.match(warnings[0].message, new RegExp(`"bad".*${why}`))
+    })
+  }
+
+  test('stats() on a closed zone limiter answers the counters it had', { skip: process.platform !== 'linux' }, () => {
+    const limiter = zoneLimiter()
+    limiter.tryConsume('a')
+    limiter.tryConsume('b')
+    const before = limiter.stats()
+    limiter.close()
+    assert.deepEqual(limiter.stats(), before)
+    assert.equal(before.allowed, 2)
+    assert.throws(() => limiter.tryConsume('a'))
+    assert.deepEqual(limiter.stats(), before)
+  })
+})
+
 test('after unregister() the registry no longer holds the limiters: they are collected like any other', () => {
   const { result } = runScript(
     `

@@ -6,7 +6,7 @@ const native = require('./native.js')
 const { registerListener } = require('./anomalies.js')
 const { startingReadings, JsClock } = require('./clocks.js')
 const { callNative } = require('./errors.js')
-const { rememberLimiter } = require('./limiter-facts.js')
+const { rememberLimiter, rememberClosed } = require('./limiter-facts.js')
 const { parseOptions, quotaInput, bucketOptions, noBucketToFill, checkPositiveCount } = require('./options.js')
 const { LAYOUT, AT, OPERATION, STATUS } = require('./contract.js')
 const { REGISTRY } = require('./registry.js')
@@ -325,7 +325,10 @@ class KeyedQuotaClock {
    * limiter unmaps its zone (the file and its keys stay; later calls throw). Else resolves at once.
    */
   close() {
-    if (this.#zone !== undefined) this.#zone.close()
+    if (this.#zone !== undefined) {
+      this.#zone.close()
+      rememberClosed(this)
+    }
     if (this.#share === undefined) return Promise.resolve()
     return this.#share.close()
   }

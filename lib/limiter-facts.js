@@ -6,6 +6,7 @@
 //   limiter's own clock (a manualClock in tests, any JS clock source), not from Date.now();
 // - whether every key has the same limits (no `policy`), so that one record of the limits in force
 //   serves every key instead of one `status(key)` per key.
+// And, for the metrics (lib/metrics.js): whether a limiter was closed (a zone limiter's close()).
 
 const facts = new WeakMap()
 const UNKNOWN = Object.freeze({ readWallMs: Date.now, sameLimitsForEveryKey: false })
@@ -38,4 +39,16 @@ function limiterFacts(limiter) {
   return facts.get(limiter) ?? UNKNOWN
 }
 
-module.exports = { rememberLimiter, isLimiter, limiterFacts }
+const closed = new WeakSet()
+
+/** Called by a limiter's close() when the limiter is closed for good (a zone limiter's). */
+function rememberClosed(limiter) {
+  closed.add(limiter)
+}
+
+/** Whether `limiter` was closed for good (its stats() answers the counters it had). */
+function isClosed(limiter) {
+  return closed.has(limiter)
+}
+
+module.exports = { rememberLimiter, rememberClosed, isClosed, isLimiter, limiterFacts }

@@ -9,7 +9,11 @@ export interface RegisterMetricsOptions {
   limiters: { [name: string]: QuotaClock | KeyedQuotaClock }
 }
 
-/** The collectors `registerMetrics` made; each reads the limiters' `stats()` at scrape time. */
+/**
+ * The collectors `registerMetrics` made; each reads the limiters' `stats()` at scrape time. A
+ * limiter that is closed, or whose `stats()` throws or answers something that is not counters, is
+ * left out of that scrape (warned once, code `QUOTA_CLOCK_METRICS_SKIPPED`).
+ */
 export interface QuotaClockCollectors {
   /** `quota_clock_decisions_total{limiter, result="allowed"|"denied"}` */
   decisions: Counter<'limiter' | 'result'>

@@ -2,8 +2,11 @@
 // quota-clock-source/metrics: `registerMetrics`, prom-client collectors that read each limiter's
 // stats() when the registry is scraped (nothing is counted twice, nothing runs per decision).
 // prom-client is an optional peer dependency, loaded when registerMetrics is first called.
+// A limiter that cannot be read (closed, or a stats() that throws or answers something that is
+// not counters) is left out of the scrape, with one process warning; the others are collected.
 
-const { isLimiter } = require('./limiter-facts.js')
+const { isClosed, isLimiter } = require('./limiter-facts.js')
+const { isSharedLimiter } = require('./share.js')
 const { coded, describe, isPlainObject, readOptions, thrownText } = require('./validate.js')
 
 const OPTIONS = ['register', 'limiters']
@@ -49,8 +52,41 @@ function parseLimiters(limiters) {
     if (!isLimiter(limiter)) {
       throw optionError(TypeError, `limiters.${name} must be a QuotaClock or a KeyedQuotaClock from quota-clock-source, received ${describe(limiter)}`)
     }
-    return { name, limiter, shared: limiter.stats().store !== undefined }
+    return { name, limiter, shared: isSharedLimiter(limiter), warned: false }
   })
+}
+
+const isCount = (value) => typeof value === 'number' && value >= 0 && value !== Infinity // (NaN >= 0 is false)
+const STORE_COUNTS = ['calls', 'errors', 'timeouts', 'reserved', 'returned']
+
+/** Whether `stats` is what stats() promises: counts, and on a shared limiter the store's counts. */
+function isCounters(stats, shared) {
+  if (!isPlainObject(stats) || !isPlainObject(stats.anomalies)) return false
+  if (![stats.allowed, stats.denied, stats.keys, stats.evicted].every(isCount)) return false
+  if (!Object.values(stats.anomalies).every(isCount)) return false
+  return !shared || (isPlainObject(stats.store) && STORE_COUNTS.every((name) => isCount(stats.store[name])))
+}
+
+/** An entry's stats() for this scrape, or undefined (left out, warned once per entry) when it cannot be read. */
+function readStats(entry) {
+  let why
+  if (isClosed(entry.limiter)) why = 'it was closed'
+  else {
+    try {
+      const stats = entry.limiter.stats()
+      if (isCounters(stats, entry.shared)) return stats
+      why = `its stats() answered ${describe(stats)}, not counters`
+    } catch (error) {
+      why = `its stats() threw ${thrownText(error)}`
+    }
+  }
+  if (!entry.warned) {
+    entry.warned = true
+    process.emitWarning(`registerMetrics: limiter "${entry.name}" is left out of the scrape (${why}); the other limiters are collected`, {
+      code: 'QUOTA_CLOCK_METRICS_SKIPPED',
+    })
+  }
+  return undefined
 }
 
 /** A prom-client registry (duck-typed: the app may have its own copy of prom-client). */
@@ -131,7 +167,6 @@ function registerMetrics(options) {
       labelNames: ['limiter', 'outcome'],
       entries: sharedEntries,
       write(metric, name, { store }) {
-        if (store === undefined) return
         metric.inc({ limiter: name, outcome: 'ok' }, Math.max(0, store.calls - store.errors - store.timeouts))
         metric.inc({ limiter: name, outcome: 'error' }, store.errors)
         metric.inc({ limiter: name, outcome: 'timeout' }, store.timeouts)
@@ -157,7 +192,10 @@ function registerMetrics(options) {
       // Counters are set to the limiter's own totals at every scrape (stats() counts since construction).
       collect() {
         this.reset()
-        for (const entry of sources) write(this, entry.name, entry.limiter.stats())
+        for (const entry of sources) {
+          const stats = readStats(entry)
+          if (stats !== undefined) write(this, entry.name, stats)
+        }
       },
     })
   }

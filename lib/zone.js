@@ -47,6 +47,8 @@ class ZoneFace {
   #call
   #result
   #resolvePolicy
+  // After close(): the result buffer as stats() last wrote it (a closed zone answers the counters it had).
+  #closedStats
 
   constructor({ zone, limiterOptions, clockArgs, maxKeys, policy, plan, listener, resolvePolicy }) {
     const reader = zoneClock(clockArgs)
@@ -134,7 +136,8 @@ class ZoneFace {
 
   /** Writes this limiter's counters and the zone's key count into the result buffer (as keyedStats). */
   writeStats() {
-    callNative(() => native.zoneStats(this.#native))
+    if (this.#closedStats !== undefined) this.#result.set(this.#closedStats)
+    else callNative(() => native.zoneStats(this.#native))
   }
 
   delete(key) {
@@ -150,7 +153,15 @@ class ZoneFace {
   }
 
   close() {
+    if (this.#closedStats === undefined) {
+      this.writeStats()
+      this.#closedStats = this.#result.slice()
+    }
     callNative(() => native.zoneClose(this.#native))
+  }
+
+  get closed() {
+    return this.#closedStats !== undefined
   }
 }
 
