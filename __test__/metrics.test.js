@@ -289,6 +289,82 @@ describe('loading quota-clock-source/metrics', () => {
   })
 })
 
+// A linked install (`npm install ../quota-clock-source` makes a symlink): the package's own folder
+// has a prom-client of its own (a dev dependency), and the application has another. registerMetrics
+// without `register` must use the application's, found from its main module, then the
+// working directory.
+describe('registerMetrics in an application that links the package', () => {
+  /** A temporary app folder: node_modules/quota-clock-source a symlink to this package, and (withPromClient) a copy of prom-client. */
+  function linkedApp(t, { withPromClient = true } = {}) {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-linked-app-'))
+    t.after(() => fs.rmSync(dir, { recursive: true, force: true }))
+    const modules = path.join(dir, 'node_modules')
+    fs.mkdirSync(modules)
+    fs.symlinkSync(ROOT, path.join(modules, 'quota-clock-source'), 'dir')
+    if (withPromClient) {
+      // A copy, not a symlink: a symlink would resolve to the package's own copy.
+      fs.cpSync(path.join(ROOT, 'node_modules', 'prom-client'), path.join(modules, 'prom-client'), { recursive: true })
+      for (const dependency of ['tdigest', 'bintrees', '@opentelemetry']) fs.symlinkSync(path.join(ROOT, 'node_modules', dependency), path.join(modules, dependency), 'dir')
+    }
+    fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'linked-app', private: true }))
+    const app = `
+      const client = require('prom-client')
+      const { QuotaClock } = require('quota-clock-source')
+      const { registerMetrics } = require('quota-clock-source/metrics')
+      const limiter = new QuotaClock({ capacity: 5, refillPerSecond: 1, suspendPolicy: 'ignore' })
+      limiter.tryConsume()
+      const own = require(require.resolve('prom-client', { paths: [require('node:fs').realpathSync(require.resolve('quota-clock-source'))] }))
+      registerMetrics({ limiters: { api: limiter } })
+      ;(async () => console.log(JSON.stringify({ apps: await client.register.metrics(), own: await own.register.metrics(), twoCopies: own !== client })))()
+    `
+    fs.writeFileSync(path.join(dir, 'server.js'), `'use strict'\n${app}`)
+    return dir
+  }
+
+  const run = (args, cwd) => spawnSync(process.execPath, args, { cwd, encoding: 'utf8', timeout: 60_000, env: { ...process.env, NODE_PATH: '' } })
+
+  test("the series go to the default registry of the application's prom-client (found from its main module), not the package's own copy", (t) => {
+    const dir = linkedApp(t)
+    const child = run([path.join(dir, 'server.js')], os.tmpdir()) // the working directory is elsewhere
+    assert.equal(child.status, 0, child.stderr)
+    const result = JSON.parse(child.stdout.trim())
+    assert.equal(result.twoCopies, true, 'the app and the package have two copies of prom-client')
+    assert.match(result.apps, /quota_clock_decisions_total\{limiter="api",result="allowed"\} 1/)
+    assert.doesNotMatch(result.own, /quota_clock/)
+  })
+
+  test('without a main module (node -e), from the working directory', (t) => {
+    const dir = linkedApp(t)
+    const child = run(['-e', fs.readFileSync(path.join(dir, 'server.js'), 'utf8').replace("'use strict'", '')], dir)
+    assert.equal(child.status, 0, child.stderr)
+    assert.match(JSON.parse(child.stdout.trim()).apps, /quota_clock_decisions_total\{limiter="api",result="allowed"\} 1/)
+  })
+
+  test("an application without prom-client gets ERR_MISSING_PEER_DEPENDENCY naming `register`, even though the package's folder has one; with `register` it works", (t) => {
+    const dir = linkedApp(t, { withPromClient: false })
+    const script = `
+      const { QuotaClock } = require('quota-clock-source')
+      const { registerMetrics } = require('quota-clock-source/metrics')
+      const limiter = new QuotaClock({ capacity: 5, refillPerSecond: 1, suspendPolicy: 'ignore' })
+      let caught
+      try { registerMetrics({ limiters: { api: limiter } }) } catch (error) { caught = { code: error.code, message: error.message } }
+      // An app that passes its registry (here one made by the package's copy, as a stand-in) needs no resolution.
+      const own = require(require.resolve('prom-client', { paths: [require('node:fs').realpathSync(require.resolve('quota-clock-source'))] }))
+      const register = new own.Registry()
+      registerMetrics({ register, limiters: { api: limiter } })
+      ;(async () => console.log(JSON.stringify({ caught, passed: await register.metrics() })))()
+    `
+    fs.writeFileSync(path.join(dir, 'server.js'), script)
+    const child = run([path.join(dir, 'server.js')], dir)
+    assert.equal(child.status, 0, child.stderr)
+    const { caught, passed } = JSON.parse(child.stdout.trim())
+    assert.equal(caught?.code, 'ERR_MISSING_PEER_DEPENDENCY')
+    assert.match(caught.message, /prom-client/)
+    assert.match(caught.message, /`register`/)
+    assert.match(passed, /quota_clock_decisions_total/)
+  })
+})
+
 describe('quota-clock-source/metrics types (tsc --noEmit --strict)', () => {
   test('strict TypeScript use of registerMetrics and stats() compiles, CommonJS and ES module files', () => {
     const manifestPath = require.resolve('typescript/package.json', { paths: [ROOT] })
@@ -361,7 +437,7 @@ describe('a shared limiter', () => {
   })
 })
 
-// One limiter that cannot be read must not empty the scrape (SPEC §17): it is left out, warned
+// One limiter that cannot be read must not empty the scrape: it is left out, warned
 // once with QUOTA_CLOCK_METRICS_SKIPPED, and the others are collected.
 describe('a limiter that cannot be read is left out of the scrape; the others are collected', () => {
   const { zonePath } = require('./helpers/zone.js')

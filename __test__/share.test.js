@@ -553,9 +553,9 @@ test('a lease larger than an eighth of what is left does not make every call a s
   assert.ok(t.calls.reserve.length <= 8, `${t.calls.reserve.length} store calls for 60 units of 100`)
 })
 
-// A key dropped to make room (maxKeys) while a call for it waits on the store (SPEC §13,
-// "Unavailable means unavailable"): the call ends in a decision or ERR_KEY_LIMIT, never an
-// internal error, never ERR_STORE_UNAVAILABLE from a store that answers.
+// A key dropped to make room (maxKeys) while a call for it waits on the store: the call ends in a
+// decision or ERR_KEY_LIMIT, never an internal error, never ERR_STORE_UNAVAILABLE from a store
+// that answers.
 for (const [label, maxKeys, keys, delayMs] of [
   ['two keys taking turns at maxKeys 1', 1, ['a', 'b'], 30],
   ['five keys at maxKeys 2', 2, ['a', 'b', 'c', 'd', 'e'], 30],

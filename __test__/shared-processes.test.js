@@ -144,7 +144,7 @@ describe('instances in several processes sharing one quota', () => {
   }
 
   // Contention is never an outage: calls racing for a key on a healthy store are decided, however
-  // many rounds of store calls they take (SPEC §13, "Unavailable means unavailable").
+  // many rounds of store calls they take.
   for (const timeoutMs of [300, 2_000]) {
     test(`four processes with 20 concurrent calls each drain one key on a healthy Redis: no ERR_STORE_UNAVAILABLE (timeoutMs ${timeoutMs})`, { timeout: 120_000 }, async () => {
       const name = freshName('race')

@@ -3,7 +3,10 @@ import type { Counter, Gauge, Registry } from 'prom-client'
 import type { KeyedQuotaClock, QuotaClock } from '../index.js'
 
 export interface RegisterMetricsOptions {
-  /** The prom-client registry to register on; default prom-client's global `register`. */
+  /**
+   * The prom-client registry to register on; default the global `register` of the prom-client the
+   * application loads (resolved from its main module, then the working directory).
+   */
   register?: Registry | undefined
   /** The limiters to report, by name: the name is the `limiter` label. At least one. */
   limiters: { [name: string]: QuotaClock | KeyedQuotaClock }
@@ -37,6 +40,6 @@ export interface RegisteredMetrics {
  * Registers the quota_clock_* collectors for `limiters` on a prom-client registry. Throws
  * `TypeError`/`RangeError` `ERR_INVALID_OPTION` on bad options (an unknown key, a limiter that is
  * not a `QuotaClock`/`KeyedQuotaClock` of this package, a registry that already has these metrics),
- * and `Error` `ERR_MISSING_PEER_DEPENDENCY` when prom-client is not installed.
+ * and `Error` `ERR_MISSING_PEER_DEPENDENCY` when the application has no prom-client (pass `register`).
  */
 export function registerMetrics(options: RegisterMetricsOptions): RegisteredMetrics

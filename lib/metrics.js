@@ -5,6 +5,8 @@
 // A limiter that cannot be read (closed, or a stats() that throws or answers something that is
 // not counters) is left out of the scrape, with one process warning; the others are collected.
 
+const { createRequire } = require('node:module')
+const path = require('node:path')
 const { isClosed, isLimiter } = require('./limiter-facts.js')
 const { isSharedLimiter } = require('./share.js')
 const { coded, describe, isPlainObject, readOptions, thrownText } = require('./validate.js')
@@ -12,24 +14,43 @@ const { coded, describe, isPlainObject, readOptions, thrownText } = require('./v
 const OPTIONS = ['register', 'limiters']
 const OPENMETRICS = 'application/openmetrics-text'
 
-let promClient
+/** Whether `error` says that prom-client itself (not one of its own dependencies) is not installed. */
+function isMissing(error) {
+  return Boolean(error) && error.code === 'MODULE_NOT_FOUND' && String(error.message).includes("'prom-client'")
+}
 
-/** prom-client, or a coded error naming it when it is not installed. */
-function loadPromClient() {
-  if (promClient !== undefined) return promClient
-  try {
-    promClient = require('prom-client')
-  } catch (error) {
-    const missing = error && error.code === 'MODULE_NOT_FOUND' && String(error.message).includes("'prom-client'")
-    if (!missing) throw error
-    throw coded(
-      Error,
-      'ERR_MISSING_PEER_DEPENDENCY',
-      "quota-clock-source/metrics needs prom-client, an optional peer dependency that is not installed: run `npm install prom-client` (version 15 or later)",
-      { cause: error },
-    )
+/**
+ * The prom-client the application loads: resolved from its main module, then from the working
+ * directory, never from this package's folder (in a linked install that folder has a copy of its
+ * own, whose default registry the application never serves). With `register` given, any copy
+ * makes collectors it can hold (a registry takes any object that answers get()): this package's
+ * own is the last resort. Else ERR_MISSING_PEER_DEPENDENCY, naming `register`.
+ */
+function loadPromClient(registerGiven) {
+  const bases = [require.main?.filename, path.join(process.cwd(), 'package.json')].filter((base) => typeof base === 'string')
+  let missing
+  for (const base of bases) {
+    try {
+      return createRequire(base)('prom-client')
+    } catch (error) {
+      if (!isMissing(error)) throw error
+      missing ??= error
+    }
   }
-  return promClient
+  if (registerGiven) {
+    try {
+      return require('prom-client')
+    } catch (error) {
+      if (!isMissing(error)) throw error
+    }
+  }
+  throw coded(
+    Error,
+    'ERR_MISSING_PEER_DEPENDENCY',
+    'quota-clock-source/metrics needs prom-client, an optional peer dependency, and found none in the application (looked from its main module, then the working directory): ' +
+      'run `npm install prom-client` (version 15 or later) in the application, or pass `register`, the prom-client Registry the application serves',
+    { cause: missing },
+  )
 }
 
 const optionError = (ErrorClass, message) => coded(ErrorClass, 'ERR_INVALID_OPTION', message)
@@ -110,7 +131,7 @@ function registerMetrics(options) {
   }
   options = readOptions(options, OPTIONS, '')
   const entries = parseLimiters(options.limiters)
-  const client = loadPromClient()
+  const client = loadPromClient(options.register !== undefined)
   const register = parseRegister(options.register, client)
   // An OpenMetrics registry appends `_total` to a counter's name itself.
   const openMetrics = String(register.contentType ?? '').startsWith(OPENMETRICS)
