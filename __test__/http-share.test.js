@@ -10,6 +10,7 @@ const assert = require('node:assert/strict')
 const { KeyedQuotaClock, QuotaClock, manualClock } = require('..')
 const { testStore } = require('./helpers/test-store.js')
 const { items } = require('./helpers/http-servers.js')
+const { warningsDuring } = require('./helpers/warnings.js')
 const { FRAMEWORKS, ERROR_STATUS, start } = require('./helpers/http-frameworks.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12)
@@ -125,6 +126,40 @@ for (const kind of Object.keys(FRAMEWORKS)) {
         assert.equal(outcomes[200], 5, JSON.stringify(outcomes))
       } finally {
         await server.close()
+      }
+    })
+
+    it('a store outage: each 503 has Retry-After in whole seconds (at least 1); one warning per outage and limiter, again after the store answered', async () => {
+      const t = testStore()
+      const first = sharedLimiter(t, { name: 'first', limit: 100 })
+      const second = sharedLimiter(t, { name: 'second', limit: 100 })
+      const servers = [
+        await start(kind, { limiter: first, key: (req) => req.headers['x-client'] }),
+        await start(kind, { limiter: second, key: (req) => req.headers['x-client'] }),
+      ]
+      let client = 0
+      const fresh = () => ({ headers: { 'x-client': `c${++client}` } }) // a new key: its call needs the store
+      try {
+        const warnings = await warningsDuring('QUOTA_CLOCK_STORE_UNAVAILABLE', async () => {
+          t.control.mode = 'fail'
+          for (let i = 0; i < 3; i++) {
+            for (const server of servers) {
+              const response = await server.get('/', fresh())
+              assert.equal(response.status, 503)
+              assert.match(response.headers.get('retry-after') ?? '', /^[1-9][0-9]*$/)
+              await response.text()
+            }
+          }
+          t.control.mode = 'ok'
+          assert.equal((await servers[0].get('/', fresh())).status, 200) // the first limiter's store answered
+          t.control.mode = 'fail'
+          for (const server of servers) assert.equal((await server.get('/', fresh())).status, 503)
+        })
+        assert.deepEqual(warnings.map((warning) => warning.message.match(/"(first|second)"/)?.[1]), ['first', 'second', 'first'])
+        assert.match(warnings[0].message, /unavailable/)
+      } finally {
+        t.control.mode = 'ok'
+        for (const server of servers) await server.close()
       }
     })
 

@@ -33,6 +33,7 @@ async function assertUnavailable(response) {
   assert.equal(body.status, 503)
   assert.equal(body.title, 'Service Unavailable')
   assert.match(body.detail, /rate limit store/)
+  assert.match(response.headers.get('retry-after') ?? '', /^[1-9][0-9]*$/, 'Retry-After: whole seconds, at least 1')
 }
 
 describe('a throttle entry on the MongoDB wire-compatible server', () => {

@@ -584,3 +584,28 @@ for (const [label, maxKeys, keys, delayMs] of [
     assert.equal(counted, outcomes.allowed)
   })
 }
+
+test('a store outage is one process warning per limiter (QUOTA_CLOCK_STORE_UNAVAILABLE), again only after the store answered', async () => {
+  const { warningsDuring } = require('./helpers/warnings.js')
+  const t = testStore()
+  const { limiter } = shared(t)
+  const { limiter: open } = shared(t, { name: 'open', failOpen: true })
+  let key = 0
+  const warnings = await warningsDuring('QUOTA_CLOCK_STORE_UNAVAILABLE', async () => {
+    t.control.mode = 'fail'
+    for (let i = 0; i < 3; i++) {
+      await assert.rejects(limiter.consume(`k${++key}`), isCode(QuotaClockError, 'ERR_STORE_UNAVAILABLE'))
+      assert.equal((await open.consume(`k${++key}`)).allowed, true)
+    }
+    t.control.mode = 'ok'
+    assert.equal((await limiter.consume(`k${++key}`)).allowed, true)
+    t.control.mode = 'fail'
+    await assert.rejects(limiter.consume(`k${++key}`), isCode(QuotaClockError, 'ERR_STORE_UNAVAILABLE'))
+  })
+  t.control.mode = 'ok'
+  assert.equal(warnings.length, 3, warnings.map((warning) => warning.message).join('\n'))
+  assert.match(warnings[0].message, /share "api" unavailable \(the store failed: store down\).*refused with ERR_STORE_UNAVAILABLE until it answers again/)
+  assert.match(warnings[1].message, /share "open".*allowed \(failOpen\)/)
+  assert.match(warnings[2].message, /share "api"/)
+  await Promise.allSettled([limiter.close(), open.close()])
+})

@@ -22,6 +22,7 @@ const { QuotaClockError, toPublicError, internalError } = require('./errors.js')
 const { checkReserveAnswer, isQuotaStore, storeOperations } = require('./quota-store.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError, thrownText } = require('./validate.js')
 const native = require('./native.js')
+const { OutageWarning } = require('./outage.js')
 
 const SHARE_KEYS = ['store', 'name', 'leaseUnits', 'idleMs', 'timeoutMs', 'failOpen']
 const DEFAULT_IDLE_MS = 10_000
@@ -109,6 +110,8 @@ class ShareDriver {
   #generation = 0
   #pending = new Set()
   #stats = { calls: 0, errors: 0, timeouts: 0, reserved: 0, returned: 0 }
+  // One process warning per outage of the store.
+  #outage = new OutageWarning('QUOTA_CLOCK_STORE_UNAVAILABLE')
 
   /**
    * `decide(key, n, operation)`: the limiter's native shared consume; returns a Decision, or the
@@ -257,12 +260,15 @@ class ShareDriver {
   #unavailable(key, n, flight, waitedMs, waiting) {
     this.#countDemand(waiting, false)
     if (flight.error !== undefined && flight.error.code === 'ERR_STORE_RESPONSE' && flight.error instanceof QuotaClockError) throw flight.error
+    const why = flight.error === undefined ? `no answer within share.timeoutMs (${this.#timeoutMs} ms)` : `the store failed: ${thrownText(flight.error)}`
+    this.#outage.failed(
+      () => `quota store of share "${this.#name}" unavailable (${why}); calls that reservations do not cover are ${this.#failOpen ? 'allowed (failOpen)' : 'refused with ERR_STORE_UNAVAILABLE'} until it answers again`,
+    )
     if (this.#failOpen) {
       const decision = this.#decided(this.#decide(key, n, FAIL_OPEN), waiting)
       this.#armIdleTimer() // what it owes the store is charged by the next store call, or when idle
       return decision
     }
-    const why = flight.error === undefined ? `no answer within share.timeoutMs (${this.#timeoutMs} ms)` : `the store failed: ${thrownText(flight.error)}`
     const waited = waitedMs > 0 ? `after waiting ${Math.round(waitedMs)} ms` : 'at once, as its store call is still unanswered'
     throw new QuotaClockError(
       'ERR_STORE_UNAVAILABLE',
@@ -330,6 +336,7 @@ class ShareDriver {
           return failed(error)
         }
         const { granted, unreserved } = checked
+        this.#outage.answered()
         this.#stats.reserved += granted
         let credited = false
         if (generation === this.#generation) credited = native.keyedShareCredit(this.#handle, key, request.periodSlot, granted, unreserved)
@@ -437,7 +444,10 @@ class ShareDriver {
       promise = Promise.reject(error)
     }
     const sent = promise.then(done).then(
-      () => undefined,
+      () => {
+        this.#outage.answered()
+        return undefined
+      },
       (error) => {
         if (!state.timedOut) this.#stats.errors++ // (a call is a timeout or an error, never both)
         return asError(error)

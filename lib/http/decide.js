@@ -70,13 +70,10 @@ function checkCost(n, entry) {
 }
 
 function throttleUnavailable(entry, err) {
-  if (entry.unavailable) return
-  entry.unavailable = true
-  const reason = err.code === 'ERR_THROTTLE_TIMEOUT' ? err.message : `it failed: ${err.message}`
-  process.emitWarning(
-    `rateLimit: the throttle store is unavailable (${reason}); requests ${entry.failOpen ? 'pass unchecked (failOpen)' : 'are answered 503'} until it answers again`,
-    { code: 'QUOTA_CLOCK_THROTTLE_UNAVAILABLE' },
-  )
+  entry.outage.failed(() => {
+    const reason = err.code === 'ERR_THROTTLE_TIMEOUT' ? err.message : `it failed: ${err.message}`
+    return `rateLimit: the throttle store is unavailable (${reason}); requests ${entry.failOpen ? 'pass unchecked (failOpen)' : 'are answered 503'} until it answers again`
+  })
 }
 
 /** throttle.check within entry.timeoutMs; a late answer is ignored. */
@@ -134,6 +131,8 @@ const SERVICE_UNAVAILABLE = (why) => ({
   status: 503,
   detail: `The rate limit store could not be reached (${why}), so the request was not served.`,
 })
+// A store outage's 503 says when to come back: the store may answer again at any moment.
+const UNAVAILABLE_RETRY_AFTER_S = '1'
 
 /** Makes the framework-neutral handler `(req, res, next) => undefined | Promise<void>`. */
 function createDecider(options, io) {
@@ -437,6 +436,7 @@ function createDecider(options, io) {
       if (!(isError(err) && err.code === 'ERR_STORE_UNAVAILABLE')) throw err
       refundAll()
       if (headers) setRateLimitHeaders(io, res, out)
+      io.setHeader(res, 'Retry-After', UNAVAILABLE_RETRY_AFTER_S)
       io.sendProblem(res, 503, {
         type: 'about:blank',
         title: 'Service Unavailable',
@@ -495,10 +495,11 @@ function createDecider(options, io) {
           refundAll()
           if (headers) setRateLimitHeaders(io, res, out)
           const why = err.code === 'ERR_THROTTLE_TIMEOUT' ? `no answer within ${entry.timeoutMs} ms` : nonsense ? 'it answered something that is not a count' : 'it failed'
+          io.setHeader(res, 'Retry-After', UNAVAILABLE_RETRY_AFTER_S)
           io.sendProblem(res, 503, SERVICE_UNAVAILABLE(why))
           return
         }
-        entry.unavailable = false
+        entry.outage.answered()
         if (headers) describeThrottle(entry, result, out, entry.index)
         if (!result.allowed) {
           refundAll()

@@ -10,6 +10,7 @@ const { nearest, didYouMean } = require('../did-you-mean.js')
 const { defaultKey } = require('./client-key.js')
 const { isLimiter, limiterFacts } = require('../limiter-facts.js')
 const { isSharedLimiter } = require('../share.js')
+const { OutageWarning } = require('../outage.js')
 
 const OPTION_NAMES = ['limiter', 'limits', 'key', 'cost', 'name', 'headers', 'skip', 'onLimited']
 const LIMITER_ENTRY_NAMES = ['limiter', 'key', 'cost', 'name']
@@ -206,8 +207,8 @@ function parseThrottleEntry(entry, what, defaults) {
     items: itemNames(name, `${what}.name`),
     timeoutMs,
     failOpen,
-    // True while the store is failing: one warning per outage, not one per request.
-    unavailable: false,
+    // One warning per outage, not one per request.
+    outage: new OutageWarning('QUOTA_CLOCK_THROTTLE_UNAVAILABLE'),
   }
 }
 
