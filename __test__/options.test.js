@@ -199,6 +199,24 @@ test('quota.period.timeZone: an unknown IANA name is RangeError ERR_UNKNOWN_TIME
   }
 })
 
+test('a mistyped time zone gets the did-you-mean the CLI gives, wherever the library meets it; a name near none gets none', () => {
+  const { KeyedQuotaClock, periodFor, createThrottle, memoryDb } = require('..')
+  const day = (timeZone) => ({ unit: 'day', timeZone })
+  const cases = [
+    ['QuotaClock quota', (timeZone) => new QuotaClock(base({ quota: { limit: 5, period: day(timeZone) } }))],
+    ['KeyedQuotaClock quota', (timeZone) => new KeyedQuotaClock(base({ quota: { limit: 5, period: day(timeZone) } }))],
+    ['a key policy', (timeZone) => new KeyedQuotaClock(base({ policy: () => ({ quota: { limit: 5, period: day(timeZone) } }) })).tryConsume('k')],
+    ['periodFor', (timeZone) => periodFor(day(timeZone), 0)],
+    ['createThrottle', (timeZone) => createThrottle({ db: memoryDb(), timeZone })],
+  ]
+  for (const [where, make] of cases) {
+    for (const [typo, meant] of [['America/Los_Angles', 'America/Los_Angeles'], ['europe/berlin', 'Europe/Berlin'], ['Asia/Tokio', 'Asia/Tokyo']]) {
+      assert.throws(() => make(typo), (error) => error instanceof RangeError && error.code === 'ERR_UNKNOWN_TIME_ZONE' && error.message.endsWith(` (did you mean '${meant}'?)`), `${where}: ${typo}`)
+    }
+    assert.throws(() => make('Mars/Olympus_Mons'), (error) => error.code === 'ERR_UNKNOWN_TIME_ZONE' && !/did you mean/.test(error.message), where)
+  }
+})
+
 test("quota.period.timeZone: IANA names such as 'America/Los_Angeles' and 'UTC' are accepted; a non-string is TypeError", () => {
   new QuotaClock(base({ quota: { limit: 5, period: { unit: 'month', timeZone: 'America/Los_Angeles' } } }))
   new QuotaClock(base({ quota: { limit: 5, period: { unit: 'day', timeZone: 'UTC' } } }))

@@ -94,6 +94,15 @@ describe('KeyedQuotaClock with a quota alone', () => {
     assert.throws(() => new KeyedQuotaClock({ suspendPolicy: 'ignore', capacity: 5, quota: quota(10) }), refused('ERR_INVALID_OPTION', /refillPerSecond must be given/))
   })
 
+  it('neither a bucket nor a quota in the defaults: the error says that a quota alone would do, and with a policy that a default quota is enough', () => {
+    const withPolicy = () => new KeyedQuotaClock({ suspendPolicy: 'ignore', policy: () => ({ quota: quota(5) }) })
+    assert.throws(withPolicy, (e) => e instanceof TypeError && refused('ERR_INVALID_OPTION', /capacity must be a number; received undefined/)(e))
+    assert.throws(withPolicy, refused('ERR_INVALID_OPTION', /quota alone/))
+    assert.throws(withPolicy, refused('ERR_INVALID_OPTION', /policy.*default `?quota`?/))
+    assert.throws(() => new QuotaClock({ suspendPolicy: 'ignore' }), refused('ERR_INVALID_OPTION', /capacity and refillPerSecond.*or a quota alone/))
+    assert.throws(() => new QuotaClock({ suspendPolicy: 'ignore' }), (e) => !/policy/.test(e.message), 'no policy, no word of it')
+  })
+
   it('snapshots round-trip quota-only keys (Infinity tokens) with their use', () => {
     const clock = manualClock({ wallMs: JUNE_10_2025 })
     const plans = { metered: { capacity: 4, refillPerSecond: 0.001 } }

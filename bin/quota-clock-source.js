@@ -219,23 +219,11 @@ const SPEC_FLAGS = [
   ['anchorTime', '--anchor-time'],
 ]
 
-let zoneNames = null
-function knownZones() {
-  if (zoneNames === null) {
-    zoneNames = typeof Intl.supportedValuesOf === 'function' ? Intl.supportedValuesOf('timeZone') : []
-    if (!zoneNames.includes('UTC')) zoneNames = [...zoneNames, 'UTC']
-  }
-  return zoneNames
-}
-
 /** The library's message for a bad period spec, in terms of the command's flags. */
-function periodSpecError(error, spec) {
+function periodSpecError(error) {
   let message = String(error.message)
+  // (An unknown time zone's did-you-mean is the library's own.)
   for (const [option, flag] of SPEC_FLAGS) message = message.split(option).join(flag)
-  if (error.code === 'ERR_UNKNOWN_TIME_ZONE') {
-    const near = closest(spec.timeZone, knownZones())
-    message += didYouMean(near)
-  }
   return usage(message)
 }
 
@@ -268,7 +256,7 @@ function periods(values) {
   try {
     period = periodFor(spec, fromMs)
   } catch (error) {
-    if (error instanceof TypeError || error instanceof RangeError) throw periodSpecError(error, spec)
+    if (error instanceof TypeError || error instanceof RangeError) throw periodSpecError(error)
     throw error
   }
   const list = [period]

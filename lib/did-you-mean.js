@@ -39,4 +39,19 @@ function didYouMean(suggestion) {
   return suggestion === null ? '' : ` (did you mean '${suggestion}'?)`
 }
 
-module.exports = { editDistance, nearest, didYouMean }
+let timeZones
+/** The IANA time zone names this runtime knows (its ICU's canonical ones), and 'UTC'. */
+function knownTimeZones() {
+  if (timeZones === undefined) {
+    timeZones = typeof Intl.supportedValuesOf === 'function' ? Intl.supportedValuesOf('timeZone') : []
+    if (!timeZones.includes('UTC')) timeZones = [...timeZones, 'UTC']
+  }
+  return timeZones
+}
+
+/** ` (did you mean 'Europe/Berlin'?)` for a mistyped time zone name, '' when none is near. */
+function didYouMeanTimeZone(name) {
+  return didYouMean(nearest(name, knownTimeZones()))
+}
+
+module.exports = { editDistance, nearest, didYouMean, didYouMeanTimeZone }

@@ -4,6 +4,10 @@
 
 const { CLOCK_ERROR_CODES, RANGE_ERROR_CODES } = require('./contract.js')
 const { coded } = require('./validate.js')
+const { didYouMeanTimeZone } = require('./did-you-mean.js')
+
+// How the Rust calendar's ERR_UNKNOWN_TIME_ZONE message quotes the name it received.
+const RECEIVED_ZONE = /received '((?:[^'\\]|\\.)*)', which is not a known time zone$/
 
 class QuotaClockError extends Error {
   constructor(code, message, options) {
@@ -15,9 +19,18 @@ class QuotaClockError extends Error {
 
 /** Turns a coded error from the native side into the class its code is thrown as (lib/contract.js). */
 function toPublicError({ code, message }) {
+  if (code === 'ERR_UNKNOWN_TIME_ZONE') message = withZoneSuggestion(message)
   if (CLOCK_ERROR_CODES.has(code)) return new QuotaClockError(code, message)
   if (RANGE_ERROR_CODES.has(code)) return coded(RangeError, code, message)
   return coded(Error, code || 'ERR_INTERNAL', message)
+}
+
+/** The calendar's unknown-time-zone message, with a did-you-mean when a known name is near. */
+function withZoneSuggestion(message) {
+  const received = RECEIVED_ZONE.exec(message)
+  // (A name with quotes or escapes in it is no typo of a zone name.)
+  if (received === null || received[1].includes('\\')) return message
+  return message + didYouMeanTimeZone(received[1])
 }
 
 /** Runs a native call; a coded error it throws comes out as the public class. */

@@ -37,6 +37,21 @@ function bucketOptions(capacity, refillPerSecond, hasQuota, path) {
   return { capacity: checkNumber(capacity, `${path}capacity`), refillPerSecond: checkNumber(refillPerSecond, `${path}refillPerSecond`), bucket: true }
 }
 
+/**
+ * Neither a bucket nor a quota in a limiter's options: what would do. (With `policy`, these are
+ * the defaults of keys whose policy leaves them out: a default quota is enough.)
+ */
+function noLimit(withPolicy) {
+  const policyHint = withPolicy
+    ? "; with policy, these are the defaults for what a key's policy leaves out, and a default quota alone is enough (e.g. quota: { limit: 1000, period: { unit: 'month', timeZone: 'UTC' } }; a key's policy overrides it)"
+    : ''
+  return coded(
+    TypeError,
+    'ERR_INVALID_OPTION',
+    `capacity must be a number; received undefined. A limiter needs a bucket (capacity and refillPerSecond) or a quota alone (quota: { limit, period }, without capacity and refillPerSecond)${policyHint}`,
+  )
+}
+
 /** initialTokens where there is no bucket (a quota alone). */
 function noBucketToFill(name, value) {
   return coded(TypeError, 'ERR_INVALID_OPTION', `${name} has no bucket to fill: with a quota alone (no capacity and refillPerSecond) leave it out; received ${describe(value)}`)
@@ -53,6 +68,7 @@ function quotaInput(quota, path, expected = 'an object { limit, period }') {
 function parseOptions(given, moreKeys = []) {
   if (!isPlainObject(given)) throw typeError('ERR_INVALID_OPTION', 'options', 'an object { capacity, refillPerSecond, suspendPolicy, ... }', given)
   const options = readOptions(given, moreKeys.length === 0 ? OPTION_KEYS : [...OPTION_KEYS, ...moreKeys], '')
+  if (options.capacity === undefined && options.refillPerSecond === undefined && options.quota === undefined) throw noLimit(options.policy !== undefined)
   const { capacity, refillPerSecond, bucket } = bucketOptions(options.capacity, options.refillPerSecond, options.quota !== undefined, '')
   let initialTokens = capacity
   if (options.initialTokens !== undefined) {

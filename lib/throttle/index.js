@@ -16,6 +16,7 @@ const { QuotaClockError } = require('../errors.js')
 const { coded, describe, isPlainObject, readOptions, thrownText } = require('../validate.js')
 const { periodFor } = require('../calendar.js')
 const { MAX_WALL_MS } = require('../contract.js')
+const { didYouMeanTimeZone } = require('../did-you-mean.js')
 
 const COLLECTION = 'throttle'
 const MINUTE_MS = 60_000
@@ -146,7 +147,7 @@ function validateTimeZone(timeZone) {
     calendarPeriod('day', timeZone, Date.now())
   } catch (err) {
     if (err && err.code === 'ERR_UNKNOWN_TIME_ZONE') {
-      throw coded(RangeError, 'ERR_UNKNOWN_TIME_ZONE', `createThrottle: timeZone ${JSON.stringify(timeZone)} is not a known IANA time zone; use a name such as 'Europe/Copenhagen' or 'UTC'`)
+      throw coded(RangeError, 'ERR_UNKNOWN_TIME_ZONE', `createThrottle: timeZone ${JSON.stringify(timeZone)} is not a known IANA time zone; use a name such as 'Europe/Copenhagen' or 'UTC'${didYouMeanTimeZone(timeZone)}`)
     }
     throw err
   }
