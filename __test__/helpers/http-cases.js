@@ -105,6 +105,24 @@ function defineCases(kind) {
       assert.equal(body.retryAfterBasis, 'wall-period')
     })
 
+    it("a quota denial's detail says the wait as a person reads it, and when the quota resets in its period's time zone", async () => {
+      const cases = [
+        [{ limiter: limiterOn({ quota: { limit: 1, period: MONTH_UTC } }) }, '"month"', 'in 16 days 12 h (at 2024-02-01 00:00 UTC)'],
+        [{ limiter: limiterOn({ quota: { limit: 1, period: { unit: 'month', timeZone: 'America/Los_Angeles' } } }), headers: false }, '"month"', 'in 16 days 20 h (at 2024-02-01 00:00 America/Los_Angeles)'],
+        [{ limiter: keyedOn({ quota: { limit: 1, period: { unit: 'day', timeZone: 'Asia/Kolkata', anchorTime: '06:30' } } }), key: () => 'k' }, '"day"', 'in 13 h (at 2024-01-16 06:30 Asia/Kolkata)'],
+        [{ limits: [{ limiter: limiterOn(), name: 'local' }, { limiter: limiterOn({ quota: { limit: 1, period: { unit: 'week', timeZone: 'Europe/Berlin' } } }), name: 'api' }] }, '"api-week"', 'in 6 days 11 h (at 2024-01-22 00:00 Europe/Berlin)'],
+      ]
+      for (const [options, item, wait] of cases) {
+        const server = await serve(options)
+        await (await server.get()).text()
+        const response = await server.get()
+        assert.equal(response.status, 429)
+        const body = await problem(response)
+        assert.equal(body.retryAfterBasis, 'wall-period')
+        assert.equal(body.detail, `The ${item} rate limit policy is exhausted; retry ${wait}.`)
+      }
+    })
+
     it('headers: false sends no RateLimit headers; a denial still has Retry-After and the body', async () => {
       const server = await serve({ limiter: limiterOn({ capacity: 1 }), headers: false })
       assert.equal((await server.get()).headers.get('ratelimit'), null)

@@ -17,7 +17,7 @@
 const { isNativeError } = require('node:util').types
 const { QuotaClockError } = require('../errors.js')
 const { coded, describe, thrownText } = require('../validate.js')
-const { describeLimiter, describeThrottle, limitItems, recordFor, setRateLimitHeaders, statusOf } = require('./headers.js')
+const { describeLimiter, describeThrottle, limitItems, quotaReset, recordFor, setRateLimitHeaders, statusOf } = require('./headers.js')
 const { parseOptions, THROTTLE_LIMITS } = require('./options.js')
 const { quotaExceededProblem } = require('./responses.js')
 const { giveBack, periodTaken } = require('./give-back.js')
@@ -170,10 +170,10 @@ function createDecider(options, io) {
     return undefined
   }
 
-  function limited(req, res, next, decision, violated) {
+  function limited(req, res, next, decision, violated, reset) {
     io.setHeader(res, 'Retry-After', String(Math.ceil(decision.retryAfterMs / 1000)))
     if (onLimited === undefined) {
-      io.sendProblem(res, 429, quotaExceededProblem(decision, violated))
+      io.sendProblem(res, 429, quotaExceededProblem(decision, violated, reset))
       return undefined
     }
     let returned
@@ -273,7 +273,7 @@ function createDecider(options, io) {
           io.setHeader(res, 'RateLimit-Policy', record.policy)
           io.setHeader(res, 'RateLimit', limitItems(entry, record, decision.tokens, decision.quotaRemaining))
         }
-        if (!decision.allowed) return limited(req, res, next, decision, violatedBy(entry, record, decision, n))
+        if (!decision.allowed) return limited(req, res, next, decision, violatedBy(entry, record, decision, n), quotaReset(record, decision))
       }
     } catch (err) {
       // (No limiter call since the decision wrote its period: status() does not.)
@@ -379,7 +379,8 @@ function createDecider(options, io) {
         // A denial refunds what the earlier limits took; the later ones are reported from status.
         allowedCount = 0 // refunded here, whether or not every refund succeeds
         refundTaken(taken, s)
-        const violated = violatedBy(entry, recordFor(entry, key, decision.tokens, decision.quotaRemaining), decision, n)
+        const record = recordFor(entry, key, decision.tokens, decision.quotaRemaining)
+        const violated = violatedBy(entry, record, decision, n)
         if (headers) {
           const out = newOut()
           for (let e = 0; e < s; e++) {
@@ -395,7 +396,7 @@ function createDecider(options, io) {
           }
           setRateLimitHeaders(io, res, out)
         }
-        return limited(req, res, next, decision, violated)
+        return limited(req, res, next, decision, violated, quotaReset(record, decision))
       }
       if (buildAsChecked) {
         io.setHeader(res, 'RateLimit-Policy', policyHeader)
@@ -452,7 +453,8 @@ function createDecider(options, io) {
     }
     // Denied: what the earlier limits took goes back; later shared limits are reported from status.
     refundAll()
-    const violated = violatedBy(entry, recordFor(entry, key, decision.tokens, decision.quotaRemaining), decision, n)
+    const record = recordFor(entry, key, decision.tokens, decision.quotaRemaining)
+    const violated = violatedBy(entry, record, decision, n)
     if (headers) {
       describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, out, entry.index)
       for (const later of sharedEntries.slice(sharedEntries.indexOf(entry) + 1)) {
@@ -462,7 +464,7 @@ function createDecider(options, io) {
       }
       setRateLimitHeaders(io, res, out)
     }
-    await limited(req, res, next, decision, violated)
+    await limited(req, res, next, decision, violated, quotaReset(record, decision))
     return true
   }
 

@@ -48,6 +48,7 @@ function recordFrom(entry, status, wallNowMs) {
     quotaLimit: unit === undefined ? null : quotaLimit,
     unit,
     periodEndMs,
+    timeZone: unit === undefined ? undefined : period.timeZone,
     // The wall clock matters to this record: for its quota's reset time, or its lifetime.
     readsWall: periodEndMs !== Infinity || refreshAtMs !== Infinity,
     staleAtMs: Math.min(periodEndMs, refreshAtMs),
@@ -99,6 +100,12 @@ function recordFor(entry, key, tokens, quotaRemaining) {
   }
   record.wallNowMs = wallNowMs
   return record
+}
+
+/** A quota denial's reset for its problem detail (`{ atMs, timeZone }`), from its key's record; else undefined. */
+function quotaReset(record, decision) {
+  if (decision.retryAfterBasis !== 'wall-period' || record?.timeZone === undefined) return undefined
+  return { atMs: record.wallNowMs + decision.retryAfterMs, timeZone: record.timeZone }
 }
 
 /** The entry's `RateLimit` items for `tokens` and `quotaRemaining` (after the decision). */
@@ -160,4 +167,4 @@ function setRateLimitHeaders(io, res, out) {
   if (limit) io.setHeader(res, 'RateLimit', limit)
 }
 
-module.exports = { statusOf, recordFor, limitItems, describeLimiter, describeThrottle, setRateLimitHeaders }
+module.exports = { quotaReset, statusOf, recordFor, limitItems, describeLimiter, describeThrottle, setRateLimitHeaders }

@@ -17,14 +17,64 @@ function waitSentence(seconds) {
   return seconds === 1 ? '1 second' : `${seconds} seconds`
 }
 
-function quotaExceededProblem(decision, violated) {
+// A long wait in its two largest units, the smaller rounded up: 2630963 s is '30 days 11 h'.
+const WAIT_UNITS = [
+  [86_400, (n) => (n === 1 ? '1 day' : `${n} days`)],
+  [3_600, (n) => `${n} h`],
+  [60, (n) => `${n} min`],
+  [1, (n) => `${n} s`],
+]
+
+function humanWait(seconds) {
+  if (seconds < 60) return waitSentence(seconds)
+  const at = WAIT_UNITS.findIndex(([size]) => seconds >= size)
+  const [size, name] = WAIT_UNITS[at]
+  const [smaller, smallerName] = WAIT_UNITS[at + 1]
+  let major = Math.floor(seconds / size)
+  let minor = Math.ceil((seconds - major * size) / smaller)
+  if (minor * smaller >= size) [major, minor] = [major + 1, 0]
+  return minor === 0 ? name(major) : `${name(major)} ${smallerName(minor)}`
+}
+
+const localFormats = new Map()
+
+/** `2027-01-01 00:00 America/Los_Angeles` (seconds when not 0); undefined where Intl does not know the zone. */
+function localTime(ms, timeZone) {
+  try {
+    let format = localFormats.get(timeZone)
+    if (format === undefined) {
+      const fields = { year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' }
+      format = new Intl.DateTimeFormat('en-US', { timeZone, ...fields })
+      if (localFormats.size >= 64) localFormats.clear()
+      localFormats.set(timeZone, format)
+    }
+    const part = {}
+    for (const { type, value } of format.formatToParts(ms)) part[type] = value
+    const seconds = part.second === '00' ? '' : `:${part.second}`
+    return `${part.year}-${part.month}-${part.day} ${part.hour}:${part.minute}${seconds} ${timeZone}`
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * When to retry, for the detail: a bucket's short wait in seconds; a quota's wait as a person reads
+ * it and, with `reset` ({ atMs, timeZone } of the quota's period), the local time it resets.
+ */
+function retryWhen(decision, reset) {
   const seconds = Math.ceil(decision.retryAfterMs / 1000)
+  if (decision.retryAfterBasis !== 'wall-period') return `after ${waitSentence(seconds)}`
+  const at = reset === undefined ? undefined : localTime(reset.atMs, reset.timeZone)
+  return `in ${humanWait(seconds)}${at === undefined ? '' : ` (at ${at})`}`
+}
+
+function quotaExceededProblem(decision, violated, reset) {
   const which = violated.map((name) => `"${name}"`).join(' and ')
   return {
     type: PROBLEM_TYPE_QUOTA_EXCEEDED,
     title: 'Too Many Requests',
     status: 429,
-    detail: `The ${which} rate limit ${violated.length > 1 ? 'policies are' : 'policy is'} exhausted; retry after ${waitSentence(seconds)}.`,
+    detail: `The ${which} rate limit ${violated.length > 1 ? 'policies are' : 'policy is'} exhausted; retry ${retryWhen(decision, reset)}.`,
     'violated-policies': violated,
     retryAfterMs: decision.retryAfterMs,
     retryAfterBasis: decision.retryAfterBasis,
