@@ -91,3 +91,10 @@ for (const page of PAGES) {
     assert.deepEqual(broken, [])
   })
 }
+
+test('docs/limitations.md says how keyed state crosses processes (share, zone), not that it cannot', () => {
+  const text = fs.readFileSync(path.join(ROOT, 'docs', 'limitations.md'), 'utf8')
+  assert.doesNotMatch(text, /not across instances/)
+  assert.match(text, /\[Several instances\]\(several-instances\.md\)/)
+  assert.match(text, /\[Zone\]\(zone\.md\)/)
+})
