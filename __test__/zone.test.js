@@ -116,16 +116,40 @@ test('a garbage, empty, truncated or grown zone file is ERR_INVALID_OPTION namin
     headerOnly: bytes.subarray(0, 512),
     grown: Buffer.concat([bytes, Buffer.alloc(4096)]),
     corruptHeader: Buffer.from(bytes).fill(0x5a, 40, 48),
+    // A valid header, then random bytes: the body is not a zone's either.
+    randomBody: Buffer.concat([bytes.subarray(0, 512), require('node:crypto').randomBytes(bytes.length - 512)]),
   }
   for (const [name, content] of Object.entries(variants)) {
     const path = zonePath(name)
     fs.writeFileSync(path, content)
-    assert.throws(() => new KeyedQuotaClock(base(path)), (error) => error instanceof RangeError && error.code === 'ERR_INVALID_OPTION' && error.message.includes('zone.path'), name)
+    assert.throws(() => new KeyedQuotaClock(base(path)).tryConsume('a'), (error) => error instanceof RangeError && error.code === 'ERR_INVALID_OPTION' && error.message.includes(`zone.path ${JSON.stringify(path)} is not a zone file`), name)
     assert.equal(fs.readFileSync(path).length, content.length, `${name}: the file is left as it was`)
   }
   const directory = zonePath('dir')
   fs.mkdirSync(directory)
   assert.throws(() => new KeyedQuotaClock(base(directory)), (error) => error.code === 'ERR_INVALID_OPTION')
+})
+
+test('a zone file name of 250 characters (legal) is made: the temporary file beside it has a short name, and none is left', () => {
+  const path = zonePath('z').replace(/[^/]*$/, (name) => name + 'x'.repeat(250 - name.length))
+  assert.equal(path.split('/').pop().length, 250)
+  const limiter = new KeyedQuotaClock(base(path))
+  assert.equal(limiter.tryConsume('a').allowed, true)
+  limiter.close()
+  const dir = path.slice(0, path.lastIndexOf('/'))
+  assert.deepEqual(fs.readdirSync(dir).filter((name) => name.endsWith('.tmp') || name.startsWith('.')), [])
+})
+
+test('a dangling symbolic link at zone.path is refused saying what it is, and left as it was', () => {
+  const path = zonePath('dangling')
+  const target = zonePath('nowhere')
+  fs.symlinkSync(target, path)
+  assert.throws(
+    () => new KeyedQuotaClock(base(path)),
+    (error) => error instanceof RangeError && error.code === 'ERR_INVALID_OPTION' && error.message.includes(`zone.path ${JSON.stringify(path)} is a symbolic link to ${JSON.stringify(target)}, which does not exist`),
+  )
+  assert.equal(fs.readlinkSync(path), target)
+  assert.equal(fs.existsSync(target), false)
 })
 
 test('policy is called by the process that first holds a key; the others use what it chose', () => {

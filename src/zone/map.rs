@@ -83,7 +83,7 @@ pub fn boot_id() -> [u8; 48] {
 pub fn open_existing(path: &str) -> Result<Option<Mapping>, ZoneError> {
     let file = match OpenOptions::new().read(true).write(true).open(path) {
         Ok(file) => file,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return dangling_link(path),
         Err(error) => return Err(io_error(path, "opened", &error)),
     };
     let not_a_zone =
@@ -131,6 +131,31 @@ pub fn open_existing(path: &str) -> Result<Option<Mapping>, ZoneError> {
         .map_err(|e| io_error(path, "mapped", &e))
 }
 
+/// Nothing to open at `path`: `None` (the zone is made there), unless `path` is a symbolic link to
+/// nothing, which no zone can be linked over (it would look taken forever).
+fn dangling_link(path: &str) -> Result<Option<Mapping>, ZoneError> {
+    match std::fs::read_link(path) {
+        Ok(target) => Err(ZoneError::invalid(format!(
+            "zone.path {path:?} is a symbolic link to {:?}, which does not exist; remove the link, or point it at a zone file or a path where one may be made",
+            target.display().to_string()
+        ))),
+        Err(_) => Ok(None),
+    }
+}
+
+/// The temporary file a new zone is made in: beside `path` (the same file system, for the hard
+/// link) under a short name of its own, so that any legal name at `path` can be made.
+fn temporary_beside(path: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos());
+    let name = format!(".qcs-{:x}-{:x}.tmp", std::process::id(), nanos);
+    match std::path::Path::new(path).parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.join(name).display().to_string(),
+        _ => name,
+    }
+}
+
 /// A new zone file of `len` bytes in a temporary file beside `path`, mapped, for the caller to
 /// fill before [`publish`]; refused unless the file system has `needed` bytes free (what a full
 /// zone of short keys uses: the file is sparse).
@@ -139,10 +164,7 @@ pub fn create_temporary(
     len: usize,
     needed: usize,
 ) -> Result<(Mapping, String), ZoneError> {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.as_nanos());
-    let temporary = format!("{path}.{}.{nanos}.tmp", std::process::id());
+    let temporary = temporary_beside(path);
     let file = OpenOptions::new()
         .read(true)
         .write(true)

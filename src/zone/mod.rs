@@ -280,6 +280,12 @@ impl Zone {
             .ok_or_else(|| ZoneError::invalid("zone header".into()))?;
         let mut zone = Zone::handle(config, mapping, offsets)?;
         zone.created = created;
+        if !zone.spec_table_is_whole() {
+            return Err(ZoneError::invalid(format!(
+                "zone.path {:?} is not a zone file: its header is a zone's, but its body is not (its quota period table is corrupt)",
+                config.path
+            )));
+        }
         {
             let _init = zone.lock_init();
             if zone.header_boot_id() != map::boot_id() {

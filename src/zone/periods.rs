@@ -162,6 +162,12 @@ impl Zone {
         )))
     }
 
+    /// Whether every entry of the period spec table is free (0) or in use (1), as a zone writes
+    /// them: anything else is a body that is not a zone's (random bytes after a valid header).
+    pub(super) fn spec_table_is_whole(&self) -> bool {
+        (0..SPECS).all(|index| self.spec_entry(index).used.load(Ordering::Acquire) <= 1)
+    }
+
     pub(super) fn find_spec(&self, identity: &[u8; SPEC_IDENTITY_BYTES]) -> Option<usize> {
         (0..SPECS).find(|&index| {
             let entry = self.spec_entry(index);
