@@ -333,6 +333,23 @@ describe('registerMetrics in an application that links the package', () => {
     assert.doesNotMatch(result.own, /quota_clock/)
   })
 
+  test('an ES module application, started from elsewhere: from its main module too', (t) => {
+    const dir = linkedApp(t)
+    fs.writeFileSync(
+      path.join(dir, 'server.mjs'),
+      `import client from 'prom-client'
+      import { QuotaClock } from 'quota-clock-source'
+      import { registerMetrics } from 'quota-clock-source/metrics'
+      const limiter = new QuotaClock({ capacity: 5, refillPerSecond: 1, suspendPolicy: 'ignore' })
+      limiter.tryConsume()
+      registerMetrics({ limiters: { api: limiter } })
+      console.log(JSON.stringify({ apps: await client.register.metrics() }))`,
+    )
+    const child = run([path.join(dir, 'server.mjs')], os.tmpdir())
+    assert.equal(child.status, 0, child.stderr)
+    assert.match(JSON.parse(child.stdout.trim()).apps, /quota_clock_decisions_total\{limiter="api",result="allowed"\} 1/)
+  })
+
   test('without a main module (node -e), from the working directory', (t) => {
     const dir = linkedApp(t)
     const child = run(['-e', fs.readFileSync(path.join(dir, 'server.js'), 'utf8').replace("'use strict'", '')], dir)

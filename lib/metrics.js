@@ -19,6 +19,13 @@ function isMissing(error) {
   return Boolean(error) && error.code === 'MODULE_NOT_FOUND' && String(error.message).includes("'prom-client'")
 }
 
+/** The application's main module: require.main's file, or (an ES module main) the script node was started with. */
+function mainModule() {
+  if (typeof require.main?.filename === 'string') return require.main.filename
+  const script = process.argv[1]
+  return typeof script === 'string' && path.isAbsolute(script) ? script : undefined
+}
+
 /**
  * The prom-client the application loads: resolved from its main module, then from the working
  * directory, never from this package's folder (in a linked install that folder has a copy of its
@@ -27,7 +34,7 @@ function isMissing(error) {
  * own is the last resort. Else ERR_MISSING_PEER_DEPENDENCY, naming `register`.
  */
 function loadPromClient(registerGiven) {
-  const bases = [require.main?.filename, path.join(process.cwd(), 'package.json')].filter((base) => typeof base === 'string')
+  const bases = [mainModule(), path.join(process.cwd(), 'package.json')].filter((base) => base !== undefined)
   let missing
   for (const base of bases) {
     try {
