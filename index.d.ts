@@ -281,7 +281,7 @@ export interface ShareOptions {
   leaseUnits?: number
   /** Unused reserved units of a key idle this long (ms, the limiter's monotonic clock) go back; default 10,000. */
   idleMs?: number
-  /** Longest wait for the store (ms); default 300. */
+  /** Longest wait for one store call (ms); default 300. Only a store call that fails or goes unanswered this long makes the store unavailable. */
   timeoutMs?: number
   /** Store unavailable: allow as if the quota had room (true; charged to the store later) or reject `ERR_STORE_UNAVAILABLE` (false, default). */
   failOpen?: boolean
@@ -313,9 +313,11 @@ export class KeyedQuotaClock {
   /**
    * Without `share`: what `tryConsume` would answer, as a promise (a thrown error becomes a
    * rejection). With `share`: decided in the process when the key's reservation covers `n`;
-   * otherwise after one store call (shared by concurrent calls for the key), waiting at most
-   * `share.timeoutMs`; rejects `QuotaClockError` `ERR_STORE_UNAVAILABLE` when the store does not
-   * answer (unless `failOpen`), `ERR_STORE_RESPONSE` when its answer makes no sense.
+   * otherwise after one store call (shared by concurrent calls for the key; another when concurrent
+   * calls took its units), waiting at most `share.timeoutMs` for each; rejects `QuotaClockError`
+   * `ERR_STORE_UNAVAILABLE` when the store fails or does not answer (unless `failOpen`),
+   * `ERR_STORE_RESPONSE` when its answer makes no sense, `ERR_KEY_LIMIT` when the key was dropped
+   * (`maxKeys`) while the call waited and every held key has quota use now.
    */
   consume(key: string, n?: number): Promise<Decision>
   /**
