@@ -153,11 +153,14 @@ describe('instances in several processes sharing one quota', () => {
       const config = { ...clients.ioredis(), share: { name, leaseUnits, timeoutMs, idleMs: 60_000 }, quota: { limit, period: MONTH } }
       const instances = await Promise.all([0, 1, 2, 3].map(() => startInstance(config)))
       const drains = await Promise.all(instances.map((instance) => instance.call('drain', { key: 'hot', concurrency: 20 })))
-      for (const drain of drains) assert.deepEqual(drain.errors, {}, `errors ${JSON.stringify(drains.map((d) => d.errors))}`)
       assert.equal(sum(drains.map((drain) => drain.admitted)), limit, `admitted ${drains.map((drain) => drain.admitted).join(' + ')}`)
-      for (const instance of instances) {
+      for (const [i, instance] of instances.entries()) {
         const { store } = (await instance.call('stats')).stats
-        assert.deepEqual([store.errors, store.timeouts], [0, 0], `store counters ${JSON.stringify(store)}`)
+        const { ERR_STORE_UNAVAILABLE: unavailable = 0, ...others } = drains[i].errors
+        assert.deepEqual(others, {})
+        if (timeoutMs >= 2_000) assert.deepEqual([unavailable, store.errors, store.timeouts], [0, 0, 0], `store counters ${JSON.stringify(store)}`)
+        // (A loaded machine may truly keep an answer past 300 ms: then the store counters say so.)
+        else if (unavailable > 0) assert.ok(store.errors + store.timeouts > 0, `${unavailable} ERR_STORE_UNAVAILABLE with store counters ${JSON.stringify(store)}`)
       }
       assert.equal(await storeCount('ioredis', name, 'hot'), limit)
       await Promise.all(instances.map((instance) => instance.exit()))
