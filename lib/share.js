@@ -109,6 +109,8 @@ class ShareDriver {
   // Bumped by close(): answers to store calls made before it are given back, not credited.
   #generation = 0
   #pending = new Set()
+  // Flights whose answer waits for a call to claim it (#keepUnclaimed).
+  #unclaimed = new Set()
   #stats = { calls: 0, errors: 0, timeouts: 0, reserved: 0, returned: 0 }
   // One process warning per outage of the store.
   #outage = new OutageWarning('QUOTA_CLOCK_STORE_UNAVAILABLE')
@@ -233,6 +235,7 @@ class ShareDriver {
   #claim(key, n, flight) {
     const { request, granted, unreserved } = flight.unclaimed
     flight.unclaimed = undefined
+    this.#unclaimed.delete(flight)
     let credited = false
     try {
       const held = this.#decide(key, n, SHARED_CONSUME) // ERR_KEY_LIMIT when every held key has quota use
@@ -245,15 +248,20 @@ class ShareDriver {
     }
   }
 
-  /** Keeps a store answer for a key dropped while calls wait for it; any call left unclaimed goes back. */
+  /** Keeps a store answer for a key dropped while calls wait for it; what no call claims goes back. */
   #keepUnclaimed(flight, key, request, granted, unreserved) {
-    flight.unclaimed = { request, granted, unreserved }
+    flight.unclaimed = { key, request, granted, unreserved }
+    this.#unclaimed.add(flight)
     // The waiting calls wake in this turn's microtasks; what none of them took goes back after.
-    setImmediate(() => {
-      if (flight.unclaimed === undefined) return
-      flight.unclaimed = undefined
-      if (granted > 0) this.#send({ key, periodId: request.periodId, units: granted })
-    })
+    setImmediate(() => this.#returnUnclaimed(flight))
+  }
+
+  #returnUnclaimed(flight) {
+    this.#unclaimed.delete(flight)
+    if (flight.unclaimed === undefined) return
+    const { key, request, granted } = flight.unclaimed
+    flight.unclaimed = undefined
+    if (granted > 0) this.#send({ key, periodId: request.periodId, units: granted })
   }
 
   /** The store is unavailable for this call: failOpen decides it as if the quota had room. */
@@ -491,6 +499,7 @@ class ShareDriver {
     // Answers still to come are given back as they land (bounded by timeoutMs for close's wait).
     const flights = [...this.#flights.values()].map((flight) => flight.done)
     await Promise.all(flights)
+    for (const flight of this.#unclaimed) this.#returnUnclaimed(flight)
     const outcomes = await Promise.all([...this.#pending])
     const failed = outcomes.find((outcome) => outcome !== undefined)
     if (failed !== undefined) {
