@@ -55,7 +55,7 @@ function loadPromClient(registerGiven) {
     Error,
     'ERR_MISSING_PEER_DEPENDENCY',
     'quota-clock-source/metrics needs prom-client, an optional peer dependency, and found none in the application (looked from its main module, then the working directory): ' +
-      'run `npm install prom-client` (version 15 or later) in the application, or pass `register`, the prom-client Registry the application serves',
+      `run \`npm install prom-client\` (version 15 or later) in the application${registerGiven ? '' : ', or pass `register`, the prom-client Registry the application serves'}`,
     { cause: missing },
   )
 }
