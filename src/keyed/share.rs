@@ -34,6 +34,10 @@ pub struct Reservation {
     pub in_flight: bool,
     /// The monotonic reading of the key's last consume or refund (idle give-back).
     pub last_used_ms: f64,
+    /// The identity of the store record the reservation was made in, as its last answer said
+    /// (0: none yet). A store call that finds another record (the store lost its data) charges
+    /// it with `reserved` again.
+    pub record_id: u64,
 }
 
 /// How a shared consume treats a call its reservation does not cover.
@@ -81,6 +85,14 @@ pub struct ReserveRequest {
     /// FailOpen units to add to the store's count; the book has let go of them (a failed call
     /// hands them back through [`KeyedLimiter::reservation_failed`]).
     pub charge: u64,
+    /// Units the key holds reserved and not admitted, as the call is made (the store records
+    /// them, plus what it grants, as this process's `held`).
+    pub held: u64,
+    /// Units this process reserved in the period and did not give back, less `charge`: what a
+    /// record found gone or remade is charged with again.
+    pub owned: u64,
+    /// The identity of the record the key's reservation was made in (0: none yet).
+    pub record_id: u64,
 }
 
 /// Units to return to the store for one key's period (`units`), and failOpen units still to be
@@ -93,6 +105,9 @@ pub struct GiveBack {
     pub period_end_ms: f64,
     pub units: u64,
     pub charge: u64,
+    /// The identity of the record the units were reserved in (0: none known): a record of
+    /// another identity never takes them back.
+    pub record_id: u64,
 }
 
 #[derive(Debug)]
@@ -114,6 +129,7 @@ impl Reservation {
             uncharged: 0,
             in_flight: false,
             last_used_ms: now_ms,
+            record_id: 0,
         }
     }
 
@@ -276,6 +292,7 @@ impl KeyedLimiter {
             period_end_ms,
             units,
             charge,
+            record_id: reservation.record_id,
         })
     }
 
@@ -500,18 +517,22 @@ impl KeyedLimiter {
             lease_units,
             lacking,
             charge,
+            held: reservation.left(admitted),
+            owned: reservation.reserved.saturating_sub(charge),
+            record_id: reservation.record_id,
         })
     }
 
     /// A store answer for a held key's call made for `period_slot`: `granted` units are now the
-    /// key's. `false`: the key's reservation is of another period now, so the caller gives the
-    /// units back.
+    /// key's, reserved in the record of identity `record_id` (0: the store named none). `false`:
+    /// the key's reservation is of another period now, so the caller gives the units back.
     pub fn credit_reservation(
         &mut self,
         index: u32,
         period_slot: i32,
         granted: u64,
         unreserved: u64,
+        record_id: u64,
     ) -> bool {
         self.sync_reservation(index);
         let Some(book) = self.share.as_mut() else {
@@ -526,6 +547,9 @@ impl KeyedLimiter {
         }
         reservation.reserved = reservation.reserved.saturating_add(granted);
         reservation.store_unreserved = unreserved;
+        if record_id != 0 {
+            reservation.record_id = record_id;
+        }
         true
     }
 
