@@ -453,7 +453,8 @@ class ShareDriver {
     const sent = []
     for (const giveBack of giveBacks) {
       const key = String.fromCharCode(...giveBack.key)
-      if (giveBack.units > 0) sent.push(this.#send({ key, periodId: giveBack.periodId, units: giveBack.units, recordId: giveBack.recordId }))
+      // (Units 0 and no charge: the store is told this limiter holds nothing for the key now.)
+      if (giveBack.units > 0 || giveBack.charge === 0) sent.push(this.#send({ key, periodId: giveBack.periodId, units: giveBack.units, recordId: giveBack.recordId }))
       if (giveBack.charge > 0) sent.push(this.#charge(key, giveBack))
     }
     return sent

@@ -38,6 +38,9 @@ pub struct Reservation {
     /// (0: none yet). A store call that finds another record (the store lost its data) charges
     /// it with `reserved` again.
     pub record_id: u64,
+    /// The store may count units as held by this process for the key (a store call reported
+    /// some): letting go of the key tells it 0 even when no unit goes back.
+    pub store_holds: bool,
 }
 
 /// How a shared consume treats a call its reservation does not cover.
@@ -130,6 +133,7 @@ impl Reservation {
             in_flight: false,
             last_used_ms: now_ms,
             record_id: 0,
+            store_holds: false,
         }
     }
 
@@ -157,9 +161,10 @@ impl Reservation {
         (units, charge)
     }
 
-    /// Whether letting go would send anything to the store.
+    /// Whether letting go would send anything to the store (units, a charge, or that it holds
+    /// nothing now).
     fn holds(&self, admitted: u64) -> bool {
-        self.left(admitted) > 0 || self.uncharged > 0
+        self.left(admitted) > 0 || self.uncharged > 0 || self.store_holds
     }
 }
 
@@ -285,8 +290,9 @@ impl KeyedLimiter {
         if reservation.period_slot != open_slot || record.period_slot != open_slot {
             return None;
         }
+        let told = std::mem::take(&mut reservation.store_holds);
         let (units, charge) = reservation.release(record.quota_used);
-        (units > 0 || charge > 0).then_some(GiveBack {
+        (units > 0 || charge > 0 || told).then_some(GiveBack {
             key,
             period_id,
             period_end_ms,
@@ -509,6 +515,8 @@ impl KeyedLimiter {
             .min(reservation.store_unreserved);
         let lacking = lacking.max(together);
         let charge = std::mem::take(&mut reservation.uncharged);
+        let held = reservation.left(admitted);
+        reservation.store_holds |= held > 0;
         Some(ReserveRequest {
             period_slot: open_slot,
             period_id,
@@ -517,7 +525,7 @@ impl KeyedLimiter {
             lease_units,
             lacking,
             charge,
-            held: reservation.left(admitted),
+            held,
             owned: reservation.reserved.saturating_sub(charge),
             record_id: reservation.record_id,
         })
@@ -547,6 +555,7 @@ impl KeyedLimiter {
         }
         reservation.reserved = reservation.reserved.saturating_add(granted);
         reservation.store_unreserved = unreserved;
+        reservation.store_holds |= granted > 0;
         if record_id != 0 {
             reservation.record_id = record_id;
         }

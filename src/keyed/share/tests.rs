@@ -445,3 +445,23 @@ fn a_request_says_what_the_key_holds_what_it_owns_and_the_record_it_reserved_in(
     let after = limiter.reserve_request(at, 0, 0).unwrap();
     assert_eq!((after.held, after.owned), (0, 3));
 }
+
+#[test]
+fn a_key_the_store_counts_as_holding_units_tells_it_0_when_let_go_even_with_none_left() {
+    let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
+    let mut limiter = shared(100.0, 100, Some(4), &mut clock);
+    consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    let at = index(&limiter, "a");
+    let request = limiter.reserve_request(at, 1, 1).unwrap();
+    assert!(limiter.credit_reservation(at, request.period_slot, 4, 96, 9));
+    for _ in 0..4 {
+        consume(&mut limiter, &mut clock, "a", 1, ShareMode::AfterStore);
+    }
+    // All 4 admitted: nothing goes back, but the store still counts 4 held from the last call.
+    let back = limiter.give_back_idle(f64::INFINITY, 0.0);
+    assert_eq!(back.len(), 1);
+    assert_eq!((back[0].units, back[0].charge, back[0].record_id), (0, 0, 9));
+    // Told once: nothing more to say.
+    assert!(limiter.give_back_idle(f64::INFINITY, 0.0).is_empty());
+    assert!(!limiter.holds_reservations());
+}
