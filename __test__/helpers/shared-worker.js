@@ -9,7 +9,8 @@
 //     quota: { limit, period }, policy?: { [key]: KeyPolicy }, manualWallMs?: number }
 //
 // Commands ({ id, op, ... }; every reply is { id, ... }):
-//   drain { key, n?, max?, file?, pauseEvery? }  consume until a quota denial (or max admitted);
+//   drain { key, n?, max?, file?, pauseEvery?, maxErrors? }  consume until a quota denial (or max
+//       admitted, or more than maxErrors (default 1000) errors, each followed by a 1 ms pause);
 //       with `file`, one byte is written to it per admitted call, synchronously, so a SIGKILL
 //       loses none; pauseEvery: a 1 ms pause after that many calls (a slower drain)
 //       -> { admitted, denial: decision | null, errors: { code: count } }
@@ -78,7 +79,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
   })
 
   const commands = {
-    async drain({ key, n = 1, max = Infinity, file, pauseEvery }) {
+    async drain({ key, n = 1, max = Infinity, file, pauseEvery, maxErrors = 1000 }) {
       const fd = file === undefined ? undefined : fs.openSync(file, 'a')
       const errors = {}
       let admitted = 0
@@ -91,7 +92,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
           decision = await limiter.consume(key, n)
         } catch (error) {
           errors[error.code] = (errors[error.code] ?? 0) + 1
-          if (Object.values(errors).reduce((a, b) => a + b, 0) > 1000) break
+          if (Object.values(errors).reduce((a, b) => a + b, 0) > maxErrors) break
           await sleep(1)
           continue
         }
