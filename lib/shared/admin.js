@@ -9,12 +9,10 @@
 const { QuotaClockError } = require('../errors.js')
 const { isQuotaStore, storeOperations, newRecordId } = require('../quota-store.js')
 const { coded, describe, isPlainObject, readOptions, typeError, thrownText } = require('../validate.js')
+const { isPeriodId } = require('../calendar.js')
 
 const MAX_NAME_LENGTH = 128
 const MAX_KEY_UNITS = 256
-// A §7 period id: 'YYYY-MM-DD' (day, week), 'YYYY-MM' (month), 'YYYY' (year); a year may carry a
-// sign and more digits (the calendar reaches ±275,000 years).
-const PERIOD_ID = /^[+-]?\d{4,6}(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)?$/
 
 function invalidArg(ErrorClass, name, expected, value) {
   return coded(ErrorClass, 'ERR_INVALID_ARG', `${name} must be ${expected}; received ${describe(value)}`)
@@ -31,7 +29,7 @@ function checkText(value, name, max) {
 function checkPeriodId(periodId) {
   const expected = "a period id as periodFor() gives it: 'YYYY-MM-DD' (day, week), 'YYYY-MM' (month) or 'YYYY' (year)"
   if (typeof periodId !== 'string') throw invalidArg(TypeError, 'periodId', expected, periodId)
-  if (!PERIOD_ID.test(periodId)) throw invalidArg(RangeError, 'periodId', expected, periodId)
+  if (!isPeriodId(periodId)) throw invalidArg(RangeError, 'periodId', expected, periodId)
   return periodId
 }
 
