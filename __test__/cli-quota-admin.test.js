@@ -1,6 +1,6 @@
 'use strict'
 
-// `quota-clock-source usage|grant|reset` (SPEC §16) run as a child process against a real
+// `quota-clock-source usage|grant|reset` (docs/operating-quotas.md) run as a child process against a real
 // redis-server and the MongoDB wire server, while three limiters share the quota in this process:
 // the printed QuotaUsage is the store's; a grant is seen by the exhausted limiters within a
 // second; a reset starts the key over; a bad argument exits 2 and a store that cannot be reached

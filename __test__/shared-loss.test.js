@@ -1,6 +1,6 @@
 'use strict'
 
-// A store that loses its data (SPEC §13): Redis killed and restarted empty, or FLUSHALL, (and a
+// A store that loses its data (docs/several-instances.md): Redis killed and restarted empty, or FLUSHALL, (and a
 // MongoDB collection emptied) mid-drain. Every instance notices at its next store call for the
 // key that the record is gone or remade (its identity differs) and charges the new record with
 // what it had reserved there and not given back: with every instance alive, the total admitted

@@ -41,7 +41,7 @@ mongoStore(db, { collection: 1 })
 // @ts-expect-error a plain object is not a store
 const forged: QuotaStore = { kind: 'redis' }
 
-// The operator's view: QuotaUsage fields as §16 has them.
+// The operator's view: the QuotaUsage fields.
 const admin: QuotaAdmin = quotaAdmin(stores[0], { name: 'api' })
 async function operate(): Promise<number> {
   const usage: QuotaUsage = await admin.usage('acme', '2026-12')

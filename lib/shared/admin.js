@@ -1,7 +1,7 @@
 'use strict'
-// quotaAdmin(store, { name }): the operator's view of a shared quota (SPEC §16). Each method is
-// one atomic operation of the store (lib/quota-store.js: usage, grant, reset) on the record of
-// (name, key, periodId), and answers the record after it as a QuotaUsage:
+// quotaAdmin(store, { name }): the operator's view of a shared quota (docs/operating-quotas.md).
+// Each method is one atomic operation of the store (lib/quota-store.js: usage, grant, reset) on
+// the record of (name, key, periodId), and answers the record after it as a QuotaUsage:
 //   { name, key, periodId, limit, extra, used, held, expiresAt }
 // (limit null and zeros for a record that does not exist). `used - held` is what the instances
 // admitted; `held` is what they hold unadmitted as of their last store call for the key.

@@ -41,11 +41,17 @@ local function view()
   for at = 1, #all, 2 do
     if string.sub(all[at], 1, 2) == 'h:' then held = held + tonumber(all[at + 1]) else fields[all[at]] = all[at + 1] end
   end
-  local ttl = redis.call('PTTL', KEYS[1])
-  local expires = -1
-  if ttl >= 0 then
-    local now = redis.call('TIME')
-    expires = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + ttl
+  -- PEXPIRETIME (Redis 7) is exact; before it, the server's time plus PTTL.
+  local expires = redis.pcall('PEXPIRETIME', KEYS[1])
+  if type(expires) ~= 'number' then
+    local ttl = redis.call('PTTL', KEYS[1])
+    expires = -1
+    if ttl >= 0 then
+      local now = redis.call('TIME')
+      expires = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + ttl
+    end
+  elseif expires < 0 then
+    expires = -1
   end
   return { 1, fields.l or '', tonumber(fields.x) or 0, tonumber(fields.c) or 0, held, expires }
 end

@@ -460,7 +460,10 @@ fn a_key_the_store_counts_as_holding_units_tells_it_0_when_let_go_even_with_none
     // All 4 admitted: nothing goes back, but the store still counts 4 held from the last call.
     let back = limiter.give_back_idle(f64::INFINITY, 0.0);
     assert_eq!(back.len(), 1);
-    assert_eq!((back[0].units, back[0].charge, back[0].record_id), (0, 0, 9));
+    assert_eq!(
+        (back[0].units, back[0].charge, back[0].record_id),
+        (0, 0, 9)
+    );
     // Told once: nothing more to say.
     assert!(limiter.give_back_idle(f64::INFINITY, 0.0).is_empty());
     assert!(!limiter.holds_reservations());

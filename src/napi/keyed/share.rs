@@ -177,11 +177,13 @@ pub fn keyed_share_credit(
         let record_id = units(record_id, "recordId")?;
         with_state(&limiter.state, |state| {
             Ok(match state.limiter.find(key.key()) {
-                Some(index) => {
-                    state
-                        .limiter
-                        .credit_reservation(index, period_slot, granted, unreserved, record_id)
-                }
+                Some(index) => state.limiter.credit_reservation(
+                    index,
+                    period_slot,
+                    granted,
+                    unreserved,
+                    record_id,
+                ),
                 None => false,
             })
         })
