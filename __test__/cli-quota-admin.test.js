@@ -6,22 +6,19 @@
 // second; a reset starts the key over; a bad argument exits 2 and a store that cannot be reached
 // exits 1, each with one line on stderr, within a few seconds.
 
-const { after, before, describe, test } = require('node:test')
+const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
 const { execFile } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const Redis = require('ioredis')
-const { MongoClient } = require('mongodb')
-const { KeyedQuotaClock, periodFor } = require('quota-clock-source')
-const { redisStore, mongoStore, quotaAdmin } = require('quota-clock-source/shared')
+const { periodFor } = require('quota-clock-source')
+const { quotaAdmin } = require('quota-clock-source/shared')
 const { startRedisServer } = require('./helpers/redis-server.js')
-const { startMongoServer } = require('./helpers/mongo-server.js')
+const { MONTH, useStoreServers, limiterOn, drain } = require('./helpers/shared-fleet.js')
 
 const ROOT = path.join(__dirname, '..')
 const BIN = path.join(ROOT, 'bin', 'quota-clock-source.js')
-const MONTH = { unit: 'month', timeZone: 'UTC' }
 // The command gives the store 5 s; the rest is a loaded machine starting node.
 const UNREACHABLE_WITHIN_MS = 15_000
 
@@ -39,72 +36,46 @@ function cli(args, options = {}) {
   })
 }
 
-function limiterOn(store, name, limit, leaseUnits) {
-  return new KeyedQuotaClock({
-    capacity: 1_000_000,
-    refillPerSecond: 1_000_000,
-    suspendPolicy: 'ignore',
-    quota: { limit, period: MONTH },
-    share: { store, name, leaseUnits, idleMs: 60_000 },
-  })
+/** A file for `node --require` that makes require() of `names` fail as in an app without them. */
+function hiding(dir, names) {
+  const file = path.join(dir, `hide-${names.join('-')}.js`)
+  fs.writeFileSync(
+    file,
+    `const Module = require('node:module')
+const resolve = Module._resolveFilename
+Module._resolveFilename = function (request, ...rest) {
+  if (${JSON.stringify(names)}.includes(request)) throw Object.assign(new Error("Cannot find module '" + request + "'"), { code: 'MODULE_NOT_FOUND' })
+  return resolve.call(this, request, ...rest)
 }
-
-async function drain(limiter, key, max = Infinity) {
-  let admitted = 0
-  while (admitted < max && (await limiter.consume(key)).allowed) admitted++
-  return admitted
+`,
+  )
+  return file
 }
 
 describe('quota-clock-source usage, grant and reset', () => {
-  let redis
-  let mongo
-  let mongoClient
-  const clients = []
-  const dbName = `cli_admin_${process.pid}`
-
-  before(async () => {
-    ;[redis, mongo] = await Promise.all([startRedisServer(), startMongoServer()])
-    mongoClient = new MongoClient(mongo.uri, { serverSelectionTimeoutMS: 10_000 })
-    await mongoClient.connect()
-  })
-
-  after(async () => {
-    await Promise.allSettled(clients.map((close) => close()))
-    await mongoClient?.close()
-    await Promise.allSettled([redis?.stop(), mongo?.stop()])
-  })
+  const servers = useStoreServers('cli_admin')
+  const redis = {
+    get url() {
+      return servers.redis.url
+    },
+  }
 
   const mongoUrl = () => {
-    const url = new URL(mongo.uri)
-    url.pathname = `/${dbName}`
+    const url = new URL(servers.mongo.uri)
+    url.pathname = `/${servers.dbName}`
     return url.href
   }
 
   const kinds = {
-    redis: {
-      flag: () => ['--redis', redis.url],
-      async store() {
-        const client = new Redis({ host: redis.host, port: redis.port, lazyConnect: true })
-        await client.connect()
-        clients.push(() => client.quit())
-        return redisStore(client)
-      },
-    },
-    mongo: {
-      flag: () => ['--mongo', mongoUrl()],
-      async store() {
-        const client = new MongoClient(mongo.uri, { serverSelectionTimeoutMS: 10_000 })
-        await client.connect()
-        clients.push(() => client.close())
-        return mongoStore(client.db(dbName))
-      },
-    },
+    redis: { flag: () => ['--redis', redis.url], store: () => servers.makeStore('ioredis') },
+    mongo: { flag: () => ['--mongo', mongoUrl()], store: () => servers.makeStore('mongo') },
   }
 
   for (const [kind, { flag, store }] of Object.entries(kinds)) {
     test(`usage prints the store's QuotaUsage (text and --json), grant is seen within a second, reset starts over (${kind})`, { timeout: 120_000 }, async () => {
       const name = freshName('cli')
-      const limiters = [limiterOn(await store(), name, 40, 4), limiterOn(await store(), name, 40, 4), limiterOn(await store(), name, 40, 4)]
+      const limiters = []
+      for (let i = 0; i < 3; i++) limiters.push(limiterOn(await store(), name, { limit: 40, leaseUnits: 4 }))
       const admin = quotaAdmin(await store(), { name })
       const period = periodFor(MONTH, Date.now())
       const record = ['--name', name, '--key', 'acme']
@@ -220,17 +191,7 @@ describe('quota-clock-source usage, grant and reset', () => {
   test('a client the application does not have is named, with a coded error and exit 1', async () => {
     // The application has no Redis or MongoDB client: resolving them fails as in an app without them.
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-cli-peer-'))
-    const hide = path.join(dir, 'hide-clients.js')
-    fs.writeFileSync(
-      hide,
-      `const Module = require('node:module')
-const resolve = Module._resolveFilename
-Module._resolveFilename = function (request, ...rest) {
-  if (['ioredis', 'redis', 'mongodb'].includes(request)) throw Object.assign(new Error("Cannot find module '" + request + "'"), { code: 'MODULE_NOT_FOUND' })
-  return resolve.call(this, request, ...rest)
-}
-`,
-    )
+    const hide = hiding(dir, ['ioredis', 'redis', 'mongodb'])
     try {
       const record = ['--name', 'api', '--key', 'acme', '--period', '2026-12']
       const redisResult = await cli(['usage', '--redis', redis.url, ...record], { nodeArgs: ['--require', hide], cwd: dir })
@@ -246,17 +207,7 @@ Module._resolveFilename = function (request, ...rest) {
 
   test('the node-redis client is used when the application has redis and not ioredis', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-cli-node-redis-'))
-    const hide = path.join(dir, 'hide-ioredis.js')
-    fs.writeFileSync(
-      hide,
-      `const Module = require('node:module')
-const resolve = Module._resolveFilename
-Module._resolveFilename = function (request, ...rest) {
-  if (request === 'ioredis') throw Object.assign(new Error("Cannot find module 'ioredis'"), { code: 'MODULE_NOT_FOUND' })
-  return resolve.call(this, request, ...rest)
-}
-`,
-    )
+    const hide = hiding(dir, ['ioredis'])
     try {
       const name = freshName('node-redis')
       const result = await cli(['grant', '--redis', redis.url, '--name', name, '--key', 'acme', '--period', '2026-12', '--units', '9', '--json'], { nodeArgs: ['--require', hide] })

@@ -7,17 +7,12 @@
 // none touches another key, name or period. And the local denial of an exhausted key: a flood
 // costs about one store call a second per limiter.
 
-const { after, before, describe, test } = require('node:test')
+const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
-const Redis = require('ioredis')
-const { createClient } = require('redis')
-const { MongoClient } = require('mongodb')
-const { KeyedQuotaClock, periodFor } = require('quota-clock-source')
-const { redisStore, mongoStore, quotaAdmin } = require('quota-clock-source/shared')
-const { startRedisServer } = require('./helpers/redis-server.js')
-const { startMongoServer } = require('./helpers/mongo-server.js')
+const { periodFor } = require('quota-clock-source')
+const { redisStore, quotaAdmin } = require('quota-clock-source/shared')
+const { MONTH, useStoreServers, limiterOn, drain } = require('./helpers/shared-fleet.js')
 
-const MONTH = { unit: 'month', timeZone: 'UTC' }
 const DAY_MS = 86_400_000
 // Generous on a loaded 2-core machine: a grant must be seen within a second, plus round trips.
 const SLACK_MS = 600
@@ -27,80 +22,18 @@ const freshName = (label) => `${label}-${process.pid}-${++unique}`
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 const openMonth = () => periodFor(MONTH, Date.now())
 
-/** A limiter sharing `name` through `store`: a big bucket, a monthly quota of `limit`. */
-function limiterOn(store, name, { limit, leaseUnits, idleMs = 60_000 }) {
-  return new KeyedQuotaClock({
-    capacity: 1_000_000,
-    refillPerSecond: 1_000_000,
-    suspendPolicy: 'ignore',
-    quota: { limit, period: MONTH },
-    share: { store, name, leaseUnits, idleMs },
-  })
-}
-
-/** Consumes one unit at a time until a quota denial; the units admitted. */
-async function drain(limiter, key, max = Infinity) {
-  let admitted = 0
-  while (admitted < max) {
-    const decision = await limiter.consume(key)
-    if (!decision.allowed) {
-      assert.equal(decision.retryAfterBasis, 'wall-period')
-      break
-    }
-    admitted++
-  }
-  return admitted
-}
-
 describe('quotaAdmin on real stores with several limiters', () => {
-  let redis
-  let mongo
-  let mongoClient
-  const clients = []
-  const dbName = `shared_admin_${process.pid}`
-
-  before(async () => {
-    ;[redis, mongo] = await Promise.all([startRedisServer(), startMongoServer()])
-    mongoClient = new MongoClient(mongo.uri, { serverSelectionTimeoutMS: 10_000 })
-    await mongoClient.connect()
-  })
-
-  after(async () => {
-    await Promise.allSettled(clients.map((close) => close()))
-    await mongoClient?.close()
-    await Promise.allSettled([redis?.stop(), mongo?.stop()])
-  })
-
-  // Each kind: a new store on a client of its own (as each instance of a service has).
-  const kinds = {
-    async ioredis() {
-      const client = new Redis({ host: redis.host, port: redis.port, lazyConnect: true })
-      await client.connect()
-      clients.push(() => client.quit())
-      return redisStore(client)
-    },
-    async 'node-redis'() {
-      const client = createClient({ url: redis.url })
-      await client.connect()
-      clients.push(() => client.close())
-      return redisStore(client)
-    },
-    async mongo() {
-      const client = new MongoClient(mongo.uri, { serverSelectionTimeoutMS: 10_000 })
-      await client.connect()
-      clients.push(() => client.close())
-      return mongoStore(client.db(dbName))
-    },
-  }
+  const servers = useStoreServers('shared_admin')
+  const kinds = ['ioredis', 'node-redis', 'mongo']
 
   /** `count` limiters sharing `name`, each on a store of its own, and an admin on another. */
   async function fleet(kind, { count = 3, name = freshName(kind), ...options }) {
-    const stores = await Promise.all(Array.from({ length: count + 1 }, () => kinds[kind]()))
+    const stores = await Promise.all(Array.from({ length: count + 1 }, () => servers.makeStore(kind)))
     const limiters = stores.slice(1).map((store) => limiterOn(store, name, options))
     return { name, store: stores[0], limiters, admin: quotaAdmin(stores[0], { name }) }
   }
 
-  for (const kind of Object.keys(kinds)) {
+  for (const kind of kinds) {
     describe(kind, () => {
       test('usage of a record that does not exist is zeros and limit null', async () => {
         const { name, admin } = await fleet(kind, { count: 0, limit: 100 })

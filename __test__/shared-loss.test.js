@@ -8,7 +8,6 @@
 
 const { after, before, describe, test } = require('node:test')
 const assert = require('node:assert/strict')
-const { fork } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
@@ -19,8 +18,8 @@ const { KeyedQuotaClock } = require('quota-clock-source')
 const { redisStore, mongoStore } = require('quota-clock-source/shared')
 const { startRedisServer } = require('./helpers/redis-server.js')
 const { startMongoServer } = require('./helpers/mongo-server.js')
+const { startInstance, killInstances } = require('./helpers/shared-fleet.js')
 
-const WORKER = path.join(__dirname, 'helpers', 'shared-worker.js')
 const MONTH = { unit: 'month', timeZone: 'UTC' }
 const LIMIT = 20_000
 const DRAIN_DEADLINE_MS = 90_000
@@ -45,7 +44,6 @@ describe('a store that loses its data mid-drain', () => {
   let mongoClient
   let work
   const closers = []
-  const children = new Set()
   const dbName = `shared_loss_${process.pid}`
 
   before(async () => {
@@ -56,7 +54,7 @@ describe('a store that loses its data mid-drain', () => {
   })
 
   after(async () => {
-    for (const child of children) child.kill('SIGKILL')
+    killInstances()
     await Promise.allSettled(closers.map((close) => close()))
     await mongoClient?.close()
     await Promise.allSettled([redis?.stop(), mongo?.stop()])
@@ -152,41 +150,6 @@ describe('a store that loses its data mid-drain', () => {
       // Only what was in flight when the store lost it (a lease per limiter at most) goes missing.
       assert.ok(admitted >= LIMIT - 3 * 200 - 3, `admitted ${admitted} of ${LIMIT}`)
       await Promise.all(limiters.map((limiter) => limiter.close().catch(() => undefined)))
-    })
-  }
-
-  /** Starts one child instance; resolves to { call(op, args), kill(), exited } once it is ready. */
-  function startInstance(config) {
-    const child = fork(WORKER, [JSON.stringify(config)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
-    children.add(child)
-    const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
-    exited.then(() => children.delete(child))
-    const waiting = new Map()
-    let nextId = 0
-    child.on('message', (message) => {
-      const resolve = waiting.get(message.id)
-      if (resolve) {
-        waiting.delete(message.id)
-        resolve(message)
-      }
-    })
-    const instance = {
-      call(op, args = {}) {
-        const id = ++nextId
-        return new Promise((resolve, reject) => {
-          waiting.set(id, resolve)
-          exited.then(({ code, signal }) => reject(new Error(`instance exited (${code ?? signal}) during ${op}`)))
-          child.send({ id, op, ...args })
-        })
-      },
-      async exit() {
-        child.send({ id: 0, op: 'exit' })
-        await exited
-      },
-    }
-    return new Promise((resolve, reject) => {
-      child.once('message', (message) => (message.ready ? resolve(instance) : reject(new Error(`unexpected ${JSON.stringify(message)}`))))
-      exited.then(({ code, signal }) => reject(new Error(`instance exited before it was ready (${code ?? signal})`)))
     })
   }
 
