@@ -95,7 +95,10 @@ describe('quota-clock-source usage, grant and reset', () => {
       assert.equal(text.status, 0, text.stderr)
       assert.equal(text.stderr, '')
       assert.equal(text.stdout.trim().split('\n').length, 1)
-      assert.match(text.stdout, new RegExp(`acme in ${period.id} \\(quota "${name}"\\): 40 admitted \\+ 0 held by instances = 40 used of 40, 0 left; kept until `))
+      assert.equal(
+        text.stdout,
+        `acme in ${period.id} (quota "${name}"): used 40 of limit 40 + extra 0 (held 0 by instances, 40 admitted), 0 left; expires ${new Date(period.endMs).toISOString().replace('.000Z', 'Z')}\n`,
+      )
 
       const granted = await cli(['grant', ...flag(), ...record, '--period', period.id, '--units', '15', '--json'])
       assert.equal(granted.status, 0, granted.stderr)
@@ -113,7 +116,7 @@ describe('quota-clock-source usage, grant and reset', () => {
       await Promise.all(limiters.map((limiter) => limiter.close()))
       const reset = await cli(['reset', ...flag(), ...record, '--period', period.id])
       assert.equal(reset.status, 0, reset.stderr)
-      assert.match(reset.stdout, /^reset: acme in .*: 0 admitted \+ 0 held by instances = 0 used of 40, 40 left/)
+      assert.match(reset.stdout, /^reset: acme in .*: used 0 of limit 40 \+ extra 0 \(held 0 by instances, 0 admitted\), 40 left; expires /)
       assert.equal(await drain(limiters[0], 'acme'), 40, 'the whole limit again')
       await limiters[0].close()
     })
@@ -123,7 +126,7 @@ describe('quota-clock-source usage, grant and reset', () => {
     const record = ['--name', freshName('none'), '--key', 'nobody', '--period', '2026-02']
     const text = await cli(['usage', '--redis', redis.url, ...record])
     assert.equal(text.status, 0, text.stderr)
-    assert.match(text.stdout, /nobody in 2026-02 .*: no record, nothing used yet/)
+    assert.match(text.stdout, /^nobody in 2026-02 \(quota ".*"\): no record yet \(limit none, extra 0, used 0, held 0\)\n$/)
     const json = await cli(['usage', '--mongo', mongoUrl(), ...record, '--json'])
     assert.equal(json.status, 0, json.stderr)
     assert.deepEqual({ ...JSON.parse(json.stdout), name: undefined }, { name: undefined, key: 'nobody', periodId: '2026-02', limit: null, extra: 0, used: 0, held: 0, expiresAt: null })

@@ -125,19 +125,19 @@ function within(promise, ms, timedOut) {
   return Promise.race([promise, deadline]).finally(() => clearTimeout(timer))
 }
 
-/** A thousands-separated count. */
-const count = (n) => n.toLocaleString('en-US')
-
-/** One line a person reads at a glance. */
+/**
+ * One line a person reads at a glance, e.g.
+ *   acme in 2026-12 (quota "api"): used 10000 of limit 10000 + extra 500 (held 218 by instances, 9782 admitted), 500 left; expires 2027-01-01T08:00:00Z
+ */
 function describeUsage(usage, done) {
-  const head = `${usage.key} in ${usage.periodId} (quota "${usage.name}")`
+  const head = `${done}${usage.key} in ${usage.periodId} (quota "${usage.name}")`
   if (usage.limit === null && usage.extra === 0 && usage.used === 0 && usage.expiresAt === null) {
-    return `${done}${head}: no record, nothing used yet`
+    return `${head}: no record yet (limit none, extra 0, used 0, held 0)`
   }
-  const allowance = usage.limit === null ? `no limit seen yet + ${count(usage.extra)} granted` : `${count(usage.limit)}${usage.extra > 0 ? ` + ${count(usage.extra)} granted` : ''}`
-  const left = usage.limit === null ? '' : `, ${count(Math.max(0, usage.limit + usage.extra - usage.used))} left`
-  const kept = usage.expiresAt === null ? '' : `; kept until ${new Date(usage.expiresAt).toISOString().replace('.000Z', 'Z')}`
-  return `${done}${head}: ${count(usage.used - usage.held)} admitted + ${count(usage.held)} held by instances = ${count(usage.used)} used of ${allowance}${left}${kept}`
+  const limit = usage.limit === null ? 'limit none yet' : `limit ${usage.limit}`
+  const left = usage.limit === null ? '' : `, ${Math.max(0, usage.limit + usage.extra - usage.used)} left`
+  const expires = usage.expiresAt === null ? '' : `; expires ${new Date(usage.expiresAt).toISOString().replace('.000Z', 'Z')}`
+  return `${head}: used ${usage.used} of ${limit} + extra ${usage.extra} (held ${usage.held} by instances, ${usage.used - usage.held} admitted)${left}${expires}`
 }
 
 /**
@@ -283,7 +283,7 @@ yet gets a record (kept 400 days, or until a reservation sets its period's end).
         example: ' --units 500',
       },
       grant,
-      (_, n) => `granted ${count(n)}: `,
+      (_, n) => `granted ${n}: `,
     ),
     reset: command(
       'reset',
