@@ -287,10 +287,11 @@ impl KeyedLimiter {
         };
         let book = self.share.as_mut()?;
         let reservation = &mut book.reservations[index as usize];
+        let told = std::mem::take(&mut reservation.store_holds);
         if reservation.period_slot != open_slot || record.period_slot != open_slot {
+            // (An ended period's record needs no word about what this process holds.)
             return None;
         }
-        let told = std::mem::take(&mut reservation.store_holds);
         let (units, charge) = reservation.release(record.quota_used);
         (units > 0 || charge > 0 || told).then_some(GiveBack {
             key,
