@@ -165,7 +165,7 @@ console.log(JSON.stringify({
 `
 
 const SHARED_ESM_CHECK = `import { createRequire } from 'node:module'
-import { redisStore, mongoStore } from 'quota-clock-source/shared'
+import { redisStore, mongoStore, quotaAdmin } from 'quota-clock-source/shared'
 import * as namespace from 'quota-clock-source/shared'
 import defaultExport from 'quota-clock-source/shared'
 
@@ -173,7 +173,7 @@ const cjs = createRequire(import.meta.url)('quota-clock-source/shared')
 console.log(JSON.stringify({
   resolved: import.meta.resolve('quota-clock-source/shared'),
   named: Object.keys(namespace).filter((name) => name !== 'default'),
-  sameObjects: defaultExport === cjs && redisStore === cjs.redisStore && mongoStore === cjs.mongoStore,
+  sameObjects: defaultExport === cjs && redisStore === cjs.redisStore && mongoStore === cjs.mongoStore && quotaAdmin === cjs.quotaAdmin,
 }))
 `
 
@@ -394,12 +394,12 @@ describe('packaging', () => {
     test("require('quota-clock-source/shared') and its import load the installed lib/shared.js, one set of functions", () => {
       const required = runJson(process.execPath, ['shared-cjs-check.js'], consumer)
       assert.equal(required.resolved, path.join(fs.realpathSync(consumer), 'node_modules', NAME, 'lib', 'shared.js'))
-      assert.deepEqual(required.keys.sort(), ['mongoStore', 'redisStore'])
+      assert.deepEqual(required.keys.sort(), ['mongoStore', 'quotaAdmin', 'redisStore'])
       assert.deepEqual(required.kinds, ['redis', 'mongo'])
       assert.equal(required.refused, 'ERR_INVALID_OPTION')
       const imported = runJson(process.execPath, ['shared-esm-check.mjs'], consumer)
       assert.ok(imported.resolved.endsWith(`/node_modules/${NAME}/lib/shared.mjs`), `the import resolved to ${imported.resolved}`)
-      assert.deepEqual(imported.named.sort(), ['mongoStore', 'redisStore'])
+      assert.deepEqual(imported.named.sort(), ['mongoStore', 'quotaAdmin', 'redisStore'])
       assert.ok(imported.sameObjects, 'the ES module face of quota-clock-source/shared exports other objects than the CommonJS one')
     })
 
@@ -417,6 +417,10 @@ describe('packaging', () => {
       const names = run(process.execPath, [script, 'simulate', '--list', '--json'], { cwd: consumer })
       assert.equal(names.status, 0, names.output)
       assert.ok(JSON.parse(names.stdout).includes('step-back'))
+      // The consumer has no Redis client installed: the command names the package to install.
+      const usage = run(process.execPath, [script, 'usage', '--redis', 'redis://127.0.0.1:1', '--name', 'api', '--key', 'acme', '--period', '2026-12'], { cwd: consumer })
+      assert.equal(usage.status, 1, usage.output)
+      assert.match(usage.stderr, /^quota-clock-source usage: --redis needs ioredis or redis, .*npm install ioredis.*\(ERR_MISSING_PEER_DEPENDENCY\)\n$/)
     })
 
     test('the installed types compile strictly in the consumer project', () => {

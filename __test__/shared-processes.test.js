@@ -8,7 +8,7 @@
 
 const { after, before, describe, test } = require('node:test')
 const assert = require('node:assert/strict')
-const { fork, spawn } = require('node:child_process')
+const { spawn } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
@@ -16,8 +16,8 @@ const Redis = require('ioredis')
 const { MongoClient } = require('mongodb')
 const { startRedisServer } = require('./helpers/redis-server.js')
 const { startMongoServer } = require('./helpers/mongo-server.js')
+const { startInstance, killInstances } = require('./helpers/shared-fleet.js')
 
-const WORKER = path.join(__dirname, 'helpers', 'shared-worker.js')
 const MONTH = { unit: 'month', timeZone: 'UTC' }
 const DAY_MS = 86_400_000
 // The background timers and store round trips on a loaded 2-core machine: generous slack.
@@ -26,48 +26,6 @@ const SLACK_MS = 400
 let unique = 0
 const freshName = (label) => `${label}-${process.pid}-${++unique}`
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
-const children = new Set()
-
-/** Starts one instance; resolves to { call(op, args), kill(), exited } once it is ready. */
-function startInstance(config) {
-  const child = fork(WORKER, [JSON.stringify(config)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
-  children.add(child)
-  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
-  exited.then(() => children.delete(child))
-  const waiting = new Map()
-  let nextId = 0
-  child.on('message', (message) => {
-    const resolve = waiting.get(message.id)
-    if (resolve) {
-      waiting.delete(message.id)
-      resolve(message)
-    }
-  })
-  const instance = {
-    pid: child.pid,
-    exited,
-    call(op, args = {}) {
-      const id = ++nextId
-      return new Promise((resolve, reject) => {
-        waiting.set(id, resolve)
-        exited.then(({ code, signal }) => reject(new Error(`instance ${child.pid} exited (${code ?? signal}) during ${op}`)))
-        child.send({ id, op, ...args })
-      })
-    },
-    async kill() {
-      child.kill('SIGKILL')
-      await exited
-    },
-    async exit() {
-      child.send({ id: 0, op: 'exit' })
-      await exited
-    },
-  }
-  return new Promise((resolve, reject) => {
-    child.once('message', (message) => (message.ready ? resolve(instance) : reject(new Error(`unexpected ${JSON.stringify(message)}`))))
-    exited.then(({ code, signal }) => reject(new Error(`instance exited before it was ready (${code ?? signal})`)))
-  })
-}
 
 function sum(values) {
   return values.reduce((total, value) => total + value, 0)
@@ -96,7 +54,7 @@ describe('instances in several processes sharing one quota', () => {
   })
 
   after(async () => {
-    for (const child of children) child.kill('SIGKILL')
+    killInstances()
     redis?.resume()
     try {
       if (mongo) process.kill(mongo.serverPid(), 'SIGCONT')

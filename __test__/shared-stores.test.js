@@ -113,7 +113,16 @@ describe('quota stores on real servers', () => {
       before(() => {
         const store = v().make()
         assert.ok(isQuotaStore(store))
-        ops = storeOperations(store)
+        const raw = storeOperations(store)
+        // The reservation rule's answers; the record's identity is tested in shared-admin.test.js.
+        ops = {
+          ...raw,
+          async reserve(req) {
+            const { recordId, ...answer } = await raw.reserve(req)
+            assert.ok(Number.isSafeInteger(recordId) && recordId >= 0, `recordId ${recordId}`)
+            return answer
+          },
+        }
       })
 
       test('fifty concurrent reservations grant the whole limit, never more, as one-at-a-time would', async () => {
@@ -266,7 +275,9 @@ describe('quota stores on real servers', () => {
       await ops.reserve(request({ name, key: 'tenant:42', periodId: '2024-03-15', limit: 100, expiresAtMs: Date.now() + 400 }))
       const key = redisKey('qcs:', name, 'tenant:42', '2024-03-15')
       assert.match(key, /^qcs:\d+:q-\d+-\d+:plán:9:tenant:42:2024-03-15$/)
-      assert.deepEqual(await ioredis.hgetall(key), { c: '10', e: String(await ioredis.pexpiretime(key)) })
+      const { i: identity, ...fields } = await ioredis.hgetall(key)
+      assert.match(identity, /^[1-9]\d*$/, 'the identity made when the record was created')
+      assert.deepEqual(fields, { c: '10', l: '100', e: String(await ioredis.pexpiretime(key)) })
       const ttl = await ioredis.pttl(key)
       assert.ok(ttl > 0 && ttl <= 400, `PTTL ${ttl}`)
       await new Promise((resolve) => setTimeout(resolve, 500))
@@ -296,7 +307,9 @@ describe('quota stores on real servers', () => {
         assert.deepEqual(await scriptCalls(), { evalsha: 2, eval: 0 })
         await ioredis.call('SCRIPT', 'FLUSH')
         await ioredis.call('CONFIG', 'RESETSTAT')
-        assert.deepEqual(await ops.reserve(request({ name, limit: 100 })), { granted: 10, unreserved: 71 })
+        const { recordId, ...answer } = await ops.reserve(request({ name, limit: 100 }))
+        assert.deepEqual(answer, { granted: 10, unreserved: 71 })
+        assert.ok(recordId > 0)
         assert.deepEqual(await scriptCalls(), { evalsha: 1, eval: 1 })
         await ops.reserve(request({ name, limit: 100 }))
         assert.deepEqual(await scriptCalls(), { evalsha: 2, eval: 1 })
@@ -326,7 +339,9 @@ describe('quota stores on real servers', () => {
       const name = freshName()
       const ops = storeOperations(mongoStore(db, { collection: 'shares_elsewhere' }))
       const endMs = Date.UTC(2099, 3, 1)
-      assert.deepEqual(await ops.reserve(request({ name, key: 'tenant:42', limit: 100, expiresAtMs: endMs })), { granted: 10, unreserved: 90 })
+      const { recordId, ...answer } = await ops.reserve(request({ name, key: 'tenant:42', limit: 100, expiresAtMs: endMs }))
+      assert.deepEqual(answer, { granted: 10, unreserved: 90 })
+      assert.ok(recordId > 0)
       const doc = await db.collection('shares_elsewhere').findOne({ name })
       assert.equal(doc._id, `${Buffer.byteLength(name)}:${name}:9:tenant:42:2024-03`)
       assert.equal(doc.key, 'tenant:42')
@@ -370,7 +385,7 @@ describe('store answers that make no sense', () => {
     })
   const req = request({ name: 'plans', limit: 100, lacking: 2 })
 
-  for (const reply of [null, 'OK', 7, [], [5], [5, 1, 2], ['5', '1'], [-1, 10], [5, -1], [2.5, 1], [5, Number.NaN], [1, 10], [2 ** 53, 0]]) {
+  for (const reply of [null, 'OK', 7, [], [5], [5, 1], [5, 1, '2', 3], [5, 1, 'x'], ['5', '1', '2'], [-1, 10], [5, -1], [2.5, 1], [5, Number.NaN], [1, 10], [2 ** 53, 0]]) {
     test(`Redis answering ${JSON.stringify(reply)} is ERR_STORE_RESPONSE`, async () => {
       await expectResponseError(storeOperations(redisStore(ioredisAnswering(reply))).reserve(req))
       await expectResponseError(storeOperations(redisStore(nodeRedisAnswering(reply))).reserve(req))
@@ -380,7 +395,7 @@ describe('store answers that make no sense', () => {
   test('Redis granting more than the call asked for (leaseUnits, or what it lacks) is ERR_STORE_RESPONSE', async () => {
     await expectResponseError(storeOperations(redisStore(ioredisAnswering([11, 0]))).reserve(req))
     await expectResponseError(storeOperations(redisStore(ioredisAnswering([31, 0]))).reserve({ ...req, lacking: 30 }))
-    assert.deepEqual(await storeOperations(redisStore(ioredisAnswering([30, 0]))).reserve({ ...req, lacking: 30 }), { granted: 30, unreserved: 0 })
+    assert.deepEqual(await storeOperations(redisStore(ioredisAnswering([30, 0, '7']))).reserve({ ...req, lacking: 30 }), { granted: 30, unreserved: 0, recordId: 7 })
   })
 
   for (const [what, reply] of [
@@ -434,7 +449,7 @@ describe('store answers that make no sense', () => {
 })
 
 describe('making a store', () => {
-  const ioredisShaped = { isCluster: false, call: async () => [1, 0] }
+  const ioredisShaped = { isCluster: false, call: async () => [1, 0, '7'] }
   const dbShaped = { databaseName: 'app', collection: () => ({}) }
   const expectOptionError = (fn, ErrorClass, pattern) =>
     assert.throws(fn, (error) => {
@@ -475,7 +490,7 @@ describe('making a store', () => {
     assert.ok(rows.length >= 3, 'the table is missing')
     for (const [, name, key, periodId, documented] of rows) {
       const keys = []
-      const client = { isCluster: false, call: async (...args) => (keys.push(args[3]), [1, 0]) }
+      const client = { isCluster: false, call: async (...args) => (keys.push(args[3]), [1, 0, '7']) }
       await storeOperations(redisStore(client)).reserve(request({ name, key, periodId, limit: 8, leaseUnits: 1 }))
       await storeOperations(redisStore(client)).giveBack({ name, key, periodId, units: 1 })
       assert.deepEqual(keys, [documented, documented])
@@ -484,7 +499,7 @@ describe('making a store', () => {
 
   test('a node-redis cluster (getMasters() before redis 4.6, masters since) gets the record key as the key that picks its node', async () => {
     const seen = []
-    const sendCommand = async (firstKey, isReadonly, args) => (seen.push([firstKey, isReadonly, args[3]]), [1, 0])
+    const sendCommand = async (firstKey, isReadonly, args) => (seen.push([firstKey, isReadonly, args[3]]), [1, 0, '7'])
     for (const cluster of [{ getMasters: () => [], getSlotMaster: () => ({}), sendCommand }, { isOpen: true, masters: [], slots: [], sendCommand }]) {
       await storeOperations(redisStore(cluster)).reserve(request({ name: 'api', key: 'k', periodId: '2024', limit: 8, leaseUnits: 1 }))
     }

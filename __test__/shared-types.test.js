@@ -36,7 +36,7 @@ describe('quota-clock-source/shared types (tsc --noEmit --strict, module nodenex
   test('every runtime export of lib/shared.js is declared in lib/shared.d.ts', () => {
     const declarations = fs.readFileSync(path.join(ROOT, 'lib', 'shared.d.ts'), 'utf8')
     const names = Object.keys(require('../lib/shared.js'))
-    assert.deepEqual(names.sort(), ['mongoStore', 'redisStore'])
+    assert.deepEqual(names.sort(), ['mongoStore', 'quotaAdmin', 'redisStore'])
     for (const name of names) assert.match(declarations, new RegExp(`export function ${name}\\b`))
   })
 })

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 'use strict'
 // The `quota-clock-source` command: `periods` (when does a quota reset), `simulate`
-// (what the naive Date.now() bucket gets wrong) and `watch` (this host's clocks, live).
+// (what the naive Date.now() bucket gets wrong), `watch` (this host's clocks, live), and
+// `usage`, `grant`, `reset` (a shared quota in Redis or MongoDB; bin/quota-admin.js).
 // A bad argument exits 2 with one line on stderr naming it; success exits 0.
 
 const fs = require('node:fs')
@@ -10,6 +11,7 @@ const { parseArgs } = require('node:util')
 const { QuotaClock, systemClock, procUptimeElapsedRealtime, periodFor } = require('../index.js')
 const { NAMES, SCENARIOS, runScenario } = require('./scenarios.js')
 const { renderSvg } = require('./plot.js')
+const { adminCommands } = require('./quota-admin.js')
 const { PERIOD_UNITS: UNITS, MAX_WALL_MS, nearest: closest, didYouMean, editDistance } = require('../lib/cli.js')
 
 const PROGRAM = 'quota-clock-source'
@@ -116,6 +118,8 @@ Example: watch while you suspend the laptop or run \`date -s\`
 `,
     run: watch,
   },
+  // usage, grant, reset: the operator's view of a shared quota (bin/quota-admin.js).
+  ...adminCommands({ PROGRAM, usage, print, periodSpec, periodAt, integerValue }),
 }
 
 const MAIN_HELP = `Usage: ${PROGRAM} <command> [options]
@@ -133,6 +137,7 @@ Examples:
   ${PROGRAM} periods --unit month --zone America/Los_Angeles --from 2024-03-15T00:00:00Z
   ${PROGRAM} simulate step-forward
   ${PROGRAM} watch --count 10
+  ${PROGRAM} usage --redis redis://localhost:6379 --name api --key acme --unit month --zone UTC
 `
 
 /** Parses one command's arguments strictly; a problem becomes a UsageError naming the argument. */
@@ -181,7 +186,7 @@ function describeParseError(error, commandName, options, argv) {
 
 // The flags whose value is a positive integer (a value starting with '-' is a wrong value, not a
 // missing one).
-const POSITIVE_INTEGER_FLAGS = new Set(['count', 'interval', 'anchor-day', 'anchor-month'])
+const POSITIVE_INTEGER_FLAGS = new Set(['count', 'interval', 'anchor-day', 'anchor-month', 'units'])
 
 function integerValue(flag, text, min, max) {
   if (!/^[+]?\d+$/.test(text) || Number(text) < min || Number(text) > max) {
@@ -230,7 +235,8 @@ function periodSpecError(error) {
 // ---------------------------------------------------------------------------------------------
 // periods
 
-function periods(values) {
+/** The period spec of --unit, --zone, --anchor-day, --anchor-month and --anchor-time. */
+function periodSpec(values) {
   if (values.unit === undefined) throw usage('--unit is required: day, week, month or year')
   if (!UNITS.includes(values.unit)) {
     if (['hour', 'minute', 'second'].includes(values.unit)) {
@@ -249,16 +255,25 @@ function periods(values) {
     spec.anchorMonth = integerValue('anchor-month', values['anchor-month'], 1, 12)
   }
   if (values['anchor-time'] !== undefined) spec.anchorTime = values['anchor-time']
-  const fromMs = values.from === undefined ? Date.now() : instantValue('from', values.from)
-  const count = values.count === undefined ? 6 : integerValue('count', values.count, 1, MAX_PERIODS)
+  return spec
+}
 
-  let period
+/** The period of `spec` holding `wallMs`; a spec the calendar refuses is a bad argument. */
+function periodAt(spec, wallMs) {
   try {
-    period = periodFor(spec, fromMs)
+    return periodFor(spec, wallMs)
   } catch (error) {
     if (error instanceof TypeError || error instanceof RangeError) throw periodSpecError(error)
     throw error
   }
+}
+
+function periods(values) {
+  const spec = periodSpec(values)
+  const fromMs = values.from === undefined ? Date.now() : instantValue('from', values.from)
+  const count = values.count === undefined ? 6 : integerValue('count', values.count, 1, MAX_PERIODS)
+
+  let period = periodAt(spec, fromMs)
   const list = [period]
   while (list.length < count && period.endMs <= MAX_WALL_MS) {
     period = periodFor(spec, period.endMs)

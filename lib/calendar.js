@@ -22,6 +22,15 @@ function periodSpecInput(period, path) {
   return { unit, timeZone, anchorDay, anchorMonth, anchorTime }
 }
 
+// A period's id as periodFor gives it: 'YYYY-MM-DD' (day, and week: its anchor date), 'YYYY-MM'
+// (month), 'YYYY' (year); a year beyond 0000-9999 carries a sign and up to six digits.
+const PERIOD_ID = /^([+-]\d{6}|\d{4})(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)?$/
+
+/** Whether `text` is written as a period id (a string of one of the id shapes). */
+function isPeriodId(text) {
+  return typeof text === 'string' && PERIOD_ID.test(text)
+}
+
 /** A native period as the public object (its fields in a fixed order). */
 function toPeriod(period) {
   return { id: period.id, startMs: period.startMs, endMs: period.endMs, startKind: period.startKind, timeZone: period.timeZone }
@@ -34,4 +43,4 @@ function periodFor(period, wallMs) {
   return toPeriod(callNative(() => native.periodFor(spec, wallMs, 'period')))
 }
 
-module.exports = { periodSpecInput, toPeriod, periodFor }
+module.exports = { periodSpecInput, toPeriod, periodFor, isPeriodId }

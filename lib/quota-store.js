@@ -6,28 +6,54 @@
 //
 // Operations (every one resolves or rejects; none throws synchronously):
 //
-//   reserve({ name, key, periodId, limit, leaseUnits, lacking, charge, expiresAtMs })
-//     -> Promise<{ granted, unreserved }>
-//     One atomic step on the record of (name, key, periodId), whose count starts at 0:
+//   reserve({ name, key, periodId, limit, leaseUnits, lacking, charge, expiresAtMs,
+//             instance, held, owned, recordId })
+//     -> Promise<{ granted, unreserved, recordId }>
+//     One atomic step on the record of (name, key, periodId), whose count and extra start at 0:
+//       lost   = recordId != 0 and the record is not the one of identity recordId (gone, remade)
 //       count += charge                      (units a failOpen decision admitted earlier)
-//       room   = max(0, limit - count)
+//       count += owned if lost               (what this instance reserved in the lost record)
+//       room   = max(0, limit + extra - count)
 //       want   = max(lacking, min(leaseUnits, ceil(room / 8)))
-//       granted = room >= want ? want : 0    (never reserve past the limit; never less than lacking)
+//       granted = room >= want ? want : 0    (never reserve past the allowance; never less than lacking)
 //       count += granted
-//       the record expires at expiresAtMs (the period's end, plus a margin the store chooses)
-//     and answers granted and the unreserved room left after it (room - granted).
+//       held[instance] = held + granted      (what the instance holds unadmitted after the call)
+//       the record keeps `limit` (when the call reserves: leaseUnits or lacking > 0) and expires
+//       at expiresAtMs (the period's end, plus a margin the store chooses)
+//     and answers granted, the unreserved room left after it (room - granted) and the record's
+//     identity (a positive integer made when the record is created; 0: no record was written).
 //     lacking = units the waiting call still needs beyond the local reservation (0 for a
 //     background refill, in which case want is at least 1 when room > 0).
 //
-//   giveBack({ name, key, periodId, units }) -> Promise<void>
-//     count = max(0, count - units) if the record exists; nothing otherwise.
+//   giveBack({ name, key, periodId, units, instance, recordId }) -> Promise<void>
+//     If the record exists and is the one of identity recordId (any, for recordId 0):
+//     count = max(0, count - units), held[instance] = 0. Nothing otherwise.
+//
+//   The operator's view (quotaAdmin, lib/shared/admin.js), each one atomic step on one record,
+//   answering the record after it as { limit, extra, used, held, expiresAt } (held: summed over
+//   the instances) or null when there is no record:
+//   usage({ name, key, periodId })
+//   grant({ name, key, periodId, units, recordId })  extra += units; a missing record is created
+//     (identity recordId, count 0, kept KEEP_GRANTED_MS until a reservation sets its period end)
+//   reset({ name, key, periodId })                   count = sum of held, extra = 0
 //
 // Every number crossing is a non-negative safe integer; an answer that is not one is the store's
 // fault (ERR_STORE_RESPONSE), checked by checkReserveAnswer below.
 
+const { randomInt } = require('node:crypto')
 const { QuotaClockError } = require('./errors.js')
 
 const operations = new WeakMap()
+
+// How long a record made by a grant (no reservation yet) is kept: 400 days.
+const KEEP_GRANTED_MS = 400 * 86_400_000
+// Record identities: random positive integers below 2^48.
+const MAX_RECORD_ID = 2 ** 48
+
+/** A new record identity. */
+function newRecordId() {
+  return randomInt(1, MAX_RECORD_ID)
+}
 
 /** Makes the public store object for a set of operations; kind is 'redis' or 'mongo'. */
 function makeQuotaStore(kind, ops) {
@@ -45,20 +71,53 @@ function storeOperations(store) {
   return operations.get(store)
 }
 
-/** Checks a reserve answer; returns { granted, unreserved } or throws ERR_STORE_RESPONSE. */
+/**
+ * A request's instance fields, defaulted for a caller that does not report them (instance '':
+ * no held to record; held, owned and recordId 0).
+ */
+function instanceFields({ instance = '', held = 0, owned = 0, recordId = 0 }) {
+  return { instance, held, owned, recordId }
+}
+
+/**
+ * Checks a reserve answer; returns { granted, unreserved, recordId } or throws
+ * ERR_STORE_RESPONSE (an answer without recordId names no record: 0).
+ */
 function checkReserveAnswer(answer, request) {
   const granted = answer && answer.granted
   const unreserved = answer && answer.unreserved
-  const ok = Number.isSafeInteger(granted) && granted >= 0 && Number.isSafeInteger(unreserved) && unreserved >= 0
+  const recordId = answer && answer.recordId !== undefined ? answer.recordId : 0
+  const ok =
+    Number.isSafeInteger(granted) && granted >= 0 && Number.isSafeInteger(unreserved) && unreserved >= 0 && Number.isSafeInteger(recordId) && recordId >= 0
   // A grant is nothing, or at least what the call lacks and at most what it asked for.
   if (!ok || (granted > 0 && (granted < request.lacking || granted > Math.max(request.lacking, request.leaseUnits)))) {
     throw new QuotaClockError(
       'ERR_STORE_RESPONSE',
       `quota store answered a reservation for "${request.name}" with ${describe(answer)}; ` +
-        'expected { granted, unreserved } as non-negative safe integers'
+        'expected { granted, unreserved, recordId } as non-negative safe integers'
     )
   }
-  return { granted, unreserved }
+  return { granted, unreserved, recordId }
+}
+
+/** Checks a record as the operator's view answers it: { limit, extra, used, held, expiresAt } or null. */
+function checkRecordAnswer(answer, name) {
+  if (answer === null) return null
+  const count = (value) => Number.isSafeInteger(value) && value >= 0
+  const ok =
+    typeof answer === 'object' &&
+    (answer.limit === null || count(answer.limit)) &&
+    count(answer.extra) &&
+    count(answer.used) &&
+    count(answer.held) &&
+    (answer.expiresAt === null || count(answer.expiresAt))
+  if (!ok) {
+    throw new QuotaClockError(
+      'ERR_STORE_RESPONSE',
+      `quota store answered a record of "${name}" with ${describe(answer)}; expected { limit, extra, used, held, expiresAt } as non-negative safe integers (limit and expiresAt may be null)`
+    )
+  }
+  return { limit: answer.limit, extra: answer.extra, used: answer.used, held: answer.held, expiresAt: answer.expiresAt }
 }
 
 function describe(value) {
@@ -71,4 +130,4 @@ function describe(value) {
   return String(typeof value)
 }
 
-module.exports = { makeQuotaStore, isQuotaStore, storeOperations, checkReserveAnswer }
+module.exports = { makeQuotaStore, isQuotaStore, storeOperations, checkReserveAnswer, checkRecordAnswer, instanceFields, newRecordId, KEEP_GRANTED_MS }

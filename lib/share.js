@@ -17,10 +17,15 @@
 // - A key's next slice is reserved in the background when the native decision asks for it.
 // - Unused units go back after `idleMs` (an unref'd timer, running only while units are held),
 //   when a key is deleted or dropped, and on close().
+// - Every store call says what the key holds unadmitted here after it (`held`, per instance: one
+//   random id per limiter), and the identity of the record the key reserved in: a record found
+//   gone or remade is charged again with what this limiter reserved and did not give back.
+// - A key the store reported exhausted is denied here, with no store call, for EXHAUSTED_MS.
 
 const { QuotaClockError, toPublicError, internalError } = require('./errors.js')
 const { checkReserveAnswer, isQuotaStore, storeOperations } = require('./quota-store.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError, thrownText } = require('./validate.js')
+const { randomBytes } = require('node:crypto')
 const native = require('./native.js')
 const { OutageWarning } = require('./outage.js')
 
@@ -34,6 +39,11 @@ const ABANDON_AFTER_TIMEOUTS = 10
 const MIN_ABANDON_MS = 1_000
 // The largest timer delay Node accepts (about 24.8 days).
 const MAX_TIMER_MS = 2 ** 31 - 1
+// How long a key the store reported exhausted is denied here without asking it again (so a flood
+// on it costs one store call a second, and a grant is seen within a second).
+const EXHAUSTED_MS = 1_000
+// The exhausted marks are swept of expired ones when they grow past this (and twice the last size).
+const MIN_EXHAUSTED_SWEEP = 1_024
 
 /** Checks `share` (ERR_INVALID_OPTION naming share.<field>); returns it normalized. */
 function parseShareOptions(share) {
@@ -114,6 +124,11 @@ class ShareDriver {
   #stats = { calls: 0, errors: 0, timeouts: 0, reserved: 0, returned: 0 }
   // One process warning per outage of the store.
   #outage = new OutageWarning('QUOTA_CLOCK_STORE_UNAVAILABLE')
+  // This limiter's name in the store's records (whose `held` it reports).
+  #instance = randomBytes(6).toString('hex')
+  // Keys the store reported exhausted: key -> until when (performance.now()) they are denied here.
+  #exhausted = new Map()
+  #sweepExhaustedAt = MIN_EXHAUSTED_SWEEP
 
   /**
    * `decide(key, n, operation)`: the limiter's native shared consume; returns a Decision, or the
@@ -155,6 +170,8 @@ class ShareDriver {
    * `taken`, `taken.period` is set to the period the decision took its units in, right after it.
    */
   async uncovered(key, n, lacking, taken) {
+    const local = this.#exhaustedDecision(key, n, taken)
+    if (local !== undefined) return local
     // The units asked for by the calls waiting for this key: a store call asks for what they lack
     // together, so a burst of calls needs a round trip or two, not one per call.
     const waiting = { key, n, counted: false, taken }
@@ -164,6 +181,38 @@ class ShareDriver {
     } finally {
       this.#countDemand(waiting, false)
     }
+  }
+
+  /**
+   * A call for a key the store reported exhausted less than EXHAUSTED_MS ago: decided on what the
+   * store said then, with no store call (undefined: the store must be asked after all, as the
+   * reservation and what the store had unreserved cover the call, or the mark is old).
+   */
+  #exhaustedDecision(key, n, taken) {
+    const until = this.#exhausted.get(key)
+    if (until === undefined) return undefined
+    if (performance.now() >= until) {
+      this.#exhausted.delete(key)
+      return undefined
+    }
+    const decision = this.#decide(key, n, AFTER_STORE)
+    if (typeof decision === 'number') return undefined
+    if (taken !== undefined) taken.period = this.#readPeriodSlot()
+    return decision
+  }
+
+  /** Notes a store answer for a key: one that left nothing to reserve marks the key exhausted. */
+  #noteExhausted(key, granted, unreserved, lacking) {
+    if (unreserved > 0 && (granted > 0 || lacking === 0)) {
+      this.#exhausted.delete(key)
+      return
+    }
+    const marks = this.#exhausted
+    const now = performance.now()
+    marks.set(key, now + EXHAUSTED_MS)
+    if (marks.size < this.#sweepExhaustedAt) return
+    for (const [marked, until] of marks) if (until <= now) marks.delete(marked)
+    this.#sweepExhaustedAt = Math.max(MIN_EXHAUSTED_SWEEP, 2 * marks.size)
   }
 
   /** A waiting call's decision, with the period it took its units in noted for the caller. */
@@ -233,24 +282,24 @@ class ShareDriver {
    * call can drop it meanwhile), then is decided. Units it cannot take go back.
    */
   #claim(key, n, flight) {
-    const { request, granted, unreserved } = flight.unclaimed
+    const { request, granted, unreserved, recordId } = flight.unclaimed
     flight.unclaimed = undefined
     this.#unclaimed.delete(flight)
     let credited = false
     try {
       const held = this.#decide(key, n, SHARED_CONSUME) // ERR_KEY_LIMIT when every held key has quota use
       if (typeof held !== 'number') return held
-      credited = native.keyedShareCredit(this.#handle, key, request.periodSlot, granted, unreserved)
+      credited = native.keyedShareCredit(this.#handle, key, request.periodSlot, granted, unreserved, recordId)
       return credited ? this.#decide(key, n, AFTER_STORE) : held
     } finally {
       if (credited) this.#armIdleTimer()
-      else if (granted > 0) this.#send({ key, periodId: request.periodId, units: granted })
+      else if (granted > 0) this.#send({ key, periodId: request.periodId, units: granted, recordId })
     }
   }
 
   /** Keeps a store answer for a key dropped while calls wait for it; what no call claims goes back. */
-  #keepUnclaimed(flight, key, request, granted, unreserved) {
-    flight.unclaimed = { key, request, granted, unreserved }
+  #keepUnclaimed(flight, key, request, granted, unreserved, recordId) {
+    flight.unclaimed = { key, request, granted, unreserved, recordId }
     this.#unclaimed.add(flight)
     // The waiting calls wake in this turn's microtasks; what none of them took goes back after.
     setImmediate(() => this.#returnUnclaimed(flight))
@@ -259,9 +308,9 @@ class ShareDriver {
   #returnUnclaimed(flight) {
     this.#unclaimed.delete(flight)
     if (flight.unclaimed === undefined) return
-    const { key, request, granted } = flight.unclaimed
+    const { key, request, granted, recordId } = flight.unclaimed
     flight.unclaimed = undefined
-    if (granted > 0) this.#send({ key, periodId: request.periodId, units: granted })
+    if (granted > 0) this.#send({ key, periodId: request.periodId, units: granted, recordId })
   }
 
   /** The store is unavailable for this call: failOpen decides it as if the quota had room. */
@@ -312,6 +361,10 @@ class ShareDriver {
       lacking: request.lacking,
       charge: request.charge,
       expiresAtMs: request.periodEndMs,
+      instance: this.#instance,
+      held: request.held,
+      owned: request.owned,
+      recordId: request.recordId,
     }
     this.#stats.calls++
     let call
@@ -343,16 +396,17 @@ class ShareDriver {
         } catch (error) {
           return failed(error)
         }
-        const { granted, unreserved } = checked
+        const { granted, unreserved, recordId } = checked
         this.#outage.answered()
         this.#stats.reserved += granted
         let credited = false
-        if (generation === this.#generation) credited = native.keyedShareCredit(this.#handle, key, request.periodSlot, granted, unreserved)
+        if (generation === this.#generation) credited = native.keyedShareCredit(this.#handle, key, request.periodSlot, granted, unreserved, recordId)
         else native.keyedShareFailed(this.#handle, key, request.periodSlot, 0) // (charged: nothing owed)
         if (credited) this.#armIdleTimer()
-        else if (generation === this.#generation && this.#demand.has(key)) this.#keepUnclaimed(flight, key, request, granted, unreserved)
+        else if (generation === this.#generation && this.#demand.has(key)) this.#keepUnclaimed(flight, key, request, granted, unreserved, recordId)
         // Not the key's any more (dropped, another period, or the limiter was closed): back it goes.
-        else if (granted > 0) this.#send({ key, periodId: request.periodId, units: granted })
+        else if (granted > 0) this.#send({ key, periodId: request.periodId, units: granted, recordId })
+        this.#noteExhausted(key, granted, unreserved, request.lacking)
         return OK
       },
       failed,
@@ -421,15 +475,17 @@ class ShareDriver {
     const sent = []
     for (const giveBack of giveBacks) {
       const key = String.fromCharCode(...giveBack.key)
-      if (giveBack.units > 0) sent.push(this.#send({ key, periodId: giveBack.periodId, units: giveBack.units }))
+      // (Units 0 and no charge: the store is told this limiter holds nothing for the key now.)
+      if (giveBack.units > 0 || giveBack.charge === 0) sent.push(this.#send({ key, periodId: giveBack.periodId, units: giveBack.units, recordId: giveBack.recordId }))
       if (giveBack.charge > 0) sent.push(this.#charge(key, giveBack))
     }
     return sent
   }
 
-  /** Gives units back; the promise is kept until it settles (close() waits for it). */
-  #send({ key, periodId, units }) {
-    return this.#track(() => this.#ops.giveBack({ name: this.#name, key, periodId, units }), () => (this.#stats.returned += units))
+  /** Gives units back (to the record they were reserved in); the promise is kept until it settles (close() waits for it). */
+  #send({ key, periodId, units, recordId }) {
+    const request = { name: this.#name, key, periodId, units, instance: this.#instance, recordId }
+    return this.#track(() => this.#ops.giveBack(request), () => (this.#stats.returned += units))
   }
 
   /**
@@ -437,7 +493,9 @@ class ShareDriver {
    * that asks for nothing (leaseUnits and lacking 0) and carries the charge.
    */
   #charge(key, { periodId, periodEndMs, charge }) {
-    const request = { name: this.#name, key, periodId, limit: 0, leaseUnits: 0, lacking: 0, charge, expiresAtMs: periodEndMs }
+    // (It holds nothing after the give-back it follows; recordId 0: a lost record is noticed and
+    // charged by the key's next reservation, which knows what it owns.)
+    const request = { name: this.#name, key, periodId, limit: 0, leaseUnits: 0, lacking: 0, charge, expiresAtMs: periodEndMs, instance: this.#instance, held: 0, owned: 0, recordId: 0 }
     return this.#track(() => this.#ops.reserve(request), (answer) => checkReserveAnswer(answer, request))
   }
 
@@ -491,6 +549,7 @@ class ShareDriver {
    */
   async close() {
     this.#generation++
+    this.#exhausted.clear()
     if (this.#idleTimer !== undefined) {
       clearInterval(this.#idleTimer)
       this.#idleTimer = undefined

@@ -56,3 +56,43 @@ export function redisStore(client: RedisClient, options?: RedisStoreOptions): Qu
  * `db.collection('quota_shares').createIndex({ expiresAt: 1 }, { expireAfterSeconds: 0 })`.
  */
 export function mongoStore(db: MongoDb, options?: MongoStoreOptions): QuotaStore
+
+/** A shared quota's record for one key and period, as `quotaAdmin` answers it. */
+export interface QuotaUsage {
+  name: string
+  key: string
+  /** The period's id (`periodFor(spec, wallMs).id`). */
+  periodId: string
+  /** The limit the latest reservation was judged against; `null`: none yet. */
+  limit: number | null
+  /** Units granted on top of the limit for this period. */
+  extra: number
+  /** Units taken from the store and not given back. */
+  used: number
+  /** Of `used`, units instances hold and have not admitted yet (as of each one's last store call). */
+  held: number
+  /** When the store forgets the record (ms since the epoch); `null`: no record. */
+  expiresAt: number | null
+}
+
+export interface QuotaAdminOptions {
+  /** The quota's name in the store (`share.name` of the limiters): 1 to 128 characters. */
+  name: string
+}
+
+/** The operator's view of one shared quota: each method is one atomic store operation on one record. */
+export interface QuotaAdmin {
+  /** The record of `key` in the period `periodId` (zeros and `limit: null` when there is none). */
+  usage(key: string, periodId: string): Promise<QuotaUsage>
+  /** Raises that period's allowance of `key` by `units` (a positive safe integer), fleet-wide. */
+  grant(key: string, periodId: string, units: number): Promise<QuotaUsage>
+  /** Sets `used` to what instances still hold, and `extra` to 0. */
+  reset(key: string, periodId: string): Promise<QuotaUsage>
+}
+
+/**
+ * The operator's view of the shared quota `name` in `store`. Bad arguments are `TypeError` /
+ * `RangeError` `ERR_INVALID_ARG` naming the argument; a store that fails is
+ * `ERR_STORE_UNAVAILABLE`.
+ */
+export function quotaAdmin(store: QuotaStore, options: QuotaAdminOptions): QuotaAdmin

@@ -5,6 +5,6 @@ import { createRequire } from 'node:module'
 const require = createRequire(import.meta.url)
 const cjs = require('./shared.js')
 
-export const { redisStore, mongoStore } = cjs
+export const { redisStore, mongoStore, quotaAdmin } = cjs
 
 export default cjs

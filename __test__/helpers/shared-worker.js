@@ -9,8 +9,9 @@
 //     quota: { limit, period }, policy?: { [key]: KeyPolicy }, manualWallMs?: number }
 //
 // Commands ({ id, op, ... }; every reply is { id, ... }):
-//   drain { key, n?, max?, file?, pauseEvery?, concurrency? }  consume until a quota denial (or max
-//       admitted); with `file`, one byte is written to it per admitted call, synchronously, so a
+//   drain { key, n?, max?, file?, pauseEvery?, concurrency?, maxErrors? }  consume until a quota
+//       denial (or max admitted, or more than maxErrors (default 1000) errors, each followed by a
+//       1 ms pause); with `file`, one byte is written to it per admitted call, synchronously, so a
 //       SIGKILL loses none; pauseEvery: a 1 ms pause after that many calls (a slower drain);
 //       concurrency: that many such loops at once (each ends at its own quota denial)
 //       -> { admitted, denial: decision | null, errors: { code: count } }
@@ -80,7 +81,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
   })
 
   const commands = {
-    async drain({ key, n = 1, max = Infinity, file, pauseEvery, concurrency = 1 }) {
+    async drain({ key, n = 1, max = Infinity, file, pauseEvery, concurrency = 1, maxErrors = 1000 }) {
       const fd = file === undefined ? undefined : fs.openSync(file, 'a')
       const errors = {}
       let admitted = 0
@@ -94,7 +95,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
             decision = await limiter.consume(key, n)
           } catch (error) {
             errors[error.code] = (errors[error.code] ?? 0) + 1
-            if (Object.values(errors).reduce((a, b) => a + b, 0) > 1000) break
+            if (Object.values(errors).reduce((a, b) => a + b, 0) > maxErrors) break
             await sleep(1)
             continue
           }

@@ -1,5 +1,5 @@
 // The ES module face of quota-clock-source/shared, as a TypeScript ES module sees it.
-import { redisStore, mongoStore } from 'quota-clock-source/shared'
+import { redisStore, mongoStore, quotaAdmin } from 'quota-clock-source/shared'
 import defaultExport from 'quota-clock-source/shared'
 import type { IoRedisClient, MongoDb, QuotaStore } from 'quota-clock-source/shared'
 
@@ -9,4 +9,5 @@ declare const db: MongoDb
 const stores: QuotaStore[] = [redisStore(ioredis), mongoStore(db)]
 const sameRedis: typeof redisStore = defaultExport.redisStore
 const sameMongo: typeof mongoStore = defaultExport.mongoStore
-void stores, sameRedis, sameMongo
+const sameAdmin: typeof quotaAdmin = defaultExport.quotaAdmin
+void stores, sameRedis, sameMongo, sameAdmin

@@ -3,8 +3,8 @@
 // `@ts-expect-error` line must stay an error.
 import { KeyedQuotaClock } from 'quota-clock-source'
 import type { QuotaStore as MainQuotaStore } from 'quota-clock-source'
-import { redisStore, mongoStore } from 'quota-clock-source/shared'
-import type { IoRedisClient, MongoDb, NodeRedisClient, NodeRedisCluster, QuotaStore, RedisClient } from 'quota-clock-source/shared'
+import { redisStore, mongoStore, quotaAdmin } from 'quota-clock-source/shared'
+import type { IoRedisClient, MongoDb, NodeRedisClient, NodeRedisCluster, QuotaAdmin, QuotaStore, QuotaUsage, RedisClient } from 'quota-clock-source/shared'
 
 declare const ioredis: IoRedisClient
 declare const nodeRedis: NodeRedisClient
@@ -41,4 +41,21 @@ mongoStore(db, { collection: 1 })
 // @ts-expect-error a plain object is not a store
 const forged: QuotaStore = { kind: 'redis' }
 
-void stores, kind, clients, limiter, forged
+// The operator's view: the QuotaUsage fields.
+const admin: QuotaAdmin = quotaAdmin(stores[0], { name: 'api' })
+async function operate(): Promise<number> {
+  const usage: QuotaUsage = await admin.usage('acme', '2026-12')
+  const limit: number | null = usage.limit
+  const expiresAt: number | null = usage.expiresAt
+  const granted = await admin.grant('acme', '2026-12', 500)
+  const reset = await admin.reset('acme', '2026-12')
+  return usage.used - usage.held + granted.extra + reset.used + (limit ?? 0) + (expiresAt ?? 0)
+}
+// @ts-expect-error units is a number
+void admin.grant('acme', '2026-12', '500')
+// @ts-expect-error quotaAdmin needs { name }
+quotaAdmin(stores[0])
+// @ts-expect-error not an option of quotaAdmin
+quotaAdmin(stores[0], { name: 'api', prefix: 'x' })
+
+void stores, kind, clients, limiter, forged, operate

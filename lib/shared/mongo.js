@@ -6,8 +6,15 @@
 //
 // One document per (name, key, periodId):
 //   { _id: recordKey (lib/shared/record-key.js), name, key, periodId,
-//     count,      the units counted in the period (reserved, and charged by failOpen decisions)
+//     count,      the units counted in the period (reserved and not given back, and charged by
+//                 failOpen decisions): `used`
+//     extra,      units granted on top of the limit for the period (quotaAdmin.grant)
+//     limit,      the limit the latest reservation was judged against
+//     rid,        the record's identity, made when it is created (an instance that finds another
+//                 one charges the new record with what it had reserved in the old one)
+//     held,       { <instance>: units it holds unadmitted as of its last call } (0: absent)
 //     granted,    what the latest reservation granted (read back from the updated document)
+//     provisional true on a record a grant made, until a reservation sets its period's end
 //     expiresAt } a Date: the period's end; a TTL index on it removes ended periods:
 //                 db.collection('quota_shares').createIndex({ expiresAt: 1 }, { expireAfterSeconds: 0 })
 //
@@ -16,7 +23,7 @@
 // another may be answered without its document on some MongoDB-compatible servers, and a grant
 // whose answer is lost would be stranded.
 
-const { makeQuotaStore, checkReserveAnswer } = require('../quota-store.js')
+const { makeQuotaStore, checkReserveAnswer, checkRecordAnswer, instanceFields, newRecordId, KEEP_GRANTED_MS } = require('../quota-store.js')
 const { QuotaClockError } = require('../errors.js')
 const { describe } = require('../validate.js')
 const { recordKey } = require('./record-key.js')
@@ -36,11 +43,15 @@ const WITH_DOCUMENT = { returnDocument: 'after', includeResultMetadata: true }
 const UPSERT = { upsert: true }
 
 /** The update pipeline of one reservation (the rule of lib/quota-store.js, run by the server). */
-function reservePipeline({ limit, leaseUnits, lacking, charge }, expiresAt, keptUntil) {
-  const room = { $max: [0, { $subtract: [limit, '$count'] }] }
+function reservePipeline(request, expiresAt, keptUntil) {
+  const { limit, leaseUnits, lacking, charge } = request
+  const { instance, held, owned, recordId } = instanceFields(request)
+  const lost = { $and: [{ $ne: [recordId, 0] }, { $ne: ['$rid', recordId] }] }
+  const room = { $max: [0, { $subtract: [{ $add: [limit, { $ifNull: ['$extra', 0] }] }, '$count'] }] }
   const want = { $max: [lacking, { $min: [leaseUnits, { $ceil: { $divide: ['$$room', 8] } }] }] }
+  const heldAfter = { $add: [held, '$granted'] }
   return [
-    { $set: { count: { $add: [{ $ifNull: ['$count', 0] }, charge] } } },
+    { $set: { count: { $add: [{ $ifNull: ['$count', 0] }, charge, { $cond: [lost, owned, 0] }] } } },
     {
       $set: {
         granted: { $let: { vars: { room }, in: { $let: { vars: { want }, in: { $cond: [{ $gte: ['$$room', '$$want'] }, '$$want', 0] } } } } },
@@ -49,14 +60,44 @@ function reservePipeline({ limit, leaseUnits, lacking, charge }, expiresAt, kept
     {
       $set: {
         count: { $add: ['$count', '$granted'] },
-        // Pushed out by a later period end, never pulled in, never right after the write.
-        expiresAt: { $max: [{ $ifNull: ['$expiresAt', expiresAt] }, expiresAt, keptUntil] },
+        // Pushed out by a later period end, never pulled in, never right after the write (a
+        // record a grant made takes its period's end from the first reservation).
+        expiresAt: {
+          $cond: [{ $eq: ['$provisional', true] }, { $max: [expiresAt, keptUntil] }, { $max: [{ $ifNull: ['$expiresAt', expiresAt] }, expiresAt, keptUntil] }],
+        },
+        provisional: '$$REMOVE',
+        rid: { $ifNull: ['$rid', newRecordId()] },
+        ...(instance === '' ? {} : { [`held.${instance}`]: { $cond: [{ $gt: [heldAfter, 0] }, heldAfter, '$$REMOVE'] } }),
+        ...(leaseUnits > 0 || lacking > 0 ? { limit } : {}),
       },
     },
   ]
 }
 
-const GIVE_BACK = (units) => [{ $set: { count: { $max: [0, { $subtract: [{ $ifNull: ['$count', 0] }, units] }] } } }]
+const RESET = [
+  { $set: { count: { $sum: { $map: { input: { $objectToArray: { $ifNull: ['$held', {}] } }, in: '$$this.v' } } }, extra: 0 } },
+]
+
+/** A document as the operator's view answers it (lib/quota-store.js). */
+function recordOf(document, name) {
+  if (document === null) return checkRecordAnswer(null, name)
+  let held = 0
+  for (const units of Object.values(document.held ?? {})) held += units
+  return checkRecordAnswer(
+    {
+      limit: document.limit ?? null,
+      extra: document.extra ?? 0,
+      used: document.count ?? 0,
+      held,
+      expiresAt: document.expiresAt instanceof Date ? document.expiresAt.getTime() : null,
+    },
+    name,
+  )
+}
+
+const GIVE_BACK = (units, instance) => [
+  { $set: { count: { $max: [0, { $subtract: [{ $ifNull: ['$count', 0] }, units] }] }, ...(instance === '' ? {} : { [`held.${instance}`]: '$$REMOVE' }) } },
+]
 
 function storeResponse(message) {
   return new QuotaClockError('ERR_STORE_RESPONSE', message)
@@ -104,19 +145,45 @@ function mongoStore(db, options) {
       for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
         const document = documentOf(await records().findOneAndUpdate({ _id }, pipeline, WITH_DOCUMENT), name)
         if (document !== null) {
-          const unreserved = typeof document.count === 'number' ? Math.max(0, request.limit - document.count) : document.count
-          return checkReserveAnswer({ granted: document.granted, unreserved }, request)
+          const unreserved = typeof document.count === 'number' ? Math.max(0, request.limit + (document.extra ?? 0) - document.count) : document.count
+          return checkReserveAnswer({ granted: document.granted, unreserved, recordId: document.rid }, request)
         }
         try {
-          await records().updateOne({ _id }, { $setOnInsert: { name, key, periodId, count: 0, expiresAt } }, UPSERT)
+          await records().updateOne({ _id }, { $setOnInsert: { name, key, periodId, count: 0, expiresAt, rid: newRecordId() } }, UPSERT)
         } catch (error) {
           if (!error || error.code !== DUPLICATE_KEY) throw error
         }
       }
       throw storeResponse(`quota store (MongoDB) lost the record of "${name}" for key ${describe(key)} in ${periodId}: not found after ${ATTEMPTS} attempts to create it`)
     },
-    async giveBack({ name, key, periodId, units }) {
-      await records().updateOne({ _id: recordKey(name, key, periodId) }, GIVE_BACK(units))
+    async giveBack(request) {
+      const { name, key, periodId, units } = request
+      const { instance, recordId } = instanceFields(request)
+      // Only to the record the units were reserved in.
+      const filter = recordId === 0 ? { _id: recordKey(name, key, periodId) } : { _id: recordKey(name, key, periodId), rid: recordId }
+      await records().updateOne(filter, GIVE_BACK(units, instance))
+    },
+    async usage({ name, key, periodId }) {
+      return recordOf(await records().findOne({ _id: recordKey(name, key, periodId) }), name)
+    },
+    async grant({ name, key, periodId, units, recordId }) {
+      const _id = recordKey(name, key, periodId)
+      const update = {
+        $inc: { extra: units },
+        $setOnInsert: { name, key, periodId, count: 0, rid: recordId, provisional: true, expiresAt: new Date(Date.now() + KEEP_GRANTED_MS) },
+      }
+      for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+        try {
+          const document = documentOf(await records().findOneAndUpdate({ _id }, update, { ...WITH_DOCUMENT, upsert: true }), name)
+          if (document !== null) return recordOf(document, name)
+        } catch (error) {
+          if (!error || error.code !== DUPLICATE_KEY) throw error // (a racing creator: again)
+        }
+      }
+      throw storeResponse(`quota store (MongoDB) lost the record of "${name}" for key ${describe(key)} in ${periodId}: not found after ${ATTEMPTS} attempts to grant`)
+    },
+    async reset({ name, key, periodId }) {
+      return recordOf(documentOf(await records().findOneAndUpdate({ _id: recordKey(name, key, periodId) }, RESET, WITH_DOCUMENT), name), name)
     },
   })
 }

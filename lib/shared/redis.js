@@ -6,15 +6,23 @@
 // through `sendCommand` with string arguments.
 //
 // The record of (name, key, periodId) is a hash at <prefix><recordKey> (lib/shared/record-key.js):
-//   c  the units counted in the period (reserved, and charged by failOpen decisions)
-//   e  the expiry it was last given, in ms since the epoch; the key's PEXPIREAT follows it, so a
-//      later reservation may push the expiry out but never pulls it in
+//   c           the units counted in the period (reserved and not given back, and charged by
+//               failOpen decisions): `used`
+//   x           units granted on top of the limit for the period (quotaAdmin.grant): `extra`
+//   l           the limit the latest reservation was judged against
+//   i           the record's identity, made when it is created: an instance that finds another
+//               one (the data was lost: a restart without persistence, FLUSHALL, a failover)
+//               charges the new record with what it had reserved in the old one
+//   h:<id>      units instance <id> holds unadmitted, as of its last call (absent: 0)
+//   e           the expiry a reservation last gave it, in ms since the epoch; the key's PEXPIREAT
+//               follows it, so a later reservation may push the expiry out but never pulls it in
+//               (absent on a record a grant made: kept KEEP_GRANTED_MS until a reservation)
 // A period end already past by the server's clock (the caller's clock runs behind) would delete
 // the record at once, and every later reservation would start again from 0: such a record is
 // kept for GRACE_MS after the write instead.
 
 const { createHash } = require('node:crypto')
-const { makeQuotaStore, checkReserveAnswer } = require('../quota-store.js')
+const { makeQuotaStore, checkReserveAnswer, checkRecordAnswer, instanceFields, newRecordId, KEEP_GRANTED_MS } = require('../quota-store.js')
 const { describe } = require('../validate.js')
 const { recordKey } = require('./record-key.js')
 const { invalid, readStoreOptions, checkText } = require('./options.js')
@@ -23,48 +31,115 @@ const DEFAULT_PREFIX = 'qcs:'
 const GRACE_MS = 600_000
 const MAX_PREFIX_LENGTH = 256
 
-// ARGV: limit, leaseUnits, lacking, charge, expiresAtMs. Answers { granted, unreserved }.
+// The record as the operator's view answers it: { 1, limit or '', extra, used, held, expiresAt
+// or -1 }, or { 0 } when there is none. (Read after any write: TIME is a random command.)
+const VIEW = `
+local function view()
+  local all = redis.call('HGETALL', KEYS[1])
+  if #all == 0 then return { 0 } end
+  local fields, held = {}, 0
+  for at = 1, #all, 2 do
+    if string.sub(all[at], 1, 2) == 'h:' then held = held + tonumber(all[at + 1]) else fields[all[at]] = all[at + 1] end
+  end
+  -- PEXPIRETIME (Redis 7) is exact; before it, the server's time plus PTTL.
+  local expires = redis.pcall('PEXPIRETIME', KEYS[1])
+  if type(expires) ~= 'number' then
+    local ttl = redis.call('PTTL', KEYS[1])
+    expires = -1
+    if ttl >= 0 then
+      local now = redis.call('TIME')
+      expires = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + ttl
+    end
+  elseif expires < 0 then
+    expires = -1
+  end
+  return { 1, fields.l or '', tonumber(fields.x) or 0, tonumber(fields.c) or 0, held, expires }
+end
+`
+
+// ARGV: limit, leaseUnits, lacking, charge, expiresAtMs, instance, held, owned, recordId, a new
+// identity. Answers { granted, unreserved, identity ('0': nothing written) }.
 const RESERVE = `
 local grace = ${GRACE_MS}
-local limit = tonumber(ARGV[1])
-local lease = tonumber(ARGV[2])
-local lacking = tonumber(ARGV[3])
-local charge = tonumber(ARGV[4])
-local record = redis.call('HMGET', KEYS[1], 'c', 'e')
+local limit, lease, lacking, charge = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local expires, heldField, held, owned, known = tonumber(ARGV[5]), 'h:' .. ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
+local record = redis.call('HMGET', KEYS[1], 'c', 'e', 'x', 'i')
+if record[1] and not tonumber(record[1]) then return redis.error_reply('ERR hash value is not an integer') end
+local id = record[4]
 local count = (tonumber(record[1]) or 0) + charge
-local room = math.max(0, limit - count)
+if known ~= '0' and id ~= known then count = count + owned end
+local extra = tonumber(record[3]) or 0
+local room = math.max(0, limit + extra - count)
 local want = math.max(lacking, math.min(lease, math.ceil(room / 8)))
 local granted = 0
 if room >= want then granted = want end
-if charge + granted > 0 then
-  redis.call('HINCRBY', KEYS[1], 'c', charge + granted)
-  if tonumber(ARGV[5]) > (tonumber(record[2]) or 0) then
-    redis.call('HSET', KEYS[1], 'e', ARGV[5])
-    redis.call('PEXPIREAT', KEYS[1], ARGV[5])
-    if redis.call('EXISTS', KEYS[1]) == 0 then
-      redis.call('HSET', KEYS[1], 'c', count + granted)
-      redis.call('HSET', KEYS[1], 'e', ARGV[5])
-      redis.call('PEXPIRE', KEYS[1], grace)
-    end
+count = count + granted
+held = held + granted
+if not id then
+  if count == 0 and (held == 0 or heldField == 'h:') then return { granted, room - granted, '0' } end
+  id = ARGV[10]
+end
+local function write()
+  redis.call('HSET', KEYS[1], 'c', count, 'i', id)
+  if extra > 0 then redis.call('HSET', KEYS[1], 'x', extra) end
+  if lease > 0 or lacking > 0 then redis.call('HSET', KEYS[1], 'l', limit) end
+  if heldField == 'h:' then return end
+  if held > 0 then redis.call('HSET', KEYS[1], heldField, held) else redis.call('HDEL', KEYS[1], heldField) end
+end
+write()
+if expires > (tonumber(record[2]) or 0) then
+  redis.call('HSET', KEYS[1], 'e', expires)
+  redis.call('PEXPIREAT', KEYS[1], expires)
+  if redis.call('EXISTS', KEYS[1]) == 0 then
+    write()
+    redis.call('HSET', KEYS[1], 'e', expires)
+    redis.call('PEXPIRE', KEYS[1], grace)
   end
 end
-return { granted, room - granted }
+return { granted, room - granted, id }
 `
 
-// ARGV: units. Answers the count left (never below 0; 0 when there is no record).
+// ARGV: units, instance, recordId. Gives back to the record of that identity only.
 const GIVE_BACK = `
-local count = tonumber(redis.call('HGET', KEYS[1], 'c'))
-if not count then return 0 end
+local record = redis.call('HMGET', KEYS[1], 'c', 'i')
+local count = tonumber(record[1])
+if not count or (ARGV[3] ~= '0' and record[2] ~= ARGV[3]) then return 0 end
 local back = math.min(count, tonumber(ARGV[1]))
 if back > 0 then redis.call('HINCRBY', KEYS[1], 'c', -back) end
+redis.call('HDEL', KEYS[1], 'h:' .. ARGV[2])
 return count - back
+`
+
+const USAGE = `${VIEW}
+return view()
+`
+
+// ARGV: units, a new identity, how long a new record is kept (ms).
+const GRANT = `${VIEW}
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'c', 0, 'i', ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+end
+redis.call('HINCRBY', KEYS[1], 'x', ARGV[1])
+return view()
+`
+
+const RESET = `${VIEW}
+local all = redis.call('HGETALL', KEYS[1])
+if #all == 0 then return { 0 } end
+local held = 0
+for at = 1, #all, 2 do
+  if string.sub(all[at], 1, 2) == 'h:' then held = held + tonumber(all[at + 1]) end
+end
+redis.call('HSET', KEYS[1], 'c', held, 'x', 0)
+return view()
 `
 
 function script(source) {
   return { source, sha: createHash('sha1').update(source).digest('hex') }
 }
 
-const SCRIPTS = { reserve: script(RESERVE), giveBack: script(GIVE_BACK) }
+const SCRIPTS = { reserve: script(RESERVE), giveBack: script(GIVE_BACK), usage: script(USAGE), grant: script(GRANT), reset: script(RESET) }
 
 function isNoScript(error) {
   try {
@@ -121,17 +196,36 @@ function redisStore(client, options) {
     }
   }
 
+  const keyOf = ({ name, key, periodId }) => prefix + recordKey(name, key, periodId)
+
+  /** Runs an operator's script; answers the record after it, or null. */
+  async function view(scriptOf, request, args) {
+    const reply = await evaluate(scriptOf, keyOf(request), args)
+    if (Array.isArray(reply) && reply.length === 1 && Number(reply[0]) === 0) return checkRecordAnswer(null, request.name)
+    if (!Array.isArray(reply) || reply.length !== 6) return checkRecordAnswer(reply, request.name)
+    const [, limit, extra, used, held, expiresAt] = reply
+    return checkRecordAnswer(
+      { limit: limit === '' ? null : Number(limit), extra, used, held, expiresAt: expiresAt === -1 ? null : expiresAt },
+      request.name,
+    )
+  }
+
   return makeQuotaStore('redis', {
     async reserve(request) {
-      const { name, key, periodId, limit, leaseUnits, lacking, charge, expiresAtMs } = request
-      const args = [limit, leaseUnits, lacking, charge, Math.ceil(expiresAtMs)].map(String)
-      const reply = await evaluate(SCRIPTS.reserve, prefix + recordKey(name, key, periodId), args)
-      const answer = Array.isArray(reply) && reply.length === 2 ? { granted: reply[0], unreserved: reply[1] } : reply
+      const { limit, leaseUnits, lacking, charge, expiresAtMs } = request
+      const { instance, held, owned, recordId } = instanceFields(request)
+      const args = [limit, leaseUnits, lacking, charge, Math.ceil(expiresAtMs), instance, held, owned, recordId, newRecordId()].map(String)
+      const reply = await evaluate(SCRIPTS.reserve, keyOf(request), args)
+      const answer = Array.isArray(reply) && reply.length === 3 ? { granted: reply[0], unreserved: reply[1], recordId: Number(reply[2]) } : reply
       return checkReserveAnswer(answer, request)
     },
-    async giveBack({ name, key, periodId, units }) {
-      await evaluate(SCRIPTS.giveBack, prefix + recordKey(name, key, periodId), [String(units)])
+    async giveBack(request) {
+      const { instance, recordId } = instanceFields(request)
+      await evaluate(SCRIPTS.giveBack, keyOf(request), [request.units, instance, recordId].map(String))
     },
+    usage: (request) => view(SCRIPTS.usage, request, []),
+    grant: (request) => view(SCRIPTS.grant, request, [request.units, request.recordId, KEEP_GRANTED_MS].map(String)),
+    reset: (request) => view(SCRIPTS.reset, request, []),
   })
 }
 

@@ -34,6 +34,13 @@ pub struct Reservation {
     pub in_flight: bool,
     /// The monotonic reading of the key's last consume or refund (idle give-back).
     pub last_used_ms: f64,
+    /// The identity of the store record the reservation was made in, as its last answer said
+    /// (0: none yet). A store call that finds another record (the store lost its data) charges
+    /// it with `reserved` again.
+    pub record_id: u64,
+    /// The store may count units as held by this process for the key (a store call reported
+    /// some): letting go of the key tells it 0 even when no unit goes back.
+    pub store_holds: bool,
 }
 
 /// How a shared consume treats a call its reservation does not cover.
@@ -81,6 +88,14 @@ pub struct ReserveRequest {
     /// FailOpen units to add to the store's count; the book has let go of them (a failed call
     /// hands them back through [`KeyedLimiter::reservation_failed`]).
     pub charge: u64,
+    /// Units the key holds reserved and not admitted, as the call is made (the store records
+    /// them, plus what it grants, as this process's `held`).
+    pub held: u64,
+    /// Units this process reserved in the period and did not give back, less `charge`: what a
+    /// record found gone or remade is charged with again.
+    pub owned: u64,
+    /// The identity of the record the key's reservation was made in (0: none yet).
+    pub record_id: u64,
 }
 
 /// Units to return to the store for one key's period (`units`), and failOpen units still to be
@@ -93,6 +108,9 @@ pub struct GiveBack {
     pub period_end_ms: f64,
     pub units: u64,
     pub charge: u64,
+    /// The identity of the record the units were reserved in (0: none known): a record of
+    /// another identity never takes them back.
+    pub record_id: u64,
 }
 
 #[derive(Debug)]
@@ -114,6 +132,8 @@ impl Reservation {
             uncharged: 0,
             in_flight: false,
             last_used_ms: now_ms,
+            record_id: 0,
+            store_holds: false,
         }
     }
 
@@ -141,9 +161,10 @@ impl Reservation {
         (units, charge)
     }
 
-    /// Whether letting go would send anything to the store.
+    /// Whether letting go would send anything to the store (units, a charge, or that it holds
+    /// nothing now).
     fn holds(&self, admitted: u64) -> bool {
-        self.left(admitted) > 0 || self.uncharged > 0
+        self.left(admitted) > 0 || self.uncharged > 0 || self.store_holds
     }
 }
 
@@ -266,16 +287,19 @@ impl KeyedLimiter {
         };
         let book = self.share.as_mut()?;
         let reservation = &mut book.reservations[index as usize];
+        let told = std::mem::take(&mut reservation.store_holds);
         if reservation.period_slot != open_slot || record.period_slot != open_slot {
+            // (An ended period's record needs no word about what this process holds.)
             return None;
         }
         let (units, charge) = reservation.release(record.quota_used);
-        (units > 0 || charge > 0).then_some(GiveBack {
+        (units > 0 || charge > 0 || told).then_some(GiveBack {
             key,
             period_id,
             period_end_ms,
             units,
             charge,
+            record_id: reservation.record_id,
         })
     }
 
@@ -492,6 +516,8 @@ impl KeyedLimiter {
             .min(reservation.store_unreserved);
         let lacking = lacking.max(together);
         let charge = std::mem::take(&mut reservation.uncharged);
+        let held = reservation.left(admitted);
+        reservation.store_holds |= held > 0;
         Some(ReserveRequest {
             period_slot: open_slot,
             period_id,
@@ -500,18 +526,22 @@ impl KeyedLimiter {
             lease_units,
             lacking,
             charge,
+            held,
+            owned: reservation.reserved.saturating_sub(charge),
+            record_id: reservation.record_id,
         })
     }
 
     /// A store answer for a held key's call made for `period_slot`: `granted` units are now the
-    /// key's. `false`: the key's reservation is of another period now, so the caller gives the
-    /// units back.
+    /// key's, reserved in the record of identity `record_id` (0: the store named none). `false`:
+    /// the key's reservation is of another period now, so the caller gives the units back.
     pub fn credit_reservation(
         &mut self,
         index: u32,
         period_slot: i32,
         granted: u64,
         unreserved: u64,
+        record_id: u64,
     ) -> bool {
         self.sync_reservation(index);
         let Some(book) = self.share.as_mut() else {
@@ -526,6 +556,10 @@ impl KeyedLimiter {
         }
         reservation.reserved = reservation.reserved.saturating_add(granted);
         reservation.store_unreserved = unreserved;
+        reservation.store_holds |= granted > 0;
+        if record_id != 0 {
+            reservation.record_id = record_id;
+        }
         true
     }
 

@@ -40,7 +40,7 @@ fn grant(limiter: &mut KeyedLimiter, text: &str, lacking: u64, room: &mut u64) -
     let want = lacking.max(request.lease_units.min(room.div_ceil(8)));
     let granted = if *room >= want { want } else { 0 };
     *room -= granted;
-    assert!(limiter.credit_reservation(at, request.period_slot, granted, *room));
+    assert!(limiter.credit_reservation(at, request.period_slot, granted, *room, 0));
     granted
 }
 
@@ -143,7 +143,7 @@ fn units_left_that_cannot_cover_the_call_go_back_before_the_store_is_asked_again
     let at = index(&limiter, "a");
     let request = limiter.reserve_request(at, 1, 1).unwrap();
     // 5 granted, the last 5 of the period: 95 were taken by others.
-    assert!(limiter.credit_reservation(at, request.period_slot, 5, 0));
+    assert!(limiter.credit_reservation(at, request.period_slot, 5, 0, 0));
     for _ in 0..4 {
         consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
     }
@@ -257,7 +257,7 @@ fn a_new_period_starts_the_reservation_over_and_a_late_answer_for_the_old_one_is
         consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved),
         SharedDecision::NeedsStore { lacking: 1 }
     );
-    assert!(!limiter.credit_reservation(at, request.period_slot, 10, 90));
+    assert!(!limiter.credit_reservation(at, request.period_slot, 10, 90, 0));
     assert_eq!(limiter.reservation(at).unwrap().reserved, 0);
 }
 
@@ -366,7 +366,7 @@ proptest! {
                     prop_assert!(*count <= limit);
                     let credited = limiter
                         .find(KeyBuf::from_text(&name(key)).key())
-                        .is_some_and(|at| limiter.credit_reservation(at, request.period_slot, granted, room - granted));
+                        .is_some_and(|at| limiter.credit_reservation(at, request.period_slot, granted, room - granted, 0));
                     if !credited {
                         // Not the key's any more: given straight back.
                         *count -= granted;
@@ -421,4 +421,50 @@ impl KeyBuf {
         let units = self.key().to_utf16();
         (units[1] - u16::from(b'0')) as u8
     }
+}
+
+#[test]
+fn a_request_says_what_the_key_holds_what_it_owns_and_the_record_it_reserved_in() {
+    let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
+    let mut limiter = shared(100.0, 100, Some(10), &mut clock);
+    consume(&mut limiter, &mut clock, "a", 3, ShareMode::Reserved);
+    let at = index(&limiter, "a");
+    let first = limiter.reserve_request(at, 3, 3).unwrap();
+    assert_eq!((first.held, first.owned, first.record_id), (0, 0, 0));
+    assert!(limiter.credit_reservation(at, first.period_slot, 10, 90, 77));
+    consume(&mut limiter, &mut clock, "a", 3, ShareMode::AfterStore);
+    // 10 reserved, 3 admitted: 7 held, 10 owned, in record 77.
+    let next = limiter.reserve_request(at, 0, 0).unwrap();
+    assert_eq!((next.held, next.owned, next.record_id), (7, 10, 77));
+    // An answer naming no record keeps the one known.
+    assert!(limiter.credit_reservation(at, next.period_slot, 0, 90, 0));
+    assert_eq!(limiter.reservation(at).unwrap().record_id, 77);
+    // A give-back names the record its units were reserved in; what was admitted stays owned.
+    let back = limiter.give_back_idle(f64::INFINITY, 0.0);
+    assert_eq!((back[0].units, back[0].record_id), (7, 77));
+    let after = limiter.reserve_request(at, 0, 0).unwrap();
+    assert_eq!((after.held, after.owned), (0, 3));
+}
+
+#[test]
+fn a_key_the_store_counts_as_holding_units_tells_it_0_when_let_go_even_with_none_left() {
+    let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
+    let mut limiter = shared(100.0, 100, Some(4), &mut clock);
+    consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    let at = index(&limiter, "a");
+    let request = limiter.reserve_request(at, 1, 1).unwrap();
+    assert!(limiter.credit_reservation(at, request.period_slot, 4, 96, 9));
+    for _ in 0..4 {
+        consume(&mut limiter, &mut clock, "a", 1, ShareMode::AfterStore);
+    }
+    // All 4 admitted: nothing goes back, but the store still counts 4 held from the last call.
+    let back = limiter.give_back_idle(f64::INFINITY, 0.0);
+    assert_eq!(back.len(), 1);
+    assert_eq!(
+        (back[0].units, back[0].charge, back[0].record_id),
+        (0, 0, 9)
+    );
+    // Told once: nothing more to say.
+    assert!(limiter.give_back_idle(f64::INFINITY, 0.0).is_empty());
+    assert!(!limiter.holds_reservations());
 }

@@ -24,6 +24,12 @@ pub struct ReserveRequestOutput {
     pub lease_units: f64,
     pub lacking: f64,
     pub charge: f64,
+    /// Units the key holds unadmitted as the call is made.
+    pub held: f64,
+    /// Units reserved in the period and not given back, less `charge`.
+    pub owned: f64,
+    /// The identity of the record the key reserved in (0: none yet).
+    pub record_id: f64,
 }
 
 /// Units a key gives back to the store for one period, and failOpen units still to charge;
@@ -35,6 +41,8 @@ pub struct GiveBackOutput {
     pub period_end_ms: f64,
     pub units: f64,
     pub charge: f64,
+    /// The identity of the record the units were reserved in (0: none known).
+    pub record_id: f64,
 }
 
 /// What the share driver has to do after a decided consume of `key`.
@@ -55,6 +63,9 @@ fn request_output(request: ReserveRequest) -> ReserveRequestOutput {
         lease_units: request.lease_units as f64,
         lacking: request.lacking as f64,
         charge: request.charge as f64,
+        held: request.held as f64,
+        owned: request.owned as f64,
+        record_id: request.record_id as f64,
     }
 }
 
@@ -67,6 +78,7 @@ fn give_back_outputs(give_backs: Vec<GiveBack>) -> Vec<GiveBackOutput> {
             period_end_ms: give_back.period_end_ms,
             units: give_back.units as f64,
             charge: give_back.charge as f64,
+            record_id: give_back.record_id as f64,
         })
         .collect()
 }
@@ -145,9 +157,9 @@ pub fn keyed_share_work(
     })
 }
 
-/// A store answer for `key`'s call made for `periodSlot`: true if the units were credited to its
-/// reservation; false if they are not the key's (it was dropped, or its period moved on) and
-/// must go back to the store.
+/// A store answer for `key`'s call made for `periodSlot`, from the record of identity `recordId`
+/// (0: none named): true if the units were credited to its reservation; false if they are not
+/// the key's (it was dropped, or its period moved on) and must go back to the store.
 #[napi(js_name = "keyedShareCredit")]
 pub fn keyed_share_credit(
     env: &Env,
@@ -156,18 +168,22 @@ pub fn keyed_share_credit(
     period_slot: i32,
     granted: f64,
     unreserved: f64,
+    record_id: f64,
 ) -> napi::Result<bool> {
     guard(env, || {
         let key = key_argument(env, &key)?;
         let granted = units(granted, "granted")?;
         let unreserved = units(unreserved, "unreserved")?;
+        let record_id = units(record_id, "recordId")?;
         with_state(&limiter.state, |state| {
             Ok(match state.limiter.find(key.key()) {
-                Some(index) => {
-                    state
-                        .limiter
-                        .credit_reservation(index, period_slot, granted, unreserved)
-                }
+                Some(index) => state.limiter.credit_reservation(
+                    index,
+                    period_slot,
+                    granted,
+                    unreserved,
+                    record_id,
+                ),
                 None => false,
             })
         })

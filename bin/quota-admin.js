@@ -1,0 +1,300 @@
+'use strict'
+// The `usage`, `grant` and `reset` commands: the operator's view of a shared quota (quotaAdmin of
+// quota-clock-source/shared) on Redis (--redis) or MongoDB (--mongo). The client a store needs is
+// the application's, as the optional peer dependency it is: ioredis, else redis, for --redis;
+// mongodb for --mongo; looked up from the working directory first, then from this package.
+// The store must answer within DEADLINE_MS, connection included, or the command exits 1.
+
+const path = require('node:path')
+const { createRequire } = require('node:module')
+const { redisStore, mongoStore, quotaAdmin } = require('../lib/shared.js')
+const { isPeriodId } = require('../lib/cli.js')
+
+const DEADLINE_MS = 5_000
+const CONNECT_TIMEOUT_MS = 3_000
+const MAX_NAME_LENGTH = 128
+const MAX_KEY_UNITS = 256
+
+const STORE_OPTIONS = {
+  redis: { type: 'string' },
+  mongo: { type: 'string' },
+  prefix: { type: 'string' },
+  collection: { type: 'string' },
+  name: { type: 'string' },
+  key: { type: 'string' },
+  period: { type: 'string' },
+  unit: { type: 'string' },
+  zone: { type: 'string' },
+  'anchor-day': { type: 'string' },
+  'anchor-month': { type: 'string' },
+  'anchor-time': { type: 'string' },
+}
+
+/** A coded error (exit 1, the code printed after the message). */
+function failure(code, message, cause) {
+  const error = new Error(message, cause === undefined ? undefined : { cause })
+  error.code = code
+  return error
+}
+
+/**
+ * A package the application installed (`name`), or undefined: resolved from the working
+ * directory, then from this package's own folder.
+ */
+function applicationPackage(name) {
+  for (const from of [path.join(process.cwd(), 'package.json'), __filename]) {
+    try {
+      return createRequire(from)(name)
+    } catch (error) {
+      if (!(error && error.code === 'MODULE_NOT_FOUND' && String(error.message).includes(`'${name}'`))) throw error
+    }
+  }
+  return undefined
+}
+
+function missingPeer(flag, names) {
+  const list = names.join(' or ')
+  return failure(
+    'ERR_MISSING_PEER_DEPENDENCY',
+    `${flag} needs ${list}, an optional peer dependency not found from ${process.cwd()}: run \`npm install ${names[0]}\` in the application, and run this command from its folder`,
+  )
+}
+
+/** The URL as printed: its password hidden. */
+function shown(url) {
+  if (url.password === '') return url.href
+  const copy = new URL(url.href)
+  copy.password = '***'
+  return copy.href
+}
+
+/** Closes a client, whatever state it is in. */
+async function quietly(close) {
+  try {
+    await close()
+  } catch {
+    // already closed, or never connected
+  }
+}
+
+/**
+ * Connects to Redis with the application's ioredis, else its redis; resolves to its store.
+ * `closers` gets the client's close at once (a connection that hangs is closed at the deadline).
+ */
+async function connectRedis(url, prefix, closers) {
+  const Redis = applicationPackage('ioredis')
+  if (Redis !== undefined) {
+    const client = new Redis(url.href, { lazyConnect: true, connectTimeout: CONNECT_TIMEOUT_MS, maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => null })
+    // The connection's own error (ECONNREFUSED, ...) says more than connect()'s "Connection is closed".
+    let lastError
+    client.on('error', (error) => (lastError = error))
+    closers.push(() => quietly(() => client.disconnect()))
+    try {
+      await client.connect()
+    } catch (error) {
+      throw lastError ?? error
+    }
+    return redisStore(client, { prefix })
+  }
+  const redis = applicationPackage('redis')
+  if (redis === undefined) throw missingPeer('--redis', ['ioredis', 'redis'])
+  const client = redis.createClient({ url: url.href, socket: { connectTimeout: CONNECT_TIMEOUT_MS, reconnectStrategy: false } })
+  client.on('error', () => {})
+  closers.push(() => quietly(() => (typeof client.destroy === 'function' ? client.destroy() : client.disconnect())))
+  await client.connect()
+  return redisStore(client, { prefix })
+}
+
+/** Connects to MongoDB with the application's mongodb (the database named in the URL), as connectRedis. */
+async function connectMongo(url, collection, closers) {
+  const mongodb = applicationPackage('mongodb')
+  if (mongodb === undefined) throw missingPeer('--mongo', ['mongodb'])
+  const client = new mongodb.MongoClient(url.href, { serverSelectionTimeoutMS: CONNECT_TIMEOUT_MS, connectTimeoutMS: CONNECT_TIMEOUT_MS })
+  closers.push(() => quietly(() => client.close(true)))
+  await client.connect()
+  return mongoStore(client.db(), { collection })
+}
+
+/** `promise`, or a rejection once `ms` have passed (the timer keeps nothing alive). */
+function within(promise, ms, timedOut) {
+  let timer
+  const deadline = new Promise((resolve, reject) => {
+    timer = setTimeout(() => reject(timedOut()), ms)
+    timer.unref()
+  })
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer))
+}
+
+/**
+ * One line a person reads at a glance, e.g.
+ *   acme in 2026-12 (quota "api"): used 10000 of limit 10000 + extra 500 (held 218 by instances, 9782 admitted), 500 left; expires 2027-01-01T08:00:00Z
+ */
+function describeUsage(usage, done) {
+  const head = `${done}${usage.key} in ${usage.periodId} (quota "${usage.name}")`
+  if (usage.limit === null && usage.extra === 0 && usage.used === 0 && usage.expiresAt === null) {
+    return `${head}: no record yet (limit none, extra 0, used 0, held 0)`
+  }
+  const limit = usage.limit === null ? 'limit none yet' : `limit ${usage.limit}`
+  const left = usage.limit === null ? '' : `, ${Math.max(0, usage.limit + usage.extra - usage.used)} left`
+  const expires = usage.expiresAt === null ? '' : `; expires ${new Date(usage.expiresAt).toISOString().replace('.000Z', 'Z')}`
+  return `${head}: used ${usage.used} of ${limit} + extra ${usage.extra} (held ${usage.held} by instances, ${usage.used - usage.held} admitted)${left}${expires}`
+}
+
+/**
+ * The commands, for bin/quota-clock-source.js's table: `usage`, `grant` and `reset`. `cli`:
+ * { PROGRAM, usage (a bad argument), print, periodSpec (values -> spec), periodAt (spec, ms ->
+ * period), integerValue (flag, text, min, max) } of the main file.
+ */
+function adminCommands(cli) {
+  const { PROGRAM, usage: bad, print } = cli
+
+  function text(values, flag, max) {
+    const value = values[flag]
+    if (value === undefined) throw bad(`--${flag} is required`)
+    if (value.length === 0 || value.length > max) throw bad(`--${flag} must be 1 to ${max} characters; received ${value.length}`)
+    return value
+  }
+
+  function storeUrl(values) {
+    if (values.redis !== undefined && values.mongo !== undefined) throw bad('give --redis or --mongo, not both')
+    if (values.redis === undefined && values.mongo === undefined) throw bad('--redis <url> or --mongo <url> is required: where the shared quota lives')
+    const flag = values.redis !== undefined ? 'redis' : 'mongo'
+    const protocols = flag === 'redis' ? ['redis:', 'rediss:'] : ['mongodb:', 'mongodb+srv:']
+    let url
+    try {
+      url = new URL(values[flag])
+    } catch {
+      throw bad(`--${flag} must be a URL such as ${flag === 'redis' ? 'redis://localhost:6379' : 'mongodb://localhost:27017/app'}; received '${values[flag]}'`)
+    }
+    if (!protocols.includes(url.protocol)) throw bad(`--${flag} must be a ${protocols.join(' or ')} URL; received '${values[flag]}'`)
+    if (flag === 'redis' && values.collection !== undefined) throw bad('--collection applies to --mongo only')
+    if (flag === 'mongo' && values.prefix !== undefined) throw bad('--prefix applies to --redis only')
+    return { flag, url }
+  }
+
+  function periodId(values) {
+    const specFlags = ['unit', 'zone', 'anchor-day', 'anchor-month', 'anchor-time'].filter((flag) => values[flag] !== undefined)
+    if (values.period !== undefined) {
+      if (specFlags.length > 0) throw bad(`give --period or the period spec (--unit, --zone, ...), not both; received --period and --${specFlags[0]}`)
+      if (!isPeriodId(values.period)) throw bad(`--period must be a period id such as 2026-12 (month), 2026-12-01 (day or week) or 2026 (year); received '${values.period}'`)
+      return values.period
+    }
+    if (specFlags.length === 0) throw bad('--period <id> or --unit <unit> --zone <IANA> is required: the period of the quota (the spec gives the one open now)')
+    return cli.periodAt(cli.periodSpec(values), Date.now()).id
+  }
+
+  /** Checks the arguments, connects, runs `operate(admin, key, periodId)`, prints its QuotaUsage. */
+  async function run(values, operate, done) {
+    const name = text(values, 'name', MAX_NAME_LENGTH)
+    const key = text(values, 'key', MAX_KEY_UNITS)
+    const period = periodId(values)
+    const prepared = operate.prepare?.(values)
+    const { flag, url } = storeUrl(values)
+    const where = `${flag === 'redis' ? 'Redis' : 'MongoDB'} at ${shown(url)}`
+    const unreachable = (cause) => failure('ERR_STORE_UNAVAILABLE', `cannot reach ${where} within ${DEADLINE_MS / 1000} s: ${cause}`)
+    const closers = []
+    try {
+      const result = await within(
+        (async () => {
+          const store = await (flag === 'redis' ? connectRedis(url, values.prefix, closers) : connectMongo(url, values.collection, closers))
+          return operate(quotaAdmin(store, { name }), key, period, prepared)
+        })(),
+        DEADLINE_MS,
+        () => unreachable('no answer'),
+      )
+      print(values.json ? JSON.stringify(result, null, 2) : describeUsage(result, done(result, prepared)))
+      return 0
+    } catch (error) {
+      if (error && (error.code === 'ERR_MISSING_PEER_DEPENDENCY' || /^cannot reach /.test(error.message))) throw error
+      if (error && error.code === 'ERR_STORE_RESPONSE') throw error
+      throw unreachable(String(error?.cause?.message ?? error?.message ?? error).split(/\r?\n/)[0])
+    } finally {
+      await Promise.all(closers.map((close) => close()))
+    }
+  }
+
+  const storeHelp = `Where the quota lives (one of):
+  --redis <url>           redis:// or rediss:// URL; the client is the application's ioredis (else redis)
+  --mongo <url>           mongodb:// URL, the database named in its path; the client is the application's mongodb
+  --prefix <prefix>       Redis: the store's prefix, if not the default 'qcs:'
+  --collection <name>     MongoDB: the collection, if not the default 'quota_shares'
+
+Which record:
+  --name <name>           the quota's name (share.name of the limiters)
+  --key <key>             the key (tenant, API key, ...)
+  --period <id>           the period's id, e.g. 2026-12 (month), 2026-12-01 (day, week), 2026 (year)
+  or the quota's period spec, for the period open now:
+  --unit <unit> --zone <IANA> [--anchor-day N] [--anchor-month N] [--anchor-time HH:MM]
+
+Output:
+  --json                  print the QuotaUsage { name, key, periodId, limit, extra, used, held, expiresAt }
+  -h, --help              print this help
+
+A bad argument exits 2; a store that cannot be reached within ${DEADLINE_MS / 1000} s exits 1.
+Run it from the application's folder, so that its Redis or MongoDB client is found.`
+
+  const command = (name, summary, what, extra, operate, done) => ({
+    summary,
+    options: { ...STORE_OPTIONS, ...extra.options },
+    positionals: [],
+    help: `Usage: ${PROGRAM} ${name} (--redis <url> | --mongo <url>) --name <name> --key <key>
+       (--period <id> | --unit <unit> --zone <IANA> [anchors])${extra.usage} [--json]
+
+${what}
+
+${extra.help}${storeHelp}
+
+Example:
+  ${PROGRAM} ${name} --redis redis://localhost:6379 --name tenant-month --key acme --unit month --zone America/Los_Angeles${extra.example}
+`,
+    run: (values) => run(values, operate, done),
+  })
+
+  const NONE = { options: {}, usage: '', help: '', example: '' }
+  const units = (values) => {
+    if (values.units === undefined) throw bad('--units is required: how many units to grant')
+    return cli.integerValue('units', values.units, 1, Number.MAX_SAFE_INTEGER)
+  }
+  const grant = (admin, key, period, n) => admin.grant(key, period, n)
+  grant.prepare = units
+
+  return {
+    usage: command(
+      'usage',
+      "a shared quota's use for one key and period: admitted, held, granted",
+      `Prints what the store has for the key in the period: the limit the latest reservation was
+judged against, units granted on top of it, units used (taken from the store and not given
+back) and, of those, units held by instances and not admitted yet. used - held is what the
+instances admitted (exact once they are idle or closed).`,
+      NONE,
+      (admin, key, period) => admin.usage(key, period),
+      () => '',
+    ),
+    grant: command(
+      'grant',
+      "raise a shared quota's allowance for one key and period, fleet-wide",
+      `Adds --units to the key's allowance for that period only (extra, on top of the limit), in
+one atomic store operation; instances see it within a second. A period nobody has reserved in
+yet gets a record (kept 400 days, or until a reservation sets its period's end).`,
+      {
+        options: { units: { type: 'string' } },
+        usage: ' --units <N>',
+        help: 'Options:\n  --units <N>             how many units to add (a positive integer)\n\n',
+        example: ' --units 500',
+      },
+      grant,
+      (_, n) => `granted ${n}: `,
+    ),
+    reset: command(
+      'reset',
+      "start a shared quota over for one key and period (used = held, extra = 0)",
+      `Sets used to what instances still hold (their leases stay theirs) and extra to 0, in one
+atomic store operation: the key may use its whole limit again in that period.`,
+      NONE,
+      (admin, key, period) => admin.reset(key, period),
+      () => 'reset: ',
+    ),
+  }
+}
+
+module.exports = { adminCommands }
