@@ -85,6 +85,34 @@ function asError(value) {
   return coded(Error, 'ERR_CALLBACK', `quota store threw a non-Error value: ${thrownText(value)}`, { cause: value })
 }
 
+/**
+ * Calls `expired()` once a store call has had `ms` of this process's time to answer, unless the
+ * returned cancel() is called first. The wait starts when the process next turns to I/O (not
+ * inside a burst of calls made in one synchronous loop), and an answer that arrived while the
+ * process was busy is read before the time is declared up: the time a busy process keeps an
+ * answer waiting is not the store's (unavailable means unavailable).
+ */
+function storeDeadline(ms, expired) {
+  let cancelled = false
+  let timer
+  let check
+  // (The immediates stay referenced: an unreferenced one waits for the loop's next wake-up. Each
+  // holds the loop for one turn only; the timer, unreferenced, never keeps the process alive.)
+  const start = setImmediate(() => {
+    timer = setTimeout(() => {
+      // An immediate runs after the poll phase has read what the sockets hold.
+      check = setImmediate(() => cancelled || expired())
+    }, ms)
+    timer.unref()
+  })
+  return () => {
+    cancelled = true
+    clearImmediate(start)
+    clearTimeout(timer)
+    clearImmediate(check)
+  }
+}
+
 // The KeyedQuotaClocks made with `share`, and their drivers (rateLimit asks them after the
 // in-process limiters; stats() reads their store counters).
 const drivers = new WeakMap()
@@ -373,14 +401,13 @@ class ShareDriver {
     } catch (error) {
       call = Promise.reject(error)
     }
-    let settleTimeout
+    let cancelDeadline
     const timedOut = new Promise((resolve) => {
-      settleTimeout = setTimeout(() => {
+      cancelDeadline = storeDeadline(this.#timeoutMs, () => {
         flight.timedOut = true
         this.#stats.timeouts++
         resolve(TIMED_OUT)
-      }, this.#timeoutMs)
-      settleTimeout.unref()
+      })
     })
     const failed = (error) => {
       if (!flight.timedOut) this.#stats.errors++ // (a call is a timeout or an error, never both)
@@ -411,7 +438,7 @@ class ShareDriver {
       },
       failed,
     ).then((outcome) => {
-      clearTimeout(settleTimeout)
+      cancelDeadline()
       flight.settled = true
       flight.outcome = outcome
       if (this.#flights.get(key) === flight) this.#flights.delete(key)
@@ -528,14 +555,13 @@ class ShareDriver {
   /** A give-back's outcome (undefined: done), or a timeout error after timeoutMs. */
   #bounded(promise, state) {
     return new Promise((resolve) => {
-      const timer = setTimeout(() => {
+      const cancel = storeDeadline(this.#timeoutMs, () => {
         state.timedOut = true
         this.#stats.timeouts++
         resolve(coded(Error, 'ERR_STORE_UNAVAILABLE', `no answer within share.timeoutMs (${this.#timeoutMs} ms)`))
-      }, this.#timeoutMs)
-      timer.unref()
+      })
       promise.then((outcome) => {
-        clearTimeout(timer)
+        cancel()
         resolve(outcome)
       })
     })
