@@ -145,6 +145,7 @@ describe('quota-clock-source usage, grant and reset', () => {
       [['usage', ...store, '--name', 'x'.repeat(129), '--key', 'acme', '--period', '2026-12'], /--name must be 1 to 128 characters/],
       [['usage', ...store, ...record], /--period <id> or --unit <unit> --zone <IANA> is required/],
       [['usage', ...store, ...record, '--period', '2026-13'], /--period must be a period id/],
+      [['usage', ...store, ...record, '--period', '2026-02-30'], /--period must be a period id/],
       [['usage', ...store, ...record, '--period', '2026-12', '--unit', 'month'], /--period or the period spec/],
       [['usage', ...store, ...record, '--unit', 'month'], /--zone is required/],
       [['usage', ...store, ...record, '--unit', 'month', '--zone', 'Europe/Pariss'], /--zone .*did you mean 'Europe\/Paris'/],

@@ -26,9 +26,16 @@ function periodSpecInput(period, path) {
 // (month), 'YYYY' (year); a year beyond 0000-9999 carries a sign and up to six digits.
 const PERIOD_ID = /^([+-]\d{6}|\d{4})(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)?$/
 
-/** Whether `text` is written as a period id (a string of one of the id shapes). */
+/** Whether `text` is written as a period id (a string of one of the id shapes, naming a day that exists). */
 function isPeriodId(text) {
-  return typeof text === 'string' && PERIOD_ID.test(text)
+  const match = typeof text === 'string' ? PERIOD_ID.exec(text) : null
+  if (match === null) return false
+  if (match[5] === undefined) return true
+  const year = Number(match[1])
+  const month = Number(match[3])
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0)
+  const days = month === 2 ? (leap ? 29 : 28) : [4, 6, 9, 11].includes(month) ? 30 : 31
+  return Number(match[5]) <= days
 }
 
 /** A native period as the public object (its fields in a fixed order). */

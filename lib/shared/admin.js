@@ -51,8 +51,6 @@ function quotaAdmin(store, options) {
 
   /** Runs one store operation on (key, periodId); its record as a QuotaUsage. */
   async function run(operation, key, periodId, fields) {
-    checkText(key, 'key', MAX_KEY_UNITS)
-    checkPeriodId(periodId)
     let record
     try {
       record = await ops[operation]({ name, key, periodId, ...fields })
@@ -67,13 +65,26 @@ function quotaAdmin(store, options) {
       : { name, key, periodId, ...record }
   }
 
+  /** The record's (key, periodId), checked in the arguments' order. */
+  function record(key, periodId) {
+    checkText(key, 'key', MAX_KEY_UNITS)
+    checkPeriodId(periodId)
+  }
+
   return Object.freeze({
-    usage: async (key, periodId) => run('usage', key, periodId, {}),
+    usage: async (key, periodId) => {
+      record(key, periodId)
+      return run('usage', key, periodId, {})
+    },
     grant: async (key, periodId, units) => {
+      record(key, periodId)
       checkUnits(units)
       return run('grant', key, periodId, { units, recordId: newRecordId() })
     },
-    reset: async (key, periodId) => run('reset', key, periodId, {}),
+    reset: async (key, periodId) => {
+      record(key, periodId)
+      return run('reset', key, periodId, {})
+    },
   })
 }
 
