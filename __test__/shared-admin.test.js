@@ -68,6 +68,24 @@ describe('quotaAdmin on real stores with several limiters', () => {
         assert.deepEqual({ used: closed.used, held: closed.held }, { used: 98, held: 0 })
       })
 
+      test('held is 0 once every limiter has been idle on the key for idleMs, a key they used up and were denied on included', async () => {
+        const idleMs = 300
+        const { limiters, admin } = await fleet(kind, { limit: 10, leaseUnits: 4, idleMs })
+        const period = openMonth()
+        // Each drain ends on a denial: the store said the key is used up, and the limiter holds nothing unadmitted.
+        let admitted = 0
+        for (const limiter of limiters) admitted += await drain(limiter, 'acme')
+        assert.equal(admitted, 10)
+        const deadline = Date.now() + idleMs + 5_000
+        let usage = await admin.usage('acme', period.id)
+        while (usage.held !== 0 && Date.now() < deadline) {
+          await sleep(50)
+          usage = await admin.usage('acme', period.id)
+        }
+        assert.deepEqual({ used: usage.used, held: usage.held }, { used: 10, held: 0 }, 'idle limiters told the store they hold nothing')
+        await Promise.all(limiters.map((limiter) => limiter.close()))
+      })
+
       test('grant raises the allowance fleet-wide for that period; a key denied as exhausted is admitted within a second', async () => {
         const { limiters, admin } = await fleet(kind, { limit: 60, leaseUnits: 5 })
         const period = openMonth()

@@ -225,6 +225,9 @@ class ShareDriver {
     }
     const decision = this.#decide(key, n, AFTER_STORE)
     if (typeof decision === 'number') return undefined
+    // The native decision that sent this call here marked the key in flight, for a store call
+    // it does not make: unmarked, the key can be idle and tell the store it holds nothing.
+    if (!this.#flights.has(key)) native.keyedShareFailed(this.#handle, key, this.#readPeriodSlot(), 0)
     if (taken !== undefined) taken.period = this.#readPeriodSlot()
     return decision
   }
