@@ -6,7 +6,7 @@
 //
 // - A consume its reservation covers is decided in one native call and never waits here.
 // - One that it does not cover waits for one store call, shared by every concurrent call for the
-//   key (one flight per key), for at most `timeoutMs` (one unref'd timer per flight). When calls
+//   key (one flight per key), for at most `timeoutMs` of the process's time (storeDeadline: one unref'd timer per flight). When calls
 //   racing for the key took what it brought, the call asks again, for as long as the store
 //   answers: contention is never an outage (ERR_STORE_UNAVAILABLE only for a store call that
 //   failed or went unanswered for timeoutMs).
