@@ -6,10 +6,10 @@
 //
 // - A consume its reservation covers is decided in one native call and never waits here.
 // - One that it does not cover waits for one store call, shared by every concurrent call for the
-//   key (one flight per key), for at most `timeoutMs` of the process's time (storeDeadline: one unref'd timer per flight). When calls
-//   racing for the key took what it brought, the call asks again, for as long as the store
-//   answers: contention is never an outage (ERR_STORE_UNAVAILABLE only for a store call that
-//   failed or went unanswered for timeoutMs).
+//   key (one flight per key), for at most `timeoutMs` of the process's time (storeDeadline: one
+//   unref'd timer per flight). When calls racing for the key took what it brought, the call asks
+//   again, for as long as the store answers: contention is never an outage (ERR_STORE_UNAVAILABLE
+//   only for a store call that failed or went unanswered for timeoutMs).
 // - A key dropped (maxKeys) while a call waits for it is held again by that call, which takes
 //   what the store answered for it: it ends in a decision or ERR_KEY_LIMIT.
 // - While a key's flight has timed out and not settled, its uncovered calls fail at once
