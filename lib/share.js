@@ -66,6 +66,20 @@ function milliseconds(value, name) {
   return value
 }
 
+/**
+ * An unref'd setTimeout for a wait on the store whose `fire` runs only after the I/O that has
+ * already arrived. Node runs expired timers before it reads its sockets, so after a stretch of
+ * work that never yields (a loop of awaited covered calls runs on microtasks alone), an answer
+ * sitting in the socket would lose to its own timeout and a healthy store would be reported
+ * unavailable. `fire` runs after the loop's poll phase (setImmediate) and checks for itself
+ * whether the answer came first.
+ */
+function timeoutAfterIO(fire, ms) {
+  const timer = setTimeout(() => setImmediate(fire).unref(), ms)
+  timer.unref()
+  return timer
+}
+
 /** A thrown value as an Error (a non-Error is wrapped, as its cause). */
 function asError(value) {
   if (value instanceof Error) return value
@@ -246,7 +260,7 @@ class ShareDriver {
     if (flight.earlyTimer !== undefined && flight.earlyAt <= soonest) return
     clearTimeout(flight.earlyTimer)
     flight.earlyAt = soonest
-    flight.earlyTimer = setTimeout(() => {
+    flight.earlyTimer = timeoutAfterIO(() => {
       flight.earlyTimer = undefined
       const now = performance.now()
       const waiting = []
@@ -257,7 +271,6 @@ class ShareDriver {
       flight.early = waiting
       if (waiting.length > 0) this.#armEarly(flight)
     }, Math.max(0, soonest - performance.now()))
-    flight.earlyTimer.unref()
   }
 
   /** Makes the store call a request describes; its answer is credited whenever it comes. */
@@ -296,12 +309,17 @@ class ShareDriver {
     }
     let settleTimeout
     const timedOut = new Promise((resolve) => {
-      settleTimeout = setTimeout(() => {
-        flight.timedOut = true
-        this.#stats.timeouts++
-        resolve(TIMED_OUT)
-      }, this.#timeoutMs)
-      settleTimeout.unref()
+      // The wait is timed from the loop's next turn: by then the call is on the wire (node-redis
+      // writes on an immediate), not held back by work that has not yielded since the call was made.
+      setImmediate(() => {
+        if (flight.settled) return
+        settleTimeout = timeoutAfterIO(() => {
+          if (flight.settled) return // its answer was read first
+          flight.timedOut = true
+          this.#stats.timeouts++
+          resolve(TIMED_OUT)
+        }, this.#timeoutMs)
+      }).unref()
     })
     const failed = (error) => {
       if (!flight.timedOut) this.#stats.errors++ // (a call is a timeout or an error, never both)
@@ -445,13 +463,15 @@ class ShareDriver {
   /** A give-back's outcome (undefined: done), or a timeout error after timeoutMs. */
   #bounded(promise, state) {
     return new Promise((resolve) => {
-      const timer = setTimeout(() => {
+      let answered = false
+      const timer = timeoutAfterIO(() => {
+        if (answered) return // its answer was read first
         state.timedOut = true
         this.#stats.timeouts++
         resolve(coded(Error, 'ERR_STORE_UNAVAILABLE', `no answer within share.timeoutMs (${this.#timeoutMs} ms)`))
       }, this.#timeoutMs)
-      timer.unref()
       promise.then((outcome) => {
+        answered = true
         clearTimeout(timer)
         resolve(outcome)
       })
@@ -493,4 +513,4 @@ const TIMED_OUT = 'timed-out'
 // Operations of a shared consume (lib/contract.js's OPERATION).
 const { sharedConsume: SHARED_CONSUME, sharedAfterStore: AFTER_STORE, sharedFailOpen: FAIL_OPEN } = require('./contract.js').OPERATION
 
-module.exports = { ShareDriver, parseShareOptions, isSharedLimiter, storeStatsOf, SHARED_CONSUME }
+module.exports = { ShareDriver, parseShareOptions, isSharedLimiter, storeStatsOf, timeoutAfterIO, SHARED_CONSUME }
