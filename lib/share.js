@@ -75,7 +75,9 @@ function milliseconds(value, name) {
  * whether the answer came first.
  */
 function timeoutAfterIO(fire, ms) {
-  const timer = setTimeout(() => setImmediate(fire).unref(), ms)
+  // (The immediate is not unref'd: an unref'd one would wait for the poll phase to wake for some
+  // other reason, up to the next timer.)
+  const timer = setTimeout(() => setImmediate(fire), ms)
   timer.unref()
   return timer
 }
@@ -319,7 +321,7 @@ class ShareDriver {
           this.#stats.timeouts++
           resolve(TIMED_OUT)
         }, this.#timeoutMs)
-      }).unref()
+      })
     })
     const failed = (error) => {
       if (!flight.timedOut) this.#stats.errors++ // (a call is a timeout or an error, never both)
