@@ -214,7 +214,11 @@ fn after_a_refill_that_came_too_late_the_next_is_asked_for_at_an_eighth_and_brin
     assert_eq!(request.lease_units, 501);
     assert!(limiter.credit_reservation(at, request.period_slot, 501, room - 501));
     room -= 501;
-    assert_eq!(left_when_refill_is_asked(&mut limiter, &mut clock), 499, "still below half");
+    assert_eq!(
+        left_when_refill_is_asked(&mut limiter, &mut clock),
+        499,
+        "still below half"
+    );
     // Too late: the reservation runs out while the fetch is under way, and a call waits for it.
     let request = limiter.reserve_request(at, 0, 0).unwrap();
     for _ in 0..499 {
