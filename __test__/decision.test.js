@@ -368,7 +368,7 @@ test('status() reconciles like tryConsume: its anomalies go to onAnomaly (and ar
   clock.stepWall(-60_000)
   const s = limiter.status()
   assert.equal(typeof s.tokens, 'number')
-  for (let i = 0; i < 100 && seen.length === 0; i++) await new Promise((r) => setTimeout(r, 10))
+  for (const deadline = Date.now() + 10_000; seen.length === 0 && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 10))
   assert.deepEqual(seen.map((a) => a.kind), ['wall-step-back'])
   assert.deepEqual(limiter.tryConsume().anomalies, [], 'status() re-anchored the readings')
 })

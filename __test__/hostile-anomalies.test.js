@@ -37,7 +37,11 @@ test('an async onAnomaly that throws, or one returning a rejected promise or a h
       step()
       step()
     }
-    setTimeout(() => console.log(JSON.stringify({ calls, warnings: warnings.filter((w) => w.code === 'QUOTA_CLOCK_ON_ANOMALY_THREW').map((w) => w.message) })), 200)`,
+    // Until every handler ran and each failure was reported (a generous deadline for a loaded machine).
+    const threw = () => warnings.filter((w) => w.code === 'QUOTA_CLOCK_ON_ANOMALY_THREW').map((w) => w.message)
+    const until = Date.now() + 10000
+    const report = () => (calls >= 12 && threw().length >= 12) || Date.now() > until ? console.log(JSON.stringify({ calls, warnings: threw() })) : setTimeout(report, 10)
+    setTimeout(report, 10)`,
   )
   for (const { result } of runs) {
     assert.equal(result.calls, 12, 'every handler was called for each anomaly')
@@ -57,13 +61,21 @@ test('deliveries waiting are bounded at 10,000 per thread: the rest are dropped,
     let onDecisions = 0
     for (let i = 0; i < 150000; i++) onDecisions += a.step().anomalies.length + b.step().anomalies.length
     const rssGrowthMb = (process.memoryUsage().rss - rssBefore) / 2 ** 20
-    setTimeout(() => {
-      const afterFlood = { calls, dropped: warnings.filter((w) => w.code === 'QUOTA_CLOCK_ANOMALIES_DROPPED').map((w) => w.message) }
+    const dropped = () => warnings.filter((w) => w.code === 'QUOTA_CLOCK_ANOMALIES_DROPPED').map((w) => w.message)
+    // Each wait: until the deliveries and the warning came (a generous deadline for a loaded
+    // machine), then 50 ms more for any that should not come.
+    const after = (done, then) => {
+      const until = Date.now() + 10000
+      const check = () => (done() || Date.now() > until ? setTimeout(then, 50) : setTimeout(check, 10))
+      setTimeout(check, 10)
+    }
+    after(() => calls >= 10000 && dropped().length >= 1, () => {
+      const afterFlood = { calls, dropped: dropped() }
       a.step()
-      setTimeout(() => {
-        console.log(JSON.stringify({ onDecisions, rssGrowthMb, afterFlood, callsLater: calls, droppedWarnings: warnings.filter((w) => w.code === 'QUOTA_CLOCK_ANOMALIES_DROPPED').length }))
-      }, 50)
-    }, 300)`,
+      after(() => calls >= 10001, () => {
+        console.log(JSON.stringify({ onDecisions, rssGrowthMb, afterFlood, callsLater: calls, droppedWarnings: dropped().length }))
+      })
+    })`,
   )
   assert.equal(result.onDecisions, 300000, 'every anomaly is still on its decision')
   assert.equal(result.afterFlood.calls, 10000, 'exactly 10,000 were delivered')

@@ -22,6 +22,13 @@ describe('a client address that is not an IP address', () => {
     assert.equal(new Set(keys).size, values.length, 'distinct values, distinct keys')
   })
 
+  it('a dotted address is its own key exactly when it is four groups of 1 to 3 digits (the rule is written without a RegExp)', () => {
+    const own = ['0.0.0.0', '1.2.3.4', '10.0.0.1', '255.255.255.255', '999.999.999.999', '01.02.03.004', '123.45.6.78']
+    const hashed = ['1.2.3', '1.2.3.4.', '.1.2.3.4', '1..2.3', '1.2.3.4.5', '1234.1.1.1', '1.2.3.4567', 'a.b.c.d', '1.2.3.4 ', ' 1.2.3.4', '1.2.3.4\n', '1.2.3.٤', '１.2.3.4', '1,2,3,4', '1.2.3.-4']
+    for (const address of own) assert.equal(clientKey(req(address)), address, address)
+    for (const address of hashed) assert.match(clientKey(req(address)), /^non-ip:/, JSON.stringify(address))
+  })
+
   it('IP addresses keep their keys', () => {
     assert.equal(clientKey(req('203.0.113.7')), '203.0.113.7')
     assert.equal(clientKey(req('::ffff:203.0.113.7')), '203.0.113.7')

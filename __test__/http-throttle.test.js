@@ -161,7 +161,8 @@ describe('a throttle whose store stops answering', () => {
         const startedAt = performance.now()
         await assertUnavailable(await closed.get())
         const elapsed = performance.now() - startedAt
-        assert.ok(elapsed < 2_000, `a 503 took ${elapsed.toFixed(0)} ms (default timeoutMs is 300)`)
+        // (Generous: it says the 503 did not wait for the stopped store, on a loaded machine too.)
+        assert.ok(elapsed < 5_000, `a 503 took ${elapsed.toFixed(0)} ms (default timeoutMs is 300)`)
       }
       await assertUnavailable(await plain.get())
     })
@@ -175,7 +176,7 @@ describe('a throttle whose store stops answering', () => {
       assert.equal(passed.status, 200)
       assert.equal(await passed.text(), 'hello')
       assert.equal(passed.headers.get('ratelimit'), null, 'a throttle that did not answer is not reported')
-      assert.ok(performance.now() - startedAt < 2_000)
+      assert.ok(performance.now() - startedAt < 5_000)
     })
     assert.equal(openWarnings.length, 1)
     assert.match(openWarnings[0].message, /failOpen/)
@@ -196,7 +197,7 @@ describe('a throttle on a store that hangs', () => {
       const startedAt = performance.now()
       await assertUnavailable(await closed.get())
       const elapsed = performance.now() - startedAt
-      assert.ok(elapsed >= 45 && elapsed < 1_000, `took ${elapsed.toFixed(0)} ms`)
+      assert.ok(elapsed >= 45 && elapsed < 5_000, `took ${elapsed.toFixed(0)} ms`)
       assert.equal((await open.get()).status, 200)
     } finally {
       await closed.close()

@@ -20,7 +20,9 @@ function make(options = {}) {
 const isCode = (Class, code) => (error) => error instanceof Class && error.code === code
 
 async function settle(seen, count = 1) {
-  for (let i = 0; i < 100 && seen.length < count; i++) await new Promise((resolve) => setTimeout(resolve, 5))
+  // Until `count` were delivered (a generous deadline for a loaded machine), then a little longer.
+  const deadline = Date.now() + 10_000
+  while (seen.length < count && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5))
   await new Promise((resolve) => setTimeout(resolve, 20))
 }
 

@@ -120,7 +120,11 @@ test("each limiter's onAnomaly receives its own anomalies, however many limiters
     clock.stepWall(-1000 * (i + 1))
     limiter.tryConsume()
   })
-  await new Promise((resolve) => setTimeout(resolve, 50))
+  // Delivered asynchronously: wait until every limiter heard (a loaded machine may take longer than
+  // any fixed sleep), then a little longer, for a delivery that should not come.
+  const deadline = Date.now() + 10_000
+  while (received.size < 50 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5))
+  await new Promise((resolve) => setTimeout(resolve, 20))
   for (let i = 0; i < 50; i++) assert.deepEqual(received.get(i), [-1000 * (i + 1)], `limiter ${i}`)
 })
 

@@ -424,8 +424,8 @@ describe('a shared limiter', () => {
       await tenants.consume('a') // one store call, answered
       t.control.mode = 'hang'
       await assert.rejects(tenants.consume('c'), { code: 'ERR_STORE_UNAVAILABLE' }) // no answer within timeoutMs
-      // The call's deadline and the driver's timeout count fire at the same timeoutMs; let both run.
-      await new Promise((resolve) => setTimeout(resolve, 20))
+      // The call's deadline and the driver's timeout count fire at the same timeoutMs: wait for the count.
+      for (const deadline = Date.now() + 10_000; tenants.stats().store.timeouts === 0 && Date.now() < deadline; ) await new Promise((resolve) => setTimeout(resolve, 5))
       t.control.mode = 'fail'
       await assert.rejects(tenants.consume('b'), { code: 'ERR_STORE_UNAVAILABLE' }) // an error
       const store = tenants.stats().store

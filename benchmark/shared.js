@@ -9,10 +9,13 @@
 // ns per call are medians over interleaved repetitions, each awaited in a sequential loop (what a
 // request handler does). Every case's answer is asserted before it is timed. BENCH_QUICK=1 runs a
 // smaller, faster version.
+// - as a user calls it: leaseUnits 1,000 (refilled in the background as it runs), one key and 100
+//   keys, and through rateLimit, shared against local (target: at most 1.5x).
 
 const assert = require('node:assert/strict')
 const { spawn } = require('node:child_process')
 const net = require('node:net')
+const os = require('node:os')
 const Redis = require('ioredis')
 const { RateLimiterRedis } = require('rate-limiter-flexible')
 const { KeyedQuotaClock } = require('..')
@@ -21,6 +24,8 @@ const { storeStatsOf } = require('../lib/share.js')
 const { makeQuotaStore, storeOperations } = require('../lib/quota-store.js')
 
 const QUICK = process.env.BENCH_QUICK === '1'
+// BENCH_USER_ONLY=1: only the "as a user calls it" cases.
+const USER_ONLY = process.env.BENCH_USER_ONLY === '1'
 const REPETITIONS = Number(process.env.BENCH_REPETITIONS || (QUICK ? 3 : 9))
 const LOCAL_CALLS = Number(process.env.BENCH_CALLS || (QUICK ? 100_000 : 400_000))
 const PEER_CALLS = Number(process.env.BENCH_PEER_CALLS || (QUICK ? 2_000 : 10_000))
@@ -80,7 +85,11 @@ async function main() {
       lines.push(line)
       console.log(line)
     }
-    say(`bench:shared on Node ${process.version}, redis-server on 127.0.0.1:${redis.port}; ${REPETITIONS} repetitions`)
+    say(`bench:shared on Node ${process.version}, redis-server on 127.0.0.1:${redis.port}; ${REPETITIONS} repetitions; load average ${os.loadavg()[0].toFixed(1)} on ${os.cpus().length} cores`)
+    if (USER_ONLY) {
+      await userSide(store, say)
+      return
+    }
 
     // -- Covered shared consume vs the same limiter's local consume vs RateLimiterRedis --------
     const local = new KeyedQuotaClock(limiterOptions())
@@ -119,6 +128,8 @@ async function main() {
     say('')
     say(`covered shared / local, paired: ${sharedRatio.toFixed(2)}x (target <= 1.5x: ${sharedRatio <= 1.5 ? 'met' : 'NOT met'}; per repetition: ${sharedNs.map((ns, r) => (ns / localNs[r]).toFixed(2)).join(', ')})`)
     say(`RateLimiterRedis / covered shared, paired: ${peerRatio.toFixed(0)}x (target >= 100x: ${peerRatio >= 100 ? 'met' : 'NOT met'}; per repetition: ${peerNs.map((ns, r) => (ns / sharedNs[r]).toFixed(0)).join(', ')})`)
+
+    await userSide(store, say)
 
     // -- Store calls per 1,000 admitted requests ----------------------------------------------
     say('')
@@ -162,6 +173,81 @@ async function main() {
     client.disconnect()
     redis.stop()
   }
+}
+
+/**
+ * How a user calls it: `leaseUnits: 1000` (the reservation is refilled in the background every
+ * ~500 calls, so the timed loop includes those store calls and the calls that wait for them),
+ * each consume awaited in a loop as a request handler does, on one key and round robin over 100
+ * keys; and through `rateLimit` (fake request and response objects, the key from the client
+ * address), a shared limiter against the same limiter without `share`. Ratios paired within a
+ * repetition; the repetitions alternate the order of the two cases.
+ */
+async function userSide(store, say) {
+  const { rateLimit } = require('../lib/http.js')
+  const leaseUnits = 1_000
+  const calls = Math.max(20_000, Math.floor(LOCAL_CALLS / 2))
+  const keys100 = Array.from({ length: 100 }, (_, i) => `10.0.0.${i}`)
+  const cases = []
+  for (const keys of [['tenant'], keys100]) {
+    const local = new KeyedQuotaClock(limiterOptions())
+    const shared = new KeyedQuotaClock(limiterOptions({ share: { store, name: `bench-user-${keys.length}`, leaseUnits } }))
+    cases.push({ name: `await consume, ${keys.length === 1 ? 'one key' : `${keys.length} keys round robin`}`, local, shared, run: (limiter) => consumeLoop(limiter, keys, calls) })
+  }
+  const httpLocal = rateLimit({ limiter: new KeyedQuotaClock(limiterOptions()) })
+  const httpSharedLimiter = new KeyedQuotaClock(limiterOptions({ share: { store, name: 'bench-user-http', leaseUnits } }))
+  const httpShared = rateLimit({ limiter: httpSharedLimiter })
+  cases.push({ name: 'rateLimit (draft-11 headers), 100 client addresses', local: httpLocal, shared: httpShared, run: (middleware) => requestLoop(middleware, keys100, calls) })
+  for (const c of cases) {
+    await c.run(c.local) // warm-up, and every answer asserted (the loops throw on a denial)
+    await c.run(c.shared)
+    c.localNs = []
+    c.sharedNs = []
+  }
+  for (let r = 0; r < REPETITIONS; r++) {
+    for (const c of cases) {
+      const order = r % 2 === 0 ? ['local', 'shared'] : ['shared', 'local']
+      for (const which of order) c[`${which}Ns`].push(await c.run(c[which]))
+    }
+  }
+  say('')
+  say(`| as a user calls it (leaseUnits ${leaseUnits.toLocaleString('en-US')}, ${calls.toLocaleString('en-US')} calls a repetition) | local ns | shared ns | shared / local, paired (per repetition) |`)
+  say('|---|---:|---:|---:|')
+  for (const c of cases) {
+    const ratios = c.sharedNs.map((ns, r) => ns / c.localNs[r])
+    c.ratio = median(ratios)
+    say(`| ${c.name} | ${median(c.localNs).toFixed(0)} | ${median(c.sharedNs).toFixed(0)} | ${c.ratio.toFixed(2)}x (${ratios.map((x) => x.toFixed(2)).join(', ')}) |`)
+  }
+  const worst = Math.max(...cases.map((c) => c.ratio))
+  say(`as a user calls it, shared / local at most ${worst.toFixed(2)}x (target <= 1.5x: ${worst <= 1.5 ? 'met' : 'NOT met'})`)
+  await Promise.all(cases.filter((c) => c.shared instanceof KeyedQuotaClock).map((c) => c.shared.close()).concat(httpSharedLimiter.close()))
+}
+
+/** ns per awaited consume, `calls` calls round robin over `keys`. */
+async function consumeLoop(limiter, keys, calls) {
+  const started = process.hrtime.bigint()
+  for (let i = 0; i < calls; i++) {
+    if (!(await limiter.consume(keys[i % keys.length])).allowed) throw new Error('a timed consume was denied')
+  }
+  return Number(process.hrtime.bigint() - started) / calls
+}
+
+/** ns per request through a middleware, each awaited until it calls next. */
+async function requestLoop(middleware, addresses, calls) {
+  const requests = addresses.map((ip) => ({ ip, method: 'GET', url: '/', headers: { host: 'localhost' }, socket: { remoteAddress: ip } }))
+  let passed = 0
+  const started = process.hrtime.bigint()
+  for (let i = 0; i < calls; i++) {
+    const headers = new Map()
+    const res = { statusCode: 200, setHeader: (name, value) => headers.set(name, value), end() {} }
+    await new Promise((resolve, reject) => {
+      const returned = middleware(requests[i % requests.length], res, (err) => (err ? reject(err) : resolve(passed++)))
+      if (returned !== undefined) returned.then(() => res.statusCode === 200 || reject(new Error(`answered ${res.statusCode}`)))
+    })
+  }
+  const ns = Number(process.hrtime.bigint() - started) / calls
+  if (passed !== calls) throw new Error(`${calls - passed} requests did not pass`)
+  return ns
 }
 
 main().catch((error) => {

@@ -142,7 +142,8 @@ function createDecider(options, io) {
   const sharedEntries = entries.filter((e) => e.shared)
   const throttleEntries = entries.filter((e) => e.isThrottle)
   entries.forEach((entry, i) => (entry.index = i))
-  const single = entries.length === 1 && syncEntries.length === 1 ? syncEntries[0] : undefined
+  // One limiter entry, in-process or shared (`share`): the fast path of the usual one-limit middleware.
+  const single = entries.length === 1 && !entries[0].isThrottle ? entries[0] : undefined
 
   /** Gives back what the first `count` limiter entries took for this request (no clock is read). */
   function refundTaken(taken, count) {
@@ -264,6 +265,7 @@ function createDecider(options, io) {
 
   function singleDecide(req, res, next, key, n) {
     const entry = single
+    if (entry.shared) return singleShared(req, res, next, key, n)
     let decision
     try {
       decision = entry.keyed ? entry.limiter.tryConsume(key, n) : entry.limiter.tryConsume(n)
@@ -281,6 +283,23 @@ function createDecider(options, io) {
       return fail(err, res, next)
     }
     return goOn(next)
+  }
+
+  /** A lone shared entry: its consume awaited as sharedLimit does for several, without their bookkeeping. */
+  function singleShared(req, res, next, key, n) {
+    const taken = []
+    const out = headers ? newOut() : undefined
+    return sharedLimit(req, res, next, single, [key], [n], taken, out, nothingTakenBefore).then(
+      (answered) => {
+        if (answered) return
+        if (headers) setRateLimitHeaders(io, res, out)
+        goOn(next)
+      },
+      (err) => {
+        refundQuietly(taken, taken.length)
+        fail(isError(err) ? err : throttleError(err), res, next)
+      },
+    )
   }
 
   // ---- Several entries ----
@@ -350,6 +369,7 @@ function createDecider(options, io) {
   }
 
   const newOut = () => ({ policy: new Array(entries.length).fill(''), limit: new Array(entries.length).fill('') })
+  const nothingTakenBefore = () => {}
   // Without entries to await, the headers of an allowed request are built as the limits are checked.
   const awaited = sharedEntries.length + throttleEntries.length > 0
   const buildAsChecked = headers && !awaited

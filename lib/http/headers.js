@@ -55,6 +55,14 @@ function recordFrom(entry, status, wallNowMs) {
     policy,
     // The wall reading of the request being answered (set by recordFor when readsWall).
     wallNowMs: 0,
+    // The last `RateLimit` items written from this record, with the integers they carry
+    // (limitItems): requests that leave a key with the same tokens and reset reuse the string.
+    burstR: -1,
+    burstT: -1,
+    burstItem: '',
+    quotaR: -1,
+    quotaT: -1,
+    quotaItem: '',
   }
 }
 
@@ -112,12 +120,28 @@ function quotaReset(record, decision) {
 function limitItems(entry, record, tokens, quotaRemaining) {
   const { quoted } = entry.items
   let items = ''
+  // Most requests leave their key as the last one left its own (a bucket that refilled, the same
+  // second of the period): the integers are compared and the last string reused, as writing
+  // numbers into a string is most of what this costs.
   if (record.bucket) {
-    const full = (record.capacity - tokens) / record.refillPerSecond
-    items = `${quoted.burst};r=${sfInteger(tokens)};t=${sfInteger(Math.ceil(full))}`
+    const r = sfInteger(tokens)
+    const t = sfInteger(Math.ceil((record.capacity - tokens) / record.refillPerSecond))
+    if (r !== record.burstR || t !== record.burstT) {
+      record.burstItem = `${quoted.burst};r=${r};t=${t}`
+      record.burstR = r
+      record.burstT = t
+    }
+    items = record.burstItem
   }
   if (record.unit !== undefined && quotaRemaining !== null) {
-    items += `${record.bucket ? ', ' : ''}${quoted[record.unit]};r=${sfInteger(quotaRemaining)};t=${sfInteger(Math.ceil((record.periodEndMs - record.wallNowMs) / 1000))}`
+    const r = sfInteger(quotaRemaining)
+    const t = sfInteger(Math.ceil((record.periodEndMs - record.wallNowMs) / 1000))
+    if (r !== record.quotaR || t !== record.quotaT) {
+      record.quotaItem = `${quoted[record.unit]};r=${r};t=${t}`
+      record.quotaR = r
+      record.quotaT = t
+    }
+    items = record.bucket ? `${items}, ${record.quotaItem}` : record.quotaItem
   }
   return items
 }

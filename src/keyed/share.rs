@@ -32,6 +32,11 @@ pub struct Reservation {
     pub uncharged: u64,
     /// A store call for the key is under way: no background refill is asked for meanwhile.
     pub in_flight: bool,
+    /// The key's last background fetch came after its reservation ran out (a call waited for
+    /// it): the next one is asked for lower down, when an eighth of what it would bring is left,
+    /// so that each store call brings more. (A process whose event loop does not turn between
+    /// calls, an awaited loop of covered calls, reads a fetch's answer only once a call waits.)
+    pub late: bool,
     /// The monotonic reading of the key's last consume or refund (idle give-back).
     pub last_used_ms: f64,
     /// The identity of the store record the reservation was made in, as its last answer said
@@ -131,6 +136,7 @@ impl Reservation {
             store_unreserved: limit,
             uncharged: 0,
             in_flight: false,
+            late: false,
             last_used_ms: now_ms,
             record_id: 0,
             store_holds: false,
@@ -451,6 +457,8 @@ impl KeyedLimiter {
             });
         }
         if !covered && mode != ShareMode::FailOpen {
+            // A fetch already under way did not come in time.
+            reservation.late |= reservation.in_flight;
             reservation.in_flight = true;
             return Step::Decided(SharedDecision::NeedsStore { lacking: n - left });
         }
@@ -465,15 +473,18 @@ impl KeyedLimiter {
         let left = reservation.left(record.quota_used);
         // Fetch the next slice before this one runs out: below half of what the next store call
         // would bring (a lease, or an eighth of what the store had unreserved, whichever is less),
-        // or below half a lease when failOpen units are owed to the store.
+        // or below half a lease when failOpen units are owed to the store; below an eighth of it
+        // when the last fetch came too late (`Reservation::late`).
         let next_grant = if reservation.uncharged > 0 {
             lease
         } else {
             lease.min(reservation.store_unreserved.div_ceil(8))
         };
-        let refill = !reservation.in_flight && left.saturating_mul(2) < next_grant;
+        let low = left.saturating_mul(if reservation.late { 8 } else { 2 }) < next_grant;
+        let refill = !reservation.in_flight && low;
         if refill {
             reservation.in_flight = true;
+            reservation.late = false;
         }
         let remaining = reservation.remaining(record.quota_used);
         self.counters.allowed += 1;

@@ -184,6 +184,60 @@ fn a_refill_is_asked_for_below_half_of_what_the_next_store_call_would_bring() {
     assert_eq!(refills, vec![7]);
 }
 
+/// Consumes one unit at a time until a call asks for a background refill; returns how many
+/// units were left then.
+fn left_when_refill_is_asked(limiter: &mut KeyedLimiter, clock: &mut ManualClock) -> u64 {
+    loop {
+        match consume(limiter, clock, "a", 1, ShareMode::Reserved) {
+            SharedDecision::Decided { refill: true, .. } => {
+                let at = index(limiter, "a");
+                let admitted = limiter.table.records[at as usize].quota_used;
+                return limiter.reservation(at).unwrap().left(admitted);
+            }
+            SharedDecision::Decided { .. } => {}
+            SharedDecision::NeedsStore { .. } => panic!("covered until the refill is asked for"),
+        }
+    }
+}
+
+#[test]
+fn after_a_refill_that_came_too_late_the_next_is_asked_for_at_an_eighth_and_brings_more() {
+    let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
+    let mut limiter = shared(1e9, 1_000_000, Some(1_000), &mut clock);
+    let mut room = 1_000_000;
+    consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    assert_eq!(grant(&mut limiter, "a", 1, &mut room), 1_000);
+    // In time: asked for below half a lease, answered before the reservation ran out.
+    assert_eq!(left_when_refill_is_asked(&mut limiter, &mut clock), 499);
+    let at = index(&limiter, "a");
+    let request = limiter.reserve_request(at, 0, 0).unwrap();
+    assert_eq!(request.lease_units, 501);
+    assert!(limiter.credit_reservation(at, request.period_slot, 501, room - 501));
+    room -= 501;
+    assert_eq!(
+        left_when_refill_is_asked(&mut limiter, &mut clock),
+        499,
+        "still below half"
+    );
+    // Too late: the reservation runs out while the fetch is under way, and a call waits for it.
+    let request = limiter.reserve_request(at, 0, 0).unwrap();
+    for _ in 0..499 {
+        consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    }
+    assert_eq!(
+        consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved),
+        SharedDecision::NeedsStore { lacking: 1 }
+    );
+    assert!(limiter.credit_reservation(at, request.period_slot, 501, room - 501));
+    // The next fetch is asked for at an eighth of a lease, and tops up to one lease (never past it).
+    assert_eq!(left_when_refill_is_asked(&mut limiter, &mut clock), 124);
+    let request = limiter.reserve_request(at, 0, 0).unwrap();
+    assert_eq!(request.lease_units, 876);
+    // That one came in time: the one after it is asked for below half again.
+    assert!(limiter.credit_reservation(at, request.period_slot, 876, 1_000_000));
+    assert_eq!(left_when_refill_is_asked(&mut limiter, &mut clock), 499);
+}
+
 #[test]
 fn more_than_the_limit_is_denied_without_a_store_call() {
     let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
