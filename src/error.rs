@@ -20,6 +20,8 @@ pub enum ErrorCode {
     StoreUnavailable,
     /// A store answered something that makes no sense (raised by the JS face).
     StoreResponse,
+    /// A zone's file was made with other options than this limiter's (raised by `zone::open`).
+    ZoneMismatch,
     InvalidOption,
     SubDayPeriod,
     UnknownTimeZone,
@@ -28,7 +30,7 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::MonotonicRegression,
         ErrorCode::AmbiguousWallJump,
         ErrorCode::ImplausibleWallClock,
@@ -37,6 +39,7 @@ impl ErrorCode {
         ErrorCode::KeyLimit,
         ErrorCode::StoreUnavailable,
         ErrorCode::StoreResponse,
+        ErrorCode::ZoneMismatch,
         ErrorCode::InvalidOption,
         ErrorCode::SubDayPeriod,
         ErrorCode::UnknownTimeZone,
@@ -54,6 +57,7 @@ impl ErrorCode {
             ErrorCode::KeyLimit => "ERR_KEY_LIMIT",
             ErrorCode::StoreUnavailable => "ERR_STORE_UNAVAILABLE",
             ErrorCode::StoreResponse => "ERR_STORE_RESPONSE",
+            ErrorCode::ZoneMismatch => "ERR_ZONE_MISMATCH",
             ErrorCode::InvalidOption => "ERR_INVALID_OPTION",
             ErrorCode::SubDayPeriod => "ERR_SUB_DAY_PERIOD",
             ErrorCode::UnknownTimeZone => "ERR_UNKNOWN_TIME_ZONE",

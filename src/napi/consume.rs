@@ -61,7 +61,7 @@ impl Registry {
             Some(decision) => {
                 write_decision(result, &decision);
                 if let Some(slot) = state.limiter.period_slot() {
-                    result.set(buffer::PERIOD_SLOT, slot as f64);
+                    result.set(buffer::PERIOD_SLOT, slot.to_number());
                 }
                 true
             }
@@ -120,7 +120,7 @@ impl Registry {
             Ok(Ok(decision)) => {
                 write_decision(result, &decision);
                 if let Some(slot) = state.limiter.period_slot() {
-                    result.set(buffer::PERIOD_SLOT, slot as f64);
+                    result.set(buffer::PERIOD_SLOT, slot.to_number());
                 }
                 if !state.anomalies.is_empty() {
                     result.set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED_WITH_ANOMALIES);

@@ -17,6 +17,7 @@ use super::options::{
 };
 use super::registry::{registry, LimiterState, NO_STORED_ERROR};
 use crate::anomaly::Anomaly;
+use crate::calendar::PeriodSlot;
 use crate::error::Error as CoreError;
 use crate::limiter::Limiter;
 
@@ -195,8 +196,7 @@ pub fn limiter_give_back(
 ) -> napi::Result<()> {
     guard(env, || {
         let count = positive_safe_integer(n)?;
-        // Slots are whole numbers well inside ±2^53; anything else names no period.
-        let slot = (slot.fract() == 0.0 && slot.abs() <= MAX_SAFE_INTEGER).then_some(slot as i64);
+        let slot = PeriodSlot::from_number(slot);
         registry(registry_id)?.with_cell(index, |state| {
             state.limiter.give_back(count, slot);
             Ok(())

@@ -12,6 +12,7 @@ use super::policy::{default_policy, key_policy, PolicyInput};
 use super::snapshot::NativeSnapshot;
 use super::status::KeyStatusOutput;
 use super::{KeyedCell, KeyedState};
+use crate::calendar::PeriodSlot;
 use crate::keyed::{KeyedConfig, KeyedLimiter, PolicyId, Target, DEFAULT_POLICY};
 use crate::napi::anomaly::AnomalyOutput;
 use crate::napi::buffer::{self, settle, write_stats, Needs, ResultBuffer};
@@ -227,8 +228,7 @@ pub fn keyed_give_back(
     guard(env, || {
         let key = key_argument(env, &key)?;
         let count = positive_safe_integer(n)?;
-        let in_range = slot.fract() == 0.0 && slot.abs() <= f64::from(i32::MAX);
-        let slot = in_range.then_some(slot as i32);
+        let slot = PeriodSlot::from_number(slot).and_then(PeriodSlot::exact_compact);
         with_state(&limiter.state, |state| {
             state.limiter.give_back(key.key(), count, slot);
             Ok(())

@@ -16,8 +16,9 @@ use super::snapshot::NativeSnapshot;
 use super::status::KeyStatusOutput;
 use super::KeyedState;
 use crate::anomaly::Anomaly;
+use crate::calendar::PeriodSlot;
 use crate::error::Error as CoreError;
-use crate::keyed::{Key, KeyPolicy};
+use crate::keyed::{Key, KeyPolicy, PolicyChoice};
 use crate::napi::anomaly::AnomalyOutput;
 use crate::napi::buffer::{self, settle, Needs};
 use crate::napi::buffer::{write_decision, ResultBuffer};
@@ -91,7 +92,7 @@ pub struct ZoneInput<'_javascript_function_scope> {
 }
 
 fn zone_error(error: crate::zone::ZoneError) -> CodedError {
-    coded(error.code, error.message)
+    coded(error.code.as_str(), error.message)
 }
 
 fn closed() -> CodedError {
@@ -205,8 +206,7 @@ impl ZoneState {
             key,
             operation,
             count,
-            policy.as_ref(),
-            self.has_policy,
+            PolicyChoice::of(policy.as_ref(), self.has_policy),
             |capacity| count_for(n, capacity).map_err(invalid_count),
             &mut self.anomalies,
         );
@@ -217,7 +217,7 @@ impl ZoneState {
             Outcome::Decided(decision, period_slot) => {
                 write_decision(&self.result, &decision);
                 self.result
-                    .set(buffer::PERIOD_SLOT, slot_number(period_slot));
+                    .set(buffer::PERIOD_SLOT, period_slot.to_number_or_none());
             }
             Outcome::Refunded | Outcome::Status(_) => {
                 self.result.set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED)
@@ -238,16 +238,6 @@ fn invalid_count(error: CodedError) -> CoreError {
     CoreError::Invalid {
         code: crate::error::ErrorCode::InvalidArg,
         message: error.reason,
-    }
-}
-
-/// A period slot as the result buffer carries it (the in-process limiter's "no period" for none).
-#[cfg(target_os = "linux")]
-fn slot_number(slot: i64) -> f64 {
-    if slot == i64::MIN {
-        f64::from(i32::MIN)
-    } else {
-        slot as f64
     }
 }
 
@@ -331,8 +321,7 @@ fn status(
             key,
             Operation::Status,
             1,
-            policy.as_ref(),
-            state.has_policy,
+            PolicyChoice::of(policy.as_ref(), state.has_policy),
             |_| Ok(1),
             &mut anomalies,
         )
@@ -368,8 +357,7 @@ pub fn zone_give_back(
     guard(env, || {
         let key = key_argument(env, &key)?;
         let count = positive_safe_integer(n)?;
-        let slot = (slot.fract() == 0.0 && slot.abs() <= 9e15 && slot != f64::from(i32::MIN))
-            .then_some(slot as i64);
+        let slot = PeriodSlot::from_number(slot);
         with_zone(zone, |state| {
             state.zone()?.give_back(key.key(), count, slot);
             Ok(())
