@@ -18,7 +18,7 @@ use super::options::{
 use super::registry::{registry, LimiterState, NO_STORED_ERROR};
 use crate::anomaly::Anomaly;
 use crate::calendar::PeriodSlot;
-use crate::error::Error as CoreError;
+use crate::error::{Error as CoreError, ErrorCode};
 use crate::limiter::Limiter;
 
 #[napi(object)]
@@ -99,7 +99,7 @@ pub fn limiter_take_error(registry_id: u32, index: u32) -> ErrorOutput {
         .and_then(|registry| registry.with_cell(index, |state| Ok(state.error.take())))
     {
         Ok(Some(error)) | Err(error) => error,
-        Ok(None) => coded("ERR_INTERNAL", NO_STORED_ERROR),
+        Ok(None) => coded(ErrorCode::Internal, NO_STORED_ERROR),
     };
     ErrorOutput {
         code: error.status,

@@ -13,6 +13,7 @@ use super::snapshot::NativeSnapshot;
 use super::status::KeyStatusOutput;
 use super::{KeyedCell, KeyedState};
 use crate::calendar::PeriodSlot;
+use crate::error::ErrorCode;
 use crate::keyed::{KeyedConfig, KeyedLimiter, PolicyId, Target, DEFAULT_POLICY};
 use crate::napi::anomaly::AnomalyOutput;
 use crate::napi::buffer::{self, settle, write_stats, Needs, ResultBuffer};
@@ -79,7 +80,7 @@ pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<N
         }
         if !((1.0..=MAX_KEYS).contains(&max_keys) && max_keys.fract() == 0.0) {
             return Err(coded(
-                "ERR_INVALID_OPTION",
+                ErrorCode::InvalidOption,
                 format!(
                     "maxKeys must be a positive integer no larger than 2**32 (4294967296); received {}",
                     js_number(max_keys)
@@ -119,7 +120,7 @@ pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<N
                 None => None,
                 Some(units) => Some(positive_safe_integer(units).map_err(|_| {
                     coded(
-                        "ERR_INVALID_OPTION",
+                        ErrorCode::InvalidOption,
                         format!(
                             "share.leaseUnits must be a positive safe integer; received {}",
                             js_number(units)

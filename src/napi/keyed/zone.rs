@@ -16,7 +16,7 @@ use super::key::key_argument;
 use super::policy::{count_for, default_policy, key_policy, PolicyInput};
 use super::snapshot::NativeSnapshot;
 use crate::anomaly::Anomaly;
-use crate::error::Error as CoreError;
+use crate::error::{Error as CoreError, ErrorCode};
 use crate::keyed::{Key, KeyPolicy, PolicyChoice};
 use crate::napi::buffer;
 use crate::napi::buffer::{write_decision, ResultBuffer};
@@ -89,11 +89,11 @@ pub struct ZoneInput<'_javascript_function_scope> {
 }
 
 fn zone_error(error: crate::zone::ZoneError) -> CodedError {
-    coded(error.code.as_str(), error.message)
+    coded(error.code, error.message)
 }
 
 fn closed() -> CodedError {
-    coded("ERR_INVALID_ARG", "this limiter's zone was closed")
+    coded(ErrorCode::InvalidArg, "this limiter's zone was closed")
 }
 
 /// Opens (or makes) the zone file named by `input.path`.
@@ -105,7 +105,7 @@ pub fn zone_open(env: &Env, input: ZoneInput<'_>) -> napi::Result<External<Nativ
 #[cfg(not(target_os = "linux"))]
 fn open(_input: ZoneInput<'_>) -> CodedResult<External<NativeZone>> {
     Err(coded(
-        "ERR_UNSUPPORTED_PLATFORM",
+        ErrorCode::UnsupportedPlatform,
         format!(
             "zone needs Linux shared memory (tested there only); this platform is {}",
             std::env::consts::OS
@@ -127,7 +127,7 @@ fn open(input: ZoneInput<'_>) -> CodedResult<External<NativeZone>> {
         restore,
     } = input;
     if result_buffer.len() < buffer::LENGTH {
-        return Err(coded("ERR_INTERNAL", "the result buffer is too short"));
+        return Err(coded(ErrorCode::Internal, "the result buffer is too short"));
     }
     let limits = config_from(&options)?;
     let defaults = default_policy(&limits);
@@ -188,7 +188,7 @@ impl ZoneState {
             Operation::Refund
         } else {
             return Err(coded(
-                "ERR_INVALID_ARG",
+                ErrorCode::InvalidArg,
                 format!("unknown operation {operation}"),
             ));
         };
@@ -245,7 +245,7 @@ fn run_raw(state: &mut ZoneState, key: Key<'_>) -> CodedResult<()> {
 
 #[cfg(not(target_os = "linux"))]
 fn run_raw(_state: &mut ZoneState, _key: Key<'_>) -> CodedResult<()> {
-    Err(coded("ERR_UNSUPPORTED_PLATFORM", "zone"))
+    Err(coded(ErrorCode::UnsupportedPlatform, "zone"))
 }
 
 /// The hot path: a raw function `call(key)` on this zone limiter.
@@ -286,5 +286,5 @@ fn slow(state: &mut ZoneState, key: Key<'_>, policy: Option<KeyPolicy>) -> Coded
 
 #[cfg(not(target_os = "linux"))]
 fn slow(_state: &mut ZoneState, _key: Key<'_>, _policy: Option<KeyPolicy>) -> CodedResult<()> {
-    Err(coded("ERR_UNSUPPORTED_PLATFORM", "zone"))
+    Err(coded(ErrorCode::UnsupportedPlatform, "zone"))
 }

@@ -5,6 +5,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use crate::calendar::PeriodSlot;
+use crate::error::ErrorCode;
 use crate::keyed::{Key, KeyPolicy, PolicyChoice};
 use crate::napi::anomaly::AnomalyOutput;
 use crate::napi::buffer::{settle, Needs};
@@ -60,7 +61,7 @@ fn status(
     let step = match outcome {
         Outcome::NeedsPolicy => Err(Needs::Policy),
         Outcome::Status(status) => Ok(KeyedState::status_output(status)),
-        _ => return Err(coded("ERR_INTERNAL", "status decided")),
+        _ => return Err(coded(ErrorCode::Internal, "status decided")),
     };
     Ok(settle(&state.result, step))
 }
@@ -71,7 +72,7 @@ fn status(
     _key: Key<'_>,
     _policy: Option<KeyPolicy>,
 ) -> CodedResult<Option<KeyStatusOutput>> {
-    Err(coded("ERR_UNSUPPORTED_PLATFORM", "zone"))
+    Err(coded(ErrorCode::UnsupportedPlatform, "zone"))
 }
 
 /// Gives back what a decision for `key` took, reading no clock (see `keyedGiveBack`).
