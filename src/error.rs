@@ -20,6 +20,8 @@ pub enum ErrorCode {
     StoreUnavailable,
     /// A store answered something that makes no sense (raised by the JS face).
     StoreResponse,
+    /// A zone's file was made with other options than this limiter's (raised by `zone::open`).
+    ZoneMismatch,
     InvalidOption,
     SubDayPeriod,
     UnknownTimeZone,
@@ -28,7 +30,7 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::MonotonicRegression,
         ErrorCode::AmbiguousWallJump,
         ErrorCode::ImplausibleWallClock,
@@ -37,6 +39,7 @@ impl ErrorCode {
         ErrorCode::KeyLimit,
         ErrorCode::StoreUnavailable,
         ErrorCode::StoreResponse,
+        ErrorCode::ZoneMismatch,
         ErrorCode::InvalidOption,
         ErrorCode::SubDayPeriod,
         ErrorCode::UnknownTimeZone,
@@ -54,6 +57,7 @@ impl ErrorCode {
             ErrorCode::KeyLimit => "ERR_KEY_LIMIT",
             ErrorCode::StoreUnavailable => "ERR_STORE_UNAVAILABLE",
             ErrorCode::StoreResponse => "ERR_STORE_RESPONSE",
+            ErrorCode::ZoneMismatch => "ERR_ZONE_MISMATCH",
             ErrorCode::InvalidOption => "ERR_INVALID_OPTION",
             ErrorCode::SubDayPeriod => "ERR_SUB_DAY_PERIOD",
             ErrorCode::UnknownTimeZone => "ERR_UNKNOWN_TIME_ZONE",
@@ -265,6 +269,44 @@ fn iso(wall_ms: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every `"ERR_…"` string written in the crate's sources names a variant of the one enum
+    /// (a code added as a bare string fails here). The JS face's own codes are `lib/`'s.
+    #[test]
+    fn every_error_code_written_in_the_sources_is_an_error_code() {
+        fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    rust_files(&path, out);
+                } else if path.extension().is_some_and(|ext| ext == "rs") {
+                    out.push(path);
+                }
+            }
+        }
+        let known: Vec<&str> = ErrorCode::ALL.iter().map(|code| code.as_str()).collect();
+        let mut files = Vec::new();
+        rust_files(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut files,
+        );
+        let mut unknown = Vec::new();
+        for file in &files {
+            let text = std::fs::read_to_string(file).unwrap();
+            for (at, _) in text.match_indices("\"ERR_") {
+                let name: String = text[at + 1..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                    .collect();
+                // (`"ERR_` alone is this test's own pattern.)
+                if name != "ERR_" && !known.contains(&name.as_str()) {
+                    unknown.push(format!("{} {name}", file.display()));
+                }
+            }
+        }
+        assert!(files.len() > 20, "read the sources");
+        assert_eq!(unknown, Vec::<String>::new());
+    }
 
     #[test]
     fn each_error_has_its_code_class_and_message() {

@@ -11,6 +11,7 @@ pub mod bucket;
 pub mod calendar;
 pub mod clock;
 pub mod error;
+pub mod kernel;
 pub mod keyed;
 pub mod limiter;
 pub mod quota;

@@ -249,9 +249,9 @@ proptest! {
                 if let Some(period) = &quota.period.open {
                     if let Some(previous) = last_slot {
                         let hold_ended = anomalies.iter().any(|a| a.kind == AnomalyKind::PeriodRegression && a.detail.contains("ended"));
-                        prop_assert!(period.slot >= previous || hold_ended, "the period went back from slot {previous} to {} with no hold ended", period.slot);
+                        prop_assert!(period.slot.0 >= previous || hold_ended, "the period went back from slot {previous} to {} with no hold ended", period.slot.0);
                     }
-                    last_slot = Some(period.slot);
+                    last_slot = Some(period.slot.0);
                 }
             }
             let Ok((decision, tokens)) = outcome else { continue };

@@ -31,8 +31,114 @@ pub struct Reconciled {
     pub wall_ms: f64,
     /// The call's deltas and what it credits (every anomaly of the call carries them).
     pub deltas: CallDeltas,
-    refused: bool,
-    reader_baseline: Option<ReaderBaseline>,
+    /// Policy `refuse` met a wall jump it cannot tell apart: the call fails once re-anchored.
+    pub refused: bool,
+    pub reader_baseline: Option<ReaderBaseline>,
+}
+
+impl Reconciled {
+    /// `ERR_AMBIGUOUS_WALL_JUMP` for a refused call (the readings re-anchor all the same).
+    pub fn refusal(&self) -> Result<(), Error> {
+        if !self.refused {
+            return Ok(());
+        }
+        let CallDeltas {
+            monotonic_delta_ms,
+            wall_delta_ms,
+            ..
+        } = self.deltas;
+        Err(Error::AmbiguousWallJump {
+            monotonic_delta_ms,
+            wall_delta_ms,
+        })
+    }
+}
+
+/// What a reconciler keeps between calls, as the reading rule reads it: the previous readings,
+/// the elapsed-realtime reader's baseline and the regression latch. The in-process
+/// [`Reconciler`] keeps them in its fields, the zone in its published state.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Anchors {
+    pub last_monotonic_ms: f64,
+    pub last_wall_ms: f64,
+    pub reader_baseline: Option<ReaderBaseline>,
+    /// The first monotonic regression `(previous, now)`: every later call fails with it.
+    pub regression: Option<(f64, f64)>,
+}
+
+/// How a reconciler judges a call's readings: its suspend policy, and whether the call concerns
+/// a quota (then a wall reading outside the calendar's range or before
+/// `earliestPlausibleWallMs`, `earliest_plausible_wall_ms`, is an error).
+#[derive(Clone, Copy, Debug)]
+pub struct ReadingRule {
+    pub suspend_policy: SuspendPolicy,
+    pub check_plausible: bool,
+    pub earliest_plausible_wall_ms: Option<f64>,
+}
+
+impl ReadingRule {
+    /// The reading rule, written once for both reconcilers: takes one monotonic and one wall
+    /// reading (none if a regression is latched) and reconciles them against `anchors`. Pure:
+    /// a new monotonic regression is `ERR_MONOTONIC_REGRESSION` with `latched: false`, which the
+    /// caller latches; on any error the anomalies pushed by this call are taken back.
+    #[inline(always)]
+    pub fn read<C: ClockSource + ?Sized>(
+        &self,
+        anchors: &Anchors,
+        clock: &mut C,
+        anomalies: &mut Vec<Anomaly>,
+    ) -> Result<Reconciled, Error> {
+        if let Some((previous_ms, now_ms)) = anchors.regression {
+            return Err(Error::MonotonicRegression {
+                previous_ms,
+                now_ms,
+                latched: true,
+            });
+        }
+        let monotonic_ms = finite(Reading::Monotonic, clock.monotonic_ms())?;
+        let wall_ms = finite(Reading::Wall, clock.wall_ms())?;
+        let monotonic_delta_ms = monotonic_ms - anchors.last_monotonic_ms;
+        if monotonic_delta_ms < 0.0 {
+            return Err(Error::MonotonicRegression {
+                previous_ms: anchors.last_monotonic_ms,
+                now_ms: monotonic_ms,
+                latched: false,
+            });
+        }
+        if self.check_plausible {
+            check_wall_plausible(wall_ms, self.earliest_plausible_wall_ms)?;
+        }
+        let wall_delta_ms = wall_ms - anchors.last_wall_ms;
+        let first_anomaly = anomalies.len();
+        let mut reader_baseline = anchors.reader_baseline;
+        let reconciled = reconcile(
+            monotonic_ms,
+            monotonic_delta_ms,
+            wall_delta_ms,
+            self.suspend_policy,
+            &mut reader_baseline,
+            || clock.elapsed_realtime_ms(),
+            anomalies,
+        );
+        let reconciled = match reconciled {
+            Ok(reconciled) => reconciled,
+            Err(error) => {
+                anomalies.truncate(first_anomaly);
+                return Err(error);
+            }
+        };
+        Ok(Reconciled {
+            monotonic_ms,
+            wall_ms,
+            deltas: CallDeltas {
+                monotonic_delta_ms,
+                wall_delta_ms,
+                credited_ms: reconciled.credited_ms,
+            },
+            refused: reconciled.divergence == WallDivergence::WallAheadRefused,
+            reader_baseline,
+        })
+    }
 }
 
 impl Reconciler {
@@ -89,57 +195,27 @@ impl Reconciler {
         check_plausible: bool,
         anomalies: &mut Vec<Anomaly>,
     ) -> Result<Reconciled, Error> {
-        if let Some((previous_ms, now_ms)) = self.regression {
-            return Err(Error::MonotonicRegression {
-                previous_ms,
-                now_ms,
-                latched: true,
-            });
-        }
-        let monotonic_ms = finite(Reading::Monotonic, clock.monotonic_ms())?;
-        let wall_ms = finite(Reading::Wall, clock.wall_ms())?;
-        let monotonic_delta_ms = monotonic_ms - self.last_monotonic_ms;
-        if monotonic_delta_ms < 0.0 {
-            self.regression = Some((self.last_monotonic_ms, monotonic_ms));
-            return Err(Error::MonotonicRegression {
-                previous_ms: self.last_monotonic_ms,
-                now_ms: monotonic_ms,
-                latched: false,
-            });
-        }
-        if check_plausible {
-            check_wall_plausible(wall_ms, self.earliest_plausible_wall_ms)?;
-        }
-        let wall_delta_ms = wall_ms - self.last_wall_ms;
-        let first_anomaly = anomalies.len();
-        let mut reader_baseline = self.reader_baseline;
-        let reconciled = reconcile(
-            monotonic_ms,
-            monotonic_delta_ms,
-            wall_delta_ms,
-            self.suspend_policy,
-            &mut reader_baseline,
-            || clock.elapsed_realtime_ms(),
-            anomalies,
-        );
-        let reconciled = match reconciled {
-            Ok(reconciled) => reconciled,
-            Err(error) => {
-                anomalies.truncate(first_anomaly);
-                return Err(error);
-            }
+        let rule = ReadingRule {
+            suspend_policy: self.suspend_policy,
+            check_plausible,
+            earliest_plausible_wall_ms: self.earliest_plausible_wall_ms,
         };
-        Ok(Reconciled {
-            monotonic_ms,
-            wall_ms,
-            deltas: CallDeltas {
-                monotonic_delta_ms,
-                wall_delta_ms,
-                credited_ms: reconciled.credited_ms,
-            },
-            refused: reconciled.divergence == WallDivergence::WallAheadRefused,
-            reader_baseline,
-        })
+        let anchors = Anchors {
+            last_monotonic_ms: self.last_monotonic_ms,
+            last_wall_ms: self.last_wall_ms,
+            reader_baseline: self.reader_baseline,
+            regression: self.regression,
+        };
+        let reconciled = rule.read(&anchors, clock, anomalies);
+        if let Err(Error::MonotonicRegression {
+            previous_ms,
+            now_ms,
+            latched: false,
+        }) = reconciled
+        {
+            self.regression = Some((previous_ms, now_ms));
+        }
+        reconciled
     }
 
     /// Re-anchors on the readings (the caller has credited `deltas.credited_ms`). Policy `refuse`
@@ -149,18 +225,7 @@ impl Reconciler {
         self.last_monotonic_ms = reconciled.monotonic_ms;
         self.last_wall_ms = reconciled.wall_ms;
         self.reader_baseline = reconciled.reader_baseline;
-        if reconciled.refused {
-            let CallDeltas {
-                monotonic_delta_ms,
-                wall_delta_ms,
-                ..
-            } = reconciled.deltas;
-            return Err(Error::AmbiguousWallJump {
-                monotonic_delta_ms,
-                wall_delta_ms,
-            });
-        }
-        Ok(())
+        reconciled.refusal()
     }
 
     /// The usual call, on readings already taken: both clocks moved forward together (the reconcile table's

@@ -84,9 +84,57 @@ pub struct Period {
     /// First instant of the next period, Unix ms.
     pub end_ms: f64,
     pub start_kind: StartKind,
-    /// The slot index, +1 per slot: days since 1970-01-01 (day), weeks since the first anchor
-    /// weekday on or after 1970-01-01 (week), `year * 12 + month - 1` (month), the year (year).
-    pub slot: i64,
+    pub slot: PeriodSlot,
+}
+
+/// A period's slot index, +1 per slot: days since 1970-01-01 (day), weeks since the first anchor
+/// weekday on or after 1970-01-01 (week), `year * 12 + month - 1` (month), the year (year).
+/// Slots of periods within the JS Date range are within ±1e8, so every form below is exact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PeriodSlot(pub i64);
+
+impl PeriodSlot {
+    /// "No period", where a slot is stored without an `Option` (the zone's records).
+    pub const NONE: PeriodSlot = PeriodSlot(i64::MIN);
+
+    /// The number the result buffer carries for "no period" (a keyed or zone decision with no
+    /// quota): the key table's `NO_PERIOD`.
+    pub const NONE_NUMBER: f64 = i32::MIN as f64;
+
+    /// The slot as the result buffer carries it.
+    #[inline]
+    pub fn to_number(self) -> f64 {
+        self.0 as f64
+    }
+
+    /// The slot as the result buffer carries it, [`PeriodSlot::NONE`] as "no period".
+    pub fn to_number_or_none(self) -> f64 {
+        if self == Self::NONE {
+            Self::NONE_NUMBER
+        } else {
+            self.to_number()
+        }
+    }
+
+    /// A slot back from the result buffer (a give-back's argument): a whole number within
+    /// ±(2^53 - 1) other than the "no period" number; anything else names no period.
+    pub fn from_number(number: f64) -> Option<PeriodSlot> {
+        (number.fract() == 0.0
+            && number.abs() <= 9_007_199_254_740_991.0
+            && number != Self::NONE_NUMBER)
+            .then_some(PeriodSlot(number as i64))
+    }
+
+    /// The slot in the key table's 32-bit form (clamped; `NO_PERIOD`, i32::MIN, never results).
+    #[inline]
+    pub fn compact(self) -> i32 {
+        self.0.clamp(i64::from(i32::MIN) + 1, i64::from(i32::MAX)) as i32
+    }
+
+    /// The slot in the key table's 32-bit form, if it fits exactly.
+    pub fn exact_compact(self) -> Option<i32> {
+        i32::try_from(self.0).ok()
+    }
 }
 
 impl Period {
@@ -329,7 +377,7 @@ impl PeriodSpec {
             start_ms: start_ms(start),
             end_ms: start_ms(end),
             start_kind: start.kind,
-            slot,
+            slot: PeriodSlot(slot),
         }
     }
 
@@ -341,12 +389,16 @@ impl PeriodSpec {
     /// `date_line_jumps`) and the zero-length slots under each are subtracted, so the count is
     /// exact for any distance.
     pub fn periods_between(&self, earlier: &Period, later: &Period) -> u64 {
-        let slots_between = later.slot.saturating_sub(earlier.slot).saturating_sub(1);
+        let slots_between = later
+            .slot
+            .0
+            .saturating_sub(earlier.slot.0)
+            .saturating_sub(1);
         if slots_between <= 0 {
             return 0;
         }
         let zero_length = match self.unit {
-            PeriodUnit::Day => self.zero_length_day_slots(earlier.slot, later.slot),
+            PeriodUnit::Day => self.zero_length_day_slots(earlier.slot.0, later.slot.0),
             PeriodUnit::Week | PeriodUnit::Month | PeriodUnit::Year => 0,
         };
         (slots_between as u64).saturating_sub(zero_length)

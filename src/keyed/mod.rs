@@ -29,11 +29,12 @@ pub use table::{words_for, Key, KeyBuf};
 use table::{KeyTable, List, Lists, Record, FLAG_PARKED, NIL, NO_PERIOD};
 
 use crate::anomaly::Anomaly;
-use crate::bucket::{refill_wait_ms, refilled};
-use crate::calendar::{Period, PeriodSpec, SpecIdentity};
+use crate::bucket::refilled;
+use crate::calendar::{Period, PeriodSlot, PeriodSpec, SpecIdentity};
 use crate::clock::{ClockSource, SuspendPolicy};
 use crate::error::Error;
-use crate::limiter::{longer_wait, Decision, RetryBasis};
+use crate::kernel::{self, KeyFields};
+use crate::limiter::Decision;
 use crate::quota::{OpenPeriod, QuotaPolicy};
 use crate::reconciler::{Reconciled, Reconciler};
 use crate::stats::Counters;
@@ -599,62 +600,45 @@ impl KeyedLimiter {
         Ok(slot_i32(state.period.slot()))
     }
 
-    /// Brings a record up to the timeline: refill, and zero use if it belongs to an ended period.
+    /// Brings a record up to the timeline (the refresh rule, [`kernel::refresh`]).
     #[inline(always)]
     fn refresh(&mut self, index: u32, open_slot: i32) {
         let record = &mut self.table.records[index as usize];
         let policy = &self.policies[record.policy as usize];
-        record.tokens = refilled(
-            record.tokens,
-            self.timeline_ms - record.credited_at_ms,
-            policy.refill_per_second,
+        kernel::refresh(
+            KeyFields {
+                tokens: &mut record.tokens,
+                credited_at_ms: &mut record.credited_at_ms,
+                quota_used: &mut record.quota_used,
+                period_slot: &mut record.period_slot,
+            },
             policy.capacity,
+            policy.refill_per_second,
+            self.timeline_ms,
+            open_slot,
         );
-        record.credited_at_ms = self.timeline_ms;
-        if record.period_slot != open_slot {
-            record.period_slot = open_slot;
-            record.quota_used = 0;
-        }
     }
 
-    /// Takes `n` if the key's bucket and quota both have it, else says how long to wait.
+    /// Takes `n` if the key's bucket and quota both have it, else says how long to wait (the
+    /// decision rule, [`kernel::decide`]).
     #[inline(always)]
     fn decide(&mut self, index: u32, n: u64, wall_ms: f64) -> Decision {
         let record = &mut self.table.records[index as usize];
         let policy = &self.policies[record.policy as usize];
-        // n ≤ capacity is a safe integer, so the signed conversion (one instruction) is exact.
-        let wanted = n as i64 as f64;
-        let bucket_admits = record.tokens >= wanted;
-        // One branch on the quota's presence, as QuotaClock's limiter decides.
-        let Some(quota) = policy.quota else {
-            if bucket_admits {
-                record.tokens -= wanted;
-                self.counters.allowed += 1;
-                return Decision::allowed(record.tokens, None);
-            }
-            let wait_ms = refill_wait_ms(record.tokens, wanted, policy.refill_per_second);
-            self.counters.denied += 1;
-            return Decision::denied(wait_ms, RetryBasis::MonotonicRefill, record.tokens, None);
-        };
-        let quota_admits = n <= quota.limit.saturating_sub(record.quota_used);
-        if bucket_admits && quota_admits {
-            record.tokens -= wanted;
-            record.quota_used += n;
-            let remaining = quota.limit.saturating_sub(record.quota_used);
-            self.counters.allowed += 1;
-            return Decision::allowed(record.tokens, Some(remaining));
-        }
-        let bucket_wait_ms = if bucket_admits {
-            0.0
-        } else {
-            refill_wait_ms(record.tokens, wanted, policy.refill_per_second)
-        };
-        let quota_wait_ms =
-            (!quota_admits).then(|| self.specs[quota.spec as usize].period.wait_ms(wall_ms));
-        let (retry_after_ms, basis) = longer_wait(bucket_wait_ms, quota_wait_ms);
-        let remaining = quota.limit.saturating_sub(record.quota_used);
-        self.counters.denied += 1;
-        Decision::denied(retry_after_ms, basis, record.tokens, Some(remaining))
+        let specs = &self.specs;
+        kernel::decide(
+            &mut record.tokens,
+            &mut record.quota_used,
+            n,
+            policy.refill_per_second,
+            policy.quota.map(|quota| quota.limit),
+            || {
+                policy.quota.map_or(0.0, |quota| {
+                    specs[quota.spec as usize].period.wait_ms(wall_ms)
+                })
+            },
+            &mut self.counters,
+        )
     }
 
     /// Makes a record the most recently used (it leaves a parked list, if it was on one).
@@ -709,37 +693,43 @@ impl KeyedLimiter {
         self.release_if_unused(record.policy);
     }
 
+    /// The slot of a record's spec's period as it would be after the reading
+    /// `(wall_ms, timeline_ms)` (`None` for the reading: as it is now), in the table's form;
+    /// `None` when the record's policy has no quota.
+    fn slot_after(&self, record: &Record, reading: Option<(f64, f64)>) -> Option<i32> {
+        let quota = self.policies[record.policy as usize].quota?;
+        let state = &self.specs[quota.spec as usize];
+        let slot = match reading {
+            Some((wall_ms, timeline_ms)) => Some(OpenPeriod::slot_after(
+                state.period.view(),
+                &state.spec,
+                wall_ms,
+                timeline_ms,
+            )),
+            None => state.period.slot(),
+        };
+        Some(slot_i32(slot))
+    }
+
     /// Whether a record has use in its spec's period as it would be after the reading
     /// `(wall_ms, timeline_ms)` (`None`: as it is now).
     fn has_current_use(&self, record: &Record, reading: Option<(f64, f64)>) -> bool {
-        if record.quota_used == 0 {
-            return false;
-        }
-        let Some(quota) = self.policies[record.policy as usize].quota else {
-            return false;
-        };
-        let state = &self.specs[quota.spec as usize];
-        let slot = match reading {
-            Some((wall_ms, timeline_ms)) => {
-                state.period.slot_after(&state.spec, wall_ms, timeline_ms)
-            }
-            None => state.period.slot(),
-        };
-        record.period_slot == slot_i32(slot)
+        record.quota_used > 0 && self.slot_after(record, reading) == Some(record.period_slot)
     }
 
-    /// Whether dropping the record changes no later decision: a full bucket at `timeline_ms` and
-    /// no use in its open period.
+    /// Whether dropping the record changes no later decision (the idle rule, [`KeyUse::idleness`](crate::kernel::KeyUse::idleness)).
     fn is_idle(&self, record: &Record, timeline_ms: f64, wall_ms: Option<f64>) -> bool {
         let reading = wall_ms.map(|wall_ms| (wall_ms, timeline_ms));
         let policy = &self.policies[record.policy as usize];
-        let tokens = refilled(
-            record.tokens,
-            timeline_ms - record.credited_at_ms,
-            policy.refill_per_second,
-            policy.capacity,
-        );
-        tokens >= policy.capacity && !self.has_current_use(record, reading)
+        record
+            .key_use()
+            .idleness(
+                policy.capacity,
+                policy.refill_per_second,
+                timeline_ms,
+                || self.slot_after(record, reading),
+            )
+            .idle
     }
 
     /// the key to drop so a new one fits (the limiter is full), judged on readings not
@@ -820,11 +810,31 @@ impl KeyedLimiter {
     }
 }
 
-fn slot_i32(slot: Option<i64>) -> i32 {
-    // Slots of periods within the JS Date range fit easily (days since 1970: ±1e8).
-    slot.map_or(NO_PERIOD, |slot| {
-        slot.clamp(i64::from(i32::MIN) + 1, i64::from(i32::MAX)) as i32
-    })
+/// The policy a call on a key that is not held gets.
+#[derive(Clone, Copy, Debug)]
+pub enum PolicyChoice<'a> {
+    /// The limiter has no `policy` function: its defaults.
+    Defaults,
+    /// `policy(key)` has not been asked yet: the limiter asks for it if the key is not held.
+    Ask,
+    /// What `policy(key)` returned.
+    Given(&'a KeyPolicy),
+}
+
+impl<'a> PolicyChoice<'a> {
+    /// `returned`: what `policy(key)` returned, if it was asked; `has_policy`: the limiter has a
+    /// `policy` function.
+    pub fn of(returned: Option<&'a KeyPolicy>, has_policy: bool) -> PolicyChoice<'a> {
+        match returned {
+            Some(policy) => PolicyChoice::Given(policy),
+            None if has_policy => PolicyChoice::Ask,
+            None => PolicyChoice::Defaults,
+        }
+    }
+}
+
+fn slot_i32(slot: Option<PeriodSlot>) -> i32 {
+    slot.map_or(NO_PERIOD, PeriodSlot::compact)
 }
 
 #[cfg(test)]

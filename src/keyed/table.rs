@@ -5,6 +5,8 @@ use std::hash::{BuildHasher, Hasher};
 
 use hashbrown::HashTable;
 
+use crate::kernel::KeyUse;
+
 /// "No record" in a link or a list end.
 pub const NIL: u32 = u32::MAX;
 
@@ -148,6 +150,19 @@ pub struct Record {
     /// Key length in bytes.
     key_len: u16,
     pub flags: u8,
+}
+
+impl Record {
+    /// The key's bucket and quota use, as the kernel's rules read them.
+    #[inline(always)]
+    pub fn key_use(&self) -> KeyUse<i32> {
+        KeyUse {
+            tokens: self.tokens,
+            credited_at_ms: self.credited_at_ms,
+            quota_used: self.quota_used,
+            period_slot: self.period_slot,
+        }
+    }
 }
 
 /// `period_slot` of a record whose use belongs to no period.

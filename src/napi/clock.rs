@@ -11,6 +11,7 @@ use napi_derive::napi;
 use super::buffer::{Needs, ResultBuffer, Step, Supplied};
 use super::errors::{coded, from_core, guard, CodedResult};
 use crate::clock::{self, ClockSource, ManualClock, SystemClock};
+use crate::error::ErrorCode;
 use crate::error::{Error as CoreError, Reading};
 
 #[napi(js_name = "systemMonotonicMs")]
@@ -31,7 +32,7 @@ pub fn boottime_ms(env: &Env) -> napi::Result<f64> {
             Ok(clock::boottime_ms())
         } else {
             Err(coded(
-            "ERR_UNSUPPORTED_PLATFORM",
+            ErrorCode::UnsupportedPlatform,
             format!(
                 "procUptimeElapsedRealtime() needs Linux CLOCK_BOOTTIME; this platform is {}. Pass your own elapsedRealtimeMs reader to systemClock(), or choose a suspendPolicy",
                 std::env::consts::OS

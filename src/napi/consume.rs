@@ -20,6 +20,7 @@ use super::clock::BoundClock;
 use super::errors::{coded, guard, internal, invalid_arg, CodedResult};
 use super::raw::{callback_data, function_with_data};
 use super::registry::{new_registry, Registry};
+use crate::error::ErrorCode;
 use crate::text::js_number;
 
 impl Registry {
@@ -61,7 +62,7 @@ impl Registry {
             Some(decision) => {
                 write_decision(result, &decision);
                 if let Some(slot) = state.limiter.period_slot() {
-                    result.set(buffer::PERIOD_SLOT, slot as f64);
+                    result.set(buffer::PERIOD_SLOT, slot.to_number());
                 }
                 true
             }
@@ -120,7 +121,7 @@ impl Registry {
             Ok(Ok(decision)) => {
                 write_decision(result, &decision);
                 if let Some(slot) = state.limiter.period_slot() {
-                    result.set(buffer::PERIOD_SLOT, slot as f64);
+                    result.set(buffer::PERIOD_SLOT, slot.to_number());
                 }
                 if !state.anomalies.is_empty() {
                     result.set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED_WITH_ANOMALIES);
@@ -211,15 +212,15 @@ pub fn create_registry<'env>(
     guard(env, move || {
         let registry = new_registry(env, result_buffer)?;
         // The two functions hold the registry: it lives as long as they do.
-        let mut made = Object::new(env).map_err(|e| coded("ERR_INTERNAL", e.reason))?;
+        let mut made = Object::new(env).map_err(|e| coded(ErrorCode::Internal, e.reason))?;
         let consume = consume_function(env, &registry, false)?;
         let consume_supplied = consume_function(env, &registry, true)?;
         let set = |made: &mut Object, name: &str, value: Unknown<'_>| {
             made.set_named_property(name, value)
-                .map_err(|e| coded("ERR_INTERNAL", e.reason))
+                .map_err(|e| coded(ErrorCode::Internal, e.reason))
         };
         made.set_named_property("id", registry.id)
-            .map_err(|e| coded("ERR_INTERNAL", e.reason))?;
+            .map_err(|e| coded(ErrorCode::Internal, e.reason))?;
         set(&mut made, "consume", consume)?;
         set(&mut made, "consumeSupplied", consume_supplied)?;
         Ok(made)
@@ -244,7 +245,10 @@ fn consume_function<'env>(
         || {
             // SAFETY: N-API refused, so nothing else owns `data`.
             drop(unsafe { Rc::from_raw(data as *const Registry) });
-            coded("ERR_INTERNAL", "could not create the tryConsume function")
+            coded(
+                ErrorCode::Internal,
+                "could not create the tryConsume function",
+            )
         },
     )
 }

@@ -2,25 +2,41 @@
 //! (`QuotaClockError`, `RangeError`).
 
 use super::names::js_method;
-use crate::error::Error;
+use crate::error::{Error, ErrorCode};
 
 pub(crate) type CodedError = napi::Error<String>;
 pub(crate) type CodedResult<T> = std::result::Result<T, CodedError>;
 
-pub(crate) fn coded(code: &str, message: impl Into<String>) -> CodedError {
-    napi::Error::new(code.to_owned(), message.into())
+/// An error coded `code`, one of the one `ErrorCode` enum's (its class is `names::class_of`'s).
+pub(crate) fn coded(code: impl Code, message: impl Into<String>) -> CodedError {
+    napi::Error::new(code.name().to_owned(), message.into())
+}
+
+/// What `coded` takes as a code: an `ErrorCode`, or its name as a string (a `cargo test`
+/// checks that every `ERR_` name written in `src/` is one of `ErrorCode`'s).
+pub(crate) trait Code {
+    fn name(&self) -> &str;
+}
+
+impl Code for ErrorCode {
+    fn name(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl Code for &str {
+    fn name(&self) -> &str {
+        self
+    }
 }
 
 /// A core error, with its code and its message (a clock error naming the JS clock's method).
 pub(crate) fn from_core(error: &Error) -> CodedError {
-    coded(
-        error.code().as_str(),
-        error.message_naming(js_method).to_string(),
-    )
+    coded(error.code(), error.message_naming(js_method).to_string())
 }
 
 pub(crate) fn invalid_arg(message: impl Into<String>) -> CodedError {
-    coded("ERR_INVALID_ARG", message)
+    coded(ErrorCode::InvalidArg, message)
 }
 
 /// A panic that would otherwise cross the boundary, reported as an error instead.
@@ -31,7 +47,7 @@ pub(crate) fn internal(payload: &(dyn std::any::Any + Send)) -> CodedError {
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".to_owned());
     coded(
-        "ERR_INTERNAL",
+        ErrorCode::Internal,
         format!("quota-clock-source internal error (please report it): {what}"),
     )
 }

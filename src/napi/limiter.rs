@@ -17,7 +17,8 @@ use super::options::{
 };
 use super::registry::{registry, LimiterState, NO_STORED_ERROR};
 use crate::anomaly::Anomaly;
-use crate::error::Error as CoreError;
+use crate::calendar::PeriodSlot;
+use crate::error::{Error as CoreError, ErrorCode};
 use crate::limiter::Limiter;
 
 #[napi(object)]
@@ -98,7 +99,7 @@ pub fn limiter_take_error(registry_id: u32, index: u32) -> ErrorOutput {
         .and_then(|registry| registry.with_cell(index, |state| Ok(state.error.take())))
     {
         Ok(Some(error)) | Err(error) => error,
-        Ok(None) => coded("ERR_INTERNAL", NO_STORED_ERROR),
+        Ok(None) => coded(ErrorCode::Internal, NO_STORED_ERROR),
     };
     ErrorOutput {
         code: error.status,
@@ -195,8 +196,7 @@ pub fn limiter_give_back(
 ) -> napi::Result<()> {
     guard(env, || {
         let count = positive_safe_integer(n)?;
-        // Slots are whole numbers well inside ±2^53; anything else names no period.
-        let slot = (slot.fract() == 0.0 && slot.abs() <= MAX_SAFE_INTEGER).then_some(slot as i64);
+        let slot = PeriodSlot::from_number(slot);
         registry(registry_id)?.with_cell(index, |state| {
             state.limiter.give_back(count, slot);
             Ok(())

@@ -20,6 +20,7 @@ pub(crate) fn class_of(code: ErrorCode) -> &'static str {
         | ErrorCode::StoreUnavailable
         | ErrorCode::StoreResponse => "QuotaClockError",
         ErrorCode::InvalidOption
+        | ErrorCode::ZoneMismatch
         | ErrorCode::SubDayPeriod
         | ErrorCode::UnknownTimeZone
         | ErrorCode::InvalidArg => "RangeError",
@@ -58,7 +59,7 @@ mod tests {
     fn every_variant_of_the_exported_unions_is_listed_once() {
         // `ErrorCode`'s exhaustive match is `class_of`'s: a code added without a class fails to
         // compile there.
-        assert_eq!(distinct(&ErrorCode::ALL, ErrorCode::as_str).len(), 13);
+        assert_eq!(distinct(&ErrorCode::ALL, ErrorCode::as_str).len(), 14);
         assert_eq!(distinct(&RetryBasis::ALL, RetryBasis::as_str).len(), 2);
         assert_eq!(distinct(&AnomalyKind::ALL, AnomalyKind::as_str).len(), 6);
         assert_eq!(

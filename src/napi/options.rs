@@ -12,6 +12,7 @@ use super::clock::ClockHandle;
 use super::errors::{coded, invalid_arg, CodedResult};
 use super::manual_clock::NativeManualClock;
 use crate::clock::{SuspendPolicy, SystemClock};
+use crate::error::ErrorCode;
 use crate::keyed::KeyPolicy;
 use crate::limiter::LimiterConfig;
 use crate::quota::QuotaPolicy;
@@ -100,7 +101,7 @@ fn check(condition: bool, message: impl FnOnce() -> String) -> CodedResult<()> {
     if condition {
         Ok(())
     } else {
-        Err(coded("ERR_INVALID_OPTION", message()))
+        Err(coded(ErrorCode::InvalidOption, message()))
     }
 }
 
@@ -125,7 +126,7 @@ pub(crate) fn check_limits(
         let quota = check_quota(prefix, quota_limit, quota_period)?;
         if quota.is_none() {
             return Err(coded(
-                "ERR_INVALID_OPTION",
+                ErrorCode::InvalidOption,
                 format!(
                     "{prefix}quota is required without a bucket (capacity and refillPerSecond)"
                 ),
@@ -193,7 +194,7 @@ fn check_quota(
         }
         (None, None) => Ok(None),
         _ => Err(coded(
-            "ERR_INVALID_OPTION",
+            ErrorCode::InvalidOption,
             format!("{prefix}quota needs both limit and period"),
         )),
     }
@@ -226,7 +227,7 @@ pub(crate) fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig
             .map(|policy| format!("'{}'", policy.as_str()))
             .collect();
         coded(
-            "ERR_INVALID_OPTION",
+            ErrorCode::InvalidOption,
             format!(
                 "suspendPolicy must be one of {}; received {}",
                 choices.join(", "),

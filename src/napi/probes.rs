@@ -13,6 +13,7 @@ use napi_derive::napi;
 use super::errors::{coded, guard};
 use super::raw::{callback_data, function_with_data};
 use crate::clock;
+use crate::error::ErrorCode;
 
 unsafe extern "C" fn read_two_clocks(
     env: sys::napi_env,
@@ -42,7 +43,7 @@ pub fn clock_floor<'env>(env: &'env Env, buffer: Float64Array) -> napi::Result<U
     guard(env, move || {
         if buffer.len() < 2 {
             return Err(coded(
-                "ERR_INVALID_ARG",
+                ErrorCode::InvalidArg,
                 "the floor needs a buffer of 2 numbers",
             ));
         }
@@ -52,7 +53,7 @@ pub fn clock_floor<'env>(env: &'env Env, buffer: Float64Array) -> napi::Result<U
             .ok_or_else(|| {
                 // SAFETY: N-API refused, so nothing else owns `data`.
                 drop(unsafe { Box::from_raw(data as *mut Float64Array) });
-                coded("ERR_INTERNAL", "could not create the floor function")
+                coded(ErrorCode::Internal, "could not create the floor function")
             })
     })
 }
@@ -167,7 +168,7 @@ pub fn key_probe<'env>(env: &'env Env, mode: String) -> napi::Result<Unknown<'en
             "utf16" => KeyRead::Utf16,
             other => {
                 return Err(coded(
-                    "ERR_INVALID_ARG",
+                    ErrorCode::InvalidArg,
                     format!("unknown key read '{other}'"),
                 ))
             }
@@ -178,7 +179,7 @@ pub fn key_probe<'env>(env: &'env Env, mode: String) -> napi::Result<Unknown<'en
             || {
                 // SAFETY: N-API refused, so nothing else owns `data`.
                 drop(unsafe { Box::from_raw(data as *mut KeyRead) });
-                coded("ERR_INTERNAL", "could not create the key probe")
+                coded(ErrorCode::Internal, "could not create the key probe")
             },
         )
     })

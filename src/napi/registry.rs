@@ -16,6 +16,7 @@ use super::buffer::{self, ResultBuffer};
 use super::clock::ClockHandle;
 use super::errors::{coded, guard, invalid_arg, CodedError, CodedResult};
 use crate::anomaly::Anomaly;
+use crate::error::ErrorCode;
 use crate::limiter::Limiter;
 
 pub(crate) struct LimiterState {
@@ -98,20 +99,20 @@ impl Registry {
         let cells = self
             .cells
             .try_borrow()
-            .map_err(|_| coded("ERR_INTERNAL", "the limiter registry is busy"))?;
+            .map_err(|_| coded(ErrorCode::Internal, "the limiter registry is busy"))?;
         let Some(Some(cell)) = cells.get(index as usize) else {
             return Err(invalid_arg(format!("no limiter at index {index}")));
         };
         let mut state = cell
             .try_borrow_mut()
-            .map_err(|_| coded("ERR_INTERNAL", BUSY))?;
+            .map_err(|_| coded(ErrorCode::Internal, BUSY))?;
         body(&mut state)
     }
 
     pub(crate) fn insert(&self, cell: LimiterCell) -> CodedResult<u32> {
         let mut cells = self.cells.try_borrow_mut().map_err(|_| {
             coded(
-                "ERR_INTERNAL",
+                ErrorCode::Internal,
                 "the limiter registry is busy (please report it: no JS runs inside a native call)",
             )
         })?;
@@ -173,7 +174,7 @@ pub(crate) fn new_registry(
                 }
             }
         })
-        .map_err(|e| coded("ERR_INTERNAL", e.reason))?;
+        .map_err(|e| coded(ErrorCode::Internal, e.reason))?;
     }
     // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.
     let result = unsafe { result_buffer.as_mut() }.as_mut_ptr();
@@ -208,12 +209,12 @@ pub fn registry_on_anomaly(
 ) -> napi::Result<()> {
     guard(env, move || {
         let dispatcher =
-            build_dispatcher(env, &handler).map_err(|e| coded("ERR_INTERNAL", e.reason))?;
+            build_dispatcher(env, &handler).map_err(|e| coded(ErrorCode::Internal, e.reason))?;
         let registry = registry(registry_id)?;
         let mut held = registry
             .dispatcher
             .try_borrow_mut()
-            .map_err(|_| coded("ERR_INTERNAL", "the registry is busy"))?;
+            .map_err(|_| coded(ErrorCode::Internal, "the registry is busy"))?;
         *held = Some(dispatcher);
         Ok(())
     })

@@ -20,6 +20,29 @@ pub const SPECS: usize = 16;
 /// Bytes of a spec's stored identity.
 pub const SPEC_IDENTITY_BYTES: usize = 64;
 
+/// A type that may live in the zone's mapping, the bound of `Zone::at`.
+///
+/// # Safety
+/// An implementor is `#[repr(C)]`, valid for any bit pattern (a file can hold anything), has no
+/// drop glue, and is shared between processes soundly: every field is an atomic, or a plain
+/// field written once before the file is published by link(2) and never written after (the
+/// header's identity part).
+pub unsafe trait InMapping {}
+
+// SAFETY: the plain fields before `boot_id` are written once, in the temporary file, before
+// link(2) publishes it (`map::write_header`, then `map::publish`); the rest are atomics.
+unsafe impl InMapping for Header {}
+// SAFETY: atomics only.
+unsafe impl InMapping for Cell {}
+// SAFETY: atomics only.
+unsafe impl InMapping for SpecEntry {}
+// SAFETY: atomics, and padding no one reads.
+unsafe impl InMapping for Group {}
+// SAFETY: atomics only.
+unsafe impl InMapping for Slot {}
+// SAFETY: atomics only.
+unsafe impl<const N: usize> InMapping for [AtomicU64; N] {}
+
 /// The options every process of a zone must agree on, in the order a mismatch is reported.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,6 +131,36 @@ pub struct Group {
 }
 pub const INTENT_RESERVED: u64 = 1 << 32;
 
+/// A group's `intent` word: 0, or the slot being added + 1 (low 32 bits), with
+/// [`INTENT_RESERVED`] once the key is counted in the header's `held`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Intent(pub u64);
+
+impl Intent {
+    pub const NONE: Intent = Intent(0);
+
+    /// Adding a key in `slot`, not counted yet.
+    pub fn adding(slot: usize) -> Intent {
+        Intent(slot as u64 + 1)
+    }
+
+    /// The same, counted in `held`.
+    pub fn counted(self) -> Intent {
+        Intent(self.0 | INTENT_RESERVED)
+    }
+
+    pub fn is_counted(self) -> bool {
+        self.0 & INTENT_RESERVED != 0
+    }
+
+    /// The slot being added (`None`: none, or a word no process writes).
+    pub fn slot(self) -> Option<usize> {
+        (self.0 & 0xffff_ffff)
+            .checked_sub(1)
+            .map(|slot| slot as usize)
+    }
+}
+
 /// One key. Identity and limits are written before the slot's tag is published and stay while
 /// it is; the state is double-buffered (`meta`'s bit [`META_CURRENT`] names the current one).
 #[repr(C)]
@@ -125,6 +178,63 @@ pub struct Slot {
 }
 pub const META_WIDE: u64 = 1 << 16;
 pub const META_CURRENT: u64 = 1 << 17;
+
+/// A slot's `meta` word: the key's length in bytes (bits 0..16), [`META_WIDE`] (UTF-16 key),
+/// [`META_CURRENT`] (which state buffer is current), the spec index + 1 (bits 24..32; 0: no
+/// quota).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotMeta(pub u64);
+
+impl SlotMeta {
+    /// A new key's word (state buffer 0 current).
+    pub fn new(key_len: u16, wide: bool, spec: Option<usize>) -> SlotMeta {
+        let spec_bits = spec.map_or(0, |spec| spec as u64 + 1) << 24;
+        SlotMeta(u64::from(key_len) | if wide { META_WIDE } else { 0 } | spec_bits)
+    }
+
+    pub fn key_len(self) -> u16 {
+        (self.0 & 0xffff) as u16
+    }
+
+    pub fn wide(self) -> bool {
+        self.0 & META_WIDE != 0
+    }
+
+    /// The index of the current state buffer.
+    pub fn current(self) -> usize {
+        usize::from(self.0 & META_CURRENT != 0)
+    }
+
+    /// The same word with the other state buffer current.
+    pub fn flipped(self) -> SlotMeta {
+        SlotMeta(self.0 ^ META_CURRENT)
+    }
+
+    /// The spec index + 1 as stored (0: no quota; anything above `SPECS` names no spec).
+    pub fn spec_bits(self) -> usize {
+        ((self.0 >> 24) & 0xff) as usize
+    }
+}
+
+/// The header's `recon_head`: the generation of the published reconciler state (high 48 bits)
+/// and the index of the slot holding it (low 16 bits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReconHead(pub u64);
+
+impl ReconHead {
+    pub fn generation(self) -> u64 {
+        self.0 >> 16
+    }
+
+    pub fn index(self) -> u64 {
+        self.0 & 0xffff
+    }
+
+    /// The head that publishes slot `index` after this one.
+    pub fn next(self, index: u64) -> ReconHead {
+        ReconHead((self.generation() + 1) << 16 | index)
+    }
+}
 
 pub const _SIZES: () = {
     assert!(std::mem::size_of::<Slot>() == 128);

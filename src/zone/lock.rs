@@ -106,7 +106,8 @@ pub fn lock(word: &AtomicU64, me: u64) -> Acquired {
     }
 }
 
-/// Acquires `word` only if it is free now (or its owner is dead).
+/// Acquires `word` only if it is free now (a lock held by a dead owner is not taken over here:
+/// the caller moves on, and a later `lock` takes it over).
 pub fn try_lock(word: &AtomicU64, me: u64) -> Option<Acquired> {
     let current = word.load(Ordering::Relaxed);
     if current == 0 {

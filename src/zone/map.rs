@@ -6,19 +6,21 @@ use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::ptr::NonNull;
 
+use crate::error::ErrorCode;
+
 use super::layout::{checksum_of, layout_id, Header, Offsets, MAGIC, VERSION};
 
 /// A refusal to open a zone, with its code.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ZoneError {
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub message: String,
 }
 
 impl ZoneError {
     pub fn invalid(message: String) -> ZoneError {
         ZoneError {
-            code: "ERR_INVALID_OPTION",
+            code: ErrorCode::InvalidOption,
             message,
         }
     }
@@ -31,7 +33,7 @@ pub struct Mapping {
     _file: File,
 }
 
-// SAFETY: the mapping is shared memory accessed only through atomics.
+// SAFETY: the mapping is shared memory reached only through `InMapping` types (see layout.rs).
 unsafe impl Send for Mapping {}
 
 impl Drop for Mapping {

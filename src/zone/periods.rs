@@ -1,13 +1,17 @@
 //! The zone's period specs: their identity bytes in the file, and each spec's open period,
 //! double-buffered, read without a lock and changed under the spec's lock.
 
+use std::borrow::Cow;
+
 use super::*;
+use crate::calendar::PeriodSlot;
+use crate::quota::{OpenPeriod, PeriodView, Transition};
 
 /// A spec's open period as stored.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct PeriodState {
     pub(super) open: bool,
-    pub(super) slot: i64,
+    pub(super) slot: PeriodSlot,
     pub(super) start_ms: f64,
     pub(super) end_ms: f64,
     pub(super) start_kind: u64,
@@ -48,8 +52,15 @@ impl PeriodState {
         }
     }
 
-    pub(super) fn hold_is_over(&self, timeline_ms: f64) -> bool {
-        timeline_ms - self.entered_at_ms >= self.end_ms - self.start_ms
+    /// What the period rule reads of it (`None`: no period is open).
+    pub(super) fn view(&self) -> Option<PeriodView> {
+        self.open.then_some(PeriodView {
+            slot: self.slot,
+            start_ms: self.start_ms,
+            end_ms: self.end_ms,
+            regression_reported: self.regression_reported,
+            entered_at_ms: self.entered_at_ms,
+        })
     }
 
     pub(super) fn contains(&self, wall_ms: f64) -> bool {
@@ -59,7 +70,7 @@ impl PeriodState {
     pub(super) fn store(&self, words: &[AtomicU64; layout::PERIOD_WORDS]) {
         let values = [
             u64::from(self.open),
-            self.slot as u64,
+            self.slot.0 as u64,
             self.start_ms.to_bits(),
             self.end_ms.to_bits(),
             self.start_kind,
@@ -76,7 +87,7 @@ impl PeriodState {
         let word = |i: usize| words[i].load(Ordering::Relaxed);
         PeriodState {
             open: word(0) != 0,
-            slot: word(1) as i64,
+            slot: PeriodSlot(word(1) as i64),
             start_ms: f64::from_bits(word(2)),
             end_ms: f64::from_bits(word(3)),
             start_kind: word(4),
@@ -234,20 +245,14 @@ impl Zone {
     }
 
     /// The slot that would be open after a call reading `wall_ms` (for judging eviction).
-    pub(super) fn slot_after(&self, spec: usize, wall_ms: f64, timeline_ms: f64) -> i64 {
+    pub(super) fn slot_after(&self, spec: usize, wall_ms: f64, timeline_ms: f64) -> PeriodSlot {
         let open = self.read_period(spec);
-        if open.open
-            && wall_ms < open.end_ms
-            && !(wall_ms < open.start_ms && open.hold_is_over(timeline_ms))
-        {
-            return open.slot;
-        }
-        self.local_spec(spec).period_for(wall_ms).slot
+        OpenPeriod::slot_after(open.view(), self.local_spec(spec), wall_ms, timeline_ms)
     }
 
-    /// Makes the spec's open period the right one for `wall_ms` (or holds it), raising the
-    /// period anomalies once for the zone. A call older than the last change (`generation`)
-    /// does not move it. Returns the open period.
+    /// Makes the spec's open period the right one for `wall_ms` (or holds it) by the period rule
+    /// (`OpenPeriod::next`), raising the period anomalies once for the zone. A call older than
+    /// the last change (`generation`) does not move it. Returns the open period.
     pub(super) fn observe(
         &self,
         spec: usize,
@@ -270,75 +275,38 @@ impl Zone {
             return current;
         }
         let local = self.local_spec(spec);
-        if !current.open {
-            let open = PeriodState::of(&local.period_for(wall_ms), generation, timeline_ms);
-            self.write_period(spec, open);
-            return open;
+        let view = current.view();
+        let transition = OpenPeriod::next(view, local, wall_ms, timeline_ms);
+        if let Some(view) = view {
+            let open = || Cow::Owned(local.period_for(current.start_ms));
+            if let Some(anomaly) = transition.anomaly(local, &view, open, wall_ms, deltas) {
+                anomalies.push(anomaly);
+            }
         }
-        if current.contains(wall_ms) {
-            let held = PeriodState {
+        let changed = match transition {
+            Transition::Held { report: false } | Transition::Stay => return current,
+            Transition::Inside => PeriodState {
                 regression_reported: false,
                 observed_at: generation,
                 ..current
-            };
-            self.write_period(spec, held);
-            return held;
-        }
-        if wall_ms < current.start_ms && current.hold_is_over(timeline_ms) {
-            let held_id = self.period_id(spec, current.start_ms).unwrap_or_default();
-            let next = local.period_for(wall_ms);
-            anomalies.push(Anomaly::period_hold_ended(
-                deltas,
-                &held_id,
-                timeline_ms - current.entered_at_ms,
-                &next.id,
-            ));
-            let open = PeriodState::of(&next, generation, timeline_ms);
-            self.write_period(spec, open);
-            return open;
-        }
-        if wall_ms < current.start_ms {
-            if current.regression_reported {
-                return current;
-            }
-            let id = self.period_id(spec, current.start_ms).unwrap_or_default();
-            anomalies.push(Anomaly::period_regression(
-                deltas,
-                &id,
-                current.start_ms,
-                wall_ms,
-            ));
-            let held = PeriodState {
+            },
+            Transition::Held { report: true } => PeriodState {
                 regression_reported: true,
                 observed_at: generation,
                 ..current
-            };
-            self.write_period(spec, held);
-            return held;
-        }
-        let next = local.period_for(wall_ms);
-        if next.slot == current.slot {
-            return current;
-        }
-        let previous = local.period_for(current.start_ms);
-        let skipped = local.periods_between(&previous, &next);
-        if skipped > 0 {
-            anomalies.push(Anomaly::period_skip(
-                deltas,
-                skipped,
-                &previous.id,
-                &next.id,
-            ));
-        }
-        let open = PeriodState::of(&next, generation, timeline_ms);
-        self.write_period(spec, open);
-        open
+            },
+            Transition::Open(next)
+            | Transition::HoldEnded { next, .. }
+            | Transition::Advance(next) => PeriodState::of(&next, generation, timeline_ms),
+        };
+        self.write_period(spec, changed);
+        changed
     }
 
-    pub(super) fn lock_spec<'a>(&self, entry: &'a SpecEntry) -> Held<'a> {
+    pub(super) fn lock_spec<'a>(&self, entry: &'a SpecEntry) -> LockGuard<'a> {
         if lock(&entry.lock, self.me) == Acquired::TakenOver {
             self.header().takeovers.fetch_add(1, Ordering::Relaxed);
         }
-        Held(&entry.lock)
+        LockGuard(&entry.lock)
     }
 }

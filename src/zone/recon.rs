@@ -2,6 +2,8 @@
 //! slots, writes the one not published and swings the header's head to it by CAS.
 
 use super::*;
+use crate::clock::SystemClock;
+use crate::reconciler::{Anchors, ReadingRule};
 
 /// The reconciler's state, as published.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -81,7 +83,7 @@ impl Zone {
         let head_word = &self.header().recon_head;
         loop {
             let head = head_word.load(Ordering::Acquire);
-            let state = ReconState::load(self.recon_slot(head & 0xffff));
+            let state = ReconState::load(self.recon_slot(ReconHead(head).index()));
             fence(Ordering::Acquire);
             if head_word.load(Ordering::Relaxed) == head {
                 return (head, state);
@@ -92,14 +94,14 @@ impl Zone {
     /// Publishes `next` over `head` (`false`: another call published first).
     pub(super) fn publish(&self, head: u64, next: &ReconState) -> bool {
         let mine = (self.cell * 2) as u64;
-        let index = if head & 0xffff == mine {
+        let index = if ReconHead(head).index() == mine {
             mine + 1
         } else {
             mine
         };
         fence(Ordering::Release);
         next.store(self.recon_slot(index));
-        let new_head = ((head >> 16) + 1) << 16 | index;
+        let new_head = ReconHead(head).next(index).0;
         self.header()
             .recon_head
             .compare_exchange(head, new_head, Ordering::AcqRel, Ordering::Relaxed)
@@ -113,62 +115,57 @@ impl Zone {
         check_plausible: bool,
         anomalies: &mut Vec<Anomaly>,
     ) -> Result<Pending, Error> {
+        let rule = ReadingRule {
+            suspend_policy: self.suspend_policy,
+            check_plausible,
+            earliest_plausible_wall_ms: self.earliest_plausible_wall_ms,
+        };
+        // The zone reads the system's clocks, CLOCK_BOOTTIME as the elapsed-realtime reader.
+        let mut clock = SystemClock {
+            with_boottime: true,
+        };
         loop {
             let (head, state) = self.read_recon();
-            if let Some((previous_ms, now_ms)) = state.regression {
-                return Err(Error::MonotonicRegression {
+            let anchors = Anchors {
+                last_monotonic_ms: state.last_monotonic_ms,
+                last_wall_ms: state.last_wall_ms,
+                reader_baseline: state.baseline,
+                regression: state.regression,
+            };
+            let reconciled = match rule.read(&anchors, &mut clock, anomalies) {
+                Ok(reconciled) => reconciled,
+                Err(Error::MonotonicRegression {
                     previous_ms,
                     now_ms,
-                    latched: true,
-                });
-            }
-            let monotonic_ms = clock::monotonic_ms();
-            let wall_ms = clock::wall_ms();
-            let monotonic_delta_ms = monotonic_ms - state.last_monotonic_ms;
-            if monotonic_delta_ms < 0.0 {
-                let latched = ReconState {
-                    regression: Some((state.last_monotonic_ms, monotonic_ms)),
-                    ..state
-                };
-                if !self.publish(head, &latched) {
-                    continue;
-                }
-                return Err(Error::MonotonicRegression {
-                    previous_ms: state.last_monotonic_ms,
-                    now_ms: monotonic_ms,
                     latched: false,
-                });
-            }
-            if check_plausible {
-                check_wall_plausible(wall_ms, self.earliest_plausible_wall_ms)?;
-            }
-            let wall_delta_ms = wall_ms - state.last_wall_ms;
-            let mut baseline = state.baseline;
-            let reconciliation = reconcile(
-                monotonic_ms,
-                monotonic_delta_ms,
-                wall_delta_ms,
-                self.suspend_policy,
-                &mut baseline,
-                || Ok(clock::boottime_ms()),
-                anomalies,
-            )?;
+                }) => {
+                    let latched = ReconState {
+                        regression: Some((previous_ms, now_ms)),
+                        ..state
+                    };
+                    if !self.publish(head, &latched) {
+                        continue;
+                    }
+                    return Err(Error::MonotonicRegression {
+                        previous_ms,
+                        now_ms,
+                        latched: false,
+                    });
+                }
+                Err(error) => return Err(error),
+            };
             return Ok(Pending {
                 head,
                 next: ReconState {
-                    last_monotonic_ms: monotonic_ms,
-                    last_wall_ms: wall_ms,
-                    timeline_ms: state.timeline_ms + reconciliation.credited_ms,
-                    baseline,
+                    last_monotonic_ms: reconciled.monotonic_ms,
+                    last_wall_ms: reconciled.wall_ms,
+                    timeline_ms: state.timeline_ms + reconciled.deltas.credited_ms,
+                    baseline: reconciled.reader_baseline,
                     regression: None,
                 },
-                wall_ms,
-                deltas: CallDeltas {
-                    monotonic_delta_ms,
-                    wall_delta_ms,
-                    credited_ms: reconciliation.credited_ms,
-                },
-                refused: reconciliation.divergence == WallDivergence::WallAheadRefused,
+                wall_ms: reconciled.wall_ms,
+                deltas: reconciled.deltas,
+                refused: reconciled.refused,
             });
         }
     }
@@ -194,7 +191,7 @@ impl Zone {
                 if pending.refused {
                     return Err(refused(&pending));
                 }
-                return Ok((pending, (pending.head >> 16) + 1));
+                return Ok((pending, ReconHead(pending.head).generation() + 1));
             }
         }
     }

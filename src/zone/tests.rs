@@ -51,8 +51,7 @@ fn consume(zone: &Zone, key: &str, n: u64) -> Result<Decision, Error> {
         key.key(),
         Operation::Consume,
         n,
-        None,
-        false,
+        PolicyChoice::Defaults,
         |_| Ok(n),
         &mut anomalies,
     )? {
@@ -68,8 +67,7 @@ fn tokens(zone: &Zone, key: &str) -> f64 {
             key.key(),
             Operation::Status,
             1,
-            None,
-            false,
+            PolicyChoice::Defaults,
             |_| Ok(1),
             &mut Vec::new(),
         )
@@ -176,6 +174,21 @@ fn a_key_being_added_when_its_process_died_gives_its_room_back() {
         .lock
         .store(dead_owner(), Ordering::Relaxed);
     assert!(consume(&zone, "new", 1).unwrap().allowed);
+    assert_eq!(zone.len(), 1);
+}
+
+#[test]
+fn a_panic_while_a_key_is_added_gives_its_room_back_as_a_takeover_would() {
+    let path = temp_path("panic");
+    let _removed = Removed(path.clone());
+    let zone = Zone::open(&config(&path, 10.0, 1), None).unwrap();
+    PANIC_BEFORE_TAG.with(|armed| armed.set(true));
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| consume(&zone, "a", 1)));
+    assert!(unwound.is_err(), "the armed panic happened");
+    assert_eq!(zone.header().held.load(Ordering::Relaxed), 0);
+    assert_eq!(zone.len(), 0);
+    // The room is there again: with maxKeys 1, another key fits.
+    assert!(consume(&zone, "b", 1).unwrap().allowed);
     assert_eq!(zone.len(), 1);
 }
 
@@ -302,8 +315,7 @@ fn consume_with_anomalies(zone: &Zone, key: &str) -> Vec<Anomaly> {
         key.key(),
         Operation::Consume,
         1,
-        None,
-        false,
+        PolicyChoice::Defaults,
         |_| Ok(1),
         &mut anomalies,
     )

@@ -12,6 +12,7 @@ use napi::sys;
 
 use super::key::KeyScratch;
 use crate::anomaly::Anomaly;
+use crate::error::ErrorCode;
 use crate::keyed::Key;
 use crate::napi::anomaly::AnomalyOutput;
 use crate::napi::buffer::{self, ResultBuffer};
@@ -58,7 +59,7 @@ pub(super) unsafe extern "C" fn raw_call<S: RawState>(
     let state = &mut *state;
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         if argc < 1 {
-            return Err(coded("ERR_INVALID_ARG", "key must be a string"));
+            return Err(coded(ErrorCode::InvalidArg, "key must be a string"));
         }
         let mut scratch = KeyScratch::new();
         let key = scratch.read(env, first)?;
@@ -90,7 +91,7 @@ pub(super) fn call_function<'env, S: RawState>(
         || {
             // SAFETY: N-API refused, so nothing else owns `data`.
             drop(unsafe { Rc::from_raw(data as *const StateCell<S>) });
-            coded("ERR_INTERNAL", "could not create the call function")
+            coded(ErrorCode::Internal, "could not create the call function")
         },
     )
 }
@@ -103,7 +104,7 @@ pub(super) fn with_state<S, T>(
     let mut state = cell
         .state
         .try_borrow_mut()
-        .map_err(|_| coded("ERR_INTERNAL", BUSY))?;
+        .map_err(|_| coded(ErrorCode::Internal, BUSY))?;
     body(&mut state)
 }
 
@@ -113,8 +114,8 @@ pub(super) fn take_error<S: RawState>(cell: &StateCell<S>) -> ErrorOutput {
         Ok(mut state) => state
             .error()
             .take()
-            .unwrap_or_else(|| coded("ERR_INTERNAL", NO_STORED_ERROR)),
-        Err(_) => coded("ERR_INTERNAL", BUSY),
+            .unwrap_or_else(|| coded(ErrorCode::Internal, NO_STORED_ERROR)),
+        Err(_) => coded(ErrorCode::Internal, BUSY),
     };
     ErrorOutput {
         code: error.status,

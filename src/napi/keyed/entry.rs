@@ -12,6 +12,8 @@ use super::policy::{default_policy, key_policy, PolicyInput};
 use super::snapshot::NativeSnapshot;
 use super::status::KeyStatusOutput;
 use super::{KeyedCell, KeyedState};
+use crate::calendar::PeriodSlot;
+use crate::error::ErrorCode;
 use crate::keyed::{KeyedConfig, KeyedLimiter, PolicyId, Target, DEFAULT_POLICY};
 use crate::napi::anomaly::AnomalyOutput;
 use crate::napi::buffer::{self, settle, write_stats, Needs, ResultBuffer};
@@ -78,7 +80,7 @@ pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<N
         }
         if !((1.0..=MAX_KEYS).contains(&max_keys) && max_keys.fract() == 0.0) {
             return Err(coded(
-                "ERR_INVALID_OPTION",
+                ErrorCode::InvalidOption,
                 format!(
                     "maxKeys must be a positive integer no larger than 2**32 (4294967296); received {}",
                     js_number(max_keys)
@@ -118,7 +120,7 @@ pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<N
                 None => None,
                 Some(units) => Some(positive_safe_integer(units).map_err(|_| {
                     coded(
-                        "ERR_INVALID_OPTION",
+                        ErrorCode::InvalidOption,
                         format!(
                             "share.leaseUnits must be a positive safe integer; received {}",
                             js_number(units)
@@ -227,8 +229,7 @@ pub fn keyed_give_back(
     guard(env, || {
         let key = key_argument(env, &key)?;
         let count = positive_safe_integer(n)?;
-        let in_range = slot.fract() == 0.0 && slot.abs() <= f64::from(i32::MAX);
-        let slot = in_range.then_some(slot as i32);
+        let slot = PeriodSlot::from_number(slot).and_then(PeriodSlot::exact_compact);
         with_state(&limiter.state, |state| {
             state.limiter.give_back(key.key(), count, slot);
             Ok(())

@@ -5,6 +5,7 @@ use std::mem::MaybeUninit;
 use napi::bindgen_prelude::*;
 use napi::sys;
 
+use crate::error::ErrorCode;
 use crate::keyed::{words_for, Key, KeyBuf};
 use crate::napi::errors::{coded, CodedResult};
 
@@ -54,11 +55,11 @@ impl KeyScratch {
             )
         };
         if status != sys::Status::napi_ok {
-            return Err(coded("ERR_INVALID_ARG", "key must be a string"));
+            return Err(coded(ErrorCode::InvalidArg, "key must be a string"));
         }
         if !(1..=MAX_KEY_UNITS).contains(&len) {
             return Err(coded(
-                "ERR_INVALID_ARG",
+                ErrorCode::InvalidArg,
                 "key must be a string of 1 to 256 UTF-16 code units",
             ));
         }

@@ -7,6 +7,7 @@ use napi::sys;
 use napi_derive::napi;
 
 use super::policy::{key_policy, PolicyInput};
+use crate::error::ErrorCode;
 use crate::keyed::{KeyPolicy, Snapshot, SnapshotError};
 use crate::napi::errors::{coded, from_core, guard, invalid_arg, CodedError, CodedResult};
 
@@ -90,7 +91,7 @@ impl NativeSnapshot {
                 )
             };
             if status != sys::Status::napi_ok {
-                return Err(coded("ERR_INTERNAL", "could not create a key string"));
+                return Err(coded(ErrorCode::Internal, "could not create a key string"));
             }
             // SAFETY: `value` was just created in the current scope.
             Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) })

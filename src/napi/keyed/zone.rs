@@ -3,26 +3,24 @@
 //! called with the key; the JS face writes `n` and the operation into the limiter's own
 //! `Float64Array` and reads the decision back from it.
 
+mod entries;
+
 use std::cell::RefCell;
 use std::rc::Rc;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use super::cell::{call_function, take_anomalies, take_error, with_state, RawState, StateCell};
+use super::cell::{call_function, with_state, RawState, StateCell};
 use super::key::key_argument;
 use super::policy::{count_for, default_policy, key_policy, PolicyInput};
 use super::snapshot::NativeSnapshot;
-use super::status::KeyStatusOutput;
-use super::KeyedState;
 use crate::anomaly::Anomaly;
-use crate::error::Error as CoreError;
-use crate::keyed::{Key, KeyPolicy};
-use crate::napi::anomaly::AnomalyOutput;
-use crate::napi::buffer::{self, settle, Needs};
+use crate::error::{Error as CoreError, ErrorCode};
+use crate::keyed::{Key, KeyPolicy, PolicyChoice};
+use crate::napi::buffer;
 use crate::napi::buffer::{write_decision, ResultBuffer};
 use crate::napi::errors::{coded, from_core, guard, CodedError, CodedResult};
-use crate::napi::limiter::ErrorOutput;
 use crate::napi::options::{config_from, positive_safe_integer, LimiterOptions};
 use crate::napi::registry::notify_listener;
 #[cfg(target_os = "linux")]
@@ -95,7 +93,7 @@ fn zone_error(error: crate::zone::ZoneError) -> CodedError {
 }
 
 fn closed() -> CodedError {
-    coded("ERR_INVALID_ARG", "this limiter's zone was closed")
+    coded(ErrorCode::InvalidArg, "this limiter's zone was closed")
 }
 
 /// Opens (or makes) the zone file named by `input.path`.
@@ -107,7 +105,7 @@ pub fn zone_open(env: &Env, input: ZoneInput<'_>) -> napi::Result<External<Nativ
 #[cfg(not(target_os = "linux"))]
 fn open(_input: ZoneInput<'_>) -> CodedResult<External<NativeZone>> {
     Err(coded(
-        "ERR_UNSUPPORTED_PLATFORM",
+        ErrorCode::UnsupportedPlatform,
         format!(
             "zone needs Linux shared memory (tested there only); this platform is {}",
             std::env::consts::OS
@@ -129,7 +127,7 @@ fn open(input: ZoneInput<'_>) -> CodedResult<External<NativeZone>> {
         restore,
     } = input;
     if result_buffer.len() < buffer::LENGTH {
-        return Err(coded("ERR_INTERNAL", "the result buffer is too short"));
+        return Err(coded(ErrorCode::Internal, "the result buffer is too short"));
     }
     let limits = config_from(&options)?;
     let defaults = default_policy(&limits);
@@ -190,7 +188,7 @@ impl ZoneState {
             Operation::Refund
         } else {
             return Err(coded(
-                "ERR_INVALID_ARG",
+                ErrorCode::InvalidArg,
                 format!("unknown operation {operation}"),
             ));
         };
@@ -205,8 +203,7 @@ impl ZoneState {
             key,
             operation,
             count,
-            policy.as_ref(),
-            self.has_policy,
+            PolicyChoice::of(policy.as_ref(), self.has_policy),
             |capacity| count_for(n, capacity).map_err(invalid_count),
             &mut self.anomalies,
         );
@@ -217,7 +214,7 @@ impl ZoneState {
             Outcome::Decided(decision, period_slot) => {
                 write_decision(&self.result, &decision);
                 self.result
-                    .set(buffer::PERIOD_SLOT, slot_number(period_slot));
+                    .set(buffer::PERIOD_SLOT, period_slot.to_number_or_none());
             }
             Outcome::Refunded | Outcome::Status(_) => {
                 self.result.set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED)
@@ -241,16 +238,6 @@ fn invalid_count(error: CodedError) -> CoreError {
     }
 }
 
-/// A period slot as the result buffer carries it (the in-process limiter's "no period" for none).
-#[cfg(target_os = "linux")]
-fn slot_number(slot: i64) -> f64 {
-    if slot == i64::MIN {
-        f64::from(i32::MIN)
-    } else {
-        slot as f64
-    }
-}
-
 #[cfg(target_os = "linux")]
 fn run_raw(state: &mut ZoneState, key: Key<'_>) -> CodedResult<()> {
     state.run(key, None)
@@ -258,7 +245,7 @@ fn run_raw(state: &mut ZoneState, key: Key<'_>) -> CodedResult<()> {
 
 #[cfg(not(target_os = "linux"))]
 fn run_raw(_state: &mut ZoneState, _key: Key<'_>) -> CodedResult<()> {
-    Err(coded("ERR_UNSUPPORTED_PLATFORM", "zone"))
+    Err(coded(ErrorCode::UnsupportedPlatform, "zone"))
 }
 
 /// The hot path: a raw function `call(key)` on this zone limiter.
@@ -299,161 +286,5 @@ fn slow(state: &mut ZoneState, key: Key<'_>, policy: Option<KeyPolicy>) -> Coded
 
 #[cfg(not(target_os = "linux"))]
 fn slow(_state: &mut ZoneState, _key: Key<'_>, _policy: Option<KeyPolicy>) -> CodedResult<()> {
-    Err(coded("ERR_UNSUPPORTED_PLATFORM", "zone"))
-}
-
-/// `status(key)`; `None` when the JS face must call `policy(key)` first (the result buffer's
-/// status says so, as after a raw call).
-#[napi(js_name = "zoneStatus")]
-pub fn zone_status(
-    env: &Env,
-    zone: &External<NativeZone>,
-    key: Unknown<'_>,
-    policy: Option<PolicyInput>,
-) -> napi::Result<Option<KeyStatusOutput>> {
-    guard(env, || {
-        let key = key_argument(env, &key)?;
-        let policy = policy.as_ref().map(key_policy).transpose()?;
-        with_zone(zone, |state| status(state, key.key(), policy))
-    })
-}
-
-#[cfg(target_os = "linux")]
-fn status(
-    state: &mut ZoneState,
-    key: Key<'_>,
-    policy: Option<KeyPolicy>,
-) -> CodedResult<Option<KeyStatusOutput>> {
-    let mut anomalies = Vec::new();
-    let outcome = state
-        .zone()?
-        .call(
-            key,
-            Operation::Status,
-            1,
-            policy.as_ref(),
-            state.has_policy,
-            |_| Ok(1),
-            &mut anomalies,
-        )
-        .map_err(|error| from_core(&error))?;
-    notify_listener(state.registry_id, state.anomaly_listener, &anomalies);
-    let step = match outcome {
-        Outcome::NeedsPolicy => Err(Needs::Policy),
-        Outcome::Status(status) => Ok(KeyedState::status_output(status)),
-        _ => return Err(coded("ERR_INTERNAL", "status decided")),
-    };
-    Ok(settle(&state.result, step))
-}
-
-#[cfg(not(target_os = "linux"))]
-fn status(
-    _state: &mut ZoneState,
-    _key: Key<'_>,
-    _policy: Option<KeyPolicy>,
-) -> CodedResult<Option<KeyStatusOutput>> {
-    Err(coded("ERR_UNSUPPORTED_PLATFORM", "zone"))
-}
-
-/// Gives back what a decision for `key` took, reading no clock (see `keyedGiveBack`).
-#[cfg(target_os = "linux")]
-#[napi(js_name = "zoneGiveBack")]
-pub fn zone_give_back(
-    env: &Env,
-    zone: &External<NativeZone>,
-    key: Unknown<'_>,
-    n: f64,
-    slot: f64,
-) -> napi::Result<()> {
-    guard(env, || {
-        let key = key_argument(env, &key)?;
-        let count = positive_safe_integer(n)?;
-        let slot = (slot.fract() == 0.0 && slot.abs() <= 9e15 && slot != f64::from(i32::MIN))
-            .then_some(slot as i64);
-        with_zone(zone, |state| {
-            state.zone()?.give_back(key.key(), count, slot);
-            Ok(())
-        })
-    })
-}
-
-#[cfg(target_os = "linux")]
-#[napi(js_name = "zoneDelete")]
-pub fn zone_delete(env: &Env, zone: &External<NativeZone>, key: Unknown<'_>) -> napi::Result<bool> {
-    guard(env, || {
-        let key = key_argument(env, &key)?;
-        with_zone(zone, |state| Ok(state.zone()?.delete(key.key())))
-    })
-}
-
-#[cfg(target_os = "linux")]
-#[napi(js_name = "zoneSize")]
-pub fn zone_size(env: &Env, zone: &External<NativeZone>) -> napi::Result<f64> {
-    guard(env, || {
-        with_zone(zone, |state| Ok(state.zone()?.len() as f64))
-    })
-}
-
-#[cfg(target_os = "linux")]
-#[napi(js_name = "zoneSnapshot")]
-pub fn zone_snapshot(env: &Env, zone: &External<NativeZone>) -> napi::Result<Uint8Array> {
-    guard(env, || {
-        with_zone(zone, |state| Ok(Uint8Array::new(state.zone()?.snapshot())))
-    })
-}
-
-/// Unmaps the zone (the file stays); later calls are refused.
-#[cfg(target_os = "linux")]
-#[napi(js_name = "zoneClose")]
-pub fn zone_close(env: &Env, zone: &External<NativeZone>) -> napi::Result<()> {
-    guard(env, || {
-        with_zone(zone, |state| {
-            state.zone = None;
-            Ok(())
-        })
-    })
-}
-
-/// `stats()`: this limiter's counters (its own calls, in this process) and the zone's key count,
-/// written into the result buffer as `keyedStats` writes them.
-#[cfg(target_os = "linux")]
-#[napi(js_name = "zoneStats")]
-pub fn zone_stats(env: &Env, zone: &External<NativeZone>) -> napi::Result<()> {
-    guard(env, || {
-        with_zone(zone, |state| {
-            let zone = state.zone()?;
-            crate::napi::buffer::write_stats(&state.result, &zone.counters(), zone.len());
-            Ok(())
-        })
-    })
-}
-
-/// Locks taken over from dead processes since the zone was made.
-#[cfg(target_os = "linux")]
-#[napi(js_name = "zoneTakeovers")]
-pub fn zone_takeovers(env: &Env, zone: &External<NativeZone>) -> napi::Result<f64> {
-    guard(env, || {
-        with_zone(zone, |state| Ok(state.zone()?.takeovers() as f64))
-    })
-}
-
-/// Whether this open made the zone file.
-#[cfg(target_os = "linux")]
-#[napi(js_name = "zoneCreated")]
-pub fn zone_created(env: &Env, zone: &External<NativeZone>) -> napi::Result<bool> {
-    guard(env, || with_zone(zone, |state| Ok(state.zone()?.created)))
-}
-
-#[cfg(target_os = "linux")]
-#[napi(js_name = "zoneTakeAnomalies")]
-pub fn zone_take_anomalies(
-    env: &Env,
-    zone: &External<NativeZone>,
-) -> napi::Result<Vec<AnomalyOutput>> {
-    guard(env, || take_anomalies(&zone.cell))
-}
-
-#[napi(js_name = "zoneTakeError")]
-pub fn zone_take_error(zone: &External<NativeZone>) -> ErrorOutput {
-    take_error(&zone.cell)
+    Err(coded(ErrorCode::UnsupportedPlatform, "zone"))
 }

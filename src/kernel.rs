@@ -1,0 +1,323 @@
+//! The rules every limiter shares, written once: the decision ([`decide`]), how a key's state is
+//! brought up to the limiter's timeline ([`KeyUse::refresh`]) and when dropping a key changes no
+//! later decision ([`KeyUse::idleness`]). `QuotaClock`'s limiter keeps its one bucket in its
+//! fields, the keyed table a key's in its records, the zone in shared memory; each hands the
+//! rule its state (the key stores as a [`KeyUse`]) and stores the result back. The period rule is
+//! [`OpenPeriod::next`](crate::quota::OpenPeriod::next), the reading rule
+//! [`ReadingRule::read`](crate::reconciler::ReadingRule::read).
+
+use crate::bucket::{refill_wait_ms, refilled};
+use crate::stats::Counters;
+
+/// Which wait a denial reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RetryBasis {
+    MonotonicRefill,
+    WallPeriod,
+}
+
+impl RetryBasis {
+    /// Every basis, once.
+    pub const ALL: [RetryBasis; 2] = [RetryBasis::MonotonicRefill, RetryBasis::WallPeriod];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetryBasis::MonotonicRefill => "monotonic-refill",
+            RetryBasis::WallPeriod => "wall-period",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Decision {
+    pub allowed: bool,
+    pub retry_after_ms: f64,
+    pub retry_after_basis: Option<RetryBasis>,
+    pub tokens: f64,
+    pub quota_remaining: Option<u64>,
+}
+
+impl Decision {
+    #[inline(always)]
+    pub(crate) fn allowed(tokens: f64, quota_remaining: Option<u64>) -> Decision {
+        Decision {
+            allowed: true,
+            retry_after_ms: 0.0,
+            retry_after_basis: None,
+            tokens,
+            quota_remaining,
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn denied(
+        retry_after_ms: f64,
+        basis: RetryBasis,
+        tokens: f64,
+        quota_remaining: Option<u64>,
+    ) -> Decision {
+        Decision {
+            allowed: false,
+            retry_after_ms,
+            retry_after_basis: Some(basis),
+            tokens,
+            quota_remaining,
+        }
+    }
+}
+
+/// a denial waits the longer of the waits that apply; a tie goes to the calendar.
+#[inline(always)]
+pub(crate) fn longer_wait(bucket_wait_ms: f64, quota_wait_ms: Option<f64>) -> (f64, RetryBasis) {
+    match quota_wait_ms {
+        Some(quota_wait_ms) if quota_wait_ms >= bucket_wait_ms => {
+            (quota_wait_ms, RetryBasis::WallPeriod)
+        }
+        _ => (bucket_wait_ms, RetryBasis::MonotonicRefill),
+    }
+}
+
+/// Where a decision is counted: the in-process limiters' `stats()` counters, or nowhere (the
+/// zone counts each call's outcome once, around the decision).
+pub trait Tally {
+    fn allowed(&mut self);
+    fn denied(&mut self);
+}
+
+impl Tally for Counters {
+    #[inline(always)]
+    fn allowed(&mut self) {
+        self.allowed += 1;
+    }
+    #[inline(always)]
+    fn denied(&mut self) {
+        self.denied += 1;
+    }
+}
+
+impl Tally for () {
+    #[inline(always)]
+    fn allowed(&mut self) {}
+    #[inline(always)]
+    fn denied(&mut self) {}
+}
+
+/// The decision rule: takes `n` from `tokens` and, with a quota (`limit`), from the period's
+/// `used`, if both have it; else says how long to wait, the longer of the bucket's refill at
+/// `refill_per_second` and the quota's `quota_wait_ms()` (asked only when the quota is short).
+/// `n` is a positive integer no larger than capacity (checked by the caller).
+#[inline(always)]
+pub fn decide(
+    tokens: &mut f64,
+    used: &mut u64,
+    n: u64,
+    refill_per_second: f64,
+    limit: Option<u64>,
+    quota_wait_ms: impl FnOnce() -> f64,
+    tally: &mut impl Tally,
+) -> Decision {
+    // n ≤ capacity is a safe integer, so the signed conversion (one instruction) is exact.
+    let wanted = n as i64 as f64;
+    let bucket_admits = *tokens >= wanted;
+    // One branch on the quota's presence, so a limiter without one decides on its bucket alone.
+    let Some(limit) = limit else {
+        if bucket_admits {
+            *tokens -= wanted;
+            tally.allowed();
+            return Decision::allowed(*tokens, None);
+        }
+        let wait_ms = refill_wait_ms(*tokens, wanted, refill_per_second);
+        tally.denied();
+        return Decision::denied(wait_ms, RetryBasis::MonotonicRefill, *tokens, None);
+    };
+    let quota_admits = n <= limit.saturating_sub(*used);
+    if bucket_admits && quota_admits {
+        *tokens -= wanted;
+        *used += n;
+        tally.allowed();
+        return Decision::allowed(*tokens, Some(limit.saturating_sub(*used)));
+    }
+    let bucket_wait_ms = if bucket_admits {
+        0.0
+    } else {
+        refill_wait_ms(*tokens, wanted, refill_per_second)
+    };
+    let quota_wait_ms = (!quota_admits).then(quota_wait_ms);
+    let (retry_after_ms, basis) = longer_wait(bucket_wait_ms, quota_wait_ms);
+    tally.denied();
+    Decision::denied(
+        retry_after_ms,
+        basis,
+        *tokens,
+        Some(limit.saturating_sub(*used)),
+    )
+}
+
+/// A key's bucket and quota use, however its store keeps them. `S` is the store's form of a
+/// period slot (the key table's 32-bit one, the zone's [`PeriodSlot`](crate::calendar::PeriodSlot)).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KeyUse<S> {
+    pub tokens: f64,
+    /// The limiter's timeline (credited ms) when `tokens` was last brought up to date.
+    pub credited_at_ms: f64,
+    /// Quota use in the period `period_slot` of the key's spec.
+    pub quota_used: u64,
+    /// The period the use belongs to.
+    pub period_slot: S,
+}
+
+/// What the idle rule finds of a key ([`KeyUse::idleness`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Idleness {
+    /// Dropping the key changes no later decision: a full bucket and no use in its open period.
+    pub idle: bool,
+    /// It has quota use in its spec's open period (dropping it would give that use back).
+    pub has_use: bool,
+}
+
+/// A key's state where its store keeps it (the key table's record fields), for the refresh rule
+/// to change in place: only what changes is written.
+pub struct KeyFields<'a, S> {
+    pub tokens: &'a mut f64,
+    pub credited_at_ms: &'a mut f64,
+    pub quota_used: &'a mut u64,
+    pub period_slot: &'a mut S,
+}
+
+/// The refresh rule: the bucket refilled up to `timeline_ms`, and the use zeroed if it belongs
+/// to a period other than the open one (`open_slot`).
+#[inline(always)]
+pub fn refresh<S: Copy + PartialEq>(
+    key: KeyFields<'_, S>,
+    capacity: f64,
+    refill_per_second: f64,
+    timeline_ms: f64,
+    open_slot: S,
+) {
+    *key.tokens = refilled(
+        *key.tokens,
+        timeline_ms - *key.credited_at_ms,
+        refill_per_second,
+        capacity,
+    );
+    // Calls on one key are in timeline order (the zone holds the key's group lock across the
+    // reconciliation; the key table has one owner), so this only moves forward. (A plain
+    // compare: neither is NaN.)
+    if timeline_ms > *key.credited_at_ms {
+        *key.credited_at_ms = timeline_ms;
+    }
+    if *key.period_slot != open_slot {
+        *key.period_slot = open_slot;
+        *key.quota_used = 0;
+    }
+}
+
+impl<S: Copy + PartialEq> KeyUse<S> {
+    /// The refresh rule ([`refresh`]) on this value.
+    #[inline(always)]
+    pub fn refresh(
+        &mut self,
+        capacity: f64,
+        refill_per_second: f64,
+        timeline_ms: f64,
+        open_slot: S,
+    ) {
+        refresh(
+            KeyFields {
+                tokens: &mut self.tokens,
+                credited_at_ms: &mut self.credited_at_ms,
+                quota_used: &mut self.quota_used,
+                period_slot: &mut self.period_slot,
+            },
+            capacity,
+            refill_per_second,
+            timeline_ms,
+            open_slot,
+        );
+    }
+
+    /// The idle rule, judged at `timeline_ms`: a full bucket then, and no use in the period
+    /// that would be open (`slot_after`: that period's slot, `None` when the key has no quota;
+    /// asked only when the key has use).
+    #[inline]
+    pub fn idleness(
+        &self,
+        capacity: f64,
+        refill_per_second: f64,
+        timeline_ms: f64,
+        slot_after: impl FnOnce() -> Option<S>,
+    ) -> Idleness {
+        let tokens = refilled(
+            self.tokens,
+            timeline_ms - self.credited_at_ms,
+            refill_per_second,
+            capacity,
+        );
+        let has_use = self.quota_used > 0 && slot_after() == Some(self.period_slot);
+        Idleness {
+            idle: tokens >= capacity && !has_use,
+            has_use,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refresh_refills_to_capacity_and_zeroes_the_use_of_an_ended_period() {
+        let mut key = KeyUse {
+            tokens: 1.0,
+            credited_at_ms: 1_000.0,
+            quota_used: 3,
+            period_slot: 7,
+        };
+        key.refresh(10.0, 2.0, 3_000.0, 7);
+        assert_eq!(
+            (key.tokens, key.credited_at_ms, key.quota_used),
+            (5.0, 3_000.0, 3)
+        );
+        key.refresh(10.0, 2.0, 60_000.0, 8);
+        assert_eq!((key.tokens, key.quota_used, key.period_slot), (10.0, 0, 8));
+    }
+
+    #[test]
+    fn a_key_is_idle_with_a_full_bucket_and_no_use_in_the_period_that_would_be_open() {
+        let key = KeyUse {
+            tokens: 9.0,
+            credited_at_ms: 0.0,
+            quota_used: 1,
+            period_slot: 4,
+        };
+        let judged = |timeline_ms, slot| key.idleness(10.0, 1.0, timeline_ms, || slot);
+        assert_eq!(
+            judged(500.0, Some(5)),
+            Idleness {
+                idle: false,
+                has_use: false
+            }
+        );
+        assert_eq!(
+            judged(1_000.0, Some(5)),
+            Idleness {
+                idle: true,
+                has_use: false
+            }
+        );
+        assert_eq!(
+            judged(1_000.0, Some(4)),
+            Idleness {
+                idle: false,
+                has_use: true
+            }
+        );
+        assert_eq!(
+            judged(1_000.0, None),
+            Idleness {
+                idle: true,
+                has_use: false
+            }
+        );
+    }
+}
