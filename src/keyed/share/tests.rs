@@ -212,7 +212,7 @@ fn after_a_refill_that_came_too_late_the_next_is_asked_for_at_an_eighth_and_brin
     let at = index(&limiter, "a");
     let request = limiter.reserve_request(at, 0, 0).unwrap();
     assert_eq!(request.lease_units, 501);
-    assert!(limiter.credit_reservation(at, request.period_slot, 501, room - 501));
+    assert!(limiter.credit_reservation(at, request.period_slot, 501, room - 501, 0));
     room -= 501;
     assert_eq!(
         left_when_refill_is_asked(&mut limiter, &mut clock),
@@ -228,13 +228,13 @@ fn after_a_refill_that_came_too_late_the_next_is_asked_for_at_an_eighth_and_brin
         consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved),
         SharedDecision::NeedsStore { lacking: 1 }
     );
-    assert!(limiter.credit_reservation(at, request.period_slot, 501, room - 501));
+    assert!(limiter.credit_reservation(at, request.period_slot, 501, room - 501, 0));
     // The next fetch is asked for at an eighth of a lease, and tops up to one lease (never past it).
     assert_eq!(left_when_refill_is_asked(&mut limiter, &mut clock), 124);
     let request = limiter.reserve_request(at, 0, 0).unwrap();
     assert_eq!(request.lease_units, 876);
     // That one came in time: the one after it is asked for below half again.
-    assert!(limiter.credit_reservation(at, request.period_slot, 876, 1_000_000));
+    assert!(limiter.credit_reservation(at, request.period_slot, 876, 1_000_000, 0));
     assert_eq!(left_when_refill_is_asked(&mut limiter, &mut clock), 499);
 }
 
