@@ -21,7 +21,7 @@ impl ReconState {
             last_wall_ms: wall_ms,
             timeline_ms: 0.0,
             baseline: reader.then(|| ReaderBaseline {
-                elapsed_realtime_ms: clock::boottime_ms(),
+                elapsed_realtime_ms: clock::elapsed_realtime_ms(),
                 monotonic_ms,
             }),
             regression: None,
@@ -150,7 +150,7 @@ impl Zone {
                 wall_delta_ms,
                 self.suspend_policy,
                 &mut baseline,
-                || Ok(clock::boottime_ms()),
+                || Ok(clock::elapsed_realtime_ms()),
                 anomalies,
             )?;
             return Ok(Pending {

@@ -1,5 +1,6 @@
 //! `KeyedQuotaClock` with `zone`: the keyed table in a shared memory-mapped file
-//! (`crate::zone`). Shaped like the in-process limiter's binding: one raw function per limiter,
+//! (`crate::zone`, Linux only: elsewhere this module is not built and the JS face refuses a zone
+//! with `ERR_UNSUPPORTED_PLATFORM` before calling in; docs/zone.md says what a port needs). Shaped like the in-process limiter's binding: one raw function per limiter,
 //! called with the key; the JS face writes `n` and the operation into the limiter's own
 //! `Float64Array` and reads the decision back from it.
 
@@ -25,10 +26,8 @@ use crate::napi::errors::{coded, from_core, guard, CodedError, CodedResult};
 use crate::napi::limiter::ErrorOutput;
 use crate::napi::options::{config_from, positive_safe_integer, LimiterOptions};
 use crate::napi::registry::notify_listener;
-#[cfg(target_os = "linux")]
 use crate::zone::{Operation, Outcome, Zone, ZoneConfig};
 
-#[cfg(target_os = "linux")]
 struct ZoneState {
     /// `None` once closed.
     zone: Option<Zone>,
@@ -41,32 +40,21 @@ struct ZoneState {
     _result_buffer: Float64Array,
 }
 
-#[cfg(not(target_os = "linux"))]
-struct ZoneState {
-    error: Option<CodedError>,
-}
-
 /// What the zone limiter's raw function points at.
 type ZoneCell = StateCell<ZoneState>;
 
 impl RawState for ZoneState {
     #[inline(always)]
     fn call(&mut self, key: Key<'_>) -> CodedResult<()> {
-        run_raw(self, key)
+        self.run(key, None)
     }
 
     fn error(&mut self) -> &mut Option<CodedError> {
         &mut self.error
     }
 
-    #[cfg(target_os = "linux")]
     fn anomalies(&self) -> &[Anomaly] {
         &self.anomalies
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    fn anomalies(&self) -> &[Anomaly] {
-        &[]
     }
 }
 
@@ -104,18 +92,6 @@ pub fn zone_open(env: &Env, input: ZoneInput<'_>) -> napi::Result<External<Nativ
     guard(env, move || open(input))
 }
 
-#[cfg(not(target_os = "linux"))]
-fn open(_input: ZoneInput<'_>) -> CodedResult<External<NativeZone>> {
-    Err(coded(
-        "ERR_UNSUPPORTED_PLATFORM",
-        format!(
-            "zone needs Linux shared memory (tested there only); this platform is {}",
-            std::env::consts::OS
-        ),
-    ))
-}
-
-#[cfg(target_os = "linux")]
 fn open(input: ZoneInput<'_>) -> CodedResult<External<NativeZone>> {
     let ZoneInput {
         registry: registry_id,
@@ -174,7 +150,6 @@ fn open(input: ZoneInput<'_>) -> CodedResult<External<NativeZone>> {
     }))
 }
 
-#[cfg(target_os = "linux")]
 impl ZoneState {
     fn zone(&self) -> CodedResult<&Zone> {
         self.zone.as_ref().ok_or_else(closed)
@@ -233,7 +208,6 @@ impl ZoneState {
 }
 
 /// A count refused as the in-process limiter refuses it (its coded error, carried through the core).
-#[cfg(target_os = "linux")]
 fn invalid_count(error: CodedError) -> CoreError {
     CoreError::Invalid {
         code: crate::error::ErrorCode::InvalidArg,
@@ -242,23 +216,12 @@ fn invalid_count(error: CodedError) -> CoreError {
 }
 
 /// A period slot as the result buffer carries it (the in-process limiter's "no period" for none).
-#[cfg(target_os = "linux")]
 fn slot_number(slot: i64) -> f64 {
     if slot == i64::MIN {
         f64::from(i32::MIN)
     } else {
         slot as f64
     }
-}
-
-#[cfg(target_os = "linux")]
-fn run_raw(state: &mut ZoneState, key: Key<'_>) -> CodedResult<()> {
-    state.run(key, None)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn run_raw(_state: &mut ZoneState, _key: Key<'_>) -> CodedResult<()> {
-    Err(coded("ERR_UNSUPPORTED_PLATFORM", "zone"))
 }
 
 /// The hot path: a raw function `call(key)` on this zone limiter.
@@ -288,18 +251,8 @@ pub fn zone_call_slow(
     guard(env, || {
         let key = key_argument(env, &key)?;
         let policy = policy.as_ref().map(key_policy).transpose()?;
-        with_zone(zone, |state| slow(state, key.key(), policy))
+        with_zone(zone, |state| state.run(key.key(), policy))
     })
-}
-
-#[cfg(target_os = "linux")]
-fn slow(state: &mut ZoneState, key: Key<'_>, policy: Option<KeyPolicy>) -> CodedResult<()> {
-    state.run(key, policy)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn slow(_state: &mut ZoneState, _key: Key<'_>, _policy: Option<KeyPolicy>) -> CodedResult<()> {
-    Err(coded("ERR_UNSUPPORTED_PLATFORM", "zone"))
 }
 
 /// `status(key)`; `None` when the JS face must call `policy(key)` first (the result buffer's
@@ -318,7 +271,6 @@ pub fn zone_status(
     })
 }
 
-#[cfg(target_os = "linux")]
 fn status(
     state: &mut ZoneState,
     key: Key<'_>,
@@ -346,17 +298,7 @@ fn status(
     Ok(settle(&state.result, step))
 }
 
-#[cfg(not(target_os = "linux"))]
-fn status(
-    _state: &mut ZoneState,
-    _key: Key<'_>,
-    _policy: Option<KeyPolicy>,
-) -> CodedResult<Option<KeyStatusOutput>> {
-    Err(coded("ERR_UNSUPPORTED_PLATFORM", "zone"))
-}
-
 /// Gives back what a decision for `key` took, reading no clock (see `keyedGiveBack`).
-#[cfg(target_os = "linux")]
 #[napi(js_name = "zoneGiveBack")]
 pub fn zone_give_back(
     env: &Env,
@@ -377,7 +319,6 @@ pub fn zone_give_back(
     })
 }
 
-#[cfg(target_os = "linux")]
 #[napi(js_name = "zoneDelete")]
 pub fn zone_delete(env: &Env, zone: &External<NativeZone>, key: Unknown<'_>) -> napi::Result<bool> {
     guard(env, || {
@@ -386,7 +327,6 @@ pub fn zone_delete(env: &Env, zone: &External<NativeZone>, key: Unknown<'_>) -> 
     })
 }
 
-#[cfg(target_os = "linux")]
 #[napi(js_name = "zoneSize")]
 pub fn zone_size(env: &Env, zone: &External<NativeZone>) -> napi::Result<f64> {
     guard(env, || {
@@ -394,7 +334,6 @@ pub fn zone_size(env: &Env, zone: &External<NativeZone>) -> napi::Result<f64> {
     })
 }
 
-#[cfg(target_os = "linux")]
 #[napi(js_name = "zoneSnapshot")]
 pub fn zone_snapshot(env: &Env, zone: &External<NativeZone>) -> napi::Result<Uint8Array> {
     guard(env, || {
@@ -403,7 +342,6 @@ pub fn zone_snapshot(env: &Env, zone: &External<NativeZone>) -> napi::Result<Uin
 }
 
 /// Unmaps the zone (the file stays); later calls are refused.
-#[cfg(target_os = "linux")]
 #[napi(js_name = "zoneClose")]
 pub fn zone_close(env: &Env, zone: &External<NativeZone>) -> napi::Result<()> {
     guard(env, || {
@@ -416,7 +354,6 @@ pub fn zone_close(env: &Env, zone: &External<NativeZone>) -> napi::Result<()> {
 
 /// `stats()`: this limiter's counters (its own calls, in this process) and the zone's key count,
 /// written into the result buffer as `keyedStats` writes them.
-#[cfg(target_os = "linux")]
 #[napi(js_name = "zoneStats")]
 pub fn zone_stats(env: &Env, zone: &External<NativeZone>) -> napi::Result<()> {
     guard(env, || {
@@ -429,7 +366,6 @@ pub fn zone_stats(env: &Env, zone: &External<NativeZone>) -> napi::Result<()> {
 }
 
 /// Locks taken over from dead processes since the zone was made.
-#[cfg(target_os = "linux")]
 #[napi(js_name = "zoneTakeovers")]
 pub fn zone_takeovers(env: &Env, zone: &External<NativeZone>) -> napi::Result<f64> {
     guard(env, || {
@@ -438,13 +374,11 @@ pub fn zone_takeovers(env: &Env, zone: &External<NativeZone>) -> napi::Result<f6
 }
 
 /// Whether this open made the zone file.
-#[cfg(target_os = "linux")]
 #[napi(js_name = "zoneCreated")]
 pub fn zone_created(env: &Env, zone: &External<NativeZone>) -> napi::Result<bool> {
     guard(env, || with_zone(zone, |state| Ok(state.zone()?.created)))
 }
 
-#[cfg(target_os = "linux")]
 #[napi(js_name = "zoneTakeAnomalies")]
 pub fn zone_take_anomalies(
     env: &Env,
