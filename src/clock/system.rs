@@ -60,21 +60,19 @@ pub fn elapsed_realtime_ms() -> f64 {
 
 #[cfg(target_vendor = "apple")]
 mod apple {
+    use mach2::mach_time::{
+        mach_absolute_time, mach_continuous_time, mach_timebase_info, mach_timebase_info_data_t,
+    };
     use std::sync::OnceLock;
-
-    extern "C" {
-        // libSystem, macOS 10.12 and later; the libc crate does not declare it.
-        fn mach_continuous_time() -> u64;
-    }
 
     /// Milliseconds per tick of the Mach clocks (1e-6 on Intel, 125/3 * 1e-6 on Apple silicon).
     #[inline]
     fn ms_per_tick() -> f64 {
         static MS_PER_TICK: OnceLock<f64> = OnceLock::new();
         *MS_PER_TICK.get_or_init(|| {
-            let mut info = libc::mach_timebase_info { numer: 0, denom: 0 };
+            let mut info = mach_timebase_info_data_t::default();
             // SAFETY: `info` is a valid, writable mach_timebase_info.
-            let status = unsafe { libc::mach_timebase_info(&mut info) };
+            let status = unsafe { mach_timebase_info(&mut info) };
             if status != 0 || info.denom == 0 {
                 return 1e-6;
             }
@@ -86,10 +84,11 @@ mod apple {
     #[inline]
     pub fn monotonic_ms() -> f64 {
         // SAFETY: no arguments, no failure.
-        (unsafe { libc::mach_absolute_time() }) as f64 * ms_per_tick()
+        (unsafe { mach_absolute_time() }) as f64 * ms_per_tick()
     }
 
-    /// `mach_continuous_time` (keeps counting while the Mac sleeps) in milliseconds.
+    /// `mach_continuous_time` (keeps counting while the Mac sleeps; macOS 10.12 and later) in
+    /// milliseconds.
     #[inline]
     pub fn elapsed_realtime_ms() -> f64 {
         // SAFETY: no arguments, no failure.
