@@ -365,8 +365,12 @@ function runSuite(target, command, file) {
     result.stdout = fs.existsSync(out) ? fs.readFileSync(out, 'utf8') : ''
     fs.rmSync(out, { force: true })
   } else {
-    // Under qemu or a foreign loader, a child started with process.execPath is started the same way.
-    const env = { ...process.env, EMULATED_NODE: JSON.stringify(command) }
+    // Under qemu or a foreign loader, a child started with process.execPath is started the same
+    // way. The loader guesses the C library from files of this (glibc) host, so it is told which
+    // binary to load.
+    const env = { ...process.env, EMULATED_NODE: JSON.stringify(command), NAPI_RS_NATIVE_LIBRARY_PATH: binaryPath(target) }
+    // qemu runs arm64 code 10-30 times slower: the few bounds on a duration scale with it.
+    if (target.runner === 'qemu') env.QUOTA_CLOCK_TEST_TIME_SCALE = '20'
     result = spawnSync(command[0], [...command.slice(1), '--require', path.join(__dirname, 'platforms', 'children.js'), ...reporterArgs, file], { ...options, env })
   }
   const text = `${result.stdout ?? ''}${result.stderr ?? ''}`
@@ -465,4 +469,6 @@ function main() {
   log(`${command}: ${seconds(started)}`)
 }
 
-main()
+if (require.main === module) main()
+
+module.exports = { qemuNode, muslNode, wineNode, TARGETS }

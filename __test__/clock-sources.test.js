@@ -118,7 +118,7 @@ test('the procUptimeElapsedRealtime() reader given to systemClock works with a Q
 })
 
 // ---------------------------------------------------------------------------------------------
-// hostElapsedRealtime (SPEC §3): Linux CLOCK_BOOTTIME, macOS mach_continuous_time, Windows
+// hostElapsedRealtime: Linux CLOCK_BOOTTIME, macOS mach_continuous_time, Windows
 // QueryInterruptTimePrecise; systemClock()'s monotonic is the clock that stops in suspend.
 
 const HOST_READER = ['linux', 'darwin', 'win32'].includes(process.platform)

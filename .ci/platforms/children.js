@@ -8,16 +8,21 @@ const childProcess = require('node:child_process')
 const prefix = JSON.parse(process.env.EMULATED_NODE)
 const self = process.execPath
 
+/** Whether `file` is this platform's node (under a foreign loader, execPath is the loader). */
+function isNode(file) {
+  return file === self || file === prefix[prefix.length - 1]
+}
+
 function rewrite(file, args) {
-  return file === self || file === prefix[prefix.length - 1] ? [prefix[0], [...prefix.slice(1), ...args]] : [file, args]
+  return isNode(file) ? [prefix[0], [...prefix.slice(1), ...args]] : [file, args]
 }
 
 // spawn, fork, execFile and exec all start through ChildProcess.prototype.spawn.
 const { spawn } = childProcess.ChildProcess.prototype
 childProcess.ChildProcess.prototype.spawn = function (options) {
-  if (options && typeof options.file === 'string' && Array.isArray(options.args)) {
+  if (options && isNode(options.file) && Array.isArray(options.args)) {
     const [file, args] = rewrite(options.file, options.args.slice(1))
-    if (file !== options.file) options = { ...options, file, args: [file, ...args] }
+    options = { ...options, file, args: [file, ...args] }
   }
   return spawn.call(this, options)
 }
@@ -29,7 +34,7 @@ for (const name of ['spawnSync', 'execFileSync']) {
       const [command, rest] = rewrite(file, args)
       return original.call(this, command, rest, options)
     }
-    if (file === self) {
+    if (isNode(file)) {
       const [command, rest] = rewrite(file, [])
       return original.call(this, command, rest, args)
     }
