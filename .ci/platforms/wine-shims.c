@@ -2,7 +2,8 @@
 // only (`npm run test:platforms`; never shipped). Compiled twice by .ci/platforms.js:
 // - bcryptprimitives.dll: Rust's standard library seeds its hash maps from ProcessPrng;
 //   this one calls RtlGenRandom (advapi32's SystemFunction036), which wine has.
-// - api-ms-win-core-realtime-l1-1-1.dll: the two clocks systemClock() and hostElapsedRealtime()
+// - qcsshm-win-core-realtime-l1-1-1.dll (the copy of the binary tested under wine imports it in
+//   place of api-ms-win-core-realtime-l1-1-1.dll, which wine routes to its kernelbase): the two clocks systemClock() and hostElapsedRealtime()
 //   read on Windows. Wine 8 has only the imprecise QueryUnbiasedInterruptTime (in 100 ns units,
 //   from the Linux monotonic clock), so both answer with it: under wine the two readers are the
 //   same clock. The real ones are read on the release workflow's Windows runner.
