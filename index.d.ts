@@ -330,10 +330,20 @@ export class KeyedQuotaClock {
   stats(): LimiterStats
 }
 
-/** `CLOCK_MONOTONIC` and `CLOCK_REALTIME`, read natively; optionally a suspend-inclusive reader. */
+/**
+ * The host's monotonic clock that stops while the host is suspended (Linux `CLOCK_MONOTONIC`, macOS
+ * `mach_absolute_time`, Windows `QueryUnbiasedInterruptTimePrecise`) and its wall clock, read
+ * natively; optionally a suspend-inclusive reader.
+ */
 export function systemClock(options?: { elapsedRealtimeMs?: () => number }): ClockSource
 /** A reader of Linux `CLOCK_BOOTTIME` (read natively when given to `systemClock`). Throws `ERR_UNSUPPORTED_PLATFORM` elsewhere. */
 export function procUptimeElapsedRealtime(): () => number
+/**
+ * A reader of this platform's suspend-inclusive clock, read natively when given to `systemClock`:
+ * Linux `CLOCK_BOOTTIME`, macOS `mach_continuous_time`, Windows `QueryInterruptTimePrecise`.
+ * Throws `ERR_UNSUPPORTED_PLATFORM` elsewhere.
+ */
+export function hostElapsedRealtime(): () => number
 export function manualClock(init?: ManualClockInit): ManualClock
 /** The period of `period` containing `wallMs`. Never calls into JS. */
 export function periodFor(period: QuotaPeriodSpec, wallMs: number): Period

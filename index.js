@@ -21,7 +21,7 @@
 const { QuotaClock } = require('./lib/quota-clock.js')
 const { KeyedQuotaClock } = require('./lib/keyed.js')
 const { QuotaClockError } = require('./lib/errors.js')
-const { systemClock, procUptimeElapsedRealtime, manualClock } = require('./lib/clocks.js')
+const { systemClock, hostElapsedRealtime, procUptimeElapsedRealtime, manualClock } = require('./lib/clocks.js')
 const { periodFor } = require('./lib/calendar.js')
 const { createThrottle, memoryDb } = require('./lib/throttle/index.js')
 
@@ -30,6 +30,7 @@ module.exports = {
   QuotaClockError,
   KeyedQuotaClock,
   systemClock,
+  hostElapsedRealtime,
   procUptimeElapsedRealtime,
   manualClock,
   periodFor,

@@ -11,6 +11,7 @@ export const {
   QuotaClockError,
   KeyedQuotaClock,
   systemClock,
+  hostElapsedRealtime,
   procUptimeElapsedRealtime,
   manualClock,
   periodFor,

@@ -1,10 +1,11 @@
 'use strict'
-// clock sources: systemClock, procUptimeElapsedRealtime, plain JS object clocks, manualClock.
+// clock sources: systemClock, hostElapsedRealtime, procUptimeElapsedRealtime, plain JS object clocks, manualClock.
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
-const { QuotaClock, manualClock, systemClock, procUptimeElapsedRealtime, QuotaClockError } = require('..')
+const { QuotaClock, manualClock, systemClock, hostElapsedRealtime, procUptimeElapsedRealtime, QuotaClockError } = require('..')
+const native = require('../lib/native.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12)
 const hrtimeMs = () => Number(process.hrtime.bigint()) / 1e6 // CLOCK_MONOTONIC on Linux (libuv)
@@ -114,6 +115,63 @@ test('the procUptimeElapsedRealtime() reader given to systemClock works with a Q
   const limiter = new QuotaClock({ capacity: 10, refillPerSecond: 1, suspendPolicy: 'refuse', clock })
   for (let i = 0; i < 10; i++) assert.equal(limiter.tryConsume().allowed, true)
   assert.equal(limiter.tryConsume().allowed, false)
+})
+
+// ---------------------------------------------------------------------------------------------
+// hostElapsedRealtime: Linux CLOCK_BOOTTIME, macOS mach_continuous_time, Windows
+// QueryInterruptTimePrecise; systemClock()'s monotonic is the clock that stops in suspend.
+
+const HOST_READER = ['linux', 'darwin', 'win32'].includes(process.platform)
+
+/** Spins (no sleep: a timer could fire late on a loaded machine, a spin only runs longer) until `ms` of hrtime passed. */
+function spin(ms) {
+  const until = hrtimeMs() + ms
+  while (hrtimeMs() < until);
+}
+
+test('hostElapsedRealtime(): both host clocks move, and the suspend-inclusive one is never behind the monotonic one', { skip: !HOST_READER && 'no host reader on this platform' }, () => {
+  const reader = hostElapsedRealtime()
+  assert.equal(typeof reader, 'function')
+  const monotonic = systemClock().monotonicMs
+  const before = [monotonic(), reader()]
+  for (const value of before) assert.ok(Number.isFinite(value) && value >= 0, `a finite reading, got ${value}`)
+  spin(100)
+  const after = [monotonic(), reader()]
+  // 20 ms short at most: a clock that ticks (Windows' interrupt time under wine: 15.6 ms) may lag.
+  assert.ok(after[0] - before[0] >= 80, `the monotonic clock moved ${after[0] - before[0]} ms in 100 ms`)
+  assert.ok(after[1] - before[1] >= 80, `the suspend-inclusive clock moved ${after[1] - before[1]} ms in 100 ms`)
+  // Both count from boot; the suspend-inclusive one also counts every suspend since (1 ms: the two reads are not simultaneous).
+  assert.ok(before[1] >= before[0] - 1 && after[1] >= after[0] - 1, `suspend-inclusive ${before[1]}, ${after[1]} vs monotonic ${before[0]}, ${after[0]}`)
+})
+
+test('hostElapsedRealtime() on Linux reads CLOCK_BOOTTIME (the counter behind /proc/uptime)', { skip: process.platform !== 'linux' && 'Linux only' }, () => {
+  const uptimeMs = Number(fs.readFileSync('/proc/uptime', 'utf8').split(/\s+/)[0]) * 1000
+  const value = hostElapsedRealtime()()
+  assert.ok(Math.abs(value - uptimeMs) < 1000, `reader ${value} vs /proc/uptime ${uptimeMs}`)
+  assert.ok(Math.abs(value - procUptimeElapsedRealtime()()) < 1000, 'the same clock as procUptimeElapsedRealtime()')
+})
+
+test('hostElapsedRealtime(): elsewhere it throws QuotaClockError ERR_UNSUPPORTED_PLATFORM', { skip: HOST_READER && 'this platform has a reader' }, () => {
+  assert.throws(() => hostElapsedRealtime(), (e) => e instanceof QuotaClockError && e.code === 'ERR_UNSUPPORTED_PLATFORM')
+})
+
+test('the hostElapsedRealtime() reader given to systemClock is read natively: the limiter never calls it in JS', { skip: !HOST_READER && 'no host reader on this platform' }, () => {
+  const read = native.elapsedRealtimeMs
+  let jsReads = 0
+  native.elapsedRealtimeMs = () => (jsReads++, read())
+  try {
+    const reader = hostElapsedRealtime()
+    const clock = systemClock({ elapsedRealtimeMs: reader })
+    assert.equal(clock.elapsedRealtimeMs, reader)
+    const limiter = new QuotaClock({ capacity: 10, refillPerSecond: 1, suspendPolicy: 'refuse', clock })
+    for (let i = 0; i < 10; i++) assert.equal(limiter.tryConsume().allowed, true)
+    assert.equal(limiter.tryConsume().allowed, false)
+    assert.equal(jsReads, 0, 'the limiter read the reader natively (a JS reader is read once at construction)')
+    assert.ok(Number.isFinite(reader()))
+    assert.equal(jsReads, 1, 'called directly, the reader is an ordinary function')
+  } finally {
+    native.elapsedRealtimeMs = read
+  }
 })
 
 // ---------------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ const PUBLIC_EXPORTS = [
   'KeyedQuotaClock',
   'QuotaClockError',
   'systemClock',
+  'hostElapsedRealtime',
   'procUptimeElapsedRealtime',
   'manualClock',
   'periodFor',

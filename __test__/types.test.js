@@ -87,6 +87,7 @@ describe('TypeScript types (tsc --noEmit --strict)', () => {
       'QuotaClock',
       'QuotaClockError',
       'systemClock',
+      'hostElapsedRealtime',
       'procUptimeElapsedRealtime',
       'manualClock',
       'periodFor',

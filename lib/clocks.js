@@ -1,5 +1,5 @@
 'use strict'
-// Clock sources: systemClock(), procUptimeElapsedRealtime(), manualClock(), how a limiter reads
+// Clock sources: systemClock(), hostElapsedRealtime(), procUptimeElapsedRealtime(), manualClock(), how a limiter reads
 // a clock it is given (natively where it can, in JS otherwise), and the checked JS readings.
 
 const native = require('./native.js')
@@ -10,7 +10,7 @@ const { NativeManualClock } = native
 
 /** Clocks and readers this module made, so a limiter can read them natively. */
 const systemClocks = new WeakSet()
-const boottimeReaders = new WeakSet()
+const nativeReaders = new WeakSet()
 
 function systemClock(options) {
   if (options !== undefined) {
@@ -26,13 +26,32 @@ function systemClock(options) {
   return clock
 }
 
+/** A reader of the host's suspend-inclusive clock, which a limiter reads natively. */
+function nativeReader() {
+  const reader = () => native.elapsedRealtimeMs()
+  nativeReaders.add(reader)
+  return reader
+}
+
 function procUptimeElapsedRealtime() {
   if (!native.boottimeSupported()) {
-    throw callNative(() => native.boottimeMs()) // throws ERR_UNSUPPORTED_PLATFORM
+    throw new QuotaClockError(
+      'ERR_UNSUPPORTED_PLATFORM',
+      `procUptimeElapsedRealtime() needs Linux CLOCK_BOOTTIME; this platform is ${process.platform}. Use hostElapsedRealtime() (macOS and Windows too), pass your own elapsedRealtimeMs reader to systemClock(), or choose a suspendPolicy`,
+    )
   }
-  const reader = () => native.boottimeMs()
-  boottimeReaders.add(reader)
-  return reader
+  return nativeReader()
+}
+
+/** The platform's suspend-inclusive clock: Linux CLOCK_BOOTTIME, macOS mach_continuous_time, Windows QueryInterruptTimePrecise. */
+function hostElapsedRealtime() {
+  if (!native.elapsedRealtimeSupported()) {
+    throw new QuotaClockError(
+      'ERR_UNSUPPORTED_PLATFORM',
+      `hostElapsedRealtime() reads Linux CLOCK_BOOTTIME, macOS mach_continuous_time or Windows QueryInterruptTimePrecise; this platform is ${process.platform}. Pass your own elapsedRealtimeMs reader to systemClock(), or choose a suspendPolicy`,
+    )
+  }
+  return nativeReader()
 }
 
 class ManualClock {
@@ -150,7 +169,7 @@ function clockArguments(clock) {
   }
   if (systemClocks.has(clock) && monotonicMs === native.systemMonotonicMs && wallMs === native.systemWallMs) {
     if (reader === undefined) return clockKind('system', undefined, undefined, undefined)
-    if (boottimeReaders.has(reader)) return clockKind('system-boottime', undefined, undefined, undefined)
+    if (nativeReaders.has(reader)) return clockKind('system-native-reader', undefined, undefined, undefined)
     return clockKind('system-reader', undefined, undefined, reader)
   }
   // Its methods are looked up at every reading.
@@ -251,4 +270,4 @@ function startingReadings({ kind, clock, reader }) {
   return { monotonicMs: undefined, wallMs: undefined, elapsedRealtimeMs: undefined }
 }
 
-module.exports = { systemClock, procUptimeElapsedRealtime, manualClock, clockArguments, startingReadings, JsClock, NOT_READ }
+module.exports = { systemClock, hostElapsedRealtime, procUptimeElapsedRealtime, manualClock, clockArguments, startingReadings, JsClock, NOT_READ }

@@ -24,14 +24,14 @@ function zoneInput(zone) {
   return { path }
 }
 
-/** Refuses what cannot drive a zone: any clock but systemClock() (with or without procUptimeElapsedRealtime()). */
+/** Refuses what cannot drive a zone: any clock but systemClock() (with or without hostElapsedRealtime() or procUptimeElapsedRealtime()). */
 function zoneClock(clockArgs) {
   if (clockArgs.kind === 'system') return false
-  if (clockArgs.kind === 'system-boottime') return true
+  if (clockArgs.kind === 'system-native-reader') return true
   throw coded(
     TypeError,
     'ERR_INVALID_OPTION',
-    "clock: only systemClock() (optionally with procUptimeElapsedRealtime() as its reader) can drive a zone: the host's monotonic clock is the one clock every process reads alike; received another clock",
+    "clock: only systemClock() (optionally with hostElapsedRealtime() or procUptimeElapsedRealtime() as its reader) can drive a zone: the host's monotonic clock is the one clock every process reads alike; received another clock",
   )
 }
 

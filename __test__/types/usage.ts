@@ -5,6 +5,7 @@ import {
   QuotaClockError,
   systemClock,
   procUptimeElapsedRealtime,
+  hostElapsedRealtime,
   manualClock,
   periodFor,
   KeyedQuotaClock,
@@ -157,11 +158,13 @@ const zone: string = p.timeZone
 const system: ClockSource = systemClock()
 const withReader: ClockSource = systemClock({ elapsedRealtimeMs: procUptimeElapsedRealtime() })
 const reader: () => number = procUptimeElapsedRealtime()
+const hostReader: () => number = hostElapsedRealtime()
+const withHostReader: ClockSource = systemClock({ elapsedRealtimeMs: hostReader })
 const custom: ClockSource = {
   monotonicMs: () => 1,
   wallMs: () => Date.now(),
 }
-const readings: number = system.monotonicMs() + system.wallMs() + (withReader.elapsedRealtimeMs?.() ?? reader())
+const readings: number = system.monotonicMs() + system.wallMs() + (withReader.elapsedRealtimeMs?.() ?? reader()) + (withHostReader.elapsedRealtimeMs?.() ?? hostReader())
 const fromCustom = new QuotaClock({ capacity: 2, refillPerSecond: 1, suspendPolicy: 'ignore', clock: custom })
 
 // A manual clock: every control, and the read counter.

@@ -11,7 +11,10 @@ pub use reconcile::{
     WallDivergence,
 };
 
-pub use system::{boottime_ms, monotonic_ms, wall_ms, SystemClock, BOOTTIME_SUPPORTED};
+pub use system::{
+    elapsed_realtime_ms, monotonic_ms, wall_ms, SystemClock, BOOTTIME_SUPPORTED,
+    ELAPSED_REALTIME_SUPPORTED,
+};
 
 /// Anything that can be read for the three times a clock source gives, in milliseconds.
 pub trait ClockSource {

@@ -5,13 +5,11 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use super::buffer::{Needs, ResultBuffer, Step, Supplied};
-use super::errors::{coded, from_core, guard, CodedResult};
+use super::errors::{from_core, CodedResult};
 use crate::clock::{self, ClockSource, ManualClock, SystemClock};
-use crate::error::ErrorCode;
 use crate::error::{Error as CoreError, Reading};
 
 #[napi(js_name = "systemMonotonicMs")]
@@ -24,27 +22,24 @@ pub fn system_wall_ms() -> f64 {
     clock::wall_ms()
 }
 
-/// `CLOCK_BOOTTIME` in ms, or `ERR_UNSUPPORTED_PLATFORM` where there is none.
-#[napi(js_name = "boottimeMs")]
-pub fn boottime_ms(env: &Env) -> napi::Result<f64> {
-    guard(env, || {
-        if clock::BOOTTIME_SUPPORTED {
-            Ok(clock::boottime_ms())
-        } else {
-            Err(coded(
-            ErrorCode::UnsupportedPlatform,
-            format!(
-                "procUptimeElapsedRealtime() needs Linux CLOCK_BOOTTIME; this platform is {}. Pass your own elapsedRealtimeMs reader to systemClock(), or choose a suspendPolicy",
-                std::env::consts::OS
-            ),
-        ))
-        }
-    })
+/// The host's suspend-inclusive clock in ms (Linux `CLOCK_BOOTTIME`, macOS `mach_continuous_time`,
+/// Windows `QueryInterruptTimePrecise`); the JS face hands out a reader only where
+/// `elapsedRealtimeSupported()`.
+#[napi(js_name = "elapsedRealtimeMs")]
+pub fn elapsed_realtime_ms() -> f64 {
+    clock::elapsed_realtime_ms()
 }
 
+/// Whether `procUptimeElapsedRealtime()` has Linux `CLOCK_BOOTTIME` to read.
 #[napi(js_name = "boottimeSupported")]
 pub fn boottime_supported() -> bool {
     clock::BOOTTIME_SUPPORTED
+}
+
+/// Whether `hostElapsedRealtime()` has a native suspend-inclusive clock to read.
+#[napi(js_name = "elapsedRealtimeSupported")]
+pub fn elapsed_realtime_supported() -> bool {
+    clock::ELAPSED_REALTIME_SUPPORTED
 }
 
 /// A clock source as a limiter holds it. The binding never holds a JS function: a JS clock (or

@@ -41,7 +41,7 @@ pub struct LimiterOptions {
 /// (The lifetime is the call's; napi-derive's generated conversions name it so.)
 #[napi(object, object_to_js = false)]
 pub struct ClockInput<'_javascript_function_scope> {
-    /// 'system' | 'system-boottime' | 'system-reader' | 'manual' | 'js' | 'js-reader'. The JS
+    /// 'system' | 'system-native-reader' | 'system-reader' | 'manual' | 'js' | 'js-reader'. The JS
     /// face reads the clocks that are JS ('system-reader': the JS elapsed-realtime reader).
     pub kind: String,
     /// With kind 'manual': the clock.
@@ -79,10 +79,10 @@ pub struct LimiterInput<'_javascript_function_scope> {
 fn clock_handle(clock_kind: &str, manual: Option<&NativeManualClock>) -> CodedResult<ClockHandle> {
     Ok(match clock_kind {
         "system" => ClockHandle::System(SystemClock {
-            with_boottime: false,
+            with_elapsed_realtime: false,
         }),
-        "system-boottime" => ClockHandle::System(SystemClock {
-            with_boottime: true,
+        "system-native-reader" => ClockHandle::System(SystemClock {
+            with_elapsed_realtime: true,
         }),
         "system-reader" => ClockHandle::SystemWithReader,
         "manual" => ClockHandle::Manual(

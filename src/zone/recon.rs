@@ -23,7 +23,7 @@ impl ReconState {
             last_wall_ms: wall_ms,
             timeline_ms: 0.0,
             baseline: reader.then(|| ReaderBaseline {
-                elapsed_realtime_ms: clock::boottime_ms(),
+                elapsed_realtime_ms: clock::elapsed_realtime_ms(),
                 monotonic_ms,
             }),
             regression: None,
@@ -120,9 +120,9 @@ impl Zone {
             check_plausible,
             earliest_plausible_wall_ms: self.earliest_plausible_wall_ms,
         };
-        // The zone reads the system's clocks, CLOCK_BOOTTIME as the elapsed-realtime reader.
+        // The zone reads the system's clocks, the host's suspend-inclusive clock as the elapsed-realtime reader.
         let mut clock = SystemClock {
-            with_boottime: true,
+            with_elapsed_realtime: true,
         };
         loop {
             let (head, state) = self.read_recon();

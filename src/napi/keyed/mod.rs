@@ -13,6 +13,7 @@ mod policy;
 mod share;
 mod snapshot;
 mod status;
+#[cfg(target_os = "linux")]
 mod zone;
 
 use napi::bindgen_prelude::*;

@@ -23,10 +23,8 @@ use crate::napi::buffer::{write_decision, ResultBuffer};
 use crate::napi::errors::{coded, from_core, guard, CodedError, CodedResult};
 use crate::napi::options::{config_from, positive_safe_integer, LimiterOptions};
 use crate::napi::registry::notify_listener;
-#[cfg(target_os = "linux")]
 use crate::zone::{Operation, Outcome, Zone, ZoneConfig};
 
-#[cfg(target_os = "linux")]
 struct ZoneState {
     /// `None` once closed.
     zone: Option<Zone>,
@@ -37,11 +35,6 @@ struct ZoneState {
     has_policy: bool,
     result: ResultBuffer,
     _result_buffer: Float64Array,
-}
-
-#[cfg(not(target_os = "linux"))]
-struct ZoneState {
-    error: Option<CodedError>,
 }
 
 /// What the zone limiter's raw function points at.
@@ -57,14 +50,8 @@ impl RawState for ZoneState {
         &mut self.error
     }
 
-    #[cfg(target_os = "linux")]
     fn anomalies(&self) -> &[Anomaly] {
         &self.anomalies
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    fn anomalies(&self) -> &[Anomaly] {
-        &[]
     }
 }
 
@@ -102,18 +89,6 @@ pub fn zone_open(env: &Env, input: ZoneInput<'_>) -> napi::Result<External<Nativ
     guard(env, move || open(input))
 }
 
-#[cfg(not(target_os = "linux"))]
-fn open(_input: ZoneInput<'_>) -> CodedResult<External<NativeZone>> {
-    Err(coded(
-        ErrorCode::UnsupportedPlatform,
-        format!(
-            "zone needs Linux shared memory (tested there only); this platform is {}",
-            std::env::consts::OS
-        ),
-    ))
-}
-
-#[cfg(target_os = "linux")]
 fn open(input: ZoneInput<'_>) -> CodedResult<External<NativeZone>> {
     let ZoneInput {
         registry: registry_id,
@@ -172,7 +147,6 @@ fn open(input: ZoneInput<'_>) -> CodedResult<External<NativeZone>> {
     }))
 }
 
-#[cfg(target_os = "linux")]
 impl ZoneState {
     fn zone(&self) -> CodedResult<&Zone> {
         self.zone.as_ref().ok_or_else(closed)
@@ -230,7 +204,6 @@ impl ZoneState {
 }
 
 /// A count refused as the in-process limiter refuses it (its coded error, carried through the core).
-#[cfg(target_os = "linux")]
 fn invalid_count(error: CodedError) -> CoreError {
     CoreError::Invalid {
         code: crate::error::ErrorCode::InvalidArg,
@@ -238,14 +211,8 @@ fn invalid_count(error: CodedError) -> CoreError {
     }
 }
 
-#[cfg(target_os = "linux")]
 fn run_raw(state: &mut ZoneState, key: Key<'_>) -> CodedResult<()> {
     state.run(key, None)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn run_raw(_state: &mut ZoneState, _key: Key<'_>) -> CodedResult<()> {
-    Err(coded(ErrorCode::UnsupportedPlatform, "zone"))
 }
 
 /// The hot path: a raw function `call(key)` on this zone limiter.
@@ -279,12 +246,6 @@ pub fn zone_call_slow(
     })
 }
 
-#[cfg(target_os = "linux")]
 fn slow(state: &mut ZoneState, key: Key<'_>, policy: Option<KeyPolicy>) -> CodedResult<()> {
     state.run(key, policy)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn slow(_state: &mut ZoneState, _key: Key<'_>, _policy: Option<KeyPolicy>) -> CodedResult<()> {
-    Err(coded(ErrorCode::UnsupportedPlatform, "zone"))
 }

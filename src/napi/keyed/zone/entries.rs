@@ -18,7 +18,6 @@ use crate::napi::keyed::KeyedState;
 use crate::napi::limiter::ErrorOutput;
 use crate::napi::options::positive_safe_integer;
 use crate::napi::registry::notify_listener;
-#[cfg(target_os = "linux")]
 use crate::zone::{Operation, Outcome};
 
 use super::*;
@@ -39,7 +38,6 @@ pub fn zone_status(
     })
 }
 
-#[cfg(target_os = "linux")]
 fn status(
     state: &mut ZoneState,
     key: Key<'_>,
@@ -66,17 +64,7 @@ fn status(
     Ok(settle(&state.result, step))
 }
 
-#[cfg(not(target_os = "linux"))]
-fn status(
-    _state: &mut ZoneState,
-    _key: Key<'_>,
-    _policy: Option<KeyPolicy>,
-) -> CodedResult<Option<KeyStatusOutput>> {
-    Err(coded(ErrorCode::UnsupportedPlatform, "zone"))
-}
-
 /// Gives back what a decision for `key` took, reading no clock (see `keyedGiveBack`).
-#[cfg(target_os = "linux")]
 #[napi(js_name = "zoneGiveBack")]
 pub fn zone_give_back(
     env: &Env,
@@ -96,7 +84,6 @@ pub fn zone_give_back(
     })
 }
 
-#[cfg(target_os = "linux")]
 #[napi(js_name = "zoneDelete")]
 pub fn zone_delete(env: &Env, zone: &External<NativeZone>, key: Unknown<'_>) -> napi::Result<bool> {
     guard(env, || {
@@ -105,7 +92,6 @@ pub fn zone_delete(env: &Env, zone: &External<NativeZone>, key: Unknown<'_>) -> 
     })
 }
 
-#[cfg(target_os = "linux")]
 #[napi(js_name = "zoneSize")]
 pub fn zone_size(env: &Env, zone: &External<NativeZone>) -> napi::Result<f64> {
     guard(env, || {
@@ -113,7 +99,6 @@ pub fn zone_size(env: &Env, zone: &External<NativeZone>) -> napi::Result<f64> {
     })
 }
 
-#[cfg(target_os = "linux")]
 #[napi(js_name = "zoneSnapshot")]
 pub fn zone_snapshot(env: &Env, zone: &External<NativeZone>) -> napi::Result<Uint8Array> {
     guard(env, || {
@@ -122,7 +107,6 @@ pub fn zone_snapshot(env: &Env, zone: &External<NativeZone>) -> napi::Result<Uin
 }
 
 /// Unmaps the zone (the file stays); later calls are refused.
-#[cfg(target_os = "linux")]
 #[napi(js_name = "zoneClose")]
 pub fn zone_close(env: &Env, zone: &External<NativeZone>) -> napi::Result<()> {
     guard(env, || {
@@ -135,7 +119,6 @@ pub fn zone_close(env: &Env, zone: &External<NativeZone>) -> napi::Result<()> {
 
 /// `stats()`: this limiter's counters (its own calls, in this process) and the zone's key count,
 /// written into the result buffer as `keyedStats` writes them.
-#[cfg(target_os = "linux")]
 #[napi(js_name = "zoneStats")]
 pub fn zone_stats(env: &Env, zone: &External<NativeZone>) -> napi::Result<()> {
     guard(env, || {
@@ -148,7 +131,6 @@ pub fn zone_stats(env: &Env, zone: &External<NativeZone>) -> napi::Result<()> {
 }
 
 /// Locks taken over from dead processes since the zone was made.
-#[cfg(target_os = "linux")]
 #[napi(js_name = "zoneTakeovers")]
 pub fn zone_takeovers(env: &Env, zone: &External<NativeZone>) -> napi::Result<f64> {
     guard(env, || {
@@ -157,13 +139,11 @@ pub fn zone_takeovers(env: &Env, zone: &External<NativeZone>) -> napi::Result<f6
 }
 
 /// Whether this open made the zone file.
-#[cfg(target_os = "linux")]
 #[napi(js_name = "zoneCreated")]
 pub fn zone_created(env: &Env, zone: &External<NativeZone>) -> napi::Result<bool> {
     guard(env, || with_zone(zone, |state| Ok(state.zone()?.created)))
 }
 
-#[cfg(target_os = "linux")]
 #[napi(js_name = "zoneTakeAnomalies")]
 pub fn zone_take_anomalies(
     env: &Env,
