@@ -57,6 +57,11 @@ test("the JS face's table names every file at lib/'s level and each subpath fold
   assert.deepEqual(missing, [])
 })
 
+test("the command line's table names every file of bin/", () => {
+  const names = tableNames('### The command line (`bin/`)')
+  const missing = fs.readdirSync(path.join(ROOT, 'bin')).filter((name) => name.endsWith('.js') && !names.has(name))
+  assert.deepEqual(missing, [])
+})
 
 test('it shows the round trip and the resume path, and keeps the sections for shared quotas and the zone', () => {
   for (const heading of ['## A `tryConsume` round trip', '## When the native side needs JavaScript: the resume path', '## Where each kind of rule lives', '## Adding an option, end to end', '## Shared quotas', '## Zone']) {
