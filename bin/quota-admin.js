@@ -9,7 +9,7 @@
 const path = require('node:path')
 const { createRequire } = require('node:module')
 const { redisStore, mongoStore, quotaAdmin } = require('../lib/shared.js')
-const { isPeriodId } = require('../lib/cli.js')
+const { isPeriodId, withTimeout, quietTimer } = require('../lib/cli.js')
 const { PROGRAM, usage: bad, print, periodSpec, periodAt } = require('./command-line.js')
 
 const DEADLINE_MS = 5_000
@@ -117,16 +117,6 @@ async function connectMongo(url, collection, closers) {
   return mongoStore(client.db(), { collection })
 }
 
-/** `promise`, or a rejection once `ms` have passed (the timer keeps nothing alive). */
-function within(promise, ms, timedOut) {
-  let timer
-  const deadline = new Promise((resolve, reject) => {
-    timer = setTimeout(() => reject(timedOut()), ms)
-    timer.unref()
-  })
-  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer))
-}
-
 /**
  * One line a person reads at a glance, e.g.
  *   acme in 2026-12 (quota "api"): used 10000 of limit 10000 + extra 500 (held 218 by instances, 9782 admitted), 500 left; expires 2027-01-01T08:00:00Z
@@ -188,13 +178,16 @@ async function run(values, operate, done) {
   const unreachable = (cause) => failure('ERR_STORE_UNAVAILABLE', `cannot reach ${where} within ${DEADLINE_MS / 1000} s: ${cause}`)
   const closers = []
   try {
-    const result = await within(
+    const result = await withTimeout(
       (async () => {
         const store = await (flag === 'redis' ? connectRedis(url, values.prefix, closers) : connectMongo(url, values.collection, closers))
         return operate(quotaAdmin(store, { name }), key, period, prepared)
       })(),
       DEADLINE_MS,
-      () => unreachable('no answer'),
+      () => {
+        throw unreachable('no answer')
+      },
+      quietTimer, // (the timer keeps nothing alive)
     )
     print(values.json ? JSON.stringify(result, null, 2) : describeUsage(result, done(result, prepared)))
     return 0

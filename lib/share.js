@@ -28,6 +28,7 @@ const { coded, isPlainObject, readOptions, typeError, rangeError, thrownText } =
 const { randomBytes } = require('node:crypto')
 const native = require('./native.js')
 const { OutageWarning } = require('./outage.js')
+const { withTimeout, quietTimer, storeDeadline } = require('./timeout.js')
 
 const SHARE_KEYS = ['store', 'name', 'leaseUnits', 'idleMs', 'timeoutMs', 'failOpen']
 const DEFAULT_IDLE_MS = 10_000
@@ -83,34 +84,6 @@ function milliseconds(value, name) {
 function asError(value) {
   if (value instanceof Error) return value
   return coded(Error, 'ERR_CALLBACK', `quota store threw a non-Error value: ${thrownText(value)}`, { cause: value })
-}
-
-/**
- * Calls `expired()` once a store call has had `ms` of this process's time to answer, unless the
- * returned cancel() is called first. The wait starts when the process next turns to I/O (not
- * inside a burst of calls made in one synchronous loop), and an answer that arrived while the
- * process was busy is read before the time is declared up: the time a busy process keeps an
- * answer waiting is not the store's (unavailable means unavailable).
- */
-function storeDeadline(ms, expired) {
-  let cancelled = false
-  let timer
-  let check
-  // (The immediates stay referenced: an unreferenced one waits for the loop's next wake-up. Each
-  // holds the loop for one turn only; the timer, unreferenced, never keeps the process alive.)
-  const start = setImmediate(() => {
-    timer = setTimeout(() => {
-      // An immediate runs after the poll phase has read what the sockets hold.
-      check = setImmediate(() => cancelled || expired())
-    }, ms)
-    timer.unref()
-  })
-  return () => {
-    cancelled = true
-    clearImmediate(start)
-    clearTimeout(timer)
-    clearImmediate(check)
-  }
 }
 
 // The KeyedQuotaClocks made with `share`, and their drivers (rateLimit asks them after the
@@ -404,14 +377,6 @@ class ShareDriver {
     } catch (error) {
       call = Promise.reject(error)
     }
-    let cancelDeadline
-    const timedOut = new Promise((resolve) => {
-      cancelDeadline = storeDeadline(this.#timeoutMs, () => {
-        flight.timedOut = true
-        this.#stats.timeouts++
-        resolve(TIMED_OUT)
-      })
-    })
     const failed = (error) => {
       if (!flight.timedOut) this.#stats.errors++ // (a call is a timeout or an error, never both)
       flight.error = error instanceof QuotaClockError && error.code === 'ERR_STORE_RESPONSE' ? error : asError(error)
@@ -441,7 +406,6 @@ class ShareDriver {
       },
       failed,
     ).then((outcome) => {
-      cancelDeadline()
       flight.settled = true
       flight.outcome = outcome
       if (this.#flights.get(key) === flight) this.#flights.delete(key)
@@ -454,7 +418,16 @@ class ShareDriver {
       if (this.#flights.get(key) === flight) this.#flights.delete(key)
       return FAILED
     })
-    flight.done = Promise.race([answered, timedOut])
+    flight.done = withTimeout(
+      answered,
+      this.#timeoutMs,
+      () => {
+        flight.timedOut = true
+        this.#stats.timeouts++
+        return TIMED_OUT
+      },
+      storeDeadline,
+    )
     this.#flights.set(key, flight)
     return flight
   }
@@ -490,14 +463,8 @@ class ShareDriver {
   #sendDropped(deadline) {
     const giveBacks = native.keyedShareGiveBack(this.#handle, Infinity, undefined)
     if (giveBacks.length === 0) return undefined
-    return new Promise((resolve) => {
-      const timer = setTimeout(resolve, Math.max(0, deadline - performance.now()))
-      timer.unref()
-      Promise.all(this.#sendAll(giveBacks)).then(() => {
-        clearTimeout(timer)
-        resolve()
-      })
-    })
+    const sent = Promise.all(this.#sendAll(giveBacks)).then(() => undefined)
+    return withTimeout(sent, Math.max(0, deadline - performance.now()), () => undefined, quietTimer)
   }
 
   /** Sends give-backs (and failOpen charges); returns the promises of their outcomes. */
@@ -557,17 +524,16 @@ class ShareDriver {
 
   /** A give-back's outcome (undefined: done), or a timeout error after timeoutMs. */
   #bounded(promise, state) {
-    return new Promise((resolve) => {
-      const cancel = storeDeadline(this.#timeoutMs, () => {
+    return withTimeout(
+      promise,
+      this.#timeoutMs,
+      () => {
         state.timedOut = true
         this.#stats.timeouts++
-        resolve(coded(Error, 'ERR_STORE_UNAVAILABLE', `no answer within share.timeoutMs (${this.#timeoutMs} ms)`))
-      })
-      promise.then((outcome) => {
-        cancel()
-        resolve(outcome)
-      })
-    })
+        return coded(Error, 'ERR_STORE_UNAVAILABLE', `no answer within share.timeoutMs (${this.#timeoutMs} ms)`)
+      },
+      storeDeadline,
+    )
   }
 
   /**

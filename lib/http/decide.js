@@ -22,6 +22,7 @@ const { parseOptions, THROTTLE_LIMITS } = require('./options.js')
 const { quotaExceededProblem } = require('./responses.js')
 const { giveBack, periodTaken } = require('./give-back.js')
 const { consumeKeyedTaken } = require('../keyed.js')
+const { withTimeout } = require('../timeout.js')
 
 const MAX_KEY_UNITS = 256
 
@@ -78,26 +79,14 @@ function throttleUnavailable(entry, err) {
 
 /** throttle.check within entry.timeoutMs; a late answer is ignored. */
 function checkWithin(entry, key) {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      reject(coded(Error, 'ERR_THROTTLE_TIMEOUT', `the throttle store did not answer within ${entry.timeoutMs} ms`))
-    }, entry.timeoutMs)
-    let pending
-    try {
-      pending = Promise.resolve(entry.throttle.check(key, entry.limits))
-    } catch (err) {
-      pending = Promise.reject(err)
-    }
-    pending.then(
-      (result) => {
-        clearTimeout(timer)
-        resolve(result)
-      },
-      (err) => {
-        clearTimeout(timer)
-        reject(err)
-      },
-    )
+  let pending
+  try {
+    pending = Promise.resolve(entry.throttle.check(key, entry.limits))
+  } catch (err) {
+    pending = Promise.reject(err)
+  }
+  return withTimeout(pending, entry.timeoutMs, () => {
+    throw coded(Error, 'ERR_THROTTLE_TIMEOUT', `the throttle store did not answer within ${entry.timeoutMs} ms`)
   })
 }
 
