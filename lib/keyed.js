@@ -14,7 +14,8 @@ const { ZoneFace, zoneInput } = require('./zone.js')
 const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NEEDS_POLICY, NO_ANOMALIES, readDecision, bring, failure, callLimiter, toStatus } = require('./native-call.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError, checkNumber, thrownText } = require('./validate.js')
 const { readStats } = require('./stats.js')
-const { ShareDriver, parseShareOptions, SHARED_CONSUME } = require('./share.js')
+const { ShareDriver, SHARED_CONSUME } = require('./share.js')
+const { parseShareOptions } = require('./share-options.js')
 
 const KEYED_KEYS = ['policy', 'maxKeys', 'restore', 'share', 'zone']
 const POLICY_KEYS = ['capacity', 'refillPerSecond', 'initialTokens', 'quota']
