@@ -6,7 +6,8 @@
 
 const { checkReserveAnswer } = require('./quota-store.js')
 const { coded, thrownText } = require('./validate.js')
-const { withTimeout, storeDeadline } = require('./timeout.js')
+const { withTimeout, storeDeadline, quietTimer } = require('./timeout.js')
+const native = require('./native.js')
 
 /** A thrown value as an Error (a non-Error is wrapped, as its cause). */
 function asError(value) {
@@ -15,6 +16,7 @@ function asError(value) {
 }
 
 class GiveBacks {
+  #handle
   #ops
   #name
   #instance
@@ -25,13 +27,39 @@ class GiveBacks {
   #pending = new Set()
 
   /** `stats`: the driver's store counters (calls, errors, timeouts, returned are counted here). */
-  constructor(ops, name, instance, stats, outage, timeoutMs) {
+  constructor(handle, ops, name, instance, stats, outage, timeoutMs) {
+    this.#handle = handle
     this.#ops = ops
     this.#name = name
     this.#instance = instance
     this.#stats = stats
     this.#outage = outage
     this.#timeoutMs = timeoutMs
+  }
+
+  /** Gives back what keys idle for `idleMs` hold; returns whether the book still holds units. */
+  sendIdle(idleMs, readMonotonic) {
+    let giveBacks
+    try {
+      giveBacks = native.keyedShareGiveBack(this.#handle, idleMs, readMonotonic())
+    } catch {
+      return true // an unreadable clock: next time
+    }
+    this.sendAll(giveBacks)
+    return native.keyedShareHolds(this.#handle)
+  }
+
+  /** Sends the give-backs waiting in the reservation book (keys dropped or deleted). */
+  sendDropped() {
+    return this.sendAll(native.keyedShareGiveBack(this.#handle, Infinity, undefined))
+  }
+
+  /** Sends the give-backs waiting in the book; resolves once the store has them, or at `deadline`. */
+  sendDroppedWithin(deadline) {
+    const giveBacks = native.keyedShareGiveBack(this.#handle, Infinity, undefined)
+    if (giveBacks.length === 0) return undefined
+    const sent = Promise.all(this.sendAll(giveBacks)).then(() => undefined)
+    return withTimeout(sent, Math.max(0, deadline - performance.now()), () => undefined, quietTimer)
   }
 
   /** Sends give-backs (and failOpen charges); returns the promises of their outcomes. */

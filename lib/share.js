@@ -20,7 +20,8 @@
 // - Every store call says what the key holds unadmitted here after it (`held`, per instance: one
 //   random id per limiter), and the identity of the record the key reserved in: a record found
 //   gone or remade is charged again with what this limiter reserved and did not give back.
-// - A key the store reported exhausted is denied here, with no store call, for EXHAUSTED_MS.
+// - A key the store reported exhausted is denied here, with no store call, for EXHAUSTED_MS
+//   (lib/exhausted-marks.js).
 
 const { QuotaClockError, internalError } = require('./errors.js')
 const { checkReserveAnswer, storeOperations } = require('./quota-store.js')
@@ -28,16 +29,10 @@ const { thrownText } = require('./validate.js')
 const { randomBytes } = require('node:crypto')
 const native = require('./native.js')
 const { OutageWarning } = require('./outage.js')
-const { withTimeout, quietTimer } = require('./timeout.js')
 const { MAX_TIMER_MS } = require('./share-options.js')
 const { GiveBacks } = require('./share-give-backs.js')
-const { StoreFlight, OK } = require('./store-flight.js')
-
-// How long a key the store reported exhausted is denied here without asking it again (so a flood
-// on it costs one store call a second, and a grant is seen within a second).
-const EXHAUSTED_MS = 1_000
-// The exhausted marks are swept of expired ones when they grow past this (and twice the last size).
-const MIN_EXHAUSTED_SWEEP = 1_024
+const { StoreFlight, OK, reserveArgs } = require('./store-flight.js')
+const { ExhaustedMarks } = require('./exhausted-marks.js')
 
 // The KeyedQuotaClocks made with `share`, and their drivers (rateLimit asks them after the
 // in-process limiters; stats() reads their store counters).
@@ -80,9 +75,8 @@ class ShareDriver {
   #outage = new OutageWarning('QUOTA_CLOCK_STORE_UNAVAILABLE')
   // This limiter's name in the store's records (whose `held` it reports).
   #instance = randomBytes(6).toString('hex')
-  // Keys the store reported exhausted: key -> until when (performance.now()) they are denied here.
-  #exhausted = new Map()
-  #sweepExhaustedAt = MIN_EXHAUSTED_SWEEP
+  // Keys the store reported exhausted, denied here for a while with no store call.
+  #exhausted = new ExhaustedMarks()
 
   /**
    * `decide(key, n, operation)`: the limiter's native shared consume; returns a Decision, or the
@@ -95,7 +89,7 @@ class ShareDriver {
     this.#handle = handle
     this.#ops = storeOperations(options.store)
     this.#name = options.name
-    this.#giveBacks = new GiveBacks(this.#ops, options.name, this.#instance, this.#stats, this.#outage, options.timeoutMs)
+    this.#giveBacks = new GiveBacks(handle, this.#ops, options.name, this.#instance, this.#stats, this.#outage, options.timeoutMs)
     this.#idleMs = options.idleMs
     this.#timeoutMs = options.timeoutMs
     this.#failOpen = options.failOpen
@@ -144,12 +138,7 @@ class ShareDriver {
    * reservation and what the store had unreserved cover the call, or the mark is old).
    */
   #exhaustedDecision(key, n, taken) {
-    const until = this.#exhausted.get(key)
-    if (until === undefined) return undefined
-    if (performance.now() >= until) {
-      this.#exhausted.delete(key)
-      return undefined
-    }
+    if (!this.#exhausted.has(key)) return undefined
     const decision = this.#decide(key, n, AFTER_STORE)
     if (typeof decision === 'number') return undefined
     // The native decision that sent this call here marked the key in flight, for a store call
@@ -157,20 +146,6 @@ class ShareDriver {
     if (!this.#flights.has(key)) native.keyedShareFailed(this.#handle, key, this.#readPeriodSlot(), 0)
     if (taken !== undefined) taken.period = this.#readPeriodSlot()
     return decision
-  }
-
-  /** Notes a store answer for a key: one that left nothing to reserve marks the key exhausted. */
-  #noteExhausted(key, granted, unreserved, lacking) {
-    if (unreserved > 0 && (granted > 0 || lacking === 0)) {
-      this.#exhausted.delete(key)
-      return
-    }
-    const marks = this.#exhausted
-    const now = performance.now()
-    marks.set(key, now + EXHAUSTED_MS)
-    if (marks.size < this.#sweepExhaustedAt) return
-    for (const [marked, until] of marks) if (until <= now) marks.delete(marked)
-    this.#sweepExhaustedAt = Math.max(MIN_EXHAUSTED_SWEEP, 2 * marks.size)
   }
 
   /** A waiting call's decision, with the period it took its units in noted for the caller. */
@@ -213,7 +188,7 @@ class ShareDriver {
       // Others took what the call reserved, and the store has more: ask again. (Or the store had
       // too little and this key's units left went back first, so that the next call sees every
       // process's leftovers: the give-back lands before it is made.)
-      await this.#sendDropped(performance.now() + this.#timeoutMs)
+      await this.#giveBacks.sendDroppedWithin(performance.now() + this.#timeoutMs)
       lacking = decision
     }
   }
@@ -274,7 +249,7 @@ class ShareDriver {
   #unavailable(key, n, flight, waitedMs, waiting) {
     this.#countDemand(waiting, false)
     if (flight.error !== undefined && flight.error.code === 'ERR_STORE_RESPONSE' && flight.error instanceof QuotaClockError) throw flight.error
-    const why = flight.error === undefined ? `no answer within share.timeoutMs (${this.#timeoutMs} ms)` : `the store failed: ${thrownText(flight.error)}`
+    const why = flight.why(this.#timeoutMs)
     this.#outage.failed(
       () => `quota store of share "${this.#name}" unavailable (${why}); calls that reservations do not cover are ${this.#failOpen ? 'allowed (failOpen)' : 'refused with ERR_STORE_UNAVAILABLE'} until it answers again`,
     )
@@ -283,32 +258,14 @@ class ShareDriver {
       this.#armIdleTimer() // what it owes the store is charged by the next store call, or when idle
       return decision
     }
-    const waited = waitedMs > 0 ? `after waiting ${Math.round(waitedMs)} ms` : 'at once, as its store call is still unanswered'
-    throw new QuotaClockError(
-      'ERR_STORE_UNAVAILABLE',
-      `quota store of share "${this.#name}" unavailable (${why}); the call was refused ${waited} and consumed nothing`,
-      { cause: flight.error },
-    )
+    throw flight.unavailable(this.#name, why, waitedMs)
   }
 
   /** Makes the store call a request describes; its answer is credited whenever it comes. */
   #fly(key, request) {
     const flight = new StoreFlight()
     const generation = this.#generation
-    const args = {
-      name: this.#name,
-      key,
-      periodId: request.periodId,
-      limit: request.limit,
-      leaseUnits: request.leaseUnits,
-      lacking: request.lacking,
-      charge: request.charge,
-      expiresAtMs: request.periodEndMs,
-      instance: this.#instance,
-      held: request.held,
-      owned: request.owned,
-      recordId: request.recordId,
-    }
+    const args = reserveArgs(this.#name, this.#instance, key, request)
     this.#stats.calls++
     let call
     try {
@@ -338,7 +295,7 @@ class ShareDriver {
       else if (generation === this.#generation && this.#demand.has(key)) this.#keepUnclaimed(flight, key, request, granted, unreserved, recordId)
       // Not the key's any more (dropped, another period, or the limiter was closed): back it goes.
       else if (granted > 0) this.#giveBacks.send({ key, periodId: request.periodId, units: granted, recordId })
-      this.#noteExhausted(key, granted, unreserved, request.lacking)
+      this.#exhausted.note(key, granted, unreserved, request.lacking)
       return OK
     }, failed)
     flight.start(
@@ -362,14 +319,7 @@ class ShareDriver {
   }
 
   #giveBackIdle() {
-    let giveBacks
-    try {
-      giveBacks = native.keyedShareGiveBack(this.#handle, this.#idleMs, this.#readMonotonic())
-    } catch {
-      return // an unreadable clock: next time
-    }
-    this.#giveBacks.sendAll(giveBacks)
-    if (!native.keyedShareHolds(this.#handle)) {
+    if (!this.#giveBacks.sendIdle(this.#idleMs, this.#readMonotonic)) {
       clearInterval(this.#idleTimer)
       this.#idleTimer = undefined
     }
@@ -377,15 +327,7 @@ class ShareDriver {
 
   /** Give-backs of keys deleted (called after delete()). */
   flushDropped() {
-    this.#giveBacks.sendAll(native.keyedShareGiveBack(this.#handle, Infinity, undefined))
-  }
-
-  /** Sends the give-backs waiting in the book; resolves once the store has them, or at `deadline`. */
-  #sendDropped(deadline) {
-    const giveBacks = native.keyedShareGiveBack(this.#handle, Infinity, undefined)
-    if (giveBacks.length === 0) return undefined
-    const sent = Promise.all(this.#giveBacks.sendAll(giveBacks)).then(() => undefined)
-    return withTimeout(sent, Math.max(0, deadline - performance.now()), () => undefined, quietTimer)
+    this.#giveBacks.sendDropped()
   }
 
   /**

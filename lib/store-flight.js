@@ -4,6 +4,7 @@
 
 const { QuotaClockError, toPublicError } = require('./errors.js')
 const { withTimeout, storeDeadline } = require('./timeout.js')
+const { thrownText } = require('./validate.js')
 const { asError } = require('./share-give-backs.js')
 
 // A flight's outcomes.
@@ -14,6 +15,12 @@ const TIMED_OUT = 'timed-out'
 // timeouts old (a client that never settles its promise must not stop the key for good).
 const ABANDON_AFTER_TIMEOUTS = 10
 const MIN_ABANDON_MS = 1_000
+
+/** The store's reserve call a request of the reservation book describes (`instance`: this limiter's id). */
+function reserveArgs(name, instance, key, request) {
+  const { periodId, limit, leaseUnits, lacking, charge, held, owned, recordId } = request
+  return { name, key, periodId, limit, leaseUnits, lacking, charge, expiresAtMs: request.periodEndMs, instance, held, owned, recordId }
+}
 
 class StoreFlight {
   // Settled: OK or FAILED (a late answer after a timeout settles it too).
@@ -72,6 +79,17 @@ class StoreFlight {
     return performance.now() - this.startedMs > Math.max(MIN_ABANDON_MS, ABANDON_AFTER_TIMEOUTS * timeoutMs)
   }
 
+  /** Why the call it waited for did not serve it. */
+  why(timeoutMs) {
+    return this.error === undefined ? `no answer within share.timeoutMs (${timeoutMs} ms)` : `the store failed: ${thrownText(this.error)}`
+  }
+
+  /** The ERR_STORE_UNAVAILABLE of a call refused after waiting `waitedMs` for this flight (0: at once). */
+  unavailable(name, why, waitedMs) {
+    const waited = waitedMs > 0 ? `after waiting ${Math.round(waitedMs)} ms` : 'at once, as its store call is still unanswered'
+    return new QuotaClockError('ERR_STORE_UNAVAILABLE', `quota store of share "${name}" unavailable (${why}); the call was refused ${waited} and consumed nothing`, { cause: this.error })
+  }
+
   /** Takes the answer kept for a dropped key (undefined when there is none). */
   takeUnclaimed() {
     const answer = this.unclaimed
@@ -80,4 +98,4 @@ class StoreFlight {
   }
 }
 
-module.exports = { StoreFlight, OK, FAILED, TIMED_OUT }
+module.exports = { StoreFlight, reserveArgs, OK, FAILED, TIMED_OUT }
