@@ -11,7 +11,7 @@ const { parseOptions, quotaInput, bucketOptions, noBucketToFill, checkPositiveCo
 const { LAYOUT, AT, OPERATION, STATUS } = require('./contract.js')
 const { REGISTRY } = require('./registry.js')
 const { ZoneFace, zoneInput } = require('./zone.js')
-const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NEEDS_POLICY, NO_ANOMALIES, readDecision, bring, failure, callLimiter, toStatus } = require('./native-call.js')
+const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NO_ANOMALIES, RESUME, readDecision, resume, failure, callLimiter, toStatus } = require('./native-call.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError, checkNumber, thrownText } = require('./validate.js')
 const { readStats } = require('./stats.js')
 const { ShareDriver, SHARED_CONSUME } = require('./share.js')
@@ -349,9 +349,7 @@ class KeyedQuotaClock {
   #settle(key, n, operation) {
     if (this.#zone !== undefined) return this.#zone.settle(key, n, operation)
     const result = this.#result
-    let policy
-    for (;;) {
-      const status = result[N_OR_STATUS]
+    const final = (status) => {
       if (status === DECIDED) return operation === REFUND ? undefined : readDecision(result, NO_ANOMALIES)
       if (status === DECIDED_WITH_WORK) return readDecision(result, NO_ANOMALIES)
       if (status === NEEDS_STORE) return result[AT.retryAfterMs]
@@ -360,14 +358,15 @@ class KeyedQuotaClock {
         return operation === REFUND ? undefined : readDecision(result, anomalies)
       }
       if (status === ERROR) throw failure(this.#js, native.keyedTakeError(this.#native))
-      const supplied = status !== NEEDS_POLICY
-      if (supplied) bring(status, result, this.#js)
-      else policy = resolvePolicy(this.#policy, key, this.#defaults)
+      return RESUME
+    }
+    return resume(result[N_OR_STATUS], result, this.#js, final, () => resolvePolicy(this.#policy, key, this.#defaults), (policy, supplied) => {
       // `policy` and a JS clock may have made calls of their own on this limiter: write it all again.
       result[N_OR_STATUS] = n
       result[AT.operation] = operation
       callLimiter(this.#js, () => native.keyedCallSlow(this.#native, key, policy, supplied))
-    }
+      return result[N_OR_STATUS]
+    })
   }
 
   /** QuotaClock's status() for one key (a key not held: what a fresh key would have, not holding it). */
@@ -375,16 +374,13 @@ class KeyedQuotaClock {
     checkKey(key)
     if (this.#zone !== undefined) return this.#zone.status(key)
     const result = this.#result
-    let policy
-    let supplied = false
-    for (;;) {
-      const status = callLimiter(this.#js, () => native.keyedStatus(this.#native, key, policy, supplied))
-      const needs = result[N_OR_STATUS]
-      if (needs === DECIDED) return toStatus(status, status.capacity, status.refillPerSecond, status.quotaLimit)
-      supplied = needs !== NEEDS_POLICY
-      if (supplied) bring(needs, result, this.#js)
-      else policy = resolvePolicy(this.#policy, key, this.#defaults)
+    let read
+    const again = (policy, supplied) => {
+      read = callLimiter(this.#js, () => native.keyedStatus(this.#native, key, policy, supplied))
+      return result[N_OR_STATUS]
     }
+    const final = (status) => (status === DECIDED ? toStatus(read, read.capacity, read.refillPerSecond, read.quotaLimit) : RESUME)
+    return resume(again(undefined, false), result, this.#js, final, () => resolvePolicy(this.#policy, key, this.#defaults), again)
   }
 
   /** Drops the key and all its state; true if it was held. Reads no clock. */
