@@ -165,6 +165,7 @@ class ZoneFace {
       this.#closedStats = this.#result.slice()
     }
     callNative(() => native.zoneClose(this.#native))
+    return true // the limiter is closed for good
   }
 
   get closed() {
