@@ -119,11 +119,6 @@ test('the check fails when a list and a union differ, one value more or one less
   }
 })
 
-test('every error code of the contract is documented in the README', () => {
-  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')
-  for (const { code } of contract.errorCodes) assert.ok(readme.includes(`\`${code}\``), `README.md does not mention ${code}`)
-})
-
 test('every error class the contract names is one the JS face throws', () => {
   assert.deepEqual([...new Set(contract.errorCodes.map((entry) => entry.class))].sort(), ['Error', 'QuotaClockError', 'RangeError'])
 })

@@ -1,6 +1,7 @@
 'use strict'
-// The `usage`, `grant` and `reset` commands: the operator's view of a shared quota (quotaAdmin of
-// quota-clock-source/shared) on Redis (--redis) or MongoDB (--mongo). The client a store needs is
+// What the `usage`, `grant` and `reset` commands (bin/usage.js, bin/grant.js, bin/reset.js) share:
+// the operator's view of a shared quota (quotaAdmin of quota-clock-source/shared) on Redis
+// (--redis) or MongoDB (--mongo). The client a store needs is
 // the application's, as the optional peer dependency it is: ioredis, else redis, for --redis;
 // mongodb for --mongo; looked up from the working directory first, then from this package.
 // The store must answer within DEADLINE_MS, connection included, or the command exits 1.
@@ -8,7 +9,8 @@
 const path = require('node:path')
 const { createRequire } = require('node:module')
 const { redisStore, mongoStore, quotaAdmin } = require('../lib/shared.js')
-const { isPeriodId } = require('../lib/cli.js')
+const { isPeriodId, withTimeout, quietTimer } = require('../lib/cli.js')
+const { PROGRAM, usage: bad, print, periodSpec, periodAt } = require('./command-line.js')
 
 const DEADLINE_MS = 5_000
 const CONNECT_TIMEOUT_MS = 3_000
@@ -115,16 +117,6 @@ async function connectMongo(url, collection, closers) {
   return mongoStore(client.db(), { collection })
 }
 
-/** `promise`, or a rejection once `ms` have passed (the timer keeps nothing alive). */
-function within(promise, ms, timedOut) {
-  let timer
-  const deadline = new Promise((resolve, reject) => {
-    timer = setTimeout(() => reject(timedOut()), ms)
-    timer.unref()
-  })
-  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer))
-}
-
 /**
  * One line a person reads at a glance, e.g.
  *   acme in 2026-12 (quota "api"): used 10000 of limit 10000 + extra 500 (held 218 by instances, 9782 admitted), 500 left; expires 2027-01-01T08:00:00Z
@@ -140,80 +132,75 @@ function describeUsage(usage, done) {
   return `${head}: used ${usage.used} of ${limit} + extra ${usage.extra} (held ${usage.held} by instances, ${usage.used - usage.held} admitted)${left}${expires}`
 }
 
-/**
- * The commands, for bin/quota-clock-source.js's table: `usage`, `grant` and `reset`. `cli`:
- * { PROGRAM, usage (a bad argument), print, periodSpec (values -> spec), periodAt (spec, ms ->
- * period), integerValue (flag, text, min, max) } of the main file.
- */
-function adminCommands(cli) {
-  const { PROGRAM, usage: bad, print } = cli
+function text(values, flag, max) {
+  const value = values[flag]
+  if (value === undefined) throw bad(`--${flag} is required`)
+  if (value.length === 0 || value.length > max) throw bad(`--${flag} must be 1 to ${max} characters; received ${value.length}`)
+  return value
+}
 
-  function text(values, flag, max) {
-    const value = values[flag]
-    if (value === undefined) throw bad(`--${flag} is required`)
-    if (value.length === 0 || value.length > max) throw bad(`--${flag} must be 1 to ${max} characters; received ${value.length}`)
-    return value
+function storeUrl(values) {
+  if (values.redis !== undefined && values.mongo !== undefined) throw bad('give --redis or --mongo, not both')
+  if (values.redis === undefined && values.mongo === undefined) throw bad('--redis <url> or --mongo <url> is required: where the shared quota lives')
+  const flag = values.redis !== undefined ? 'redis' : 'mongo'
+  const protocols = flag === 'redis' ? ['redis:', 'rediss:'] : ['mongodb:', 'mongodb+srv:']
+  let url
+  try {
+    url = new URL(values[flag])
+  } catch {
+    throw bad(`--${flag} must be a URL such as ${flag === 'redis' ? 'redis://localhost:6379' : 'mongodb://localhost:27017/app'}; received '${values[flag]}'`)
   }
+  if (!protocols.includes(url.protocol)) throw bad(`--${flag} must be a ${protocols.join(' or ')} URL; received '${values[flag]}'`)
+  if (flag === 'redis' && values.collection !== undefined) throw bad('--collection applies to --mongo only')
+  if (flag === 'mongo' && values.prefix !== undefined) throw bad('--prefix applies to --redis only')
+  return { flag, url }
+}
 
-  function storeUrl(values) {
-    if (values.redis !== undefined && values.mongo !== undefined) throw bad('give --redis or --mongo, not both')
-    if (values.redis === undefined && values.mongo === undefined) throw bad('--redis <url> or --mongo <url> is required: where the shared quota lives')
-    const flag = values.redis !== undefined ? 'redis' : 'mongo'
-    const protocols = flag === 'redis' ? ['redis:', 'rediss:'] : ['mongodb:', 'mongodb+srv:']
-    let url
-    try {
-      url = new URL(values[flag])
-    } catch {
-      throw bad(`--${flag} must be a URL such as ${flag === 'redis' ? 'redis://localhost:6379' : 'mongodb://localhost:27017/app'}; received '${values[flag]}'`)
-    }
-    if (!protocols.includes(url.protocol)) throw bad(`--${flag} must be a ${protocols.join(' or ')} URL; received '${values[flag]}'`)
-    if (flag === 'redis' && values.collection !== undefined) throw bad('--collection applies to --mongo only')
-    if (flag === 'mongo' && values.prefix !== undefined) throw bad('--prefix applies to --redis only')
-    return { flag, url }
+function periodId(values) {
+  const specFlags = ['unit', 'zone', 'anchor-day', 'anchor-month', 'anchor-time'].filter((flag) => values[flag] !== undefined)
+  if (values.period !== undefined) {
+    if (specFlags.length > 0) throw bad(`give --period or the period spec (--unit, --zone, ...), not both; received --period and --${specFlags[0]}`)
+    if (!isPeriodId(values.period)) throw bad(`--period must be a period id such as 2026-12 (month), 2026-12-01 (day or week) or 2026 (year); received '${values.period}'`)
+    return values.period
   }
+  if (specFlags.length === 0) throw bad('--period <id> or --unit <unit> --zone <IANA> is required: the period of the quota (the spec gives the one open now)')
+  return periodAt(periodSpec(values), Date.now()).id
+}
 
-  function periodId(values) {
-    const specFlags = ['unit', 'zone', 'anchor-day', 'anchor-month', 'anchor-time'].filter((flag) => values[flag] !== undefined)
-    if (values.period !== undefined) {
-      if (specFlags.length > 0) throw bad(`give --period or the period spec (--unit, --zone, ...), not both; received --period and --${specFlags[0]}`)
-      if (!isPeriodId(values.period)) throw bad(`--period must be a period id such as 2026-12 (month), 2026-12-01 (day or week) or 2026 (year); received '${values.period}'`)
-      return values.period
-    }
-    if (specFlags.length === 0) throw bad('--period <id> or --unit <unit> --zone <IANA> is required: the period of the quota (the spec gives the one open now)')
-    return cli.periodAt(cli.periodSpec(values), Date.now()).id
+/** Checks the arguments, connects, runs `operate(admin, key, periodId)`, prints its QuotaUsage. */
+async function run(values, operate, done) {
+  const name = text(values, 'name', MAX_NAME_LENGTH)
+  const key = text(values, 'key', MAX_KEY_UNITS)
+  const period = periodId(values)
+  const prepared = operate.prepare?.(values)
+  const { flag, url } = storeUrl(values)
+  const where = `${flag === 'redis' ? 'Redis' : 'MongoDB'} at ${shown(url)}`
+  const unreachable = (cause) => failure('ERR_STORE_UNAVAILABLE', `cannot reach ${where} within ${DEADLINE_MS / 1000} s: ${cause}`)
+  const closers = []
+  try {
+    const result = await withTimeout(
+      (async () => {
+        const store = await (flag === 'redis' ? connectRedis(url, values.prefix, closers) : connectMongo(url, values.collection, closers))
+        return operate(quotaAdmin(store, { name }), key, period, prepared)
+      })(),
+      DEADLINE_MS,
+      () => {
+        throw unreachable('no answer')
+      },
+      quietTimer, // (the timer keeps nothing alive)
+    )
+    print(values.json ? JSON.stringify(result, null, 2) : describeUsage(result, done(result, prepared)))
+    return 0
+  } catch (error) {
+    if (error && (error.code === 'ERR_MISSING_PEER_DEPENDENCY' || /^cannot reach /.test(error.message))) throw error
+    if (error && error.code === 'ERR_STORE_RESPONSE') throw error
+    throw unreachable(String(error?.cause?.message ?? error?.message ?? error).split(/\r?\n/)[0])
+  } finally {
+    await Promise.all(closers.map((close) => close()))
   }
+}
 
-  /** Checks the arguments, connects, runs `operate(admin, key, periodId)`, prints its QuotaUsage. */
-  async function run(values, operate, done) {
-    const name = text(values, 'name', MAX_NAME_LENGTH)
-    const key = text(values, 'key', MAX_KEY_UNITS)
-    const period = periodId(values)
-    const prepared = operate.prepare?.(values)
-    const { flag, url } = storeUrl(values)
-    const where = `${flag === 'redis' ? 'Redis' : 'MongoDB'} at ${shown(url)}`
-    const unreachable = (cause) => failure('ERR_STORE_UNAVAILABLE', `cannot reach ${where} within ${DEADLINE_MS / 1000} s: ${cause}`)
-    const closers = []
-    try {
-      const result = await within(
-        (async () => {
-          const store = await (flag === 'redis' ? connectRedis(url, values.prefix, closers) : connectMongo(url, values.collection, closers))
-          return operate(quotaAdmin(store, { name }), key, period, prepared)
-        })(),
-        DEADLINE_MS,
-        () => unreachable('no answer'),
-      )
-      print(values.json ? JSON.stringify(result, null, 2) : describeUsage(result, done(result, prepared)))
-      return 0
-    } catch (error) {
-      if (error && (error.code === 'ERR_MISSING_PEER_DEPENDENCY' || /^cannot reach /.test(error.message))) throw error
-      if (error && error.code === 'ERR_STORE_RESPONSE') throw error
-      throw unreachable(String(error?.cause?.message ?? error?.message ?? error).split(/\r?\n/)[0])
-    } finally {
-      await Promise.all(closers.map((close) => close()))
-    }
-  }
-
-  const storeHelp = `Where the quota lives (one of):
+const storeHelp = `Where the quota lives (one of):
   --redis <url>           redis:// or rediss:// URL; the client is the application's ioredis (else redis)
   --mongo <url>           mongodb:// URL, the database named in its path; the client is the application's mongodb
   --prefix <prefix>       Redis: the store's prefix, if not the default 'qcs:'
@@ -233,11 +220,17 @@ Output:
 A bad argument exits 2; a store that cannot be reached within ${DEADLINE_MS / 1000} s exits 1.
 Run it from the application's folder, so that its Redis or MongoDB client is found.`
 
-  const command = (name, summary, what, extra, operate, done) => ({
-    summary,
-    options: { ...STORE_OPTIONS, ...extra.options },
-    positionals: [],
-    help: `Usage: ${PROGRAM} ${name} (--redis <url> | --mongo <url>) --name <name> --key <key>
+/**
+ * A store command for bin/quota-clock-source.js's table: `operate(admin, key, periodId, prepared)`
+ * resolves to the QuotaUsage printed (`done(usage, prepared)` starts its line); `extra` adds the
+ * command's own options, usage, help and example (NONE: none); `operate.prepare(values)`, if
+ * present, checks them before the store is reached.
+ */
+const storeCommand = (name, summary, what, extra, operate, done) => ({
+  summary,
+  options: { ...STORE_OPTIONS, ...extra.options },
+  positionals: [],
+  help: `Usage: ${PROGRAM} ${name} (--redis <url> | --mongo <url>) --name <name> --key <key>
        (--period <id> | --unit <unit> --zone <IANA> [anchors])${extra.usage} [--json]
 
 ${what}
@@ -247,54 +240,9 @@ ${extra.help}${storeHelp}
 Example:
   ${PROGRAM} ${name} --redis redis://localhost:6379 --name tenant-month --key acme --unit month --zone America/Los_Angeles${extra.example}
 `,
-    run: (values) => run(values, operate, done),
-  })
+  run: (values) => run(values, operate, done),
+})
 
-  const NONE = { options: {}, usage: '', help: '', example: '' }
-  const units = (values) => {
-    if (values.units === undefined) throw bad('--units is required: how many units to grant')
-    return cli.integerValue('units', values.units, 1, Number.MAX_SAFE_INTEGER)
-  }
-  const grant = (admin, key, period, n) => admin.grant(key, period, n)
-  grant.prepare = units
+const NONE = { options: {}, usage: '', help: '', example: '' }
 
-  return {
-    usage: command(
-      'usage',
-      "a shared quota's use for one key and period: admitted, held, granted",
-      `Prints what the store has for the key in the period: the limit the latest reservation was
-judged against, units granted on top of it, units used (taken from the store and not given
-back) and, of those, units held by instances and not admitted yet. used - held is what the
-instances admitted (exact once they are idle or closed).`,
-      NONE,
-      (admin, key, period) => admin.usage(key, period),
-      () => '',
-    ),
-    grant: command(
-      'grant',
-      "raise a shared quota's allowance for one key and period, fleet-wide",
-      `Adds --units to the key's allowance for that period only (extra, on top of the limit), in
-one atomic store operation; instances see it within a second. A period nobody has reserved in
-yet gets a record (kept 400 days, or until a reservation sets its period's end).`,
-      {
-        options: { units: { type: 'string' } },
-        usage: ' --units <N>',
-        help: 'Options:\n  --units <N>             how many units to add (a positive integer)\n\n',
-        example: ' --units 500',
-      },
-      grant,
-      (_, n) => `granted ${n}: `,
-    ),
-    reset: command(
-      'reset',
-      "start a shared quota over for one key and period (used = held, extra = 0)",
-      `Sets used to what instances still hold (their leases stay theirs) and extra to 0, in one
-atomic store operation: the key may use its whole limit again in that period.`,
-      NONE,
-      (admin, key, period) => admin.reset(key, period),
-      () => 'reset: ',
-    ),
-  }
-}
-
-module.exports = { adminCommands }
+module.exports = { storeCommand, NONE }

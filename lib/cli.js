@@ -1,11 +1,13 @@
 'use strict'
 // What the command-line tool (bin/) uses of the library besides the public API (index.js): the
 // period units and the calendar's range, as the native contract defines them, the shape of a
-// period id, and the did-you-mean rule the library's own refusals use. bin/ requires index.js,
+// period id, the did-you-mean rule the library's own refusals use, and the one way to bound a call
+// in time. bin/ requires index.js,
 // the public subpath lib/shared.js and this file, and nothing else of lib/.
 
 const { PERIOD_UNITS, MAX_WALL_MS } = require('./contract.js')
 const { nearest, didYouMean, editDistance } = require('./did-you-mean.js')
 const { isPeriodId } = require('./calendar.js')
+const { withTimeout, quietTimer } = require('./timeout.js')
 
-module.exports = { PERIOD_UNITS, MAX_WALL_MS, nearest, didYouMean, editDistance, isPeriodId }
+module.exports = { PERIOD_UNITS, MAX_WALL_MS, nearest, didYouMean, editDistance, isPeriodId, withTimeout, quietTimer }

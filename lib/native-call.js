@@ -72,6 +72,34 @@ function bring(status, result, js) {
   }
 }
 
+// What a `final` of `resume` answers for a status that is not final (a need to answer first).
+const RESUME = Symbol('resume')
+
+/** The `policyOf` of a limiter that never needs a policy (QuotaClock). */
+function noPolicy() {
+  throw internalError(`status ${NEEDS_POLICY}`)
+}
+
+/**
+ * The one resume loop, for every limiter kind (QuotaClock, KeyedQuotaClock, a zone): `status` is
+ * what the last native call left in `result`; `final(status)` returns (or throws) the call's
+ * outcome for a final status, RESUME for a need. A policy need is answered by `policyOf()` (kept
+ * for the later calls), a readings need by `bring` from `js`; then `again(policy, supplied)`
+ * writes the caller's input again (user code may have made calls sharing `result`), calls once
+ * more and returns the new status.
+ */
+function resume(status, result, js, final, policyOf, again) {
+  let policy
+  for (;;) {
+    const outcome = final(status)
+    if (outcome !== RESUME) return outcome
+    const supplied = status !== NEEDS_POLICY
+    if (supplied) bring(status, result, js)
+    else policy = policyOf()
+    status = again(policy, supplied)
+  }
+}
+
 /** The public error for a coded one from the native side (a monotonic regression latches a JS clock). */
 function failure(js, coded) {
   const error = toPublicError(coded)
@@ -101,4 +129,4 @@ function toStatus(status, capacity, refillPerSecond, quotaLimit) {
   }
 }
 
-module.exports = { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NEEDS_POLICY, NO_ANOMALIES, readDecision, supplyReadings, bring, failure, callLimiter, toStatus }
+module.exports = { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NEEDS_POLICY, NO_ANOMALIES, RESUME, readDecision, supplyReadings, bring, resume, noPolicy, failure, callLimiter, toStatus }

@@ -9,7 +9,7 @@ const { startingReadings, JsClock } = require('./clocks.js')
 const { callNative } = require('./errors.js')
 const { parseOptions, checkCount, checkPositiveCount } = require('./options.js')
 const { RESULT, LIMITER_INDEX, REGISTRY, consume, consumeSupplied } = require('./registry.js')
-const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NO_ANOMALIES, readDecision, bring, failure, callLimiter, toStatus } = require('./native-call.js')
+const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NO_ANOMALIES, RESUME, readDecision, resume, noPolicy, failure, callLimiter, toStatus } = require('./native-call.js')
 const { rememberLimiter } = require('./limiter-facts.js')
 const { checkNumber, coded } = require('./validate.js')
 const { readStats } = require('./stats.js')
@@ -64,43 +64,42 @@ class QuotaClock {
 
   /** The rare outcomes: a decision with anomalies, an error, or what the native side needs first (a JS clock's readings, the JS reader's). */
   #settle(n) {
-    for (;;) {
-      const status = RESULT[N_OR_STATUS]
+    const final = (status) => {
       if (status === DECIDED) return readDecision(RESULT, NO_ANOMALIES)
       if (status === DECIDED_WITH_ANOMALIES) {
         return readDecision(RESULT, callNative(() => native.limiterTakeAnomalies(REGISTRY, this.#index)))
       }
       if (status === ERROR) throw failure(this.#js, native.limiterTakeError(REGISTRY, this.#index))
-      bring(status, RESULT, this.#js)
+      return RESUME
+    }
+    return resume(RESULT[N_OR_STATUS], RESULT, this.#js, final, noPolicy, () => {
       // Written only now: the clock may have called other limiters, which share RESULT.
       RESULT[N_OR_STATUS] = n
       LIMITER_INDEX[0] = this.#index
       consumeSupplied()
-    }
+      return RESULT[N_OR_STATUS]
+    })
   }
 
   /** Reads and reconciles the clocks like tryConsume, then gives back `n` tokens (up to capacity) and `n` quota units (down to zero). */
   refund(n = 1) {
     checkPositiveCount(n)
-    let supplied = false
-    for (;;) {
+    const again = (_, supplied) => {
       callLimiter(this.#js, () => native.limiterRefund(REGISTRY, this.#index, n, supplied))
-      const status = RESULT[N_OR_STATUS]
-      if (status === DECIDED) return
-      bring(status, RESULT, this.#js)
-      supplied = true
+      return RESULT[N_OR_STATUS]
     }
+    resume(again(undefined, false), RESULT, this.#js, (status) => (status === DECIDED ? undefined : RESUME), noPolicy, again)
   }
 
   /** Reads and reconciles the clocks like tryConsume, consuming nothing; also reports the limits in force. */
   status() {
-    let supplied = false
-    for (;;) {
-      const status = callLimiter(this.#js, () => native.limiterStatus(REGISTRY, this.#index, supplied))
-      if (RESULT[N_OR_STATUS] === DECIDED) return toStatus(status, this.#capacity, this.#refillPerSecond, this.#quotaLimit)
-      bring(RESULT[N_OR_STATUS], RESULT, this.#js)
-      supplied = true
+    let read
+    const again = (_, supplied) => {
+      read = callLimiter(this.#js, () => native.limiterStatus(REGISTRY, this.#index, supplied))
+      return RESULT[N_OR_STATUS]
     }
+    const final = (status) => (status === DECIDED ? toStatus(read, this.#capacity, this.#refillPerSecond, this.#quotaLimit) : RESUME)
+    return resume(again(undefined, false), RESULT, this.#js, final, noPolicy, again)
   }
 
   /** Counters since construction: decisions and anomalies (keys 1, evicted and keyLimitRefusals 0). Reads no clock. */

@@ -20,98 +20,19 @@
 // - Every store call says what the key holds unadmitted here after it (`held`, per instance: one
 //   random id per limiter), and the identity of the record the key reserved in: a record found
 //   gone or remade is charged again with what this limiter reserved and did not give back.
-// - A key the store reported exhausted is denied here, with no store call, for EXHAUSTED_MS.
+// - A key the store reported exhausted is denied here, with no store call, for EXHAUSTED_MS
+//   (lib/exhausted-marks.js).
 
-const { QuotaClockError, toPublicError, internalError } = require('./errors.js')
-const { checkReserveAnswer, isQuotaStore, storeOperations } = require('./quota-store.js')
-const { coded, isPlainObject, readOptions, typeError, rangeError, thrownText } = require('./validate.js')
+const { QuotaClockError, internalError } = require('./errors.js')
+const { checkReserveAnswer, storeOperations } = require('./quota-store.js')
+const { thrownText } = require('./validate.js')
 const { randomBytes } = require('node:crypto')
 const native = require('./native.js')
 const { OutageWarning } = require('./outage.js')
-
-const SHARE_KEYS = ['store', 'name', 'leaseUnits', 'idleMs', 'timeoutMs', 'failOpen']
-const DEFAULT_IDLE_MS = 10_000
-const DEFAULT_TIMEOUT_MS = 300
-const MAX_NAME_LENGTH = 128
-// A flight that timed out is the key's only store call until it settles, or until it is this many
-// timeouts old (a client that never settles its promise must not stop the key for good).
-const ABANDON_AFTER_TIMEOUTS = 10
-const MIN_ABANDON_MS = 1_000
-// The largest timer delay Node accepts (about 24.8 days).
-const MAX_TIMER_MS = 2 ** 31 - 1
-// How long a key the store reported exhausted is denied here without asking it again (so a flood
-// on it costs one store call a second, and a grant is seen within a second).
-const EXHAUSTED_MS = 1_000
-// The exhausted marks are swept of expired ones when they grow past this (and twice the last size).
-const MIN_EXHAUSTED_SWEEP = 1_024
-
-/** Checks `share` (ERR_INVALID_OPTION naming share.<field>); returns it normalized. */
-function parseShareOptions(share) {
-  if (!isPlainObject(share)) throw typeError('ERR_INVALID_OPTION', 'share', 'an object { store, name, leaseUnits?, idleMs?, timeoutMs?, failOpen? }', share)
-  const read = readOptions(share, SHARE_KEYS, 'share')
-  if (!isQuotaStore(read.store)) {
-    throw typeError('ERR_INVALID_OPTION', 'share.store', 'a quota store made by redisStore() or mongoStore() of quota-clock-source/shared', read.store)
-  }
-  const { name } = read
-  if (typeof name !== 'string') throw typeError('ERR_INVALID_OPTION', 'share.name', `a string of 1 to ${MAX_NAME_LENGTH} characters`, name)
-  if (name.length === 0 || name.length > MAX_NAME_LENGTH) {
-    throw coded(RangeError, 'ERR_INVALID_OPTION', `share.name must be a string of 1 to ${MAX_NAME_LENGTH} characters; received a string of ${name.length}`)
-  }
-  const leaseUnits = read.leaseUnits === undefined ? undefined : positiveInteger(read.leaseUnits, 'share.leaseUnits')
-  const idleMs = read.idleMs === undefined ? DEFAULT_IDLE_MS : milliseconds(read.idleMs, 'share.idleMs')
-  const timeoutMs = read.timeoutMs === undefined ? DEFAULT_TIMEOUT_MS : milliseconds(read.timeoutMs, 'share.timeoutMs')
-  const failOpen = read.failOpen === undefined ? false : read.failOpen
-  if (typeof failOpen !== 'boolean') throw typeError('ERR_INVALID_OPTION', 'share.failOpen', 'a boolean', failOpen)
-  return { store: read.store, name, leaseUnits, idleMs, timeoutMs, failOpen }
-}
-
-/** A positive safe integer. */
-function positiveInteger(value, name) {
-  if (typeof value !== 'number') throw typeError('ERR_INVALID_OPTION', name, 'a positive safe integer', value)
-  if (!(Number.isSafeInteger(value) && value >= 1)) throw rangeError('ERR_INVALID_OPTION', name, 'a positive safe integer', value)
-  return value
-}
-
-/** A wait in ms: a number > 0, no longer than a timer can be set for. */
-function milliseconds(value, name) {
-  if (typeof value !== 'number') throw typeError('ERR_INVALID_OPTION', name, 'a number of milliseconds', value)
-  if (!(value > 0 && value <= MAX_TIMER_MS)) throw rangeError('ERR_INVALID_OPTION', name, `a number of milliseconds > 0 and no larger than ${MAX_TIMER_MS}`, value)
-  return value
-}
-
-/** A thrown value as an Error (a non-Error is wrapped, as its cause). */
-function asError(value) {
-  if (value instanceof Error) return value
-  return coded(Error, 'ERR_CALLBACK', `quota store threw a non-Error value: ${thrownText(value)}`, { cause: value })
-}
-
-/**
- * Calls `expired()` once a store call has had `ms` of this process's time to answer, unless the
- * returned cancel() is called first. The wait starts when the process next turns to I/O (not
- * inside a burst of calls made in one synchronous loop), and an answer that arrived while the
- * process was busy is read before the time is declared up: the time a busy process keeps an
- * answer waiting is not the store's (unavailable means unavailable).
- */
-function storeDeadline(ms, expired) {
-  let cancelled = false
-  let timer
-  let check
-  // (The immediates stay referenced: an unreferenced one waits for the loop's next wake-up. Each
-  // holds the loop for one turn only; the timer, unreferenced, never keeps the process alive.)
-  const start = setImmediate(() => {
-    timer = setTimeout(() => {
-      // An immediate runs after the poll phase has read what the sockets hold.
-      check = setImmediate(() => cancelled || expired())
-    }, ms)
-    timer.unref()
-  })
-  return () => {
-    cancelled = true
-    clearImmediate(start)
-    clearTimeout(timer)
-    clearImmediate(check)
-  }
-}
+const { MAX_TIMER_MS } = require('./share-options.js')
+const { GiveBacks } = require('./share-give-backs.js')
+const { StoreFlight, OK, reserveArgs } = require('./store-flight.js')
+const { ExhaustedMarks } = require('./exhausted-marks.js')
 
 // The KeyedQuotaClocks made with `share`, and their drivers (rateLimit asks them after the
 // in-process limiters; stats() reads their store counters).
@@ -146,7 +67,7 @@ class ShareDriver {
   #idleTimer
   // Bumped by close(): answers to store calls made before it are given back, not credited.
   #generation = 0
-  #pending = new Set()
+  #giveBacks
   // Flights whose answer waits for a call to claim it (#keepUnclaimed).
   #unclaimed = new Set()
   #stats = { calls: 0, errors: 0, timeouts: 0, reserved: 0, returned: 0 }
@@ -154,9 +75,8 @@ class ShareDriver {
   #outage = new OutageWarning('QUOTA_CLOCK_STORE_UNAVAILABLE')
   // This limiter's name in the store's records (whose `held` it reports).
   #instance = randomBytes(6).toString('hex')
-  // Keys the store reported exhausted: key -> until when (performance.now()) they are denied here.
-  #exhausted = new Map()
-  #sweepExhaustedAt = MIN_EXHAUSTED_SWEEP
+  // Keys the store reported exhausted, denied here for a while with no store call.
+  #exhausted = new ExhaustedMarks()
 
   /**
    * `decide(key, n, operation)`: the limiter's native shared consume; returns a Decision, or the
@@ -169,6 +89,7 @@ class ShareDriver {
     this.#handle = handle
     this.#ops = storeOperations(options.store)
     this.#name = options.name
+    this.#giveBacks = new GiveBacks(handle, this.#ops, options.name, this.#instance, this.#stats, this.#outage, options.timeoutMs)
     this.#idleMs = options.idleMs
     this.#timeoutMs = options.timeoutMs
     this.#failOpen = options.failOpen
@@ -190,7 +111,7 @@ class ShareDriver {
       if (this.#flights.has(key)) native.keyedShareFailed(this.#handle, key, refill.periodSlot, refill.charge)
       else this.#fly(key, refill)
     }
-    this.#sendAll(giveBacks)
+    this.#giveBacks.sendAll(giveBacks)
   }
 
   /**
@@ -217,12 +138,7 @@ class ShareDriver {
    * reservation and what the store had unreserved cover the call, or the mark is old).
    */
   #exhaustedDecision(key, n, taken) {
-    const until = this.#exhausted.get(key)
-    if (until === undefined) return undefined
-    if (performance.now() >= until) {
-      this.#exhausted.delete(key)
-      return undefined
-    }
+    if (!this.#exhausted.has(key)) return undefined
     const decision = this.#decide(key, n, AFTER_STORE)
     if (typeof decision === 'number') return undefined
     // The native decision that sent this call here marked the key in flight, for a store call
@@ -230,20 +146,6 @@ class ShareDriver {
     if (!this.#flights.has(key)) native.keyedShareFailed(this.#handle, key, this.#readPeriodSlot(), 0)
     if (taken !== undefined) taken.period = this.#readPeriodSlot()
     return decision
-  }
-
-  /** Notes a store answer for a key: one that left nothing to reserve marks the key exhausted. */
-  #noteExhausted(key, granted, unreserved, lacking) {
-    if (unreserved > 0 && (granted > 0 || lacking === 0)) {
-      this.#exhausted.delete(key)
-      return
-    }
-    const marks = this.#exhausted
-    const now = performance.now()
-    marks.set(key, now + EXHAUSTED_MS)
-    if (marks.size < this.#sweepExhaustedAt) return
-    for (const [marked, until] of marks) if (until <= now) marks.delete(marked)
-    this.#sweepExhaustedAt = Math.max(MIN_EXHAUSTED_SWEEP, 2 * marks.size)
   }
 
   /** A waiting call's decision, with the period it took its units in noted for the caller. */
@@ -267,7 +169,7 @@ class ShareDriver {
     for (;;) {
       const roundStartMs = performance.now()
       let flight = this.#flights.get(key)
-      if (flight !== undefined && flight.timedOut && !this.#abandoned(flight)) {
+      if (flight !== undefined && flight.timedOut && !flight.abandoned(this.#timeoutMs)) {
         // The key's store call is hanging or failing: fail at once, queue nothing.
         return this.#unavailable(key, n, flight, 0, waiting)
       }
@@ -286,7 +188,7 @@ class ShareDriver {
       // Others took what the call reserved, and the store has more: ask again. (Or the store had
       // too little and this key's units left went back first, so that the next call sees every
       // process's leftovers: the give-back lands before it is made.)
-      await this.#sendDropped(performance.now() + this.#timeoutMs)
+      await this.#giveBacks.sendDroppedWithin(performance.now() + this.#timeoutMs)
       lacking = decision
     }
   }
@@ -313,8 +215,7 @@ class ShareDriver {
    * call can drop it meanwhile), then is decided. Units it cannot take go back.
    */
   #claim(key, n, flight) {
-    const { request, granted, unreserved, recordId } = flight.unclaimed
-    flight.unclaimed = undefined
+    const { request, granted, unreserved, recordId } = flight.takeUnclaimed()
     this.#unclaimed.delete(flight)
     let credited = false
     try {
@@ -324,7 +225,7 @@ class ShareDriver {
       return credited ? this.#decide(key, n, AFTER_STORE) : held
     } finally {
       if (credited) this.#armIdleTimer()
-      else if (granted > 0) this.#send({ key, periodId: request.periodId, units: granted, recordId })
+      else if (granted > 0) this.#giveBacks.send({ key, periodId: request.periodId, units: granted, recordId })
     }
   }
 
@@ -338,17 +239,17 @@ class ShareDriver {
 
   #returnUnclaimed(flight) {
     this.#unclaimed.delete(flight)
-    if (flight.unclaimed === undefined) return
-    const { key, request, granted, recordId } = flight.unclaimed
-    flight.unclaimed = undefined
-    if (granted > 0) this.#send({ key, periodId: request.periodId, units: granted, recordId })
+    const answer = flight.takeUnclaimed()
+    if (answer === undefined) return
+    const { key, request, granted, recordId } = answer
+    if (granted > 0) this.#giveBacks.send({ key, periodId: request.periodId, units: granted, recordId })
   }
 
   /** The store is unavailable for this call: failOpen decides it as if the quota had room. */
   #unavailable(key, n, flight, waitedMs, waiting) {
     this.#countDemand(waiting, false)
     if (flight.error !== undefined && flight.error.code === 'ERR_STORE_RESPONSE' && flight.error instanceof QuotaClockError) throw flight.error
-    const why = flight.error === undefined ? `no answer within share.timeoutMs (${this.#timeoutMs} ms)` : `the store failed: ${thrownText(flight.error)}`
+    const why = flight.why(this.#timeoutMs)
     this.#outage.failed(
       () => `quota store of share "${this.#name}" unavailable (${why}); calls that reservations do not cover are ${this.#failOpen ? 'allowed (failOpen)' : 'refused with ERR_STORE_UNAVAILABLE'} until it answers again`,
     )
@@ -357,46 +258,14 @@ class ShareDriver {
       this.#armIdleTimer() // what it owes the store is charged by the next store call, or when idle
       return decision
     }
-    const waited = waitedMs > 0 ? `after waiting ${Math.round(waitedMs)} ms` : 'at once, as its store call is still unanswered'
-    throw new QuotaClockError(
-      'ERR_STORE_UNAVAILABLE',
-      `quota store of share "${this.#name}" unavailable (${why}); the call was refused ${waited} and consumed nothing`,
-      { cause: flight.error },
-    )
-  }
-
-  #abandoned(flight) {
-    return performance.now() - flight.startedMs > Math.max(MIN_ABANDON_MS, ABANDON_AFTER_TIMEOUTS * this.#timeoutMs)
+    throw flight.unavailable(this.#name, why, waitedMs)
   }
 
   /** Makes the store call a request describes; its answer is credited whenever it comes. */
   #fly(key, request) {
-    const startedMs = performance.now()
-    const flight = {
-      settled: false,
-      timedOut: false,
-      outcome: undefined,
-      error: undefined,
-      startedMs,
-      done: undefined,
-      // The answer, for a key dropped while calls wait for it (#claim).
-      unclaimed: undefined,
-    }
+    const flight = new StoreFlight()
     const generation = this.#generation
-    const args = {
-      name: this.#name,
-      key,
-      periodId: request.periodId,
-      limit: request.limit,
-      leaseUnits: request.leaseUnits,
-      lacking: request.lacking,
-      charge: request.charge,
-      expiresAtMs: request.periodEndMs,
-      instance: this.#instance,
-      held: request.held,
-      owned: request.owned,
-      recordId: request.recordId,
-    }
+    const args = reserveArgs(this.#name, this.#instance, key, request)
     this.#stats.calls++
     let call
     try {
@@ -404,57 +273,39 @@ class ShareDriver {
     } catch (error) {
       call = Promise.reject(error)
     }
-    let cancelDeadline
-    const timedOut = new Promise((resolve) => {
-      cancelDeadline = storeDeadline(this.#timeoutMs, () => {
-        flight.timedOut = true
-        this.#stats.timeouts++
-        resolve(TIMED_OUT)
-      })
-    })
     const failed = (error) => {
       if (!flight.timedOut) this.#stats.errors++ // (a call is a timeout or an error, never both)
-      flight.error = error instanceof QuotaClockError && error.code === 'ERR_STORE_RESPONSE' ? error : asError(error)
       native.keyedShareFailed(this.#handle, key, request.periodSlot, request.charge)
-      return FAILED
+      return flight.failed(error)
     }
-    const answered = call.then(
-      (answer) => {
-        let checked
-        try {
-          checked = checkReserveAnswer(answer, args)
-        } catch (error) {
-          return failed(error)
-        }
-        const { granted, unreserved, recordId } = checked
-        this.#outage.answered()
-        this.#stats.reserved += granted
-        let credited = false
-        if (generation === this.#generation) credited = native.keyedShareCredit(this.#handle, key, request.periodSlot, granted, unreserved, recordId)
-        else native.keyedShareFailed(this.#handle, key, request.periodSlot, 0) // (charged: nothing owed)
-        if (credited) this.#armIdleTimer()
-        else if (generation === this.#generation && this.#demand.has(key)) this.#keepUnclaimed(flight, key, request, granted, unreserved, recordId)
-        // Not the key's any more (dropped, another period, or the limiter was closed): back it goes.
-        else if (granted > 0) this.#send({ key, periodId: request.periodId, units: granted, recordId })
-        this.#noteExhausted(key, granted, unreserved, request.lacking)
-        return OK
+    const answered = call.then((answer) => {
+      let checked
+      try {
+        checked = checkReserveAnswer(answer, args)
+      } catch (error) {
+        return failed(error)
+      }
+      const { granted, unreserved, recordId } = checked
+      this.#outage.answered()
+      this.#stats.reserved += granted
+      let credited = false
+      if (generation === this.#generation) credited = native.keyedShareCredit(this.#handle, key, request.periodSlot, granted, unreserved, recordId)
+      else native.keyedShareFailed(this.#handle, key, request.periodSlot, 0) // (charged: nothing owed)
+      if (credited) this.#armIdleTimer()
+      else if (generation === this.#generation && this.#demand.has(key)) this.#keepUnclaimed(flight, key, request, granted, unreserved, recordId)
+      // Not the key's any more (dropped, another period, or the limiter was closed): back it goes.
+      else if (granted > 0) this.#giveBacks.send({ key, periodId: request.periodId, units: granted, recordId })
+      this.#exhausted.note(key, granted, unreserved, request.lacking)
+      return OK
+    }, failed)
+    flight.start(
+      answered,
+      this.#timeoutMs,
+      () => this.#stats.timeouts++,
+      () => {
+        if (this.#flights.get(key) === flight) this.#flights.delete(key)
       },
-      failed,
-    ).then((outcome) => {
-      cancelDeadline()
-      flight.settled = true
-      flight.outcome = outcome
-      if (this.#flights.get(key) === flight) this.#flights.delete(key)
-      return outcome
-    }, (error) => {
-      // A native call above threw (a bug): the flight fails rather than leave its waiters hanging.
-      flight.error = error && typeof error.code === 'string' ? toPublicError(error) : asError(error)
-      flight.settled = true
-      flight.outcome = FAILED
-      if (this.#flights.get(key) === flight) this.#flights.delete(key)
-      return FAILED
-    })
-    flight.done = Promise.race([answered, timedOut])
+    )
     this.#flights.set(key, flight)
     return flight
   }
@@ -468,14 +319,7 @@ class ShareDriver {
   }
 
   #giveBackIdle() {
-    let giveBacks
-    try {
-      giveBacks = native.keyedShareGiveBack(this.#handle, this.#idleMs, this.#readMonotonic())
-    } catch {
-      return // an unreadable clock: next time
-    }
-    this.#sendAll(giveBacks)
-    if (!native.keyedShareHolds(this.#handle)) {
+    if (!this.#giveBacks.sendIdle(this.#idleMs, this.#readMonotonic)) {
       clearInterval(this.#idleTimer)
       this.#idleTimer = undefined
     }
@@ -483,91 +327,7 @@ class ShareDriver {
 
   /** Give-backs of keys deleted (called after delete()). */
   flushDropped() {
-    this.#sendAll(native.keyedShareGiveBack(this.#handle, Infinity, undefined))
-  }
-
-  /** Sends the give-backs waiting in the book; resolves once the store has them, or at `deadline`. */
-  #sendDropped(deadline) {
-    const giveBacks = native.keyedShareGiveBack(this.#handle, Infinity, undefined)
-    if (giveBacks.length === 0) return undefined
-    return new Promise((resolve) => {
-      const timer = setTimeout(resolve, Math.max(0, deadline - performance.now()))
-      timer.unref()
-      Promise.all(this.#sendAll(giveBacks)).then(() => {
-        clearTimeout(timer)
-        resolve()
-      })
-    })
-  }
-
-  /** Sends give-backs (and failOpen charges); returns the promises of their outcomes. */
-  #sendAll(giveBacks) {
-    const sent = []
-    for (const giveBack of giveBacks) {
-      const key = String.fromCharCode(...giveBack.key)
-      // (Units 0 and no charge: the store is told this limiter holds nothing for the key now.)
-      if (giveBack.units > 0 || giveBack.charge === 0) sent.push(this.#send({ key, periodId: giveBack.periodId, units: giveBack.units, recordId: giveBack.recordId }))
-      if (giveBack.charge > 0) sent.push(this.#charge(key, giveBack))
-    }
-    return sent
-  }
-
-  /** Gives units back (to the record they were reserved in); the promise is kept until it settles (close() waits for it). */
-  #send({ key, periodId, units, recordId }) {
-    const request = { name: this.#name, key, periodId, units, instance: this.#instance, recordId }
-    return this.#track(() => this.#ops.giveBack(request), () => (this.#stats.returned += units))
-  }
-
-  /**
-   * Adds failOpen units still owed to the store's count without reserving anything: a reserve
-   * that asks for nothing (leaseUnits and lacking 0) and carries the charge.
-   */
-  #charge(key, { periodId, periodEndMs, charge }) {
-    // (It holds nothing after the give-back it follows; recordId 0: a lost record is noticed and
-    // charged by the key's next reservation, which knows what it owns.)
-    const request = { name: this.#name, key, periodId, limit: 0, leaseUnits: 0, lacking: 0, charge, expiresAtMs: periodEndMs, instance: this.#instance, held: 0, owned: 0, recordId: 0 }
-    return this.#track(() => this.#ops.reserve(request), (answer) => checkReserveAnswer(answer, request))
-  }
-
-  /** Runs a store call whose outcome close() waits for (undefined when done, else its error). */
-  #track(call, done) {
-    this.#stats.calls++
-    const state = { timedOut: false }
-    let promise
-    try {
-      promise = Promise.resolve(call())
-    } catch (error) {
-      promise = Promise.reject(error)
-    }
-    const sent = promise.then(done).then(
-      () => {
-        this.#outage.answered()
-        return undefined
-      },
-      (error) => {
-        if (!state.timedOut) this.#stats.errors++ // (a call is a timeout or an error, never both)
-        return asError(error)
-      },
-    )
-    const tracked = this.#bounded(sent, state)
-    this.#pending.add(tracked)
-    tracked.then(() => this.#pending.delete(tracked))
-    return tracked
-  }
-
-  /** A give-back's outcome (undefined: done), or a timeout error after timeoutMs. */
-  #bounded(promise, state) {
-    return new Promise((resolve) => {
-      const cancel = storeDeadline(this.#timeoutMs, () => {
-        state.timedOut = true
-        this.#stats.timeouts++
-        resolve(coded(Error, 'ERR_STORE_UNAVAILABLE', `no answer within share.timeoutMs (${this.#timeoutMs} ms)`))
-      })
-      promise.then((outcome) => {
-        cancel()
-        resolve(outcome)
-      })
-    })
+    this.#giveBacks.sendDropped()
   }
 
   /**
@@ -583,12 +343,12 @@ class ShareDriver {
       clearInterval(this.#idleTimer)
       this.#idleTimer = undefined
     }
-    this.#sendAll(native.keyedShareGiveBack(this.#handle, 0, undefined))
+    this.#giveBacks.sendAll(native.keyedShareGiveBack(this.#handle, 0, undefined))
     // Answers still to come are given back as they land (bounded by timeoutMs for close's wait).
     const flights = [...this.#flights.values()].map((flight) => flight.done)
     await Promise.all(flights)
     for (const flight of this.#unclaimed) this.#returnUnclaimed(flight)
-    const outcomes = await Promise.all([...this.#pending])
+    const outcomes = await this.#giveBacks.outcomes()
     const failed = outcomes.find((outcome) => outcome !== undefined)
     if (failed !== undefined) {
       throw new QuotaClockError(
@@ -600,11 +360,7 @@ class ShareDriver {
   }
 }
 
-// A flight's outcomes.
-const OK = 'ok'
-const FAILED = 'failed'
-const TIMED_OUT = 'timed-out'
 // Operations of a shared consume (lib/contract.js's OPERATION).
 const { sharedConsume: SHARED_CONSUME, sharedAfterStore: AFTER_STORE, sharedFailOpen: FAIL_OPEN } = require('./contract.js').OPERATION
 
-module.exports = { ShareDriver, parseShareOptions, isSharedLimiter, storeStatsOf, SHARED_CONSUME }
+module.exports = { ShareDriver, isSharedLimiter, storeStatsOf, SHARED_CONSUME }

@@ -7,7 +7,7 @@ const native = require('./native.js')
 const { QuotaClockError, toPublicError, callNative } = require('./errors.js')
 const { LAYOUT, AT, OPERATION } = require('./contract.js')
 const { REGISTRY } = require('./registry.js')
-const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NEEDS_POLICY, NO_ANOMALIES, readDecision, toStatus } = require('./native-call.js')
+const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NEEDS_POLICY, NO_ANOMALIES, RESUME, readDecision, resume, toStatus } = require('./native-call.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError } = require('./validate.js')
 
 const { consume: CONSUME } = OPERATION
@@ -22,6 +22,12 @@ function zoneInput(zone) {
     throw rangeError('ERR_INVALID_OPTION', 'zone.path', `a file path of 1 to ${MAX_PATH_LENGTH} characters without NUL`, path)
   }
   return { path }
+}
+
+/** A zone's call needs only a policy (its clock is native): RESUME for that, any other status is a bug. */
+function needsPolicy(status) {
+  if (status !== NEEDS_POLICY) throw zoneError({ code: 'ERR_INTERNAL', message: `status ${status}` })
+  return RESUME
 }
 
 /** Refuses what cannot drive a zone: any clock but systemClock() (with or without hostElapsedRealtime() or procUptimeElapsedRealtime()). */
@@ -99,17 +105,16 @@ class ZoneFace {
   /** What a zone call left undecided: anomalies, an error, or a policy to resolve first. */
   settle(key, n, operation) {
     const result = this.#result
-    let policy
-    for (;;) {
-      const status = result[N_OR_STATUS]
+    const final = (status) => {
       if (status === DECIDED) return operation === CONSUME ? readDecision(result, NO_ANOMALIES) : undefined
       if (status === DECIDED_WITH_ANOMALIES) {
         const anomalies = callNative(() => native.zoneTakeAnomalies(this.#native))
         return operation === CONSUME ? readDecision(result, anomalies) : undefined
       }
       if (status === ERROR) throw zoneError(native.zoneTakeError(this.#native))
-      if (status !== NEEDS_POLICY) throw zoneError({ code: 'ERR_INTERNAL', message: `status ${status}` })
-      policy = this.#resolvePolicy(key)
+      return needsPolicy(status)
+    }
+    return resume(result[N_OR_STATUS], result, undefined, final, () => this.#resolvePolicy(key), (policy) => {
       result[N_OR_STATUS] = n
       result[AT.operation] = operation
       try {
@@ -117,16 +122,18 @@ class ZoneFace {
       } catch (error) {
         throw zoneError(error)
       }
-    }
+      return result[N_OR_STATUS]
+    })
   }
 
   status(key) {
-    let policy
-    for (;;) {
-      const status = callNative(() => native.zoneStatus(this.#native, key, policy))
-      if (this.#result[N_OR_STATUS] === DECIDED) return toStatus(status, status.capacity, status.refillPerSecond, status.quotaLimit)
-      policy = this.#resolvePolicy(key)
+    let read
+    const again = (policy) => {
+      read = callNative(() => native.zoneStatus(this.#native, key, policy))
+      return this.#result[N_OR_STATUS]
     }
+    const final = (status) => (status === DECIDED ? toStatus(read, read.capacity, read.refillPerSecond, read.quotaLimit) : needsPolicy(status))
+    return resume(again(undefined), this.#result, undefined, final, () => this.#resolvePolicy(key), again)
   }
 
   /** What a decision took, given back without reading the clock (the HTTP middleware's rollback). */
@@ -158,6 +165,7 @@ class ZoneFace {
       this.#closedStats = this.#result.slice()
     }
     callNative(() => native.zoneClose(this.#native))
+    return true // the limiter is closed for good
   }
 
   get closed() {

@@ -14,183 +14,24 @@
 // decided without awaiting anything (the handler returns undefined); otherwise the handler returns a
 // promise that settles once the request was answered or passed on. It never rejects.
 
-const { isNativeError } = require('node:util').types
-const { QuotaClockError } = require('../errors.js')
-const { coded, describe, thrownText } = require('../validate.js')
 const { describeLimiter, describeThrottle, limitItems, quotaReset, recordFor, setRateLimitHeaders, statusOf } = require('./headers.js')
-const { parseOptions, THROTTLE_LIMITS } = require('./options.js')
-const { quotaExceededProblem } = require('./responses.js')
-const { giveBack, periodTaken } = require('./give-back.js')
+const { parseOptions } = require('./options.js')
+const { periodTaken } = require('./give-back.js')
 const { consumeKeyedTaken } = require('../keyed.js')
-
-const MAX_KEY_UNITS = 256
-
-function isThenable(value) {
-  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof value.then === 'function'
-}
-
-function isError(value) {
-  return value instanceof Error || isNativeError(value)
-}
-
-/**
- * What a user's callback threw or rejected with, as the error of the request: the user's own Error
- * as it is, anything else (null, false, 0, '', undefined, a string) wrapped in ERR_CALLBACK so that
- * it can never read as "no error" (`next(null)` lets the route run).
- */
-function callbackError(thrown, callback, entry) {
-  if (isError(thrown)) return thrown
-  const where = entry === undefined ? '' : ` of ${entry.label}`
-  return new QuotaClockError('ERR_CALLBACK', `rateLimit: ${callback}${where} threw ${describeThrown(thrown)} (not an Error); the request was not let through`, { cause: thrown })
-}
-
-function describeThrown(thrown) {
-  if (typeof thrown === 'string') return JSON.stringify(thrownText(thrown))
-  if (thrown === null || typeof thrown !== 'object') return describe(thrown)
-  return `${describe(thrown)} (${thrownText(thrown)})`
-}
-
-/** A key that `key(req)` returned: a string of 1 to 256 UTF-16 code units, else an error naming the entry. */
-function invalidKey(key, entry) {
-  const expected = entry.isThrottle ? 'a non-empty string' : 'a string of 1 to 256 UTF-16 code units'
-  const received = typeof key === 'string' ? `a string of ${key.length}` : describe(key)
-  return coded(typeof key === 'string' ? RangeError : TypeError, 'ERR_INVALID_ARG', `rateLimit: key(req) of ${entry.label} must return ${expected} (or a promise of one); it returned ${received}`)
-}
-
-function checkKey(key, entry) {
-  if (typeof key !== 'string' || key.length === 0 || (key.length > MAX_KEY_UNITS && !entry.isThrottle)) throw invalidKey(key, entry)
-  return key
-}
-
-function checkCost(n, entry) {
-  if (typeof n !== 'number') {
-    throw coded(TypeError, 'ERR_INVALID_ARG', `rateLimit: cost(req) of ${entry.label} must return a positive safe integer (or a promise of one); it returned ${describe(n)}`)
-  }
-  return n
-}
-
-function throttleUnavailable(entry, err) {
-  entry.outage.failed(() => {
-    const reason = err.code === 'ERR_THROTTLE_TIMEOUT' ? err.message : `it failed: ${err.message}`
-    return `rateLimit: the throttle store is unavailable (${reason}); requests ${entry.failOpen ? 'pass unchecked (failOpen)' : 'are answered 503'} until it answers again`
-  })
-}
-
-/** throttle.check within entry.timeoutMs; a late answer is ignored. */
-function checkWithin(entry, key) {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      reject(coded(Error, 'ERR_THROTTLE_TIMEOUT', `the throttle store did not answer within ${entry.timeoutMs} ms`))
-    }, entry.timeoutMs)
-    let pending
-    try {
-      pending = Promise.resolve(entry.throttle.check(key, entry.limits))
-    } catch (err) {
-      pending = Promise.reject(err)
-    }
-    pending.then(
-      (result) => {
-        clearTimeout(timer)
-        resolve(result)
-      },
-      (err) => {
-        clearTimeout(timer)
-        reject(err)
-      },
-    )
-  })
-}
-
-// Argument and clock errors are the caller's to see (the error path); a store answer that makes no
-// sense is answered 503 even with failOpen (it is never an allowance); anything else a throttle
-// rejects with means its store did not serve the check.
-function isCallerError(err) {
-  return err.code === 'ERR_INVALID_ARG' || err.code === 'ERR_CLOCK_READING'
-}
-
-/** A throttle's rejection as an Error with a code (a store may reject with anything). */
-function throttleError(err) {
-  if (isError(err) && typeof err.code === 'string') return err
-  return new QuotaClockError('ERR_STORE_UNAVAILABLE', `rateLimit: the throttle store failed: ${thrownText(err)}`, { cause: err })
-}
-
-/** The items of `entry` that denied `decision` for a request of `n`. */
-function violatedBy(entry, record, decision, n) {
-  const names = []
-  if (decision.tokens < n) names.push(entry.items.plain.burst)
-  if (record !== undefined && record.unit !== undefined && decision.quotaRemaining !== null && decision.quotaRemaining < n) {
-    names.push(entry.items.plain[record.unit])
-  }
-  if (names.length === 0) names.push(entry.items.plain[decision.retryAfterBasis === 'wall-period' && record?.unit ? record.unit : 'burst'])
-  return names
-}
-
-const SERVICE_UNAVAILABLE = (why) => ({
-  type: 'about:blank',
-  title: 'Service Unavailable',
-  status: 503,
-  detail: `The rate limit store could not be reached (${why}), so the request was not served.`,
-})
-// A store outage's 503 says when to come back: the store may answer again at any moment.
-const UNAVAILABLE_RETRY_AFTER_S = '1'
+const { MAX_KEY_UNITS, isThenable, isError, callbackError, invalidKey, checkKey, checkCost, askCallbacks } = require('./plan.js')
+const { refundTaken, refundQuietly, checkWithin, isCallerError, throttleError, throttleUnavailable, throttleDenial } = require('./take.js')
+const { createResponder, violatedBy } = require('./respond.js')
 
 /** Makes the framework-neutral handler `(req, res, next) => undefined | Promise<void>`. */
 function createDecider(options, io) {
   const { entries, headers, skip, onLimited } = parseOptions(options)
+  const { goOn, fail, limited, unavailable, after } = createResponder(io, headers, onLimited)
   const syncEntries = entries.filter((e) => !e.isThrottle && !e.shared)
   // Shared KeyedQuotaClocks (`share`): awaited after the in-process limits, before the throttles.
   const sharedEntries = entries.filter((e) => e.shared)
   const throttleEntries = entries.filter((e) => e.isThrottle)
-  entries.forEach((entry, i) => (entry.index = i))
   // One limiter entry, in-process or shared (`share`): the fast path of the usual one-limit middleware.
   const single = entries.length === 1 && !entries[0].isThrottle ? entries[0] : undefined
-
-  /** Gives back what the first `count` limiter entries took for this request (no clock is read). */
-  function refundTaken(taken, count) {
-    for (let i = 0; i < count; i++) {
-      const { entry, key, n, period } = taken[i]
-      giveBack(entry, key, n, period)
-    }
-  }
-
-  function refundQuietly(taken, count) {
-    try {
-      refundTaken(taken, count)
-    } catch {
-      // The request fails anyway; the limiter reports its own error on its next call.
-    }
-  }
-
-  function goOn(next) {
-    io.pass(next)
-    return undefined
-  }
-
-  function fail(err, res, next) {
-    io.fail(err, res, next)
-    return undefined
-  }
-
-  function limited(req, res, next, decision, violated, reset) {
-    io.setHeader(res, 'Retry-After', String(Math.ceil(decision.retryAfterMs / 1000)))
-    if (onLimited === undefined) {
-      io.sendProblem(res, 429, quotaExceededProblem(decision, violated, reset))
-      return undefined
-    }
-    let returned
-    try {
-      returned = onLimited(req, res, { decision, violated })
-      if (!isThenable(returned)) return undefined
-    } catch (err) {
-      return fail(callbackError(err, 'onLimited'), res, next)
-    }
-    return Promise.resolve(returned).then(undefined, (err) => fail(callbackError(err, 'onLimited'), res, next))
-  }
-
-  /** Runs the rest of the request once `pending` (a callback's promise) settles. */
-  function after(pending, callback, entry, res, next, resume) {
-    return Promise.resolve(pending).then(resume, (err) => fail(callbackError(err, callback, entry), res, next))
-  }
 
   /** Asks skip(req) (sync or a promise): passes the request on if it says so, else runs `limit`. */
   function unlessSkipped(req, res, next, limit) {
@@ -304,54 +145,6 @@ function createDecider(options, io) {
 
   // ---- Several entries ----
 
-  /**
-   * Every entry's key and cost, asked before any limit is: a callback that throws or rejects then
-   * fails the request with nothing consumed. Returns the request's `asked` record, or a promise of
-   * it when a callback answered with a promise; throws a callback's error.
-   */
-  function askCallbacks(req) {
-    const keys = new Array(entries.length)
-    const costs = new Array(entries.length)
-    let pending
-    // One callback's answer for entry i, into keys or costs: checked now, or once its promise
-    // settles (an answer of the expected type is never taken for a thenable).
-    const ask = (i, into, callback, entry, answerType, check) => {
-      let value
-      let thenable
-      try {
-        value = into === keys ? entry.key(req) : entry.cost(req)
-        thenable = typeof value !== answerType && isThenable(value)
-      } catch (err) {
-        throw callbackError(err, callback, entry)
-      }
-      if (!thenable) {
-        into[i] = check(value, entry)
-        return
-      }
-      const settled = Promise.resolve(value).then(
-        (answer) => (into[i] = check(answer, entry)),
-        (err) => {
-          throw callbackError(err, callback, entry)
-        },
-      )
-      ;(pending ??= []).push(settled)
-    }
-    try {
-      for (let i = 0; i < entries.length; i++) {
-        const entry = entries[i]
-        if (entry.key !== undefined) ask(i, keys, 'key(req)', entry, 'string', checkKey)
-        if (entry.cost === undefined) costs[i] = 1
-        else ask(i, costs, 'cost(req)', entry, 'number', checkCost)
-      }
-    } catch (err) {
-      // Promises already asked for are settled quietly: this request has failed.
-      if (pending !== undefined) for (const p of pending) p.then(undefined, () => {})
-      throw err
-    }
-    if (pending === undefined) return { keys, costs }
-    return Promise.all(pending).then(() => ({ keys, costs }))
-  }
-
   function severalLimits(req, res, next) {
     if (skip === undefined) return severalAsked(req, res, next)
     return unlessSkipped(req, res, next, severalAsked)
@@ -360,7 +153,7 @@ function createDecider(options, io) {
   function severalAsked(req, res, next) {
     let asked
     try {
-      asked = askCallbacks(req)
+      asked = askCallbacks(entries, req)
     } catch (err) {
       return fail(err, res, next)
     }
@@ -456,14 +249,7 @@ function createDecider(options, io) {
     } catch (err) {
       if (!(isError(err) && err.code === 'ERR_STORE_UNAVAILABLE')) throw err
       refundAll()
-      if (headers) setRateLimitHeaders(io, res, out)
-      io.setHeader(res, 'Retry-After', UNAVAILABLE_RETRY_AFTER_S)
-      io.sendProblem(res, 503, {
-        type: 'about:blank',
-        title: 'Service Unavailable',
-        status: 503,
-        detail: 'The shared quota store could not be reached in time, so the request was not served.',
-      })
+      unavailable(res, out, 'The shared quota store could not be reached in time, so the request was not served.')
       return true
     }
     if (decision.allowed) {
@@ -515,28 +301,17 @@ function createDecider(options, io) {
             if (entry.failOpen) continue
           }
           refundAll()
-          if (headers) setRateLimitHeaders(io, res, out)
           const why = err.code === 'ERR_THROTTLE_TIMEOUT' ? `no answer within ${entry.timeoutMs} ms` : nonsense ? 'it answered something that is not a count' : 'it failed'
-          io.setHeader(res, 'Retry-After', UNAVAILABLE_RETRY_AFTER_S)
-          io.sendProblem(res, 503, SERVICE_UNAVAILABLE(why))
+          unavailable(res, out, `The rate limit store could not be reached (${why}), so the request was not served.`)
           return
         }
         entry.outage.answered()
         if (headers) describeThrottle(entry, result, out, entry.index)
         if (!result.allowed) {
           refundAll()
-          const unit = THROTTLE_LIMITS.find((l) => l.reason === result.reason)?.unit ?? entry.windows[0]
-          const window = result.windows[unit]
-          const decision = {
-            allowed: false,
-            retryAfterMs: result.retryAfterMs,
-            retryAfterBasis: 'wall-period',
-            tokens: 0,
-            quotaRemaining: window && typeof window.remaining === 'number' ? window.remaining : 0,
-            anomalies: [],
-          }
+          const { decision, violated } = throttleDenial(entry, result)
           if (headers) setRateLimitHeaders(io, res, out)
-          await limited(req, res, next, decision, [entry.items.plain[unit]])
+          await limited(req, res, next, decision, violated)
           return
         }
       }

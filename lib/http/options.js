@@ -260,6 +260,7 @@ function parseOptions(options) {
   }
   const seen = new Map()
   entries.forEach((entry, i) => {
+    entry.index = i // (its place in the headers and in a request's keys and costs)
     const label = entry.name === undefined ? 'no name' : `the name ${JSON.stringify(entry.name)}`
     if (seen.has(entry.name)) {
       throw optionError(RangeError, `entry names must be unique: limits[${seen.get(entry.name)}] and limits[${i}] both have ${label} (name one of them; item names in the RateLimit headers must not repeat)`)

@@ -1,0 +1,76 @@
+'use strict'
+// What rateLimit's decision takes and gives back: the refund of what limiter entries took (all or
+// nothing), a throttle's check within its timeout and what its answer or failure means.
+
+const { QuotaClockError } = require('../errors.js')
+const { coded, thrownText } = require('../validate.js')
+const { withTimeout } = require('../timeout.js')
+const { THROTTLE_LIMITS } = require('./options.js')
+const { giveBack } = require('./give-back.js')
+const { isError } = require('./plan.js')
+
+/** Gives back what the first `count` limiter entries took for this request (no clock is read). */
+function refundTaken(taken, count) {
+  for (let i = 0; i < count; i++) {
+    const { entry, key, n, period } = taken[i]
+    giveBack(entry, key, n, period)
+  }
+}
+
+function refundQuietly(taken, count) {
+  try {
+    refundTaken(taken, count)
+  } catch {
+    // The request fails anyway; the limiter reports its own error on its next call.
+  }
+}
+
+function throttleUnavailable(entry, err) {
+  entry.outage.failed(() => {
+    const reason = err.code === 'ERR_THROTTLE_TIMEOUT' ? err.message : `it failed: ${err.message}`
+    return `rateLimit: the throttle store is unavailable (${reason}); requests ${entry.failOpen ? 'pass unchecked (failOpen)' : 'are answered 503'} until it answers again`
+  })
+}
+
+/** throttle.check within entry.timeoutMs; a late answer is ignored. */
+function checkWithin(entry, key) {
+  let pending
+  try {
+    pending = Promise.resolve(entry.throttle.check(key, entry.limits))
+  } catch (err) {
+    pending = Promise.reject(err)
+  }
+  return withTimeout(pending, entry.timeoutMs, () => {
+    throw coded(Error, 'ERR_THROTTLE_TIMEOUT', `the throttle store did not answer within ${entry.timeoutMs} ms`)
+  })
+}
+
+// Argument and clock errors are the caller's to see (the error path); a store answer that makes no
+// sense is answered 503 even with failOpen (it is never an allowance); anything else a throttle
+// rejects with means its store did not serve the check.
+function isCallerError(err) {
+  return err.code === 'ERR_INVALID_ARG' || err.code === 'ERR_CLOCK_READING'
+}
+
+/** A throttle's rejection as an Error with a code (a store may reject with anything). */
+function throttleError(err) {
+  if (isError(err) && typeof err.code === 'string') return err
+  return new QuotaClockError('ERR_STORE_UNAVAILABLE', `rateLimit: the throttle store failed: ${thrownText(err)}`, { cause: err })
+}
+
+/** A throttle's denial as a decision, and the item it violated. */
+function throttleDenial(entry, result) {
+  const unit = THROTTLE_LIMITS.find((l) => l.reason === result.reason)?.unit ?? entry.windows[0]
+  const window = result.windows[unit]
+  const decision = {
+    allowed: false,
+    retryAfterMs: result.retryAfterMs,
+    retryAfterBasis: 'wall-period',
+    tokens: 0,
+    quotaRemaining: window && typeof window.remaining === 'number' ? window.remaining : 0,
+    anomalies: [],
+  }
+  return { decision, violated: [entry.items.plain[unit]] }
+}
+
+module.exports = { refundTaken, refundQuietly, checkWithin, isCallerError, throttleError, throttleUnavailable, throttleDenial }

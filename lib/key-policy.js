@@ -1,0 +1,116 @@
+'use strict'
+// A KeyedQuotaClock's `policy(key)`: what it returns merged with the limiter's defaults and
+// type-checked (its values are checked natively, once), for a key met by a call and for every key
+// of a snapshot being restored.
+
+const native = require('./native.js')
+const { callNative } = require('./errors.js')
+const { quotaInput, bucketOptions, noBucketToFill } = require('./options.js')
+const { coded, isPlainObject, readOptions, typeError, checkNumber, thrownText } = require('./validate.js')
+
+const POLICY_KEYS = ['capacity', 'refillPerSecond', 'initialTokens', 'quota']
+const DEFAULT_CHOICE = 0xffffffff
+
+/**
+ * A KeyPolicy merged with the defaults, type-checked; its values are checked natively (once).
+ * The bucket: `capacity` or `refillPerSecond` alone overrides that one of the defaults' bucket;
+ * with defaults that have no bucket (a quota alone), a key gets one only with both, and neither
+ * keeps it quota-only.
+ */
+function normalizePolicy(policy, path, defaults) {
+  if (policy === undefined) return { ...defaults, path }
+  if (!isPlainObject(policy)) throw typeError('ERR_INVALID_OPTION', path, 'a KeyPolicy object { capacity?, refillPerSecond?, initialTokens?, quota? } or undefined', policy)
+  // Read once, own properties only (a getter that throws is ERR_INVALID_OPTION with its error as cause).
+  policy = readOptions(policy, POLICY_KEYS, path)
+  let { capacity, refillPerSecond, bucket } = defaults
+  if (!bucket && (policy.capacity !== undefined || policy.refillPerSecond !== undefined)) {
+    ;({ capacity, refillPerSecond, bucket } = bucketOptions(policy.capacity, policy.refillPerSecond, true, `${path}.`))
+  } else {
+    if (policy.capacity !== undefined) capacity = checkNumber(policy.capacity, `${path}.capacity`)
+    if (policy.refillPerSecond !== undefined) refillPerSecond = checkNumber(policy.refillPerSecond, `${path}.refillPerSecond`)
+  }
+  let initialTokens
+  if (policy.initialTokens !== undefined) {
+    if (!bucket) throw noBucketToFill(`${path}.initialTokens`, policy.initialTokens)
+    initialTokens = checkNumber(policy.initialTokens, `${path}.initialTokens`)
+  }
+  // The limiter's own initialTokens if it set one (never above this key's capacity), else a full bucket.
+  else initialTokens = defaults.initialTokensGiven ? Math.min(defaults.initialTokens, capacity) : capacity
+  let { quotaLimit, quotaPeriod } = defaults
+  if (policy.quota === null) {
+    if (!bucket) throw coded(TypeError, 'ERR_INVALID_OPTION', `${path}.quota is null and the key has no bucket (the limiter's defaults are a quota alone): give it capacity and refillPerSecond, or a quota`)
+    quotaLimit = undefined
+    quotaPeriod = undefined
+  } else if (policy.quota !== undefined) {
+    ;({ quotaLimit, quotaPeriod } = quotaInput(policy.quota, `${path}.quota`, 'an object { limit, period } or null'))
+  }
+  return { capacity, refillPerSecond, initialTokens, bucket, quotaLimit, quotaPeriod, path }
+}
+
+/** Calls the user's policy for a key and normalizes what it returned. */
+function resolvePolicy(policy, key, defaults) {
+  const path = `policy(${JSON.stringify(key)})`
+  let returned
+  try {
+    returned = policy(key)
+  } catch (error) {
+    const wrapped = coded(TypeError, 'ERR_INVALID_OPTION', `${path} threw: ${thrownText(error)}`)
+    wrapped.cause = error
+    throw wrapped
+  }
+  if (isThenable(returned)) {
+    // Its rejection is handled here: a refused promise must not kill the process later.
+    try {
+      Promise.resolve(returned).then(undefined, ignore)
+    } catch {
+      // A thenable whose `then` throws: nothing is pending.
+    }
+    throw coded(
+      TypeError,
+      'ERR_INVALID_OPTION',
+      `${path} returned a promise; policy must answer synchronously (load the plans before, keep them in a Map, and return the key's KeyPolicy or undefined from it)`,
+    )
+  }
+  return normalizePolicy(returned, path, defaults)
+}
+
+function ignore() {}
+
+/** Whether `value` is a promise or any other thenable (a `then` getter that throws: no, and the KeyPolicy check refuses it). */
+function isThenable(value) {
+  if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return false
+  if (value instanceof Promise) return true
+  try {
+    return typeof value.then === 'function'
+  } catch {
+    return false
+  }
+}
+
+/** Gives a snapshot's keys their policies (one call per key; equal policies are passed once). */
+function assignPolicies(plan, policy, defaults) {
+  const inputs = []
+  const bySignature = new Map()
+  const choices = new Uint32Array(native.snapshotLength(plan))
+  const length = native.snapshotLength(plan)
+  for (let i = 0; i < length; i++) {
+    const key = native.snapshotKeyAt(plan, i)
+    const normalized = resolvePolicy(policy, key, defaults)
+    const { capacity, refillPerSecond, initialTokens, bucket, quotaLimit, quotaPeriod } = normalized
+    if (capacity === defaults.capacity && refillPerSecond === defaults.refillPerSecond && initialTokens === defaults.initialTokens && bucket === defaults.bucket && quotaLimit === defaults.quotaLimit && quotaPeriod === defaults.quotaPeriod) {
+      choices[i] = DEFAULT_CHOICE
+      continue
+    }
+    const signature = JSON.stringify([capacity, refillPerSecond, initialTokens, bucket, quotaLimit, quotaPeriod])
+    let choice = bySignature.get(signature)
+    if (choice === undefined) {
+      choice = inputs.length
+      inputs.push(normalized)
+      bySignature.set(signature, choice)
+    }
+    choices[i] = choice
+  }
+  callNative(() => native.snapshotSetPolicies(plan, inputs, choices))
+}
+
+module.exports = { resolvePolicy, assignPolicies }

@@ -1,0 +1,131 @@
+'use strict'
+// The in-process keyed table of a KeyedQuotaClock (neither `zone` nor, apart from the reservation
+// book the native side keeps beside it, `share`): one of the two stores behind the limiter, with
+// the same interface as the zone's (lib/zone.js's ZoneFace): call, result, settle, status,
+// delete, size, writeStats, giveBack, snapshot, close.
+
+const native = require('./native.js')
+const { startingReadings, JsClock } = require('./clocks.js')
+const { callNative } = require('./errors.js')
+const { LAYOUT, AT, OPERATION, STATUS } = require('./contract.js')
+const { REGISTRY } = require('./registry.js')
+const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NO_ANOMALIES, RESUME, readDecision, resume, failure, callLimiter, toStatus } = require('./native-call.js')
+
+const { refund: REFUND } = OPERATION
+const NEEDS_STORE = STATUS.needsStore
+const DECIDED_WITH_WORK = STATUS.decidedWithWork
+
+class KeyedTable {
+  #native
+  #call
+  #result
+  // The JsClock of a limiter that reads a clock (or systemClock's reader) in JS, as QuotaClock's.
+  #js
+  #resolvePolicy
+
+  /** `listener()`: the anomaly listener, registered once the clock's starting readings are taken. */
+  constructor({ limiterOptions, clockArgs, maxKeys, policy, plan, listener, share, resolvePolicy }) {
+    const { kind, manual } = clockArgs
+    const { monotonicMs, wallMs, elapsedRealtimeMs } = startingReadings(clockArgs)
+    const result = new Float64Array(LAYOUT.length)
+    const anomalyListener = listener()
+    this.#native = callNative(() =>
+      native.keyedCreate({
+        registry: REGISTRY,
+        options: limiterOptions,
+        maxKeys,
+        hasPolicy: policy !== undefined,
+        result,
+        clock: { kind, manual, monotonicMs, wallMs, elapsedRealtimeMs },
+        anomalyListener,
+        restore: plan,
+        share: share === undefined ? undefined : { leaseUnits: share.leaseUnits },
+      }),
+    )
+    this.#call = native.keyedCallFunction(this.#native)
+    this.#result = result
+    this.#js = JsClock.of(clockArgs)
+    this.#resolvePolicy = resolvePolicy
+  }
+
+  /** The native table (a shared limiter's driver makes its book's calls on it). */
+  get handle() {
+    return this.#native
+  }
+
+  /** The call function: `call(key)` with `n` and the operation in the result buffer. */
+  get call() {
+    return this.#call
+  }
+
+  get result() {
+    return this.#result
+  }
+
+  /** The JsClock, or undefined for a clock read natively. */
+  get js() {
+    return this.#js
+  }
+
+  /** The rare outcomes: anomalies, an error, or what the native side needs first (a policy, readings). */
+  settle(key, n, operation) {
+    const result = this.#result
+    const final = (status) => {
+      if (status === DECIDED) return operation === REFUND ? undefined : readDecision(result, NO_ANOMALIES)
+      if (status === DECIDED_WITH_WORK) return readDecision(result, NO_ANOMALIES)
+      if (status === NEEDS_STORE) return result[AT.retryAfterMs]
+      if (status === DECIDED_WITH_ANOMALIES) {
+        const anomalies = callNative(() => native.keyedTakeAnomalies(this.#native))
+        return operation === REFUND ? undefined : readDecision(result, anomalies)
+      }
+      if (status === ERROR) throw failure(this.#js, native.keyedTakeError(this.#native))
+      return RESUME
+    }
+    return resume(result[N_OR_STATUS], result, this.#js, final, () => this.#resolvePolicy(key), (policy, supplied) => {
+      // `policy` and a JS clock may have made calls of their own on this limiter: write it all again.
+      result[N_OR_STATUS] = n
+      result[AT.operation] = operation
+      callLimiter(this.#js, () => native.keyedCallSlow(this.#native, key, policy, supplied))
+      return result[N_OR_STATUS]
+    })
+  }
+
+  /** QuotaClock's status() for one key (a key not held: what a fresh key would have, not holding it). */
+  status(key) {
+    const result = this.#result
+    let read
+    const again = (policy, supplied) => {
+      read = callLimiter(this.#js, () => native.keyedStatus(this.#native, key, policy, supplied))
+      return result[N_OR_STATUS]
+    }
+    const final = (status) => (status === DECIDED ? toStatus(read, read.capacity, read.refillPerSecond, read.quotaLimit) : RESUME)
+    return resume(again(undefined, false), result, this.#js, final, () => this.#resolvePolicy(key), again)
+  }
+
+  delete(key) {
+    return callNative(() => native.keyedDelete(this.#native, key))
+  }
+
+  get size() {
+    return callNative(() => native.keyedSize(this.#native))
+  }
+
+  writeStats() {
+    callNative(() => native.keyedStats(this.#native))
+  }
+
+  giveBack(key, n, periodSlot) {
+    callNative(() => native.keyedGiveBack(this.#native, key, n, periodSlot))
+  }
+
+  snapshot() {
+    return callNative(() => native.keyedSnapshot(this.#native))
+  }
+
+  /** Nothing to close (the table lives as long as its limiter); false: the limiter stays usable. */
+  close() {
+    return false
+  }
+}
+
+module.exports = { KeyedTable }

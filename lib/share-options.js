@@ -1,0 +1,49 @@
+'use strict'
+// The `share` option of a KeyedQuotaClock, checked (ERR_INVALID_OPTION naming share.<field>) and
+// normalized with its defaults; lib/share.js drives the store calls it describes.
+
+const { isQuotaStore } = require('./quota-store.js')
+const { coded, isPlainObject, readOptions, typeError, rangeError } = require('./validate.js')
+
+const SHARE_KEYS = ['store', 'name', 'leaseUnits', 'idleMs', 'timeoutMs', 'failOpen']
+const DEFAULT_IDLE_MS = 10_000
+const DEFAULT_TIMEOUT_MS = 300
+const MAX_NAME_LENGTH = 128
+// The largest timer delay Node accepts (about 24.8 days).
+const MAX_TIMER_MS = 2 ** 31 - 1
+
+/** Checks `share` (ERR_INVALID_OPTION naming share.<field>); returns it normalized. */
+function parseShareOptions(share) {
+  if (!isPlainObject(share)) throw typeError('ERR_INVALID_OPTION', 'share', 'an object { store, name, leaseUnits?, idleMs?, timeoutMs?, failOpen? }', share)
+  const read = readOptions(share, SHARE_KEYS, 'share')
+  if (!isQuotaStore(read.store)) {
+    throw typeError('ERR_INVALID_OPTION', 'share.store', 'a quota store made by redisStore() or mongoStore() of quota-clock-source/shared', read.store)
+  }
+  const { name } = read
+  if (typeof name !== 'string') throw typeError('ERR_INVALID_OPTION', 'share.name', `a string of 1 to ${MAX_NAME_LENGTH} characters`, name)
+  if (name.length === 0 || name.length > MAX_NAME_LENGTH) {
+    throw coded(RangeError, 'ERR_INVALID_OPTION', `share.name must be a string of 1 to ${MAX_NAME_LENGTH} characters; received a string of ${name.length}`)
+  }
+  const leaseUnits = read.leaseUnits === undefined ? undefined : positiveInteger(read.leaseUnits, 'share.leaseUnits')
+  const idleMs = read.idleMs === undefined ? DEFAULT_IDLE_MS : milliseconds(read.idleMs, 'share.idleMs')
+  const timeoutMs = read.timeoutMs === undefined ? DEFAULT_TIMEOUT_MS : milliseconds(read.timeoutMs, 'share.timeoutMs')
+  const failOpen = read.failOpen === undefined ? false : read.failOpen
+  if (typeof failOpen !== 'boolean') throw typeError('ERR_INVALID_OPTION', 'share.failOpen', 'a boolean', failOpen)
+  return { store: read.store, name, leaseUnits, idleMs, timeoutMs, failOpen }
+}
+
+/** A positive safe integer. */
+function positiveInteger(value, name) {
+  if (typeof value !== 'number') throw typeError('ERR_INVALID_OPTION', name, 'a positive safe integer', value)
+  if (!(Number.isSafeInteger(value) && value >= 1)) throw rangeError('ERR_INVALID_OPTION', name, 'a positive safe integer', value)
+  return value
+}
+
+/** A wait in ms: a number > 0, no longer than a timer can be set for. */
+function milliseconds(value, name) {
+  if (typeof value !== 'number') throw typeError('ERR_INVALID_OPTION', name, 'a number of milliseconds', value)
+  if (!(value > 0 && value <= MAX_TIMER_MS)) throw rangeError('ERR_INVALID_OPTION', name, `a number of milliseconds > 0 and no larger than ${MAX_TIMER_MS}`, value)
+  return value
+}
+
+module.exports = { parseShareOptions, MAX_TIMER_MS }

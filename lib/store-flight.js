@@ -1,0 +1,101 @@
+'use strict'
+// A shared limiter's store call in flight for one key (lib/share.js makes it, one per key at a
+// time): how it ended, when it started, and the answer it keeps for a key dropped while calls wait.
+
+const { QuotaClockError, toPublicError } = require('./errors.js')
+const { withTimeout, storeDeadline } = require('./timeout.js')
+const { thrownText } = require('./validate.js')
+const { asError } = require('./share-give-backs.js')
+
+// A flight's outcomes.
+const OK = 'ok'
+const FAILED = 'failed'
+const TIMED_OUT = 'timed-out'
+// A flight that timed out is the key's only store call until it settles, or until it is this many
+// timeouts old (a client that never settles its promise must not stop the key for good).
+const ABANDON_AFTER_TIMEOUTS = 10
+const MIN_ABANDON_MS = 1_000
+
+/** The store's reserve call a request of the reservation book describes (`instance`: this limiter's id). */
+function reserveArgs(name, instance, key, request) {
+  const { periodId, limit, leaseUnits, lacking, charge, held, owned, recordId } = request
+  return { name, key, periodId, limit, leaseUnits, lacking, charge, expiresAtMs: request.periodEndMs, instance, held, owned, recordId }
+}
+
+class StoreFlight {
+  // Settled: OK or FAILED (a late answer after a timeout settles it too).
+  settled = false
+  outcome = undefined
+  // timeoutMs passed before it settled: its waiters were answered TIMED_OUT.
+  timedOut = false
+  // Why it failed (undefined when it did not, or only timed out).
+  error = undefined
+  // The answer, for a key dropped while calls wait for it: { key, request, granted, unreserved, recordId }.
+  unclaimed = undefined
+  // Its waiters' promise: the outcome, or TIMED_OUT after timeoutMs of the process's time.
+  done = undefined
+  startedMs = performance.now()
+
+  /**
+   * Waits for `answered` (OK or FAILED; it never rejects unless a native call threw, a bug, taken
+   * as a failure) for at most `timeoutMs` (storeDeadline); `onTimedOut()` counts a timeout.
+   * `onSettled()` runs once it settles.
+   */
+  start(answered, timeoutMs, onTimedOut, onSettled) {
+    const settled = answered.then(
+      (outcome) => this.#settle(outcome, onSettled),
+      (error) => {
+        this.error = error && typeof error.code === 'string' ? toPublicError(error) : asError(error)
+        return this.#settle(FAILED, onSettled)
+      },
+    )
+    this.done = withTimeout(
+      settled,
+      timeoutMs,
+      () => {
+        this.timedOut = true
+        onTimedOut()
+        return TIMED_OUT
+      },
+      storeDeadline,
+    )
+  }
+
+  #settle(outcome, onSettled) {
+    this.settled = true
+    this.outcome = outcome
+    onSettled()
+    return outcome
+  }
+
+  /** The store call failed with `error` (an answer that makes no sense kept as it is). */
+  failed(error) {
+    this.error = error instanceof QuotaClockError && error.code === 'ERR_STORE_RESPONSE' ? error : asError(error)
+    return FAILED
+  }
+
+  /** Timed out this long ago, and not settled: no longer the key's only store call. */
+  abandoned(timeoutMs) {
+    return performance.now() - this.startedMs > Math.max(MIN_ABANDON_MS, ABANDON_AFTER_TIMEOUTS * timeoutMs)
+  }
+
+  /** Why the call it waited for did not serve it. */
+  why(timeoutMs) {
+    return this.error === undefined ? `no answer within share.timeoutMs (${timeoutMs} ms)` : `the store failed: ${thrownText(this.error)}`
+  }
+
+  /** The ERR_STORE_UNAVAILABLE of a call refused after waiting `waitedMs` for this flight (0: at once). */
+  unavailable(name, why, waitedMs) {
+    const waited = waitedMs > 0 ? `after waiting ${Math.round(waitedMs)} ms` : 'at once, as its store call is still unanswered'
+    return new QuotaClockError('ERR_STORE_UNAVAILABLE', `quota store of share "${name}" unavailable (${why}); the call was refused ${waited} and consumed nothing`, { cause: this.error })
+  }
+
+  /** Takes the answer kept for a dropped key (undefined when there is none). */
+  takeUnclaimed() {
+    const answer = this.unclaimed
+    this.unclaimed = undefined
+    return answer
+  }
+}
+
+module.exports = { StoreFlight, reserveArgs, OK, FAILED, TIMED_OUT }
