@@ -25,43 +25,7 @@ const cases = {
   'before: ours, headers: false': ours(BEFORE, { headers: false }),
   'after: ours, headers: false': ours(AFTER, { headers: false }),
 }
-const ADDRESSES = Array.from({ length: 100 }, (_, i) => `10.0.0.${i}`)
-const APP = { get: () => false }
-function fakeRequest(i) {
-  const ip = ADDRESSES[i % ADDRESSES.length]
-  return { ip, method: 'GET', url: '/', headers: { host: 'localhost' }, socket: { remoteAddress: ip }, app: APP }
-}
-function fakeResponse() {
-  const headers = new Map()
-  return {
-    headers,
-    statusCode: 200,
-    headersSent: false,
-    setHeader(name, value) {
-      headers.set(name.toLowerCase(), value)
-    },
-    append(name, value) {
-      const previous = headers.get(name.toLowerCase())
-      headers.set(name.toLowerCase(), previous === undefined ? value : [].concat(previous, value))
-      return this
-    },
-    getHeader: (name) => headers.get(name.toLowerCase()),
-    removeHeader: (name) => headers.delete(name.toLowerCase()),
-    on() {},
-    once() {},
-    status(code) {
-      this.statusCode = code
-      return this
-    },
-    send() {},
-    end() {},
-  }
-}
-async function microCase(mw, n) {
-  const t0 = process.hrtime.bigint()
-  for (let i = 0; i < n; i++) await new Promise((resolve) => mw(fakeRequest(i), fakeResponse(), resolve))
-  return Number(process.hrtime.bigint() - t0) / n
-}
+const { fakeRequest, fakeResponse, microCase } = require('./fake-http.js')
 function quantile(values, q) {
   const sorted = [...values].sort((a, b) => a - b)
   const at = (sorted.length - 1) * q
