@@ -1,0 +1,64 @@
+'use strict'
+
+// The parent's side of the fleet-bucket scenarios (SPEC §15): several child processes running
+// helpers/fleet-worker.js against one real store, each logging its calls to a file of its own.
+//
+//   const fleet = await startFleet({ count, store, limiter, share, policy?, dir, label })
+//     store: { client, url?, nodes?, dbName? } (fleet-worker.js's config fields)
+//     -> { workers, logs, add(overrides?) (one more worker), calls(), units(key?), stopAll(), killAll() }
+//   await roundRobin(workers, key, perSecond, { delayMs?, n? })  arrivals at perSecond in all,
+//       dealt to the workers in turn (worker p takes arrivals p, p + N, ...); resolves to the start (ns)
+//   nowMs()  process.hrtime.bigint() in ms (the clock of the logs)
+//   waitUntil(check, { timeoutMs, what })  polls check() every 20 ms
+
+const path = require('node:path')
+const { startInstance } = require('./shared-fleet.js')
+const { readCalls, admittedUnits } = require('./fleet-check.js')
+
+const WORKER = path.join(__dirname, 'fleet-worker.js')
+const nowMs = () => Number(process.hrtime.bigint()) / 1e6
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+async function startFleet({ count, store, limiter, share, policy, dir, label }) {
+  const workers = []
+  const logs = []
+  const fleet = {
+    workers,
+    logs,
+    async add(overrides = {}) {
+      const log = path.join(dir, `${label}-${logs.length}.log`)
+      logs.push(log)
+      const worker = await startInstance({ ...store, limiter, share, policy, log, ...overrides }, WORKER)
+      workers.push(worker)
+      return worker
+    },
+    calls: () => readCalls(logs),
+    units: (key) => admittedUnits(readCalls(logs), key),
+    /** Stops every worker's traffic; resolves to each one's counts. */
+    stopAll: () => Promise.all(workers.map((worker) => worker.call('stop').then(({ counts }) => counts, () => undefined))),
+    async killAll() {
+      await Promise.all(workers.map((worker) => worker.kill()))
+    },
+  }
+  await Promise.all(Array.from({ length: count }, () => fleet.add()))
+  return fleet
+}
+
+async function roundRobin(workers, key, perSecond, { delayMs = 300, n = 1 } = {}) {
+  const startNs = process.hrtime.bigint() + BigInt(delayMs) * 1_000_000n
+  const each = perSecond / workers.length
+  await Promise.all(workers.map((worker, p) => worker.call('traffic', { key, n, perSecond: each, phase: p / workers.length, startNs: String(startNs) })))
+  return Number(startNs) / 1e6
+}
+
+async function waitUntil(check, { timeoutMs = 10_000, what = 'the condition' } = {}) {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = await check()
+    if (value) return value
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
+    await sleep(20)
+  }
+}
+
+module.exports = { startFleet, roundRobin, waitUntil, nowMs, sleep }
