@@ -5,7 +5,9 @@
 //
 //   const fleet = await startFleet({ count, store, limiter, share, policy?, dir, label })
 //     store: { client, url?, nodes?, dbName? } (fleet-worker.js's config fields)
-//     -> { workers, logs, add(overrides?) (one more worker), calls(), units(key?), stopAll(), killAll() }
+//     -> { name, share, workers, logs, add(overrides?) (one more worker: the config's fields
+//          overridden, e.g. { share: { ...fleet.share, failOpen: true } }), calls(), units(key?),
+//          stopAll(), killAll() }
 //   await roundRobin(workers, key, perSecond, { delayMs?, n? })  arrivals at perSecond in all,
 //       dealt to the workers in turn (worker p takes arrivals p, p + N, ...); resolves to the start (ns)
 //   nowMs()  process.hrtime.bigint() in ms (the clock of the logs)
@@ -23,6 +25,8 @@ async function startFleet({ count, store, limiter, share, policy, dir, label }) 
   const workers = []
   const logs = []
   const fleet = {
+    name: share?.name,
+    share,
     workers,
     logs,
     async add(overrides = {}) {

@@ -9,7 +9,8 @@
 //     client: 'ioredis' | 'node-redis' | 'ioredis-cluster' | 'node-redis-cluster' | 'mongo',
 //     url (standalone Redis, MongoDB), nodes: [{ host, port }] (a cluster), dbName (MongoDB),
 //     limiter: { capacity, refillPerSecond, initialTokens?, quota? }, policy?: { [key]: KeyPolicy },
-//     share: { name, leaseMs?, idleMs?, timeoutMs?, failOpen? } (bucket: true is added),
+//     share: { name, leaseMs?, idleMs?, timeoutMs?, failOpen? } (bucket: true unless it says), or null
+//       with client 'none': a local limiter, each process its own bucket (the check must fail it),
 //     log: a file: one line per call, appended with a synchronous write as the call settles, so a
 //       SIGKILL loses at most the calls still waiting for their answer }
 //
@@ -26,7 +27,8 @@
 //       waiting for earlier calls to settle, until stopped (or durationMs) -> {}
 //   stop { key? }        stops the traffic (of one key, or all) and waits for its calls to settle
 //                        -> { counts }
-//   counts               -> { counts: { [key]: { calls, admitted, denied, errors: { code: n } } } }
+//   counts               -> { counts: { [key]: { calls, admitted, denied, bases: { retryAfterBasis: n },
+//                           errors: { code: n } } } }
 //   consume { key, n? }  one call, logged -> { decision } or { error: { code, message } }
 //   status { key }       -> { status }
 //   stats                -> { stats } (the limiter's stats())
@@ -78,7 +80,13 @@ const CLIENTS = {
   },
 }
 
+/** `bucket: true` unless the config says `bucket: false` (then the option is left out: §13 alone). */
+function shareOptions(store, { bucket = true, ...share }) {
+  return { store, ...share, ...(bucket ? { bucket } : {}) }
+}
+
 async function connect() {
+  if (config.client === 'none') return { store: undefined, quit: async () => {} }
   const open = CLIENTS[config.client]
   if (!open) throw new Error(`unknown client ${config.client}`)
   const { client, store, quit } = await open(config)
@@ -92,11 +100,11 @@ async function connect() {
     suspendPolicy: 'ignore',
     ...config.limiter,
     ...(policy === undefined ? {} : { policy }),
-    share: { store, ...config.share, bucket: true },
+    ...(config.share === null ? {} : { share: shareOptions(store, config.share) }),
   })
   const log = fs.openSync(config.log, 'a')
   const counts = {}
-  const countsOf = (key) => (counts[key] ??= { calls: 0, admitted: 0, denied: 0, errors: {} })
+  const countsOf = (key) => (counts[key] ??= { calls: 0, admitted: 0, denied: 0, bases: {}, errors: {} })
 
   /** One logged call; resolves to { decision } or { error }. */
   function call(key, n) {
@@ -116,7 +124,10 @@ async function connect() {
     return pending.then(
       (decision) => {
         if (decision.allowed) tally.admitted += n
-        else tally.denied++
+        else {
+          tally.denied++
+          tally.bases[decision.retryAfterBasis] = (tally.bases[decision.retryAfterBasis] ?? 0) + 1
+        }
         return settled(decision.allowed ? 'A' : 'D', { decision })
       },
       (error) => {
