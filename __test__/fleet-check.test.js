@@ -44,7 +44,7 @@ test('two full bursts C apart in time fail; C + 1 at once fails; C at once passe
   assert.equal(checkBucket([], limits).ok, true)
 })
 
-test('rate alone: R·1.002 per second for long enough fails, R·1.0005 passes (the 0.1% of SPEC §15)', () => {
+test('rate alone: R·1.002 per second for long enough fails, R·1.0005 passes (the 0.1% for hosts\' clocks)', () => {
   const r = { capacity: 1, refillPerSecond: 1000 }
   const steady = (rate, ms) => at(...Array.from({ length: Math.floor((rate * ms) / 1000) }, (_, i) => (i * 1000) / rate))
   assert.equal(checkBucket(steady(1002, 2_000), r).ok, false)

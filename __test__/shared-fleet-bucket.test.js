@@ -1,6 +1,6 @@
 'use strict'
 
-// One bucket for the whole fleet (SPEC §15, `share: { bucket: true }`), measured the way a user
+// One bucket for the whole fleet (`share: { bucket: true }`), measured the way a user
 // would: several child processes (helpers/fleet-worker.js), each with its own client and limiter
 // on one real store started here (redis-server through ioredis and node-redis, a Redis Cluster
 // through both clients' cluster classes, the MongoDB wire server), log every call with
@@ -33,7 +33,7 @@ const MONTH = { unit: 'month', timeZone: 'UTC' }
 // A healthy store is never slow enough for this (a loaded machine and the Python MongoDB server
 // included), so any ERR_STORE_UNAVAILABLE in a healthy scenario is a defect.
 const HEALTHY_TIMEOUT_MS = 3_000
-// The store's margin before it gives a lapsed holder's cells to others (SPEC §15).
+// The store's margin before it gives a lapsed holder's cells to others.
 const MARGIN_MS = LEASE_MS * 1.1 + 1_000
 
 let unique = 0

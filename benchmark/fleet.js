@@ -1,5 +1,5 @@
 'use strict'
-// `npm run bench:fleet`: one bucket for the fleet (`share: { bucket: true }`, SPEC §15) on one
+// `npm run bench:fleet`: one bucket for the fleet (`share: { bucket: true }`) on one
 // local redis-server started here (not run by `npm test`). In one run:
 // (a) three processes (child processes, __test__/helpers/fleet-worker.js, each its own ioredis
 //     connection) receive one key's requests round-robin at 2·R for 10 s: what the fleet admits

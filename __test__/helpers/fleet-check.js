@@ -1,6 +1,6 @@
 'use strict'
 
-// The exactness check of a shared bucket (SPEC §15), measured the way a user would: over the merged
+// The exactness check of a shared bucket, measured the way a user would: over the merged
 // logs of every process, no interval of real time of length Δ may hold more admitted units than
 // `C + R·Δ·1.001`.
 //
@@ -32,7 +32,7 @@
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 
-const DRIFT = 1.001 // SPEC §15: hosts' clocks that run at slightly different rates
+const DRIFT = 1.001 // the contract allows for hosts' clocks that run at slightly different rates
 
 function checkBucket(units, { capacity, refillPerSecond, allowance = 0 }) {
   const n = units.length

@@ -1,6 +1,6 @@
 'use strict'
 
-// The parent's side of the fleet-bucket scenarios (SPEC §15): several child processes running
+// The parent's side of the fleet-bucket scenarios: several child processes running
 // helpers/fleet-worker.js against one real store, each logging its calls to a file of its own.
 //
 //   const fleet = await startFleet({ count, store, limiter, share, policy?, dir, label })

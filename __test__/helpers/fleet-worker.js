@@ -1,6 +1,6 @@
 'use strict'
 
-// One instance of a service whose keys share one bucket for the fleet (SPEC §15, `share.bucket`),
+// One instance of a service whose keys share one bucket for the fleet (`share.bucket`),
 // as a child process of __test__/shared-fleet-bucket.test.js and benchmark/fleet.js: it connects
 // its own client to the real store, makes the limiter, sends it the traffic the parent asks for and
 // logs every call.
@@ -80,7 +80,7 @@ const CLIENTS = {
   },
 }
 
-/** `bucket: true` unless the config says `bucket: false` (then the option is left out: §13 alone). */
+/** `bucket: true` unless the config says `bucket: false` (then the option is left out: the quota alone is shared). */
 function shareOptions(store, { bucket = true, ...share }) {
   return { store, ...share, ...(bucket ? { bucket } : {}) }
 }
