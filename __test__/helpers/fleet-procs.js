@@ -30,16 +30,19 @@ async function startFleet({ count, store, limiter, share, policy, dir, label }) 
     workers,
     logs,
     async add(overrides = {}) {
-      const log = path.join(dir, `${label}-${logs.length}.log`)
+      const index = logs.length // workers[i] writes logs[i], whichever is ready first
+      const log = path.join(dir, `${label}-${index}.log`)
       logs.push(log)
       const worker = await startInstance({ ...store, limiter, share, policy, log, ...overrides }, WORKER)
-      workers.push(worker)
+      worker.exited.then(() => (worker.gone = true))
+      worker.log = log
+      workers[index] = worker
       return worker
     },
     calls: () => readCalls(logs),
     units: (key) => admittedUnits(readCalls(logs), key),
-    /** Stops every worker's traffic; resolves to each one's counts. */
-    stopAll: () => Promise.all(workers.map((worker) => worker.call('stop').then(({ counts }) => counts, () => undefined))),
+    /** Stops every live worker's traffic; resolves to each one's counts (undefined for one gone). */
+    stopAll: () => Promise.all(workers.map((worker) => (worker.gone ? undefined : worker.call('stop').then(({ counts }) => counts, () => undefined)))),
     async killAll() {
       await Promise.all(workers.map((worker) => worker.kill()))
     },
