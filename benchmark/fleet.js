@@ -48,12 +48,38 @@ const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.l
 const fmt = (x, digits = 0) => x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits })
 const met = (ok) => (ok ? 'met' : 'NOT met')
 
-/** Commands Redis has run, by name (INFO commandstats), without INFO itself. */
+/** Commands Redis has run, by name (INFO commandstats), without INFO itself; `usec` the µs Redis spent in scripts. */
 async function commandCounts(client) {
   const text = await client.info('commandstats')
   const counts = {}
-  for (const [, name, calls] of text.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) if (name !== 'info') counts[name] = Number(calls)
+  let usec = 0
+  for (const [, name, calls, spent] of text.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm)) {
+    if (name !== 'info') counts[name] = Number(calls)
+    if (/^(eval|evalsha|fcall)(_ro)?$/.test(name)) usec += Number(spent)
+  }
+  Object.defineProperty(counts, 'usec', { value: usec }) // not a command: left out of the listings
   return counts
+}
+
+/** The longest PING round trip on a client of its own, every 10 ms until `stop()`: how long Redis was blocked. */
+function watchPing(redis) {
+  const pinger = new Redis({ host: redis.host, port: redis.port })
+  let worst = 0
+  let running = true
+  const done = (async () => {
+    while (running) {
+      const started = nowMs()
+      await pinger.ping()
+      worst = Math.max(worst, nowMs() - started)
+      await sleep(10)
+    }
+    pinger.disconnect()
+  })()
+  return async () => {
+    running = false
+    await done
+    return worst
+  }
 }
 
 function commandDelta(before, after) {
@@ -84,7 +110,7 @@ async function main() {
     await roundRobinCase(client, fleetOf, say)
     await movingCase(fleetOf, say)
     await coveredCase(client, say)
-    await manyKeysCase(client, say)
+    await manyKeysCase(client, redis, say)
   } finally {
     killInstances()
     client.disconnect()
@@ -194,7 +220,7 @@ async function coveredCase(client, say) {
 }
 
 // (d) -------------------------------------------------------------------------------------------
-async function manyKeysCase(client, say) {
+async function manyKeysCase(client, redis, say) {
   const ipLimits = { capacity: 10, refillPerSecond: 1, suspendPolicy: 'ignore' }
   // timeoutMs 10 s: the keys are taken BATCH at a time, and on a loaded 2-core machine the last
   // answers of a batch can come later than the default 300 ms (what is measured is the work)
@@ -217,8 +243,12 @@ async function manyKeysCase(client, say) {
   const watchMs = QUICK ? LEASE_MS : 2 * LEASE_MS
   const commandsBefore = await commandCounts(client)
   const statsBefore = limiter.stats().store.calls
+  const stopPing = watchPing(redis)
   await sleep(watchMs)
-  const commands = commandDelta(commandsBefore, await commandCounts(client))
+  const longestPing = await stopPing()
+  const commandsAfter = await commandCounts(client)
+  const commands = commandDelta(commandsBefore, commandsAfter)
+  const busyMs = (commandsAfter.usec - commandsBefore.usec) / 1000
   const background = limiter.stats().store.calls - statsBefore
   const closeStarted = nowMs()
   const closeCommandsBefore = await commandCounts(client)
@@ -237,6 +267,7 @@ async function manyKeysCase(client, say) {
   say(`cold key / RateLimiterRedis: ${(coldNs / peerColdNs).toFixed(2)}x; ${fmt(KEYS)} keys taken ${BATCH} at a time in ${fmt(fillMs)} ms`)
   const perSecond = roundTrips(commands) / (watchMs / 1000)
   say(`background while holding them, ${fmt(watchMs / 1000)} s: ${roundTrips(commands)} round trips (scripts) = ${perSecond.toFixed(2)} per second on the one node (target <= 2: ${met(perSecond <= 2)}); stats().store.calls ${background}; commands, the scripts' own included: ${JSON.stringify(commands)}`)
+  say(`Redis busy in those scripts: ${fmt(busyMs)} ms in ${fmt(watchMs / 1000)} s (${((100 * busyMs) / watchMs).toFixed(1)}% of its one thread); the longest PING of another client meanwhile: ${longestPing.toFixed(1)} ms`)
   say(`close(): every key released in ${fmt(closeMs)} ms, ${roundTrips(closeCommands)} round trips (${JSON.stringify(closeCommands)})`)
 }
 
