@@ -39,6 +39,7 @@
 const fs = require('node:fs')
 const { KeyedQuotaClock } = require('../../index.js')
 const { redisStore, mongoStore } = require('../../lib/shared.js')
+const { errorInfo, serveCommands } = require('./worker-commands.js')
 
 const config = JSON.parse(process.argv[2])
 const now = () => process.hrtime.bigint()
@@ -200,7 +201,7 @@ async function connect() {
         await limiter.close()
         return { closed: true }
       } catch (error) {
-        return { error: { code: error?.code, message: String(error?.message) } }
+        return { error: errorInfo(error) }
       }
     },
     async exit() {
@@ -209,16 +210,7 @@ async function connect() {
     },
   }
 
-  process.on('message', async (message) => {
-    let reply
-    try {
-      reply = await commands[message.op](message)
-    } catch (error) {
-      reply = { error: { code: error?.code, message: String(error?.message) } }
-    }
-    process.send({ id: message.id, ...reply }, () => {})
-  })
-  process.send({ ready: true })
+  serveCommands(commands)
 })().catch((error) => {
   console.error(error)
   process.exit(1)

@@ -28,6 +28,7 @@ const fs = require('node:fs')
 const { performance } = require('node:perf_hooks')
 const { KeyedQuotaClock, manualClock } = require('../../index.js')
 const { redisStore, mongoStore } = require('../../lib/shared.js')
+const { errorInfo, serveCommands } = require('./worker-commands.js')
 
 const config = JSON.parse(process.argv[2])
 
@@ -53,15 +54,6 @@ async function connect() {
     return { store: mongoStore(client.db(config.dbName), config.storeOptions), quit: () => client.close(true) }
   }
   throw new Error(`unknown client ${config.client}`)
-}
-
-function errorInfo(error) {
-  return {
-    code: error && error.code,
-    message: error && String(error.message),
-    cause: error && error.cause ? String(error.cause.message ?? error.cause) : undefined,
-    name: error && error.name,
-  }
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -164,16 +156,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
     },
   }
 
-  process.on('message', async (message) => {
-    let reply
-    try {
-      reply = await commands[message.op](message)
-    } catch (error) {
-      reply = { error: errorInfo(error) }
-    }
-    process.send({ id: message.id, ...reply })
-  })
-  process.send({ ready: true })
+  serveCommands(commands)
 })().catch((error) => {
   console.error(error)
   process.exit(1)
