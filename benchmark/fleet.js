@@ -30,6 +30,7 @@ const { startRedisServer } = require('../__test__/helpers/redis-server.js')
 const { startFleet, roundRobin, nowMs, sleep } = require('../__test__/helpers/fleet-procs.js')
 const { killInstances } = require('../__test__/helpers/shared-fleet.js')
 const { checkBucket, describeWorst, unsharedAdmits } = require('../__test__/helpers/fleet-check.js')
+const { time, compareCovered } = require('./covered.js')
 
 const QUICK = process.env.BENCH_QUICK === '1'
 const C = 50
@@ -44,7 +45,6 @@ const KEYS = QUICK ? 20_000 : 100_000
 const COLD_SAMPLE = QUICK ? 1_000 : 5_000
 const BATCH = 200
 
-const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]
 const fmt = (x, digits = 0) => x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits })
 const met = (ok) => (ok ? 'met' : 'NOT met')
 
@@ -89,13 +89,6 @@ function commandDelta(before, after) {
 }
 // A round trip is one script (commandstats also counts the commands a script runs inside Redis).
 const roundTrips = (counts) => Object.entries(counts).filter(([name]) => /^(eval|evalsha|fcall)(_ro)?$/.test(name)).reduce((a, [, calls]) => a + calls, 0)
-
-/** ns per awaited call of `consume()` over `calls` calls. */
-async function time(calls, consume) {
-  const started = process.hrtime.bigint()
-  for (let i = 0; i < calls; i++) await consume(i)
-  return Number(process.hrtime.bigint() - started) / calls
-}
 
 async function main() {
   const redis = await startRedisServer()
@@ -193,29 +186,20 @@ async function coveredCase(client, say) {
   assert.equal(shared.status('tenant').cells, 2 ** 31, 'alone, the process holds every cell')
   assert.equal((await peer.consume('tenant')).consumedPoints, 1)
   const callsBefore = shared.stats().store.calls
-  const localNs = []
-  const sharedNs = []
-  const peerNs = []
-  for (let r = 0; r < REPETITIONS; r++) {
-    localNs.push(await time(LOCAL_CALLS, () => local.consume('tenant')))
-    sharedNs.push(await time(LOCAL_CALLS, () => shared.consume('tenant')))
-    peerNs.push(await time(PEER_CALLS, () => peer.consume('tenant')))
-  }
-  const storeCalls = shared.stats().store.calls - callsBefore
-  const sharedRatio = median(sharedNs.map((ns, r) => ns / localNs[r]))
-  const peerRatio = median(peerNs.map((ns, r) => ns / sharedNs[r]))
   say('')
   say(`(c) awaited consume, one key, ${REPETITIONS} repetitions`)
-  say('')
-  say('| awaited consume, one key | ns per call (median) | vs local |')
-  say('|---|---:|---:|')
-  say(`| KeyedQuotaClock, no share (local) | ${fmt(median(localNs))} | 1.00x |`)
-  say(`| KeyedQuotaClock, share.bucket, covered (holds every cell) | ${fmt(median(sharedNs))} | ${(median(sharedNs) / median(localNs)).toFixed(2)}x |`)
-  say(`| rate-limiter-flexible RateLimiterRedis, same connection | ${fmt(median(peerNs))} | ${fmt(median(peerNs) / median(localNs))}x |`)
-  say('')
-  say(`covered shared / local, paired: ${sharedRatio.toFixed(2)}x (target <= 1.5x: ${met(sharedRatio <= 1.5)}; per repetition ${sharedNs.map((ns, r) => (ns / localNs[r]).toFixed(2)).join(', ')})`)
-  say(`RateLimiterRedis / covered shared, paired: ${fmt(peerRatio)}x (target >= 100x: ${met(peerRatio >= 100)}; per repetition ${peerNs.map((ns, r) => fmt(ns / sharedNs[r])).join(', ')})`)
-  say(`store calls while timed (lease renewals in the background): ${storeCalls}`)
+  await compareCovered({
+    local,
+    shared,
+    peer,
+    repetitions: REPETITIONS,
+    localCalls: LOCAL_CALLS,
+    peerCalls: PEER_CALLS,
+    sharedLabel: 'KeyedQuotaClock, share.bucket, covered (holds every cell)',
+    peerLabel: 'rate-limiter-flexible RateLimiterRedis, same connection',
+    say,
+  })
+  say(`store calls while timed (lease renewals in the background): ${shared.stats().store.calls - callsBefore}`)
   await shared.close()
 }
 

@@ -22,6 +22,7 @@ const { KeyedQuotaClock } = require('..')
 const { redisStore } = require('../lib/shared.js')
 const { storeStatsOf } = require('../lib/share.js')
 const { makeQuotaStore, storeOperations } = require('../lib/quota-store.js')
+const { median, compareCovered } = require('./covered.js')
 
 const QUICK = process.env.BENCH_QUICK === '1'
 // BENCH_USER_ONLY=1: only the "as a user calls it" cases.
@@ -33,7 +34,6 @@ const BIG = 1e12 // every call is allowed: the same work in every case
 const LEASE_SIZES = [1, 10, 100, 1_000]
 const ADMITTED = 1_000
 
-const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]
 const quantile = (sorted, q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]
 
 function freePort() {
@@ -67,13 +67,6 @@ function limiterOptions(extra) {
   return { capacity: BIG, refillPerSecond: BIG, suspendPolicy: 'ignore', quota: { limit: BIG, period: { unit: 'month', timeZone: 'UTC' } }, ...extra }
 }
 
-/** ns per awaited call of `consume()` over `calls` calls. */
-async function time(calls, consume) {
-  const started = process.hrtime.bigint()
-  for (let i = 0; i < calls; i++) await consume()
-  return Number(process.hrtime.bigint() - started) / calls
-}
-
 async function main() {
   const redis = await startRedis()
   const client = new Redis({ port: redis.port, host: '127.0.0.1', lazyConnect: true, enableAutoPipelining: false })
@@ -104,30 +97,20 @@ async function main() {
     assert.equal(storeStatsOf(shared).calls, 1)
     const peerAnswer = await peer.consume('tenant')
     assert.equal(peerAnswer.consumedPoints, 1)
-    const localNs = []
-    const sharedNs = []
-    const peerNs = []
-    for (let r = 0; r < REPETITIONS; r++) {
-      localNs.push(await time(LOCAL_CALLS, () => local.consume('tenant')))
-      sharedNs.push(await time(LOCAL_CALLS, () => shared.consume('tenant')))
-      peerNs.push(await time(PEER_CALLS, () => peer.consume('tenant')))
-    }
+    await compareCovered({
+      local,
+      shared,
+      peer,
+      repetitions: REPETITIONS,
+      localCalls: LOCAL_CALLS,
+      peerCalls: PEER_CALLS,
+      sharedLabel: 'KeyedQuotaClock with share, covered',
+      peerLabel: 'rate-limiter-flexible RateLimiterRedis',
+      say,
+    })
     const callsDuringTiming = storeStatsOf(shared).calls
     assert.ok(callsDuringTiming <= 2, `the timed shared calls were covered (${callsDuringTiming} store calls)`)
     assert.equal(shared.status('tenant').quotaRemaining <= BIG, true)
-    const [l, s, p] = [median(localNs), median(sharedNs), median(peerNs)]
-    // Ratios paired within a repetition (the VM's speed drifts between repetitions).
-    const sharedRatio = median(sharedNs.map((ns, r) => ns / localNs[r]))
-    const peerRatio = median(peerNs.map((ns, r) => ns / sharedNs[r]))
-    say('')
-    say('| awaited consume, one key | ns per call (median) | vs local |')
-    say('|---|---:|---:|')
-    say(`| KeyedQuotaClock, no share (local) | ${l.toFixed(0)} | 1.00x |`)
-    say(`| KeyedQuotaClock with share, covered | ${s.toFixed(0)} | ${(s / l).toFixed(2)}x |`)
-    say(`| rate-limiter-flexible RateLimiterRedis | ${p.toFixed(0)} | ${(p / l).toFixed(0)}x |`)
-    say('')
-    say(`covered shared / local, paired: ${sharedRatio.toFixed(2)}x (target <= 1.5x: ${sharedRatio <= 1.5 ? 'met' : 'NOT met'}; per repetition: ${sharedNs.map((ns, r) => (ns / localNs[r]).toFixed(2)).join(', ')})`)
-    say(`RateLimiterRedis / covered shared, paired: ${peerRatio.toFixed(0)}x (target >= 100x: ${peerRatio >= 100 ? 'met' : 'NOT met'}; per repetition: ${peerNs.map((ns, r) => (ns / sharedNs[r]).toFixed(0)).join(', ')})`)
 
     await userSide(store, say)
 

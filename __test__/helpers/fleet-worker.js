@@ -134,7 +134,7 @@ async function connect() {
       (error) => {
         const code = String(error?.code ?? error?.name ?? 'Error')
         tally.errors[code] = (tally.errors[code] ?? 0) + 1
-        return settled(code, { error: { code, message: String(error?.message) } })
+        return settled(code, { error: { ...errorInfo(error), code } })
       },
     )
   }
@@ -190,27 +190,9 @@ async function connect() {
     async consume({ key, n = 1 }) {
       return call(key, n)
     },
-    async status({ key }) {
-      return { status: limiter.status(key) }
-    },
-    async stats() {
-      return { stats: limiter.stats() }
-    },
-    async close() {
-      try {
-        await limiter.close()
-        return { closed: true }
-      } catch (error) {
-        return { error: errorInfo(error) }
-      }
-    },
-    async exit() {
-      await quit()
-      process.exit(0)
-    },
   }
 
-  serveCommands(commands)
+  serveCommands(limiter, quit, commands)
 })().catch((error) => {
   console.error(error)
   process.exit(1)

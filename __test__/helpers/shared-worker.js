@@ -132,31 +132,13 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
       )
       return { results, elapsedMs }
     },
-    async status({ key }) {
-      return { status: limiter.status(key) }
-    },
-    async stats() {
-      return { stats: limiter.stats() }
-    },
     async advance({ ms }) {
       clock.advance(ms)
       return {}
     },
-    async close() {
-      try {
-        await limiter.close()
-        return { closed: true }
-      } catch (error) {
-        return { error: errorInfo(error) }
-      }
-    },
-    async exit() {
-      await quit()
-      process.exit(0)
-    },
   }
 
-  serveCommands(commands)
+  serveCommands(limiter, quit, commands)
 })().catch((error) => {
   console.error(error)
   process.exit(1)
