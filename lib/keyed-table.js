@@ -39,7 +39,7 @@ class KeyedTable {
         clock: { kind, manual, monotonicMs, wallMs, elapsedRealtimeMs },
         anomalyListener,
         restore: plan,
-        share: share === undefined ? undefined : { leaseUnits: share.leaseUnits },
+        share: share === undefined ? undefined : { leaseUnits: share.leaseUnits, bucket: share.bucket ? { leaseMs: share.leaseMs } : undefined },
       }),
     )
     this.#call = native.keyedCallFunction(this.#native)
