@@ -195,7 +195,9 @@ fn left_when_refill_is_asked(limiter: &mut KeyedLimiter, clock: &mut ManualClock
                 return limiter.reservation(at).unwrap().left(admitted);
             }
             SharedDecision::Decided { .. } => {}
-            SharedDecision::NeedsStore { .. } => panic!("covered until the refill is asked for"),
+            SharedDecision::NeedsStore { .. } | SharedDecision::NeedsCells => {
+                panic!("covered until the refill is asked for")
+            }
         }
     }
 }
@@ -407,6 +409,7 @@ proptest! {
                             let at = index(&limiter, &name(key));
                             requests.insert(key, limiter.reserve_request(at, lacking, lacking).unwrap());
                         }
+                        SharedDecision::NeedsCells => prop_assert!(false, "no shared bucket"),
                     }
                 }
                 Step::Answer { key } => {
