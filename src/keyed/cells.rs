@@ -227,7 +227,7 @@ impl KeyedLimiter {
         let cell = &mut book.cells[index as usize];
         let record = &mut self.table.records[index as usize];
         let policy = &self.policies[record.policy as usize];
-        if cell.cells > 0 && !(timeline_ms < cell.lease_end_ms) {
+        if cell.cells > 0 && timeline_ms >= cell.lease_end_ms {
             cell.cells = 0;
             record.tokens = 0.0;
         }
