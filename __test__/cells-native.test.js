@@ -10,29 +10,9 @@ const native = require('../lib/native.js')
 const { manualClock } = require('..')
 const { parseOptions } = require('../lib/options.js')
 const { KeyedTable } = require('../lib/keyed-table.js')
-const { registerListener } = require('../lib/anomalies.js')
 const { readStats } = require('../lib/stats.js')
 const { AT, OPERATION, STATUS } = require('../lib/contract.js')
-
-const LEASE_MS = 10_000
-
-function table({ capacity = 10, refillPerSecond = 2, onAnomaly } = {}) {
-  const clock = manualClock({ monotonicMs: 0, wallMs: Date.UTC(2024, 0, 15) })
-  const { limiterOptions, clockArgs } = parseOptions({ capacity, refillPerSecond, suspendPolicy: 'ignore', clock })
-  const owner = {}
-  const listener = () => (onAnomaly === undefined ? undefined : registerListener(owner, onAnomaly))
-  const keyed = new KeyedTable({
-    limiterOptions,
-    clockArgs,
-    maxKeys: 100,
-    policy: undefined,
-    plan: undefined,
-    listener,
-    share: { bucket: true, leaseMs: LEASE_MS },
-    resolvePolicy: () => undefined,
-  })
-  return { keyed, clock, owner }
-}
+const { cellsTable: table, stepTheStoreClock, waitFor } = require('./helpers/cells-table.js')
 
 /** One shared consume as the driver makes it: the number -1 (needs cells) or a decision. */
 function consume(keyed, key, n, operation = OPERATION.sharedConsume) {
@@ -115,18 +95,11 @@ test('a key without a shared bucket has no cells in status', () => {
 test('a store clock that steps raises store-clock-step: counted in stats and delivered to onAnomaly', async () => {
   const seen = []
   const { keyed, clock, owner } = table({ onAnomaly: (anomaly) => seen.push(anomaly) })
-  const handle = keyed.handle
   consume(keyed, 'a', 1)
-  const answer = (storeNowMs) => ({ granted: 0, tokens: 0, held: 0, fair: 10, waiting: 0, recordId: 5, storeNowMs })
-  native.keyedCellsCredit(handle, 'a', native.keyedCellsRequest(handle, 'a').sentMs, answer(1e12))
-  clock.advance(5_000)
-  // 5 s here, 65 s at the store.
-  native.keyedCellsCredit(handle, 'a', native.keyedCellsRequest(handle, 'a').sentMs, answer(1e12 + 65_000))
+  stepTheStoreClock(keyed, clock, 'a')
   keyed.writeStats()
   assert.equal(readStats(keyed.result).anomalies['store-clock-step'], 1)
-  // (Delivery is asynchronous and keeps no process alive: the timers of the wait do.)
-  const until = Date.now() + 10_000
-  while (seen.length === 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 5))
+  assert.ok(await waitFor(() => seen.length > 0), 'delivered to onAnomaly')
   assert.equal(seen.length, 1, 'delivered to onAnomaly')
   const [anomaly] = seen
   assert.equal(anomaly.kind, 'store-clock-step')
