@@ -304,6 +304,12 @@ impl KeyedLimiter {
         cell.last_used_ms = timeline_ms;
         cell.used_since_tick = true;
         let wanted = n as i64 as f64;
+        let held = cell.cells;
+        let leased = held > 0 && timeline_ms < cell.lease_end_ms;
+        if leased && record.tokens >= wanted {
+            // (With the store away too: a process decides from its cells while its lease holds.)
+            return self.decide_shared_step(index, n, mode, wall_ms, monotonic_ms);
+        }
         if mode == ShareMode::FailOpen {
             // The outage bucket decides, in the record's place for the call.
             let (tokens, at) = cell.open.unwrap_or((capacity, timeline_ms));
@@ -317,11 +323,6 @@ impl KeyedLimiter {
                 book.cells[index as usize].open = Some((open, timeline_ms));
             }
             return outcome;
-        }
-        let held = cell.cells;
-        let leased = held > 0 && timeline_ms < cell.lease_end_ms;
-        if leased && record.tokens >= wanted {
-            return self.decide_shared_step(index, n, mode, wall_ms, monotonic_ms);
         }
         let none_free_until_ms = cell.none_free_at_ms + lease_ms / 4.0;
         let recent = timeline_ms < none_free_until_ms;
@@ -474,7 +475,8 @@ impl KeyedLimiter {
     }
 
     /// One key's renewal (refreshed): a give-back when others wait and this process holds more
-    /// than its fair share, else (unless `urgent_only`) a plain renewal.
+    /// than its fair share, else (unless `urgent_only`) a plain renewal; none for a key holding no
+    /// cell.
     fn renew_cells(
         &mut self,
         index: u32,
@@ -489,6 +491,11 @@ impl KeyedLimiter {
         };
         let record = &mut self.table.records[index as usize];
         let cell = &mut self.cells.as_mut()?.cells[index as usize];
+        if cell.cells == 0 {
+            // Nothing to renew; a wait the store keeps for this process stays until the key is
+            // idle (a release then), so holders go on learning of it.
+            return None;
+        }
         let give = if cell.waiting && cell.cells > cell.fair {
             if cell.used_since_tick {
                 cell.cells - cell.fair

@@ -356,6 +356,48 @@ fn fail_open_decides_on_a_full_outage_bucket_dropped_at_the_next_answer() {
 }
 
 #[test]
+fn with_the_store_away_a_call_its_leased_cells_cover_is_decided_from_them() {
+    let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
+    let mut limiter = fleet(bucket(4.0, 1.0, None), &mut clock);
+    consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    acquire(&mut limiter, &clock, "a", 2, 2.0);
+    let decision = decided(consume(
+        &mut limiter,
+        &mut clock,
+        "a",
+        2,
+        ShareMode::FailOpen,
+    ));
+    assert!(decision.allowed);
+    assert_eq!(tokens(&limiter, "a"), 0.0, "taken from the cells");
+    assert_eq!(limiter.cell(at(&limiter, "a")).unwrap().open, None);
+    // Beyond them: the outage bucket, full.
+    let decision = decided(consume(
+        &mut limiter,
+        &mut clock,
+        "a",
+        3,
+        ShareMode::FailOpen,
+    ));
+    assert!(decision.allowed);
+    assert_eq!(decision.tokens, 1.0);
+}
+
+#[test]
+fn a_key_waiting_with_no_cell_keeps_its_wait_until_idle() {
+    let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
+    let mut limiter = fleet(bucket(4.0, 1.0, None), &mut clock);
+    consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    acquire(&mut limiter, &clock, "a", 0, 0.0);
+    assert!(limiter.holds_cells(), "the store keeps its wait");
+    assert!(limiter.cells_tick(5_000.0, false, 0.0).is_empty());
+    clock.advance(5_000.0);
+    let sent = limiter.cells_tick(5_000.0, false, 5_000.0);
+    assert_eq!((sent.len(), sent[0].held), (1, 0));
+    assert!(!limiter.holds_cells());
+}
+
+#[test]
 fn with_a_quota_both_limits_hold_and_nothing_is_taken_unless_both_admit() {
     let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
     let mut limiter = fleet(bucket(10.0, 1.0, Some(100)), &mut clock);
