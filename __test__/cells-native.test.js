@@ -1,5 +1,5 @@
 'use strict'
-// The native cell book of share.bucket (SPEC §15), driven directly through the binding as the JS
+// The native cell book of share.bucket, driven directly through the binding as the JS
 // driver (lib/share-cells.js) drives it: one acquire / credit / consume / tick / renewed cycle on a
 // manualClock limiter, the statuses and shapes each call answers, and bad arguments refused with
 // coded errors.

@@ -40,7 +40,7 @@ class KeyedTable {
         clock: { kind, manual, monotonicMs, wallMs, elapsedRealtimeMs },
         anomalyListener,
         restore: plan,
-        // share.bucket (§15): every key's bucket is the fleet's, held here in cells on leases of share.leaseMs.
+        // share.bucket: every key's bucket is the fleet's, held here in cells on leases of share.leaseMs.
         share: share === undefined ? undefined : { leaseUnits: share.leaseUnits, bucket: share.bucket ? { leaseMs: share.leaseMs } : undefined },
       }),
     )

@@ -11,7 +11,7 @@ pub enum AnomalyKind {
     AmbiguousWallJump,
     PeriodRegression,
     PeriodSkip,
-    /// The store's clock disagreed with this process's elapsed time (a shared bucket, SPEC §15).
+    /// The store's clock disagreed with this process's elapsed time (a shared bucket, `share.bucket`).
     StoreClockStep,
 }
 

@@ -1,6 +1,6 @@
 //! The cell book of a limiter whose buckets are shared by the whole fleet (`share.bucket`): a
 //! key's bucket of capacity `C` and refill `R` is `C` cells, each one unit of capacity and `R / C`
-//! of the refill, held by the processes through a store (SPEC §15).
+//! of the refill, held by the processes through a store (docs: "one rate for the fleet").
 //!
 //! Per key, beside its record (a parallel vector, like the share book's reservations): the cells
 //! held here, the lease they are held on (on the limiter's timeline), whether a store call for
@@ -14,10 +14,9 @@
 //! and takes the answers ([`KeyedLimiter::credit_cells`], [`KeyedLimiter::cells_renewed`]). Times
 //! the JS face passes in (`sent_ms`) are the timeline estimates this book gave it.
 
-use super::{KeyBuf, KeyedLimiter, ShareMode, SharedDecision};
+use super::{refresh_record, KeyBuf, KeyedLimiter, ShareMode, SharedDecision};
 use crate::anomaly::Anomaly;
 use crate::bucket::{refill_wait_ms, refilled};
-use crate::kernel::{self, KeyFields};
 use crate::limiter::{Decision, RetryBasis};
 
 /// One key's cells.
@@ -232,18 +231,8 @@ impl KeyedLimiter {
             record.tokens = 0.0;
         }
         let held = cell.cells as f64;
-        kernel::refresh(
-            KeyFields {
-                tokens: &mut record.tokens,
-                credited_at_ms: &mut record.credited_at_ms,
-                quota_used: &mut record.quota_used,
-                period_slot: &mut record.period_slot,
-            },
-            held,
-            held * policy.refill_per_second / policy.capacity,
-            timeline_ms,
-            open_slot,
-        );
+        let refill = held * policy.refill_per_second / policy.capacity;
+        refresh_record(record, held, refill, timeline_ms, open_slot);
         if record.tokens > held {
             record.tokens = held;
         }
@@ -258,12 +247,7 @@ impl KeyedLimiter {
     /// Lets go of every cell and token of a key (refreshed): the release to send, if the store
     /// may hold anything of it.
     fn release_cells(&mut self, index: u32, timeline_ms: f64) -> Option<CellsRenewal> {
-        let key = self.table.key_of(index);
-        let key = KeyBuf {
-            wide: key.wide,
-            len: key.len,
-            words: key.words.to_vec(),
-        };
+        let key = self.table.key_of(index).to_buf();
         let record = &mut self.table.records[index as usize];
         let cell = &mut self.cells.as_mut()?.cells[index as usize];
         if !cell.holds() {
@@ -386,6 +370,42 @@ impl KeyedLimiter {
         answer: CellsAnswer,
         monotonic_ms: f64,
     ) -> (bool, Option<Anomaly>) {
+        let store_now_ms = answer.store_now_ms;
+        self.take_answer(
+            index,
+            sent_ms,
+            store_now_ms,
+            monotonic_ms,
+            |cell, tokens, lease_ms| {
+                cell.cells = answer.held;
+                *tokens = (*tokens + answer.tokens).min(answer.held as f64);
+                cell.lease_end_ms = sent_ms + lease_ms;
+                cell.fair = answer.fair;
+                cell.waiting = answer.waiting;
+                cell.none_free_at_ms = if answer.granted == 0 {
+                    sent_ms
+                } else {
+                    f64::NEG_INFINITY
+                };
+                cell.open = None;
+                cell.record_id = answer.record_id;
+                cell.store_holds = true;
+                true
+            },
+        )
+    }
+
+    /// A store answer for a held key sent at `sent_ms`: its cells brought up to now and no longer
+    /// in flight, then `apply(cell, tokens, lease_ms)` (what it returns is the first of the
+    /// result), then the store-clock check. `(false, None)` without a shared bucket.
+    fn take_answer(
+        &mut self,
+        index: u32,
+        sent_ms: f64,
+        store_now_ms: f64,
+        monotonic_ms: f64,
+        apply: impl FnOnce(&mut Cell, &mut f64, f64) -> bool,
+    ) -> (bool, Option<Anomaly>) {
         if self.cells.is_none() {
             return (false, None);
         }
@@ -398,25 +418,13 @@ impl KeyedLimiter {
         let lease_ms = book.lease_ms;
         let cell = &mut book.cells[index as usize];
         cell.in_flight = false;
-        cell.cells = answer.held;
-        record.tokens = (record.tokens + answer.tokens).min(answer.held as f64);
-        cell.lease_end_ms = sent_ms + lease_ms;
-        cell.fair = answer.fair;
-        cell.waiting = answer.waiting;
-        cell.none_free_at_ms = if answer.granted == 0 {
-            sent_ms
-        } else {
-            f64::NEG_INFINITY
-        };
-        cell.open = None;
-        cell.record_id = answer.record_id;
-        cell.store_holds = true;
-        let anomaly = self.check_store_clock(sent_ms, timeline_ms, answer.store_now_ms);
-        (true, anomaly)
+        let outcome = apply(cell, &mut record.tokens, lease_ms);
+        let anomaly = self.check_store_clock(sent_ms, timeline_ms, store_now_ms);
+        (outcome, anomaly)
     }
 
-    /// A held key's store call failed: it is no longer in flight; the store may hold what it
-    /// held (a release is sent again).
+    /// A held key's store call (an acquire or a renewal) failed: it is no longer in flight; the
+    /// store may hold what it held (the next tick renews or releases it again).
     pub fn cells_failed(&mut self, index: u32) {
         if let Some(cell) = self
             .cells
@@ -483,12 +491,7 @@ impl KeyedLimiter {
         urgent_only: bool,
         timeline_ms: f64,
     ) -> Option<CellsRenewal> {
-        let key = self.table.key_of(index);
-        let key = KeyBuf {
-            wide: key.wide,
-            len: key.len,
-            words: key.words.to_vec(),
-        };
+        let key = self.table.key_of(index).to_buf();
         let record = &mut self.table.records[index as usize];
         let cell = &mut self.cells.as_mut()?.cells[index as usize];
         if cell.cells == 0 {
@@ -536,34 +539,23 @@ impl KeyedLimiter {
         store_now_ms: f64,
         monotonic_ms: f64,
     ) -> (bool, Option<Anomaly>) {
-        if self.cells.is_none() {
-            return (false, None);
-        }
-        let timeline_ms = self.timeline_at(monotonic_ms);
-        self.look_at_cells(index, timeline_ms);
-        let record = &mut self.table.records[index as usize];
-        let Some(book) = &mut self.cells else {
-            return (false, None);
-        };
-        let lease_ms = book.lease_ms;
-        let cell = &mut book.cells[index as usize];
-        cell.in_flight = false;
-        cell.cells = cell.cells.min(answer.held);
-        record.tokens = record.tokens.min(cell.cells as f64);
-        if answer.held > 0 {
-            cell.lease_end_ms = cell.lease_end_ms.max(sent_ms + lease_ms);
-        }
-        cell.store_holds = answer.held > 0 || cell.cells > 0;
-        cell.fair = answer.fair;
-        cell.waiting = answer.waiting;
-        let due = cell.waiting && cell.cells > cell.fair;
-        let anomaly = self.check_store_clock(sent_ms, timeline_ms, store_now_ms);
-        (due, anomaly)
-    }
-
-    /// A held key's renewal failed: no longer in flight (the next tick tries again).
-    pub fn cells_renew_failed(&mut self, index: u32) {
-        self.cells_failed(index);
+        self.take_answer(
+            index,
+            sent_ms,
+            store_now_ms,
+            monotonic_ms,
+            |cell, tokens, lease_ms| {
+                cell.cells = cell.cells.min(answer.held);
+                *tokens = tokens.min(cell.cells as f64);
+                if answer.held > 0 {
+                    cell.lease_end_ms = cell.lease_end_ms.max(sent_ms + lease_ms);
+                }
+                cell.store_holds = answer.held > 0 || cell.cells > 0;
+                cell.fair = answer.fair;
+                cell.waiting = answer.waiting;
+                cell.waiting && cell.cells > cell.fair
+            },
+        )
     }
 
     /// Every key's release (close): all cells and tokens, and the releases of dropped keys.
@@ -588,7 +580,7 @@ impl KeyedLimiter {
             .is_some_and(|book| !book.dropped.is_empty() || book.cells.iter().any(Cell::holds))
     }
 
-    /// The store-clock check (SPEC §15): the store's clock advanced `T2 - T1` between two answers;
+    /// The store-clock check: the store's clock advanced `T2 - T1` between two answers;
     /// this process's timeline says between `s2 - r1` and `r2 - s1`, give or take
     /// `250 + 0.0005·(r2 - s1)` ms. Outside that, a `store-clock-step` anomaly (counted); then the
     /// answer is the new anchor. The store's clock never refills anything.

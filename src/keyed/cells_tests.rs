@@ -1,5 +1,5 @@
 //! The cell book's rules, each on its own, then a simulation of several processes sharing
-//! buckets through a model of the store (FLEET's two operations).
+//! buckets through a model of the store (its two operations, acquire and renew).
 
 use std::collections::HashMap;
 
@@ -9,8 +9,9 @@ use proptest::test_runner::{Config, FileFailurePersistence};
 use super::*;
 use crate::anomaly::AnomalyKind;
 use crate::clock::ManualClock;
+use crate::keyed::share::tests::consume;
 use crate::keyed::tests::{spec, target_of, JAN_15_2024};
-use crate::keyed::{KeyPolicy, KeyStatus, KeyedConfig, Target};
+use crate::keyed::{KeyPolicy, KeyStatus, Target};
 use crate::quota::QuotaPolicy;
 
 const LEASE_MS: f64 = 10_000.0;
@@ -25,31 +26,10 @@ fn bucket(capacity: f64, refill_per_second: f64, quota: Option<u64>) -> KeyPolic
 }
 
 fn fleet(policy: KeyPolicy, clock: &mut ManualClock) -> KeyedLimiter {
-    let config = KeyedConfig {
-        defaults: policy,
-        suspend_policy: crate::clock::SuspendPolicy::Ignore,
-        earliest_plausible_wall_ms: Some(1_577_836_800_000.0),
-        max_keys: 1000,
-    };
-    let mut limiter = KeyedLimiter::new(config, clock).unwrap();
+    let mut limiter = crate::keyed::tests::keyed(policy, 1000, clock);
     limiter.enable_share(None);
     limiter.enable_cells(LEASE_MS);
     limiter
-}
-
-fn consume(
-    limiter: &mut KeyedLimiter,
-    clock: &mut ManualClock,
-    text: &str,
-    n: u64,
-    mode: ShareMode,
-) -> SharedDecision {
-    let key = KeyBuf::from_text(text);
-    let target = target_of(limiter, &key);
-    let mut anomalies = Vec::new();
-    limiter
-        .consume_shared(key.key(), target, n, mode, clock, &mut anomalies)
-        .unwrap()
 }
 
 fn decided(outcome: SharedDecision) -> Decision {
@@ -57,6 +37,17 @@ fn decided(outcome: SharedDecision) -> Decision {
         SharedDecision::Decided { decision, .. } => decision,
         other => panic!("expected a decision, got {other:?}"),
     }
+}
+
+/// A shared consume's decision (it must be one).
+fn decide(
+    limiter: &mut KeyedLimiter,
+    clock: &mut ManualClock,
+    text: &str,
+    n: u64,
+    mode: ShareMode,
+) -> Decision {
+    decided(consume(limiter, clock, text, n, mode))
 }
 
 fn at(limiter: &KeyedLimiter, text: &str) -> u32 {
@@ -132,39 +123,15 @@ fn holding_every_cell_it_decides_as_an_unshared_bucket() {
     consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
     acquire(&mut limiter, &clock, "a", 10, 10.0);
     for _ in 0..10 {
-        assert!(
-            decided(consume(
-                &mut limiter,
-                &mut clock,
-                "a",
-                1,
-                ShareMode::Reserved
-            ))
-            .allowed
-        );
+        assert!(decide(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved).allowed);
     }
     // Every cell held: denied locally with the whole bucket's wait, no store call.
-    let denial = decided(consume(
-        &mut limiter,
-        &mut clock,
-        "a",
-        3,
-        ShareMode::Reserved,
-    ));
+    let denial = decide(&mut limiter, &mut clock, "a", 3, ShareMode::Reserved);
     assert!(!denial.allowed);
     assert_eq!(denial.retry_after_ms, 1_500.0);
     assert_eq!(denial.retry_after_basis, Some(RetryBasis::MonotonicRefill));
     clock.advance(1_500.0);
-    assert!(
-        decided(consume(
-            &mut limiter,
-            &mut clock,
-            "a",
-            3,
-            ShareMode::Reserved
-        ))
-        .allowed
-    );
+    assert!(decide(&mut limiter, &mut clock, "a", 3, ShareMode::Reserved).allowed);
     assert_eq!(status(&mut limiter, &mut clock, "a").cells, Some(10));
 }
 
@@ -197,16 +164,7 @@ fn a_lapsed_lease_drops_cells_and_tokens_and_the_next_call_asks_again() {
     consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
     acquire(&mut limiter, &clock, "a", 10, 10.0);
     clock.advance(LEASE_MS - 1.0);
-    assert!(
-        decided(consume(
-            &mut limiter,
-            &mut clock,
-            "a",
-            1,
-            ShareMode::Reserved
-        ))
-        .allowed
-    );
+    assert!(decide(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved).allowed);
     clock.advance(1.0);
     assert_eq!(
         consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved),
@@ -236,25 +194,13 @@ fn none_free_denies_locally_for_a_quarter_lease_then_asks_again() {
     acquire(&mut limiter, &clock, "a", 2, 0.0);
     acquire(&mut limiter, &clock, "a", 0, 0.0);
     // 4 > 2 cells: wait until the quarter lease is over.
-    let denial = decided(consume(
-        &mut limiter,
-        &mut clock,
-        "a",
-        4,
-        ShareMode::Reserved,
-    ));
+    let denial = decide(&mut limiter, &mut clock, "a", 4, ShareMode::Reserved);
     assert_eq!(
         (denial.allowed, denial.retry_after_ms),
         (false, LEASE_MS / 4.0)
     );
     // 1 <= 2 cells: the wait of its own cells (2 of 10 refill 0.2/s).
-    let denial = decided(consume(
-        &mut limiter,
-        &mut clock,
-        "a",
-        1,
-        ShareMode::Reserved,
-    ));
+    let denial = decide(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
     assert_eq!(denial.retry_after_ms, 5_000.0);
     assert_eq!(denial.retry_after_basis, Some(RetryBasis::MonotonicRefill));
     clock.advance(LEASE_MS / 4.0);
@@ -270,34 +216,13 @@ fn after_a_cells_answer_it_never_asks_again() {
     let mut limiter = fleet(bucket(10.0, 1.0, None), &mut clock);
     consume(&mut limiter, &mut clock, "a", 4, ShareMode::Reserved);
     acquire(&mut limiter, &clock, "a", 2, 1.0);
-    let denial = decided(consume(
-        &mut limiter,
-        &mut clock,
-        "a",
-        4,
-        ShareMode::AfterStore,
-    ));
+    let denial = decide(&mut limiter, &mut clock, "a", 4, ShareMode::AfterStore);
     assert!(!denial.allowed);
     assert!(denial.retry_after_ms >= 1.0);
-    let denial = decided(consume(
-        &mut limiter,
-        &mut clock,
-        "a",
-        2,
-        ShareMode::AfterStore,
-    ));
+    let denial = decide(&mut limiter, &mut clock, "a", 2, ShareMode::AfterStore);
     // 2 cells, 1 token, 0.2 per second: 5 s.
     assert_eq!(denial.retry_after_ms, 5_000.0);
-    assert!(
-        decided(consume(
-            &mut limiter,
-            &mut clock,
-            "a",
-            1,
-            ShareMode::AfterStore
-        ))
-        .allowed
-    );
+    assert!(decide(&mut limiter, &mut clock, "a", 1, ShareMode::AfterStore).allowed);
 }
 
 #[test]
@@ -305,24 +230,9 @@ fn fail_open_decides_on_a_full_outage_bucket_dropped_at_the_next_answer() {
     let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
     let mut limiter = fleet(bucket(4.0, 1.0, None), &mut clock);
     for _ in 0..4 {
-        assert!(
-            decided(consume(
-                &mut limiter,
-                &mut clock,
-                "a",
-                1,
-                ShareMode::FailOpen
-            ))
-            .allowed
-        );
+        assert!(decide(&mut limiter, &mut clock, "a", 1, ShareMode::FailOpen).allowed);
     }
-    let denial = decided(consume(
-        &mut limiter,
-        &mut clock,
-        "a",
-        1,
-        ShareMode::FailOpen,
-    ));
+    let denial = decide(&mut limiter, &mut clock, "a", 1, ShareMode::FailOpen);
     assert_eq!((denial.allowed, denial.retry_after_ms), (false, 1_000.0));
     assert_eq!(
         tokens(&limiter, "a"),
@@ -330,29 +240,11 @@ fn fail_open_decides_on_a_full_outage_bucket_dropped_at_the_next_answer() {
         "the cells' tokens are untouched"
     );
     clock.advance(1_000.0);
-    assert!(
-        decided(consume(
-            &mut limiter,
-            &mut clock,
-            "a",
-            1,
-            ShareMode::FailOpen
-        ))
-        .allowed
-    );
+    assert!(decide(&mut limiter, &mut clock, "a", 1, ShareMode::FailOpen).allowed);
     acquire(&mut limiter, &clock, "a", 1, 0.0);
     assert_eq!(limiter.cell(at(&limiter, "a")).unwrap().open, None);
     // A new outage starts full again.
-    assert!(
-        decided(consume(
-            &mut limiter,
-            &mut clock,
-            "a",
-            4,
-            ShareMode::FailOpen
-        ))
-        .allowed
-    );
+    assert!(decide(&mut limiter, &mut clock, "a", 4, ShareMode::FailOpen).allowed);
 }
 
 #[test]
@@ -361,24 +253,12 @@ fn with_the_store_away_a_call_its_leased_cells_cover_is_decided_from_them() {
     let mut limiter = fleet(bucket(4.0, 1.0, None), &mut clock);
     consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
     acquire(&mut limiter, &clock, "a", 2, 2.0);
-    let decision = decided(consume(
-        &mut limiter,
-        &mut clock,
-        "a",
-        2,
-        ShareMode::FailOpen,
-    ));
+    let decision = decide(&mut limiter, &mut clock, "a", 2, ShareMode::FailOpen);
     assert!(decision.allowed);
     assert_eq!(tokens(&limiter, "a"), 0.0, "taken from the cells");
     assert_eq!(limiter.cell(at(&limiter, "a")).unwrap().open, None);
     // Beyond them: the outage bucket, full.
-    let decision = decided(consume(
-        &mut limiter,
-        &mut clock,
-        "a",
-        3,
-        ShareMode::FailOpen,
-    ));
+    let decision = decide(&mut limiter, &mut clock, "a", 3, ShareMode::FailOpen);
     assert!(decision.allowed);
     assert_eq!(decision.tokens, 1.0);
 }
@@ -412,23 +292,11 @@ fn with_a_quota_both_limits_hold_and_nothing_is_taken_unless_both_admit() {
     let index = at(&limiter, "a");
     let request = limiter.reserve_request(index, 2, 2).unwrap();
     assert!(limiter.credit_reservation(index, request.period_slot, 5, 95, 1));
-    let decision = decided(consume(
-        &mut limiter,
-        &mut clock,
-        "a",
-        2,
-        ShareMode::AfterStore,
-    ));
+    let decision = decide(&mut limiter, &mut clock, "a", 2, ShareMode::AfterStore);
     assert!(decision.allowed);
     assert_eq!((decision.tokens, decision.quota_remaining), (8.0, Some(98)));
     // The cells do not cover 9: a bucket denial, the quota untouched.
-    let denial = decided(consume(
-        &mut limiter,
-        &mut clock,
-        "a",
-        9,
-        ShareMode::Reserved,
-    ));
+    let denial = decide(&mut limiter, &mut clock, "a", 9, ShareMode::Reserved);
     assert!(!denial.allowed);
     assert_eq!(limiter.table.records[index as usize].quota_used, 2);
 }
@@ -463,16 +331,7 @@ fn a_tick_renews_gives_back_to_waiters_and_releases_idle_keys() {
     let (due, _) = limiter.cells_renewed(index, sent[0].sent_ms, answer, 1_000.0, 1_000.0);
     assert!(due);
     assert_eq!(limiter.cell(index).unwrap().lease_end_ms, LEASE_MS);
-    assert!(
-        decided(consume(
-            &mut limiter,
-            &mut clock,
-            "a",
-            1,
-            ShareMode::Reserved
-        ))
-        .allowed
-    );
+    assert!(decide(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved).allowed);
     // (8 + 1 s of refill = 9, less 1 = 8 tokens.)
     let sent = limiter.cells_tick(60_000.0, true, 1_000.0);
     assert_eq!(sent.len(), 1);
@@ -525,7 +384,7 @@ fn urgent_ticks_send_give_backs_only_and_idle_keys_go_back_whole() {
     assert_eq!((sent[0].held, sent[0].tokens), (0, 5.0));
     assert_eq!(status(&mut limiter, &mut clock, "a").cells, Some(0));
     let index = at(&limiter, "a");
-    limiter.cells_renew_failed(index);
+    limiter.cells_failed(index);
     // A failed release is sent again.
     assert!(limiter.holds_cells());
     let sent = limiter.cells_tick(2_000.0, false, 2_000.0);
@@ -655,7 +514,7 @@ struct Holder {
     lease_ms: f64,
 }
 
-/// The store's record of one key (FLEET.md's fields).
+/// The store's record of one key: capacity, free tokens, identity, holders, waiters.
 #[derive(Debug, Default)]
 struct StoreRecord {
     capacity: u64,
@@ -891,7 +750,7 @@ impl Fleet {
             let index = process.limiter.find(renewal.key.key());
             if process.partitioned {
                 if let Some(index) = index {
-                    process.limiter.cells_renew_failed(index);
+                    process.limiter.cells_failed(index);
                 }
                 continue;
             }

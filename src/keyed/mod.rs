@@ -616,7 +616,8 @@ impl KeyedLimiter {
         Ok(slot_i32(state.period.slot()))
     }
 
-    /// Brings a record up to the timeline (the refresh rule, [`kernel::refresh`]).
+    /// Brings a record up to the timeline (the refresh rule, [`kernel::refresh`]); a key of a
+    /// shared bucket, by its cells (`cells.rs`).
     #[inline(always)]
     fn refresh(&mut self, index: u32, open_slot: i32) {
         if self.cells.is_some() {
@@ -624,13 +625,8 @@ impl KeyedLimiter {
         }
         let record = &mut self.table.records[index as usize];
         let policy = &self.policies[record.policy as usize];
-        kernel::refresh(
-            KeyFields {
-                tokens: &mut record.tokens,
-                credited_at_ms: &mut record.credited_at_ms,
-                quota_used: &mut record.quota_used,
-                period_slot: &mut record.period_slot,
-            },
+        refresh_record(
+            record,
             policy.capacity,
             policy.refill_per_second,
             self.timeline_ms,
@@ -852,6 +848,30 @@ impl<'a> PolicyChoice<'a> {
             None => PolicyChoice::Defaults,
         }
     }
+}
+
+/// The refresh rule on a record: its bucket of `capacity` refilled at `refill_per_second` up to
+/// `timeline_ms`, its use zeroed if of a period other than `open_slot`.
+#[inline(always)]
+fn refresh_record(
+    record: &mut Record,
+    capacity: f64,
+    refill_per_second: f64,
+    timeline_ms: f64,
+    open_slot: i32,
+) {
+    kernel::refresh(
+        KeyFields {
+            tokens: &mut record.tokens,
+            credited_at_ms: &mut record.credited_at_ms,
+            quota_used: &mut record.quota_used,
+            period_slot: &mut record.period_slot,
+        },
+        capacity,
+        refill_per_second,
+        timeline_ms,
+        open_slot,
+    );
 }
 
 fn slot_i32(slot: Option<PeriodSlot>) -> i32 {

@@ -288,12 +288,7 @@ impl KeyedLimiter {
             .open_period_of(index)
             .map(|(slot, open)| (slot, open.id.clone(), open.end_ms))?;
         let record = self.table.records[index as usize];
-        let key = self.table.key_of(index);
-        let key = KeyBuf {
-            wide: key.wide,
-            len: key.len,
-            words: key.words.to_vec(),
-        };
+        let key = self.table.key_of(index).to_buf();
         let book = self.share.as_mut()?;
         let reservation = &mut book.reservations[index as usize];
         let told = std::mem::take(&mut reservation.store_holds);
@@ -662,4 +657,4 @@ impl KeyedLimiter {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

@@ -14,7 +14,8 @@ fn shared(capacity: f64, limit: u64, lease: Option<u64>, clock: &mut ManualClock
     limiter
 }
 
-fn consume(
+/// A shared consume of `text` (held, or a new key with the defaults).
+pub(in crate::keyed) fn consume(
     limiter: &mut KeyedLimiter,
     clock: &mut ManualClock,
     text: &str,

@@ -12,7 +12,7 @@ use super::key::key_argument;
 use super::share::units;
 use super::KeyedState;
 use crate::anomaly::Anomaly;
-use crate::keyed::{CellsAnswer, CellsRenewal, RenewAnswer};
+use crate::keyed::{CellsAnswer, CellsRenewal, Key, KeyedLimiter, RenewAnswer};
 use crate::napi::clock::ClockHandle;
 use crate::napi::errors::{coded, guard, CodedResult};
 use crate::napi::registry::notify_listener;
@@ -128,6 +128,25 @@ impl KeyedState {
     }
 }
 
+/// A store answer for a held `key`: `take(limiter, index, monotonic now)`, its store-clock
+/// anomaly delivered; false for a key not held.
+fn answer_for(
+    limiter: &External<NativeKeyed>,
+    key: Key<'_>,
+    monotonic_ms: Option<f64>,
+    take: impl FnOnce(&mut KeyedLimiter, u32, f64) -> (bool, Option<Anomaly>),
+) -> CodedResult<bool> {
+    with_state(&limiter.state, |state| {
+        let monotonic_ms = state.monotonic_now(monotonic_ms);
+        let Some(index) = state.limiter.find(key) else {
+            return Ok(false);
+        };
+        let (outcome, anomaly) = take(&mut state.limiter, index, monotonic_ms);
+        state.deliver(anomaly);
+        Ok(outcome)
+    })
+}
+
 /// What an acquire of `key`'s cells sends; marks the key in flight. `null`: the key is not held
 /// or the limiter has no shared bucket.
 #[napi(js_name = "keyedCellsRequest")]
@@ -183,17 +202,8 @@ pub fn keyed_cells_credit(
             record_id: units(answer.record_id, "recordId")?,
             store_now_ms: amount(answer.store_now_ms, "storeNowMs")?,
         };
-        with_state(&limiter.state, |state| {
-            let monotonic_ms = state.monotonic_now(monotonic_ms);
-            let Some(index) = state.limiter.find(key.key()) else {
-                return Ok(false);
-            };
-            let (credited, anomaly) =
-                state
-                    .limiter
-                    .credit_cells(index, sent_ms, answer, monotonic_ms);
-            state.deliver(anomaly);
-            Ok(credited)
+        answer_for(limiter, key.key(), monotonic_ms, |keyed, index, now_ms| {
+            keyed.credit_cells(index, sent_ms, answer, now_ms)
         })
     })
 }
@@ -205,15 +215,7 @@ pub fn keyed_cells_failed(
     limiter: &External<NativeKeyed>,
     key: Unknown<'_>,
 ) -> napi::Result<()> {
-    guard(env, || {
-        let key = key_argument(env, &key)?;
-        with_state(&limiter.state, |state| {
-            if let Some(index) = state.limiter.find(key.key()) {
-                state.limiter.cells_failed(index);
-            }
-            Ok(())
-        })
-    })
+    store_call_failed(env, limiter, &key)
 }
 
 /// A tick: the renewals, give-backs and releases to send in one `cellsRenew` (see
@@ -268,17 +270,8 @@ pub fn keyed_cells_renewed(
             fair: units(answer.fair, "fair")?,
         };
         let store_now_ms = amount(store_now_ms, "storeNowMs")?;
-        with_state(&limiter.state, |state| {
-            let monotonic_ms = state.monotonic_now(monotonic_ms);
-            let Some(index) = state.limiter.find(key.key()) else {
-                return Ok(false);
-            };
-            let (due, anomaly) =
-                state
-                    .limiter
-                    .cells_renewed(index, sent_ms, answer, store_now_ms, monotonic_ms);
-            state.deliver(anomaly);
-            Ok(due)
+        answer_for(limiter, key.key(), monotonic_ms, |keyed, index, now_ms| {
+            keyed.cells_renewed(index, sent_ms, answer, store_now_ms, now_ms)
         })
     })
 }
@@ -290,11 +283,21 @@ pub fn keyed_cells_renew_failed(
     limiter: &External<NativeKeyed>,
     key: Unknown<'_>,
 ) -> napi::Result<()> {
+    store_call_failed(env, limiter, &key)
+}
+
+/// A store call for `key` failed (an acquire or a renewal): no longer in flight; the store may
+/// hold what it held.
+fn store_call_failed(
+    env: &Env,
+    limiter: &External<NativeKeyed>,
+    key: &Unknown<'_>,
+) -> napi::Result<()> {
     guard(env, || {
-        let key = key_argument(env, &key)?;
+        let key = key_argument(env, key)?;
         with_state(&limiter.state, |state| {
             if let Some(index) = state.limiter.find(key.key()) {
-                state.limiter.cells_renew_failed(index);
+                state.limiter.cells_failed(index);
             }
             Ok(())
         })

@@ -68,7 +68,7 @@ pub struct BucketInput {
     pub lease_ms: f64,
 }
 
-/// `leaseMs`'s range (SPEC §15).
+/// `share.leaseMs`'s range.
 const LEASE_MS: std::ops::RangeInclusive<f64> = 1_000.0..=600_000.0;
 
 /// A shared bucket's capacity (`share.bucket`): an integer from 1 to 2**31; `path` names the
