@@ -99,6 +99,7 @@ export type AnomalyKind =
   | 'ambiguous-wall-jump'
   | 'period-regression'
   | 'period-skip'
+  | 'store-clock-step'
 
 export interface Anomaly {
   kind: AnomalyKind
@@ -110,7 +111,7 @@ export interface Anomaly {
   creditedMs: number
   /** `suspend`: the suspended time. */
   suspendedMs?: number
-  /** `wall-step-*`: the unexplained part of the wall delta, signed. */
+  /** `wall-step-*`: the unexplained part of the wall delta, signed; `store-clock-step`: of the store's clock's advance. */
   stepMs?: number
   /** `period-skip`: how many whole periods were jumped over. */
   skipped?: number
@@ -161,6 +162,8 @@ export interface Status {
   refillPerSecond: number
   /** ... and the quota's limit (`null` without a quota). */
   quotaLimit: number | null
+  /** Cells of the key's bucket held by this process (`share.bucket` only; absent otherwise). */
+  cells?: number
 }
 
 /** A shared limiter's store calls since construction (`stats().store`). */
