@@ -98,7 +98,7 @@ test('a second process finds no cell free: denied locally with its own wait, one
   assert.equal(a.limiter.status('k').cells, 10)
   const denied = await b.limiter.consume('k')
   assert.equal(denied.allowed, false)
-  assert.equal(denied.retryBasis, 'monotonic-refill')
+  assert.equal(denied.retryAfterBasis, 'monotonic-refill')
   assert.ok(denied.retryAfterMs > 0 && denied.retryAfterMs <= LEASE_MS / 4, String(denied.retryAfterMs))
   assert.equal(t.calls.cellsAcquire.length, 2)
   // Within leaseMs / 4, no store call per request.
@@ -171,7 +171,7 @@ test('a key with a quota keeps both limits', async () => {
   for (let i = 0; i < 3; i++) assert.equal((await limiter.consume('k')).allowed, true)
   const denied = await limiter.consume('k')
   assert.equal(denied.allowed, false)
-  assert.equal(denied.retryBasis, 'wall-period')
+  assert.equal(denied.retryAfterBasis, 'wall-period')
   // The bucket gave nothing for the denied call.
   assert.ok(Math.abs(denied.tokens - 7) < 1e-9, String(denied.tokens))
   await limiter.close()

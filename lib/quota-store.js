@@ -61,7 +61,9 @@
 //       take = waiting ? max(0, min(free, fair - hX)) : free
 //       tokens = free > 0 ? f * take / free : 0; f -= tokens
 //       h:X = hX + take; t:X = now; l:X = leaseMs
-//       w:X = now when h:X < fair and another process holds cells; else w:X deleted
+//       w:X = now when another process holds cells (X asks only when its own did not cover a
+//       call: it wants more, and a holder that learns of it gives back beyond its fair share, or
+//       every cell when it has not used the key since its last tick); else w:X deleted
 //     and answers granted = take, tokens, held = h:X, fair, waiting (0/1), recordId, storeNowMs.
 //
 //   cellsRenew({ name, instance, leaseMs, keys: [{ key, held, tokens, recordId }] })

@@ -84,7 +84,7 @@ function cellsAcquireNow(records, now, request) {
   const tokens = free > 0 ? Math.min(take, (record.f * take) / free) : 0
   record.f -= tokens
   record.holders.set(me, { h: hX + take, t: now, l: leaseMs })
-  if (hX + take < fair && others > 0) record.waiters.set(me, now)
+  if (others > 0) record.waiters.set(me, now)
   else record.waiters.delete(me)
   return { granted: take, tokens, held: hX + take, fair, waiting, recordId: record.id, storeNowMs: now }
 }

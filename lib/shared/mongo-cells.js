@@ -91,7 +91,7 @@ function acquirePipeline({ capacity, refillPerSecond, instance: me, leaseMs, hel
       $set: {
         ft: { $max: [0, { $subtract: ['$ft', '$_tokens'] }] },
         h: { $mergeObjects: ['$h', { [me]: { c: heldAfter, t: '$_now', l: leaseMs } }] },
-        w: { $cond: [{ $and: [{ $lt: [heldAfter, '$_fair'] }, { $gt: ['$_others', 0] }] }, { $mergeObjects: [{ $ifNull: ['$w', {}] }, { [me]: '$_now' }] }, without('$w', me)] },
+        w: { $cond: [{ $gt: ['$_others', 0] }, { $mergeObjects: [{ $ifNull: ['$w', {}] }, { [me]: '$_now' }] }, without('$w', me)] },
         ans: { g: '$_take', tk: '$_tokens', h: heldAfter, f: '$_fair', wt: '$_waiting', n: '$_now' },
         expiresAt: { $max: ['$expiresAt', expiresAt] },
       },

@@ -122,7 +122,7 @@ if free > 0 then tokens = math.min(take, r.f * take / free) end
 r.f = math.max(0, r.f - tokens)
 r.h[me] = hX + take; r.t[me] = now; r.l[me] = lease
 put(r, 'f', text(r.f)); put(r, 'h:' .. me, hX + take); put(r, 't:' .. me, text(now)); put(r, 'l:' .. me, lease)
-if hX + take < fair and others > 0 then
+if others > 0 then
   r.w[me] = now; put(r, 'w:' .. me, text(now))
 elseif r.w[me] then
   r.w[me] = nil; drop(r, 'w:' .. me)

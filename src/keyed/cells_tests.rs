@@ -601,7 +601,7 @@ impl StoreRecord {
             .holders
             .iter()
             .any(|(&who, h)| who != me && h.cells > 0);
-        if held < fair && others_hold {
+        if others_hold {
             self.waiters.insert(me, now);
         } else {
             self.waiters.remove(&me);
