@@ -288,7 +288,7 @@ export interface ShareOptions {
   timeoutMs?: number
   /** Store unavailable: allow as if the quota had room (true; charged to the store later) or reject `ERR_STORE_UNAVAILABLE` (false, default). With `bucket`, calls the cells held here do not cover are decided by a local bucket of the key's capacity and refill. */
   failOpen?: boolean
-  /** true: each key's bucket is one bucket for every instance too, held in cells (SPEC §15); every capacity must then be an integer 1..2**31. Default false. */
+  /** true: each key's bucket is one bucket for every instance too, held in cells; every capacity must then be an integer 1..2**31. Default false. */
   bucket?: boolean
   /** How long (ms) a process decides from the cells it holds without hearing from the store: an integer 1,000..600,000; default 10,000. */
   leaseMs?: number

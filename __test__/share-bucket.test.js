@@ -1,5 +1,5 @@
 'use strict'
-// The fleet bucket (`share.bucket`, SPEC §15) against the in-process store that implements the
+// The fleet bucket (`share.bucket`) against the in-process store that implements the
 // store protocol (__test__/helpers/test-store.js): what consume decides from the cells it holds,
 // when it calls the store, what the tick renews and gives back, and what a failing, hanging or
 // nonsensical store or a stepped store clock does. (Real servers and several processes:

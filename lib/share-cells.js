@@ -1,5 +1,5 @@
 'use strict'
-// The cell driver of a shared bucket (`share.bucket`, SPEC §15): the store calls that move a
+// The cell driver of a shared bucket (`share.bucket`): the store calls that move a
 // key's cells. The cell book (per key: cells held, the local bucket, the lease, the failOpen
 // bucket) is native (src/keyed/cells.rs); this file asks the store what the book says is needed and
 // hands the answers back.
