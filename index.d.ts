@@ -99,6 +99,7 @@ export type AnomalyKind =
   | 'ambiguous-wall-jump'
   | 'period-regression'
   | 'period-skip'
+  | 'store-clock-step'
 
 export interface Anomaly {
   kind: AnomalyKind
@@ -110,7 +111,7 @@ export interface Anomaly {
   creditedMs: number
   /** `suspend`: the suspended time. */
   suspendedMs?: number
-  /** `wall-step-*`: the unexplained part of the wall delta, signed. */
+  /** `wall-step-*`: the unexplained part of the wall delta, signed; `store-clock-step`: of the store's clock's advance. */
   stepMs?: number
   /** `period-skip`: how many whole periods were jumped over. */
   skipped?: number
@@ -161,6 +162,8 @@ export interface Status {
   refillPerSecond: number
   /** ... and the quota's limit (`null` without a quota). */
   quotaLimit: number | null
+  /** Cells of the key's bucket held by this process (`share.bucket` only; absent otherwise). */
+  cells?: number
 }
 
 /** A shared limiter's store calls since construction (`stats().store`). */
@@ -283,8 +286,12 @@ export interface ShareOptions {
   idleMs?: number
   /** Longest wait for one store call (ms); default 300. Only a store call that fails or goes unanswered this long makes the store unavailable. */
   timeoutMs?: number
-  /** Store unavailable: allow as if the quota had room (true; charged to the store later) or reject `ERR_STORE_UNAVAILABLE` (false, default). */
+  /** Store unavailable: allow as if the quota had room (true; charged to the store later) or reject `ERR_STORE_UNAVAILABLE` (false, default). With `bucket`, calls the cells held here do not cover are decided by a local bucket of the key's capacity and refill. */
   failOpen?: boolean
+  /** true: each key's bucket is one bucket for every instance too, held in cells; every capacity must then be an integer 1..2**31. Default false. */
+  bucket?: boolean
+  /** How long (ms) a process decides from the cells it holds without hearing from the store: an integer 1,000..600,000; default 10,000. */
+  leaseMs?: number
 }
 
 export type KeyedQuotaClockOptions = QuotaClockOptions & KeyedOptions

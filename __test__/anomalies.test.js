@@ -28,7 +28,7 @@ async function waitFor(predicate, timeoutMs = 10_000) {
 const make = (options = {}) => manualLimiter({ capacity: 1e6, refillPerSecond: 1000, initialTokens: 0, ...options })
 
 const CORE_KEYS = ['kind', 'detail', 'monotonicDeltaMs', 'wallDeltaMs', 'creditedMs']
-const KINDS = ['wall-step-back', 'wall-step-forward', 'suspend', 'ambiguous-wall-jump', 'period-regression', 'period-skip']
+const KINDS = ['wall-step-back', 'wall-step-forward', 'suspend', 'ambiguous-wall-jump', 'period-regression', 'period-skip', 'store-clock-step']
 
 function assertAnomalyShape(a) {
   for (const key of CORE_KEYS) assert.ok(key in a, `anomaly has ${key}`)

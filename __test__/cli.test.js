@@ -15,7 +15,7 @@ const { periodFor } = require('..')
 const ROOT = path.resolve(__dirname, '..')
 const BIN = path.join(ROOT, 'bin', 'quota-clock-source.js')
 const SCENARIOS = ['step-back', 'step-forward', 'suspend', 'suspend-with-reader', 'dst-gap', 'month-end']
-const ANOMALY_KINDS = ['wall-step-back', 'wall-step-forward', 'suspend', 'ambiguous-wall-jump', 'period-regression', 'period-skip']
+const ANOMALY_KINDS = ['wall-step-back', 'wall-step-forward', 'suspend', 'ambiguous-wall-jump', 'period-regression', 'period-skip', 'store-clock-step']
 
 function cli(args, options = {}) {
   const result = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 30_000, ...options })

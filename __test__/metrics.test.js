@@ -19,7 +19,7 @@ const { testStore, sharedLimiter } = require('./helpers/test-store.js')
 const DAY = 86_400_000
 const NOON = Date.UTC(2024, 0, 15, 12)
 const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
-const KINDS = ['wall-step-back', 'wall-step-forward', 'suspend', 'ambiguous-wall-jump', 'period-regression', 'period-skip']
+const KINDS = ['wall-step-back', 'wall-step-forward', 'suspend', 'ambiguous-wall-jump', 'period-regression', 'period-skip', 'store-clock-step']
 
 /** The samples of a Prometheus text exposition: 'name{labels}' → value. */
 function samples(text) {

@@ -14,6 +14,7 @@ const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NO_ANOMALIES, RESUM
 const { refund: REFUND } = OPERATION
 const NEEDS_STORE = STATUS.needsStore
 const DECIDED_WITH_WORK = STATUS.decidedWithWork
+const NEEDS_CELLS = STATUS.needsCells
 
 class KeyedTable {
   #native
@@ -39,7 +40,8 @@ class KeyedTable {
         clock: { kind, manual, monotonicMs, wallMs, elapsedRealtimeMs },
         anomalyListener,
         restore: plan,
-        share: share === undefined ? undefined : { leaseUnits: share.leaseUnits },
+        // share.bucket: every key's bucket is the fleet's, held here in cells on leases of share.leaseMs.
+        share: share === undefined ? undefined : { leaseUnits: share.leaseUnits, bucket: share.bucket ? { leaseMs: share.leaseMs } : undefined },
       }),
     )
     this.#call = native.keyedCallFunction(this.#native)
@@ -67,13 +69,19 @@ class KeyedTable {
     return this.#js
   }
 
-  /** The rare outcomes: anomalies, an error, or what the native side needs first (a policy, readings). */
+  /**
+   * The rare outcomes: anomalies, an error, or what the native side needs first (a policy,
+   * readings). A shared consume that needs the store answers a number: `>= 0` the quota units it
+   * lacks (a reservation), `-1` its key's cells do not cover it (`share.bucket`: acquire cells).
+   */
   settle(key, n, operation) {
     const result = this.#result
     const final = (status) => {
       if (status === DECIDED) return operation === REFUND ? undefined : readDecision(result, NO_ANOMALIES)
       if (status === DECIDED_WITH_WORK) return readDecision(result, NO_ANOMALIES)
       if (status === NEEDS_STORE) return result[AT.retryAfterMs]
+      // A shared bucket's cells here do not cover the call (a number < 0: needs cells).
+      if (status === NEEDS_CELLS) return -1
       if (status === DECIDED_WITH_ANOMALIES) {
         const anomalies = callNative(() => native.keyedTakeAnomalies(this.#native))
         return operation === REFUND ? undefined : readDecision(result, anomalies)

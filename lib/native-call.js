@@ -126,6 +126,8 @@ function toStatus(status, capacity, refillPerSecond, quotaLimit) {
     capacity,
     refillPerSecond,
     quotaLimit: quotaLimit ?? null,
+    // A key with a shared bucket (share.bucket): the cells held here.
+    ...(status.cells == null ? {} : { cells: status.cells }),
   }
 }
 

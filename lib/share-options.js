@@ -5,16 +5,20 @@
 const { isQuotaStore } = require('./quota-store.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError } = require('./validate.js')
 
-const SHARE_KEYS = ['store', 'name', 'leaseUnits', 'idleMs', 'timeoutMs', 'failOpen']
+const SHARE_KEYS = ['store', 'name', 'leaseUnits', 'idleMs', 'timeoutMs', 'failOpen', 'bucket', 'leaseMs']
 const DEFAULT_IDLE_MS = 10_000
 const DEFAULT_TIMEOUT_MS = 300
 const MAX_NAME_LENGTH = 128
+// share.leaseMs: how long a process decides from the cells it holds without hearing from the store.
+const DEFAULT_LEASE_MS = 10_000
+const MIN_LEASE_MS = 1_000
+const MAX_LEASE_MS = 600_000
 // The largest timer delay Node accepts (about 24.8 days).
 const MAX_TIMER_MS = 2 ** 31 - 1
 
 /** Checks `share` (ERR_INVALID_OPTION naming share.<field>); returns it normalized. */
 function parseShareOptions(share) {
-  if (!isPlainObject(share)) throw typeError('ERR_INVALID_OPTION', 'share', 'an object { store, name, leaseUnits?, idleMs?, timeoutMs?, failOpen? }', share)
+  if (!isPlainObject(share)) throw typeError('ERR_INVALID_OPTION', 'share', 'an object { store, name, leaseUnits?, idleMs?, timeoutMs?, failOpen?, bucket?, leaseMs? }', share)
   const read = readOptions(share, SHARE_KEYS, 'share')
   if (!isQuotaStore(read.store)) {
     throw typeError('ERR_INVALID_OPTION', 'share.store', 'a quota store made by redisStore() or mongoStore() of quota-clock-source/shared', read.store)
@@ -29,7 +33,10 @@ function parseShareOptions(share) {
   const timeoutMs = read.timeoutMs === undefined ? DEFAULT_TIMEOUT_MS : milliseconds(read.timeoutMs, 'share.timeoutMs')
   const failOpen = read.failOpen === undefined ? false : read.failOpen
   if (typeof failOpen !== 'boolean') throw typeError('ERR_INVALID_OPTION', 'share.failOpen', 'a boolean', failOpen)
-  return { store: read.store, name, leaseUnits, idleMs, timeoutMs, failOpen }
+  const bucket = read.bucket === undefined ? false : read.bucket
+  if (typeof bucket !== 'boolean') throw typeError('ERR_INVALID_OPTION', 'share.bucket', 'a boolean', bucket)
+  const leaseMs = read.leaseMs === undefined ? DEFAULT_LEASE_MS : leaseMilliseconds(read.leaseMs)
+  return { store: read.store, name, leaseUnits, idleMs, timeoutMs, failOpen, bucket, leaseMs }
 }
 
 /** A positive safe integer. */
@@ -43,6 +50,14 @@ function positiveInteger(value, name) {
 function milliseconds(value, name) {
   if (typeof value !== 'number') throw typeError('ERR_INVALID_OPTION', name, 'a number of milliseconds', value)
   if (!(value > 0 && value <= MAX_TIMER_MS)) throw rangeError('ERR_INVALID_OPTION', name, `a number of milliseconds > 0 and no larger than ${MAX_TIMER_MS}`, value)
+  return value
+}
+
+/** share.leaseMs: an integer from 1_000 to 600_000. */
+function leaseMilliseconds(value) {
+  const what = `an integer number of milliseconds from ${MIN_LEASE_MS} to ${MAX_LEASE_MS}`
+  if (typeof value !== 'number') throw typeError('ERR_INVALID_OPTION', 'share.leaseMs', what, value)
+  if (!(Number.isInteger(value) && value >= MIN_LEASE_MS && value <= MAX_LEASE_MS)) throw rangeError('ERR_INVALID_OPTION', 'share.leaseMs', what, value)
   return value
 }
 

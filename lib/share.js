@@ -22,6 +22,9 @@
 //   gone or remade is charged again with what this limiter reserved and did not give back.
 // - A key the store reported exhausted is denied here, with no store call, for EXHAUSTED_MS
 //   (lib/exhausted-marks.js).
+// - With `bucket`, the key's bucket is the fleet's too: a call its cells do not cover (the native
+//   decision answers a number < 0) first waits for the cells (lib/share-cells.js), then, with a
+//   quota, for the quota's units as above.
 
 const { QuotaClockError, internalError } = require('./errors.js')
 const { checkReserveAnswer, storeOperations } = require('./quota-store.js')
@@ -33,6 +36,7 @@ const { MAX_TIMER_MS } = require('./share-options.js')
 const { GiveBacks } = require('./share-give-backs.js')
 const { StoreFlight, OK, reserveArgs } = require('./store-flight.js')
 const { ExhaustedMarks } = require('./exhausted-marks.js')
+const { CellDriver } = require('./share-cells.js')
 
 // The KeyedQuotaClocks made with `share`, and their drivers (rateLimit asks them after the
 // in-process limiters; stats() reads their store counters).
@@ -77,6 +81,8 @@ class ShareDriver {
   #instance = randomBytes(6).toString('hex')
   // Keys the store reported exhausted, denied here for a while with no store call.
   #exhausted = new ExhaustedMarks()
+  // The cells of a shared bucket (`bucket`), else undefined.
+  #cells
 
   /**
    * `decide(key, n, operation)`: the limiter's native shared consume; returns a Decision, or the
@@ -96,6 +102,10 @@ class ShareDriver {
     this.#decide = decide
     this.#readMonotonic = readMonotonic
     this.#readPeriodSlot = readPeriodSlot
+    if (options.bucket) {
+      const shared = { handle, ops: this.#ops, name: options.name, instance: this.#instance, stats: this.#stats, outage: this.#outage }
+      this.#cells = new CellDriver(shared, options, decide, readMonotonic)
+    }
   }
 
   /** The store counters for stats(): calls made, failed, timed out; units reserved, given back. */
@@ -115,10 +125,30 @@ class ShareDriver {
   }
 
   /**
-   * A consume its reservation does not cover (`lacking` units short): waits for the store. With
-   * `taken`, `taken.period` is set to the period the decision took its units in, right after it.
+   * A consume its reservation does not cover (`lacking` units short), or, `lacking` < 0, its
+   * cells: waits for the store. With `taken`, `taken.period` is set to the period the decision
+   * took its units in, right after it.
    */
   async uncovered(key, n, lacking, taken) {
+    // Cells first, then quota units; a round of either can send the call to the other (the quota's
+    // store call took long enough for the cells' lease to lapse), each round one store call.
+    for (;;) {
+      if (lacking < 0) {
+        const decided = await this.#cells.acquire(key, n)
+        if (typeof decided !== 'number') {
+          if (taken !== undefined) taken.period = this.#readPeriodSlot()
+          return decided
+        }
+        lacking = decided
+      }
+      const decided = await this.#quotaUncovered(key, n, lacking, taken)
+      if (typeof decided !== 'number') return decided
+      lacking = decided
+    }
+  }
+
+  /** A consume its reservation does not cover: a Decision, or a number < 0 when it needs cells first. */
+  async #quotaUncovered(key, n, lacking, taken) {
     const local = this.#exhaustedDecision(key, n, taken)
     if (local !== undefined) return local
     // The units asked for by the calls waiting for this key: a store call asks for what they lack
@@ -183,7 +213,7 @@ class ShareDriver {
       // Decided now: a refill this decision asks for is not for this call's units.
       this.#countDemand(waiting, false)
       const decision = flight.unclaimed === undefined ? this.#decide(key, n, AFTER_STORE) : this.#claim(key, n, flight)
-      if (typeof decision !== 'number') return this.#decided(decision, waiting)
+      if (typeof decision !== 'number' || decision < 0) return this.#decided(decision, waiting)
       this.#countDemand(waiting, true)
       // Others took what the call reserved, and the store has more: ask again. (Or the store had
       // too little and this key's units left went back first, so that the next call sees every
@@ -202,7 +232,8 @@ class ShareDriver {
     let request = native.keyedShareRequest(this.#handle, key, lacking, this.#demand.get(key))
     if (request == null) {
       const held = this.#decide(key, n, SHARED_CONSUME)
-      if (typeof held !== 'number') return { decision: held }
+      // (A number < 0: the key held again needs cells first.)
+      if (typeof held !== 'number' || held < 0) return { decision: held }
       request = native.keyedShareRequest(this.#handle, key, held, this.#demand.get(key))
       if (request == null) throw internalError('no reservation request for a key that needs one')
     }
@@ -220,7 +251,7 @@ class ShareDriver {
     let credited = false
     try {
       const held = this.#decide(key, n, SHARED_CONSUME) // ERR_KEY_LIMIT when every held key has quota use
-      if (typeof held !== 'number') return held
+      if (typeof held !== 'number' || held < 0) return held
       credited = native.keyedShareCredit(this.#handle, key, request.periodSlot, granted, unreserved, recordId)
       return credited ? this.#decide(key, n, AFTER_STORE) : held
     } finally {
@@ -328,6 +359,7 @@ class ShareDriver {
   /** Give-backs of keys deleted (called after delete()). */
   flushDropped() {
     this.#giveBacks.sendDropped()
+    this.#cells?.flushDropped()
   }
 
   /**
@@ -337,6 +369,13 @@ class ShareDriver {
    * back when they answer. The limiter stays usable: a later consume reserves again.
    */
   async close() {
+    const cells = this.#cells === undefined ? undefined : this.#cells.close().then(() => undefined, (error) => error)
+    await this.#closeQuota()
+    const failed = await cells
+    if (failed !== undefined) throw failed
+  }
+
+  async #closeQuota() {
     this.#generation++
     this.#exhausted.clear()
     if (this.#idleTimer !== undefined) {

@@ -11,17 +11,20 @@ pub enum AnomalyKind {
     AmbiguousWallJump,
     PeriodRegression,
     PeriodSkip,
+    /// The store's clock disagreed with this process's elapsed time (a shared bucket, `share.bucket`).
+    StoreClockStep,
 }
 
 impl AnomalyKind {
     /// Every kind, once (the JS face's `AnomalyKind` union).
-    pub const ALL: [AnomalyKind; 6] = [
+    pub const ALL: [AnomalyKind; 7] = [
         AnomalyKind::WallStepBack,
         AnomalyKind::WallStepForward,
         AnomalyKind::Suspend,
         AnomalyKind::AmbiguousWallJump,
         AnomalyKind::PeriodRegression,
         AnomalyKind::PeriodSkip,
+        AnomalyKind::StoreClockStep,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -32,6 +35,7 @@ impl AnomalyKind {
             AnomalyKind::AmbiguousWallJump => "ambiguous-wall-jump",
             AnomalyKind::PeriodRegression => "period-regression",
             AnomalyKind::PeriodSkip => "period-skip",
+            AnomalyKind::StoreClockStep => "store-clock-step",
         }
     }
 }
@@ -172,6 +176,33 @@ impl Anomaly {
             skipped: Some(skipped),
             period_id: Some(period_id.to_owned()),
             ..Anomaly::new(AnomalyKind::PeriodSkip, deltas, detail)
+        }
+    }
+
+    /// The store's clock advanced `store_delta_ms` between two answers while this process's
+    /// elapsed time allowed only `expected_ms` (shortest, longest); `received_delta_ms`: this
+    /// process's time between receiving the two. `step_ms`: the unexplained part, signed.
+    pub fn store_clock_step(
+        received_delta_ms: f64,
+        store_delta_ms: f64,
+        step_ms: f64,
+        expected_ms: (f64, f64),
+    ) -> Anomaly {
+        let detail = format!(
+            "the store's clock advanced {} ms between two answers while this process's clock allowed {} to {} ms: a step of {} ms (the store's clock decides only when leases end)",
+            ms(store_delta_ms),
+            ms(expected_ms.0),
+            ms(expected_ms.1),
+            ms(step_ms)
+        );
+        let deltas = CallDeltas {
+            monotonic_delta_ms: received_delta_ms,
+            wall_delta_ms: store_delta_ms,
+            credited_ms: 0.0,
+        };
+        Anomaly {
+            step_ms: Some(step_ms),
+            ..Anomaly::new(AnomalyKind::StoreClockStep, deltas, detail)
         }
     }
 }

@@ -34,7 +34,7 @@ function assertType<_T extends true>(): void {}
 // String fields are unions of their literal values.
 assertType<Equal<SuspendPolicy, 'ignore' | 'credit' | 'refuse'>>()
 assertType<
-  Equal<AnomalyKind, 'wall-step-back' | 'wall-step-forward' | 'suspend' | 'ambiguous-wall-jump' | 'period-regression' | 'period-skip'>
+  Equal<AnomalyKind, 'wall-step-back' | 'wall-step-forward' | 'suspend' | 'ambiguous-wall-jump' | 'period-regression' | 'period-skip' | 'store-clock-step'>
 >()
 assertType<Equal<Decision['retryAfterBasis'], 'monotonic-refill' | 'wall-period' | null>>()
 assertType<Equal<Period['startKind'], 'exact' | 'gap' | 'repeat'>>()
@@ -112,6 +112,8 @@ function describeAnomaly(anomaly: Anomaly): string {
       return `${base} held ${anomaly.periodId ?? ''}`
     case 'period-skip':
       return `${base} skipped ${anomaly.skipped ?? 0} to ${anomaly.periodId ?? ''}`
+    case 'store-clock-step':
+      return `${base} store step ${anomaly.stepMs ?? 0}`
     default: {
       const unreachable: never = anomaly.kind
       return unreachable

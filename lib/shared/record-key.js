@@ -24,4 +24,4 @@ function recordKey(name, key, periodId) {
   return `${part(name)}:${part(key)}:${periodId}`
 }
 
-module.exports = { recordKey }
+module.exports = { recordKey, part }

@@ -5,6 +5,8 @@
 // client is loaded here: the caller's client is used as it is, ioredis through `call`, node-redis
 // through `sendCommand` with string arguments.
 //
+// The fleet bucket's operations (cellsAcquire, cellsRenew) are in lib/shared/redis-cells.js.
+//
 // The record of (name, key, periodId) is a hash at <prefix><recordKey> (lib/shared/record-key.js):
 //   c           the units counted in the period (reserved and not given back, and charged by
 //               failOpen decisions): `used`
@@ -25,6 +27,7 @@ const { createHash } = require('node:crypto')
 const { makeQuotaStore, checkReserveAnswer, checkRecordAnswer, instanceFields, newRecordId, KEEP_GRANTED_MS } = require('../quota-store.js')
 const { describe } = require('../validate.js')
 const { recordKey } = require('./record-key.js')
+const { cellsOperations } = require('./redis-cells.js')
 const { invalid, readStoreOptions, checkText } = require('./options.js')
 
 const DEFAULT_PREFIX = 'qcs:'
@@ -187,12 +190,14 @@ function redisStore(client, options) {
           what: `a well-formed string of at most ${MAX_PREFIX_LENGTH} characters`,
         })
 
-  async function evaluate({ sha, source }, key, args) {
+  // Runs a script on keys of one slot (the first one picks a cluster's node).
+  async function evaluate({ sha, source }, keys, args) {
+    const tail = [String(keys.length), ...keys, ...args]
     try {
-      return await run(['EVALSHA', sha, '1', key, ...args], key)
+      return await run(['EVALSHA', sha, ...tail], keys[0])
     } catch (error) {
       if (!isNoScript(error)) throw error
-      return run(['EVAL', source, '1', key, ...args], key)
+      return run(['EVAL', source, ...tail], keys[0])
     }
   }
 
@@ -200,7 +205,7 @@ function redisStore(client, options) {
 
   /** Runs an operator's script; answers the record after it, or null. */
   async function view(scriptOf, request, args) {
-    const reply = await evaluate(scriptOf, keyOf(request), args)
+    const reply = await evaluate(scriptOf, [keyOf(request)], args)
     if (Array.isArray(reply) && reply.length === 1 && Number(reply[0]) === 0) return checkRecordAnswer(null, request.name)
     if (!Array.isArray(reply) || reply.length !== 6) return checkRecordAnswer(reply, request.name)
     const [, limit, extra, used, held, expiresAt] = reply
@@ -215,17 +220,18 @@ function redisStore(client, options) {
       const { limit, leaseUnits, lacking, charge, expiresAtMs } = request
       const { instance, held, owned, recordId } = instanceFields(request)
       const args = [limit, leaseUnits, lacking, charge, Math.ceil(expiresAtMs), instance, held, owned, recordId, newRecordId()].map(String)
-      const reply = await evaluate(SCRIPTS.reserve, keyOf(request), args)
+      const reply = await evaluate(SCRIPTS.reserve, [keyOf(request)], args)
       const answer = Array.isArray(reply) && reply.length === 3 ? { granted: reply[0], unreserved: reply[1], recordId: Number(reply[2]) } : reply
       return checkReserveAnswer(answer, request)
     },
     async giveBack(request) {
       const { instance, recordId } = instanceFields(request)
-      await evaluate(SCRIPTS.giveBack, keyOf(request), [request.units, instance, recordId].map(String))
+      await evaluate(SCRIPTS.giveBack, [keyOf(request)], [request.units, instance, recordId].map(String))
     },
     usage: (request) => view(SCRIPTS.usage, request, []),
     grant: (request) => view(SCRIPTS.grant, request, [request.units, request.recordId, KEEP_GRANTED_MS].map(String)),
     reset: (request) => view(SCRIPTS.reset, request, []),
+    ...cellsOperations({ prefix, evaluate, script }),
   })
 }
 

@@ -16,6 +16,7 @@
 //! lasts: when the spec's period moves on, its parked keys are stale (their use is of an ended
 //! period), and being older than every key on the main list, they go first.
 
+mod cells;
 mod share;
 mod snapshot;
 mod table;
@@ -23,6 +24,10 @@ mod table;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+pub use cells::{
+    is_cell_capacity, Cell, CellBook, CellsAnswer, CellsRenewal, CellsRequest, RenewAnswer,
+    MAX_CELLS,
+};
 pub use share::{GiveBack, ReserveRequest, ShareBook, ShareMode, SharedDecision};
 pub use snapshot::{Snapshot, SnapshotError, SnapshotWriter};
 pub use table::{words_for, Key, KeyBuf};
@@ -127,6 +132,8 @@ pub struct KeyStatus {
     pub capacity: f64,
     pub refill_per_second: f64,
     pub quota_limit: Option<u64>,
+    /// Cells held here, for a key with a shared bucket (`share.bucket`).
+    pub cells: Option<u64>,
 }
 
 /// Records looked at for an idle key when a new key needs room (all of them when there are
@@ -155,6 +162,8 @@ pub struct KeyedLimiter {
     /// A shared limiter's reservations (one per record, in the records' order); `None` for a
     /// limiter without `share`, whose records and hot path are untouched by it.
     share: Option<ShareBook>,
+    /// A limiter with `share.bucket`: every key's cells (one per record); `None` otherwise.
+    cells: Option<CellBook>,
 }
 
 /// The lists a record can be on, for [`KeyTable::remove`].
@@ -199,6 +208,7 @@ impl KeyedLimiter {
             sweep_cursor: 0,
             counters: Counters::default(),
             share: None,
+            cells: None,
         };
         let default = limiter.intern(config.defaults);
         debug_assert_eq!(default, DEFAULT_POLICY);
@@ -478,7 +488,7 @@ impl KeyedLimiter {
         self.counters.count_anomalies(&anomalies[first_anomaly..]);
         if let Some(index) = held {
             self.refresh(index, open_slot);
-            let capacity = self.policy_of(Target::Held(index)).capacity;
+            let capacity = self.bucket_capacity(index);
             let record = &mut self.table.records[index as usize];
             record.tokens = (record.tokens + n as f64).min(capacity);
             record.quota_used = record.quota_used.saturating_sub(n);
@@ -506,8 +516,9 @@ impl KeyedLimiter {
         let open_slot = policy.quota.map_or(NO_PERIOD, |quota| {
             slot_i32(self.specs[quota.spec as usize].period.slot())
         });
+        let capacity = self.bucket_capacity(index);
         let record = &mut self.table.records[index as usize];
-        record.tokens = (record.tokens + n as f64).min(policy.capacity);
+        record.tokens = (record.tokens + n as f64).min(capacity);
         if slot.is_some_and(|slot| {
             slot != NO_PERIOD && record.period_slot == slot && open_slot == slot
         }) {
@@ -536,6 +547,7 @@ impl KeyedLimiter {
                 let record = &self.table.records[index as usize];
                 (record.tokens, record.quota_used)
             }
+            Target::New(_) if self.has_cells() => (0.0, 0),
             Target::New(_) => (policy.initial_tokens, 0),
         };
         // A shared key's remaining is the store's view plus the local reservation (see share.rs).
@@ -562,6 +574,10 @@ impl KeyedLimiter {
             capacity: policy.capacity,
             refill_per_second: policy.refill_per_second,
             quota_limit: policy.quota.map(|quota| quota.limit),
+            cells: match target {
+                Target::Held(index) => self.cell(index).map(|cell| cell.cells),
+                Target::New(_) => self.has_cells().then_some(0),
+            },
         })
     }
 
@@ -600,18 +616,17 @@ impl KeyedLimiter {
         Ok(slot_i32(state.period.slot()))
     }
 
-    /// Brings a record up to the timeline (the refresh rule, [`kernel::refresh`]).
+    /// Brings a record up to the timeline (the refresh rule, [`kernel::refresh`]); a key of a
+    /// shared bucket, by its cells (`cells.rs`).
     #[inline(always)]
     fn refresh(&mut self, index: u32, open_slot: i32) {
+        if self.cells.is_some() {
+            return self.refresh_cells(index, open_slot, self.timeline_ms);
+        }
         let record = &mut self.table.records[index as usize];
         let policy = &self.policies[record.policy as usize];
-        kernel::refresh(
-            KeyFields {
-                tokens: &mut record.tokens,
-                credited_at_ms: &mut record.credited_at_ms,
-                quota_used: &mut record.quota_used,
-                period_slot: &mut record.period_slot,
-            },
+        refresh_record(
+            record,
             policy.capacity,
             policy.refill_per_second,
             self.timeline_ms,
@@ -674,12 +689,14 @@ impl KeyedLimiter {
         let index = self.table.insert(key, record);
         self.table.push_front(index, &mut self.main);
         self.reservation_held(index);
+        self.cells_held(index);
         index
     }
 
     /// Removes a record from its list and the table, and lets go of its policy.
     fn drop_record(&mut self, index: u32) {
         self.reservation_dropped(index);
+        self.cells_dropped(index);
         let record = self.table.records[index as usize];
         let mut lists = RecordLists {
             main: &mut self.main,
@@ -831,6 +848,30 @@ impl<'a> PolicyChoice<'a> {
             None => PolicyChoice::Defaults,
         }
     }
+}
+
+/// The refresh rule on a record: its bucket of `capacity` refilled at `refill_per_second` up to
+/// `timeline_ms`, its use zeroed if of a period other than `open_slot`.
+#[inline(always)]
+fn refresh_record(
+    record: &mut Record,
+    capacity: f64,
+    refill_per_second: f64,
+    timeline_ms: f64,
+    open_slot: i32,
+) {
+    kernel::refresh(
+        KeyFields {
+            tokens: &mut record.tokens,
+            credited_at_ms: &mut record.credited_at_ms,
+            quota_used: &mut record.quota_used,
+            period_slot: &mut record.period_slot,
+        },
+        capacity,
+        refill_per_second,
+        timeline_ms,
+        open_slot,
+    );
 }
 
 fn slot_i32(slot: Option<PeriodSlot>) -> i32 {

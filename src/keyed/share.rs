@@ -70,6 +70,9 @@ pub enum SharedDecision {
     /// The reservation does not cover the call: nothing was consumed; a store call must reserve
     /// at least `lacking` more units (the key is marked in flight).
     NeedsStore { lacking: u64 },
+    /// A shared bucket's cells here do not cover the call (`share.bucket`): nothing was
+    /// consumed; the JS face makes (or joins) an acquire of the key's cells.
+    NeedsCells,
 }
 
 /// A shared decision, or: the units left here go back to the store before the call asks it
@@ -285,12 +288,7 @@ impl KeyedLimiter {
             .open_period_of(index)
             .map(|(slot, open)| (slot, open.id.clone(), open.end_ms))?;
         let record = self.table.records[index as usize];
-        let key = self.table.key_of(index);
-        let key = KeyBuf {
-            wide: key.wide,
-            len: key.len,
-            words: key.words.to_vec(),
-        };
+        let key = self.table.key_of(index).to_buf();
         let book = self.share.as_mut()?;
         let reservation = &mut book.reservations[index as usize];
         let told = std::mem::take(&mut reservation.store_holds);
@@ -349,6 +347,23 @@ impl KeyedLimiter {
     /// uncovered call goes); a key without a quota is decided locally.
     #[inline(always)]
     fn decide_shared(
+        &mut self,
+        index: u32,
+        n: u64,
+        mode: ShareMode,
+        wall_ms: f64,
+        monotonic_ms: f64,
+    ) -> SharedDecision {
+        if self.cells.is_some() {
+            return self.decide_cells(index, n, mode, wall_ms, monotonic_ms);
+        }
+        self.decide_shared_step(index, n, mode, wall_ms, monotonic_ms)
+    }
+
+    /// [`KeyedLimiter::decide_shared`] on the key's record's tokens (a shared bucket's cells
+    /// decide first, `cells.rs`).
+    #[inline(always)]
+    pub(super) fn decide_shared_step(
         &mut self,
         index: u32,
         n: u64,
@@ -642,4 +657,4 @@ impl KeyedLimiter {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

@@ -101,6 +101,15 @@ impl KeyBuf {
 }
 
 impl Key<'_> {
+    /// The key, owned.
+    pub fn to_buf(&self) -> KeyBuf {
+        KeyBuf {
+            wide: self.wide,
+            len: self.len,
+            words: self.words.to_vec(),
+        }
+    }
+
     /// The encoded bytes.
     pub fn bytes(&self) -> impl Iterator<Item = u8> + '_ {
         self.words

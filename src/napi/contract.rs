@@ -60,6 +60,9 @@ pub struct BufferStatuses {
     pub needs_store: f64,
     /// A shared consume decided, with work for the share driver (a refill, give-backs).
     pub decided_with_work: f64,
+    /// A shared consume its key's cells do not cover (`share.bucket`): nothing consumed; the
+    /// JS face acquires cells (`keyedCellsRequest`).
+    pub needs_cells: f64,
 }
 
 #[napi(object)]
@@ -161,6 +164,7 @@ pub fn contract() -> Contract {
                 needs_policy: buffer::STATUS_NEEDS_POLICY,
                 needs_store: buffer::STATUS_NEEDS_STORE,
                 decided_with_work: buffer::STATUS_DECIDED_WITH_WORK,
+                needs_cells: buffer::STATUS_NEEDS_CELLS,
             },
             operation: BufferOperations {
                 consume: buffer::OPERATION_CONSUME,

@@ -61,7 +61,7 @@ mod tests {
         // compile there.
         assert_eq!(distinct(&ErrorCode::ALL, ErrorCode::as_str).len(), 14);
         assert_eq!(distinct(&RetryBasis::ALL, RetryBasis::as_str).len(), 2);
-        assert_eq!(distinct(&AnomalyKind::ALL, AnomalyKind::as_str).len(), 6);
+        assert_eq!(distinct(&AnomalyKind::ALL, AnomalyKind::as_str).len(), 7);
         assert_eq!(
             distinct(&SuspendPolicy::ALL, SuspendPolicy::as_str).len(),
             3
@@ -75,7 +75,8 @@ mod tests {
                 | AnomalyKind::Suspend
                 | AnomalyKind::AmbiguousWallJump
                 | AnomalyKind::PeriodRegression
-                | AnomalyKind::PeriodSkip => {}
+                | AnomalyKind::PeriodSkip
+                | AnomalyKind::StoreClockStep => {}
             }
         }
     }

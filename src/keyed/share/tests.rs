@@ -14,7 +14,8 @@ fn shared(capacity: f64, limit: u64, lease: Option<u64>, clock: &mut ManualClock
     limiter
 }
 
-fn consume(
+/// A shared consume of `text` (held, or a new key with the defaults).
+pub(in crate::keyed) fn consume(
     limiter: &mut KeyedLimiter,
     clock: &mut ManualClock,
     text: &str,
@@ -195,7 +196,9 @@ fn left_when_refill_is_asked(limiter: &mut KeyedLimiter, clock: &mut ManualClock
                 return limiter.reservation(at).unwrap().left(admitted);
             }
             SharedDecision::Decided { .. } => {}
-            SharedDecision::NeedsStore { .. } => panic!("covered until the refill is asked for"),
+            SharedDecision::NeedsStore { .. } | SharedDecision::NeedsCells => {
+                panic!("covered until the refill is asked for")
+            }
         }
     }
 }
@@ -407,6 +410,7 @@ proptest! {
                             let at = index(&limiter, &name(key));
                             requests.insert(key, limiter.reserve_request(at, lacking, lacking).unwrap());
                         }
+                        SharedDecision::NeedsCells => prop_assert!(false, "no shared bucket"),
                     }
                 }
                 Step::Answer { key } => {

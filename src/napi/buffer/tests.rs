@@ -60,7 +60,7 @@ fn stats_positions_do_not_collide_and_every_counter_is_written_where_it_says() {
         let read: Vec<f64> = (0..stats::LENGTH).map(|at| result.get(at)).collect();
         assert_eq!(
             read,
-            [1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0]
+            [1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0]
         );
     });
 }
@@ -76,6 +76,7 @@ fn statuses_and_basis_codes_are_distinct() {
         STATUS_NEEDS_POLICY,
         STATUS_NEEDS_STORE,
         STATUS_DECIDED_WITH_WORK,
+        STATUS_NEEDS_CELLS,
     ];
     for (i, a) in statuses.iter().enumerate() {
         assert!(statuses[i + 1..].iter().all(|b| b != a));

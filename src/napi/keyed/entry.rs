@@ -14,11 +14,13 @@ use super::status::KeyStatusOutput;
 use super::{KeyedCell, KeyedState};
 use crate::calendar::PeriodSlot;
 use crate::error::ErrorCode;
-use crate::keyed::{KeyedConfig, KeyedLimiter, PolicyId, Target, DEFAULT_POLICY};
+use crate::keyed::{
+    is_cell_capacity, KeyPolicy, KeyedConfig, KeyedLimiter, PolicyId, Target, DEFAULT_POLICY,
+};
 use crate::napi::anomaly::AnomalyOutput;
 use crate::napi::buffer::{self, settle, write_stats, Needs, ResultBuffer};
 use crate::napi::clock::BoundClock;
-use crate::napi::errors::{coded, from_core, guard, invalid_arg};
+use crate::napi::errors::{coded, from_core, guard, invalid_arg, CodedResult};
 use crate::napi::limiter::ErrorOutput;
 use crate::napi::options::{config_from, positive_safe_integer, ClockInput, LimiterOptions};
 use crate::text::js_number;
@@ -55,6 +57,33 @@ pub struct KeyedInput<'_javascript_function_scope> {
 pub struct ShareInput {
     /// `share.leaseUnits`; absent: 1% of each key's limit, at least 1.
     pub lease_units: Option<f64>,
+    /// Set when every key's bucket is the fleet's (`share.bucket`).
+    pub bucket: Option<BucketInput>,
+}
+
+/// The part of `share.bucket` the native side keeps.
+#[napi(object, object_to_js = false)]
+pub struct BucketInput {
+    /// `share.leaseMs`: an integer from 1000 to 600000.
+    pub lease_ms: f64,
+}
+
+/// `share.leaseMs`'s range.
+const LEASE_MS: std::ops::RangeInclusive<f64> = 1_000.0..=600_000.0;
+
+/// A shared bucket's capacity (`share.bucket`): an integer from 1 to 2**31; `path` names the
+/// policy it belongs to (empty for the options').
+pub(super) fn check_cell_capacity(path: &str, capacity: f64) -> CodedResult<()> {
+    if is_cell_capacity(capacity) {
+        return Ok(());
+    }
+    Err(coded(
+        ErrorCode::InvalidOption,
+        format!(
+            "{path}capacity must be an integer from 1 to 2**31 (2147483648) for a shared bucket (share.bucket); received {}",
+            js_number(capacity)
+        ),
+    ))
 }
 
 /// Makes a keyed limiter from `input` (see `KeyedInput`).
@@ -89,6 +118,14 @@ pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<N
         }
         let limits = config_from(&options)?;
         let defaults = default_policy(&limits);
+        let defaults_capacity = defaults.capacity;
+        let restore_policies: Option<Vec<f64>> = restore.map(|restore| {
+            restore
+                .policies
+                .iter()
+                .map(|policy| policy.capacity)
+                .collect()
+        });
         let config = KeyedConfig {
             defaults,
             suspend_policy: limits.suspend_policy,
@@ -129,6 +166,25 @@ pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<N
                 })?),
             };
             limiter.enable_share(lease_units);
+            if let Some(bucket) = share.bucket {
+                let lease_ms = bucket.lease_ms;
+                if !(LEASE_MS.contains(&lease_ms) && lease_ms.fract() == 0.0) {
+                    return Err(coded(
+                        ErrorCode::InvalidOption,
+                        format!(
+                            "share.leaseMs must be an integer from 1000 to 600000; received {}",
+                            js_number(lease_ms)
+                        ),
+                    ));
+                }
+                check_cell_capacity("", defaults_capacity)?;
+                if let Some(restore) = restore_policies {
+                    for policy in restore {
+                        check_cell_capacity("", policy)?;
+                    }
+                }
+                limiter.enable_cells(lease_ms);
+            }
         }
         // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.
         let address = unsafe { result_buffer.as_mut() }.as_mut_ptr();
@@ -176,8 +232,8 @@ pub fn keyed_call_slow(
 ) -> napi::Result<()> {
     guard(env, || {
         let key = key_argument(env, &key)?;
-        let policy = policy.as_ref().map(key_policy).transpose()?;
         with_state(&limiter.state, |state| {
+            let policy = state.policy_of(policy.as_ref())?;
             state.run(key.key(), policy, supplied)
         })
     })
@@ -196,8 +252,8 @@ pub fn keyed_status(
 ) -> napi::Result<Option<KeyStatusOutput>> {
     guard(env, || {
         let key = key_argument(env, &key)?;
-        let policy = policy.as_ref().map(key_policy).transpose()?;
         with_state(&limiter.state, |state| {
+            let policy = state.policy_of(policy.as_ref())?;
             let target = match (state.limiter.find(key.key()), policy) {
                 (Some(index), _) => Target::Held(index),
                 (None, Some(policy)) => Target::New(state.limiter.intern(policy)),
@@ -292,4 +348,18 @@ pub fn keyed_take_anomalies(
 #[napi(js_name = "keyedTakeError")]
 pub fn keyed_take_error(limiter: &External<NativeKeyed>) -> ErrorOutput {
     take_error(&limiter.state)
+}
+
+impl KeyedState {
+    /// A policy the JS face brought, validated (a shared bucket's capacity included).
+    fn policy_of(&self, input: Option<&PolicyInput>) -> CodedResult<Option<KeyPolicy>> {
+        let Some(input) = input else {
+            return Ok(None);
+        };
+        let policy = key_policy(input)?;
+        if self.limiter.has_cells() {
+            check_cell_capacity(&format!("{}.", input.path), policy.capacity)?;
+        }
+        Ok(Some(policy))
+    }
 }

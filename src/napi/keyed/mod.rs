@@ -7,6 +7,7 @@
 //! it fits (see README "Performance" for the alternatives measured).
 
 mod cell;
+mod cells;
 mod entry;
 mod key;
 mod policy;
@@ -71,7 +72,8 @@ impl KeyedState {
         if !self.anomalies.is_empty() {
             // A shared consume that needs the store keeps its status (the anomalies still go to
             // the listener).
-            if self.result.get(buffer::N_OR_STATUS) != buffer::STATUS_NEEDS_STORE {
+            let status = self.result.get(buffer::N_OR_STATUS);
+            if status != buffer::STATUS_NEEDS_STORE && status != buffer::STATUS_NEEDS_CELLS {
                 self.result
                     .set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED_WITH_ANOMALIES);
             }
@@ -191,6 +193,11 @@ impl KeyedState {
                 self.result
                     .set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_STORE);
                 self.result.set(buffer::RETRY_AFTER_MS, *lacking as f64);
+            }
+            SharedDecision::NeedsCells => {
+                self.refill_wanted = false;
+                self.result
+                    .set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_CELLS);
             }
         }
     }

@@ -84,7 +84,7 @@ fn give_back_outputs(give_backs: Vec<GiveBack>) -> Vec<GiveBackOutput> {
 }
 
 /// A count the JS face passes back (units the store answered, a charge): a safe integer ≥ 0.
-fn units(value: f64, what: &str) -> CodedResult<u64> {
+pub(super) fn units(value: f64, what: &str) -> CodedResult<u64> {
     if (0.0..=MAX_SAFE_INTEGER).contains(&value) && value.fract() == 0.0 {
         Ok(value as u64)
     } else {
