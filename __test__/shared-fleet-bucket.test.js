@@ -21,6 +21,8 @@ const path = require('node:path')
 const Redis = require('ioredis')
 const redisServer = require('./helpers/redis-server.js')
 const { startMongoServer } = require('./helpers/mongo-server.js')
+const { KeyedQuotaClock, manualClock } = require('..')
+const { redisStore } = require('../lib/shared.js')
 const { killInstances } = require('./helpers/shared-fleet.js')
 const { assertBucket, checkBucket, describeWorst, unsharedAdmits } = require('./helpers/fleet-check.js')
 const { startFleet, roundRobin, waitUntil, nowMs, sleep } = require('./helpers/fleet-procs.js')
@@ -314,6 +316,32 @@ describe('one bucket for the fleet: child processes on real stores', () => {
     const after = admittedBetween(calls, 'ip:5', restarted + 1_500, Infinity)
     assert.ok(after >= 1, `nothing admitted in the 1.5 s after the store came back: ${JSON.stringify(counts.map((c) => c['ip:5']))}`)
     await fleet.killAll()
+  })
+
+  test('a record lost while a key knew it comes back empty; one gone after its TTL comes back full (ioredis, a manual clock)', { timeout: 30_000 }, async () => {
+    const client = new Redis({ host: redis.host, port: redis.port })
+    const name = freshName('lost')
+    const clock = manualClock({ wallMs: Date.now() })
+    const limiter = new KeyedQuotaClock({ capacity: 2, refillPerSecond: 1, suspendPolicy: 'ignore', clock, share: { store: redisStore(client), name, bucket: true, leaseMs: LEASE_MS, idleMs: 600_000 } })
+    const record = async (key) => (await admin.keys('*')).find((k) => k.includes(name) && k.includes(key))
+    try {
+      for (const key of ['lost', 'expired']) {
+        assert.equal((await limiter.consume(key, 2)).allowed, true)
+        await admin.del(await record(key))
+      }
+      // Within the shortest TTL the store gave it (refill 2 s or margin 2.1 s, plus a minute): lost
+      clock.advance(LEASE_MS + 500) // the lease lapsed: the next call asks the store
+      const lost = await limiter.consume('lost', 1)
+      assert.equal(lost.allowed, false, `a lost record came back with tokens: ${JSON.stringify(lost)}`)
+      assert.equal(lost.retryAfterBasis, 'monotonic-refill')
+      // After it: the record expired as the store let it, and the bucket had refilled anyway
+      clock.advance(2_100 + 60_000)
+      const expired = await limiter.consume('expired', 2)
+      assert.equal(expired.allowed, true, `a record that expired came back empty: ${JSON.stringify(expired)}`)
+    } finally {
+      await limiter.close()
+      client.disconnect()
+    }
   })
 
   test("per-key limits from policy, and a key with a quota too: each key's bucket holds, and so does the quota (ioredis)", { timeout: 60_000 }, async () => {

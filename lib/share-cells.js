@@ -151,10 +151,7 @@ class CellDriver {
       key,
       capacity: request.capacity,
       refillPerSecond: request.refillPerSecond,
-      // A key that knew a record of its own (recordId) and finds none asks for it to be made
-      // again empty: the store lost it (restarted, flushed), and a full bucket would admit C more
-      // on top of what the lost one had already admitted.
-      initial: request.recordId !== 0 ? 0 : request.initial,
+      initial: request.initial,
       instance: this.#instance,
       leaseMs: this.#leaseMs,
       held: request.held,

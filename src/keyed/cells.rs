@@ -347,12 +347,28 @@ impl KeyedLimiter {
         self.look_at_cells(index, timeline_ms);
         let record = self.table.records[index as usize];
         let policy = self.policies[record.policy as usize];
-        let cell = &mut self.cells.as_mut()?.cells[index as usize];
+        let book = self.cells.as_mut()?;
+        let lease_ms = book.lease_ms;
+        let cell = &mut book.cells[index as usize];
         cell.in_flight = true;
+        // A record this key knew cannot have expired before the shortest TTL the store gave it
+        // at our last renewing call (the key's refill time or the reclaim margin, plus a minute):
+        // missing sooner, it was lost (a restarted or flushed store), and a full new record would
+        // admit C more on top of what the lost one admitted, so it is made again empty.
+        let shortest_ttl_ms = (policy.capacity / policy.refill_per_second * 1000.0)
+            .ceil()
+            .max(lease_ms * 1.1 + 1000.0)
+            + 60_000.0;
+        let lost =
+            cell.record_id != 0 && timeline_ms < cell.lease_end_ms - lease_ms + shortest_ttl_ms;
         Some(CellsRequest {
             capacity: policy.capacity as u64,
             refill_per_second: policy.refill_per_second,
-            initial: policy.initial_tokens.min(policy.capacity),
+            initial: if lost {
+                0.0
+            } else {
+                policy.initial_tokens.min(policy.capacity)
+            },
             held: cell.cells,
             record_id: cell.record_id,
             sent_ms: timeline_ms,
