@@ -231,7 +231,12 @@ impl KeyedLimiter {
             record.tokens = 0.0;
         }
         let held = cell.cells as f64;
-        let refill = held * policy.refill_per_second / policy.capacity;
+        // Every cell: exactly the unshared bucket's refill (no rounding of `C·R/C`).
+        let refill = if held == policy.capacity {
+            policy.refill_per_second
+        } else {
+            held * policy.refill_per_second / policy.capacity
+        };
         refresh_record(record, held, refill, timeline_ms, open_slot);
         if record.tokens > held {
             record.tokens = held;
