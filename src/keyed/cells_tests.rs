@@ -657,11 +657,13 @@ impl StoreRecord {
 enum Event {
     /// Real time passes.
     Wait(u32),
-    /// A process consumes `n` of key `key`.
+    /// A process consumes `n` of key `key`; an acquire it makes takes `latency` ms to reach the
+    /// store and as long to come back.
     Consume {
         process: usize,
         key: u8,
         n: u64,
+        latency: u32,
     },
     /// A process's ticks stop reaching the store (a partition) until it is healed.
     Partition(usize),
@@ -673,7 +675,7 @@ enum Event {
 fn event() -> impl Strategy<Value = Event> {
     prop_oneof![
         60 => (1u32..400).prop_map(Event::Wait),
-        100 => (0usize..3, 0u8..2, 1u64..4).prop_map(|(process, key, n)| Event::Consume { process, key, n }),
+        100 => (0usize..3, 0u8..2, 1u64..4, 0u32..80).prop_map(|(process, key, n, latency)| Event::Consume { process, key, n, latency }),
         3 => (0usize..3).prop_map(Event::Partition),
         8 => (0usize..3).prop_map(Event::Heal),
         // (Process 0 lives on.)
@@ -774,7 +776,7 @@ impl Fleet {
         }
     }
 
-    fn consume(&mut self, p: usize, key: u8, n: u64) {
+    fn consume(&mut self, p: usize, key: u8, n: u64, latency_ms: f64) {
         if self.processes[p].dead {
             return;
         }
@@ -800,12 +802,17 @@ impl Fleet {
                         process.limiter.cells_failed(index);
                         return;
                     }
+                    // (Ticks go on meanwhile; the key in flight is left alone.)
+                    self.advance(latency_ms);
                     let answer =
                         self.store
                             .entry(key)
                             .or_default()
                             .acquire(p, &request, self.real_ms);
+                    self.advance(latency_ms);
                     let process = &mut self.processes[p];
+                    let index = at(&process.limiter, &text);
+                    let monotonic_ms = process.clock.monotonic_ms;
                     process
                         .limiter
                         .credit_cells(index, request.sent_ms, answer, monotonic_ms);
@@ -890,7 +897,7 @@ proptest! {
         for event in events {
             match event {
                 Event::Wait(ms) => fleet.advance(ms as f64),
-                Event::Consume { process, key, n } => fleet.consume(process, key, n),
+                Event::Consume { process, key, n, latency } => fleet.consume(process, key, n, latency as f64),
                 Event::Partition(p) => fleet.processes[p].partitioned = true,
                 Event::Heal(p) => fleet.processes[p].partitioned = false,
                 Event::Die(p) => fleet.processes[p].dead = true,
