@@ -141,3 +141,18 @@ test('a shared bucket needs an integer capacity from 1 to 2**31 and leaseMs from
     )
   }
 })
+
+test("every KeyPolicy's capacity is checked for a shared bucket, naming the policy", () => {
+  const policyOf = (capacity) => () => ({ capacity, refillPerSecond: 1, initialTokens: capacity, path: 'policy("a")' })
+  const { keyed } = table({ resolvePolicy: policyOf(2.5) })
+  assert.throws(
+    () => consume(keyed, 'a', 1),
+    (error) => error.code === 'ERR_INVALID_OPTION' && error.message.startsWith('policy("a").capacity') && /share\.bucket/.test(error.message),
+  )
+  assert.throws(() => keyed.status('a'), { code: 'ERR_INVALID_OPTION' })
+  assert.equal(keyed.size, 0, 'nothing held')
+  const { keyed: whole } = table({ resolvePolicy: policyOf(3) })
+  assert.equal(consume(whole, 'a', 1), -1)
+  assert.equal(native.keyedCellsRequest(whole.handle, 'a').capacity, 3)
+})
+
