@@ -417,6 +417,22 @@ fn dropped_and_deleted_keys_release_their_cells_at_the_next_tick_and_close_relea
 }
 
 #[test]
+fn a_key_held_again_before_the_tick_cancels_its_release() {
+    let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
+    let mut limiter = fleet(bucket(10.0, 1.0, None), &mut clock);
+    consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    acquire(&mut limiter, &clock, "a", 3, 2.0);
+    assert!(limiter.delete(KeyBuf::from_text("a").key()));
+    assert!(limiter.holds_cells(), "its release waits for the tick");
+    consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    acquire(&mut limiter, &clock, "a", 3, 0.0);
+    // Sent after that acquire, a release would free the cells it brought.
+    let sent = limiter.cells_tick(60_000.0, false, 0.0);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].held, 3);
+}
+
+#[test]
 fn a_credit_for_a_key_without_a_shared_bucket_is_refused() {
     let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
     let mut limiter = crate::keyed::tests::keyed(bucket(10.0, 1.0, None), 10, &mut clock);
@@ -670,6 +686,8 @@ enum Event {
     Heal(usize),
     /// A process dies (never heard of again).
     Die(usize),
+    /// A process deletes a key (its cells go back at the next tick, unless it comes back first).
+    Delete(usize, u8),
 }
 
 fn event() -> impl Strategy<Value = Event> {
@@ -680,6 +698,7 @@ fn event() -> impl Strategy<Value = Event> {
         8 => (0usize..3).prop_map(Event::Heal),
         // (Process 0 lives on.)
         1 => (1usize..3).prop_map(Event::Die),
+        3 => (0usize..3, 0u8..2).prop_map(|(process, key)| Event::Delete(process, key)),
     ]
 }
 
@@ -901,6 +920,9 @@ proptest! {
                 Event::Partition(p) => fleet.processes[p].partitioned = true,
                 Event::Heal(p) => fleet.processes[p].partitioned = false,
                 Event::Die(p) => fleet.processes[p].dead = true,
+                Event::Delete(p, key) => {
+                    fleet.processes[p].limiter.delete(KeyBuf::from_text(&format!("k{key}")).key());
+                }
             }
             fleet.check_cells()?;
         }
