@@ -433,6 +433,25 @@ fn a_key_held_again_before_the_tick_cancels_its_release() {
 }
 
 #[test]
+fn the_timeline_is_estimated_from_the_monotonic_advance_never_ahead() {
+    let mut clock = ManualClock::new(5_000.0, JAN_15_2024, None);
+    let mut limiter = fleet(bucket(10.0, 1.0, None), &mut clock);
+    clock.advance(2_000.0);
+    consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    assert_eq!(limiter.timeline_at(7_000.0), 2_000.0);
+    assert_eq!(limiter.timeline_at(7_500.0), 2_500.0);
+    // An earlier reading, or none (a JS clock that passed nothing): the last call's.
+    assert_eq!(limiter.timeline_at(6_000.0), 2_000.0);
+    assert_eq!(limiter.timeline_at(f64::NAN), 2_000.0);
+    // A request sent at the estimate, its lease from there.
+    let index = at(&limiter, "a");
+    assert_eq!(
+        limiter.cells_request(index, 7_500.0).unwrap().sent_ms,
+        2_500.0
+    );
+}
+
+#[test]
 fn a_credit_for_a_key_without_a_shared_bucket_is_refused() {
     let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
     let mut limiter = crate::keyed::tests::keyed(bucket(10.0, 1.0, None), 10, &mut clock);
