@@ -54,7 +54,9 @@ function stepsOn(label, variant) {
       const a = await ops.cellsAcquire(acquireOf(name, { instance: 'A', initial: 7 }))
       assert.deepEqual({ ...a, recordId: 0, storeNowMs: 0 }, { granted: 10, tokens: 7, held: 10, fair: 10, waiting: 0, recordId: 0, storeNowMs: 0 })
       assert.ok(Number.isSafeInteger(a.recordId) && a.recordId > 0 && a.recordId < 2 ** 48)
-      assert.ok(Math.abs(a.storeNowMs - Date.now()) < 60_000 || v().step !== undefined, 'store time is the store clock in ms')
+      // Store time is the store's clock in ms (on MongoDB $toLong of $$NOW: the test server
+      // mishandles Date arithmetic on $$NOW, see lib/shared/mongo-cells.js).
+      if (v().step === undefined) assert.ok(Math.abs(a.storeNowMs - Date.now()) < 10_000, `store time ${a.storeNowMs}, here ${Date.now()}`)
       // Asking again with nothing free: nothing more, the same identity.
       const again = await ops.cellsAcquire(acquireOf(name, { instance: 'A', held: 10, recordId: a.recordId }))
       assert.deepEqual([again.granted, again.tokens, again.held, again.recordId], [0, 0, 10, a.recordId])
