@@ -1,6 +1,6 @@
 'use strict'
 
-// The fleet bucket's two store operations (lib/quota-store.js: cellsAcquire, cellsRenew; SPEC §15)
+// The fleet bucket's two store operations (lib/quota-store.js: cellsAcquire, cellsRenew)
 // on every store, each step of both against real servers: redis-server standalone (its wall clock
 // steppable, through ioredis and node-redis), a real three-node Redis Cluster (ioredis Cluster,
 // node-redis createCluster), the MongoDB wire-compatible test server, and the in-process test

@@ -40,7 +40,7 @@
 // Every number crossing is a non-negative safe integer; an answer that is not one is the store's
 // fault (ERR_STORE_RESPONSE), checked by checkReserveAnswer below.
 //
-// The fleet bucket (share.bucket, SPEC §15): the record of (name, key) holds C (capacity), f (free
+// The fleet bucket (share.bucket): the record of (name, key) holds C (capacity), f (free
 // tokens, a float), its identity, per holder X: h:X cells, t:X store ms of its last renewing call,
 // l:X its leaseMs; per waiter X: w:X store ms it asked. Free cells = C - sum of h. Store time =
 // the store's clock in ms (fractional allowed). Margin(Y) = t:Y + 1.1 * l:Y + 1000.

@@ -58,7 +58,7 @@ function keptFor(leaseMs) {
   return { $add: [{ $max: [refill, leaseMs * 1.1 + 1000] }, 60_000] }
 }
 
-/** The acquire of FLEET's steps as one update pipeline. */
+/** cellsAcquire's steps (lib/quota-store.js) as one update pipeline. */
 function acquirePipeline({ capacity, refillPerSecond, instance: me, leaseMs, held, recordId: known }, expiresAt) {
   const mine = { $ifNull: [`$h.${me}.c`, 0] }
   const holdersNow = { $map: { input: { $filter: { input: entries('$h'), cond: { $gt: ['$$this.v.c', 0] } } }, in: '$$this.k' } }
