@@ -417,6 +417,30 @@ describe('the fleet bucket store operations', () => {
       await assert.rejects(ops.cellsRenew({ name, instance: 'A', leaseMs: L, keys: [{ key: 'k', held: 1, tokens: 0, recordId: 0 }] }), isStoreResponse)
     })
 
+    test("the test store's fail, hang and late switches apply to the cells operations", async () => {
+      const t = testStore()
+      const ops = storeOperations(t.store)
+      const renewal = { name: 'x', instance: 'A', leaseMs: L, keys: [{ key: 'k', held: 1, tokens: 0, recordId: 0 }] }
+      t.control.mode = 'fail'
+      await assert.rejects(ops.cellsAcquire(acquireOf('x', { instance: 'A' })), (error) => error === t.control.failWith)
+      await assert.rejects(ops.cellsRenew(renewal), (error) => error === t.control.failWith)
+      t.control.mode = 'hang'
+      let settled = false
+      const hung = ops.cellsAcquire(acquireOf('x', { instance: 'A' })).finally(() => (settled = true))
+      await sleep(20)
+      assert.equal(settled, false)
+      t.nowMs = 5_000.5
+      t.release()
+      assert.equal((await hung).storeNowMs, 5_000.5, 'answered at release, by the store clock then')
+      t.control.mode = 'ok'
+      t.control.delayMs = 30
+      const startedAt = Date.now()
+      assert.deepEqual((await ops.cellsRenew(renewal)).keys, [{ held: 1, waiting: 0, fair: 10 }])
+      assert.ok(Date.now() - startedAt >= 25)
+      assert.deepEqual([t.calls.cellsAcquire.length, t.calls.cellsRenew.length], [2, 2])
+      assert.equal(t.cells('x', 'k').holders.get('A').h, 1)
+    })
+
     test('the test store checks its answers too (control.answer)', async () => {
       const t = testStore()
       t.control.answer = { granted: 1, tokens: 2, held: 1, fair: 1, waiting: 0, recordId: 1, storeNowMs: 0 }
