@@ -76,6 +76,8 @@ test('one cycle: needs cells, request, credit, consume, status, tick, renewed, u
   assert.ok(Math.abs(urgent[0].tokens - 8 * 0.6) < 1e-9, `tokens ${urgent[0].tokens}`)
   assert.equal(keyed.status('a').cells, 4, 'cells drop at send time')
   native.keyedCellsRenewFailed(handle, 'a')
+  // (waiting may come as a boolean too.)
+  assert.equal(native.keyedCellsRenewed(handle, 'a', urgent[0].sentMs, { held: 4, waiting: true, fair: 4 }, 1.7e12 + 1_000), false)
 
   const all = native.keyedCellsReleaseAll(handle)
   assert.equal(all.length, 1)
@@ -116,7 +118,7 @@ test('bad arguments are coded errors, never a crash', () => {
   const handle = keyed.handle
   consume(keyed, 'a', 1)
   const good = { granted: 1, tokens: 1, held: 1, fair: 1, waiting: 0, recordId: 1, storeNowMs: 1 }
-  for (const [field, value] of [['granted', -1], ['tokens', Number.NaN], ['held', 1.5], ['storeNowMs', Infinity], ['recordId', 2 ** 53]]) {
+  for (const [field, value] of [['granted', -1], ['tokens', Number.NaN], ['held', 1.5], ['storeNowMs', Infinity], ['recordId', 2 ** 53], ['waiting', 2]]) {
     assert.throws(() => native.keyedCellsCredit(handle, 'a', 0, { ...good, [field]: value }), (error) => error.code === 'ERR_INVALID_ARG' && error.message.includes(field))
   }
   assert.throws(() => native.keyedCellsCredit(handle, 'a', Number.NaN, good), { code: 'ERR_INVALID_ARG' })
@@ -141,3 +143,18 @@ test('a shared bucket needs an integer capacity from 1 to 2**31 and leaseMs from
     )
   }
 })
+
+test("every KeyPolicy's capacity is checked for a shared bucket, naming the policy", () => {
+  const policyOf = (capacity) => () => ({ capacity, refillPerSecond: 1, initialTokens: capacity, path: 'policy("a")' })
+  const { keyed } = table({ resolvePolicy: policyOf(2.5) })
+  assert.throws(
+    () => consume(keyed, 'a', 1),
+    (error) => error.code === 'ERR_INVALID_OPTION' && error.message.startsWith('policy("a").capacity') && /share\.bucket/.test(error.message),
+  )
+  assert.throws(() => keyed.status('a'), { code: 'ERR_INVALID_OPTION' })
+  assert.equal(keyed.size, 0, 'nothing held')
+  const { keyed: whole } = table({ resolvePolicy: policyOf(3) })
+  assert.equal(consume(whole, 'a', 1), -1)
+  assert.equal(native.keyedCellsRequest(whole.handle, 'a').capacity, 3)
+})
+

@@ -251,24 +251,23 @@ class CellDriver {
         return asError(error)
       },
     )
+    // Every renewal and release is the key's store call under way: an acquire of the key waits for
+    // it (a release overtaken by the acquire that follows it would free the cells it brings).
     const renewal = settled.then(() => true)
-    if (booked) {
-      for (const { key } of renewals) this.#renewing.set(key, renewal)
-      settled.then(() => {
-        for (const { key } of renewals) if (this.#renewing.get(key) === renewal) this.#renewing.delete(key)
-      })
-      // A renewal that never settles stops holding its keys back once it is long abandoned.
-      const abandon = setTimeout(() => {
-        for (const { key } of renewals) {
-          if (this.#renewing.get(key) === renewal) {
-            this.#renewing.delete(key)
-            native.keyedCellsRenewFailed(this.#handle, key)
-          }
-        }
-      }, Math.max(MIN_ABANDON_MS, ABANDON_AFTER_TIMEOUTS * this.#timeoutMs))
-      abandon.unref()
-      settled.then(() => clearTimeout(abandon))
-    }
+    for (const { key } of renewals) this.#renewing.set(key, renewal)
+    settled.then(() => {
+      for (const { key } of renewals) if (this.#renewing.get(key) === renewal) this.#renewing.delete(key)
+    })
+    // A renewal that never settles stops holding its keys back once it is long abandoned.
+    const abandon = setTimeout(() => {
+      for (const { key } of renewals) {
+        if (this.#renewing.get(key) !== renewal) continue
+        this.#renewing.delete(key)
+        if (booked) native.keyedCellsRenewFailed(this.#handle, key)
+      }
+    }, Math.max(MIN_ABANDON_MS, ABANDON_AFTER_TIMEOUTS * this.#timeoutMs))
+    abandon.unref()
+    settled.then(() => clearTimeout(abandon))
     const bounded = withTimeout(
       settled,
       this.#timeoutMs,

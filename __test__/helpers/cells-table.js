@@ -9,13 +9,17 @@ const { registerListener } = require('../../lib/anomalies.js')
 
 const LEASE_MS = 10_000
 
-/** `{ keyed, clock, owner }`: `owner` holds the onAnomaly listener (keep it alive). */
-function cellsTable({ capacity = 10, refillPerSecond = 2, onAnomaly, leaseMs = LEASE_MS } = {}) {
+/**
+ * `{ keyed, clock, owner }`: `owner` holds the onAnomaly listener (keep it alive). With
+ * `resolvePolicy(key)` (a normalized KeyPolicy, as lib/key-policy.js makes it), the table has a policy.
+ */
+function cellsTable({ capacity = 10, refillPerSecond = 2, onAnomaly, leaseMs = LEASE_MS, resolvePolicy } = {}) {
   const clock = manualClock({ monotonicMs: 0, wallMs: Date.UTC(2024, 0, 15) })
   const { limiterOptions, clockArgs } = parseOptions({ capacity, refillPerSecond, suspendPolicy: 'ignore', clock })
   const owner = {}
   const listener = () => (onAnomaly === undefined ? undefined : registerListener(owner, onAnomaly))
-  const keyed = new KeyedTable({ limiterOptions, clockArgs, maxKeys: 100, listener, share: { bucket: true, leaseMs }, resolvePolicy: () => undefined })
+  const policy = resolvePolicy === undefined ? undefined : () => {}
+  const keyed = new KeyedTable({ limiterOptions, clockArgs, maxKeys: 100, policy, listener, share: { bucket: true, leaseMs }, resolvePolicy: resolvePolicy ?? (() => undefined) })
   return { keyed, clock, owner }
 }
 

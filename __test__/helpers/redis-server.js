@@ -5,6 +5,10 @@
 //
 //   const redis = await startRedisServer()  // { host, port, url, pid, stop(), pause(), resume(), kill(), restart() }
 //   const cluster = await startRedisServer({ cluster: true })  // a one-node Redis Cluster
+//   const three = await startRedisCluster()  // three nodes joined by redis-cli --cluster create:
+//                                            // { nodes: [handle × 3], rootNodes, stop(), kill() }
+//   const stepped = await startRedisServer({ fakeTime: true })  // its wall clock steppable:
+//   stepped.stepClock(ms)   moves the server's wall clock (TIME, expiries) by ms from now on
 //   redis.pause()     SIGSTOP: the server hangs (connections stay open, nothing is answered)
 //   redis.resume()    SIGCONT
 //   await redis.kill()     SIGKILL: the server is gone (connections drop, the port refuses)
@@ -16,6 +20,15 @@
 // redis-server` (Debian's package starts no server in a container); otherwise the start rejects,
 // saying what to install. Each server runs under a small shell watchdog that kills it as soon as
 // this process's end of its stdin pipe closes, so it dies with the test process however that ends.
+//
+// fakeTime runs the server with a small LD_PRELOAD library that adds an offset to the wall clock
+// (clock_gettime of CLOCK_REALTIME and CLOCK_REALTIME_COARSE, gettimeofday, time) and leaves the
+// monotonic clocks alone, so only what the server reads as wall time (TIME, expiries) moves. The
+// offset, in ns, is 8 bytes of a file the library maps once and reads at every call. The library
+// is compiled from CLOCK_SHIFT_C below with the C compiler (`cc`) on first use. (Debian's
+// libfaketime cannot do this for Debian's redis-server: its lazy initialization and jemalloc's own
+// clock_gettime at start recurse into each other and the server never starts, as `LD_PRELOAD=
+// libfaketime.so.1:libjemalloc.so.2 FAKETIME=+1d date` shows too.)
 //
 // Run this file directly to install redis-server if needed and check that one starts:
 //   node __test__/helpers/redis-server.js
@@ -69,24 +82,108 @@ function aptGet(args) {
   )
 }
 
+/** `find()`'s answer; when there is none, installs Debian's `pkg` with apt-get (as root) first. */
+async function ensureInstalled(what, pkg, find) {
+  const found = find()
+  if (found) return found
+  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0
+  if (!isRoot || !onPath('apt-get')) throw setupError(`${what} is not installed; install it (Debian/Ubuntu: \`apt-get install -y ${pkg}\`)`)
+  return withInstallLock(INSTALL_LOCK_DIR, INSTALL_TIMEOUT_MS, setupError, async () => {
+    const again = find()
+    if (again) return again
+    await aptGet(['update'])
+    await aptGet(['install', '-y', pkg])
+    const installed = find()
+    if (!installed) throw setupError(`apt-get installed ${pkg}, but ${what} is not found`)
+    return installed
+  })
+}
+
 /** The redis-server executable; installs it with apt-get when it is missing and this runs as root. */
 async function ensureRedisServer() {
   if (process.env.REDIS_SERVER_BIN) return process.env.REDIS_SERVER_BIN
-  const found = onPath('redis-server')
-  if (found) return found
-  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0
-  if (!isRoot || !onPath('apt-get')) {
-    throw setupError('redis-server is not installed; install it (Debian/Ubuntu: `apt-get install -y redis-server`) or set REDIS_SERVER_BIN')
+  return ensureInstalled('redis-server', 'redis-server', () => onPath('redis-server'))
+}
+
+const CLOCK_SHIFT_C = `
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Only raw system calls and getenv: nothing that allocates or reads a clock (no recursion). */
+static volatile const int64_t *shift_ns;
+static volatile int looked;
+
+static int64_t shift(void) {
+  if (!looked) {
+    const char *path = getenv("QCS_CLOCK_SHIFT_FILE");
+    if (path) {
+      long fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY);
+      if (fd >= 0) {
+        long at = syscall(SYS_mmap, 0, 8, PROT_READ, MAP_SHARED, fd, 0);
+        syscall(SYS_close, fd);
+        if (at != -1) shift_ns = (const int64_t *)at;
+      }
+    }
+    looked = 1;
   }
-  return withInstallLock(INSTALL_LOCK_DIR, INSTALL_TIMEOUT_MS, setupError, async () => {
-    const again = onPath('redis-server')
-    if (again) return again
-    await aptGet(['update'])
-    await aptGet(['install', '-y', 'redis-server'])
-    const installed = onPath('redis-server')
-    if (!installed) throw setupError('apt-get installed redis-server, but it is not on PATH')
-    return installed
-  })
+  return shift_ns ? *shift_ns : 0;
+}
+
+int clock_gettime(clockid_t clock, struct timespec *ts) {
+  long result = syscall(SYS_clock_gettime, clock, ts);
+  if (result == 0 && (clock == CLOCK_REALTIME || clock == CLOCK_REALTIME_COARSE)) {
+    int64_t ns = (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec + shift();
+    ts->tv_sec = ns / 1000000000;
+    ts->tv_nsec = ns % 1000000000;
+  }
+  return (int)result;
+}
+
+int gettimeofday(struct timeval *tv, void *tz) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return -1;
+  if (tv) {
+    tv->tv_sec = ts.tv_sec;
+    tv->tv_usec = ts.tv_nsec / 1000;
+  }
+  if (tz) ((int *)tz)[0] = ((int *)tz)[1] = 0;
+  return 0;
+}
+
+time_t time(time_t *out) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  if (out) *out = ts.tv_sec;
+  return ts.tv_sec;
+}
+`
+
+/** The clock-shifting library, compiled once per source into the temp directory. */
+async function ensureClockShift() {
+  const hash = require('node:crypto').createHash('sha1').update(CLOCK_SHIFT_C).digest('hex').slice(0, 12)
+  const lib = path.join(os.tmpdir(), `qcs-clock-shift-${hash}.so`)
+  if (fs.existsSync(lib)) return lib
+  const compiler = onPath('cc') ?? onPath('gcc') ?? onPath('clang')
+  if (compiler === undefined) throw setupError('a C compiler (cc) is needed to build the clock-shifting library for fakeTime')
+  const source = path.join(os.tmpdir(), `qcs-clock-shift-${hash}-${process.pid}.c`)
+  const partial = `${lib}.${process.pid}`
+  fs.writeFileSync(source, CLOCK_SHIFT_C)
+  try {
+    await runInstaller(compiler, ['-shared', '-fPIC', '-O2', '-o', partial, source], { timeout: START_TIMEOUT_MS }, (err, output) =>
+      setupError(`compiling the clock-shifting library failed: ${err.message}\n${output}`, err),
+    )
+    fs.renameSync(partial, lib)
+  } finally {
+    fs.rmSync(source, { force: true })
+  }
+  return lib
 }
 
 /**
@@ -135,9 +232,10 @@ async function formCluster(port) {
   throw setupError(`the one-node cluster on port ${port} did not reach cluster_state:ok`)
 }
 
-function spawnServer(serverBin, port, dir, cluster) {
+function spawnServer(serverBin, port, dir, cluster, fakeTime) {
+  const preload = fakeTime === undefined ? [] : ['/usr/bin/env', `LD_PRELOAD=${fakeTime.lib}`, `QCS_CLOCK_SHIFT_FILE=${fakeTime.file}`]
   const args = [
-    '-c', WATCHDOG, 'redis-watchdog', serverBin,
+    '-c', WATCHDOG, 'redis-watchdog', ...preload, serverBin,
     '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
     '--dir', dir, '--loglevel', 'warning', '--protected-mode', 'no',
   ]
@@ -221,17 +319,31 @@ function portOpen(port) {
  * with `cluster: true`, a one-node Redis Cluster holding every slot.
  * Rejects (never skips) when no server can be started.
  */
-async function startRedisServer({ port: wantedPort, cluster = false } = {}) {
+async function startRedisServer({ port: wantedPort, cluster = false, fakeTime = false, joinLater = false } = {}) {
   const serverBin = await ensureRedisServer()
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-redis-'))
   const removeDir = () => fs.rmSync(dir, { recursive: true, force: true })
   process.once('exit', removeDir)
+  let offsetMs = 0
+  const faked = fakeTime ? { lib: await ensureClockShift(), file: path.join(dir, 'clock-shift') } : undefined
+  // Written in place (the server maps the file): 8 bytes, the offset in ns.
+  const writeOffset = () => {
+    const bytes = Buffer.alloc(8)
+    bytes.writeBigInt64LE(BigInt(Math.round(offsetMs * 1e6)))
+    const fd = fs.openSync(faked.file, fs.existsSync(faked.file) ? 'r+' : 'w')
+    try {
+      fs.writeSync(fd, bytes, 0, 8, 0)
+    } finally {
+      fs.closeSync(fd)
+    }
+  }
+  if (faked) writeOffset()
 
   async function launch(port) {
-    const server = spawnServer(serverBin, port, dir, cluster)
+    const server = spawnServer(serverBin, port, dir, cluster || joinLater, faked)
     try {
       await server.ready()
-      if (cluster) await formCluster(port)
+      if (cluster && !joinLater) await formCluster(port)
     } catch (err) {
       await server.stop()
       throw err
@@ -298,11 +410,56 @@ async function startRedisServer({ port: wantedPort, cluster = false } = {}) {
       await server.stop()
       removeDir()
     },
+    /** (fakeTime) Moves the server's wall clock by ms (negative: back), from its next reading on. */
+    stepClock(ms) {
+      if (!faked) throw new Error('stepClock needs startRedisServer({ fakeTime: true })')
+      offsetMs += ms
+      writeOffset()
+    },
   }
   return handle
 }
 
-module.exports = { startRedisServer, ensureRedisServer }
+/** Resolves once every port answers CLUSTER INFO with cluster_state:ok. */
+async function clusterOk(ports) {
+  const deadline = Date.now() + START_TIMEOUT_MS
+  const ok = async (port) => /cluster_state:ok\b/.test((await inlineCommand(port, 'CLUSTER INFO', (reply) => /cluster_state:\w+/.test(reply), 1000)) ?? '')
+  while (Date.now() < deadline) {
+    if ((await Promise.all(ports.map(ok))).every(Boolean)) return
+    await sleep(100)
+  }
+  throw setupError(`the Redis Cluster on ports ${ports.join(', ')} did not reach cluster_state:ok on every node`)
+}
+
+/**
+ * A real three-node Redis Cluster: three `redis-server --cluster-enabled yes` on loopback ports,
+ * joined by `redis-cli --cluster create ... --cluster-replicas 0 --cluster-yes` (the slots split
+ * in three); resolves once every node says cluster_state:ok. `rootNodes` is what both clients take.
+ */
+async function startRedisCluster() {
+  const nodes = await Promise.all([0, 1, 2].map(() => startRedisServer({ joinLater: true })))
+  const ports = nodes.map((node) => node.port)
+  try {
+    const cli = await ensureInstalled('redis-cli', 'redis-tools', () => onPath('redis-cli'))
+    await runInstaller(cli, ['--cluster', 'create', ...ports.map((port) => `127.0.0.1:${port}`), '--cluster-replicas', '0', '--cluster-yes'], { timeout: START_TIMEOUT_MS }, (err, output) =>
+      setupError(`redis-cli --cluster create failed: ${err.message}\n${output}`, err),
+    )
+    await clusterOk(ports)
+  } catch (err) {
+    await Promise.allSettled(nodes.map((node) => node.stop()))
+    throw err
+  }
+  return {
+    nodes,
+    ports,
+    host: '127.0.0.1',
+    rootNodes: ports.map((port) => ({ host: '127.0.0.1', port })),
+    stop: () => Promise.all(nodes.map((node) => node.stop())),
+    kill: () => Promise.all(nodes.map((node) => node.kill())),
+  }
+}
+
+module.exports = { startRedisServer, startRedisCluster, ensureRedisServer, inlineCommand }
 
 if (require.main === module) {
   ;(async () => {

@@ -55,7 +55,7 @@ function cellsShares(record, me) {
   return { sum, processes, waiting }
 }
 
-/** cellsAcquire on a Map of records at store time now: FLEET's steps one by one. */
+/** cellsAcquire on a Map of records at store time now: lib/quota-store.js's steps one by one. */
 function cellsAcquireNow(records, now, request) {
   const { name, key, capacity, initial, instance: me, leaseMs, held, recordId } = request
   const id = JSON.stringify(['cells', name, key])
@@ -117,7 +117,7 @@ function cellsRenewNow(records, now, { name, instance: me, leaseMs, keys }) {
  * `control.answer`: replaces a reserve, cellsAcquire or cellsRenew answer (to test nonsense
  * answers). `release()` answers every hung call.
  *
- * The fleet bucket's operations (cellsAcquire, cellsRenew) run FLEET's steps on records of their
+ * The fleet bucket's operations (cellsAcquire, cellsRenew) run lib/quota-store.js's steps on records of their
  * own (`cells(name, key)` shows one), timed by the store's clock: `nowMs` (settable; starts at
  * noon of 2024-01-15), moved by `stepClock(ms)` (forwards or back). The switches apply to them too.
  */

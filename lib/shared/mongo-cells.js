@@ -58,7 +58,7 @@ function keptFor(leaseMs) {
   return { $add: [{ $max: [refill, leaseMs * 1.1 + 1000] }, 60_000] }
 }
 
-/** The acquire of FLEET's steps as one update pipeline. */
+/** cellsAcquire's steps (lib/quota-store.js) as one update pipeline. */
 function acquirePipeline({ capacity, refillPerSecond, instance: me, leaseMs, held, recordId: known }, expiresAt) {
   const mine = { $ifNull: [`$h.${me}.c`, 0] }
   const holdersNow = { $map: { input: { $filter: { input: entries('$h'), cond: { $gt: ['$$this.v.c', 0] } } }, in: '$$this.k' } }
@@ -122,20 +122,6 @@ function storeResponse(message) {
   return new QuotaClockError('ERR_STORE_RESPONSE', message)
 }
 
-/** A key's renewal answer from its document as read after the writes (null: no record). */
-function renewAnswerOf(document, me, known) {
-  if (document === undefined || (known !== 0 && document.rid !== known)) return { held: 0, waiting: 0, fair: 0 }
-  const holders = document.h ?? {}
-  const waiters = Object.keys(document.w ?? {})
-  const counted = new Set(waiters)
-  for (const [y, holder] of Object.entries(holders)) if (holder?.c > 0) counted.add(y)
-  return {
-    held: holders[me]?.c ?? 0,
-    waiting: waiters.some((y) => y !== me) ? 1 : 0,
-    fair: Math.ceil(document.cap / Math.max(1, counted.size)),
-  }
-}
-
 /** The two operations for a mongoStore over `records()` (the collection, asked for on first use). */
 function cellsOperations(records) {
   return {
@@ -164,30 +150,65 @@ function cellsOperations(records) {
       throw storeResponse(`quota store (MongoDB) lost the cells record of "${name}" for key ${describe(key)}: not found after ${ATTEMPTS} attempts to create it`)
     },
 
-    // Two round trips for any number of keys: one unordered bulkWrite of one pipeline update per
-    // key (the driver sends it as one update command while it fits a message: 100,000 statements,
-    // 48 MB), then one aggregate reading every key's document back with the store's time.
+    // Two round trips: one unordered bulkWrite, then one aggregate reading every key's document
+    // back with the store's time. The keys are grouped by what they say (held, tokens, whether
+    // they name an identity): one updateMany per group, whose pipeline is that group's step and
+    // whose filter is { _id: { $in: the group's records }, rid: { $in: their identities } }. A
+    // tick's renewals say few different things, so the statements are few and the driver sends
+    // them as one update command (it splits only past 100,000 statements or 48 MB: a pipeline is
+    // ~2.5 kB, a key ~60 bytes of filter).
     // Atomic per key: each key's whole step (reclaim, keep, free, tokens) is one pipeline update of
-    // its one document, filtered on its identity, which MongoDB applies atomically. Correct read
-    // back: what the answer needs of X's own holding cannot change between the two round trips
-    // (only X writes h.X, and another process may take it only after t:X + 1.1 * l + 1 s, t:X
-    // just set), and waiting/fair read a moment later are only as fresh as a later renewal's.
-    // A record remade in between reads as another identity: held 0 (X then holds nothing there).
+    // its one document, which MongoDB applies to each document atomically (an updateMany is atomic
+    // per document, not across them: that is all a key needs).
+    // The identity filter: a record remade under another identity matches only if that new random
+    // identity (< 2^48) equals one of the group's others; and even then the step changes nothing
+    // that matters, since X holds nothing in a record it has not acquired in (newH = 0, no tokens
+    // added): the filter saves the write, the answer is decided by the read back, which compares
+    // each key's identity exactly.
+    // Correct read back: what the answer needs of X's own holding cannot change between the two
+    // round trips (only X writes h.X, and another process may take it only after
+    // t:X + 1.1 * l + 1 s, t:X just set); waiting and fair read a moment later are as fresh as a
+    // later renewal's. A record remade in between reads as another identity: held 0.
     async cellsRenew(request) {
       const { name, instance, keys } = request
       if (keys.length === 0) return checkRenewAnswer({ storeNowMs: 0, keys: [] }, request)
       const sentAt = new Date()
       const ids = keys.map((one) => recordId(name, one.key))
-      const operations = keys.map((one, at) => ({
-        updateOne: { filter: one.recordId === 0 ? { _id: ids[at] } : { _id: ids[at], rid: one.recordId }, update: renewPipeline(request, one, sentAt) },
+      const groups = new Map()
+      keys.forEach((one, at) => {
+        const said = `${one.held}/${one.tokens}/${one.recordId === 0}`
+        if (!groups.has(said)) groups.set(said, { one, ids: [], rids: [] })
+        const group = groups.get(said)
+        group.ids.push(ids[at])
+        group.rids.push(one.recordId)
+      })
+      const operations = [...groups.values()].map((group) => ({
+        updateMany: {
+          filter: group.one.recordId === 0 ? { _id: { $in: group.ids } } : { _id: { $in: group.ids }, rid: { $in: group.rids } },
+          update: renewPipeline(request, group.one, sentAt),
+        },
       }))
       await records().bulkWrite(operations, { ordered: false })
+      const holding = { $filter: { input: entries('$h'), cond: { $gt: ['$$this.v.c', 0] } } }
+      const waiters = { $map: { input: entries('$w'), in: '$$this.k' } }
+      const compact = {
+        _id: 1,
+        r: '$rid',
+        c: '$cap',
+        h: { $ifNull: [`$h.${instance}.c`, 0] },
+        n: { $size: { $setUnion: [{ $map: { input: holding, in: '$$this.k' } }, waiters] } },
+        wt: { $cond: [{ $anyElementTrue: [{ $map: { input: waiters, in: { $ne: ['$$this', instance] } } }] }, 1, 0] },
+      }
       const [read] = await records()
-        .aggregate([{ $match: { _id: { $in: ids } } }, { $facet: { docs: [{ $project: { cap: 1, rid: 1, h: 1, w: 1 } }] } }, { $set: { now: { $toLong: '$$NOW' } } }])
+        .aggregate([{ $match: { _id: { $in: ids } } }, { $facet: { docs: [{ $project: compact }] } }, { $set: { now: { $toLong: '$$NOW' } } }])
         .toArray()
       if (!read || !Array.isArray(read.docs)) return checkRenewAnswer(read, request)
       const byId = new Map(read.docs.map((document) => [document._id, document]))
-      const answers = keys.map((one, at) => renewAnswerOf(byId.get(ids[at]), instance, one.recordId))
+      const answers = keys.map((one, at) => {
+        const document = byId.get(ids[at])
+        if (document === undefined || (one.recordId !== 0 && document.r !== one.recordId)) return { held: 0, waiting: 0, fair: 0 }
+        return { held: document.h, waiting: document.wt, fair: Math.ceil(document.c / Math.max(1, document.n)) }
+      })
       return checkRenewAnswer({ storeNowMs: Number(read.now), keys: answers }, request)
     },
   }

@@ -14,6 +14,8 @@
 //! and takes the answers ([`KeyedLimiter::credit_cells`], [`KeyedLimiter::cells_renewed`]). Times
 //! the JS face passes in (`sent_ms`) are the timeline estimates this book gave it.
 
+use std::collections::HashMap;
+
 use super::{refresh_record, KeyBuf, KeyedLimiter, ShareMode, SharedDecision};
 use crate::anomaly::Anomaly;
 use crate::bucket::{refill_wait_ms, refilled};
@@ -130,8 +132,10 @@ pub struct CellBook {
     cells: Vec<Cell>,
     /// `share.leaseMs`.
     lease_ms: f64,
-    /// Releases of keys dropped or deleted, for the next tick.
-    dropped: Vec<CellsRenewal>,
+    /// Releases of keys dropped or deleted, for the next tick, by key (a key held again before
+    /// then cancels its own: its first acquire frees those cells in the store, tokens lost, and a
+    /// release sent after that acquire would free the cells it brought).
+    dropped: HashMap<KeyBuf, CellsRenewal>,
     anchor: Option<StoreAnchor>,
 }
 
@@ -156,7 +160,7 @@ impl KeyedLimiter {
         self.cells = Some(CellBook {
             cells,
             lease_ms,
-            dropped: Vec::new(),
+            dropped: HashMap::new(),
             anchor: None,
         });
     }
@@ -189,6 +193,9 @@ impl KeyedLimiter {
             debug_assert_eq!(book.cells.len(), index as usize);
             book.cells.push(Cell::fresh(now_ms));
             self.table.records[index as usize].tokens = 0.0;
+            if !book.dropped.is_empty() {
+                book.dropped.remove(&self.table.key_of(index).to_buf());
+            }
         }
     }
 
@@ -204,7 +211,9 @@ impl KeyedLimiter {
         let release = self.release_cells(index, timeline_ms);
         if let Some(book) = &mut self.cells {
             book.cells.swap_remove(index as usize);
-            book.dropped.extend(release);
+            if let Some(release) = release {
+                book.dropped.insert(release.key.clone(), release);
+            }
         }
     }
 
@@ -231,7 +240,12 @@ impl KeyedLimiter {
             record.tokens = 0.0;
         }
         let held = cell.cells as f64;
-        let refill = held * policy.refill_per_second / policy.capacity;
+        // Every cell: exactly the unshared bucket's refill (no rounding of `C·R/C`).
+        let refill = if held == policy.capacity {
+            policy.refill_per_second
+        } else {
+            held * policy.refill_per_second / policy.capacity
+        };
         refresh_record(record, held, refill, timeline_ms, open_slot);
         if record.tokens > held {
             record.tokens = held;
@@ -493,7 +507,7 @@ impl KeyedLimiter {
             }
         }
         if let Some(book) = &mut self.cells {
-            sent.append(&mut book.dropped);
+            sent.extend(book.dropped.drain().map(|(_, release)| release));
         }
         sent
     }
@@ -579,7 +593,8 @@ impl KeyedLimiter {
         let Some(book) = &mut self.cells else {
             return Vec::new();
         };
-        let mut sent = std::mem::take(&mut book.dropped);
+        let mut sent: Vec<CellsRenewal> =
+            book.dropped.drain().map(|(_, release)| release).collect();
         let timeline_ms = self.timeline_at(monotonic_ms);
         for index in 0..self.table.len() as u32 {
             self.look_at_cells(index, timeline_ms);

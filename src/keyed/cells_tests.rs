@@ -417,6 +417,41 @@ fn dropped_and_deleted_keys_release_their_cells_at_the_next_tick_and_close_relea
 }
 
 #[test]
+fn a_key_held_again_before_the_tick_cancels_its_release() {
+    let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
+    let mut limiter = fleet(bucket(10.0, 1.0, None), &mut clock);
+    consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    acquire(&mut limiter, &clock, "a", 3, 2.0);
+    assert!(limiter.delete(KeyBuf::from_text("a").key()));
+    assert!(limiter.holds_cells(), "its release waits for the tick");
+    consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    acquire(&mut limiter, &clock, "a", 3, 0.0);
+    // Sent after that acquire, a release would free the cells it brought.
+    let sent = limiter.cells_tick(60_000.0, false, 0.0);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].held, 3);
+}
+
+#[test]
+fn the_timeline_is_estimated_from_the_monotonic_advance_never_ahead() {
+    let mut clock = ManualClock::new(5_000.0, JAN_15_2024, None);
+    let mut limiter = fleet(bucket(10.0, 1.0, None), &mut clock);
+    clock.advance(2_000.0);
+    consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    assert_eq!(limiter.timeline_at(7_000.0), 2_000.0);
+    assert_eq!(limiter.timeline_at(7_500.0), 2_500.0);
+    // An earlier reading, or none (a JS clock that passed nothing): the last call's.
+    assert_eq!(limiter.timeline_at(6_000.0), 2_000.0);
+    assert_eq!(limiter.timeline_at(f64::NAN), 2_000.0);
+    // A request sent at the estimate, its lease from there.
+    let index = at(&limiter, "a");
+    assert_eq!(
+        limiter.cells_request(index, 7_500.0).unwrap().sent_ms,
+        2_500.0
+    );
+}
+
+#[test]
 fn a_credit_for_a_key_without_a_shared_bucket_is_refused() {
     let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
     let mut limiter = crate::keyed::tests::keyed(bucket(10.0, 1.0, None), 10, &mut clock);
@@ -657,27 +692,32 @@ impl StoreRecord {
 enum Event {
     /// Real time passes.
     Wait(u32),
-    /// A process consumes `n` of key `key`.
+    /// A process consumes `n` of key `key`; an acquire it makes takes `latency` ms to reach the
+    /// store and as long to come back.
     Consume {
         process: usize,
         key: u8,
         n: u64,
+        latency: u32,
     },
     /// A process's ticks stop reaching the store (a partition) until it is healed.
     Partition(usize),
     Heal(usize),
     /// A process dies (never heard of again).
     Die(usize),
+    /// A process deletes a key (its cells go back at the next tick, unless it comes back first).
+    Delete(usize, u8),
 }
 
 fn event() -> impl Strategy<Value = Event> {
     prop_oneof![
         60 => (1u32..400).prop_map(Event::Wait),
-        100 => (0usize..3, 0u8..2, 1u64..4).prop_map(|(process, key, n)| Event::Consume { process, key, n }),
+        100 => (0usize..3, 0u8..2, 1u64..4, 0u32..80).prop_map(|(process, key, n, latency)| Event::Consume { process, key, n, latency }),
         3 => (0usize..3).prop_map(Event::Partition),
         8 => (0usize..3).prop_map(Event::Heal),
         // (Process 0 lives on.)
         1 => (1usize..3).prop_map(Event::Die),
+        3 => (0usize..3, 0u8..2).prop_map(|(process, key)| Event::Delete(process, key)),
     ]
 }
 
@@ -774,7 +814,7 @@ impl Fleet {
         }
     }
 
-    fn consume(&mut self, p: usize, key: u8, n: u64) {
+    fn consume(&mut self, p: usize, key: u8, n: u64, latency_ms: f64) {
         if self.processes[p].dead {
             return;
         }
@@ -800,12 +840,17 @@ impl Fleet {
                         process.limiter.cells_failed(index);
                         return;
                     }
+                    // (Ticks go on meanwhile; the key in flight is left alone.)
+                    self.advance(latency_ms);
                     let answer =
                         self.store
                             .entry(key)
                             .or_default()
                             .acquire(p, &request, self.real_ms);
+                    self.advance(latency_ms);
                     let process = &mut self.processes[p];
+                    let index = at(&process.limiter, &text);
+                    let monotonic_ms = process.clock.monotonic_ms;
                     process
                         .limiter
                         .credit_cells(index, request.sent_ms, answer, monotonic_ms);
@@ -890,10 +935,13 @@ proptest! {
         for event in events {
             match event {
                 Event::Wait(ms) => fleet.advance(ms as f64),
-                Event::Consume { process, key, n } => fleet.consume(process, key, n),
+                Event::Consume { process, key, n, latency } => fleet.consume(process, key, n, latency as f64),
                 Event::Partition(p) => fleet.processes[p].partitioned = true,
                 Event::Heal(p) => fleet.processes[p].partitioned = false,
                 Event::Die(p) => fleet.processes[p].dead = true,
+                Event::Delete(p, key) => {
+                    fleet.processes[p].limiter.delete(KeyBuf::from_text(&format!("k{key}")).key());
+                }
             }
             fleet.check_cells()?;
         }

@@ -41,7 +41,7 @@ pub struct Key<'a> {
 }
 
 /// An owned [`Key`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct KeyBuf {
     pub wide: bool,
     pub len: u16,

@@ -38,7 +38,8 @@ pub struct CellsAnswerInput {
     pub tokens: f64,
     pub held: f64,
     pub fair: f64,
-    pub waiting: f64,
+    /// Whether others wait: 0 or 1 as the store answers (a boolean is taken too).
+    pub waiting: Either<bool, f64>,
     pub record_id: f64,
     pub store_now_ms: f64,
 }
@@ -47,7 +48,8 @@ pub struct CellsAnswerInput {
 #[napi(object, object_to_js = false)]
 pub struct RenewAnswerInput {
     pub held: f64,
-    pub waiting: f64,
+    /// Whether others wait: 0 or 1 as the store answers (a boolean is taken too).
+    pub waiting: Either<bool, f64>,
     pub fair: f64,
 }
 
@@ -87,6 +89,18 @@ fn amount(value: f64, what: &str) -> CodedResult<f64> {
                 js_number(value)
             ),
         ))
+    }
+}
+
+/// `waiting` as the store answers it: 0 or 1 (or a boolean).
+fn waiting(value: Either<bool, f64>) -> CodedResult<bool> {
+    match value {
+        Either::A(waiting) => Ok(waiting),
+        Either::B(number) if number == 0.0 || number == 1.0 => Ok(number == 1.0),
+        Either::B(number) => Err(coded(
+            "ERR_INVALID_ARG",
+            format!("waiting must be 0 or 1; received {}", js_number(number)),
+        )),
     }
 }
 
@@ -198,7 +212,7 @@ pub fn keyed_cells_credit(
             tokens: amount(answer.tokens, "tokens")?,
             held: units(answer.held, "held")?,
             fair: units(answer.fair, "fair")?,
-            waiting: units(answer.waiting, "waiting")? > 0,
+            waiting: waiting(answer.waiting)?,
             record_id: units(answer.record_id, "recordId")?,
             store_now_ms: amount(answer.store_now_ms, "storeNowMs")?,
         };
@@ -266,7 +280,7 @@ pub fn keyed_cells_renewed(
         let sent_ms = time(sent_ms, "sentMs")?;
         let answer = RenewAnswer {
             held: units(answer.held, "held")?,
-            waiting: units(answer.waiting, "waiting")? > 0,
+            waiting: waiting(answer.waiting)?,
             fair: units(answer.fair, "fair")?,
         };
         let store_now_ms = amount(store_now_ms, "storeNowMs")?;
