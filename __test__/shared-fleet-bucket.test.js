@@ -2,7 +2,7 @@
 
 // One bucket for the whole fleet (`share: { bucket: true }`), measured the way a user
 // would: several child processes (helpers/fleet-worker.js), each with its own client and limiter
-// on one real store started here (redis-server through ioredis and node-redis, a Redis Cluster
+// on one real store started here (redis-server through ioredis and node-redis, a three-node Redis Cluster
 // through both clients' cluster classes, the MongoDB wire server), log every call with
 // process.hrtime.bigint(); over the merged logs, no interval of real time of length Δ may hold more
 // admitted units than C + R·Δ·1.001 (helpers/fleet-check.js; its own tests are fleet-check.test.js).
@@ -19,7 +19,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const Redis = require('ioredis')
-const redisServer = require('./helpers/redis-server.js')
+const { startRedisServer, startRedisCluster } = require('./helpers/redis-server.js')
 const { startMongoServer } = require('./helpers/mongo-server.js')
 const { KeyedQuotaClock, manualClock } = require('..')
 const { redisStore } = require('../lib/shared.js')
@@ -41,16 +41,6 @@ const MARGIN_MS = LEASE_MS * 1.1 + 1_000
 let unique = 0
 const freshName = (label) => `fleet-${label}-${process.pid}-${++unique}`
 
-/** A one-node cluster until the three-node helper exists: { nodes: [{ host, port }], stop() }. */
-async function startCluster() {
-  if (typeof redisServer.startRedisCluster === 'function') {
-    const cluster = await redisServer.startRedisCluster()
-    return { nodes: cluster.nodes.map(({ host, port }) => ({ host, port })), stop: () => cluster.stop() }
-  }
-  const one = await redisServer.startRedisServer({ cluster: true })
-  return { nodes: [{ host: one.host, port: one.port }], stop: () => one.stop() }
-}
-
 describe('one bucket for the fleet: child processes on real stores', () => {
   let redis
   let cluster
@@ -60,7 +50,7 @@ describe('one bucket for the fleet: child processes on real stores', () => {
   const dbName = `fleet_bucket_${process.pid}`
 
   before(async () => {
-    ;[redis, cluster, mongo] = await Promise.all([redisServer.startRedisServer(), startCluster(), startMongoServer()])
+    ;[redis, cluster, mongo] = await Promise.all([startRedisServer(), startRedisCluster(), startMongoServer()])
     admin = new Redis({ host: redis.host, port: redis.port, maxRetriesPerRequest: null, retryStrategy: () => 50 })
     admin.on('error', () => {})
     work = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-fleet-bucket-'))
@@ -80,8 +70,8 @@ describe('one bucket for the fleet: child processes on real stores', () => {
   const STORES = {
     ioredis: () => ({ client: 'ioredis', url: redis.url }),
     'node-redis': () => ({ client: 'node-redis', url: redis.url }),
-    'ioredis-cluster': () => ({ client: 'ioredis-cluster', nodes: cluster.nodes }),
-    'node-redis-cluster': () => ({ client: 'node-redis-cluster', nodes: cluster.nodes }),
+    'ioredis-cluster': () => ({ client: 'ioredis-cluster', nodes: cluster.rootNodes }),
+    'node-redis-cluster': () => ({ client: 'node-redis-cluster', nodes: cluster.rootNodes }),
     mongo: () => ({ client: 'mongo', url: mongo.uri, dbName }),
   }
   const stopStore = { ioredis: () => redis.pause(), mongo: () => process.kill(mongo.serverPid(), 'SIGSTOP') }
