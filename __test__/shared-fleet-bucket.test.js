@@ -133,7 +133,7 @@ describe('one bucket for the fleet: child processes on real stores', () => {
     test(`three processes, one key's requests round-robin at 2·R: never over C + R·Δ, and close to one bucket (${storeKind})`, { timeout: 60_000 }, async () => {
       const fleet = await fleetOf(storeKind, 'round-robin', { count: 3 })
       await roundRobin(fleet.workers, 'ip:1', 2 * R)
-      await sleep(3_000)
+      await sleep(2_500)
       const counts = await fleet.stopAll()
       const calls = fleet.calls()
       assertBucket(fleet.units('ip:1'), LIMITS)
@@ -151,27 +151,29 @@ describe('one bucket for the fleet: child processes on real stores', () => {
     })
   }
 
-  test('a fair share reaches every process: three processes round-robin on four keys, each admits on each key within leaseMs (ioredis)', { timeout: 60_000 }, async () => {
-    // A longer lease (4 s): holders learn of a waiter within leaseMs / 4, the waiter asks again
-    // leaseMs / 4 after finding none free, so each of the three has cells (ceil(C / 3) asked)
-    // well within leaseMs. Four keys at once: four chances for a lost request to show.
-    const leaseMs = 4_000
-    const keys = ['fair:1', 'fair:2', 'fair:3', 'fair:4']
-    const fleet = await fleetOf('ioredis', 'fair', { count: 3, share: { leaseMs } })
-    let start
-    for (const key of keys) start = await roundRobin(fleet.workers, key, 2 * R)
-    await sleep(start + leaseMs + 1_500 - nowMs())
-    const cells = await Promise.all(keys.map((key) => cellsOf(fleet.workers, key)))
-    const counts = await fleet.stopAll()
-    const calls = fleet.calls()
-    for (const [k, key] of keys.entries()) {
-      assertNoErrors(counts, key)
-      assertBucket(fleet.units(key), LIMITS, key)
-      const late = fleet.logs.map((log) => calls.filter((c) => c.file === log && c.key === key && c.outcome === 'A' && c.lo >= start + leaseMs).length)
-      assert.ok(late.every((n) => n > 0), `${key}: admitted per process in the last 1.5 s ${JSON.stringify(late)}, cells held ${JSON.stringify(cells[k])} (fair share ${Math.ceil(C / 3)})`)
-    }
-    await fleet.killAll()
-  })
+  for (const storeKind of ['ioredis', 'mongo']) {
+    test(`a fair share reaches every process: three processes round-robin on four keys, each admits on each key within leaseMs (${storeKind})`, { timeout: 60_000 }, async () => {
+      // A longer lease (4 s): holders learn of a waiter within leaseMs / 4, the waiter asks again
+      // leaseMs / 4 after finding none free, so each of the three has cells (ceil(C / 3) asked)
+      // well within leaseMs. Four keys at once: four chances for a lost request to show.
+      const leaseMs = 4_000
+      const keys = ['fair:1', 'fair:2', 'fair:3', 'fair:4']
+      const fleet = await fleetOf(storeKind, 'fair', { count: 3, share: { leaseMs } })
+      let start
+      for (const key of keys) start = await roundRobin(fleet.workers, key, 2 * R)
+      await sleep(start + leaseMs + 1_500 - nowMs())
+      const cells = await Promise.all(keys.map((key) => cellsOf(fleet.workers, key)))
+      const counts = await fleet.stopAll()
+      const calls = fleet.calls()
+      for (const [k, key] of keys.entries()) {
+        assertNoErrors(counts, key)
+        assertBucket(fleet.units(key), LIMITS, key)
+        const late = fleet.logs.map((log) => calls.filter((c) => c.file === log && c.key === key && c.outcome === 'A' && c.lo >= start + leaseMs).length)
+        assert.ok(late.every((n) => n > 0), `${key}: admitted per process in the last 1.5 s ${JSON.stringify(late)}, cells held ${JSON.stringify(cells[k])} (fair share ${Math.ceil(C / 3)})`)
+      }
+      await fleet.killAll()
+    })
+  }
 
   for (const storeKind of ['ioredis', 'node-redis-cluster', 'mongo']) {
     test(`traffic moving wholly from one process to another: the new one admits most of R within leaseMs / 4 + 1 s (${storeKind})`, { timeout: 60_000 }, async () => {
