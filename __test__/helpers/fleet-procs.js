@@ -14,7 +14,7 @@
 //   waitUntil(check, { timeoutMs, what })  polls check() every 20 ms
 
 const path = require('node:path')
-const { startInstance } = require('./shared-fleet.js')
+const { startWorker } = require('./shared-fleet.js')
 const { readCalls, admittedUnits } = require('./fleet-check.js')
 
 const WORKER = path.join(__dirname, 'fleet-worker.js')
@@ -33,7 +33,7 @@ async function startFleet({ count, store, limiter, share, policy, dir, label }) 
       const index = logs.length // workers[i] writes logs[i], whichever is ready first
       const log = path.join(dir, `${label}-${index}.log`)
       logs.push(log)
-      const worker = await startInstance({ ...store, limiter, share, policy, log, ...overrides }, WORKER)
+      const worker = await startWorker(WORKER, { ...store, limiter, share, policy, log, ...overrides })
       worker.exited.then(() => (worker.gone = true))
       worker.log = log
       workers[index] = worker

@@ -7,8 +7,8 @@
 //       servers.makeStore(kind): a store on a new client of its own ('ioredis' | 'node-redis' | 'mongo')
 //   limiterOn(store, name, { limit, leaseUnits?, idleMs? })  a shared limiter: a big bucket, a monthly (UTC) quota
 //   drain(limiter, key, max?)  consumes one unit at a time until a quota denial (or max); the units admitted
-//   startInstance(config, worker?)  a child process running helpers/shared-worker.js (or the worker
-//       script named, e.g. helpers/fleet-worker.js); resolves to
+//   startInstance(config)  a child process running helpers/shared-worker.js (startWorker(script,
+//       config): another worker script, e.g. helpers/fleet-worker.js); resolves to
 //       { pid, exited, call(op, args), kill(), exit() } once it is ready; killInstances() kills those left
 
 const { after, before } = require('node:test')
@@ -90,7 +90,12 @@ async function drain(limiter, key, max = Infinity) {
 
 const children = new Set()
 
-function startInstance(config, worker = WORKER) {
+/** (One argument: `configs.map(startInstance)` passes an index second.) */
+function startInstance(config) {
+  return startWorker(WORKER, config)
+}
+
+function startWorker(worker, config) {
   const child = fork(worker, [JSON.stringify(config)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
   children.add(child)
   const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
@@ -134,4 +139,4 @@ function killInstances() {
   for (const child of children) child.kill('SIGKILL')
 }
 
-module.exports = { MONTH, useStoreServers, limiterOn, drain, startInstance, killInstances }
+module.exports = { MONTH, useStoreServers, limiterOn, drain, startInstance, startWorker, killInstances }
