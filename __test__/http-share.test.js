@@ -53,6 +53,36 @@ for (const kind of Object.keys(FRAMEWORKS)) {
       }
     })
 
+    it('a shared bucket (share.bucket) is one bucket for two servers; the headers of each report its own share', async () => {
+      const t = testStore()
+      const bucket = () =>
+        new KeyedQuotaClock({
+          capacity: 4,
+          refillPerSecond: 0.001,
+          suspendPolicy: 'ignore',
+          clock: manualClock({ wallMs: NOON }),
+          share: { store: t.store, name: 'api', bucket: true, leaseMs: 60_000, timeoutMs: 1_000 },
+        })
+      const first = await start(kind, { limiter: bucket(), key: () => 'ip' })
+      const second = await start(kind, { limiter: bucket(), key: () => 'ip' })
+      try {
+        const statuses = []
+        const remaining = []
+        for (const server of [first, first, first, second, first, first, second]) {
+          const response = await server.get()
+          statuses.push(response.status)
+          remaining.push(Object.values(items(response, 'RateLimit'))[0].r)
+          await response.text()
+        }
+        // The first server took every cell: 4 admitted in all, then 429 on both servers.
+        assert.deepEqual(statuses, [200, 200, 200, 429, 200, 429, 429])
+        // Remaining is each server's own cells' tokens.
+        assert.deepEqual(remaining, [3, 2, 1, 0, 0, 0, 0])
+      } finally {
+        await Promise.all([first.close(), second.close()])
+      }
+    })
+
     it('is asked after the in-process limiters: a request they deny makes no store call', async () => {
       const t = testStore()
       const shared = sharedLimiter(t)
