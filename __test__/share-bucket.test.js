@@ -89,7 +89,7 @@ test('one process alone takes every cell with one store call and decides exactly
   await limiter.close()
 })
 
-test('a second process finds no cell free: denied locally with its own wait, one store call per leaseMs / 4; the holder learns and gives back', async () => {
+test('a second process finds no cell free: denied locally with its own wait, no store call per request; the holder learns and gives back', async () => {
   const t = testStore()
   const a = bucketLimiter(t)
   const b = bucketLimiter(t)
@@ -101,15 +101,15 @@ test('a second process finds no cell free: denied locally with its own wait, one
   assert.equal(denied.retryAfterBasis, 'monotonic-refill')
   assert.ok(denied.retryAfterMs > 0 && denied.retryAfterMs <= LEASE_MS / 4, String(denied.retryAfterMs))
   assert.equal(t.calls.cellsAcquire.length, 2)
-  // Within leaseMs / 4, no store call per request.
+  // Within leaseMs / 4, no store call per request (b's ticks may ask twice in the background).
   for (let i = 0; i < 20; i++) assert.equal((await b.limiter.consume('k')).allowed, false)
-  assert.equal(t.calls.cellsAcquire.length, 2)
+  assert.ok(t.calls.cellsAcquire.length <= 4, String(t.calls.cellsAcquire.length))
   // The holder's tick (every leaseMs / 8) hears that b waits and gives back beyond its fair share.
   await until(() => t.calls.cellsRenew.some((call) => call.instance !== undefined && call.keys.some((one) => one.key === 'k' && one.held < 10)), 'a give-back')
   assert.ok(a.limiter.status('k').cells <= 5)
+  // b takes them at a background ask, or at its first call after leaseMs / 4.
   advance(t, clocks, LEASE_MS / 4 + 1)
   const after = await b.limiter.consume('k')
-  assert.equal(t.calls.cellsAcquire.length, 3)
   assert.ok(b.limiter.status('k').cells >= 5, `b holds ${b.limiter.status('k').cells}`)
   assert.equal(after.allowed, true)
   // Cells are conserved.
