@@ -19,7 +19,7 @@ const { parseOptions } = require('./options.js')
 const { periodTaken } = require('./give-back.js')
 const { consumeKeyedTaken } = require('../keyed.js')
 const { MAX_KEY_UNITS, isThenable, isError, callbackError, invalidKey, checkKey, checkCost, askCallbacks } = require('./plan.js')
-const { refundTaken, refundQuietly, checkWithin, isCallerError, throttleError, throttleUnavailable, throttleDenial } = require('./take.js')
+const { ThrottleTimeout, refundTaken, refundQuietly, checkWithin, isCallerError, throttleError, throttleUnavailable, throttleDenial } = require('./take.js')
 const { createResponder, violatedBy } = require('./respond.js')
 
 /** Makes the framework-neutral handler `(req, res, next) => undefined | Promise<void>`. */
@@ -301,7 +301,7 @@ function createDecider(options, io) {
             if (entry.failOpen) continue
           }
           refundAll()
-          const why = err.code === 'ERR_THROTTLE_TIMEOUT' ? `no answer within ${entry.timeoutMs} ms` : nonsense ? 'it answered something that is not a count' : 'it failed'
+          const why = err instanceof ThrottleTimeout ? `no answer within ${entry.timeoutMs} ms` : nonsense ? 'it answered something that is not a count' : 'it failed'
           unavailable(res, out, `The rate limit store could not be reached (${why}), so the request was not served.`)
           return
         }
