@@ -14,7 +14,7 @@
 // decided without awaiting anything (the handler returns undefined); otherwise the handler returns a
 // promise that settles once the request was answered or passed on. It never rejects.
 
-const { describeLimiter, describeStatus, describeThrottle, headerItems, quotaReset, recordFor, writeHeaders } = require('./headers.js')
+const { describeRefunded, describeLimiter, describeStatus, describeThrottle, headerItems, quotaReset, recordFor, writeHeaders } = require('./headers.js')
 const { parseOptions } = require('./options.js')
 const { periodTaken } = require('./give-back.js')
 const { consumeKeyedTaken } = require('../keyed.js')
@@ -167,6 +167,24 @@ function createDecider(options, io) {
   const buildAsChecked = headers && !awaited
   const checkedItems = buildAsChecked ? headerItems(entries.length) : undefined
 
+  /** The in-process entry `s` denied the request (`taken[s]`; the earlier ones refunded): its headers and the 429. */
+  function severalDenied(req, res, next, keys, taken, s) {
+    const { entry, key, n, decision } = taken[s]
+    const record = recordFor(entry, key, decision.tokens, decision.quotaRemaining)
+    const violated = violatedBy(entry, record, decision, n)
+    let items
+    if (headers) {
+      items = headerItems(entries.length)
+      for (let e = 0; e < s; e++) {
+        const { entry: earlier, key: earlierKey, n: earlierN, decision: d } = taken[e]
+        describeRefunded(earlier, earlierKey, d.tokens, d.quotaRemaining, items, earlier.index, earlierN)
+      }
+      describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, items, entry.index)
+      for (let later = s + 1; later < syncEntries.length; later++) describeStatus(syncEntries[later], keys[syncEntries[later].index], items)
+    }
+    return limited(req, res, next, decision, violated, quotaReset(record, decision), items)
+  }
+
   function severalDecide(req, res, next, { keys, costs }) {
     const taken = []
     let allowedCount = 0
@@ -186,19 +204,7 @@ function createDecider(options, io) {
         // A denial refunds what the earlier limits took; the later ones are reported from status.
         allowedCount = 0 // refunded here, whether or not every refund succeeds
         refundTaken(taken, s)
-        const record = recordFor(entry, key, decision.tokens, decision.quotaRemaining)
-        const violated = violatedBy(entry, record, decision, n)
-        let items
-        if (headers) {
-          items = headerItems(entries.length)
-          for (let e = 0; e < s; e++) {
-            const { entry: earlier, key: earlierKey, n: earlierN, decision: d } = taken[e]
-            describeLimiter(earlier, earlierKey, d.tokens, d.quotaRemaining, items, earlier.index, earlierN)
-          }
-          describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, items, entry.index)
-          for (let later = s + 1; later < syncEntries.length; later++) describeStatus(syncEntries[later], keys[syncEntries[later].index], items)
-        }
-        return limited(req, res, next, decision, violated, quotaReset(record, decision), items)
+        return severalDenied(req, res, next, keys, taken, s)
       }
       if (buildAsChecked) writeHeaders(io, res, checkedItems, undefined)
     } catch (err) {
@@ -262,7 +268,7 @@ function createDecider(options, io) {
       refunded = true // once, even if a refund throws
       refundTaken(taken, taken.length)
       if (headers) {
-        for (const { entry, key, n, decision } of taken) describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, items, entry.index, n)
+        for (const { entry, key, n, decision } of taken) describeRefunded(entry, key, decision.tokens, decision.quotaRemaining, items, entry.index, n)
       }
     }
     try {

