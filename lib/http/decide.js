@@ -14,7 +14,7 @@
 // decided without awaiting anything (the handler returns undefined); otherwise the handler returns a
 // promise that settles once the request was answered or passed on. It never rejects.
 
-const { describeRefunded, describeLimiter, describeStatus, describeThrottle, headerItems, quotaReset, recordFor, writeHeaders } = require('./headers.js')
+const { describeLimiter, describeRefunded, describeStatus, describeThrottle, headerItems, quotaReset, recordFor, writeHeaders } = require('./headers.js')
 const { parseOptions } = require('./options.js')
 const { periodTaken } = require('./give-back.js')
 const { consumeKeyedTaken } = require('../keyed.js')

@@ -227,4 +227,4 @@ function writeHeaders(io, res, items, retryAfterMs) {
   if (retryAfterMs !== undefined) io.setHeader(res, 'Retry-After', String(Math.ceil(retryAfterMs / 1000)))
 }
 
-module.exports = { describeRefunded, quotaReset, recordFor, headerItems, describeLimiter, describeStatus, describeThrottle, writeHeaders }
+module.exports = { quotaReset, recordFor, headerItems, describeLimiter, describeRefunded, describeStatus, describeThrottle, writeHeaders }
