@@ -355,6 +355,13 @@ export function manualClock(init?: ManualClockInit): ManualClock
 /** The period of `period` containing `wallMs`. Never calls into JS. */
 export function periodFor(period: QuotaPeriodSpec, wallMs: number): Period
 
+/**
+ * Every `code` an error of this package carries. A `QuotaClockError` carries
+ * `ERR_MONOTONIC_REGRESSION` to `ERR_STORE_RESPONSE` and `ERR_CALLBACK`; `ERR_SHARED_ASYNC` is a
+ * `TypeError`; `ERR_INVALID_OPTION`, `ERR_INVALID_ARG`, `ERR_SUB_DAY_PERIOD`,
+ * `ERR_UNKNOWN_TIME_ZONE` and `ERR_ZONE_MISMATCH` come on a `TypeError` / `RangeError`; the rest on
+ * an `Error`.
+ */
 export type QuotaClockErrorCode =
   | 'ERR_MONOTONIC_REGRESSION'
   | 'ERR_AMBIGUOUS_WALL_JUMP'
@@ -364,6 +371,16 @@ export type QuotaClockErrorCode =
   | 'ERR_KEY_LIMIT'
   | 'ERR_STORE_UNAVAILABLE'
   | 'ERR_STORE_RESPONSE'
+  | 'ERR_CALLBACK'
+  | 'ERR_SHARED_ASYNC'
+  | 'ERR_ZONE_MISMATCH'
+  | 'ERR_INVALID_OPTION'
+  | 'ERR_SUB_DAY_PERIOD'
+  | 'ERR_UNKNOWN_TIME_ZONE'
+  | 'ERR_INVALID_ARG'
+  | 'ERR_INTERNAL'
+  | 'ERR_MISSING_PEER_DEPENDENCY'
+  | 'ERR_NATIVE_BINDING_NOT_FOUND'
 
 export class QuotaClockError extends Error {
   code: QuotaClockErrorCode

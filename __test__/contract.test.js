@@ -1,7 +1,8 @@
 'use strict'
 // The JS↔native contract is defined once, in Rust, and exported as `contract()`: index.d.ts's
-// string unions must be exactly its lists (checked by the TypeScript compiler, both ways), and
-// the JS face must read it rather than keep copies.
+// string unions must be exactly its lists (checked by the TypeScript compiler, both ways), every
+// error code the JS face or the CLI writes is one of its codes, and the JS face must read it rather
+// than keep copies.
 
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
@@ -65,7 +66,8 @@ const LISTS = {
   periodUnits: contract.periodUnits,
   startKinds: contract.startKinds,
   retryAfterBasis: contract.retryAfterBasis.map((entry) => entry.name),
-  quotaClockErrorCodes: contract.errorCodes.filter((entry) => entry.class === 'QuotaClockError').map((entry) => entry.code),
+  // Every code of the one `ErrorCode` enum (src/error.rs), whatever class it is thrown as.
+  quotaClockErrorCodes: contract.errorCodes.map((entry) => entry.code),
   // Every field an anomaly of some kind has.
   anomalyFields: [...new Set(ANOMALIES.flatMap((anomaly) => Object.keys(anomaly)))],
 }
@@ -131,8 +133,43 @@ test('the check fails when a list and a union differ, one value more or one less
   }
 })
 
+// Codes of Node's own that lib/ and bin/ may compare an error's code with (never throw), and how
+// Node makes each: the check below asks Node, so a code of ours cannot hide here.
+const NODE_CODES = {
+  ERR_PARSE_ARGS_UNKNOWN_OPTION: () => require('node:util').parseArgs({ args: ['--not-an-option'], options: {} }),
+}
+
+/** `{ file, code, compared }` for each quoted `ERR_…` in the files the package ships (lib/, bin/, the entries; their .d.ts comments too). */
+function errorCodesWritten() {
+  const shipped = (dir) => fs.readdirSync(path.join(ROOT, dir), { recursive: true }).filter((file) => /\.(js|mjs|d\.ts)$/.test(file)).map((file) => path.join(dir, file))
+  const files = ['index.js', 'index.mjs', 'index.d.ts', ...shipped('lib'), ...shipped('bin')]
+  const found = []
+  for (const file of files) {
+    const source = fs.readFileSync(path.join(ROOT, file), 'utf8')
+    for (const match of source.matchAll(/(===|!==)?\s*(['"`])(ERR_[A-Z0-9_]+)\2/g)) {
+      found.push({ file, code: match[3], compared: match[1] !== undefined })
+    }
+  }
+  return found
+}
+
+test("every error code lib/ and bin/ write is one of the native contract's codes (and so of QuotaClockErrorCode)", () => {
+  const listed = new Set(contract.errorCodes.map((entry) => entry.code))
+  const written = errorCodesWritten()
+  // Where the codes are: a scan that found nothing would pass whatever the sources say.
+  for (const code of ['ERR_SHARED_ASYNC', 'ERR_CALLBACK', 'ERR_MISSING_PEER_DEPENDENCY', 'ERR_INVALID_OPTION', 'ERR_STORE_UNAVAILABLE']) {
+    assert.ok(written.some((hit) => hit.code === code), `the scan finds ${code}`)
+  }
+  const missing = written.filter((hit) => !listed.has(hit.code) && !(hit.compared && hit.code in NODE_CODES))
+  assert.deepEqual(missing.map((hit) => `${hit.file}: ${hit.code}`), [], "codes written in the sources but not in the contract's list (add them to ErrorCode in src/error.rs and to QuotaClockErrorCode in index.d.ts)")
+  for (const [code, make] of Object.entries(NODE_CODES)) {
+    assert.ok(!listed.has(code), `${code} is Node's, not ours`)
+    assert.throws(make, (error) => error.code === code, `Node throws ${code}`)
+  }
+})
+
 test('every error class the contract names is one the JS face throws', () => {
-  assert.deepEqual([...new Set(contract.errorCodes.map((entry) => entry.class))].sort(), ['Error', 'QuotaClockError', 'RangeError'])
+  assert.deepEqual([...new Set(contract.errorCodes.map((entry) => entry.class))].sort(), ['Error', 'QuotaClockError', 'RangeError', 'TypeError'])
 })
 
 test('the JS face keeps no copy of the contract: no list or buffer position is spelled out in lib/ or index.js', () => {

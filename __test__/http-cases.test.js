@@ -51,3 +51,39 @@ describe('what a callback throws, as the error of the request', () => {
     assert.equal(passed, 2)
   })
 })
+
+describe('the RateLimit-Policy, RateLimit and Retry-After headers, built one way', () => {
+  it('are named, and written, in one place: a function of lib/http/headers.js that every path calls', () => {
+    const path = require('node:path')
+    const fs = require('node:fs')
+    const lib = path.join(__dirname, '..', 'lib')
+    const files = [...fs.readdirSync(path.join(lib, 'http')).map((file) => path.join('http', file)), 'fastify.js'].filter((file) => file.endsWith('.js'))
+    const named = []
+    for (const file of files) {
+      const source = fs.readFileSync(path.join(lib, file), 'utf8')
+      for (const match of source.matchAll(/(['"])(RateLimit-Policy|RateLimit|Retry-After)\1/g)) named.push(`${file} ${match[2]}`)
+    }
+    assert.deepEqual(named.sort(), ['http/headers.js RateLimit', 'http/headers.js RateLimit-Policy', 'http/headers.js Retry-After'])
+  })
+
+  it('come in one order on every synchronous answer: RateLimit-Policy, RateLimit, then Retry-After on a denial', () => {
+    const clock = manualClock({ wallMs: Date.UTC(2024, 0, 1) })
+    const limiter = (capacity) => new QuotaClock({ capacity, refillPerSecond: 1, suspendPolicy: 'ignore', clock })
+    const quota = { limit: 5, period: { unit: 'day', timeZone: 'UTC' } }
+    for (const options of [
+      { limiter: limiter(2) },
+      { limits: [{ limiter: limiter(2), name: 'a' }, { limiter: new QuotaClock({ suspendPolicy: 'ignore', clock, quota }), name: 'b' }] },
+    ]) {
+      const handle = createDecider(options, { setHeader: (res, name, value) => res.written.push([name, value]), sendProblem() {}, pass() {}, fail: (err) => assert.fail(err) })
+      const answers = []
+      for (let i = 0; i < 3; i++) {
+        const res = { written: [] }
+        handle({ ip: '192.0.2.1', headers: {} }, res, () => {})
+        answers.push(res.written)
+      }
+      for (const written of answers.slice(0, 2)) assert.deepEqual(written.map(([name]) => name), ['RateLimit-Policy', 'RateLimit'])
+      assert.deepEqual(answers[2].map(([name]) => name), ['RateLimit-Policy', 'RateLimit', 'Retry-After'])
+      for (const [, value] of answers.flat()) assert.ok(typeof value === 'string' && value !== '', value)
+    }
+  })
+})

@@ -24,6 +24,7 @@ module.exports = {
   CONTRACT,
   CLOCK_ERROR_CODES: codesOfClass('QuotaClockError'),
   RANGE_ERROR_CODES: codesOfClass('RangeError'),
+  TYPE_ERROR_CODES: codesOfClass('TypeError'),
   SUSPEND_POLICIES: CONTRACT.suspendPolicies,
   PERIOD_UNITS: CONTRACT.periodUnits,
   MAX_WALL_MS: CONTRACT.maxWallMs,

@@ -1,8 +1,9 @@
 'use strict'
 // The error classes callers see: a coded error from the native side becomes a QuotaClockError
-// (clock trouble), a RangeError (a value out of range) or an Error with its code.
+// (clock trouble), a RangeError (a value out of range), a TypeError or an Error with its code,
+// as the contract's table of codes says (every code is one of src/error.rs's ErrorCode).
 
-const { CLOCK_ERROR_CODES, RANGE_ERROR_CODES } = require('./contract.js')
+const { CLOCK_ERROR_CODES, RANGE_ERROR_CODES, TYPE_ERROR_CODES } = require('./contract.js')
 const { coded } = require('./validate.js')
 const { didYouMeanTimeZone } = require('./did-you-mean.js')
 
@@ -22,6 +23,7 @@ function toPublicError({ code, message }) {
   if (code === 'ERR_UNKNOWN_TIME_ZONE') message = withZoneSuggestion(message)
   if (CLOCK_ERROR_CODES.has(code)) return new QuotaClockError(code, message)
   if (RANGE_ERROR_CODES.has(code)) return coded(RangeError, code, message)
+  if (TYPE_ERROR_CODES.has(code)) return coded(TypeError, code, message)
   return coded(Error, code || 'ERR_INTERNAL', message)
 }
 

@@ -7,7 +7,8 @@ use std::fmt;
 
 use crate::text::{js_number, ms};
 
-/// Every code an error of this package carries.
+/// Every code an error of this package carries, the JS face's and the CLI's own included (a test
+/// of the JS suite fails on an `ERR_…` written in `lib/` or `bin/` that is not one of these).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
     MonotonicRegression,
@@ -27,10 +28,21 @@ pub enum ErrorCode {
     UnknownTimeZone,
     InvalidArg,
     Internal,
+    /// A user's callback (a key, cost or skip function, `onLimited`, a store) threw or rejected
+    /// with something that is not an `Error` (raised by the JS face, the value as `cause`).
+    Callback,
+    /// `tryConsume` on a shared limiter, whose calls may wait for the store (raised by the JS face).
+    SharedAsync,
+    /// An optional peer dependency the application did not install (`fastify-plugin`,
+    /// `prom-client`, a store's client for the CLI; raised by the JS face and the CLI).
+    MissingPeerDependency,
+    /// No binary of this package for the platform (raised by the JS face before any contract can
+    /// be read: listed here so that every code is in one place).
+    NativeBindingNotFound,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 14] = [
+    pub const ALL: [ErrorCode; 18] = [
         ErrorCode::MonotonicRegression,
         ErrorCode::AmbiguousWallJump,
         ErrorCode::ImplausibleWallClock,
@@ -45,6 +57,10 @@ impl ErrorCode {
         ErrorCode::UnknownTimeZone,
         ErrorCode::InvalidArg,
         ErrorCode::Internal,
+        ErrorCode::Callback,
+        ErrorCode::SharedAsync,
+        ErrorCode::MissingPeerDependency,
+        ErrorCode::NativeBindingNotFound,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -63,6 +79,10 @@ impl ErrorCode {
             ErrorCode::UnknownTimeZone => "ERR_UNKNOWN_TIME_ZONE",
             ErrorCode::InvalidArg => "ERR_INVALID_ARG",
             ErrorCode::Internal => "ERR_INTERNAL",
+            ErrorCode::Callback => "ERR_CALLBACK",
+            ErrorCode::SharedAsync => "ERR_SHARED_ASYNC",
+            ErrorCode::MissingPeerDependency => "ERR_MISSING_PEER_DEPENDENCY",
+            ErrorCode::NativeBindingNotFound => "ERR_NATIVE_BINDING_NOT_FOUND",
         }
     }
 }
@@ -271,7 +291,8 @@ mod tests {
     use super::*;
 
     /// Every `"ERR_…"` string written in the crate's sources names a variant of the one enum
-    /// (a code added as a bare string fails here). The JS face's own codes are `lib/`'s.
+    /// (a code added as a bare string fails here). `lib/` and `bin/` are checked against the same
+    /// list by `__test__/contract.test.js`.
     #[test]
     fn every_error_code_written_in_the_sources_is_an_error_code() {
         fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {

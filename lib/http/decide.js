@@ -14,12 +14,12 @@
 // decided without awaiting anything (the handler returns undefined); otherwise the handler returns a
 // promise that settles once the request was answered or passed on. It never rejects.
 
-const { describeLimiter, describeThrottle, limitItems, quotaReset, recordFor, setRateLimitHeaders, statusOf } = require('./headers.js')
+const { describeLimiter, describeRefunded, describeStatus, describeThrottle, headerItems, quotaReset, recordFor, writeHeaders } = require('./headers.js')
 const { parseOptions } = require('./options.js')
 const { periodTaken } = require('./give-back.js')
 const { consumeKeyedTaken } = require('../keyed.js')
 const { MAX_KEY_UNITS, isThenable, isError, callbackError, invalidKey, checkKey, checkCost, askCallbacks } = require('./plan.js')
-const { refundTaken, refundQuietly, checkWithin, isCallerError, throttleError, throttleUnavailable, throttleDenial } = require('./take.js')
+const { ThrottleTimeout, refundTaken, refundQuietly, checkWithin, isCallerError, throttleError, throttleUnavailable, throttleDenial } = require('./take.js')
 const { createResponder, violatedBy } = require('./respond.js')
 
 /** Makes the framework-neutral handler `(req, res, next) => undefined | Promise<void>`. */
@@ -32,6 +32,9 @@ function createDecider(options, io) {
   const throttleEntries = entries.filter((e) => e.isThrottle)
   // One limiter entry, in-process or shared (`share`): the fast path of the usual one-limit middleware.
   const single = entries.length === 1 && !entries[0].isThrottle ? entries[0] : undefined
+  // The headers of a request decided without awaiting are built and written before the next
+  // request starts: its items are reused (every slot written each time), not made per request.
+  const singleItems = single !== undefined && headers ? headerItems(1) : undefined
 
   /** Asks skip(req) (sync or a promise): passes the request on if it says so, else runs `limit`. */
   function unlessSkipped(req, res, next, limit) {
@@ -111,12 +114,9 @@ function createDecider(options, io) {
     try {
       decision = entry.keyed ? entry.limiter.tryConsume(key, n) : entry.limiter.tryConsume(n)
       if (headers || !decision.allowed) {
-        const record = recordFor(entry, key, decision.tokens, decision.quotaRemaining)
-        if (headers) {
-          io.setHeader(res, 'RateLimit-Policy', record.policy)
-          io.setHeader(res, 'RateLimit', limitItems(entry, record, decision.tokens, decision.quotaRemaining))
-        }
-        if (!decision.allowed) return limited(req, res, next, decision, violatedBy(entry, record, decision, n), quotaReset(record, decision))
+        const record = headers ? describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, singleItems, 0) : recordFor(entry, key, decision.tokens, decision.quotaRemaining)
+        if (!decision.allowed) return limited(req, res, next, decision, violatedBy(entry, record, decision, n), quotaReset(record, decision), singleItems)
+        writeHeaders(io, res, singleItems, undefined)
       }
     } catch (err) {
       // (No limiter call since the decision wrote its period: status() does not.)
@@ -129,11 +129,11 @@ function createDecider(options, io) {
   /** A lone shared entry: its consume awaited as sharedLimit does for several, without their bookkeeping. */
   function singleShared(req, res, next, key, n) {
     const taken = []
-    const out = headers ? newOut() : undefined
-    return sharedLimit(req, res, next, single, [key], [n], taken, out, nothingTakenBefore).then(
+    const items = headers ? headerItems(1) : undefined
+    return sharedLimit(req, res, next, single, [key], [n], taken, items, nothingTakenBefore).then(
       (answered) => {
         if (answered) return
-        if (headers) setRateLimitHeaders(io, res, out)
+        writeHeaders(io, res, items, undefined)
         goOn(next)
       },
       (err) => {
@@ -161,17 +161,33 @@ function createDecider(options, io) {
     return severalDecide(req, res, next, asked)
   }
 
-  const newOut = () => ({ policy: new Array(entries.length).fill(''), limit: new Array(entries.length).fill('') })
   const nothingTakenBefore = () => {}
   // Without entries to await, the headers of an allowed request are built as the limits are checked.
   const awaited = sharedEntries.length + throttleEntries.length > 0
   const buildAsChecked = headers && !awaited
+  const checkedItems = buildAsChecked ? headerItems(entries.length) : undefined
+
+  /** The in-process entry `s` denied the request (`taken[s]`; the earlier ones refunded): its headers and the 429. */
+  function severalDenied(req, res, next, keys, taken, s) {
+    const { entry, key, n, decision } = taken[s]
+    const record = recordFor(entry, key, decision.tokens, decision.quotaRemaining)
+    const violated = violatedBy(entry, record, decision, n)
+    let items
+    if (headers) {
+      items = headerItems(entries.length)
+      for (let e = 0; e < s; e++) {
+        const { entry: earlier, key: earlierKey, n: earlierN, decision: d } = taken[e]
+        describeRefunded(earlier, earlierKey, d.tokens, d.quotaRemaining, items, earlier.index, earlierN)
+      }
+      describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, items, entry.index)
+      for (let later = s + 1; later < syncEntries.length; later++) describeStatus(syncEntries[later], keys[syncEntries[later].index], items)
+    }
+    return limited(req, res, next, decision, violated, quotaReset(record, decision), items)
+  }
 
   function severalDecide(req, res, next, { keys, costs }) {
     const taken = []
     let allowedCount = 0
-    let policyHeader = ''
-    let limitHeader = ''
     try {
       for (let s = 0; s < syncEntries.length; s++) {
         const entry = syncEntries[s]
@@ -181,56 +197,32 @@ function createDecider(options, io) {
         taken.push({ entry, key, n, decision, period: periodTaken(entry) })
         if (decision.allowed) {
           allowedCount++
-          if (buildAsChecked) {
-            const record = recordFor(entry, key, decision.tokens, decision.quotaRemaining)
-            const separator = s === 0 ? '' : ', '
-            policyHeader += separator + record.policy
-            limitHeader += separator + limitItems(entry, record, decision.tokens, decision.quotaRemaining)
-          }
+          // (Every entry is in-process here: each allowed request writes every slot of checkedItems.)
+          if (buildAsChecked) describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, checkedItems, entry.index)
           continue
         }
         // A denial refunds what the earlier limits took; the later ones are reported from status.
         allowedCount = 0 // refunded here, whether or not every refund succeeds
         refundTaken(taken, s)
-        const record = recordFor(entry, key, decision.tokens, decision.quotaRemaining)
-        const violated = violatedBy(entry, record, decision, n)
-        if (headers) {
-          const out = newOut()
-          for (let e = 0; e < s; e++) {
-            const { entry: earlier, key: earlierKey, n: earlierN, decision: d } = taken[e]
-            describeLimiter(earlier, earlierKey, d.tokens, d.quotaRemaining, out, earlier.index, earlierN)
-          }
-          describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, out, entry.index)
-          for (let later = s + 1; later < syncEntries.length; later++) {
-            const laterEntry = syncEntries[later]
-            const laterKey = keys[laterEntry.index]
-            const status = statusOf(laterEntry, laterKey)
-            describeLimiter(laterEntry, laterKey, status.tokens, status.quotaRemaining, out, laterEntry.index)
-          }
-          setRateLimitHeaders(io, res, out)
-        }
-        return limited(req, res, next, decision, violated, quotaReset(record, decision))
+        return severalDenied(req, res, next, keys, taken, s)
       }
-      if (buildAsChecked) {
-        io.setHeader(res, 'RateLimit-Policy', policyHeader)
-        io.setHeader(res, 'RateLimit', limitHeader)
-      }
+      if (buildAsChecked) writeHeaders(io, res, checkedItems, undefined)
     } catch (err) {
       refundQuietly(taken, allowedCount)
       return fail(err, res, next)
     }
     if (awaited) {
-      let out
+      let items
       if (headers) {
-        out = newOut()
+        items = headerItems(entries.length)
         try {
-          for (const { entry, key, decision } of taken) describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, out, entry.index)
+          for (const { entry, key, decision } of taken) describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, items, entry.index)
         } catch (err) {
           refundQuietly(taken, taken.length)
           return fail(err, res, next)
         }
       }
-      return throttled(req, res, next, taken, keys, out, costs)
+      return throttled(req, res, next, taken, keys, items, costs)
     }
     return goOn(next)
   }
@@ -239,7 +231,7 @@ function createDecider(options, io) {
    * A shared limiter entry, after every in-process limit allowed the request: true when the
    * request was answered here (a denial, or 503 when the store is unavailable).
    */
-  async function sharedLimit(req, res, next, entry, keys, costs, taken, out, refundAll) {
+  async function sharedLimit(req, res, next, entry, keys, costs, taken, items, refundAll) {
     const key = keys[entry.index]
     const n = costs[entry.index]
     let decision
@@ -249,12 +241,12 @@ function createDecider(options, io) {
     } catch (err) {
       if (!(isError(err) && err.code === 'ERR_STORE_UNAVAILABLE')) throw err
       refundAll()
-      unavailable(res, out, 'The shared quota store could not be reached in time, so the request was not served.')
+      unavailable(res, items, 'The shared quota store could not be reached in time, so the request was not served.')
       return true
     }
     if (decision.allowed) {
       taken.push({ entry, key, n, decision, period })
-      if (headers) describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, out, entry.index)
+      if (headers) describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, items, entry.index)
       return false
     }
     // Denied: what the earlier limits took goes back; later shared limits are reported from status.
@@ -262,31 +254,26 @@ function createDecider(options, io) {
     const record = recordFor(entry, key, decision.tokens, decision.quotaRemaining)
     const violated = violatedBy(entry, record, decision, n)
     if (headers) {
-      describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, out, entry.index)
-      for (const later of sharedEntries.slice(sharedEntries.indexOf(entry) + 1)) {
-        const laterKey = keys[later.index]
-        const status = statusOf(later, laterKey)
-        describeLimiter(later, laterKey, status.tokens, status.quotaRemaining, out, later.index)
-      }
-      setRateLimitHeaders(io, res, out)
+      describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, items, entry.index)
+      for (const later of sharedEntries.slice(sharedEntries.indexOf(entry) + 1)) describeStatus(later, keys[later.index], items)
     }
-    await limited(req, res, next, decision, violated, quotaReset(record, decision))
+    await limited(req, res, next, decision, violated, quotaReset(record, decision), items)
     return true
   }
 
   /** The shared limiter entries, then the throttle entries, after every in-process limit allowed the request. */
-  async function throttled(req, res, next, taken, keys, out, costs) {
+  async function throttled(req, res, next, taken, keys, items, costs) {
     let refunded = false
     const refundAll = () => {
       refunded = true // once, even if a refund throws
       refundTaken(taken, taken.length)
       if (headers) {
-        for (const { entry, key, n, decision } of taken) describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, out, entry.index, n)
+        for (const { entry, key, n, decision } of taken) describeRefunded(entry, key, decision.tokens, decision.quotaRemaining, items, entry.index, n)
       }
     }
     try {
       for (const entry of sharedEntries) {
-        if (await sharedLimit(req, res, next, entry, keys, costs, taken, out, refundAll)) return
+        if (await sharedLimit(req, res, next, entry, keys, costs, taken, items, refundAll)) return
       }
       for (const entry of throttleEntries) {
         let result
@@ -301,21 +288,20 @@ function createDecider(options, io) {
             if (entry.failOpen) continue
           }
           refundAll()
-          const why = err.code === 'ERR_THROTTLE_TIMEOUT' ? `no answer within ${entry.timeoutMs} ms` : nonsense ? 'it answered something that is not a count' : 'it failed'
-          unavailable(res, out, `The rate limit store could not be reached (${why}), so the request was not served.`)
+          const why = err instanceof ThrottleTimeout ? `no answer within ${entry.timeoutMs} ms` : nonsense ? 'it answered something that is not a count' : 'it failed'
+          unavailable(res, items, `The rate limit store could not be reached (${why}), so the request was not served.`)
           return
         }
         entry.outage.answered()
-        if (headers) describeThrottle(entry, result, out, entry.index)
+        if (headers) describeThrottle(entry, result, items, entry.index)
         if (!result.allowed) {
           refundAll()
           const { decision, violated } = throttleDenial(entry, result)
-          if (headers) setRateLimitHeaders(io, res, out)
-          await limited(req, res, next, decision, violated)
+          await limited(req, res, next, decision, violated, undefined, items)
           return
         }
       }
-      if (headers) setRateLimitHeaders(io, res, out)
+      writeHeaders(io, res, items, undefined)
     } catch (err) {
       if (!refunded) refundQuietly(taken, taken.length)
       fail(isError(err) ? err : throttleError(err), res, next)

@@ -1,9 +1,9 @@
 'use strict'
 // How rateLimit answers a request once it is decided: it goes on, it fails (the error path), it is
-// limited (Retry-After, then the 429 problem or the user's onLimited) or the store it needed is
-// unavailable (the 503, written here once). The RateLimit headers are ./headers.js's.
+// limited (its headers with Retry-After, then the 429 problem or the user's onLimited) or the store
+// it needed is unavailable (the 503, written here once). Every header is ./headers.js's writeHeaders'.
 
-const { setRateLimitHeaders } = require('./headers.js')
+const { writeHeaders } = require('./headers.js')
 const { quotaExceededProblem } = require('./responses.js')
 const { isThenable, callbackError } = require('./plan.js')
 
@@ -18,7 +18,7 @@ function violatedBy(entry, record, decision, n) {
   return names
 }
 // A store outage's 503 says when to come back: the store may answer again at any moment.
-const UNAVAILABLE_RETRY_AFTER_S = '1'
+const UNAVAILABLE_RETRY_AFTER_MS = 1000
 
 /**
  * The answers of one rateLimit: `io` is the framework adapter's (see ./decide.js), `headers` whether
@@ -35,8 +35,9 @@ function createResponder(io, headers, onLimited) {
     return undefined
   }
 
-  function limited(req, res, next, decision, violated, reset) {
-    io.setHeader(res, 'Retry-After', String(Math.ceil(decision.retryAfterMs / 1000)))
+  /** A denial: the headers (`items`: the entries' RateLimit items) and Retry-After, then the 429 or onLimited. */
+  function limited(req, res, next, decision, violated, reset, items) {
+    writeHeaders(io, res, headers ? items : undefined, decision.retryAfterMs)
     if (onLimited === undefined) {
       io.sendProblem(res, 429, quotaExceededProblem(decision, violated, reset))
       return undefined
@@ -51,10 +52,9 @@ function createResponder(io, headers, onLimited) {
     return Promise.resolve(returned).then(undefined, (err) => fail(callbackError(err, 'onLimited'), res, next))
   }
 
-  /** The 503 of a store that could not serve the request (`out`: the RateLimit headers' items so far). */
-  function unavailable(res, out, detail) {
-    if (headers) setRateLimitHeaders(io, res, out)
-    io.setHeader(res, 'Retry-After', UNAVAILABLE_RETRY_AFTER_S)
+  /** The 503 of a store that could not serve the request (`items`: the RateLimit items so far). */
+  function unavailable(res, items, detail) {
+    writeHeaders(io, res, headers ? items : undefined, UNAVAILABLE_RETRY_AFTER_MS)
     io.sendProblem(res, 503, { type: 'about:blank', title: 'Service Unavailable', status: 503, detail })
   }
 

@@ -4,10 +4,9 @@
 const PROBLEM_TYPE_QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#quota-exceeded'
 const PROBLEM_CONTENT_TYPE = 'application/problem+json'
 
-function sendProblem(res, status, problem, extraHeaders) {
+function sendProblem(res, status, problem) {
   const body = JSON.stringify(problem)
   res.statusCode = status
-  if (extraHeaders !== undefined) for (const [name, value] of extraHeaders) res.setHeader(name, value)
   res.setHeader('Content-Type', PROBLEM_CONTENT_TYPE)
   res.setHeader('Content-Length', Buffer.byteLength(body))
   res.end(body)

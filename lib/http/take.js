@@ -3,7 +3,7 @@
 // nothing), a throttle's check within its timeout and what its answer or failure means.
 
 const { QuotaClockError } = require('../errors.js')
-const { coded, thrownText } = require('../validate.js')
+const { thrownText } = require('../validate.js')
 const { withTimeout } = require('../timeout.js')
 const { THROTTLE_LIMITS } = require('./options.js')
 const { giveBack } = require('./give-back.js')
@@ -25,9 +25,19 @@ function refundQuietly(taken, count) {
   }
 }
 
+/**
+ * A throttle store that did not answer within `entry.timeoutMs`: unavailable, as any store that has
+ * not answered (ERR_STORE_UNAVAILABLE), and told apart from one that failed by its class.
+ */
+class ThrottleTimeout extends QuotaClockError {
+  constructor(entry) {
+    super('ERR_STORE_UNAVAILABLE', `the throttle store did not answer within ${entry.timeoutMs} ms`)
+  }
+}
+
 function throttleUnavailable(entry, err) {
   entry.outage.failed(() => {
-    const reason = err.code === 'ERR_THROTTLE_TIMEOUT' ? err.message : `it failed: ${err.message}`
+    const reason = err instanceof ThrottleTimeout ? err.message : `it failed: ${err.message}`
     return `rateLimit: the throttle store is unavailable (${reason}); requests ${entry.failOpen ? 'pass unchecked (failOpen)' : 'are answered 503'} until it answers again`
   })
 }
@@ -41,7 +51,7 @@ function checkWithin(entry, key) {
     pending = Promise.reject(err)
   }
   return withTimeout(pending, entry.timeoutMs, () => {
-    throw coded(Error, 'ERR_THROTTLE_TIMEOUT', `the throttle store did not answer within ${entry.timeoutMs} ms`)
+    throw new ThrottleTimeout(entry)
   })
 }
 
@@ -73,4 +83,4 @@ function throttleDenial(entry, result) {
   return { decision, violated: [entry.items.plain[unit]] }
 }
 
-module.exports = { refundTaken, refundQuietly, checkWithin, isCallerError, throttleError, throttleUnavailable, throttleDenial }
+module.exports = { ThrottleTimeout, refundTaken, refundQuietly, checkWithin, isCallerError, throttleError, throttleUnavailable, throttleDenial }

@@ -15,7 +15,7 @@ use crate::limiter::RetryBasis;
 #[napi(object)]
 pub struct ErrorCodeEntry {
     pub code: String,
-    /// 'QuotaClockError' | 'RangeError' | 'Error': the class the JS face throws it as.
+    /// 'QuotaClockError' | 'RangeError' | 'TypeError' | 'Error': the class the JS face throws it as.
     pub class: String,
 }
 

@@ -6,9 +6,10 @@
 
 use crate::error::{ErrorCode, Reading};
 
-/// The JavaScript class an error code is thrown as: `QuotaClockError` (the clocks, or the key
-/// table, refused the call), `RangeError` (a value out of range; the JS face throws `TypeError`
-/// for a wrong type) or `Error` (a bug of this package).
+/// The JavaScript class an error code is thrown as: `QuotaClockError` (the clocks, the key
+/// table, a store or a user's callback failed the call), `RangeError` (a value out of range; the
+/// JS face throws `TypeError` for a wrong type), `TypeError` (a call this limiter does not take)
+/// or `Error` (a bug of this package, or something missing from the installation).
 pub(crate) fn class_of(code: ErrorCode) -> &'static str {
     match code {
         ErrorCode::MonotonicRegression
@@ -18,13 +19,17 @@ pub(crate) fn class_of(code: ErrorCode) -> &'static str {
         | ErrorCode::UnsupportedPlatform
         | ErrorCode::KeyLimit
         | ErrorCode::StoreUnavailable
-        | ErrorCode::StoreResponse => "QuotaClockError",
+        | ErrorCode::StoreResponse
+        | ErrorCode::Callback => "QuotaClockError",
         ErrorCode::InvalidOption
         | ErrorCode::ZoneMismatch
         | ErrorCode::SubDayPeriod
         | ErrorCode::UnknownTimeZone
         | ErrorCode::InvalidArg => "RangeError",
-        ErrorCode::Internal => "Error",
+        ErrorCode::SharedAsync => "TypeError",
+        ErrorCode::Internal
+        | ErrorCode::MissingPeerDependency
+        | ErrorCode::NativeBindingNotFound => "Error",
     }
 }
 
@@ -59,7 +64,7 @@ mod tests {
     fn every_variant_of_the_exported_unions_is_listed_once() {
         // `ErrorCode`'s exhaustive match is `class_of`'s: a code added without a class fails to
         // compile there.
-        assert_eq!(distinct(&ErrorCode::ALL, ErrorCode::as_str).len(), 14);
+        assert_eq!(distinct(&ErrorCode::ALL, ErrorCode::as_str).len(), 18);
         assert_eq!(distinct(&RetryBasis::ALL, RetryBasis::as_str).len(), 2);
         assert_eq!(distinct(&AnomalyKind::ALL, AnomalyKind::as_str).len(), 7);
         assert_eq!(
@@ -91,6 +96,7 @@ mod tests {
 
     #[test]
     fn error_codes_are_classed() {
+        // SPEC §9's list of `QuotaClockError` codes.
         let clock: Vec<_> = ErrorCode::ALL
             .iter()
             .filter(|&&code| class_of(code) == "QuotaClockError")
@@ -106,10 +112,12 @@ mod tests {
                 "ERR_UNSUPPORTED_PLATFORM",
                 "ERR_KEY_LIMIT",
                 "ERR_STORE_UNAVAILABLE",
-                "ERR_STORE_RESPONSE"
+                "ERR_STORE_RESPONSE",
+                "ERR_CALLBACK"
             ]
         );
         assert_eq!(class_of(ErrorCode::Internal), "Error");
+        assert_eq!(class_of(ErrorCode::SharedAsync), "TypeError");
         assert_eq!(
             class_of(Error::KeyLimit { max_keys: 1 }.code()),
             "QuotaClockError"
