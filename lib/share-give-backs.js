@@ -5,14 +5,15 @@
 // outcomes.
 
 const { checkReserveAnswer } = require('./quota-store.js')
-const { coded, thrownText } = require('./validate.js')
+const { thrownText } = require('./validate.js')
+const { QuotaClockError } = require('./errors.js')
 const { withTimeout, storeDeadline, quietTimer } = require('./timeout.js')
 const native = require('./native.js')
 
 /** A thrown value as an Error (a non-Error is wrapped, as its cause). */
 function asError(value) {
   if (value instanceof Error) return value
-  return coded(Error, 'ERR_CALLBACK', `quota store threw a non-Error value: ${thrownText(value)}`, { cause: value })
+  return new QuotaClockError('ERR_CALLBACK', `quota store threw a non-Error value: ${thrownText(value)}`, { cause: value })
 }
 
 class GiveBacks {
@@ -125,7 +126,7 @@ class GiveBacks {
       () => {
         state.timedOut = true
         this.#stats.timeouts++
-        return coded(Error, 'ERR_STORE_UNAVAILABLE', `no answer within share.timeoutMs (${this.#timeoutMs} ms)`)
+        return new QuotaClockError('ERR_STORE_UNAVAILABLE', `no answer within share.timeoutMs (${this.#timeoutMs} ms)`)
       },
       storeDeadline,
     )
