@@ -7,6 +7,15 @@
 //   i        the record's identity        R    the refill per second (for the record's TTL)
 //   h:<X>    cells X holds                t:<X> store ms of X's last renewing call
 //   l:<X>    X's leaseMs                  w:<X> store ms X asked for a fair share
+// z        '<fair> <holders> <ttl> <lapse>' kept by every full write (both scripts) while nobody
+//          waits and f <= C - Σh (absent otherwise): fair = ceil(C / n), holders = how many t:*
+//          fields, ttl = the record's TTL in ms (below), lapse = the earliest t:Y + 1.1 * l:Y + 1000
+//          of any holder (nobody is past the margin while store time <= lapse).
+// A plain renewal (X keeps all it holds at the same leaseMs, z present, and X the only holder or
+// store time <= lapse) reads i, h:X, l:X and z with one HMGET and writes only t:X and the expiry:
+// the full path would change nothing else (z's lapse only bounds the others: while X is the only
+// holder it is not read, and the next full write recomputes it). Anything else, or a record
+// without z, takes the full path (HGETALL), which rewrites z.
 // Store time is TIME in ms, fractional. Floats (tokens, store time) cross as text (Lua numbers
 // become integers in replies) and are parsed here. After each write the record expires
 // max(ceil(C / R * 1000), max l * 1.1 + 1000) + 60_000 ms later: only after nobody touched it for
@@ -74,13 +83,43 @@ local function shares(r, me, counted_me)
   return sum, math.max(n, 1), waiting
 end
 local function write(key, r)
-  if #r.del > 0 then redis.call('HDEL', key, unpack(r.del)) end
-  if #r.set > 0 then redis.call('HSET', key, unpack(r.set)) end
-  local longest = 0
+  local longest, sum, holders, n, waiters, lapse, seen = 0, 0, 0, 0, 0, 0, {}
   for _, l in pairs(r.l) do longest = math.max(longest, l) end
+  for y, t in pairs(r.t) do
+    local at = t + 1.1 * (r.l[y] or 0) + 1000
+    if holders == 0 or at < lapse then lapse = at end
+    holders = holders + 1
+  end
+  for y, h in pairs(r.h) do
+    sum = sum + h
+    if h > 0 then seen[y] = true; n = n + 1 end
+  end
+  for y in pairs(r.w) do
+    waiters = waiters + 1
+    if not seen[y] then n = n + 1 end
+  end
   local refill = ${NEVER_REFILLS_MS}
   if r.R > 0 then refill = math.ceil(r.C / r.R * 1000) end
-  redis.call('PEXPIRE', key, math.ceil(math.max(math.min(refill, ${NEVER_REFILLS_MS}), longest * 1.1 + 1000) + 60000))
+  local ttl = math.ceil(math.max(math.min(refill, ${NEVER_REFILLS_MS}), longest * 1.1 + 1000) + 60000)
+  if waiters == 0 and r.f <= r.C - sum then
+    put(r, 'z', table.concat({ math.ceil(r.C / math.max(n, 1)), holders, ttl, text(lapse) }, ' '))
+  else
+    drop(r, 'z')
+  end
+  if #r.del > 0 then redis.call('HDEL', key, unpack(r.del)) end
+  redis.call('HSET', key, unpack(r.set))
+  redis.call('PEXPIRE', key, ttl)
+end
+-- A plain renewal of X's h (fields: HMGET i, h:X, l:X, z): answers fair when it is one (and has
+-- written it), nil when the full path must run.
+local function plain(key, fields, held, lease, now, nowText, tField)
+  local h, z = tonumber(fields[2]), fields[4]
+  if not z or not h or h <= 0 or held < h or tonumber(fields[3]) ~= lease then return nil end
+  local fair, holders, ttl, lapse = string.match(z, '^(%d+) (%d+) (%d+) (%S+)$')
+  if holders ~= '1' and now > tonumber(lapse) then return nil end
+  redis.call('HSET', key, tField, nowText)
+  redis.call('PEXPIRE', key, ttl)
+  return tonumber(fair)
 end
 `
 
@@ -136,13 +175,22 @@ return { take, text(tokens), hX + take, fair, waiting, r.i, text(now) }
 const RENEW = `${COMMON}
 local me, lease = ARGV[1], tonumber(ARGV[2])
 local now = now_ms()
-local reply = { text(now) }
+local nowText = text(now)
+local hField, tField, lField = 'h:' .. me, 't:' .. me, 'l:' .. me
+local reply = { nowText }
 for k = 1, #KEYS do
   local held, tokens, known = tonumber(ARGV[3 * k]), tonumber(ARGV[3 * k + 1]), ARGV[3 * k + 2]
-  local r = load(KEYS[k])
-  if not r or (known ~= '0' and r.i ~= known) then
+  local fields = redis.call('HMGET', KEYS[k], 'i', hField, lField, 'z')
+  local fair = nil
+  if fields[1] and (known == '0' or fields[1] == known) then
+    fair = plain(KEYS[k], fields, held, lease, now, nowText, tField)
+  end
+  if not fields[1] or (known ~= '0' and fields[1] ~= known) then
     reply[#reply + 1] = 0; reply[#reply + 1] = 0; reply[#reply + 1] = 0
+  elseif fair then
+    reply[#reply + 1] = tonumber(fields[2]); reply[#reply + 1] = 0; reply[#reply + 1] = fair
   else
+    local r = load(KEYS[k])
     reclaim(r, me, now, lease)
     local hX = r.h[me] or 0
     local newH = math.min(hX, held)
