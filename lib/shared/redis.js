@@ -158,9 +158,11 @@ function isNoScript(error) {
  */
 function commandRunner(client) {
   if (typeof client !== 'object' || client === null) return undefined
-  // ioredis Redis and Cluster: isCluster is their own flag; call() routes by the script's key.
+  // ioredis Redis and Cluster: isCluster is their own flag; call() routes by the script's key. The
+  // arguments go as one array (ioredis flattens it): a renewal's hundreds of thousands of them
+  // spread into the call would overflow the stack.
   if (typeof client.isCluster === 'boolean' && typeof client.call === 'function') {
-    return (args) => client.call(...args)
+    return (args) => client.call(args[0], args.slice(1))
   }
   if (typeof client.sendCommand !== 'function') return undefined
   // node-redis: a cluster's sendCommand takes the key that picks the node first (a cluster has
