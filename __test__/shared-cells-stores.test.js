@@ -329,7 +329,7 @@ describe('the fleet bucket store operations', () => {
     assert.ok(left > 1_000_000 && left <= 1_060_000, `expiresAt in ${left} ms`)
   })
 
-  test('a plain renewal on Redis reads four fields of each record (one HMGET), not the whole record', async () => {
+  test('a plain renewal on Redis reads four fields of each record (one HMGET), not the whole record, and moves its expiry only by more than a tenth', async () => {
     const { ops } = variants.ioredis
     const name = freshName()
     const keys = []
@@ -346,11 +346,23 @@ describe('the fleet bucket store operations', () => {
     }
     const plain = await delta(() => ops.cellsRenew({ name, instance: 'A', leaseMs: L, keys }))
     assert.deepEqual(plain.answer.keys, keys.map(() => ({ held: 10, waiting: 0, fair: 10 })))
-    assert.deepEqual(plain.calls, { hgetall: 0, hmget: 3, hset: 3, hdel: 0, pexpire: 3 })
+    // The expiry (72 s: the margin 12 s + 60 s) moves only once it would move by more than 7.2 s.
+    assert.deepEqual(plain.calls, { hgetall: 0, hmget: 3, hset: 3, hdel: 0, pexpire: 0 })
+    redis.stepClock(7_000)
+    const early = await delta(() => ops.cellsRenew({ name, instance: 'A', leaseMs: L, keys }))
+    assert.deepEqual(early.calls, { hgetall: 0, hmget: 3, hset: 3, hdel: 0, pexpire: 0 })
+    const kept = await clients.ioredis.pttl(redisKey(name, 'k1'))
+    assert.ok(kept > 72_000 - 7_500 && kept <= 65_000, `PTTL ${kept}`)
+    redis.stepClock(1_000)
+    const moved = await delta(() => ops.cellsRenew({ name, instance: 'A', leaseMs: L, keys }))
+    assert.deepEqual(moved.answer.keys, keys.map(() => ({ held: 10, waiting: 0, fair: 10 })))
+    assert.deepEqual(moved.calls, { hgetall: 0, hmget: 3, hset: 3, hdel: 0, pexpire: 3 })
+    const renewedTtl = await clients.ioredis.pttl(redisKey(name, 'k1'))
+    assert.ok(renewedTtl > 71_000 && renewedTtl <= 72_000, `PTTL ${renewedTtl}`)
     // A give-back, or another lease, is the full renewal.
     const given = await delta(() => ops.cellsRenew({ name, instance: 'A', leaseMs: L, keys: [{ ...keys[0], held: 4 }, keys[1]] }))
     assert.deepEqual(given.answer.keys, [{ held: 4, waiting: 0, fair: 10 }, { held: 10, waiting: 0, fair: 10 }])
-    assert.deepEqual(given.calls, { hgetall: 1, hmget: 2, hset: 2, hdel: 0, pexpire: 2 })
+    assert.deepEqual(given.calls, { hgetall: 1, hmget: 2, hset: 2, hdel: 0, pexpire: 1 })
     const longer = await delta(() => ops.cellsRenew({ name, instance: 'A', leaseMs: 2 * L, keys: [keys[2]] }))
     assert.deepEqual(longer.answer.keys, [{ held: 10, waiting: 0, fair: 10 }])
     assert.equal(longer.calls.hgetall, 1)

@@ -4,9 +4,11 @@
 // `cellsRenew` of all of them, as the renewal tick sends it. Reported per run: Redis's own time for
 // the renewal scripts (INFO commandstats, usec of evalsha), the wall time of the call, and the
 // longest PING of a second client sent every 5 ms while it runs. BENCH_KEYS sets the key count,
-// BENCH_RUNS the number of renewals (the median and the worst are printed).
+// BENCH_RUNS the number of renewals (the median and the worst are printed), BENCH_CLIENT=node-redis
+// runs the store on a node-redis client instead of ioredis.
 
 const Redis = require('ioredis')
+const { createClient } = require('redis')
 const { redisStore } = require('../lib/shared.js')
 const { storeOperations } = require('../lib/quota-store.js')
 const { RENEW_CHUNK } = require('../lib/shared/redis-cells.js')
@@ -49,7 +51,12 @@ async function main() {
   const client = new Redis({ port: redis.port, host: '127.0.0.1' })
   const other = new Redis({ port: redis.port, host: '127.0.0.1' })
   try {
-    const ops = storeOperations(redisStore(client))
+    let storeClient = client
+    if (process.env.BENCH_CLIENT === 'node-redis') {
+      storeClient = createClient({ url: `redis://127.0.0.1:${redis.port}` })
+      await storeClient.connect()
+    }
+    const ops = storeOperations(redisStore(storeClient))
     const name = 'renew-bench'
     const keys = []
     for (let at = 0; at < KEYS; at += 5_000) {
@@ -77,6 +84,7 @@ async function main() {
     const of = (field) => `${median(runs.map((one) => one[field])).toFixed(0)} ms (worst ${Math.max(...runs.map((one) => one[field])).toFixed(0)})`
     console.log(`${KEYS.toLocaleString('en')} keys, chunks of ${RENEW_CHUNK.toLocaleString('en')}, median of ${RUNS}:`)
     console.log(`  Redis time ${of('redisMs')} = ${((median(runs.map((one) => one.redisMs)) * 1000) / KEYS).toFixed(1)} µs a key; wall ${of('wallMs')}; longest PING ${of('pingMs')}`)
+    if (storeClient !== client) await storeClient.close()
   } finally {
     client.disconnect()
     other.disconnect()

@@ -7,15 +7,19 @@
 //   i        the record's identity        R    the refill per second (for the record's TTL)
 //   h:<X>    cells X holds                t:<X> store ms of X's last renewing call
 //   l:<X>    X's leaseMs                  w:<X> store ms X asked for a fair share
-// z        '<fair> <holders> <ttl> <lapse>' kept by every full write (both scripts) while nobody
-//          waits and f <= C - Σh (absent otherwise): fair = ceil(C / n), holders = how many t:*
-//          fields, ttl = the record's TTL in ms (below), lapse = the earliest t:Y + 1.1 * l:Y + 1000
-//          of any holder (nobody is past the margin while store time <= lapse).
+// z        '<fair> <holders> <ttl> <lapse> <expires>' kept by every full write (both scripts) while
+//          nobody waits and f <= C - Σh (absent otherwise): fair = ceil(C / n), holders = how many
+//          t:* fields, ttl = the record's TTL in ms (below), lapse = the earliest t:Y + 1.1 * l:Y +
+//          1000 of any holder (nobody is past the margin while store time <= lapse), expires = the
+//          store time the record expires at (its last PEXPIRE).
 // A plain renewal (X keeps all it holds at the same leaseMs, z present, and X the only holder or
-// store time <= lapse) reads i, h:X, l:X and z with one HMGET and writes only t:X and the expiry:
-// the full path would change nothing else (z's lapse only bounds the others: while X is the only
-// holder it is not read, and the next full write recomputes it). Anything else, or a record
-// without z, takes the full path (HGETALL), which rewrites z.
+// store time <= lapse) reads i, h:X, l:X and z with one HMGET and writes only t:X: the full path
+// would change nothing else (z's lapse only bounds the others: while X is the only holder it is
+// not read, and the next full write recomputes it). It moves the expiry (and z's expires) only
+// when that would move it by more than ttl / 10 or 30 s, whichever is less: the record then
+// expires at least 0.9 * ttl and ttl - 30 s after its last renewal, still more than the time to
+// refill and the margin. Anything else, or a record without z, takes the full path (HGETALL),
+// which rewrites z and the expiry.
 // Store time is TIME in ms, fractional. Floats (tokens, store time) cross as text (Lua numbers
 // become integers in replies) and are parsed here. After each write the record expires
 // max(ceil(C / R * 1000), max l * 1.1 + 1000) + 60_000 ms later: only after nobody touched it for
@@ -84,7 +88,7 @@ local function shares(r, me, counted_me)
   if counted_me and not seen[me] then n = n + 1 end
   return sum, math.max(n, 1), waiting
 end
-local function write(key, r)
+local function write(key, r, now)
   local longest, sum, holders, n, waiters, lapse, seen = 0, 0, 0, 0, 0, 0, {}
   for _, l in pairs(r.l) do longest = math.max(longest, l) end
   for y, t in pairs(r.t) do
@@ -104,7 +108,7 @@ local function write(key, r)
   if r.R > 0 then refill = math.ceil(r.C / r.R * 1000) end
   local ttl = math.ceil(math.max(math.min(refill, ${NEVER_REFILLS_MS}), longest * 1.1 + 1000) + 60000)
   if waiters == 0 and r.f <= r.C - sum then
-    put(r, 'z', table.concat({ math.ceil(r.C / math.max(n, 1)), holders, ttl, text(lapse) }, ' '))
+    put(r, 'z', table.concat({ math.ceil(r.C / math.max(n, 1)), holders, ttl, text(lapse), text(now + ttl) }, ' '))
   else
     drop(r, 'z')
   end
@@ -117,10 +121,15 @@ end
 local function plain(key, fields, held, lease, now, nowText, tField)
   local h, z = tonumber(fields[2]), fields[4]
   if not z or not h or h <= 0 or held < h or tonumber(fields[3]) ~= lease then return nil end
-  local fair, holders, ttl, lapse = string.match(z, '^(%d+) (%d+) (%d+) (%S+)$')
-  if holders ~= '1' and now > tonumber(lapse) then return nil end
-  redis.call('HSET', key, tField, nowText)
-  redis.call('PEXPIRE', key, ttl)
+  local fair, holders, ttl, lapse, expires = string.match(z, '^(%d+) (%d+) (%d+) (%S+) (%S+)$')
+  if not fair or (holders ~= '1' and now > tonumber(lapse)) then return nil end
+  local moved = now + ttl - tonumber(expires)
+  if moved > math.min(ttl / 10, 30000) then
+    redis.call('HSET', key, tField, nowText, 'z', table.concat({ fair, holders, ttl, lapse, text(now + ttl) }, ' '))
+    redis.call('PEXPIRE', key, ttl)
+  else
+    redis.call('HSET', key, tField, nowText)
+  end
   return tonumber(fair)
 end
 `
@@ -168,7 +177,7 @@ if others > 0 then
 elseif r.w[me] then
   r.w[me] = nil; drop(r, 'w:' .. me)
 end
-write(KEYS[1], r)
+write(KEYS[1], r, now)
 return { take, text(tokens), hX + take, fair, waiting, r.i, text(now) }
 `
 
@@ -207,7 +216,7 @@ for k = 1, #KEYS do
     local sum, n, waiting = shares(r, me, false)
     r.f = math.max(0, math.min(r.f, r.C - sum))
     put(r, 'f', text(r.f))
-    write(KEYS[k], r)
+    write(KEYS[k], r, now)
     reply[3 * k - 1] = newH; reply[3 * k] = waiting; reply[3 * k + 1] = math.ceil(r.C / n)
   end
 end
