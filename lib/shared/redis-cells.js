@@ -7,19 +7,20 @@
 //   i        the record's identity        R    the refill per second (for the record's TTL)
 //   h:<X>    cells X holds                t:<X> store ms of X's last renewing call
 //   l:<X>    X's leaseMs                  w:<X> store ms X asked for a fair share
-// z        '<fair> <holders> <ttl> <lapse> <expires>' kept by every full write (both scripts) while
-//          nobody waits and f <= C - Σh (absent otherwise): fair = ceil(C / n), holders = how many
-//          t:* fields, ttl = the record's TTL in ms (below), lapse = the earliest t:Y + 1.1 * l:Y +
-//          1000 of any holder (nobody is past the margin while store time <= lapse), expires = the
-//          store time the record expires at (its last PEXPIRE).
-// A plain renewal (X keeps all it holds at the same leaseMs, z present, and X the only holder or
-// store time <= lapse) reads i, h:X, l:X and z with one HMGET and writes only t:X: the full path
-// would change nothing else (z's lapse only bounds the others: while X is the only holder it is
-// not read, and the next full write recomputes it). It moves the expiry (and z's expires) only
-// when that would move it by more than ttl / 10 or 30 s, whichever is less: the record then
-// expires at least 0.9 * ttl and ttl - 30 s after its last renewal, still more than the time to
-// refill and the margin. Anything else, or a record without z, takes the full path (HGETALL),
-// which rewrites z and the expiry.
+// Kept by every full write (both scripts) while nobody waits and f <= C - Σh (absent otherwise):
+//   F        fair = ceil(C / n), n the processes holding (h > 0) or waiting
+//   z        '<holders> <ttl> <lapse>': how many t:* fields, the record's TTL in ms (below), the
+//            earliest t:Y + 1.1 * l:Y + 1000 of any holder (nobody is past the margin until then)
+//   u        the store time until which a plain renewal writes t:X alone: the write's time plus
+//            min(ttl / 10, 30 s), and no later than lapse when X is not the only holder
+// A plain renewal (X keeps all it holds at the same leaseMs, u present) reads i, h:X, l:X, u, F
+// and z with one HMGET. Until u it writes t:X alone: the full path would change nothing else
+// (lapse only bounds the others: while X is the only holder it is not read, and the next full
+// write recomputes it), and it leaves the expiry where it is (the record expires at least
+// 0.9 * ttl and ttl - 30 s after X's renewal, still after the time to refill and the margin).
+// After u, if X is the only holder or store time <= lapse, it also moves the expiry and u.
+// Anything else, or a record without u, takes the full path (HGETALL), which rewrites F, z, u and
+// the expiry.
 // Store time is TIME in ms, fractional. Floats (tokens, store time) cross as text (Lua numbers
 // become integers in replies) and are parsed here. After each write the record expires
 // max(ceil(C / R * 1000), max l * 1.1 + 1000) + 60_000 ms later: only after nobody touched it for
@@ -108,29 +109,27 @@ local function write(key, r, now)
   if r.R > 0 then refill = math.ceil(r.C / r.R * 1000) end
   local ttl = math.ceil(math.max(math.min(refill, ${NEVER_REFILLS_MS}), longest * 1.1 + 1000) + 60000)
   if waiters == 0 and r.f <= r.C - sum then
-    put(r, 'z', table.concat({ math.ceil(r.C / math.max(n, 1)), holders, ttl, text(lapse), text(now + ttl) }, ' '))
+    local due = now + math.min(ttl / 10, 30000)
+    if holders > 1 then due = math.min(due, lapse) end
+    put(r, 'F', math.ceil(r.C / math.max(n, 1))); put(r, 'u', text(due))
+    put(r, 'z', table.concat({ holders, ttl, text(lapse) }, ' '))
   else
-    drop(r, 'z')
+    drop(r, 'F'); drop(r, 'u'); drop(r, 'z')
   end
   if #r.del > 0 then redis.call('HDEL', key, unpack(r.del)) end
   redis.call('HSET', key, unpack(r.set))
   redis.call('PEXPIRE', key, ttl)
 end
--- A plain renewal of X's h (fields: HMGET i, h:X, l:X, z): answers fair when it is one (and has
--- written it), nil when the full path must run.
-local function plain(key, fields, held, lease, now, nowText, tField)
-  local h, z = tonumber(fields[2]), fields[4]
-  if not z or not h or h <= 0 or held < h or tonumber(fields[3]) ~= lease then return nil end
-  local fair, holders, ttl, lapse, expires = string.match(z, '^(%d+) (%d+) (%d+) (%S+) (%S+)$')
-  if not fair or (holders ~= '1' and now > tonumber(lapse)) then return nil end
-  local moved = now + ttl - tonumber(expires)
-  if moved > math.min(ttl / 10, 30000) then
-    redis.call('HSET', key, tField, nowText, 'z', table.concat({ fair, holders, ttl, lapse, text(now + ttl) }, ' '))
-    redis.call('PEXPIRE', key, ttl)
-  else
-    redis.call('HSET', key, tField, nowText)
-  end
-  return tonumber(fair)
+-- A plain renewal of X's past u (z: the record's z): moves the expiry and u, writes t:X and
+-- answers true, or answers false when another holder may be past the margin (the full path).
+local function prolong(key, z, now, nowText, tField)
+  local holders, ttl, lapse = string.match(z or '', '^(%d+) (%d+) (%S+)$')
+  if not holders or (holders ~= '1' and now > tonumber(lapse)) then return false end
+  local due = now + math.min(ttl / 10, 30000)
+  if holders ~= '1' then due = math.min(due, tonumber(lapse)) end
+  redis.call('HSET', key, tField, nowText, 'u', text(due))
+  redis.call('PEXPIRE', key, ttl)
+  return true
 end
 `
 
@@ -190,17 +189,25 @@ local nowText = text(now)
 local hField, tField, lField = 'h:' .. me, 't:' .. me, 'l:' .. me
 local reply = { nowText }
 for k = 1, #KEYS do
-  local held, tokens, known = tonumber(ARGV[3 * k]), tonumber(ARGV[3 * k + 1]), ARGV[3 * k + 2]
-  local fields = redis.call('HMGET', KEYS[k], 'i', hField, lField, 'z')
-  local fair = nil
-  if fields[1] and (known == '0' or fields[1] == known) then
-    fair = plain(KEYS[k], fields, held, lease, now, nowText, tField)
+  local key, held, known = KEYS[k], tonumber(ARGV[3 * k]), ARGV[3 * k + 2]
+  local fields = redis.call('HMGET', key, 'i', hField, lField, 'u', 'F', 'z')
+  local id, h, due = fields[1], tonumber(fields[2]), fields[4]
+  local plain = false
+  if id and (known == '0' or id == known) and due and h and h > 0 and held >= h and tonumber(fields[3]) == lease then
+    if now <= tonumber(due) then
+      redis.call('HSET', key, tField, nowText)
+      plain = true
+    else
+      plain = prolong(key, fields[6], now, nowText, tField)
+    end
   end
-  if not fields[1] or (known ~= '0' and fields[1] ~= known) then
+  if plain then
+    -- held and fair as the record's text (the answer's parser reads numbers from text)
+    reply[3 * k - 1] = fields[2]; reply[3 * k] = 0; reply[3 * k + 1] = fields[5]
+  elseif not id or (known ~= '0' and id ~= known) then
     reply[3 * k - 1] = 0; reply[3 * k] = 0; reply[3 * k + 1] = 0
-  elseif fair then
-    reply[3 * k - 1] = tonumber(fields[2]); reply[3 * k] = 0; reply[3 * k + 1] = fair
   else
+    local tokens = tonumber(ARGV[3 * k + 1])
     local r = load(KEYS[k])
     reclaim(r, me, now, lease)
     local hX = r.h[me] or 0
