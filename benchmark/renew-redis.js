@@ -22,7 +22,6 @@ const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.l
 
 async function evalshaUsec(client) {
   const info = await client.info('commandstats')
-  if (process.env.BENCH_DEBUG) console.log(info.split("\n").filter((line) => /hgetall|hmget|hset|pexpire|evalsha/.test(line)).join("\n"))
   const match = /cmdstat_evalsha:calls=(\d+),usec=(\d+)/.exec(info)
   return match ? { calls: Number(match[1]), usec: Number(match[2]) } : { calls: 0, usec: 0 }
 }
