@@ -41,6 +41,12 @@ async function renewOne(ops, name, instance, fields, leaseMs = L) {
   return { ...answer.keys[0], storeNowMs: answer.storeNowMs }
 }
 
+/** Calls of each command Redis counted so far (INFO commandstats; commands of scripts included). */
+async function commandCalls(client, commands) {
+  const info = await client.info('commandstats')
+  return Object.fromEntries(commands.map((command) => [command, Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info)?.[1] ?? 0)]))
+}
+
 const near = (actual, expected) => assert.ok(Math.abs(actual - expected) < 1e-9, `${actual} != ${expected}`)
 
 /** Every step of both operations on one store (variant: { ops, step?(ms), drop(name, key) }). */
@@ -201,6 +207,27 @@ function stepsOn(label, variant) {
       assert.deepEqual([kept.held, kept.waiting, kept.fair], [10, 0, 10])
     })
 
+    test('a renewal gives back the cells of another holder past the margin, also when it renews only', async () => {
+      const { ops, step } = v()
+      if (step === undefined) return // the margin's clock is stepped only where it can be
+      const name = freshName()
+      const a = await ops.cellsAcquire(acquireOf(name, { instance: 'A', initial: 10 }))
+      await renewOne(ops, name, 'A', { held: 5, recordId: a.recordId })
+      const b = await ops.cellsAcquire(acquireOf(name, { instance: 'B', recordId: a.recordId }))
+      assert.deepEqual([b.granted, b.held, b.fair, b.waiting], [5, 5, 5, 0])
+      step(L + 500) // B's waiting mark is forgotten
+      const forgot = await renewOne(ops, name, 'A', { held: 5, recordId: a.recordId })
+      assert.deepEqual([forgot.held, forgot.waiting, forgot.fair], [5, 0, 5])
+      step(1000) // B's cells were given L + 1500 ms ago: still inside the margin
+      const kept = await renewOne(ops, name, 'A', { held: 5, recordId: a.recordId })
+      assert.deepEqual([kept.held, kept.waiting, kept.fair], [5, 0, 5])
+      step(1000) // L + 2500 ms: past the margin
+      const alone = await renewOne(ops, name, 'A', { held: 5, recordId: a.recordId })
+      assert.deepEqual([alone.held, alone.waiting, alone.fair], [5, 0, 10])
+      const back = await ops.cellsAcquire(acquireOf(name, { instance: 'A', held: 5, recordId: a.recordId }))
+      assert.deepEqual([back.granted, back.tokens, back.held], [5, 0, 10])
+    })
+
     test('a renewal of many keys answers each in order', async () => {
       const { ops } = v()
       const name = freshName()
@@ -302,6 +329,47 @@ describe('the fleet bucket store operations', () => {
     assert.ok(left > 1_000_000 && left <= 1_060_000, `expiresAt in ${left} ms`)
   })
 
+  test('a plain renewal on Redis reads four fields of each record (one HMGET), not the whole record, and moves its expiry only by more than a tenth', async () => {
+    const { ops } = variants.ioredis
+    const name = freshName()
+    const keys = []
+    for (const key of ['k1', 'k2', 'k3']) {
+      const a = await ops.cellsAcquire(acquireOf(name, { key, instance: 'A' }))
+      keys.push({ key, held: a.held, tokens: 0, recordId: a.recordId })
+    }
+    const commands = ['hgetall', 'hmget', 'hset', 'hdel', 'pexpire']
+    const delta = async (work) => {
+      const before = await commandCalls(clients.ioredis, commands)
+      const answer = await work()
+      const after = await commandCalls(clients.ioredis, commands)
+      return { answer, calls: Object.fromEntries(commands.map((command) => [command, after[command] - before[command]])) }
+    }
+    const plain = await delta(() => ops.cellsRenew({ name, instance: 'A', leaseMs: L, keys }))
+    assert.deepEqual(plain.answer.keys, keys.map(() => ({ held: 10, waiting: 0, fair: 10 })))
+    // The expiry (72 s: the margin 12 s + 60 s) moves only once it would move by more than 7.2 s.
+    assert.deepEqual(plain.calls, { hgetall: 0, hmget: 3, hset: 3, hdel: 0, pexpire: 0 })
+    redis.stepClock(7_000)
+    const early = await delta(() => ops.cellsRenew({ name, instance: 'A', leaseMs: L, keys }))
+    assert.deepEqual(early.calls, { hgetall: 0, hmget: 3, hset: 3, hdel: 0, pexpire: 0 })
+    const kept = await clients.ioredis.pttl(redisKey(name, 'k1'))
+    assert.ok(kept > 72_000 - 7_500 && kept <= 65_000, `PTTL ${kept}`)
+    redis.stepClock(1_000)
+    const moved = await delta(() => ops.cellsRenew({ name, instance: 'A', leaseMs: L, keys }))
+    assert.deepEqual(moved.answer.keys, keys.map(() => ({ held: 10, waiting: 0, fair: 10 })))
+    assert.deepEqual(moved.calls, { hgetall: 0, hmget: 3, hset: 3, hdel: 0, pexpire: 3 })
+    const renewedTtl = await clients.ioredis.pttl(redisKey(name, 'k1'))
+    assert.ok(renewedTtl > 71_000 && renewedTtl <= 72_000, `PTTL ${renewedTtl}`)
+    // A give-back, or another lease, is the full renewal.
+    const given = await delta(() => ops.cellsRenew({ name, instance: 'A', leaseMs: L, keys: [{ ...keys[0], held: 4 }, keys[1]] }))
+    assert.deepEqual(given.answer.keys, [{ held: 4, waiting: 0, fair: 10 }, { held: 10, waiting: 0, fair: 10 }])
+    assert.deepEqual(given.calls, { hgetall: 1, hmget: 2, hset: 2, hdel: 0, pexpire: 1 })
+    const longer = await delta(() => ops.cellsRenew({ name, instance: 'A', leaseMs: 2 * L, keys: [keys[2]] }))
+    assert.deepEqual(longer.answer.keys, [{ held: 10, waiting: 0, fair: 10 }])
+    assert.equal(longer.calls.hgetall, 1)
+    const ttl = await clients.ioredis.pttl(redisKey(name, 'k3'))
+    assert.ok(ttl > 1.1 * 2 * L + 1000 + 59_000, `PTTL ${ttl}`)
+  })
+
   test(`a Redis renewal of 100,000 keys is one script per ${RENEW_CHUNK.toLocaleString('en')} keys`, async (t) => {
     const { ops } = variants.ioredis
     const name = freshName()
@@ -315,11 +383,7 @@ describe('the fleet bucket store operations', () => {
     }
     const createdMs = Number(process.hrtime.bigint() - startedAt) / 1e6
     await ops.cellsRenew({ name, instance: 'A', leaseMs: L, keys: keys.slice(0, 2) }) // the script loaded
-    const calls = async () => {
-      const info = await clients.ioredis.info('commandstats')
-      const of = (command) => Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info)?.[1] ?? 0)
-      return { evalsha: of('evalsha'), eval: of('eval') }
-    }
+    const calls = () => commandCalls(clients.ioredis, ['evalsha', 'eval'])
     const before = await calls()
     const renewStart = process.hrtime.bigint()
     const renewed = await ops.cellsRenew({ name, instance: 'A', leaseMs: L, keys })

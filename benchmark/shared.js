@@ -233,7 +233,11 @@ async function requestLoop(middleware, addresses, calls) {
   return ns
 }
 
-main().catch((error) => {
-  console.error(error)
-  process.exitCode = 1
-})
+if (require.main === module) {
+  main().catch((error) => {
+    console.error(error)
+    process.exitCode = 1
+  })
+}
+
+module.exports = { startRedis }

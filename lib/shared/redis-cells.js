@@ -7,6 +7,20 @@
 //   i        the record's identity        R    the refill per second (for the record's TTL)
 //   h:<X>    cells X holds                t:<X> store ms of X's last renewing call
 //   l:<X>    X's leaseMs                  w:<X> store ms X asked for a fair share
+// Kept by every full write (both scripts) while nobody waits and f <= C - Σh (absent otherwise):
+//   F        fair = ceil(C / n), n the processes holding (h > 0) or waiting
+//   z        '<holders> <ttl> <lapse>': how many t:* fields, the record's TTL in ms (below), the
+//            earliest t:Y + 1.1 * l:Y + 1000 of any holder (nobody is past the margin until then)
+//   u        the store time until which a plain renewal writes t:X alone: the write's time plus
+//            min(ttl / 10, 30 s), and no later than lapse when X is not the only holder
+// A plain renewal (X keeps all it holds at the same leaseMs, u present) reads i, h:X, l:X, u, F
+// and z with one HMGET. Until u it writes t:X alone: the full path would change nothing else
+// (lapse only bounds the others: while X is the only holder it is not read, and the next full
+// write recomputes it), and it leaves the expiry where it is (the record expires at least
+// 0.9 * ttl and ttl - 30 s after X's renewal, still after the time to refill and the margin).
+// After u, if X is the only holder or store time <= lapse, it also moves the expiry and u.
+// Anything else, or a record without u, takes the full path (HGETALL), which rewrites F, z, u and
+// the expiry.
 // Store time is TIME in ms, fractional. Floats (tokens, store time) cross as text (Lua numbers
 // become integers in replies) and are parsed here. After each write the record expires
 // max(ceil(C / R * 1000), max l * 1.1 + 1000) + 60_000 ms later: only after nobody touched it for
@@ -15,8 +29,10 @@
 const { checkCellsAnswer, checkRenewAnswer, newRecordId } = require('../quota-store.js')
 const { part } = require('./record-key.js')
 
-// Most keys one renewal script carries (a script blocks the server while it runs).
-const RENEW_CHUNK = 20_000
+// Most keys one renewal script carries (a script blocks the server while it runs: a plain renewal
+// costs Redis about 4-12 µs a key, so 50,000 keys are one script of 0.2-0.6 s, and 100,000 keys
+// renewed every leaseMs / 8 are two scripts per tick).
+const RENEW_CHUNK = 50_000
 // A record of a bucket that never refills (R = 0) is kept this long after its last write.
 const NEVER_REFILLS_MS = 400 * 86_400_000
 
@@ -73,14 +89,47 @@ local function shares(r, me, counted_me)
   if counted_me and not seen[me] then n = n + 1 end
   return sum, math.max(n, 1), waiting
 end
-local function write(key, r)
-  if #r.del > 0 then redis.call('HDEL', key, unpack(r.del)) end
-  if #r.set > 0 then redis.call('HSET', key, unpack(r.set)) end
-  local longest = 0
+local function write(key, r, now)
+  local longest, sum, holders, n, waiters, lapse, seen = 0, 0, 0, 0, 0, 0, {}
   for _, l in pairs(r.l) do longest = math.max(longest, l) end
+  for y, t in pairs(r.t) do
+    local at = t + 1.1 * (r.l[y] or 0) + 1000
+    if holders == 0 or at < lapse then lapse = at end
+    holders = holders + 1
+  end
+  for y, h in pairs(r.h) do
+    sum = sum + h
+    if h > 0 then seen[y] = true; n = n + 1 end
+  end
+  for y in pairs(r.w) do
+    waiters = waiters + 1
+    if not seen[y] then n = n + 1 end
+  end
   local refill = ${NEVER_REFILLS_MS}
   if r.R > 0 then refill = math.ceil(r.C / r.R * 1000) end
-  redis.call('PEXPIRE', key, math.ceil(math.max(math.min(refill, ${NEVER_REFILLS_MS}), longest * 1.1 + 1000) + 60000))
+  local ttl = math.ceil(math.max(math.min(refill, ${NEVER_REFILLS_MS}), longest * 1.1 + 1000) + 60000)
+  if waiters == 0 and r.f <= r.C - sum then
+    local due = now + math.min(ttl / 10, 30000)
+    if holders > 1 then due = math.min(due, lapse) end
+    put(r, 'F', math.ceil(r.C / math.max(n, 1))); put(r, 'u', text(due))
+    put(r, 'z', table.concat({ holders, ttl, text(lapse) }, ' '))
+  else
+    drop(r, 'F'); drop(r, 'u'); drop(r, 'z')
+  end
+  if #r.del > 0 then redis.call('HDEL', key, unpack(r.del)) end
+  redis.call('HSET', key, unpack(r.set))
+  redis.call('PEXPIRE', key, ttl)
+end
+-- A plain renewal of X's past u (z: the record's z): moves the expiry and u, writes t:X and
+-- answers true, or answers false when another holder may be past the margin (the full path).
+local function prolong(key, z, now, nowText, tField)
+  local holders, ttl, lapse = string.match(z or '', '^(%d+) (%d+) (%S+)$')
+  if not holders or (holders ~= '1' and now > tonumber(lapse)) then return false end
+  local due = now + math.min(ttl / 10, 30000)
+  if holders ~= '1' then due = math.min(due, tonumber(lapse)) end
+  redis.call('HSET', key, tField, nowText, 'u', text(due))
+  redis.call('PEXPIRE', key, ttl)
+  return true
 end
 `
 
@@ -127,7 +176,7 @@ if others > 0 then
 elseif r.w[me] then
   r.w[me] = nil; drop(r, 'w:' .. me)
 end
-write(KEYS[1], r)
+write(KEYS[1], r, now)
 return { take, text(tokens), hX + take, fair, waiting, r.i, text(now) }
 `
 
@@ -136,13 +185,30 @@ return { take, text(tokens), hX + take, fair, waiting, r.i, text(now) }
 const RENEW = `${COMMON}
 local me, lease = ARGV[1], tonumber(ARGV[2])
 local now = now_ms()
-local reply = { text(now) }
+local nowText = text(now)
+local hField, tField, lField = 'h:' .. me, 't:' .. me, 'l:' .. me
+local reply = { nowText }
 for k = 1, #KEYS do
-  local held, tokens, known = tonumber(ARGV[3 * k]), tonumber(ARGV[3 * k + 1]), ARGV[3 * k + 2]
-  local r = load(KEYS[k])
-  if not r or (known ~= '0' and r.i ~= known) then
-    reply[#reply + 1] = 0; reply[#reply + 1] = 0; reply[#reply + 1] = 0
+  local key, held, known = KEYS[k], tonumber(ARGV[3 * k]), ARGV[3 * k + 2]
+  local fields = redis.call('HMGET', key, 'i', hField, lField, 'u', 'F', 'z')
+  local id, h, due = fields[1], tonumber(fields[2]), fields[4]
+  local plain = false
+  if id and (known == '0' or id == known) and due and h and h > 0 and held >= h and tonumber(fields[3]) == lease then
+    if now <= tonumber(due) then
+      redis.call('HSET', key, tField, nowText)
+      plain = true
+    else
+      plain = prolong(key, fields[6], now, nowText, tField)
+    end
+  end
+  if plain then
+    -- held and fair as the record's text (the answer's parser reads numbers from text)
+    reply[3 * k - 1] = fields[2]; reply[3 * k] = 0; reply[3 * k + 1] = fields[5]
+  elseif not id or (known ~= '0' and id ~= known) then
+    reply[3 * k - 1] = 0; reply[3 * k] = 0; reply[3 * k + 1] = 0
   else
+    local tokens = tonumber(ARGV[3 * k + 1])
+    local r = load(KEYS[k])
     reclaim(r, me, now, lease)
     local hX = r.h[me] or 0
     local newH = math.min(hX, held)
@@ -157,8 +223,8 @@ for k = 1, #KEYS do
     local sum, n, waiting = shares(r, me, false)
     r.f = math.max(0, math.min(r.f, r.C - sum))
     put(r, 'f', text(r.f))
-    write(KEYS[k], r)
-    reply[#reply + 1] = newH; reply[#reply + 1] = waiting; reply[#reply + 1] = math.ceil(r.C / n)
+    write(KEYS[k], r, now)
+    reply[3 * k - 1] = newH; reply[3 * k] = waiting; reply[3 * k + 1] = math.ceil(r.C / n)
   end
 end
 return reply

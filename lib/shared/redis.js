@@ -152,15 +152,20 @@ function isNoScript(error) {
   }
 }
 
+// Most arguments a command is given spread into ioredis's call().
+const SPREAD_ARGUMENTS = 4_096
+
 /**
  * The one way each client runs a script on one key: `run(commandAndArgs, key)`, every element a
  * string. Returns undefined for anything that is not one of the supported clients.
  */
 function commandRunner(client) {
   if (typeof client !== 'object' || client === null) return undefined
-  // ioredis Redis and Cluster: isCluster is their own flag; call() routes by the script's key.
+  // ioredis Redis and Cluster: isCluster is their own flag; call() routes by the script's key. A
+  // long argument list (a renewal of many keys: hundreds of thousands of arguments would overflow
+  // the stack spread into the call) goes as one array, which ioredis flattens.
   if (typeof client.isCluster === 'boolean' && typeof client.call === 'function') {
-    return (args) => client.call(...args)
+    return (args) => (args.length > SPREAD_ARGUMENTS ? client.call(args[0], args.slice(1)) : client.call(...args))
   }
   if (typeof client.sendCommand !== 'function') return undefined
   // node-redis: a cluster's sendCommand takes the key that picks the node first (a cluster has
