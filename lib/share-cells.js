@@ -25,8 +25,8 @@
 const { QuotaClockError, internalError } = require('./errors.js')
 const { thrownText } = require('./validate.js')
 const { withTimeout, storeDeadline } = require('./timeout.js')
-const { StoreFlight, OK } = require('./store-flight.js')
-const { asError } = require('./share-give-backs.js')
+const { flyStoreCall, OK } = require('./store-flight.js')
+const { asError, boundedOutcome } = require('./share-give-backs.js')
 const native = require('./native.js')
 
 const { sharedConsume: SHARED_CONSUME, sharedAfterStore: AFTER_STORE, sharedFailOpen: FAIL_OPEN } = require('./contract.js').OPERATION
@@ -151,7 +151,6 @@ class CellDriver {
 
   /** Makes the acquire a request of the cell book describes; its answer is credited whenever it comes. */
   #fly(key, request, background = false) {
-    const flight = new StoreFlight()
     const generation = this.#generation
     const args = {
       name: this.#name,
@@ -164,42 +163,26 @@ class CellDriver {
       held: request.held,
       recordId: request.recordId,
     }
-    this.#stats.calls++
-    let call
-    try {
-      call = Promise.resolve(this.#ops.cellsAcquire(args))
-    } catch (error) {
-      call = Promise.reject(error)
-    }
-    const failed = (error) => {
-      if (!flight.timedOut) this.#stats.errors++
-      native.keyedCellsFailed(this.#handle, key)
-      return flight.failed(error)
-    }
-    const answered = call.then((answer) => {
-      this.#outage.answered()
-      const credited = generation === this.#generation && native.keyedCellsCredit(this.#handle, key, request.sentMs, answer, this.#readMonotonic())
-      if (credited) {
-        this.#arm()
-        if (answer.held >= answer.fair) this.#wanting.delete(key)
-        else if (!background) this.#wanting.set(key, BACKGROUND_ASKS)
-      } else {
-        // Not the key's any more (dropped, or the limiter was closed): the cells go back.
-        if (generation === this.#generation) native.keyedCellsFailed(this.#handle, key)
-        this.#renew([{ key, held: 0, tokens: answer.tokens, recordId: answer.recordId, sentMs: request.sentMs }], false)
-      }
-      return OK
-    }, failed)
-    flight.start(
-      answered,
-      this.#timeoutMs,
-      () => this.#stats.timeouts++,
-      () => {
-        if (this.#flights.get(key) === flight) this.#flights.delete(key)
+    return flyStoreCall(this.#flights, key, {
+      call: () => this.#ops.cellsAcquire(args),
+      failed: () => native.keyedCellsFailed(this.#handle, key),
+      answered: (answer) => {
+        this.#outage.answered()
+        const credited = generation === this.#generation && native.keyedCellsCredit(this.#handle, key, request.sentMs, answer, this.#readMonotonic())
+        if (credited) {
+          this.#arm()
+          if (answer.held >= answer.fair) this.#wanting.delete(key)
+          else if (!background) this.#wanting.set(key, BACKGROUND_ASKS)
+        } else {
+          // Not the key's any more (dropped, or the limiter was closed): the cells go back.
+          if (generation === this.#generation) native.keyedCellsFailed(this.#handle, key)
+          this.#renew([{ key, held: 0, tokens: answer.tokens, recordId: answer.recordId, sentMs: request.sentMs }], false)
+        }
+        return OK
       },
-    )
-    this.#flights.set(key, flight)
-    return flight
+      timeoutMs: this.#timeoutMs,
+      stats: this.#stats,
+    })
   }
 
   /** The tick runs only while some key holds cells. */
@@ -296,16 +279,7 @@ class CellDriver {
     }, Math.max(MIN_ABANDON_MS, ABANDON_AFTER_TIMEOUTS * this.#timeoutMs))
     abandon.unref()
     settled.then(() => clearTimeout(abandon))
-    const bounded = withTimeout(
-      settled,
-      this.#timeoutMs,
-      () => {
-        state.timedOut = true
-        this.#stats.timeouts++
-        return new QuotaClockError('ERR_STORE_UNAVAILABLE', `no answer within share.timeoutMs (${this.#timeoutMs} ms)`)
-      },
-      storeDeadline,
-    )
+    const bounded = boundedOutcome(settled, this.#timeoutMs, this.#stats, state)
     this.#pending.add(bounded)
     bounded.then(() => this.#pending.delete(bounded))
     return bounded

@@ -16,6 +16,23 @@ function asError(value) {
   return new QuotaClockError('ERR_CALLBACK', `quota store threw a non-Error value: ${thrownText(value)}`, { cause: value })
 }
 
+/**
+ * A store call's outcome (undefined: done, else its error), or ERR_STORE_UNAVAILABLE once it has
+ * had `timeoutMs` (storeDeadline): then `state.timedOut` is set and `stats.timeouts` counts it.
+ */
+function boundedOutcome(promise, timeoutMs, stats, state) {
+  return withTimeout(
+    promise,
+    timeoutMs,
+    () => {
+      state.timedOut = true
+      stats.timeouts++
+      return new QuotaClockError('ERR_STORE_UNAVAILABLE', `no answer within share.timeoutMs (${timeoutMs} ms)`)
+    },
+    storeDeadline,
+  )
+}
+
 class GiveBacks {
   #handle
   #ops
@@ -112,24 +129,10 @@ class GiveBacks {
         return asError(error)
       },
     )
-    const tracked = this.#bounded(sent, state)
+    const tracked = boundedOutcome(sent, this.#timeoutMs, this.#stats, state)
     this.#pending.add(tracked)
     tracked.then(() => this.#pending.delete(tracked))
     return tracked
-  }
-
-  /** A give-back's outcome (undefined: done), or a timeout error after timeoutMs. */
-  #bounded(promise, state) {
-    return withTimeout(
-      promise,
-      this.#timeoutMs,
-      () => {
-        state.timedOut = true
-        this.#stats.timeouts++
-        return new QuotaClockError('ERR_STORE_UNAVAILABLE', `no answer within share.timeoutMs (${this.#timeoutMs} ms)`)
-      },
-      storeDeadline,
-    )
   }
 
   /** The outcomes of every give-back and charge still under way (undefined: done, else its error). */
@@ -138,4 +141,4 @@ class GiveBacks {
   }
 }
 
-module.exports = { GiveBacks, asError }
+module.exports = { GiveBacks, asError, boundedOutcome }

@@ -34,7 +34,7 @@ const native = require('./native.js')
 const { OutageWarning } = require('./outage.js')
 const { MAX_TIMER_MS } = require('./share-options.js')
 const { GiveBacks } = require('./share-give-backs.js')
-const { StoreFlight, OK, reserveArgs } = require('./store-flight.js')
+const { flyStoreCall, OK, reserveArgs } = require('./store-flight.js')
 const { ExhaustedMarks } = require('./exhausted-marks.js')
 const { CellDriver } = require('./share-cells.js')
 
@@ -294,51 +294,34 @@ class ShareDriver {
 
   /** Makes the store call a request describes; its answer is credited whenever it comes. */
   #fly(key, request) {
-    const flight = new StoreFlight()
     const generation = this.#generation
     const args = reserveArgs(this.#name, this.#instance, key, request)
-    this.#stats.calls++
-    let call
-    try {
-      call = Promise.resolve(this.#ops.reserve(args))
-    } catch (error) {
-      call = Promise.reject(error)
-    }
-    const failed = (error) => {
-      if (!flight.timedOut) this.#stats.errors++ // (a call is a timeout or an error, never both)
-      native.keyedShareFailed(this.#handle, key, request.periodSlot, request.charge)
-      return flight.failed(error)
-    }
-    const answered = call.then((answer) => {
-      let checked
-      try {
-        checked = checkReserveAnswer(answer, args)
-      } catch (error) {
-        return failed(error)
-      }
-      const { granted, unreserved, recordId } = checked
-      this.#outage.answered()
-      this.#stats.reserved += granted
-      let credited = false
-      if (generation === this.#generation) credited = native.keyedShareCredit(this.#handle, key, request.periodSlot, granted, unreserved, recordId)
-      else native.keyedShareFailed(this.#handle, key, request.periodSlot, 0) // (charged: nothing owed)
-      if (credited) this.#armIdleTimer()
-      else if (generation === this.#generation && this.#demand.has(key)) this.#keepUnclaimed(flight, key, request, granted, unreserved, recordId)
-      // Not the key's any more (dropped, another period, or the limiter was closed): back it goes.
-      else if (granted > 0) this.#giveBacks.send({ key, periodId: request.periodId, units: granted, recordId })
-      this.#exhausted.note(key, granted, unreserved, request.lacking)
-      return OK
-    }, failed)
-    flight.start(
-      answered,
-      this.#timeoutMs,
-      () => this.#stats.timeouts++,
-      () => {
-        if (this.#flights.get(key) === flight) this.#flights.delete(key)
+    return flyStoreCall(this.#flights, key, {
+      call: () => this.#ops.reserve(args),
+      failed: () => native.keyedShareFailed(this.#handle, key, request.periodSlot, request.charge),
+      answered: (answer, fail, flight) => {
+        let checked
+        try {
+          checked = checkReserveAnswer(answer, args)
+        } catch (error) {
+          return fail(error)
+        }
+        const { granted, unreserved, recordId } = checked
+        this.#outage.answered()
+        this.#stats.reserved += granted
+        let credited = false
+        if (generation === this.#generation) credited = native.keyedShareCredit(this.#handle, key, request.periodSlot, granted, unreserved, recordId)
+        else native.keyedShareFailed(this.#handle, key, request.periodSlot, 0) // (charged: nothing owed)
+        if (credited) this.#armIdleTimer()
+        else if (generation === this.#generation && this.#demand.has(key)) this.#keepUnclaimed(flight, key, request, granted, unreserved, recordId)
+        // Not the key's any more (dropped, another period, or the limiter was closed): back it goes.
+        else if (granted > 0) this.#giveBacks.send({ key, periodId: request.periodId, units: granted, recordId })
+        this.#exhausted.note(key, granted, unreserved, request.lacking)
+        return OK
       },
-    )
-    this.#flights.set(key, flight)
-    return flight
+      timeoutMs: this.#timeoutMs,
+      stats: this.#stats,
+    })
   }
 
   /** Idle give-back runs only while some key holds units. */

@@ -98,4 +98,36 @@ class StoreFlight {
   }
 }
 
-module.exports = { StoreFlight, reserveArgs, OK, FAILED, TIMED_OUT }
+/**
+ * Makes `call()` (one store call for `key`; it may throw) a flight, kept in `flights` until it
+ * settles and counted in `stats` (calls; errors unless it timed out; timeouts). Its answer goes to
+ * `answered(answer, fail, flight)`, which returns OK or `fail(error)`'s outcome; a failure to
+ * `failed(error)` first.
+ */
+function flyStoreCall(flights, key, { call, answered, failed, timeoutMs, stats }) {
+  const flight = new StoreFlight()
+  stats.calls++
+  let promise
+  try {
+    promise = Promise.resolve(call())
+  } catch (error) {
+    promise = Promise.reject(error)
+  }
+  const fail = (error) => {
+    if (!flight.timedOut) stats.errors++ // (a call is a timeout or an error, never both)
+    failed(error)
+    return flight.failed(error)
+  }
+  flight.start(
+    promise.then((answer) => answered(answer, fail, flight), fail),
+    timeoutMs,
+    () => stats.timeouts++,
+    () => {
+      if (flights.get(key) === flight) flights.delete(key)
+    },
+  )
+  flights.set(key, flight)
+  return flight
+}
+
+module.exports = { StoreFlight, flyStoreCall, reserveArgs, OK, FAILED, TIMED_OUT }
