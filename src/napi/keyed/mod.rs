@@ -5,13 +5,20 @@
 //! `Float64Array` and reads the decision back from it. The key is read as UTF-16 into a stack
 //! buffer (one copy, exact for every string, lone surrogates included) and stored as Latin-1 when
 //! it fits (see README "Performance" for the alternatives measured).
+//!
+//! Here: the raw call and its quiet cases. The rest of a call (a key not held, a JS clock, a
+//! refund) is `slow.rs`'s; `keyedCreate` is `create.rs`'s, the other entry points `entry.rs`'s;
+//! the cell book's calls are `cells.rs`'s, with the shapes they pass in `cells_wire.rs`.
 
 mod cell;
 mod cells;
+mod cells_wire;
+mod create;
 mod entry;
 mod key;
 mod policy;
 mod share;
+mod slow;
 mod snapshot;
 mod status;
 #[cfg(target_os = "linux")]
@@ -20,17 +27,12 @@ mod zone;
 use napi::bindgen_prelude::*;
 
 use self::cell::{RawState, StateCell};
-use self::policy::count_for;
 use crate::anomaly::Anomaly;
-use crate::keyed::{
-    Key, KeyPolicy, KeyedLimiter, ShareMode, SharedDecision, Target, DEFAULT_POLICY,
-};
-use crate::limiter::Decision;
-use crate::napi::buffer::{self, write_decision, Needs, ResultBuffer, Step};
-use crate::napi::clock::{BoundClock, ClockHandle};
-use crate::napi::errors::{coded, invalid_arg, CodedError, CodedResult};
-use crate::napi::options::{positive_safe_integer, MAX_SAFE_INTEGER};
-use crate::napi::registry::notify_listener;
+use crate::keyed::{Key, KeyedLimiter, ShareMode, SharedDecision, Target};
+use crate::napi::buffer::{self, write_decision, ResultBuffer};
+use crate::napi::clock::ClockHandle;
+use crate::napi::errors::{CodedError, CodedResult};
+use crate::napi::options::MAX_SAFE_INTEGER;
 
 struct KeyedState {
     limiter: KeyedLimiter,
@@ -68,19 +70,6 @@ impl RawState for KeyedState {
 }
 
 impl KeyedState {
-    fn report(&self) {
-        if !self.anomalies.is_empty() {
-            // A shared consume that needs the store keeps its status (the anomalies still go to
-            // the listener).
-            let status = self.result.get(buffer::N_OR_STATUS);
-            if status != buffer::STATUS_NEEDS_STORE && status != buffer::STATUS_NEEDS_CELLS {
-                self.result
-                    .set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED_WITH_ANOMALIES);
-            }
-            notify_listener(self.registry_id, self.anomaly_listener, &self.anomalies);
-        }
-    }
-
     /// The hot path's quiet case (see [`KeyedLimiter::try_consume_quiet`]): a held key, a
     /// native clock. `false`: nothing was changed or written.
     #[inline(always)]
@@ -162,13 +151,6 @@ impl KeyedState {
         }
     }
 
-    /// After a decision: the slot of the period its quota units were taken in (for a give-back).
-    fn write_period_slot(&self, key: Key<'_>) {
-        if let Some(index) = self.limiter.find(key) {
-            self.write_slot_of(index);
-        }
-    }
-
     /// [`KeyedState::write_period_slot`] for the held key at `index`.
     #[inline(always)]
     fn write_slot_of(&self, index: u32) {
@@ -201,119 +183,6 @@ impl KeyedState {
             }
         }
     }
-
-    /// Any call: the operation and `n` in the result buffer; `policy`, what the JS face's call of
-    /// `policy(key)` returned (for a key not held); `supplied`, the readings are in the buffer
-    /// (a JS clock's, or a call resumed after the JS reader). Writes the decision, or what the
-    /// call needs from the JS face first (nothing read or changed): the policy, the readings, the
-    /// reader.
-    fn run(&mut self, key: Key<'_>, policy: Option<KeyPolicy>, supplied: bool) -> CodedResult<()> {
-        match self.step(key, policy, supplied)? {
-            Ok(outcome) => {
-                match outcome {
-                    Outcome::Decided(decision) => {
-                        write_decision(&self.result, &decision);
-                        self.write_period_slot(key);
-                    }
-                    Outcome::Shared(outcome) => {
-                        self.write_shared(&outcome);
-                        self.write_period_slot(key);
-                    }
-                    Outcome::Refunded => {
-                        self.result.set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED)
-                    }
-                }
-                // (Anomalies take the status: the JS face then asks for the share work too.)
-                self.report();
-            }
-            Err(needs) => needs.write(&self.result),
-        }
-        Ok(())
-    }
-
-    /// What a call did (a decision, a shared consume's outcome, a refund), or what it needs first.
-    fn step(
-        &mut self,
-        key: Key<'_>,
-        policy: Option<KeyPolicy>,
-        supplied: bool,
-    ) -> CodedResult<Step<Outcome>> {
-        let operation = self.result.get(buffer::OPERATION);
-        let target = match (
-            self.limiter.find(key),
-            operation == buffer::OPERATION_REFUND,
-        ) {
-            (Some(index), _) => Some(Target::Held(index)),
-            // A key not held is not held by a refund either, and no policy is asked.
-            (None, true) => None,
-            (None, false) => match policy {
-                Some(policy) => Some(Target::New(self.limiter.intern(policy))),
-                None if self.has_policy => return Ok(Err(Needs::Policy)),
-                None => Some(Target::New(DEFAULT_POLICY)),
-            },
-        };
-        let outcome = self.step_on(key, target, supplied);
-        if let Some(Target::New(id)) = target {
-            self.limiter.release_if_unused(id);
-        }
-        outcome
-    }
-
-    fn step_on(
-        &mut self,
-        key: Key<'_>,
-        target: Option<Target>,
-        supplied: bool,
-    ) -> CodedResult<Step<Outcome>> {
-        let n = self.result.get(buffer::N_OR_STATUS);
-        let operation = self.result.get(buffer::OPERATION);
-        let mode = share_mode(operation);
-        let consume = operation == buffer::OPERATION_CONSUME || mode.is_some();
-        if !consume && operation != buffer::OPERATION_REFUND {
-            return Err(invalid_arg(format!("unknown operation {operation}")));
-        }
-        // A shared limiter admits quota units only from its reservation (shared consumes).
-        if (operation == buffer::OPERATION_CONSUME && self.limiter.is_shared())
-            || (mode.is_some() && !self.limiter.is_shared())
-        {
-            return Err(coded(
-                "ERR_INTERNAL",
-                format!("operation {operation} does not apply to this limiter"),
-            ));
-        }
-        // The order of checks: n against the key's capacity before any reading.
-        let count = match target {
-            Some(target) if consume => count_for(n, self.limiter.capacity_of(target))?,
-            _ => positive_safe_integer(n)?,
-        };
-        let mut clock = match BoundClock::for_call(&self.clock, &self.result, supplied) {
-            Ok(clock) => clock,
-            Err(needs) => return Ok(Err(needs)),
-        };
-        self.anomalies.clear();
-        let outcome = match (target, mode) {
-            (Some(target), Some(mode)) => self
-                .limiter
-                .consume_shared(key, target, count, mode, &mut clock, &mut self.anomalies)
-                .map(Outcome::Shared),
-            (Some(target), None) if consume => self
-                .limiter
-                .try_consume(key, target, count, &mut clock, &mut self.anomalies)
-                .map(Outcome::Decided),
-            _ => self
-                .limiter
-                .refund(key, count, &mut clock, &mut self.anomalies)
-                .map(|()| Outcome::Refunded),
-        };
-        clock.outcome(outcome)
-    }
-}
-
-/// What a call did.
-enum Outcome {
-    Decided(Decision),
-    Shared(SharedDecision),
-    Refunded,
 }
 
 /// The shared consume an operation asks for (`None`: not one).
