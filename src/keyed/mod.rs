@@ -8,50 +8,39 @@
 //!   (opened, advanced, held and reported once for all its keys);
 //! - a key is a fixed-size, pointer-free [`table::Record`] found through a SwissTable.
 //!
-//! Memory: a key with a full bucket and no use in its open period is *idle* and may be
-//! dropped at any time. Records are on a recency list (most recent first). When a new key must be
-//! held at `max_keys`, an idle key is dropped if one is found near a sweep cursor (every key when
-//! there are few), else the least recently used key without quota use. Keys met on the way that
-//! do have use are *parked* on their spec's list, so no key is stepped over twice while its use
-//! lasts: when the spec's period moves on, its parked keys are stale (their use is of an ended
-//! period), and being older than every key on the main list, they go first.
+//! Policies and their specs: `policies.rs`; which keys are held and which are dropped (the
+//! recency lists, idle keys, room for a new key): `memory.rs`.
 
 mod cells;
+mod memory;
+mod policies;
 mod share;
 mod snapshot;
 mod table;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 pub use cells::{
     is_cell_capacity, Cell, CellBook, CellsAnswer, CellsRenewal, CellsRequest, RenewAnswer,
     MAX_CELLS,
 };
+use memory::IDLE_SCAN_FOR_ROOM;
+pub use policies::{KeyPolicy, PolicyChoice, PolicyId, DEFAULT_POLICY};
+use policies::{Policy, PolicyIdentity, SpecState};
 pub use share::{GiveBack, ReserveRequest, ShareBook, ShareMode, SharedDecision};
 pub use snapshot::{Snapshot, SnapshotError, SnapshotWriter};
 pub use table::{words_for, Key, KeyBuf};
-use table::{KeyTable, List, Lists, Record, FLAG_PARKED, NIL, NO_PERIOD};
+use table::{KeyTable, List, Record, NO_PERIOD};
 
 use crate::anomaly::Anomaly;
 use crate::bucket::refilled;
-use crate::calendar::{Period, PeriodSlot, PeriodSpec, SpecIdentity};
+use crate::calendar::{Period, PeriodSlot, SpecIdentity};
 use crate::clock::{ClockSource, SuspendPolicy};
 use crate::error::Error;
 use crate::kernel::{self, KeyFields};
 use crate::limiter::Decision;
-use crate::quota::{OpenPeriod, QuotaPolicy};
 use crate::reconciler::{Reconciled, Reconciler};
 use crate::stats::Counters;
-
-/// A key's limits, validated (`KeyPolicy` with the defaults filled in).
-#[derive(Clone, Debug)]
-pub struct KeyPolicy {
-    pub capacity: f64,
-    pub refill_per_second: f64,
-    pub initial_tokens: f64,
-    pub quota: Option<QuotaPolicy>,
-}
 
 #[derive(Clone, Debug)]
 pub struct KeyedConfig {
@@ -70,56 +59,6 @@ pub enum Target {
     New(PolicyId),
 }
 
-/// An interned policy; [`DEFAULT_POLICY`] is the limiter's own options.
-pub type PolicyId = u32;
-pub const DEFAULT_POLICY: PolicyId = 0;
-
-#[derive(Clone, Copy, Debug)]
-struct PolicyQuota {
-    limit: u64,
-    spec: u32,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Policy {
-    capacity: f64,
-    refill_per_second: f64,
-    initial_tokens: f64,
-    quota: Option<PolicyQuota>,
-    /// Records holding this policy.
-    keys: u32,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct PolicyIdentity {
-    capacity: u64,
-    refill_per_second: u64,
-    initial_tokens: u64,
-    quota: Option<(u64, u32)>,
-}
-
-impl Policy {
-    fn identity(&self) -> PolicyIdentity {
-        PolicyIdentity {
-            capacity: self.capacity.to_bits(),
-            refill_per_second: self.refill_per_second.to_bits(),
-            initial_tokens: self.initial_tokens.to_bits(),
-            quota: self.quota.map(|quota| (quota.limit, quota.spec)),
-        }
-    }
-}
-
-#[derive(Debug)]
-struct SpecState {
-    /// The spec the first policy naming it brought (the limiter's defaults hand theirs over, uncopied).
-    spec: Arc<PeriodSpec>,
-    period: OpenPeriod,
-    /// Keys stepped over by an eviction because they had use in this spec's open period.
-    parked: List,
-    /// Live policies naming this spec.
-    policies: u32,
-}
-
 /// `status()` of one key, with the limits in force.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KeyStatus {
@@ -135,12 +74,6 @@ pub struct KeyStatus {
     /// Cells held here, for a key with a shared bucket (`share.bucket`).
     pub cells: Option<u64>,
 }
-
-/// Records looked at for an idle key when a new key needs room (all of them when there are
-/// fewer), and for idle keys to drop after a new key was held (only in a limiter holding more
-/// keys than that and at least half of `max_keys`: a small limiter shrinks only to make room).
-const IDLE_SCAN_FOR_ROOM: usize = 64;
-const IDLE_SWEEP_PER_NEW_KEY: usize = 2;
 
 pub struct KeyedLimiter {
     reconciler: Reconciler,
@@ -164,24 +97,6 @@ pub struct KeyedLimiter {
     share: Option<ShareBook>,
     /// A limiter with `share.bucket`: every key's cells (one per record); `None` otherwise.
     cells: Option<CellBook>,
-}
-
-/// The lists a record can be on, for [`KeyTable::remove`].
-struct RecordLists<'a> {
-    main: &'a mut List,
-    policies: &'a [Policy],
-    specs: &'a mut [SpecState],
-}
-
-impl Lists for RecordLists<'_> {
-    fn list(&mut self, record: &Record) -> &mut List {
-        match self.policies[record.policy as usize].quota {
-            Some(quota) if record.flags & FLAG_PARKED != 0 => {
-                &mut self.specs[quota.spec as usize].parked
-            }
-            _ => self.main,
-        }
-    }
 }
 
 impl KeyedLimiter {
@@ -245,106 +160,6 @@ impl KeyedLimiter {
     #[inline(always)]
     pub fn find(&self, key: Key<'_>) -> Option<u32> {
         self.table.find(key)
-    }
-
-    fn policy_of(&self, target: Target) -> &Policy {
-        match target {
-            Target::Held(index) => {
-                &self.policies[self.table.records[index as usize].policy as usize]
-            }
-            Target::New(policy) => &self.policies[policy as usize],
-        }
-    }
-
-    /// The capacity `n` is checked against.
-    #[inline(always)]
-    pub fn capacity_of(&self, target: Target) -> f64 {
-        self.policy_of(target).capacity
-    }
-
-    /// A policy's id, shared with every key of equal limits.
-    pub fn intern(&mut self, policy: KeyPolicy) -> PolicyId {
-        let quota = policy.quota.map(|quota| PolicyQuota {
-            limit: quota.limit,
-            spec: self.intern_spec(quota.spec),
-        });
-        let entry = Policy {
-            capacity: policy.capacity,
-            refill_per_second: policy.refill_per_second,
-            initial_tokens: policy.initial_tokens,
-            quota,
-            keys: 0,
-        };
-        if let Some(&id) = self.policy_ids.get(&entry.identity()) {
-            if let Some(quota) = quota {
-                self.release_spec(quota.spec);
-            }
-            return id;
-        }
-        let id = match self.free_policies.pop() {
-            Some(id) => {
-                self.policies[id as usize] = entry;
-                id
-            }
-            None => {
-                self.policies.push(entry);
-                (self.policies.len() - 1) as PolicyId
-            }
-        };
-        self.policy_ids.insert(entry.identity(), id);
-        id
-    }
-
-    /// Takes a reference on the spec's state (made if new).
-    fn intern_spec(&mut self, spec: Arc<PeriodSpec>) -> u32 {
-        let identity = spec.identity();
-        if let Some(&id) = self.spec_ids.get(&identity) {
-            self.specs[id as usize].policies += 1;
-            return id;
-        }
-        let state = SpecState {
-            spec,
-            period: OpenPeriod::default(),
-            parked: List::default(),
-            policies: 1,
-        };
-        let id = match self.free_specs.pop() {
-            Some(id) => {
-                self.specs[id as usize] = state;
-                id
-            }
-            None => {
-                self.specs.push(state);
-                (self.specs.len() - 1) as u32
-            }
-        };
-        self.spec_ids.insert(identity, id);
-        id
-    }
-
-    fn release_spec(&mut self, spec: u32) {
-        let state = &mut self.specs[spec as usize];
-        state.policies -= 1;
-        if state.policies == 0 {
-            self.spec_ids.remove(&state.spec.identity());
-            self.free_specs.push(spec);
-        }
-    }
-
-    /// Frees a policy no key holds (the defaults stay).
-    pub fn release_if_unused(&mut self, policy: PolicyId) {
-        let entry = self.policies[policy as usize];
-        if policy == DEFAULT_POLICY
-            || entry.keys > 0
-            || self.policy_ids.get(&entry.identity()) != Some(&policy)
-        {
-            return;
-        }
-        self.policy_ids.remove(&entry.identity());
-        self.free_policies.push(policy);
-        if let Some(quota) = entry.quota {
-            self.release_spec(quota.spec);
-        }
     }
 
     /// The usual call for a held key, on readings already taken: the clocks agree, nothing is
@@ -654,199 +469,6 @@ impl KeyedLimiter {
             },
             &mut self.counters,
         )
-    }
-
-    /// Makes a record the most recently used (it leaves a parked list, if it was on one).
-    #[inline(always)]
-    fn touch(&mut self, index: u32) {
-        if self.main.head == index {
-            return;
-        }
-        let record = self.table.records[index as usize];
-        if record.flags & FLAG_PARKED != 0 {
-            let spec = self.parked_spec(&record);
-            self.table
-                .unlink(index, &mut self.specs[spec as usize].parked);
-            self.table.records[index as usize].flags &= !FLAG_PARKED;
-        } else {
-            self.table.unlink(index, &mut self.main);
-        }
-        self.table.push_front(index, &mut self.main);
-    }
-
-    fn parked_spec(&self, record: &Record) -> u32 {
-        // Only keys with a quota are ever parked.
-        self.policies[record.policy as usize]
-            .quota
-            .map_or(0, |quota| quota.spec)
-    }
-
-    /// Holds a new key at the head of the recency list.
-    fn hold(&mut self, key: Key<'_>, policy: PolicyId, open_slot: i32) -> u32 {
-        let entry = &mut self.policies[policy as usize];
-        entry.keys += 1;
-        let record = KeyTable::blank(policy, entry.initial_tokens, self.timeline_ms, open_slot);
-        let index = self.table.insert(key, record);
-        self.table.push_front(index, &mut self.main);
-        self.reservation_held(index);
-        self.cells_held(index);
-        index
-    }
-
-    /// Removes a record from its list and the table, and lets go of its policy.
-    fn drop_record(&mut self, index: u32) {
-        self.reservation_dropped(index);
-        self.cells_dropped(index);
-        let record = self.table.records[index as usize];
-        let mut lists = RecordLists {
-            main: &mut self.main,
-            policies: &self.policies,
-            specs: &mut self.specs,
-        };
-        let list = lists.list(&record);
-        self.table.unlink(index, list);
-        self.table.remove(index, &mut lists);
-        self.policies[record.policy as usize].keys -= 1;
-        self.release_if_unused(record.policy);
-    }
-
-    /// The slot of a record's spec's period as it would be after the reading
-    /// `(wall_ms, timeline_ms)` (`None` for the reading: as it is now), in the table's form;
-    /// `None` when the record's policy has no quota.
-    fn slot_after(&self, record: &Record, reading: Option<(f64, f64)>) -> Option<i32> {
-        let quota = self.policies[record.policy as usize].quota?;
-        let state = &self.specs[quota.spec as usize];
-        let slot = match reading {
-            Some((wall_ms, timeline_ms)) => Some(OpenPeriod::slot_after(
-                state.period.view(),
-                &state.spec,
-                wall_ms,
-                timeline_ms,
-            )),
-            None => state.period.slot(),
-        };
-        Some(slot_i32(slot))
-    }
-
-    /// Whether a record has use in its spec's period as it would be after the reading
-    /// `(wall_ms, timeline_ms)` (`None`: as it is now).
-    fn has_current_use(&self, record: &Record, reading: Option<(f64, f64)>) -> bool {
-        record.quota_used > 0 && self.slot_after(record, reading) == Some(record.period_slot)
-    }
-
-    /// Whether dropping the record changes no later decision (the idle rule, [`KeyUse::idleness`](crate::kernel::KeyUse::idleness)).
-    fn is_idle(&self, record: &Record, timeline_ms: f64, wall_ms: Option<f64>) -> bool {
-        let reading = wall_ms.map(|wall_ms| (wall_ms, timeline_ms));
-        let policy = &self.policies[record.policy as usize];
-        record
-            .key_use()
-            .idleness(
-                policy.capacity,
-                policy.refill_per_second,
-                timeline_ms,
-                || self.slot_after(record, reading),
-            )
-            .idle
-    }
-
-    /// the key to drop so a new one fits (the limiter is full), judged on readings not
-    /// yet applied: an idle key, else the least recently used key without quota use. `None`: every
-    /// key has use in its open period.
-    fn room_for_a_key(&mut self, reconciled: &Reconciled) -> Option<u32> {
-        let timeline_ms = self.timeline_ms + reconciled.deltas.credited_ms;
-        let wall_ms = Some(reconciled.wall_ms);
-        let reading = Some((reconciled.wall_ms, timeline_ms));
-        let len = self.table.len();
-        for _ in 0..len.min(IDLE_SCAN_FOR_ROOM) {
-            self.sweep_cursor %= len;
-            let index = self.sweep_cursor;
-            self.sweep_cursor += 1;
-            if self.is_idle(&self.table.records[index], timeline_ms, wall_ms) {
-                return Some(index as u32);
-            }
-        }
-        // Parked keys whose period has ended are older than every key on the main list.
-        for state in &self.specs {
-            let tail = state.parked.tail;
-            if tail != NIL && !self.has_current_use(&self.table.records[tail as usize], reading) {
-                return Some(tail);
-            }
-        }
-        loop {
-            let tail = self.main.tail;
-            if tail == NIL {
-                return None;
-            }
-            let record = self.table.records[tail as usize];
-            if !self.has_current_use(&record, reading) {
-                return Some(tail);
-            }
-            let spec = self.parked_spec(&record);
-            self.table.unlink(tail, &mut self.main);
-            self.table
-                .push_front(tail, &mut self.specs[spec as usize].parked);
-            self.table.records[tail as usize].flags |= FLAG_PARKED;
-        }
-    }
-
-    /// Drops a few idle keys at the sweep cursor (never `keep`, the key just held).
-    fn sweep_idle(&mut self, keep: Key<'_>) {
-        for _ in 0..IDLE_SWEEP_PER_NEW_KEY {
-            let len = self.table.len();
-            if len == 0 {
-                return;
-            }
-            self.sweep_cursor %= len;
-            let index = self.sweep_cursor;
-            let record = self.table.records[index];
-            if self.is_idle(&record, self.timeline_ms, None)
-                && self.table.key_of(index as u32) != keep
-            {
-                // The last record moves into `index`: look at it next.
-                self.drop_record(index as u32);
-                self.counters.evicted += 1;
-            } else {
-                self.sweep_cursor += 1;
-            }
-        }
-    }
-
-    /// Every held key from the least to the most recently used: the parked ones, then the main list.
-    fn keys_oldest_first(&self) -> impl Iterator<Item = u32> + '_ {
-        let lists = self
-            .specs
-            .iter()
-            .map(|state| state.parked.tail)
-            .chain(std::iter::once(self.main.tail));
-        lists.flat_map(move |tail| {
-            std::iter::successors((tail != NIL).then_some(tail), move |&index| {
-                let prev = self.table.records[index as usize].prev;
-                (prev != NIL).then_some(prev)
-            })
-        })
-    }
-}
-
-/// The policy a call on a key that is not held gets.
-#[derive(Clone, Copy, Debug)]
-pub enum PolicyChoice<'a> {
-    /// The limiter has no `policy` function: its defaults.
-    Defaults,
-    /// `policy(key)` has not been asked yet: the limiter asks for it if the key is not held.
-    Ask,
-    /// What `policy(key)` returned.
-    Given(&'a KeyPolicy),
-}
-
-impl<'a> PolicyChoice<'a> {
-    /// `returned`: what `policy(key)` returned, if it was asked; `has_policy`: the limiter has a
-    /// `policy` function.
-    pub fn of(returned: Option<&'a KeyPolicy>, has_policy: bool) -> PolicyChoice<'a> {
-        match returned {
-            Some(policy) => PolicyChoice::Given(policy),
-            None if has_policy => PolicyChoice::Ask,
-            None => PolicyChoice::Defaults,
-        }
     }
 }
 

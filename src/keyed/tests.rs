@@ -1,6 +1,7 @@
+use super::table::{FLAG_PARKED, NIL};
 use super::*;
 use crate::anomaly::AnomalyKind;
-use crate::calendar::RawPeriodSpec;
+use crate::calendar::{PeriodSpec, RawPeriodSpec};
 use crate::clock::ManualClock;
 use crate::limiter::{Limiter, LimiterConfig, RetryBasis};
 use crate::quota::QuotaPolicy;
