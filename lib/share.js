@@ -11,7 +11,7 @@
 //   again, for as long as the store answers: contention is never an outage (ERR_STORE_UNAVAILABLE
 //   only for a store call that failed or went unanswered for timeoutMs).
 // - A key dropped (maxKeys) while a call waits for it is held again by that call, which takes
-//   what the store answered for it: it ends in a decision or ERR_KEY_LIMIT.
+//   what the store answered for it (lib/share-unclaimed.js): it ends in a decision or ERR_KEY_LIMIT.
 // - While a key's flight has timed out and not settled, its uncovered calls fail at once
 //   (nothing queues); a late answer is still credited to the reservation (or given back).
 // - A key's next slice is reserved in the background when the native decision asks for it.
@@ -37,24 +37,8 @@ const { GiveBacks } = require('./share-give-backs.js')
 const { flyStoreCall, OK, reserveArgs } = require('./store-flight.js')
 const { ExhaustedMarks } = require('./exhausted-marks.js')
 const { CellDriver } = require('./share-cells.js')
-
-// The KeyedQuotaClocks made with `share`, and their drivers (rateLimit asks them after the
-// in-process limiters; stats() reads their store counters).
-const drivers = new WeakMap()
-
-/** Whether a KeyedQuotaClock was made with `share` (its consume may wait for the store). */
-function isSharedLimiter(limiter) {
-  return drivers.has(limiter)
-}
-
-/**
- * A shared limiter's store counters, for stats(): `{ calls, errors, timeouts, reserved,
- * returned }` (store calls made, failed, unanswered within timeoutMs; units reserved, units
- * given back); undefined for any other limiter.
- */
-function storeStatsOf(limiter) {
-  return drivers.get(limiter)?.storeStats()
-}
+const { UnclaimedAnswers } = require('./share-unclaimed.js')
+const { isSharedLimiter, registerDriver, storeStatsOf } = require('./share-drivers.js')
 
 class ShareDriver {
   #handle
@@ -72,8 +56,8 @@ class ShareDriver {
   // Bumped by close(): answers to store calls made before it are given back, not credited.
   #generation = 0
   #giveBacks
-  // Flights whose answer waits for a call to claim it (#keepUnclaimed).
-  #unclaimed = new Set()
+  // Answers that wait for a call to claim them (a key dropped while calls wait for it).
+  #unclaimed
   #stats = { calls: 0, errors: 0, timeouts: 0, reserved: 0, returned: 0 }
   // One process warning per outage of the store.
   #outage = new OutageWarning('QUOTA_CLOCK_STORE_UNAVAILABLE')
@@ -91,11 +75,12 @@ class ShareDriver {
    * took its quota units in.
    */
   constructor(limiter, handle, options, decide, readMonotonic, readPeriodSlot) {
-    drivers.set(limiter, this)
+    registerDriver(limiter, this)
     this.#handle = handle
     this.#ops = storeOperations(options.store)
     this.#name = options.name
     this.#giveBacks = new GiveBacks(handle, this.#ops, options.name, this.#instance, this.#stats, this.#outage, options.timeoutMs)
+    this.#unclaimed = new UnclaimedAnswers(this.#giveBacks)
     this.#idleMs = options.idleMs
     this.#timeoutMs = options.timeoutMs
     this.#failOpen = options.failOpen
@@ -246,8 +231,7 @@ class ShareDriver {
    * call can drop it meanwhile), then is decided. Units it cannot take go back.
    */
   #claim(key, n, flight) {
-    const { request, granted, unreserved, recordId } = flight.takeUnclaimed()
-    this.#unclaimed.delete(flight)
+    const { request, granted, unreserved, recordId } = this.#unclaimed.take(flight)
     let credited = false
     try {
       const held = this.#decide(key, n, SHARED_CONSUME) // ERR_KEY_LIMIT when every held key has quota use
@@ -258,22 +242,6 @@ class ShareDriver {
       if (credited) this.#armIdleTimer()
       else if (granted > 0) this.#giveBacks.send({ key, periodId: request.periodId, units: granted, recordId })
     }
-  }
-
-  /** Keeps a store answer for a key dropped while calls wait for it; what no call claims goes back. */
-  #keepUnclaimed(flight, key, request, granted, unreserved, recordId) {
-    flight.unclaimed = { key, request, granted, unreserved, recordId }
-    this.#unclaimed.add(flight)
-    // The waiting calls wake in this turn's microtasks; what none of them took goes back after.
-    setImmediate(() => this.#returnUnclaimed(flight))
-  }
-
-  #returnUnclaimed(flight) {
-    this.#unclaimed.delete(flight)
-    const answer = flight.takeUnclaimed()
-    if (answer === undefined) return
-    const { key, request, granted, recordId } = answer
-    if (granted > 0) this.#giveBacks.send({ key, periodId: request.periodId, units: granted, recordId })
   }
 
   /** The store is unavailable for this call: failOpen decides it as if the quota had room. */
@@ -313,7 +281,7 @@ class ShareDriver {
         if (generation === this.#generation) credited = native.keyedShareCredit(this.#handle, key, request.periodSlot, granted, unreserved, recordId)
         else native.keyedShareFailed(this.#handle, key, request.periodSlot, 0) // (charged: nothing owed)
         if (credited) this.#armIdleTimer()
-        else if (generation === this.#generation && this.#demand.has(key)) this.#keepUnclaimed(flight, key, request, granted, unreserved, recordId)
+        else if (generation === this.#generation && this.#demand.has(key)) this.#unclaimed.keep(flight, key, request, granted, unreserved, recordId)
         // Not the key's any more (dropped, another period, or the limiter was closed): back it goes.
         else if (granted > 0) this.#giveBacks.send({ key, periodId: request.periodId, units: granted, recordId })
         this.#exhausted.note(key, granted, unreserved, request.lacking)
@@ -369,7 +337,7 @@ class ShareDriver {
     // Answers still to come are given back as they land (bounded by timeoutMs for close's wait).
     const flights = [...this.#flights.values()].map((flight) => flight.done)
     await Promise.all(flights)
-    for (const flight of this.#unclaimed) this.#returnUnclaimed(flight)
+    this.#unclaimed.returnAll()
     const outcomes = await this.#giveBacks.outcomes()
     const failed = outcomes.find((outcome) => outcome !== undefined)
     if (failed !== undefined) {

@@ -9,7 +9,7 @@ const { coded, describe, isPlainObject, thrownText } = require('../validate.js')
 const { nearest, didYouMean } = require('../did-you-mean.js')
 const { defaultKey } = require('./client-key.js')
 const { isLimiter, limiterFacts } = require('../limiter-facts.js')
-const { isSharedLimiter } = require('../share.js')
+const { isSharedLimiter } = require('../share-drivers.js')
 const { OutageWarning } = require('../outage.js')
 
 const OPTION_NAMES = ['limiter', 'limits', 'key', 'cost', 'name', 'headers', 'skip', 'onLimited']
