@@ -77,7 +77,7 @@ pub enum SharedDecision {
 
 /// A shared decision, or: the units left here go back to the store before the call asks it
 /// again (`KeyedLimiter::release_then_store`).
-enum Step {
+enum ReservationStep {
     Decided(SharedDecision),
     ReleaseThenStore,
 }
@@ -372,8 +372,8 @@ impl KeyedLimiter {
         monotonic_ms: f64,
     ) -> SharedDecision {
         match self.shared_step(index, n, mode, wall_ms, monotonic_ms) {
-            Step::Decided(outcome) => outcome,
-            Step::ReleaseThenStore => self.release_then_store(index, n),
+            ReservationStep::Decided(outcome) => outcome,
+            ReservationStep::ReleaseThenStore => self.release_then_store(index, n),
         }
     }
 
@@ -409,18 +409,18 @@ impl KeyedLimiter {
         mode: ShareMode,
         wall_ms: f64,
         monotonic_ms: f64,
-    ) -> Step {
+    ) -> ReservationStep {
         let policy = self.policies[self.table.records[index as usize].policy as usize];
         let Some(quota) = policy.quota else {
             let decision = self.decide(index, n, wall_ms);
-            return Step::Decided(SharedDecision::Decided {
+            return ReservationStep::Decided(SharedDecision::Decided {
                 decision,
                 refill: false,
             });
         };
         let Some(book) = self.share.as_mut() else {
             let decision = self.decide(index, n, wall_ms);
-            return Step::Decided(SharedDecision::Decided {
+            return ReservationStep::Decided(SharedDecision::Decided {
                 decision,
                 refill: false,
             });
@@ -450,13 +450,13 @@ impl KeyedLimiter {
             let (retry_after_ms, basis) = longer_wait(bucket_wait_ms, short.then(quota_wait_ms));
             let decision = Decision::denied(retry_after_ms, basis, record.tokens, Some(remaining));
             self.counters.denied += 1;
-            return Step::Decided(SharedDecision::Decided {
+            return ReservationStep::Decided(SharedDecision::Decided {
                 decision,
                 refill: false,
             });
         }
         if short && mode == ShareMode::AfterStore && left > 0 && n <= quota.limit {
-            return Step::ReleaseThenStore;
+            return ReservationStep::ReleaseThenStore;
         }
         if short {
             let decision = Decision::denied(
@@ -466,7 +466,7 @@ impl KeyedLimiter {
                 Some(remaining),
             );
             self.counters.denied += 1;
-            return Step::Decided(SharedDecision::Decided {
+            return ReservationStep::Decided(SharedDecision::Decided {
                 decision,
                 refill: false,
             });
@@ -475,7 +475,7 @@ impl KeyedLimiter {
             // A fetch already under way did not come in time.
             reservation.late |= reservation.in_flight;
             reservation.in_flight = true;
-            return Step::Decided(SharedDecision::NeedsStore { lacking: n - left });
+            return ReservationStep::Decided(SharedDecision::NeedsStore { lacking: n - left });
         }
         if !covered {
             // Admitted beyond the reservation: owed to the store.
@@ -503,7 +503,7 @@ impl KeyedLimiter {
         }
         let remaining = reservation.remaining(record.quota_used);
         self.counters.allowed += 1;
-        Step::Decided(SharedDecision::Decided {
+        ReservationStep::Decided(SharedDecision::Decided {
             decision: Decision::allowed(record.tokens, Some(remaining)),
             refill,
         })

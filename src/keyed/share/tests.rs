@@ -328,7 +328,7 @@ fn a_limiter_without_share_has_no_book_and_its_records_stay_72_bytes() {
 
 /// What a process and the store do, in any order.
 #[derive(Clone, Debug)]
-enum Step {
+enum BookEvent {
     Consume {
         key: u8,
         n: u64,
@@ -353,15 +353,15 @@ enum Step {
     },
 }
 
-fn steps() -> impl Strategy<Value = Vec<Step>> {
+fn steps() -> impl Strategy<Value = Vec<BookEvent>> {
     let step = prop_oneof![
-        6 => (0u8..3, 1u64..6, any::<bool>()).prop_map(|(key, n, after_store)| Step::Consume { key, n, after_store }),
-        4 => (0u8..3).prop_map(|key| Step::Answer { key }),
-        1 => (0u8..3).prop_map(|key| Step::Fail { key }),
-        1 => (0u8..3, 1u64..4).prop_map(|(key, n)| Step::Refund { key, n }),
-        2 => prop_oneof![0.0..20_000.0f64, Just(DAY_MS)].prop_map(Step::Advance),
-        1 => Just(Step::Idle),
-        1 => (0u8..3).prop_map(|key| Step::Delete { key }),
+        6 => (0u8..3, 1u64..6, any::<bool>()).prop_map(|(key, n, after_store)| BookEvent::Consume { key, n, after_store }),
+        4 => (0u8..3).prop_map(|key| BookEvent::Answer { key }),
+        1 => (0u8..3).prop_map(|key| BookEvent::Fail { key }),
+        1 => (0u8..3, 1u64..4).prop_map(|(key, n)| BookEvent::Refund { key, n }),
+        2 => prop_oneof![0.0..20_000.0f64, Just(DAY_MS)].prop_map(BookEvent::Advance),
+        1 => Just(BookEvent::Idle),
+        1 => (0u8..3).prop_map(|key| BookEvent::Delete { key }),
     ];
     proptest::collection::vec(step, 1..120)
 }
@@ -393,7 +393,7 @@ proptest! {
         };
         for step in steps {
             match step {
-                Step::Consume { key, n, after_store } => {
+                BookEvent::Consume { key, n, after_store } => {
                     let mode = if after_store { ShareMode::AfterStore } else { ShareMode::Reserved };
                     match consume(&mut limiter, &mut clock, &name(key), n, mode) {
                         SharedDecision::Decided { decision, refill } => {
@@ -413,7 +413,7 @@ proptest! {
                         SharedDecision::NeedsCells => prop_assert!(false, "no shared bucket"),
                     }
                 }
-                Step::Answer { key } => {
+                BookEvent::Answer { key } => {
                     let Some(request) = requests.remove(&key) else { continue };
                     let count = store.entry((key, request.period_id.clone())).or_default();
                     *count += request.charge;
@@ -430,13 +430,13 @@ proptest! {
                         *count -= granted;
                     }
                 }
-                Step::Fail { key } => {
+                BookEvent::Fail { key } => {
                     let Some(request) = requests.remove(&key) else { continue };
                     if let Some(at) = limiter.find(KeyBuf::from_text(&name(key)).key()) {
                         limiter.reservation_failed(at, request.period_slot, request.charge);
                     }
                 }
-                Step::Refund { key, n } => {
+                BookEvent::Refund { key, n } => {
                     let open_slot = slot_i32(Some(spec("day", "UTC").period_for(clock.wall_ms).slot));
                     let before = limiter
                         .find(KeyBuf::from_text(&name(key)).key())
@@ -446,8 +446,8 @@ proptest! {
                     limiter.refund(KeyBuf::from_text(&name(key)).key(), n, &mut clock, &mut Vec::new()).unwrap();
                     *admitted.entry((key, period_id(&clock))).or_default() -= before.min(n) as i64;
                 }
-                Step::Advance(ms) => clock.advance(ms),
-                Step::Idle => {
+                BookEvent::Advance(ms) => clock.advance(ms),
+                BookEvent::Idle => {
                     for back in limiter.give_back_idle(clock.monotonic_ms, 10_000.0) {
                         let key = back.key.to_text_index();
                         let count = store.entry((key, back.period_id)).or_default();
@@ -455,7 +455,7 @@ proptest! {
                         *count -= back.units;
                     }
                 }
-                Step::Delete { key } => {
+                BookEvent::Delete { key } => {
                     limiter.delete(KeyBuf::from_text(&name(key)).key());
                     for back in limiter.take_dropped_give_backs() {
                         let key = back.key.to_text_index();
