@@ -23,7 +23,7 @@ const { startRedisServer, startRedisCluster } = require('./helpers/redis-server.
 const { startMongoServer } = require('./helpers/mongo-server.js')
 const { KeyedQuotaClock, manualClock } = require('..')
 const { redisStore } = require('../lib/shared.js')
-const { killInstances } = require('./helpers/shared-fleet.js')
+const { stopFleet } = require('./helpers/shared-fleet.js')
 const { assertBucket, checkBucket, describeWorst, unsharedAdmits } = require('./helpers/fleet-check.js')
 const { startFleet, roundRobin, waitUntil, nowMs, sleep } = require('./helpers/fleet-procs.js')
 
@@ -56,16 +56,7 @@ describe('one bucket for the fleet: child processes on real stores', () => {
     work = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-fleet-bucket-'))
   })
 
-  after(async () => {
-    killInstances()
-    redis?.resume()
-    try {
-      if (mongo) process.kill(mongo.serverPid(), 'SIGCONT')
-    } catch {}
-    admin?.disconnect()
-    await Promise.allSettled([redis?.stop(), cluster?.stop(), mongo?.stop()])
-    if (work) fs.rmSync(work, { recursive: true, force: true })
-  })
+  after(() => stopFleet({ redis, mongo, servers: [cluster], admin, work }))
 
   const STORES = {
     ioredis: () => ({ client: 'ioredis', url: redis.url }),

@@ -16,7 +16,7 @@ const Redis = require('ioredis')
 const { MongoClient } = require('mongodb')
 const { startRedisServer } = require('./helpers/redis-server.js')
 const { startMongoServer } = require('./helpers/mongo-server.js')
-const { startInstance, killInstances } = require('./helpers/shared-fleet.js')
+const { startInstance, stopFleet } = require('./helpers/shared-fleet.js')
 
 const MONTH = { unit: 'month', timeZone: 'UTC' }
 const DAY_MS = 86_400_000
@@ -60,17 +60,7 @@ describe('instances in several processes sharing one quota', () => {
     work = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-shared-processes-'))
   })
 
-  after(async () => {
-    killInstances()
-    redis?.resume()
-    try {
-      if (mongo) process.kill(mongo.serverPid(), 'SIGCONT')
-    } catch {}
-    admin?.disconnect()
-    await mongoClient?.close()
-    await Promise.allSettled([redis?.stop(), mongo?.stop()])
-    if (work) fs.rmSync(work, { recursive: true, force: true })
-  })
+  after(() => stopFleet({ redis, mongo, admin, mongoClient, work }))
 
   const clients = {
     ioredis: () => ({ client: 'ioredis', url: redis.url }),

@@ -14,6 +14,7 @@
 const { after, before } = require('node:test')
 const assert = require('node:assert/strict')
 const { fork } = require('node:child_process')
+const fs = require('node:fs')
 const path = require('node:path')
 const Redis = require('ioredis')
 const { createClient } = require('redis')
@@ -139,4 +140,20 @@ function killInstances() {
   for (const child of children) child.kill('SIGKILL')
 }
 
-module.exports = { MONTH, useStoreServers, limiterOn, drain, startInstance, startWorker, killInstances }
+/**
+ * The end of a file of multi-process tests: its workers killed, a paused redis-server and MongoDB
+ * server resumed, the admin clients closed, every server stopped, the work folder removed.
+ */
+async function stopFleet({ redis, mongo, servers = [], admin, mongoClient, work }) {
+  killInstances()
+  redis?.resume()
+  try {
+    if (mongo) process.kill(mongo.serverPid(), 'SIGCONT')
+  } catch {}
+  admin?.disconnect()
+  await mongoClient?.close()
+  await Promise.allSettled([redis, mongo, ...servers].map((server) => server?.stop()))
+  if (work) fs.rmSync(work, { recursive: true, force: true })
+}
+
+module.exports = { MONTH, useStoreServers, limiterOn, drain, startInstance, startWorker, killInstances, stopFleet }
