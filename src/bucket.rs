@@ -18,7 +18,7 @@ impl BucketLimits {
     /// `tokens` with `n` taken earlier given back, up to capacity.
     #[inline]
     pub fn give_back(&self, tokens: f64, n: f64) -> f64 {
-        at_most(tokens + n, self.capacity)
+        given_back(tokens, n, self.capacity)
     }
 
     /// How long until `tokens` refill to `n` (see [`refill_wait_ms`]).
@@ -38,6 +38,13 @@ fn at_most(value: f64, limit: f64) -> f64 {
     } else {
         limit
     }
+}
+
+/// `tokens` with `n` taken earlier given back, up to `capacity` (the arithmetic of
+/// [`BucketLimits::give_back`]).
+#[inline]
+pub fn given_back(tokens: f64, n: f64, capacity: f64) -> f64 {
+    at_most(tokens + n, capacity)
 }
 
 /// `ceil((n - tokens) / refillPerSecond * 1000)`, or 0 when `n` tokens are there; a wait

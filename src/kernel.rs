@@ -6,7 +6,9 @@
 //! [`OpenPeriod::next`](crate::quota::OpenPeriod::next), the reading rule
 //! [`ReadingRule::read`](crate::reconciler::ReadingRule::read).
 
-use crate::bucket::{refill_wait_ms, refilled};
+use crate::anomaly::{Anomaly, CallDeltas};
+use crate::bucket::{given_back, refill_wait_ms, refilled};
+use crate::error::Error;
 use crate::stats::Counters;
 
 /// Which wait a denial reports.
@@ -236,6 +238,13 @@ impl<S: Copy + PartialEq> KeyUse<S> {
         );
     }
 
+    /// Gives back `n` taken earlier: tokens up to `capacity`, quota use down to zero (a refund).
+    #[inline]
+    pub fn give_back(&mut self, n: u64, capacity: f64) {
+        self.tokens = given_back(self.tokens, n as f64, capacity);
+        self.quota_used = self.quota_used.saturating_sub(n);
+    }
+
     /// The idle rule, judged at `timeline_ms`: a full bucket then, and no use in the period
     /// that would be open (`slot_after`: that period's slot, `None` when the key has no quota;
     /// asked only when the key has use).
@@ -259,6 +268,128 @@ impl<S: Copy + PartialEq> KeyUse<S> {
             has_use,
         }
     }
+}
+
+/// What a call asks of a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Take `n` (a positive integer no larger than the key's capacity, checked by the caller).
+    Consume(u64),
+    /// Give back `n` tokens (up to capacity) and `n` quota units of the open period (down to zero).
+    Refund(u64),
+    /// Consume nothing; report the key's state.
+    Status,
+}
+
+/// One call's readings, reconciled and taken in by its store ([`Store::reconcile`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Reading {
+    pub monotonic_ms: f64,
+    pub wall_ms: f64,
+    /// The store's timeline (credited ms) with this call's credit: what the key is refreshed to.
+    pub timeline_ms: f64,
+    /// The call's deltas and credit (the period rule reports them with its anomalies).
+    pub deltas: CallDeltas,
+}
+
+/// A key's bucket as the refresh rule sees it: its capacity and refill (a shared bucket's key:
+/// those of the cells it holds).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BucketOf {
+    pub capacity: f64,
+    pub refill_per_second: f64,
+}
+
+/// What [`call`] answers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Answer<D, S> {
+    /// A consume's decision (the store's, [`Store::decide`]: the decision rule, or a layer around it).
+    Decided(D),
+    Refunded,
+    /// The key's state, refreshed to the reading (a key not held: what a fresh one would have).
+    Status(KeyUse<S>),
+}
+
+/// Where a limiter keeps its keys' state, seen by [`call`] one step at a time: the one key of a
+/// `QuotaClock` (`limiter/`), the keyed table (`keyed/`), the zone's shared file (`zone/`). A
+/// store applies the rules and only the rules: the reading rule when it reconciles, the period
+/// rule when it moves a period, [`decide`] (or a layer around it, as a shared limiter's
+/// reservations are) when it decides; [`call`] chains them, refreshes the key and refunds.
+pub trait Store {
+    /// A key as a call names it (held, or to be added, or only looked at).
+    type Key: Copy;
+    /// A key's state once found or made (`load`), where `save` writes it back.
+    type Held: Copy;
+    /// The store's form of a period slot.
+    type Slot: Copy + PartialEq;
+    /// What a consume answers.
+    type Decided;
+
+    /// Reads the clocks, applies the reading rule and takes the reading in (and, for a key to be
+    /// added, makes room for it). An error changes nothing but what the reading rule keeps.
+    fn reconcile(&mut self, key: Self::Key, anomalies: &mut Vec<Anomaly>)
+        -> Result<Reading, Error>;
+
+    /// Applies the period rule to the key's quota spec: the slot open after `reading` (the
+    /// store's "no period" for a key without a quota).
+    fn move_period(
+        &mut self,
+        key: Self::Key,
+        reading: &Reading,
+        anomalies: &mut Vec<Anomaly>,
+    ) -> Self::Slot;
+
+    /// The key's state and bucket: a held key's as stored, a new one's fresh at the reading (a
+    /// consume adds it here).
+    fn load(
+        &mut self,
+        key: Self::Key,
+        op: Op,
+        reading: &Reading,
+        open_slot: Self::Slot,
+    ) -> (Self::Held, KeyUse<Self::Slot>, BucketOf);
+
+    /// Takes `n` from the refreshed state: [`decide`], with the key's quota and its wait.
+    fn decide(
+        &mut self,
+        held: Self::Held,
+        state: &mut KeyUse<Self::Slot>,
+        n: u64,
+        reading: &Reading,
+    ) -> Self::Decided;
+
+    /// Writes the state back after `op` (a store may leave a status's refresh unwritten).
+    fn save(&mut self, held: Self::Held, state: &KeyUse<Self::Slot>, op: Op, reading: &Reading);
+}
+
+/// One call on one key, the same for every store: reconcile the clocks, move the key's period,
+/// refresh the key ([`KeyUse::refresh`]), then decide, refund or report, and store the result.
+#[inline(always)]
+pub fn call<S: Store>(
+    store: &mut S,
+    key: S::Key,
+    op: Op,
+    anomalies: &mut Vec<Anomaly>,
+) -> Result<Answer<S::Decided, S::Slot>, Error> {
+    let reading = store.reconcile(key, anomalies)?;
+    let open_slot = store.move_period(key, &reading, anomalies);
+    let (held, mut state, bucket) = store.load(key, op, &reading, open_slot);
+    state.refresh(
+        bucket.capacity,
+        bucket.refill_per_second,
+        reading.timeline_ms,
+        open_slot,
+    );
+    let answer = match op {
+        Op::Consume(n) => Answer::Decided(store.decide(held, &mut state, n, &reading)),
+        Op::Refund(n) => {
+            state.give_back(n, bucket.capacity);
+            Answer::Refunded
+        }
+        Op::Status => Answer::Status(state),
+    };
+    store.save(held, &state, op, &reading);
+    Ok(answer)
 }
 
 #[cfg(test)]
@@ -319,5 +450,133 @@ mod tests {
                 has_use: false
             }
         );
+    }
+
+    /// A store of one key in memory that writes down the steps `call` takes.
+    struct Logged {
+        state: KeyUse<u32>,
+        slot: u32,
+        fail: bool,
+        steps: Vec<&'static str>,
+    }
+
+    impl Store for Logged {
+        type Key = ();
+        type Held = ();
+        type Slot = u32;
+        type Decided = Decision;
+
+        fn reconcile(&mut self, _: (), _: &mut Vec<Anomaly>) -> Result<Reading, Error> {
+            self.steps.push("reconcile");
+            if self.fail {
+                return Err(Error::KeyLimit { max_keys: 1 });
+            }
+            Ok(Reading {
+                monotonic_ms: 2_000.0,
+                wall_ms: 5_000.0,
+                timeline_ms: 2_000.0,
+                deltas: CallDeltas {
+                    monotonic_delta_ms: 1_000.0,
+                    wall_delta_ms: 1_000.0,
+                    credited_ms: 1_000.0,
+                },
+            })
+        }
+
+        fn move_period(&mut self, _: (), _: &Reading, _: &mut Vec<Anomaly>) -> u32 {
+            self.steps.push("period");
+            self.slot
+        }
+
+        fn load(&mut self, _: (), _: Op, _: &Reading, _: u32) -> ((), KeyUse<u32>, BucketOf) {
+            self.steps.push("load");
+            let bucket = BucketOf {
+                capacity: 10.0,
+                refill_per_second: 2.0,
+            };
+            ((), self.state, bucket)
+        }
+
+        fn decide(&mut self, _: (), state: &mut KeyUse<u32>, n: u64, _: &Reading) -> Decision {
+            self.steps.push("decide");
+            decide(
+                &mut state.tokens,
+                &mut state.quota_used,
+                n,
+                2.0,
+                Some(5),
+                || 60_000.0,
+                &mut (),
+            )
+        }
+
+        fn save(&mut self, _: (), state: &KeyUse<u32>, _: Op, _: &Reading) {
+            self.steps.push("save");
+            self.state = *state;
+        }
+    }
+
+    fn logged(slot: u32) -> Logged {
+        Logged {
+            state: KeyUse {
+                tokens: 1.0,
+                credited_at_ms: 1_000.0,
+                quota_used: 4,
+                period_slot: 7,
+            },
+            slot,
+            fail: false,
+            steps: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_call_reconciles_moves_the_period_refreshes_then_decides_and_saves() {
+        let mut store = logged(7);
+        let answer = call(&mut store, (), Op::Consume(2), &mut Vec::new()).unwrap();
+        assert_eq!(
+            store.steps,
+            ["reconcile", "period", "load", "decide", "save"]
+        );
+        // Refreshed first (1 + 1 s at 2/s = 3 tokens), then 2 taken: 1 left, use 4 + 2 = 6 > 5.
+        let Answer::Decided(decision) = answer else {
+            panic!("a consume is decided")
+        };
+        assert!(!decision.allowed);
+        assert_eq!(decision.retry_after_basis, Some(RetryBasis::WallPeriod));
+        assert_eq!((store.state.tokens, store.state.quota_used), (3.0, 4));
+        assert_eq!(store.state.credited_at_ms, 2_000.0);
+        // In a new period the use starts again at zero, and the call is admitted.
+        let mut store = logged(8);
+        let answer = call(&mut store, (), Op::Consume(2), &mut Vec::new()).unwrap();
+        assert!(matches!(answer, Answer::Decided(decision) if decision.allowed));
+        assert_eq!(
+            (
+                store.state.tokens,
+                store.state.quota_used,
+                store.state.period_slot
+            ),
+            (1.0, 2, 8)
+        );
+    }
+
+    #[test]
+    fn a_refund_gives_back_up_to_capacity_and_down_to_zero_use_and_a_status_decides_nothing() {
+        let mut store = logged(7);
+        call(&mut store, (), Op::Refund(20), &mut Vec::new()).unwrap();
+        assert_eq!((store.state.tokens, store.state.quota_used), (10.0, 0));
+        let mut store = logged(7);
+        let answer = call(&mut store, (), Op::Status, &mut Vec::new()).unwrap();
+        assert_eq!(store.steps, ["reconcile", "period", "load", "save"]);
+        assert!(matches!(answer, Answer::Status(state) if state.tokens == 3.0));
+    }
+
+    #[test]
+    fn a_reading_refused_ends_the_call_before_any_other_step() {
+        let mut store = logged(7);
+        store.fail = true;
+        assert!(call(&mut store, (), Op::Consume(1), &mut Vec::new()).is_err());
+        assert_eq!(store.steps, ["reconcile"]);
+        assert_eq!(store.state.tokens, 1.0);
     }
 }

@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use super::{refresh_record, KeyBuf, KeyedLimiter, ShareMode, SharedDecision};
 use crate::anomaly::Anomaly;
 use crate::bucket::{refill_wait_ms, refilled};
+use crate::kernel::BucketOf;
 use crate::limiter::{Decision, RetryBasis};
 
 /// One key's cells.
@@ -229,9 +230,25 @@ impl KeyedLimiter {
     /// drops cells and tokens, then the bucket of capacity `cells` refills at `cells·R/C`.
     #[inline(never)]
     pub(super) fn refresh_cells(&mut self, index: u32, open_slot: i32, timeline_ms: f64) {
-        let Some(book) = &mut self.cells else {
+        let Some(bucket) = self.cells_bucket(index, timeline_ms) else {
             return;
         };
+        let record = &mut self.table.records[index as usize];
+        refresh_record(
+            record,
+            bucket.capacity,
+            bucket.refill_per_second,
+            timeline_ms,
+            open_slot,
+        );
+    }
+
+    /// A key's bucket as its cells make it (capacity `cells`, refill `cells·R/C`), readied for
+    /// the refresh rule at `timeline_ms`: the cells of a lapsed lease are gone, and the tokens are
+    /// no more than the cells held (capped before the refresh, which caps at the same capacity:
+    /// the same as capping after it). `None`: no shared bucket.
+    pub(super) fn cells_bucket(&mut self, index: u32, timeline_ms: f64) -> Option<BucketOf> {
+        let book = self.cells.as_mut()?;
         let cell = &mut book.cells[index as usize];
         let record = &mut self.table.records[index as usize];
         let policy = &self.policies[record.policy as usize];
@@ -240,16 +257,19 @@ impl KeyedLimiter {
             record.tokens = 0.0;
         }
         let held = cell.cells as f64;
+        if record.tokens > held {
+            record.tokens = held;
+        }
         // Every cell: exactly the unshared bucket's refill (no rounding of `C·R/C`).
-        let refill = if held == policy.capacity {
+        let refill_per_second = if held == policy.capacity {
             policy.refill_per_second
         } else {
             held * policy.refill_per_second / policy.capacity
         };
-        refresh_record(record, held, refill, timeline_ms, open_slot);
-        if record.tokens > held {
-            record.tokens = held;
-        }
+        Some(BucketOf {
+            capacity: held,
+            refill_per_second,
+        })
     }
 
     /// Brings a held key's cells up to `timeline_ms` (its quota use left as it is).

@@ -16,6 +16,7 @@ mod memory;
 mod policies;
 mod share;
 mod snapshot;
+mod store;
 mod table;
 
 use std::collections::HashMap;
@@ -29,6 +30,7 @@ pub use policies::{KeyPolicy, PolicyChoice, PolicyId, DEFAULT_POLICY};
 use policies::{Policy, PolicyIdentity, SpecState};
 pub use share::{GiveBack, ReserveRequest, ShareBook, ShareMode, SharedDecision};
 pub use snapshot::{Snapshot, SnapshotError, SnapshotWriter};
+use store::{Named, TableCall};
 pub use table::{words_for, Key, KeyBuf};
 use table::{KeyTable, List, Record, NO_PERIOD};
 
@@ -37,9 +39,9 @@ use crate::bucket::refilled;
 use crate::calendar::{Period, PeriodSlot, SpecIdentity};
 use crate::clock::{ClockSource, SuspendPolicy};
 use crate::error::Error;
-use crate::kernel::{self, KeyFields};
+use crate::kernel::{self, Answer, KeyFields, KeyUse, Op};
 use crate::limiter::Decision;
-use crate::reconciler::{Reconciled, Reconciler};
+use crate::reconciler::Reconciler;
 use crate::stats::Counters;
 
 #[derive(Clone, Debug)]
@@ -216,61 +218,35 @@ impl KeyedLimiter {
         self.consume_with(
             key,
             target,
+            n,
             clock,
             anomalies,
             |limiter, index, wall_ms, _| limiter.decide(index, n, wall_ms),
         )
     }
 
-    /// A consume's steps around its decision: reads and reconciles the clocks, holds a new key
-    /// (making room at `max_keys`), brings the record up to date, then `decide(self, index,
-    /// wall_ms, monotonic_ms)`.
+    /// A consume through the kernel ([`kernel::call`]): reads and reconciles the clocks, holds a
+    /// new key (making room at `max_keys`), brings the record up to date, then `decide(self,
+    /// index, wall_ms, monotonic_ms)` (the decision rule, or the share layer around it).
     #[inline(always)]
     fn consume_with<C: ClockSource + ?Sized, R>(
         &mut self,
         key: Key<'_>,
         target: Target,
+        n: u64,
         clock: &mut C,
         anomalies: &mut Vec<Anomaly>,
         decide: impl FnOnce(&mut Self, u32, f64, f64) -> R,
     ) -> Result<R, Error> {
-        let spec = self.policy_of(target).quota.map(|quota| quota.spec);
+        let named = match target {
+            Target::Held(index) => Named::Held(index),
+            Target::New(policy) => Named::Add(policy, key),
+        };
         let first_anomaly = anomalies.len();
-        let reconciled = self.reconciler.read(clock, spec.is_some(), anomalies)?;
-        let victim = match target {
-            Target::New(_) if self.table.len() >= self.max_keys => {
-                let victim = self.room_for_a_key(&reconciled);
-                if victim.is_none() {
-                    // Nothing changes: the readings are not even taken in.
-                    anomalies.truncate(first_anomaly);
-                    self.counters.key_limit_refusals += 1;
-                    return Err(Error::KeyLimit {
-                        max_keys: self.max_keys as u64,
-                    });
-                }
-                victim
-            }
-            _ => None,
+        let answer = self.call(named, Op::Consume(n), clock, decide, anomalies)?;
+        let Answer::Decided(decision) = answer else {
+            unreachable!("a consume is decided")
         };
-        let open_slot = self.apply(&reconciled, spec, anomalies)?;
-        let index = match target {
-            Target::Held(index) => {
-                self.refresh(index, open_slot);
-                self.touch(index);
-                index
-            }
-            Target::New(policy) => {
-                if let Some(victim) = victim {
-                    // Pinned: the victim may be the last key of this very policy.
-                    self.policies[policy as usize].keys += 1;
-                    self.drop_record(victim);
-                    self.counters.evicted += 1;
-                    self.policies[policy as usize].keys -= 1;
-                }
-                self.hold(key, policy, open_slot)
-            }
-        };
-        let decision = decide(self, index, reconciled.wall_ms, reconciled.monotonic_ms);
         if matches!(target, Target::New(_))
             && self.table.len() > IDLE_SCAN_FOR_ROOM
             && self.table.len() * 2 >= self.max_keys
@@ -279,6 +255,25 @@ impl KeyedLimiter {
         }
         self.counters.count_anomalies(&anomalies[first_anomaly..]);
         Ok(decision)
+    }
+
+    /// One call on the table through the kernel (see `store.rs`).
+    #[inline(always)]
+    fn call<C: ClockSource + ?Sized, R>(
+        &mut self,
+        named: Named<'_>,
+        op: Op,
+        clock: &mut C,
+        decide: impl FnOnce(&mut Self, u32, f64, f64) -> R,
+        anomalies: &mut Vec<Anomaly>,
+    ) -> Result<Answer<R, i32>, Error> {
+        let mut store = TableCall {
+            table: self,
+            clock,
+            victim: None,
+            decide: Some(decide),
+        };
+        kernel::call(&mut store, named, op, anomalies)
     }
 
     /// `refund(key, n)`: reconciles, then gives back `n` tokens (up to capacity) and `n`
@@ -291,25 +286,10 @@ impl KeyedLimiter {
         clock: &mut C,
         anomalies: &mut Vec<Anomaly>,
     ) -> Result<(), Error> {
-        let held = self.find(key);
-        let spec = held.and_then(|index| {
-            self.policy_of(Target::Held(index))
-                .quota
-                .map(|quota| quota.spec)
-        });
+        let named = self.find(key).map_or(Named::Absent, Named::Held);
         let first_anomaly = anomalies.len();
-        let reconciled = self.reconciler.read(clock, spec.is_some(), anomalies)?;
-        let open_slot = self.apply(&reconciled, spec, anomalies)?;
+        self.call(named, Op::Refund(n), clock, no_decision, anomalies)?;
         self.counters.count_anomalies(&anomalies[first_anomaly..]);
-        if let Some(index) = held {
-            self.refresh(index, open_slot);
-            let capacity = self.bucket_capacity(index);
-            let record = &mut self.table.records[index as usize];
-            record.tokens = (record.tokens + n as f64).min(capacity);
-            record.quota_used = record.quota_used.saturating_sub(n);
-            self.touch(index);
-            self.reservation_used(index, reconciled.monotonic_ms);
-        }
         Ok(())
     }
 
@@ -351,19 +331,18 @@ impl KeyedLimiter {
         anomalies: &mut Vec<Anomaly>,
     ) -> Result<KeyStatus, Error> {
         let policy = *self.policy_of(target);
-        let spec = policy.quota.map(|quota| quota.spec);
+        let named = match target {
+            Target::Held(index) => Named::Held(index),
+            Target::New(policy) => Named::Look(policy),
+        };
         let first_anomaly = anomalies.len();
-        let reconciled = self.reconciler.read(clock, spec.is_some(), anomalies)?;
-        let open_slot = self.apply(&reconciled, spec, anomalies)?;
+        let answer = self.call(named, Op::Status, clock, no_decision, anomalies)?;
         self.counters.count_anomalies(&anomalies[first_anomaly..]);
-        let (tokens, quota_used) = match target {
-            Target::Held(index) => {
-                self.refresh(index, open_slot);
-                let record = &self.table.records[index as usize];
-                (record.tokens, record.quota_used)
-            }
-            Target::New(_) if self.has_cells() => (0.0, 0),
-            Target::New(_) => (policy.initial_tokens, 0),
+        let Answer::Status(KeyUse {
+            tokens, quota_used, ..
+        }) = answer
+        else {
+            unreachable!("a status reports")
         };
         // A shared key's remaining is the store's view plus the local reservation (see share.rs).
         let quota_remaining = policy.quota.map(|quota| match target {
@@ -405,30 +384,6 @@ impl KeyedLimiter {
             }
             None => false,
         }
-    }
-
-    /// Credits the reading to the timeline, re-anchors (or fails the call for policy `refuse`),
-    /// and moves the call's spec's period; returns that period's slot.
-    fn apply(
-        &mut self,
-        reconciled: &Reconciled,
-        spec: Option<u32>,
-        anomalies: &mut Vec<Anomaly>,
-    ) -> Result<i32, Error> {
-        self.timeline_ms += reconciled.deltas.credited_ms;
-        self.reconciler.commit(reconciled)?;
-        let Some(spec) = spec else {
-            return Ok(NO_PERIOD);
-        };
-        let state = &mut self.specs[spec as usize];
-        state.period.observe(
-            &state.spec,
-            reconciled.wall_ms,
-            self.timeline_ms,
-            reconciled.deltas,
-            anomalies,
-        );
-        Ok(slot_i32(state.period.slot()))
     }
 
     /// Brings a record up to the timeline (the refresh rule, [`kernel::refresh`]); a key of a
@@ -495,6 +450,9 @@ fn refresh_record(
         open_slot,
     );
 }
+
+/// The `decide` of a call that does not consume (a refund, a status).
+fn no_decision(_: &mut KeyedLimiter, _: u32, _: f64, _: f64) {}
 
 fn slot_i32(slot: Option<PeriodSlot>) -> i32 {
     slot.map_or(NO_PERIOD, PeriodSlot::compact)

@@ -335,6 +335,7 @@ impl KeyedLimiter {
         self.consume_with(
             key,
             target,
+            n,
             clock,
             anomalies,
             |limiter, index, wall_ms, monotonic_ms| {

@@ -6,12 +6,15 @@ use crate::bucket::BucketLimits;
 use crate::calendar::{Period, PeriodSlot};
 use crate::clock::{ClockSource, SuspendPolicy};
 use crate::error::Error;
-use crate::kernel;
 pub(crate) use crate::kernel::longer_wait;
+use crate::kernel::{self, Answer, Op};
 pub use crate::kernel::{Decision, RetryBasis};
 use crate::quota::{QuotaPolicy, QuotaState};
 use crate::reconciler::Reconciler;
 use crate::stats::Counters;
+use store::OneKey;
+
+mod store;
 
 /// Validated options (the binding checks types and ranges before building one).
 #[derive(Clone, Debug)]
@@ -58,11 +61,6 @@ pub struct Limiter {
     quota: QuotaState,
     /// What it has done since construction (`stats()`); last, off the hot fields' lines.
     counters: Counters,
-}
-
-/// Fresh readings, reconciled and applied, ready for a decision.
-struct Observation {
-    wall_ms: f64,
 }
 
 impl Limiter {
@@ -129,34 +127,26 @@ impl Limiter {
             .map(|policy| (policy, &self.quota))
     }
 
-    /// Reads the clocks, reconciles them, refills the bucket and brings the quota period up to date.
-    // Inlined into the binding's hot path: one frame, no Result copies (measured).
+    /// One call through the kernel ([`kernel::call`]), its anomalies counted.
     #[inline(always)]
-    fn observe<C: ClockSource + ?Sized>(
+    fn call<C: ClockSource + ?Sized>(
         &mut self,
+        op: Op,
         clock: &mut C,
         anomalies: &mut Vec<Anomaly>,
-    ) -> Result<Observation, Error> {
+    ) -> Result<Answer<Decision, Option<PeriodSlot>>, Error> {
         let first_anomaly = anomalies.len();
-        let reconciled = self
-            .reconciler
-            .read(clock, self.policy.quota.is_some(), anomalies)?;
-        self.tokens = self
-            .policy
-            .bucket
-            .credit(self.tokens, reconciled.deltas.credited_ms);
-        if self.policy.quota.is_some() {
-            self.quota.credited_ms += reconciled.deltas.credited_ms;
-        }
-        self.reconciler.commit(&reconciled)?;
-        if let Some(quota) = self.policy.quota.as_ref() {
-            self.quota
-                .observe(quota, reconciled.wall_ms, reconciled.deltas, anomalies);
-        }
+        let answer = kernel::call(
+            &mut OneKey {
+                limiter: self,
+                clock,
+            },
+            (),
+            op,
+            anomalies,
+        )?;
         self.counters.count_anomalies(&anomalies[first_anomaly..]);
-        Ok(Observation {
-            wall_ms: reconciled.wall_ms,
-        })
+        Ok(answer)
     }
 
     /// `n` is a positive integer no larger than capacity (checked by the caller).
@@ -167,8 +157,10 @@ impl Limiter {
         clock: &mut C,
         anomalies: &mut Vec<Anomaly>,
     ) -> Result<Decision, Error> {
-        let Observation { wall_ms } = self.observe(clock, anomalies)?;
-        Ok(self.decide(n, wall_ms))
+        match self.call(Op::Consume(n), clock, anomalies)? {
+            Answer::Decided(decision) => Ok(decision),
+            _ => unreachable!("a consume is decided"),
+        }
     }
 
     /// The usual call, on readings already taken: both clocks moved forward together (the reconcile table's
@@ -221,9 +213,7 @@ impl Limiter {
         clock: &mut C,
         anomalies: &mut Vec<Anomaly>,
     ) -> Result<(), Error> {
-        self.observe(clock, anomalies)?;
-        self.tokens = self.policy.bucket.give_back(self.tokens, n as f64);
-        self.quota.used = self.quota.used.saturating_sub(n);
+        self.call(Op::Refund(n), clock, anomalies)?;
         Ok(())
     }
 
@@ -251,7 +241,7 @@ impl Limiter {
         clock: &mut C,
         anomalies: &mut Vec<Anomaly>,
     ) -> Result<Status, Error> {
-        self.observe(clock, anomalies)?;
+        self.call(Op::Status, clock, anomalies)?;
         let quota = self.quota();
         Ok(Status {
             tokens: self.tokens,

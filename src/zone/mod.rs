@@ -19,6 +19,7 @@ mod open;
 mod options;
 mod periods;
 mod recon;
+mod store;
 #[cfg(test)]
 mod tests;
 
@@ -42,13 +43,14 @@ pub use map::ZoneError;
 use options::option_value;
 pub use options::{first_difference, options_image};
 use periods::{spec_from_identity, spec_identity_bytes, PeriodState};
-use recon::{refused, Pending, ReconState};
+use recon::{Pending, ReconState};
+use store::{Named, ZoneCall};
 
 use crate::anomaly::{Anomaly, CallDeltas};
 use crate::calendar::{Period, PeriodSlot, PeriodSpec, RawPeriodSpec, StartKind};
 use crate::clock::{self, ReaderBaseline, SuspendPolicy};
 use crate::error::Error;
-use crate::kernel::{self, Idleness, KeyUse};
+use crate::kernel::{self, Answer, Idleness, KeyUse, Op};
 use crate::keyed::{Key, KeyBuf, KeyPolicy, KeyStatus, PolicyChoice, Snapshot};
 use crate::limiter::Decision;
 use crate::quota::{wait_until_ms, QuotaPolicy};
@@ -319,8 +321,13 @@ impl Zone {
         let guard = (low_guard, high_guard);
         if operation == Operation::Refund {
             drop(guard);
-            self.reconcile_with(false, anomalies)?;
-            return Ok(Outcome::Refunded);
+            let nothing = Limits {
+                capacity: 0.0,
+                refill_per_second: 0.0,
+                quota_limit: None,
+                spec: None,
+            };
+            return self.call_kernel(nothing, Named::Absent, Op::Refund(n), anomalies);
         }
         let policy = match policy {
             PolicyChoice::Given(policy) => policy.clone(),
@@ -332,97 +339,23 @@ impl Zone {
             .as_ref()
             .map(|quota| self.spec_index(&quota.spec))
             .transpose()?;
+        let limits = policy_limits(&policy, spec);
         if operation == Operation::Status {
             drop(guard);
-            let (pending, generation) = self.reconcile_with(spec.is_some(), anomalies)?;
-            let period = spec.map(|spec| {
-                self.observe(
-                    spec,
-                    pending.wall_ms,
-                    pending.next.timeline_ms,
-                    pending.deltas,
-                    generation,
-                    anomalies,
-                )
-            });
-            return Ok(Outcome::Status(self.status_of(
-                &policy_limits(&policy, spec),
-                policy.initial_tokens,
-                0,
-                spec,
-                period,
-            )));
+            let initial_tokens = policy.initial_tokens;
+            let named = Named::Look { initial_tokens };
+            return self.call_kernel(limits, named, Op::Status, anomalies);
         }
         let n = count(policy.capacity)?;
-        let outcome = self.add_key(group, key, hash, &policy, spec, n, anomalies);
+        let named = Named::Add {
+            group,
+            key,
+            hash,
+            policy: &policy,
+        };
+        let outcome = self.call_kernel(limits, named, Op::Consume(n), anomalies);
         drop(guard);
         outcome
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn add_key(
-        &self,
-        group: usize,
-        key: Key<'_>,
-        hash: u64,
-        policy: &KeyPolicy,
-        spec: Option<usize>,
-        n: u64,
-        anomalies: &mut Vec<Anomaly>,
-    ) -> Result<Outcome, Error> {
-        let first = anomalies.len();
-        loop {
-            anomalies.truncate(first);
-            let prepared = self
-                .prepare(spec.is_some(), anomalies)
-                .and_then(|pending| Ok((pending, self.room_for(group, &pending)?)));
-            let (pending, slot) = match prepared {
-                Ok(prepared) => prepared,
-                Err(error) => {
-                    // Nothing changes: the readings are not even taken in.
-                    anomalies.truncate(first);
-                    return Err(error);
-                }
-            };
-            if !self.publish(pending.head, &pending.next) {
-                self.give_up_key_room(group);
-                continue;
-            }
-            if pending.refused {
-                self.give_up_key_room(group);
-                return Err(refused(&pending));
-            }
-            let generation = ReconHead(pending.head).generation() + 1;
-            let period = spec.map(|spec| {
-                self.observe(
-                    spec,
-                    pending.wall_ms,
-                    pending.next.timeline_ms,
-                    pending.deltas,
-                    generation,
-                    anomalies,
-                )
-            });
-            let limits = policy_limits(policy, spec);
-            let mut state = KeyState {
-                tokens: policy.initial_tokens,
-                credited_at_ms: pending.next.timeline_ms,
-                quota_used: 0,
-                period_slot: period.map_or(NO_SLOT, |period| period.slot),
-            };
-            let decision = decide(&limits, &mut state, n, pending.wall_ms, period);
-            let period_slot = state.period_slot;
-            self.write_identity(group, slot, key, hash, policy, spec);
-            write_state(self.slot(group, slot), state);
-            #[cfg(test)]
-            if PANIC_BEFORE_TAG.with(|armed| armed.replace(false)) {
-                panic!("a panic between the key count and the tag (a test's)");
-            }
-            let header = self.group(group);
-            header.tags[slot].store(tag_of(hash), Ordering::Release);
-            header.intent.store(Intent::NONE.0, Ordering::Release);
-            return Ok(Outcome::Decided(decision, period_slot));
-        }
     }
 
     /// A call on a held key (its group locked).
@@ -436,44 +369,35 @@ impl Zone {
         anomalies: &mut Vec<Anomaly>,
     ) -> Result<Outcome, Error> {
         let limits = self.limits_of(self.slot(group, slot));
-        let n = match operation {
-            Operation::Consume => count(limits.capacity)?,
-            _ => n,
+        let op = match operation {
+            Operation::Consume => Op::Consume(count(limits.capacity)?),
+            Operation::Refund => Op::Refund(n),
+            Operation::Status => Op::Status,
         };
-        let (pending, generation) = self.reconcile_with(limits.spec.is_some(), anomalies)?;
-        let period = limits.spec.map(|spec| {
-            self.observe(
-                spec,
-                pending.wall_ms,
-                pending.next.timeline_ms,
-                pending.deltas,
-                generation,
-                anomalies,
-            )
-        });
-        let record = self.slot(group, slot);
-        let mut state = read_state(record);
-        refresh(&limits, &mut state, pending.next.timeline_ms, period);
-        match operation {
-            Operation::Consume => {
-                let decision = decide(&limits, &mut state, n, pending.wall_ms, period);
-                write_state(record, state);
-                Ok(Outcome::Decided(decision, state.period_slot))
-            }
-            Operation::Refund => {
-                state.tokens = (state.tokens + n as f64).min(limits.capacity);
-                state.quota_used = state.quota_used.saturating_sub(n);
-                write_state(record, state);
-                Ok(Outcome::Refunded)
-            }
-            Operation::Status => Ok(Outcome::Status(self.status_of(
+        self.call_kernel(limits, Named::Held { group, slot }, op, anomalies)
+    }
+
+    /// One call through the kernel ([`kernel::call`]) on the key `named` (see `store.rs`).
+    fn call_kernel(
+        &self,
+        limits: Limits,
+        named: Named<'_>,
+        op: Op,
+        anomalies: &mut Vec<Anomaly>,
+    ) -> Result<Outcome, Error> {
+        let mut store = ZoneCall::new(self, limits);
+        let answer = kernel::call(&mut store, named, op, anomalies)?;
+        Ok(match answer {
+            Answer::Decided(decision) => Outcome::Decided(decision, store.open_slot()),
+            Answer::Refunded => Outcome::Refunded,
+            Answer::Status(state) => Outcome::Status(self.status_of(
                 &limits,
                 state.tokens,
                 state.quota_used,
                 limits.spec,
-                period,
-            ))),
-        }
+                store.period,
+            )),
+        })
     }
 
     fn status_of(

@@ -170,29 +170,48 @@ impl Zone {
         }
     }
 
-    /// Reconciles and publishes, retrying on a lost race (with fresh readings); returns the
-    /// published readings and their generation.
+    /// Reconciles and publishes (again on a lost publication); the generation published. A
+    /// call adding a key names its group (`room_in`): room is made in it at each try's
+    /// reading (its slot returned), and given up when the try loses or is refused.
     pub(super) fn reconcile_with(
         &self,
         check_plausible: bool,
+        room_in: Option<usize>,
         anomalies: &mut Vec<Anomaly>,
-    ) -> Result<(Pending, u64), Error> {
+    ) -> Result<(Pending, u64, Option<usize>), Error> {
         let first = anomalies.len();
+        let give_up = |room: Option<usize>| {
+            if let (Some(group), Some(_)) = (room_in, room) {
+                self.give_up_key_room(group);
+            }
+        };
         loop {
             anomalies.truncate(first);
-            let pending = match self.prepare(check_plausible, anomalies) {
-                Ok(pending) => pending,
+            let prepared = self
+                .prepare(check_plausible, anomalies)
+                .and_then(|pending| {
+                    let room = room_in
+                        .map(|group| self.room_for(group, &pending))
+                        .transpose()?;
+                    Ok((pending, room))
+                });
+            let (pending, room) = match prepared {
+                Ok(prepared) => prepared,
                 Err(error) => {
+                    // Nothing changes: the readings are not even taken in.
                     anomalies.truncate(first);
                     return Err(error);
                 }
             };
-            if self.publish(pending.head, &pending.next) {
-                if pending.refused {
-                    return Err(refused(&pending));
-                }
-                return Ok((pending, ReconHead(pending.head).generation() + 1));
+            if !self.publish(pending.head, &pending.next) {
+                give_up(room);
+                continue;
             }
+            if pending.refused {
+                give_up(room);
+                return Err(refused(&pending));
+            }
+            return Ok((pending, ReconHead(pending.head).generation() + 1, room));
         }
     }
 }
