@@ -177,45 +177,9 @@ pub struct Idleness {
     pub has_use: bool,
 }
 
-/// A key's state where its store keeps it (the key table's record fields), for the refresh rule
-/// to change in place: only what changes is written.
-pub struct KeyFields<'a, S> {
-    pub tokens: &'a mut f64,
-    pub credited_at_ms: &'a mut f64,
-    pub quota_used: &'a mut u64,
-    pub period_slot: &'a mut S,
-}
-
-/// The refresh rule: the bucket refilled up to `timeline_ms`, and the use zeroed if it belongs
-/// to a period other than the open one (`open_slot`).
-#[inline(always)]
-pub fn refresh<S: Copy + PartialEq>(
-    key: KeyFields<'_, S>,
-    capacity: f64,
-    refill_per_second: f64,
-    timeline_ms: f64,
-    open_slot: S,
-) {
-    *key.tokens = refilled(
-        *key.tokens,
-        timeline_ms - *key.credited_at_ms,
-        refill_per_second,
-        capacity,
-    );
-    // Calls on one key are in timeline order (the zone holds the key's group lock across the
-    // reconciliation; the key table has one owner), so this only moves forward. (A plain
-    // compare: neither is NaN.)
-    if timeline_ms > *key.credited_at_ms {
-        *key.credited_at_ms = timeline_ms;
-    }
-    if *key.period_slot != open_slot {
-        *key.period_slot = open_slot;
-        *key.quota_used = 0;
-    }
-}
-
 impl<S: Copy + PartialEq> KeyUse<S> {
-    /// The refresh rule ([`refresh`]) on this value.
+    /// The refresh rule: the bucket refilled up to `timeline_ms` (at most `capacity`), and the
+    /// use zeroed if it belongs to a period other than the open one (`open_slot`).
     #[inline(always)]
     pub fn refresh(
         &mut self,
@@ -224,18 +188,22 @@ impl<S: Copy + PartialEq> KeyUse<S> {
         timeline_ms: f64,
         open_slot: S,
     ) {
-        refresh(
-            KeyFields {
-                tokens: &mut self.tokens,
-                credited_at_ms: &mut self.credited_at_ms,
-                quota_used: &mut self.quota_used,
-                period_slot: &mut self.period_slot,
-            },
-            capacity,
+        self.tokens = refilled(
+            self.tokens,
+            timeline_ms - self.credited_at_ms,
             refill_per_second,
-            timeline_ms,
-            open_slot,
+            capacity,
         );
+        // Calls on one key are in timeline order (the zone holds the key's group lock across the
+        // reconciliation; the key table has one owner), so this only moves forward. (A plain
+        // compare: neither is NaN.)
+        if timeline_ms > self.credited_at_ms {
+            self.credited_at_ms = timeline_ms;
+        }
+        if self.period_slot != open_slot {
+            self.period_slot = open_slot;
+            self.quota_used = 0;
+        }
     }
 
     /// Gives back `n` taken earlier: tokens up to `capacity`, quota use down to zero (a refund).
@@ -283,7 +251,7 @@ pub enum Op {
 
 /// One call's readings, reconciled and taken in by its store ([`Store::reconcile`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Reading {
+pub struct CallReading {
     pub monotonic_ms: f64,
     pub wall_ms: f64,
     /// The store's timeline (credited ms) with this call's credit: what the key is refreshed to.
@@ -327,15 +295,18 @@ pub trait Store {
 
     /// Reads the clocks, applies the reading rule and takes the reading in (and, for a key to be
     /// added, makes room for it). An error changes nothing but what the reading rule keeps.
-    fn reconcile(&mut self, key: Self::Key, anomalies: &mut Vec<Anomaly>)
-        -> Result<Reading, Error>;
+    fn reconcile(
+        &mut self,
+        key: Self::Key,
+        anomalies: &mut Vec<Anomaly>,
+    ) -> Result<CallReading, Error>;
 
     /// Applies the period rule to the key's quota spec: the slot open after `reading` (the
     /// store's "no period" for a key without a quota).
     fn move_period(
         &mut self,
         key: Self::Key,
-        reading: &Reading,
+        reading: &CallReading,
         anomalies: &mut Vec<Anomaly>,
     ) -> Self::Slot;
 
@@ -345,7 +316,7 @@ pub trait Store {
         &mut self,
         key: Self::Key,
         op: Op,
-        reading: &Reading,
+        reading: &CallReading,
         open_slot: Self::Slot,
     ) -> (Self::Held, KeyUse<Self::Slot>, BucketOf);
 
@@ -355,11 +326,11 @@ pub trait Store {
         held: Self::Held,
         state: &mut KeyUse<Self::Slot>,
         n: u64,
-        reading: &Reading,
+        reading: &CallReading,
     ) -> Self::Decided;
 
     /// Writes the state back after `op` (a store may leave a status's refresh unwritten).
-    fn save(&mut self, held: Self::Held, state: &KeyUse<Self::Slot>, op: Op, reading: &Reading);
+    fn save(&mut self, held: Self::Held, state: &KeyUse<Self::Slot>, op: Op, reading: &CallReading);
 }
 
 /// One call on one key, the same for every store: reconcile the clocks, move the key's period,
@@ -466,12 +437,12 @@ mod tests {
         type Slot = u32;
         type Decided = Decision;
 
-        fn reconcile(&mut self, _: (), _: &mut Vec<Anomaly>) -> Result<Reading, Error> {
+        fn reconcile(&mut self, _: (), _: &mut Vec<Anomaly>) -> Result<CallReading, Error> {
             self.steps.push("reconcile");
             if self.fail {
                 return Err(Error::KeyLimit { max_keys: 1 });
             }
-            Ok(Reading {
+            Ok(CallReading {
                 monotonic_ms: 2_000.0,
                 wall_ms: 5_000.0,
                 timeline_ms: 2_000.0,
@@ -483,12 +454,12 @@ mod tests {
             })
         }
 
-        fn move_period(&mut self, _: (), _: &Reading, _: &mut Vec<Anomaly>) -> u32 {
+        fn move_period(&mut self, _: (), _: &CallReading, _: &mut Vec<Anomaly>) -> u32 {
             self.steps.push("period");
             self.slot
         }
 
-        fn load(&mut self, _: (), _: Op, _: &Reading, _: u32) -> ((), KeyUse<u32>, BucketOf) {
+        fn load(&mut self, _: (), _: Op, _: &CallReading, _: u32) -> ((), KeyUse<u32>, BucketOf) {
             self.steps.push("load");
             let bucket = BucketOf {
                 capacity: 10.0,
@@ -497,7 +468,7 @@ mod tests {
             ((), self.state, bucket)
         }
 
-        fn decide(&mut self, _: (), state: &mut KeyUse<u32>, n: u64, _: &Reading) -> Decision {
+        fn decide(&mut self, _: (), state: &mut KeyUse<u32>, n: u64, _: &CallReading) -> Decision {
             self.steps.push("decide");
             decide(
                 &mut state.tokens,
@@ -510,7 +481,7 @@ mod tests {
             )
         }
 
-        fn save(&mut self, _: (), state: &KeyUse<u32>, _: Op, _: &Reading) {
+        fn save(&mut self, _: (), state: &KeyUse<u32>, _: Op, _: &CallReading) {
             self.steps.push("save");
             self.state = *state;
         }

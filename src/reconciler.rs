@@ -11,12 +11,13 @@ use crate::clock::{
     clocks_agree, finite, reconcile, ClockSource, ReaderBaseline, SuspendPolicy, WallDivergence,
 };
 use crate::error::{Error, Reading};
+use crate::kernel::CallReading;
 
 #[derive(Clone, Debug)]
 pub struct Reconciler {
-    suspend_policy: SuspendPolicy,
-    /// `None` turns the plausibility check off.
-    earliest_plausible_wall_ms: Option<f64>,
+    /// The suspend policy and the earliest plausible wall reading (`check_plausible` is set
+    /// per call).
+    rule: ReadingRule,
     pub(crate) last_monotonic_ms: f64,
     pub(crate) last_wall_ms: f64,
     reader_baseline: Option<ReaderBaseline>,
@@ -37,6 +38,17 @@ pub struct Reconciled {
 }
 
 impl Reconciled {
+    /// The readings as a kernel call uses them, its store's timeline at `timeline_ms`.
+    #[inline(always)]
+    pub fn reading(&self, timeline_ms: f64) -> CallReading {
+        CallReading {
+            monotonic_ms: self.monotonic_ms,
+            wall_ms: self.wall_ms,
+            timeline_ms,
+            deltas: self.deltas,
+        }
+    }
+
     /// `ERR_AMBIGUOUS_WALL_JUMP` for a refused call (the readings re-anchor all the same).
     pub fn refusal(&self) -> Result<(), Error> {
         if !self.refused {
@@ -77,6 +89,15 @@ pub struct ReadingRule {
 }
 
 impl ReadingRule {
+    /// The same rule, for a call that does (or does not) concern a quota.
+    #[inline(always)]
+    pub fn checking(self, check_plausible: bool) -> ReadingRule {
+        ReadingRule {
+            check_plausible,
+            ..self
+        }
+    }
+
     /// The reading rule, written once for both reconcilers: takes one monotonic and one wall
     /// reading (none if a regression is latched) and reconciles them against `anchors`. Pure:
     /// a new monotonic regression is `ERR_MONOTONIC_REGRESSION` with `latched: false`, which the
@@ -162,8 +183,11 @@ impl Reconciler {
             None
         };
         let reconciler = Reconciler {
-            suspend_policy,
-            earliest_plausible_wall_ms,
+            rule: ReadingRule {
+                suspend_policy,
+                check_plausible: false,
+                earliest_plausible_wall_ms,
+            },
             last_monotonic_ms: monotonic_ms,
             last_wall_ms: wall_ms,
             reader_baseline,
@@ -178,6 +202,7 @@ impl Reconciler {
     pub fn is_plausible(&self, wall_ms: f64) -> bool {
         wall_ms.abs() <= MAX_WALL_MS
             && self
+                .rule
                 .earliest_plausible_wall_ms
                 .is_none_or(|earliest| wall_ms >= earliest)
     }
@@ -195,11 +220,7 @@ impl Reconciler {
         check_plausible: bool,
         anomalies: &mut Vec<Anomaly>,
     ) -> Result<Reconciled, Error> {
-        let rule = ReadingRule {
-            suspend_policy: self.suspend_policy,
-            check_plausible,
-            earliest_plausible_wall_ms: self.earliest_plausible_wall_ms,
-        };
+        let rule = self.rule.checking(check_plausible);
         let anchors = Anchors {
             last_monotonic_ms: self.last_monotonic_ms,
             last_wall_ms: self.last_wall_ms,

@@ -39,7 +39,7 @@ use crate::bucket::refilled;
 use crate::calendar::{Period, PeriodSlot, SpecIdentity};
 use crate::clock::{ClockSource, SuspendPolicy};
 use crate::error::Error;
-use crate::kernel::{self, Answer, KeyFields, KeyUse, Op};
+use crate::kernel::{self, Answer, KeyUse, Op};
 use crate::limiter::Decision;
 use crate::reconciler::Reconciler;
 use crate::stats::Counters;
@@ -386,7 +386,7 @@ impl KeyedLimiter {
         }
     }
 
-    /// Brings a record up to the timeline (the refresh rule, [`kernel::refresh`]); a key of a
+    /// Brings a record up to the timeline (the refresh rule, [`KeyUse::refresh`]); a key of a
     /// shared bucket, by its cells (`cells.rs`).
     #[inline(always)]
     fn refresh(&mut self, index: u32, open_slot: i32) {
@@ -437,18 +437,9 @@ fn refresh_record(
     timeline_ms: f64,
     open_slot: i32,
 ) {
-    kernel::refresh(
-        KeyFields {
-            tokens: &mut record.tokens,
-            credited_at_ms: &mut record.credited_at_ms,
-            quota_used: &mut record.quota_used,
-            period_slot: &mut record.period_slot,
-        },
-        capacity,
-        refill_per_second,
-        timeline_ms,
-        open_slot,
-    );
+    let mut state = record.key_use();
+    state.refresh(capacity, refill_per_second, timeline_ms, open_slot);
+    record.set_use(&state);
 }
 
 /// The `decide` of a call that does not consume (a refund, a status).

@@ -7,7 +7,7 @@ use super::{slot_i32, KeyedLimiter, PolicyId, NO_PERIOD};
 use crate::anomaly::Anomaly;
 use crate::clock::ClockSource;
 use crate::error::Error;
-use crate::kernel::{BucketOf, KeyUse, Op, Reading, Store};
+use crate::kernel::{BucketOf, CallReading, KeyUse, Op, Store};
 
 /// A key as a call on the table names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,22 +54,11 @@ impl KeyedLimiter {
                 refill_per_second: policy.refill_per_second,
             }
         });
-        let record = &self.table.records[index as usize];
-        let state = KeyUse {
-            tokens: record.tokens,
-            credited_at_ms: record.credited_at_ms,
-            quota_used: record.quota_used,
-            period_slot: record.period_slot,
-        };
-        (state, bucket)
+        (self.table.records[index as usize].key_use(), bucket)
     }
 
     fn put_use(&mut self, index: u32, state: &KeyUse<i32>) {
-        let record = &mut self.table.records[index as usize];
-        record.tokens = state.tokens;
-        record.credited_at_ms = state.credited_at_ms;
-        record.quota_used = state.quota_used;
-        record.period_slot = state.period_slot;
+        self.table.records[index as usize].set_use(state);
     }
 }
 
@@ -87,7 +76,7 @@ where
         &mut self,
         named: Named<'k>,
         anomalies: &mut Vec<Anomaly>,
-    ) -> Result<Reading, Error> {
+    ) -> Result<CallReading, Error> {
         let table = &mut *self.table;
         let first_anomaly = anomalies.len();
         let spec = table.spec_of(named);
@@ -107,18 +96,13 @@ where
         }
         table.timeline_ms += reconciled.deltas.credited_ms;
         table.reconciler.commit(&reconciled)?;
-        Ok(Reading {
-            monotonic_ms: reconciled.monotonic_ms,
-            wall_ms: reconciled.wall_ms,
-            timeline_ms: table.timeline_ms,
-            deltas: reconciled.deltas,
-        })
+        Ok(reconciled.reading(table.timeline_ms))
     }
 
     fn move_period(
         &mut self,
         named: Named<'k>,
-        reading: &Reading,
+        reading: &CallReading,
         anomalies: &mut Vec<Anomaly>,
     ) -> i32 {
         let Some(spec) = self.table.spec_of(named) else {
@@ -139,7 +123,7 @@ where
         &mut self,
         named: Named<'k>,
         _: Op,
-        reading: &Reading,
+        reading: &CallReading,
         open_slot: i32,
     ) -> (Option<u32>, KeyUse<i32>, BucketOf) {
         let table = &mut *self.table;
@@ -197,7 +181,7 @@ where
         held: Option<u32>,
         state: &mut KeyUse<i32>,
         _: u64,
-        reading: &Reading,
+        reading: &CallReading,
     ) -> R {
         let (Some(index), Some(decide)) = (held, self.decide.take()) else {
             unreachable!("a consume names a key it holds or adds, and decides once")
@@ -211,7 +195,7 @@ where
         decided
     }
 
-    fn save(&mut self, held: Option<u32>, state: &KeyUse<i32>, op: Op, reading: &Reading) {
+    fn save(&mut self, held: Option<u32>, state: &KeyUse<i32>, op: Op, reading: &CallReading) {
         let Some(index) = held else {
             return;
         };

@@ -172,6 +172,15 @@ impl Record {
             period_slot: self.period_slot,
         }
     }
+
+    /// Stores the key's bucket and quota use back.
+    #[inline(always)]
+    pub fn set_use(&mut self, state: &KeyUse<i32>) {
+        self.tokens = state.tokens;
+        self.credited_at_ms = state.credited_at_ms;
+        self.quota_used = state.quota_used;
+        self.period_slot = state.period_slot;
+    }
 }
 
 /// `period_slot` of a record whose use belongs to no period.

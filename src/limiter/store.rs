@@ -5,7 +5,7 @@ use crate::anomaly::Anomaly;
 use crate::calendar::PeriodSlot;
 use crate::clock::ClockSource;
 use crate::error::Error;
-use crate::kernel::{BucketOf, Decision, KeyUse, Op, Reading, Store};
+use crate::kernel::{BucketOf, CallReading, Decision, KeyUse, Op, Store};
 
 /// One call on the limiter, with the clock it reads.
 pub(super) struct OneKey<'a, C: ?Sized> {
@@ -20,7 +20,7 @@ impl<C: ClockSource + ?Sized> Store for OneKey<'_, C> {
     type Decided = Decision;
 
     #[inline(always)]
-    fn reconcile(&mut self, _: (), anomalies: &mut Vec<Anomaly>) -> Result<Reading, Error> {
+    fn reconcile(&mut self, _: (), anomalies: &mut Vec<Anomaly>) -> Result<CallReading, Error> {
         let limiter = &mut *self.limiter;
         let has_quota = limiter.policy.quota.is_some();
         let reconciled = limiter.reconciler.read(self.clock, has_quota, anomalies)?;
@@ -33,20 +33,15 @@ impl<C: ClockSource + ?Sized> Store for OneKey<'_, C> {
             limiter.tokens = limiter.policy.bucket.credit(limiter.tokens, credited_ms);
             return Err(refused);
         }
-        Ok(Reading {
-            monotonic_ms: reconciled.monotonic_ms,
-            wall_ms: reconciled.wall_ms,
-            // The one key is credited call by call: its timeline starts at each call.
-            timeline_ms: credited_ms,
-            deltas: reconciled.deltas,
-        })
+        // The one key is credited call by call: its timeline starts at each call.
+        Ok(reconciled.reading(credited_ms))
     }
 
     #[inline(always)]
     fn move_period(
         &mut self,
         _: (),
-        reading: &Reading,
+        reading: &CallReading,
         anomalies: &mut Vec<Anomaly>,
     ) -> Option<PeriodSlot> {
         let limiter = &mut *self.limiter;
@@ -65,7 +60,7 @@ impl<C: ClockSource + ?Sized> Store for OneKey<'_, C> {
         &mut self,
         _: (),
         _: Op,
-        _: &Reading,
+        _: &CallReading,
         open_slot: Option<PeriodSlot>,
     ) -> ((), KeyUse<Option<PeriodSlot>>, BucketOf) {
         let limiter = &*self.limiter;
@@ -88,7 +83,7 @@ impl<C: ClockSource + ?Sized> Store for OneKey<'_, C> {
         _: (),
         state: &mut KeyUse<Option<PeriodSlot>>,
         n: u64,
-        reading: &Reading,
+        reading: &CallReading,
     ) -> Decision {
         self.save((), state, Op::Status, reading);
         let decision = self.limiter.decide(n, reading.wall_ms);
@@ -98,7 +93,7 @@ impl<C: ClockSource + ?Sized> Store for OneKey<'_, C> {
     }
 
     #[inline(always)]
-    fn save(&mut self, _: (), state: &KeyUse<Option<PeriodSlot>>, _: Op, _: &Reading) {
+    fn save(&mut self, _: (), state: &KeyUse<Option<PeriodSlot>>, _: Op, _: &CallReading) {
         self.limiter.tokens = state.tokens;
         self.limiter.quota.used = state.quota_used;
     }

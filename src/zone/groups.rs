@@ -328,7 +328,7 @@ impl Zone {
     pub(super) fn room_for(&self, group: usize, pending: &Pending) -> Result<usize, Error> {
         let max_keys = self.max_keys;
         let timeline_ms = pending.next.timeline_ms;
-        let wall_ms = pending.wall_ms;
+        let wall_ms = pending.reading.wall_ms;
         let free = (0..GROUP_SLOTS)
             .find(|&slot| self.group(group).tags[slot].load(Ordering::Relaxed) == 0);
         let slot = match free {

@@ -54,6 +54,7 @@ use crate::kernel::{self, Answer, Idleness, KeyUse, Op};
 use crate::keyed::{Key, KeyBuf, KeyPolicy, KeyStatus, PolicyChoice, Snapshot};
 use crate::limiter::Decision;
 use crate::quota::{wait_until_ms, QuotaPolicy};
+use crate::reconciler::ReadingRule;
 
 /// A zone's options, as every process opening it must pass them.
 #[derive(Clone, Debug)]
@@ -177,8 +178,9 @@ pub struct Zone {
     seed: u64,
     me: u64,
     cell: usize,
-    suspend_policy: SuspendPolicy,
-    earliest_plausible_wall_ms: Option<f64>,
+    /// The suspend policy and the earliest plausible wall reading (`check_plausible` set per
+    /// call).
+    rule: ReadingRule,
     max_keys: u64,
     defaults: KeyPolicy,
     /// This process's copies of the zone's specs, by index.

@@ -76,8 +76,11 @@ impl Zone {
             offsets,
             me: owner_id(),
             cell: usize::MAX,
-            suspend_policy: config.suspend_policy,
-            earliest_plausible_wall_ms: config.earliest_plausible_wall_ms,
+            rule: ReadingRule {
+                suspend_policy: config.suspend_policy,
+                check_plausible: false,
+                earliest_plausible_wall_ms: config.earliest_plausible_wall_ms,
+            },
             max_keys: config.max_keys,
             defaults: config.defaults.clone(),
             specs: (0..SPECS).map(|_| OnceCell::new()).collect(),
@@ -193,7 +196,7 @@ impl Zone {
                 let (quota_used, period_slot) = match spec {
                     None => (0, NO_SLOT),
                     Some(spec) => {
-                        let period = self.period_now(spec, state.last_wall_ms);
+                        let period = self.period_now(spec, state.anchors.last_wall_ms);
                         let kept = saved_period.is_some_and(|saved_spec| {
                             let open_id = self.period_id(spec, period.start_ms);
                             saved_spec.spec.identity() == self.local_spec(spec).identity()
@@ -253,7 +256,7 @@ impl Zone {
             entry.lock.store(0, Ordering::Relaxed);
             if entry.used.load(Ordering::Acquire) == 1 && self.load_spec(spec).is_some() {
                 let open = PeriodState::of(
-                    &self.local_spec(spec).period_for(state.last_wall_ms),
+                    &self.local_spec(spec).period_for(state.anchors.last_wall_ms),
                     0,
                     0.0,
                 );

@@ -3,45 +3,50 @@
 
 use super::*;
 use crate::clock::SystemClock;
-use crate::reconciler::{Anchors, ReadingRule};
+use crate::kernel::CallReading;
+use crate::reconciler::Anchors;
 
 /// The reconciler's state, as published.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct ReconState {
-    pub(super) last_monotonic_ms: f64,
-    pub(super) last_wall_ms: f64,
+    /// The previous readings, the reader's baseline and the regression latch: what the reading
+    /// rule reads.
+    pub(super) anchors: Anchors,
     pub(super) timeline_ms: f64,
-    pub(super) baseline: Option<ReaderBaseline>,
-    /// The first monotonic regression `(previous, now)`: every later call fails with it.
-    pub(super) regression: Option<(f64, f64)>,
 }
 
 impl ReconState {
     pub(super) fn fresh(monotonic_ms: f64, wall_ms: f64, reader: bool) -> ReconState {
         ReconState {
-            last_monotonic_ms: monotonic_ms,
-            last_wall_ms: wall_ms,
+            anchors: Anchors {
+                last_monotonic_ms: monotonic_ms,
+                last_wall_ms: wall_ms,
+                reader_baseline: reader.then(|| ReaderBaseline {
+                    elapsed_realtime_ms: clock::elapsed_realtime_ms(),
+                    monotonic_ms,
+                }),
+                regression: None,
+            },
             timeline_ms: 0.0,
-            baseline: reader.then(|| ReaderBaseline {
-                elapsed_realtime_ms: clock::elapsed_realtime_ms(),
-                monotonic_ms,
-            }),
-            regression: None,
         }
     }
 
     pub(super) fn store(&self, slot: &ReconSlot) {
+        let Anchors {
+            last_monotonic_ms,
+            last_wall_ms,
+            reader_baseline: baseline,
+            regression,
+        } = self.anchors;
         let words = [
-            self.last_monotonic_ms.to_bits(),
-            self.last_wall_ms.to_bits(),
+            last_monotonic_ms.to_bits(),
+            last_wall_ms.to_bits(),
             self.timeline_ms.to_bits(),
-            u64::from(self.baseline.is_some()) | u64::from(self.regression.is_some()) << 1,
-            self.baseline
-                .map_or(0.0, |b| b.elapsed_realtime_ms)
-                .to_bits(),
-            self.baseline.map_or(0.0, |b| b.monotonic_ms).to_bits(),
-            self.regression.map_or(0.0, |r| r.0).to_bits(),
-            self.regression.map_or(0.0, |r| r.1).to_bits(),
+            u64::from(baseline.is_some()) | u64::from(regression.is_some()) << 1,
+            baseline.map_or(0.0, |b| b.elapsed_realtime_ms).to_bits(),
+            baseline.map_or(0.0, |b| b.monotonic_ms).to_bits(),
+            regression.map_or(0.0, |r| r.0).to_bits(),
+            regression.map_or(0.0, |r| r.1).to_bits(),
             0,
             0,
         ];
@@ -55,14 +60,16 @@ impl ReconState {
         let float = |i: usize| f64::from_bits(word(i));
         let flags = word(3);
         ReconState {
-            last_monotonic_ms: float(0),
-            last_wall_ms: float(1),
+            anchors: Anchors {
+                last_monotonic_ms: float(0),
+                last_wall_ms: float(1),
+                reader_baseline: (flags & 1 != 0).then(|| ReaderBaseline {
+                    elapsed_realtime_ms: float(4),
+                    monotonic_ms: float(5),
+                }),
+                regression: (flags & 2 != 0).then(|| (float(6), float(7))),
+            },
             timeline_ms: float(2),
-            baseline: (flags & 1 != 0).then(|| ReaderBaseline {
-                elapsed_realtime_ms: float(4),
-                monotonic_ms: float(5),
-            }),
-            regression: (flags & 2 != 0).then(|| (float(6), float(7))),
         }
     }
 }
@@ -72,8 +79,8 @@ impl ReconState {
 pub(super) struct Pending {
     pub(super) head: u64,
     pub(super) next: ReconState,
-    pub(super) wall_ms: f64,
-    pub(super) deltas: CallDeltas,
+    /// The readings as the rest of the call uses them (on the timeline of `next`).
+    pub(super) reading: CallReading,
     pub(super) refused: bool,
 }
 
@@ -115,34 +122,22 @@ impl Zone {
         check_plausible: bool,
         anomalies: &mut Vec<Anomaly>,
     ) -> Result<Pending, Error> {
-        let rule = ReadingRule {
-            suspend_policy: self.suspend_policy,
-            check_plausible,
-            earliest_plausible_wall_ms: self.earliest_plausible_wall_ms,
-        };
+        let rule = self.rule.checking(check_plausible);
         // The zone reads the system's clocks, the host's suspend-inclusive clock as the elapsed-realtime reader.
         let mut clock = SystemClock {
             with_elapsed_realtime: true,
         };
         loop {
             let (head, state) = self.read_recon();
-            let anchors = Anchors {
-                last_monotonic_ms: state.last_monotonic_ms,
-                last_wall_ms: state.last_wall_ms,
-                reader_baseline: state.baseline,
-                regression: state.regression,
-            };
-            let reconciled = match rule.read(&anchors, &mut clock, anomalies) {
+            let reconciled = match rule.read(&state.anchors, &mut clock, anomalies) {
                 Ok(reconciled) => reconciled,
                 Err(Error::MonotonicRegression {
                     previous_ms,
                     now_ms,
                     latched: false,
                 }) => {
-                    let latched = ReconState {
-                        regression: Some((previous_ms, now_ms)),
-                        ..state
-                    };
+                    let mut latched = state;
+                    latched.anchors.regression = Some((previous_ms, now_ms));
                     if !self.publish(head, &latched) {
                         continue;
                     }
@@ -154,17 +149,19 @@ impl Zone {
                 }
                 Err(error) => return Err(error),
             };
+            let timeline_ms = state.timeline_ms + reconciled.deltas.credited_ms;
             return Ok(Pending {
                 head,
                 next: ReconState {
-                    last_monotonic_ms: reconciled.monotonic_ms,
-                    last_wall_ms: reconciled.wall_ms,
-                    timeline_ms: state.timeline_ms + reconciled.deltas.credited_ms,
-                    baseline: reconciled.reader_baseline,
-                    regression: None,
+                    anchors: Anchors {
+                        last_monotonic_ms: reconciled.monotonic_ms,
+                        last_wall_ms: reconciled.wall_ms,
+                        reader_baseline: reconciled.reader_baseline,
+                        regression: None,
+                    },
+                    timeline_ms,
                 },
-                wall_ms: reconciled.wall_ms,
-                deltas: reconciled.deltas,
+                reading: reconciled.reading(timeline_ms),
                 refused: reconciled.refused,
             });
         }
@@ -218,7 +215,7 @@ impl Zone {
 
 pub(super) fn refused(pending: &Pending) -> Error {
     Error::AmbiguousWallJump {
-        monotonic_delta_ms: pending.deltas.monotonic_delta_ms,
-        wall_delta_ms: pending.deltas.wall_delta_ms,
+        monotonic_delta_ms: pending.reading.deltas.monotonic_delta_ms,
+        wall_delta_ms: pending.reading.deltas.wall_delta_ms,
     }
 }

@@ -9,7 +9,7 @@ use super::{decide, tag_of, Limits, Zone, NO_SLOT};
 use crate::anomaly::Anomaly;
 use crate::calendar::PeriodSlot;
 use crate::error::Error;
-use crate::kernel::{BucketOf, Decision, KeyUse, Op, Reading, Store};
+use crate::kernel::{BucketOf, CallReading, Decision, KeyUse, Op, Store};
 use crate::keyed::{Key, KeyPolicy};
 use std::sync::atomic::Ordering;
 
@@ -91,7 +91,7 @@ impl<'a> Store for ZoneCall<'a> {
         &mut self,
         named: Named<'a>,
         anomalies: &mut Vec<Anomaly>,
-    ) -> Result<Reading, Error> {
+    ) -> Result<CallReading, Error> {
         let room_in = match named {
             Named::Add { group, .. } => Some(group),
             _ => None,
@@ -101,18 +101,13 @@ impl<'a> Store for ZoneCall<'a> {
                 .reconcile_with(self.limits.spec.is_some(), room_in, anomalies)?;
         self.generation = generation;
         self.room = room;
-        Ok(Reading {
-            monotonic_ms: pending.next.last_monotonic_ms,
-            wall_ms: pending.wall_ms,
-            timeline_ms: pending.next.timeline_ms,
-            deltas: pending.deltas,
-        })
+        Ok(pending.reading)
     }
 
     fn move_period(
         &mut self,
         _: Named<'a>,
-        reading: &Reading,
+        reading: &CallReading,
         anomalies: &mut Vec<Anomaly>,
     ) -> PeriodSlot {
         self.period = self.limits.spec.map(|spec| {
@@ -132,7 +127,7 @@ impl<'a> Store for ZoneCall<'a> {
         &mut self,
         named: Named<'a>,
         _: Op,
-        reading: &Reading,
+        reading: &CallReading,
         open_slot: PeriodSlot,
     ) -> (Held<'a>, KeyUse<PeriodSlot>, BucketOf) {
         let bucket = BucketOf {
@@ -178,12 +173,12 @@ impl<'a> Store for ZoneCall<'a> {
         _: Held<'a>,
         state: &mut KeyUse<PeriodSlot>,
         n: u64,
-        reading: &Reading,
+        reading: &CallReading,
     ) -> Decision {
         decide(&self.limits, state, n, reading.wall_ms, self.period)
     }
 
-    fn save(&mut self, held: Held<'a>, state: &KeyUse<PeriodSlot>, op: Op, _: &Reading) {
+    fn save(&mut self, held: Held<'a>, state: &KeyUse<PeriodSlot>, op: Op, _: &CallReading) {
         let zone = self.zone;
         match held {
             // (A status does not count as use: the key's state is left as it was.)

@@ -7,6 +7,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::keyed::KeyBuf;
+use crate::reconciler::Anchors;
 
 fn temp_path(name: &str) -> String {
     let dir = if std::path::Path::new("/dev/shm").is_dir() {
@@ -279,7 +280,10 @@ fn after_a_reboot_the_old_locks_and_readings_are_dropped_and_the_keys_kept() {
     assert!(zone.publish(
         head,
         &ReconState {
-            last_monotonic_ms: 1e15,
+            anchors: Anchors {
+                last_monotonic_ms: 1e15,
+                ..state.anchors
+            },
             ..state
         }
     ));
@@ -336,7 +340,10 @@ fn a_clock_anomaly_is_raised_once_for_the_zone_on_the_call_that_saw_it() {
     assert!(first.publish(
         head,
         &ReconState {
-            last_wall_ms: state.last_wall_ms + 3_600_000.0,
+            anchors: Anchors {
+                last_wall_ms: state.anchors.last_wall_ms + 3_600_000.0,
+                ..state.anchors
+            },
             ..state
         }
     ));
@@ -371,7 +378,7 @@ fn a_period_regression_is_raised_once_for_the_zone_and_a_hold_ends_after_the_per
     let (head, recon) = first.read_recon();
     let tomorrow = first
         .local_spec(0)
-        .period_for(recon.last_wall_ms + 86_400_000.0);
+        .period_for(recon.anchors.last_wall_ms + 86_400_000.0);
     {
         let _held = first.lock_spec(first.spec_entry(0));
         first.write_period(0, PeriodState::of(&tomorrow, head >> 16, recon.timeline_ms));
