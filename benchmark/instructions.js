@@ -2,7 +2,9 @@
 // Instructions per call inside the raw native function, counted exactly with callgrind: the
 // count of a 40,000-call run less a 20,000-call run, over 20,000 (setup, warm-up and the JIT's
 // start cancel out). `fast_consume` is QuotaClock.tryConsume's raw function, `raw_call` the keyed
-// cell's (1,000 keys held, round robin, the key's read included).
+// cell's (1,000 keys held, round robin, the key's read included). The shared cases are an awaited
+// `consume` of a shared limiter (`share`, on the tests' in-process store) whose every key holds a
+// reservation far larger than the run takes: a covered call, decided in the one raw call.
 //
 //   CARGO_PROFILE_RELEASE_STRIP=none npm run build:probes   # the release build, symbols kept
 //   node benchmark/instructions.js                          # needs valgrind
@@ -21,19 +23,39 @@ const CASES = {
   'quota-denied': 'fast_consume',
   'keyed-allowed': 'raw_call',
   'keyed-denied': 'raw_call',
+  'shared-allowed': 'raw_call',
+  'shared-denied': 'raw_call',
 }
 const LA_MONTH = { limit: Number.MAX_SAFE_INTEGER, period: { unit: 'month', timeZone: 'America/Los_Angeles' } }
 const open = { capacity: 1e12, refillPerSecond: 1e12, suspendPolicy: 'ignore' }
 const shut = { capacity: 1, refillPerSecond: 1e-9, initialTokens: 0, suspendPolicy: 'ignore' }
 
+const keys = Array.from({ length: 1000 }, (_, i) => `k${i}`)
+
+/** A shared case's call (an awaited consume, covered), every key's reservation made first. */
+async function sharedCall(limits) {
+  const { KeyedQuotaClock } = require('..')
+  const { testStore } = require('../__test__/helpers/test-store.js')
+  const { storeStatsOf } = require('../lib/share.js')
+  const quota = { limit: Number.MAX_SAFE_INTEGER, period: { unit: 'month', timeZone: 'UTC' } }
+  const share = { store: testStore().store, name: 'instructions', leaseUnits: 1_000_000 }
+  // Denied: the bucket is empty, so the reservation is made by a call that passes the bucket.
+  const limiter = new KeyedQuotaClock({ ...limits, initialTokens: limits.capacity, quota, maxKeys: 10_000, share })
+  for (const key of keys) await limiter.consume(key)
+  assert.equal(storeStatsOf(limiter).calls, keys.length)
+  let i = 0
+  return async () => (await limiter.consume(keys[i++ % keys.length])).allowed
+}
+
 /** The call a case makes, its answer asserted first. */
-function caseCall(name) {
+async function caseCall(name) {
   const { QuotaClock, KeyedQuotaClock } = require('..')
   const limits = name.endsWith('denied') ? shut : open
   let call
-  if (name.startsWith('keyed')) {
+  if (name.startsWith('shared')) {
+    call = await sharedCall(limits)
+  } else if (name.startsWith('keyed')) {
     const limiter = new KeyedQuotaClock({ ...limits, maxKeys: 10_000 })
-    const keys = Array.from({ length: 1000 }, (_, i) => `k${i}`)
     for (const key of keys) limiter.tryConsume(key)
     let i = 0
     call = () => limiter.tryConsume(keys[i++ % keys.length]).allowed
@@ -41,14 +63,19 @@ function caseCall(name) {
     const limiter = new QuotaClock(name.startsWith('quota') ? { ...limits, quota: LA_MONTH } : limits)
     call = () => limiter.tryConsume(1).allowed
   }
-  assert.equal(call(), !name.endsWith('denied'))
+  assert.equal(await call(), !name.endsWith('denied'))
   return call
 }
 
-function measured(name, calls) {
-  const call = caseCall(name)
+async function measured(name, calls) {
+  const call = await caseCall(name)
   const expected = !name.endsWith('denied')
-  for (let i = 0; i < calls; i++) if (call() !== expected) throw new Error(`${name}: an unexpected answer`)
+  const unexpected = () => new Error(`${name}: an unexpected answer`)
+  if (name.startsWith('shared')) {
+    for (let i = 0; i < calls; i++) if ((await call()) !== expected) throw unexpected()
+  } else {
+    for (let i = 0; i < calls; i++) if (call() !== expected) throw unexpected()
+  }
 }
 
 /** Instructions executed inside `fn` by a run of `calls` calls. */
@@ -65,7 +92,10 @@ function count(name, fn, calls) {
 }
 
 if (process.argv[2]) {
-  measured(process.argv[2], Number(process.argv[3]))
+  measured(process.argv[2], Number(process.argv[3])).catch((error) => {
+    console.error(error)
+    process.exitCode = 1
+  })
 } else {
   console.log('| case | instructions per call |\n|---|---:|')
   for (const [name, fn] of Object.entries(CASES)) {

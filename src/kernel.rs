@@ -104,55 +104,137 @@ impl Tally for () {
     fn denied(&mut self) {}
 }
 
-/// The decision rule: takes `n` from `tokens` and, with a quota (`limit`), from the period's
-/// `used`, if both have it; else says how long to wait, the longer of the bucket's refill at
-/// `refill_per_second` and the quota's `quota_wait_ms()` (asked only when the quota is short).
-/// `n` is a positive integer no larger than capacity (checked by the caller).
+/// The quota part of a decision, however it is counted: a period's use against its limit here
+/// ([`PeriodQuota`]), or a shared key's reservation (the share layer's, `keyed/share.rs`).
+pub trait Quota {
+    /// What the quota's holder does instead of a decision ([`Quota::pending`]); `Infallible`
+    /// for a quota that always lets the decision be made.
+    type Pending;
+    /// Whether `n` more units are admitted.
+    fn admits(&self, n: u64) -> bool;
+    /// A call the bucket admits, before the quota admits (`admits`) or refuses it: `Err`, the
+    /// call is not decided now (nothing is taken or counted); the holder does the step instead.
+    #[inline(always)]
+    fn pending(&mut self, _n: u64, _admits: bool) -> Result<(), Self::Pending> {
+        Ok(())
+    }
+    /// Takes `n` (admitted).
+    fn take(&mut self, n: u64);
+    /// What a decision reports as remaining.
+    fn remaining(&self) -> u64;
+    /// How long a call the quota refuses waits (asked only then).
+    fn wait_ms(&self) -> f64;
+}
+
+/// A quota counted here: `used` of `limit` in the open period, whose end is `wait_ms()` away.
+pub struct PeriodQuota<'a, W> {
+    pub used: &'a mut u64,
+    pub limit: u64,
+    pub wait_ms: W,
+}
+
+impl<W: Fn() -> f64> Quota for PeriodQuota<'_, W> {
+    type Pending = std::convert::Infallible;
+    #[inline(always)]
+    fn admits(&self, n: u64) -> bool {
+        n <= self.limit.saturating_sub(*self.used)
+    }
+    #[inline(always)]
+    fn take(&mut self, n: u64) {
+        *self.used += n;
+    }
+    #[inline(always)]
+    fn remaining(&self) -> u64 {
+        self.limit.saturating_sub(*self.used)
+    }
+    #[inline(always)]
+    fn wait_ms(&self) -> f64 {
+        (self.wait_ms)()
+    }
+}
+
+/// A quota lent to a decision, its holder keeping it for its own steps after.
+impl<Q: Quota> Quota for &mut Q {
+    type Pending = Q::Pending;
+    #[inline(always)]
+    fn admits(&self, n: u64) -> bool {
+        (**self).admits(n)
+    }
+    #[inline(always)]
+    fn pending(&mut self, n: u64, admits: bool) -> Result<(), Self::Pending> {
+        (**self).pending(n, admits)
+    }
+    #[inline(always)]
+    fn take(&mut self, n: u64) {
+        (**self).take(n);
+    }
+    #[inline(always)]
+    fn remaining(&self) -> u64 {
+        (**self).remaining()
+    }
+    #[inline(always)]
+    fn wait_ms(&self) -> f64 {
+        (**self).wait_ms()
+    }
+}
+
+/// The decision rule: takes `n` from `tokens` and, with a quota, from the quota, if both have
+/// it; else says how long to wait, the longer of the bucket's refill at `refill_per_second` and
+/// the quota's [`Quota::wait_ms`] (asked only when the quota refuses). A call the bucket admits
+/// is decided only when the quota has nothing [pending](Quota::pending) for it (`Err`: the
+/// quota's step instead, nothing taken or counted). `n` is a positive integer no larger than
+/// capacity (checked by the caller).
 #[inline(always)]
-pub fn decide(
+pub fn decide<Q: Quota>(
     tokens: &mut f64,
-    used: &mut u64,
     n: u64,
     refill_per_second: f64,
-    limit: Option<u64>,
-    quota_wait_ms: impl FnOnce() -> f64,
+    quota: Option<Q>,
     tally: &mut impl Tally,
-) -> Decision {
+) -> Result<Decision, Q::Pending> {
     // n ≤ capacity is a safe integer, so the signed conversion (one instruction) is exact.
     let wanted = n as i64 as f64;
     let bucket_admits = *tokens >= wanted;
     // One branch on the quota's presence, so a limiter without one decides on its bucket alone.
-    let Some(limit) = limit else {
+    let Some(mut quota) = quota else {
         if bucket_admits {
             *tokens -= wanted;
             tally.allowed();
-            return Decision::allowed(*tokens, None);
+            return Ok(Decision::allowed(*tokens, None));
         }
         let wait_ms = refill_wait_ms(*tokens, wanted, refill_per_second);
         tally.denied();
-        return Decision::denied(wait_ms, RetryBasis::MonotonicRefill, *tokens, None);
+        return Ok(Decision::denied(
+            wait_ms,
+            RetryBasis::MonotonicRefill,
+            *tokens,
+            None,
+        ));
     };
-    let quota_admits = n <= limit.saturating_sub(*used);
-    if bucket_admits && quota_admits {
-        *tokens -= wanted;
-        *used += n;
-        tally.allowed();
-        return Decision::allowed(*tokens, Some(limit.saturating_sub(*used)));
+    let quota_admits = quota.admits(n);
+    if bucket_admits {
+        quota.pending(n, quota_admits)?;
+        if quota_admits {
+            *tokens -= wanted;
+            quota.take(n);
+            tally.allowed();
+            return Ok(Decision::allowed(*tokens, Some(quota.remaining())));
+        }
     }
     let bucket_wait_ms = if bucket_admits {
         0.0
     } else {
         refill_wait_ms(*tokens, wanted, refill_per_second)
     };
-    let quota_wait_ms = (!quota_admits).then(quota_wait_ms);
+    let quota_wait_ms = (!quota_admits).then(|| quota.wait_ms());
     let (retry_after_ms, basis) = longer_wait(bucket_wait_ms, quota_wait_ms);
     tally.denied();
-    Decision::denied(
+    Ok(Decision::denied(
         retry_after_ms,
         basis,
         *tokens,
-        Some(limit.saturating_sub(*used)),
-    )
+        Some(quota.remaining()),
+    ))
 }
 
 /// A key's bucket and quota use, however its store keeps them. `S` is the store's form of a
@@ -367,6 +449,105 @@ pub fn call<S: Store>(
 mod tests {
     use super::*;
 
+    /// A quota of `used` of `limit` that holds back every call the bucket admits while `held`.
+    struct Held {
+        used: u64,
+        limit: u64,
+        held: bool,
+    }
+
+    impl Quota for Held {
+        type Pending = &'static str;
+        fn admits(&self, n: u64) -> bool {
+            n <= self.limit - self.used
+        }
+        fn pending(&mut self, _n: u64, _admits: bool) -> Result<(), &'static str> {
+            if self.held {
+                Err("a store call first")
+            } else {
+                Ok(())
+            }
+        }
+        fn take(&mut self, n: u64) {
+            self.used += n;
+        }
+        fn remaining(&self) -> u64 {
+            self.limit - self.used
+        }
+        fn wait_ms(&self) -> f64 {
+            500.0
+        }
+    }
+
+    #[test]
+    fn a_period_quota_takes_its_use_and_a_refused_call_waits_the_longer_of_the_two() {
+        let (mut tokens, mut used, mut counters) = (3.0, 8, Counters::default());
+        let call = |tokens: &mut f64, used: &mut u64, n: u64, counters: &mut Counters| {
+            let quota = PeriodQuota {
+                used,
+                limit: 10,
+                wait_ms: || 5_000.0,
+            };
+            let Ok(decision) = decide(tokens, n, 1.0, Some(quota), counters);
+            decision
+        };
+        assert_eq!(
+            call(&mut tokens, &mut used, 2, &mut counters),
+            Decision::allowed(1.0, Some(0))
+        );
+        assert_eq!(used, 10);
+        assert_eq!(
+            call(&mut tokens, &mut used, 1, &mut counters),
+            Decision::denied(5_000.0, RetryBasis::WallPeriod, 1.0, Some(0))
+        );
+        assert_eq!(
+            call(&mut tokens, &mut used, 2, &mut counters),
+            Decision::denied(5_000.0, RetryBasis::WallPeriod, 1.0, Some(0))
+        );
+        let no_quota: Option<PeriodQuota<'_, fn() -> f64>> = None;
+        let Ok(decision) = decide(&mut tokens, 3, 1.0, no_quota, &mut counters);
+        assert_eq!(
+            decision,
+            Decision::denied(2_000.0, RetryBasis::MonotonicRefill, 1.0, None)
+        );
+        assert_eq!((counters.allowed, counters.denied), (1, 3));
+    }
+
+    #[test]
+    fn a_call_the_quota_holds_back_is_not_decided_and_a_bucket_short_one_is() {
+        let mut counters = Counters::default();
+        let mut quota = Held {
+            used: 0,
+            limit: 5,
+            held: true,
+        };
+        let mut tokens = 4.0;
+        assert_eq!(
+            decide(&mut tokens, 2, 1.0, Some(&mut quota), &mut counters),
+            Err("a store call first")
+        );
+        assert_eq!(
+            (tokens, quota.used, counters),
+            (4.0, 0, Counters::default())
+        );
+        // The bucket refuses first: decided (denied) whatever the quota holds back.
+        assert_eq!(
+            decide(&mut tokens, 6, 1.0, Some(&mut quota), &mut counters),
+            Ok(Decision::denied(
+                2_000.0,
+                RetryBasis::MonotonicRefill,
+                4.0,
+                Some(5)
+            ))
+        );
+        quota.held = false;
+        assert_eq!(
+            decide(&mut tokens, 2, 1.0, Some(&mut quota), &mut counters),
+            Ok(Decision::allowed(2.0, Some(3)))
+        );
+        assert_eq!((quota.used, counters.allowed, counters.denied), (2, 1, 1));
+    }
+
     #[test]
     fn a_refresh_refills_to_capacity_and_zeroes_the_use_of_an_ended_period() {
         let mut key = KeyUse {
@@ -470,15 +651,13 @@ mod tests {
 
         fn decide(&mut self, _: (), state: &mut KeyUse<u32>, n: u64, _: &CallReading) -> Decision {
             self.steps.push("decide");
-            decide(
-                &mut state.tokens,
-                &mut state.quota_used,
-                n,
-                2.0,
-                Some(5),
-                || 60_000.0,
-                &mut (),
-            )
+            let quota = PeriodQuota {
+                used: &mut state.quota_used,
+                limit: 5,
+                wait_ms: || 60_000.0,
+            };
+            let Ok(decision) = decide(&mut state.tokens, n, 2.0, Some(quota), &mut ());
+            decision
         }
 
         fn save(&mut self, _: (), state: &KeyUse<u32>, _: Op, _: &CallReading) {

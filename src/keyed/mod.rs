@@ -411,19 +411,19 @@ impl KeyedLimiter {
         let record = &mut self.table.records[index as usize];
         let policy = &self.policies[record.policy as usize];
         let specs = &self.specs;
-        kernel::decide(
+        let quota = policy.quota.map(|quota| kernel::PeriodQuota {
+            used: &mut record.quota_used,
+            limit: quota.limit,
+            wait_ms: move || specs[quota.spec as usize].period.wait_ms(wall_ms),
+        });
+        let Ok(decision) = kernel::decide(
             &mut record.tokens,
-            &mut record.quota_used,
             n,
             policy.refill_per_second,
-            policy.quota.map(|quota| quota.limit),
-            || {
-                policy.quota.map_or(0.0, |quota| {
-                    specs[quota.spec as usize].period.wait_ms(wall_ms)
-                })
-            },
+            quota,
             &mut self.counters,
-        )
+        );
+        decision
     }
 }
 

@@ -14,8 +14,8 @@
 
 use super::table::NO_PERIOD;
 use super::{slot_i32, KeyBuf, KeyedLimiter, Target};
-use crate::bucket::refill_wait_ms;
-use crate::limiter::{longer_wait, Decision, RetryBasis};
+use crate::kernel;
+use crate::limiter::Decision;
 
 /// One key's reservation.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -80,6 +80,81 @@ pub enum SharedDecision {
 enum ReservationStep {
     Decided(SharedDecision),
     ReleaseThenStore,
+}
+
+/// A shared key's quota as the one decision sees it ([`kernel::Quota`]): the units admitted in
+/// the period (the record's `quota_used`) against its reservation, under the call's [`ShareMode`].
+/// A call the bucket admits that the reservation does not cover asks the store first, or (with
+/// `failOpen`) is admitted beyond it, the units beyond owed to the store.
+struct ReservedQuota<'a, W> {
+    reservation: &'a mut Reservation,
+    admitted: &'a mut u64,
+    /// The key's limit.
+    limit: u64,
+    mode: ShareMode,
+    /// The period's wait.
+    wait_ms: W,
+}
+
+impl<W: Fn() -> f64> kernel::Quota for ReservedQuota<'_, W> {
+    type Pending = ReservationStep;
+
+    /// Not known short: no more than this process's limit for the key, and (right after the
+    /// store answered) covered or no more than the reservation and the store together have.
+    #[inline(always)]
+    fn admits(&self, n: u64) -> bool {
+        let short = n > self.limit
+            || (self.mode == ShareMode::AfterStore
+                && n > self.reservation.left(*self.admitted)
+                && self.remaining() < n);
+        !short
+    }
+
+    /// Short right after the store answered, with units left here (and `n` within the limit):
+    /// they go back first ([`KeyedLimiter::release_then_store`]). Not covered (and not
+    /// `failOpen`): the store is asked for what is lacking (a fetch already under way did not come
+    /// in time).
+    #[inline(always)]
+    fn pending(&mut self, n: u64, admits: bool) -> Result<(), ReservationStep> {
+        let left = self.reservation.left(*self.admitted);
+        if !admits {
+            if self.mode == ShareMode::AfterStore && left > 0 && n <= self.limit {
+                return Err(ReservationStep::ReleaseThenStore);
+            }
+            return Ok(());
+        }
+        if n > left && self.mode != ShareMode::FailOpen {
+            let reservation = &mut *self.reservation;
+            reservation.late |= reservation.in_flight;
+            reservation.in_flight = true;
+            return Err(ReservationStep::Decided(SharedDecision::NeedsStore {
+                lacking: n - left,
+            }));
+        }
+        Ok(())
+    }
+
+    /// Admitted beyond the reservation (`failOpen`): the units beyond are owed to the store.
+    #[inline(always)]
+    fn take(&mut self, n: u64) {
+        let left = self.reservation.left(*self.admitted);
+        if n > left {
+            let owed = n - left;
+            self.reservation.reserved += owed;
+            self.reservation.uncharged += owed;
+        }
+        *self.admitted += n;
+    }
+
+    #[inline(always)]
+    fn remaining(&self) -> u64 {
+        self.reservation.remaining(*self.admitted)
+    }
+
+    #[inline(always)]
+    fn wait_ms(&self) -> f64 {
+        (self.wait_ms)()
+    }
 }
 
 /// What a store call for a key asks (the store protocol's `reserve` arguments, with the name
@@ -168,6 +243,30 @@ impl Reservation {
         self.uncharged = 0;
         self.reserved -= left;
         (units, charge)
+    }
+
+    /// After an admission: whether the next slice is to be fetched now (then the key is marked
+    /// in flight). Before this one runs out: below half of what the next store call would bring
+    /// (a lease, or an eighth of what the store had unreserved, whichever is less), or below half
+    /// a lease when failOpen units are owed to the store; below an eighth of it when the last
+    /// fetch came too late (`late`).
+    #[inline(always)]
+    fn next_slice_due(&mut self, admitted: u64, lease: u64) -> bool {
+        let next_grant = if self.uncharged > 0 {
+            lease
+        } else {
+            lease.min(self.store_unreserved.div_ceil(8))
+        };
+        let low = self
+            .left(admitted)
+            .saturating_mul(if self.late { 8 } else { 2 })
+            < next_grant;
+        let refill = !self.in_flight && low;
+        if refill {
+            self.in_flight = true;
+            self.late = false;
+        }
+        refill
     }
 
     /// Whether letting go would send anything to the store (units, a charge, or that it holds
@@ -402,6 +501,9 @@ impl KeyedLimiter {
         }
     }
 
+    /// The share layer around the one decision ([`kernel::decide`]), the key's reservation its
+    /// quota ([`ReservedQuota`]): the reservation follows the record's period and the key was
+    /// used now; after an admission, the next slice is fetched if this one runs low.
     #[inline(always)]
     fn shared_step(
         &mut self,
@@ -412,14 +514,7 @@ impl KeyedLimiter {
         monotonic_ms: f64,
     ) -> ReservationStep {
         let policy = self.policies[self.table.records[index as usize].policy as usize];
-        let Some(quota) = policy.quota else {
-            let decision = self.decide(index, n, wall_ms);
-            return ReservationStep::Decided(SharedDecision::Decided {
-                decision,
-                refill: false,
-            });
-        };
-        let Some(book) = self.share.as_mut() else {
+        let (Some(quota), Some(book)) = (policy.quota, self.share.as_mut()) else {
             let decision = self.decide(index, n, wall_ms);
             return ReservationStep::Decided(SharedDecision::Decided {
                 decision,
@@ -438,76 +533,28 @@ impl KeyedLimiter {
         }
         reservation.last_used_ms = monotonic_ms;
         let period = &self.specs[quota.spec as usize].period;
-        let quota_wait_ms = || period.wait_ms(wall_ms);
-        let wanted = n as i64 as f64;
-        let left = reservation.left(record.quota_used);
-        let covered = n <= left;
-        let remaining = reservation.remaining(record.quota_used);
-        // Known short: more than this process's limit for the key, or (right after the store
-        // answered) more than the reservation and the store together have.
-        let short = n > quota.limit || (mode == ShareMode::AfterStore && !covered && remaining < n);
-        if record.tokens < wanted {
-            let bucket_wait_ms = refill_wait_ms(record.tokens, wanted, policy.refill_per_second);
-            let (retry_after_ms, basis) = longer_wait(bucket_wait_ms, short.then(quota_wait_ms));
-            let decision = Decision::denied(retry_after_ms, basis, record.tokens, Some(remaining));
-            self.counters.denied += 1;
-            return ReservationStep::Decided(SharedDecision::Decided {
-                decision,
-                refill: false,
-            });
-        }
-        if short && mode == ShareMode::AfterStore && left > 0 && n <= quota.limit {
-            return ReservationStep::ReleaseThenStore;
-        }
-        if short {
-            let decision = Decision::denied(
-                quota_wait_ms(),
-                RetryBasis::WallPeriod,
-                record.tokens,
-                Some(remaining),
-            );
-            self.counters.denied += 1;
-            return ReservationStep::Decided(SharedDecision::Decided {
-                decision,
-                refill: false,
-            });
-        }
-        if !covered && mode != ShareMode::FailOpen {
-            // A fetch already under way did not come in time.
-            reservation.late |= reservation.in_flight;
-            reservation.in_flight = true;
-            return ReservationStep::Decided(SharedDecision::NeedsStore { lacking: n - left });
-        }
-        if !covered {
-            // Admitted beyond the reservation: owed to the store.
-            let owed = n - left;
-            reservation.reserved += owed;
-            reservation.uncharged += owed;
-        }
-        record.tokens -= wanted;
-        record.quota_used += n;
-        let left = reservation.left(record.quota_used);
-        // Fetch the next slice before this one runs out: below half of what the next store call
-        // would bring (a lease, or an eighth of what the store had unreserved, whichever is less),
-        // or below half a lease when failOpen units are owed to the store; below an eighth of it
-        // when the last fetch came too late (`Reservation::late`).
-        let next_grant = if reservation.uncharged > 0 {
-            lease
-        } else {
-            lease.min(reservation.store_unreserved.div_ceil(8))
+        let mut reserved = ReservedQuota {
+            reservation,
+            admitted: &mut record.quota_used,
+            limit: quota.limit,
+            mode,
+            wait_ms: || period.wait_ms(wall_ms),
         };
-        let low = left.saturating_mul(if reservation.late { 8 } else { 2 }) < next_grant;
-        let refill = !reservation.in_flight && low;
-        if refill {
-            reservation.in_flight = true;
-            reservation.late = false;
-        }
-        let remaining = reservation.remaining(record.quota_used);
-        self.counters.allowed += 1;
-        ReservationStep::Decided(SharedDecision::Decided {
-            decision: Decision::allowed(record.tokens, Some(remaining)),
-            refill,
-        })
+        let decision = match kernel::decide(
+            &mut record.tokens,
+            n,
+            policy.refill_per_second,
+            Some(&mut reserved),
+            &mut self.counters,
+        ) {
+            Ok(decision) => decision,
+            Err(step) => return step,
+        };
+        let refill = decision.allowed
+            && reserved
+                .reservation
+                .next_slice_due(*reserved.admitted, lease);
+        ReservationStep::Decided(SharedDecision::Decided { decision, refill })
     }
 
     /// What a store call for a held key should ask: `lacking` units at least (0 for a background

@@ -6,7 +6,6 @@ use crate::bucket::BucketLimits;
 use crate::calendar::{Period, PeriodSlot};
 use crate::clock::{ClockSource, SuspendPolicy};
 use crate::error::Error;
-pub(crate) use crate::kernel::longer_wait;
 use crate::kernel::{self, Answer, Op};
 pub use crate::kernel::{Decision, RetryBasis};
 use crate::quota::{QuotaPolicy, QuotaState};
@@ -193,15 +192,19 @@ impl Limiter {
     #[inline(always)]
     fn decide(&mut self, n: u64, wall_ms: f64) -> Decision {
         let period = &self.quota.period;
-        kernel::decide(
+        let quota = self.policy.quota.as_ref().map(|quota| kernel::PeriodQuota {
+            used: &mut self.quota.used,
+            limit: quota.limit,
+            wait_ms: || period.wait_ms(wall_ms),
+        });
+        let Ok(decision) = kernel::decide(
             &mut self.tokens,
-            &mut self.quota.used,
             n,
             self.policy.bucket.refill_per_second,
-            self.policy.quota.as_ref().map(|quota| quota.limit),
-            || period.wait_ms(wall_ms),
+            quota,
             &mut self.counters,
-        )
+        );
+        decision
     }
 
     /// `refund(n)`: reads and reconciles like `try_consume`, then gives back `n` tokens

@@ -576,19 +576,23 @@ fn decide(
     wall_ms: f64,
     period: Option<PeriodState>,
 ) -> Decision {
-    kernel::decide(
-        &mut state.tokens,
-        &mut state.quota_used,
-        n,
-        limits.refill_per_second,
-        limits.quota_limit,
-        || {
+    let quota = limits.quota_limit.map(|limit| kernel::PeriodQuota {
+        used: &mut state.quota_used,
+        limit,
+        wait_ms: || {
             period
                 .filter(|period| period.open)
                 .map_or(0.0, |period| wait_until_ms(period.end_ms, wall_ms))
         },
+    });
+    let Ok(decision) = kernel::decide(
+        &mut state.tokens,
+        n,
+        limits.refill_per_second,
+        quota,
         &mut (),
-    )
+    );
+    decision
 }
 
 impl Zone {

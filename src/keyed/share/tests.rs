@@ -6,6 +6,7 @@ use proptest::test_runner::{Config, FileFailurePersistence};
 use super::*;
 use crate::anomaly::Anomaly;
 use crate::clock::ManualClock;
+use crate::kernel::RetryBasis;
 use crate::keyed::tests::{keyed, policy, spec, target_of, DAY_MS, JAN_15_2024};
 
 fn shared(capacity: f64, limit: u64, lease: Option<u64>, clock: &mut ManualClock) -> KeyedLimiter {
