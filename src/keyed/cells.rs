@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 
+use super::share::SharedCall;
 use super::{refresh_record, KeyBuf, KeyedLimiter, ShareMode, SharedDecision};
 use crate::anomaly::Anomaly;
 use crate::bucket::{refill_wait_ms, refilled};
@@ -302,20 +303,14 @@ impl KeyedLimiter {
     /// A shared consume of a key with a shared bucket (see [`KeyedLimiter::decide_shared`]):
     /// its cells decide the bucket part, then the quota part decides as for any shared key.
     #[inline(never)]
-    pub(super) fn decide_cells(
-        &mut self,
-        index: u32,
-        n: u64,
-        mode: ShareMode,
-        wall_ms: f64,
-        monotonic_ms: f64,
-    ) -> SharedDecision {
+    pub(super) fn decide_cells(&mut self, index: u32, call: SharedCall) -> SharedDecision {
+        let SharedCall { n, mode, .. } = call;
         let timeline_ms = self.timeline_ms;
         let record = self.table.records[index as usize];
         let policy = self.policies[record.policy as usize];
         let (capacity, refill) = (policy.capacity, policy.refill_per_second);
         let Some(book) = &mut self.cells else {
-            return self.decide_shared_step(index, n, mode, wall_ms, monotonic_ms);
+            return self.decide_shared_step(index, call);
         };
         let lease_ms = book.lease_ms;
         let cell = &mut book.cells[index as usize];
@@ -326,7 +321,7 @@ impl KeyedLimiter {
         let leased = held > 0 && timeline_ms < cell.lease_end_ms;
         if leased && record.tokens >= wanted {
             // (With the store away too: a process decides from its cells while its lease holds.)
-            return self.decide_shared_step(index, n, mode, wall_ms, monotonic_ms);
+            return self.decide_shared_step(index, call);
         }
         if mode == ShareMode::FailOpen {
             // The outage bucket decides, in the record's place for the call.
@@ -334,7 +329,7 @@ impl KeyedLimiter {
             let kept = record.tokens;
             self.table.records[index as usize].tokens =
                 refilled(tokens, timeline_ms - at, refill, capacity);
-            let outcome = self.decide_shared_step(index, n, mode, wall_ms, monotonic_ms);
+            let outcome = self.decide_shared_step(index, call);
             let record = &mut self.table.records[index as usize];
             let open = std::mem::replace(&mut record.tokens, kept);
             if let Some(book) = &mut self.cells {

@@ -215,14 +215,8 @@ impl KeyedLimiter {
         clock: &mut C,
         anomalies: &mut Vec<Anomaly>,
     ) -> Result<Decision, Error> {
-        self.consume_with(
-            key,
-            target,
-            n,
-            clock,
-            anomalies,
-            |limiter, index, wall_ms, _| limiter.decide(index, n, wall_ms),
-        )
+        let decide = |limiter: &mut Self, index, wall_ms, _| limiter.decide(index, n, wall_ms);
+        self.consume_with(key, target, n, decide, clock, anomalies)
     }
 
     /// A consume through the kernel ([`kernel::call`]): reads and reconciles the clocks, holds a
@@ -234,9 +228,9 @@ impl KeyedLimiter {
         key: Key<'_>,
         target: Target,
         n: u64,
+        decide: impl FnOnce(&mut Self, u32, f64, f64) -> R,
         clock: &mut C,
         anomalies: &mut Vec<Anomaly>,
-        decide: impl FnOnce(&mut Self, u32, f64, f64) -> R,
     ) -> Result<R, Error> {
         let named = match target {
             Target::Held(index) => Named::Held(index),

@@ -61,6 +61,16 @@ pub enum ShareMode {
     FailOpen,
 }
 
+/// A shared consume as its decision's layers see it: `n`, how an uncovered call goes, and the
+/// call's readings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct SharedCall {
+    pub(super) n: u64,
+    pub(super) mode: ShareMode,
+    pub(super) wall_ms: f64,
+    pub(super) monotonic_ms: f64,
+}
+
 /// A shared consume's outcome.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SharedDecision {
@@ -418,7 +428,13 @@ impl KeyedLimiter {
         wall_ms: f64,
     ) -> Option<SharedDecision> {
         self.enter_quiet(index, monotonic_ms, wall_ms)?;
-        Some(self.decide_shared(index, n, mode, wall_ms, monotonic_ms))
+        let call = SharedCall {
+            n,
+            mode,
+            wall_ms,
+            monotonic_ms,
+        };
+        Some(self.decide_shared(index, call))
     }
 
     /// A shared consume on readings from `clock` (any key, any readings).
@@ -431,49 +447,35 @@ impl KeyedLimiter {
         clock: &mut C,
         anomalies: &mut Vec<crate::anomaly::Anomaly>,
     ) -> Result<SharedDecision, crate::error::Error> {
-        self.consume_with(
-            key,
-            target,
-            n,
-            clock,
-            anomalies,
-            |limiter, index, wall_ms, monotonic_ms| {
-                limiter.decide_shared(index, n, mode, wall_ms, monotonic_ms)
-            },
-        )
+        let decide = |limiter: &mut Self, index, wall_ms, monotonic_ms| {
+            let call = SharedCall {
+                n,
+                mode,
+                wall_ms,
+                monotonic_ms,
+            };
+            limiter.decide_shared(index, call)
+        };
+        self.consume_with(key, target, n, decide, clock, anomalies)
     }
 
     /// Takes `n` if the bucket has it and the reservation covers it (or `mode` says how an
     /// uncovered call goes); a key without a quota is decided locally.
     #[inline(always)]
-    fn decide_shared(
-        &mut self,
-        index: u32,
-        n: u64,
-        mode: ShareMode,
-        wall_ms: f64,
-        monotonic_ms: f64,
-    ) -> SharedDecision {
+    fn decide_shared(&mut self, index: u32, call: SharedCall) -> SharedDecision {
         if self.cells.is_some() {
-            return self.decide_cells(index, n, mode, wall_ms, monotonic_ms);
+            return self.decide_cells(index, call);
         }
-        self.decide_shared_step(index, n, mode, wall_ms, monotonic_ms)
+        self.decide_shared_step(index, call)
     }
 
     /// [`KeyedLimiter::decide_shared`] on the key's record's tokens (a shared bucket's cells
     /// decide first, `cells.rs`).
     #[inline(always)]
-    pub(super) fn decide_shared_step(
-        &mut self,
-        index: u32,
-        n: u64,
-        mode: ShareMode,
-        wall_ms: f64,
-        monotonic_ms: f64,
-    ) -> SharedDecision {
-        match self.shared_step(index, n, mode, wall_ms, monotonic_ms) {
+    pub(super) fn decide_shared_step(&mut self, index: u32, call: SharedCall) -> SharedDecision {
+        match self.shared_step(index, call) {
             ReservationStep::Decided(outcome) => outcome,
-            ReservationStep::ReleaseThenStore => self.release_then_store(index, n),
+            ReservationStep::ReleaseThenStore => self.release_then_store(index, call.n),
         }
     }
 
@@ -505,14 +507,13 @@ impl KeyedLimiter {
     /// quota ([`ReservedQuota`]): the reservation follows the record's period and the key was
     /// used now; after an admission, the next slice is fetched if this one runs low.
     #[inline(always)]
-    fn shared_step(
-        &mut self,
-        index: u32,
-        n: u64,
-        mode: ShareMode,
-        wall_ms: f64,
-        monotonic_ms: f64,
-    ) -> ReservationStep {
+    fn shared_step(&mut self, index: u32, call: SharedCall) -> ReservationStep {
+        let SharedCall {
+            n,
+            mode,
+            wall_ms,
+            monotonic_ms,
+        } = call;
         let policy = self.policies[self.table.records[index as usize].policy as usize];
         let (Some(quota), Some(book)) = (policy.quota, self.share.as_mut()) else {
             let decision = self.decide(index, n, wall_ms);

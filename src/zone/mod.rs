@@ -257,7 +257,7 @@ impl Zone {
         anomalies: &mut Vec<Anomaly>,
     ) -> Result<Outcome, Error> {
         let first = anomalies.len();
-        let outcome = self.call_inner(key, operation, n, policy, count, anomalies);
+        let outcome = self.call_inner(key, (operation, n, policy), count, anomalies);
         let mut counters = self.counters.borrow_mut();
         counters.count_anomalies(&anomalies[first.min(anomalies.len())..]);
         match &outcome {
@@ -274,12 +274,11 @@ impl Zone {
         *self.counters.borrow()
     }
 
+    /// [`Zone::call`] but for counting its outcome.
     fn call_inner(
         &self,
         key: Key<'_>,
-        operation: Operation,
-        n: u64,
-        policy: PolicyChoice<'_>,
+        (operation, n, policy): (Operation, u64, PolicyChoice<'_>),
         count: impl FnOnce(f64) -> Result<u64, Error>,
         anomalies: &mut Vec<Anomaly>,
     ) -> Result<Outcome, Error> {
