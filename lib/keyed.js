@@ -11,8 +11,7 @@ const { AT, OPERATION } = require('./contract.js')
 const { ZoneFace, zoneInput } = require('./zone.js')
 const { KeyedTable } = require('./keyed-table.js')
 const { SharedTable } = require('./shared-table.js')
-const { decide } = require('./keyed-store.js')
-const { N_OR_STATUS, DECIDED } = require('./native-call.js')
+const { N_OR_STATUS, DECIDED, NO_ANOMALIES, readDecision } = require('./native-call.js')
 const { coded, typeError, rangeError, checkNumber } = require('./validate.js')
 const { parseShareOptions } = require('./share-options.js')
 const { resolvePolicy, assignPolicies } = require('./key-policy.js')
@@ -98,7 +97,12 @@ class KeyedQuotaClock {
       // A shared limiter refuses tryConsume whatever its arguments.
       throw this.#store.tryRefusal() ?? error
     }
-    return decide(this.#store, this.#tryCall, this.#result, key, n, CONSUME)
+    const result = this.#result
+    result[N_OR_STATUS] = n
+    result[AT.operation] = CONSUME
+    this.#tryCall(key)
+    if (result[N_OR_STATUS] === DECIDED) return readDecision(result, NO_ANOMALIES)
+    return this.#store.settle(key, n, CONSUME)
   }
 
   /**
