@@ -33,6 +33,17 @@ function checkKey(key) {
   }
 }
 
+/** What is wrong with a call's key and `n` (a coded error to throw or reject with), or undefined. */
+function argumentError(key, n) {
+  try {
+    checkKey(key)
+    if (n !== 1) checkPositiveCount(n)
+  } catch (error) {
+    return error
+  }
+  return undefined
+}
+
 let takenPeriodOf
 let giveBackKeyed
 let consumeTakenOf
@@ -89,14 +100,10 @@ class KeyedQuotaClock {
 
   /** `n` (default 1) against the key's own capacity; being limited is a value, not an error. */
   tryConsume(key, n = 1) {
-    try {
-      checkKey(key)
-      // `n`'s capacity bound is checked natively, against the key's own.
-      if (n !== 1) checkPositiveCount(n)
-    } catch (error) {
-      // A shared limiter refuses tryConsume whatever its arguments.
-      throw this.#store.tryRefusal() ?? error
-    }
+    // `n`'s capacity bound is checked natively, against the key's own.
+    const error = argumentError(key, n)
+    // A shared limiter refuses tryConsume whatever its arguments.
+    if (error !== undefined) throw this.#store.tryRefusal() ?? error
     const result = this.#result
     result[N_OR_STATUS] = n
     result[AT.operation] = CONSUME
@@ -111,12 +118,8 @@ class KeyedQuotaClock {
    * call (see lib/share.js).
    */
   consume(key, n = 1) {
-    try {
-      checkKey(key)
-      if (n !== 1) checkPositiveCount(n)
-    } catch (error) {
-      return Promise.reject(error)
-    }
+    const error = argumentError(key, n)
+    if (error !== undefined) return Promise.reject(error)
     return this.#store.consume(key, n)
   }
 
@@ -125,12 +128,8 @@ class KeyedQuotaClock {
    * the HTTP middleware's rollback, which must not read it after an await).
    */
   #consumeTaken(key, n) {
-    try {
-      checkKey(key)
-      if (n !== 1) checkPositiveCount(n)
-    } catch (error) {
-      return Promise.reject(error)
-    }
+    const error = argumentError(key, n)
+    if (error !== undefined) return Promise.reject(error)
     return this.#store.consumeTaken(key, n)
   }
 
