@@ -16,7 +16,7 @@ const { coded } = require('./validate.js')
 const { KeyedTable } = require('./keyed-table.js')
 const { ShareDriver, SHARED_CONSUME } = require('./share.js')
 const { N_OR_STATUS, DECIDED, NO_ANOMALIES, readDecision } = require('./native-call.js')
-const { decide, PERIOD_SLOT } = require('./keyed-store.js')
+const { PERIOD_SLOT } = require('./keyed-store.js')
 
 function sharedAsync() {
   return coded(TypeError, 'ERR_SHARED_ASYNC', 'tryConsume cannot be used on a limiter with share: a call its reservation does not cover waits for the store; use `await limiter.consume(key, n)`')
@@ -32,8 +32,6 @@ class SharedTable {
   #call
   #result
   #driver
-  // What `decide` settles a shared call with: the table's settle, then the driver's background work.
-  #shared
 
   /** `limiter`: the KeyedQuotaClock (registered as shared); `args`: KeyedTable's; `share`: the parsed `share` option. */
   constructor(limiter, args, share) {
@@ -41,13 +39,12 @@ class SharedTable {
     this.#table = table
     this.#call = table.call
     this.#result = table.result
-    this.#shared = { settle: (key, n, operation) => this.#settleShared(key, n, operation) }
     const js = table.js
     this.#driver = new ShareDriver(
       limiter,
       table.handle,
       share,
-      (key, n, operation) => decide(this.#shared, this.#call, this.#result, key, n, operation),
+      (key, n, operation) => this.#decide(key, n, operation),
       js === undefined ? () => undefined : () => js.readings()[0],
       () => this.#result[PERIOD_SLOT],
     )
@@ -72,6 +69,19 @@ class SharedTable {
   /** A refund's rest (a shared consume's goes through #settleShared). */
   settle(key, n, operation) {
     return this.#table.settle(key, n, operation)
+  }
+
+  /**
+   * A shared consume in one of its modes (lib/share.js): a Decision, or the units it lacks. (Its
+   * own copy of keyed-store's decide: a call site of its own keeps the covered path's feedback
+   * apart from the other stores'.)
+   */
+  #decide(key, n, operation) {
+    const result = this.#result
+    result[N_OR_STATUS] = n
+    result[AT.operation] = operation
+    this.#call(key)
+    return result[N_OR_STATUS] === DECIDED ? readDecision(result, NO_ANOMALIES) : this.#settleShared(key, n, operation)
   }
 
   #settleShared(key, n, operation) {
@@ -100,7 +110,7 @@ class SharedTable {
   consumeTaken(key, n) {
     const taken = { decision: undefined, period: undefined }
     try {
-      const decision = decide(this.#shared, this.#call, this.#result, key, n, SHARED_CONSUME)
+      const decision = this.#decide(key, n, SHARED_CONSUME)
       if (typeof decision === 'number') return this.#driver.uncovered(key, n, decision, taken).then((decided) => ({ decision: decided, period: taken.period }))
       return Promise.resolve({ decision, period: this.#result[PERIOD_SLOT] })
     } catch (error) {
