@@ -21,7 +21,12 @@ const { N_OR_STATUS, DECIDED, NO_ANOMALIES, readDecision } = require('./native-c
 const { consume: CONSUME } = OPERATION
 const PERIOD_SLOT = AT.periodSlot
 
-/** One call of `store` on `key` (`call` and `result` its own): the Decision, or what `settle` answers. */
+/**
+ * One call of `store` on `key` (`call` and `result` its own): the Decision, or what `settle`
+ * answers. KeyedQuotaClock's tryConsume and a shared table write these steps at their own call
+ * sites: one site shared by every store would see every store's call function (the hot paths'
+ * feedback mixed), measured 6-12 % slower.
+ */
 function decide(store, call, result, key, n, operation) {
   result[N_OR_STATUS] = n
   result[AT.operation] = operation
@@ -69,4 +74,4 @@ class ImmediateStore {
   }
 }
 
-module.exports = { ImmediateStore, decide, CONSUME, PERIOD_SLOT }
+module.exports = { ImmediateStore, PERIOD_SLOT }
