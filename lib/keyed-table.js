@@ -1,8 +1,7 @@
 'use strict'
-// The in-process keyed table of a KeyedQuotaClock (neither `zone` nor, apart from the reservation
-// book the native side keeps beside it, `share`): one of the two stores behind the limiter, with
-// the same interface as the zone's (lib/zone.js's ZoneFace): call, result, settle, status,
-// delete, size, writeStats, giveBack, snapshot, close.
+// The in-process keyed table of a KeyedQuotaClock: one of the stores behind the limiter, with
+// their one interface (lib/keyed-store.js). A shared limiter's table (lib/shared-table.js) is one
+// of these with the reservation book the native side keeps beside it.
 
 const native = require('./native.js')
 const { startingReadings, JsClock } = require('./clocks.js')
@@ -10,13 +9,14 @@ const { callNative } = require('./errors.js')
 const { LAYOUT, AT, OPERATION, STATUS } = require('./contract.js')
 const { REGISTRY } = require('./registry.js')
 const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NO_ANOMALIES, RESUME, readDecision, resume, failure, callLimiter, toStatus } = require('./native-call.js')
+const { ImmediateStore } = require('./keyed-store.js')
 
 const { refund: REFUND } = OPERATION
 const NEEDS_STORE = STATUS.needsStore
 const DECIDED_WITH_WORK = STATUS.decidedWithWork
 const NEEDS_CELLS = STATUS.needsCells
 
-class KeyedTable {
+class KeyedTable extends ImmediateStore {
   #native
   #call
   #result
@@ -26,6 +26,7 @@ class KeyedTable {
 
   /** `listener()`: the anomaly listener, registered once the clock's starting readings are taken. */
   constructor({ limiterOptions, clockArgs, maxKeys, policy, plan, listener, share, resolvePolicy }) {
+    super()
     const { kind, manual } = clockArgs
     const { monotonicMs, wallMs, elapsedRealtimeMs } = startingReadings(clockArgs)
     const result = new Float64Array(LAYOUT.length)
@@ -130,9 +131,9 @@ class KeyedTable {
     return callNative(() => native.keyedSnapshot(this.#native))
   }
 
-  /** Nothing to close (the table lives as long as its limiter); false: the limiter stays usable. */
+  /** Nothing to close (the table lives as long as its limiter): the limiter stays usable. */
   close() {
-    return false
+    return Promise.resolve()
   }
 }
 

@@ -10,10 +10,9 @@ const { parseOptions, checkPositiveCount } = require('./options.js')
 const { AT, OPERATION } = require('./contract.js')
 const { ZoneFace, zoneInput } = require('./zone.js')
 const { KeyedTable } = require('./keyed-table.js')
+const { SharedTable } = require('./shared-table.js')
 const { N_OR_STATUS, DECIDED, NO_ANOMALIES, readDecision } = require('./native-call.js')
 const { coded, typeError, rangeError, checkNumber } = require('./validate.js')
-const { readStats } = require('./stats.js')
-const { ShareDriver, SHARED_CONSUME } = require('./share.js')
 const { parseShareOptions } = require('./share-options.js')
 const { resolvePolicy, assignPolicies } = require('./key-policy.js')
 
@@ -34,19 +33,29 @@ function checkKey(key) {
   }
 }
 
+/** What is wrong with a call's key and `n` (a coded error to throw or reject with), or undefined. */
+function argumentError(key, n) {
+  try {
+    checkKey(key)
+    if (n !== 1) checkPositiveCount(n)
+  } catch (error) {
+    return error
+  }
+  return undefined
+}
+
 let takenPeriodOf
 let giveBackKeyed
 let consumeTakenOf
 
 class KeyedQuotaClock {
-  // Where the keys live, one interface: the in-process table (lib/keyed-table.js) or a zone
-  // (lib/zone.js): call, result, settle, status, delete, size, writeStats, giveBack, snapshot, close.
+  // Where the keys live, behind one interface (lib/keyed-store.js): the in-process table
+  // (lib/keyed-table.js), a zone (lib/zone.js) or a shared table (lib/shared-table.js).
   #store
-  // The store's call function and result buffer, kept here for the fast path.
+  // The store's call functions and result buffer, kept here for the fast path.
   #call
+  #tryCall
   #result
-  // A shared limiter's store calls (lib/share.js); undefined without `share`.
-  #share
 
   constructor(options) {
     const { limiterOptions, clockArgs, onAnomaly, initialTokensGiven, read } = parseOptions(options, KEYED_KEYS)
@@ -79,35 +88,26 @@ class KeyedQuotaClock {
       this.#store = new ZoneFace({ zone, limiterOptions, clockArgs, maxKeys, policy, plan, listener, resolvePolicy: policyOf })
     } else {
       const listener = () => (onAnomaly === undefined ? undefined : registerListener(this, onAnomaly))
-      this.#store = new KeyedTable({ limiterOptions, clockArgs, maxKeys, policy, plan, listener, share, resolvePolicy: policyOf })
+      const args = { limiterOptions, clockArgs, maxKeys, policy, plan, listener, resolvePolicy: policyOf }
+      this.#store = share === undefined ? new KeyedTable(args) : new SharedTable(this, args, share)
     }
-    // The keyed call path (tryConsume, refund) runs on the store's call function and buffer.
+    // The keyed call path (tryConsume, refund) runs on the store's call functions and buffer.
     this.#call = this.#store.call
+    this.#tryCall = this.#store.tryCall
     this.#result = this.#store.result
-    if (share !== undefined) {
-      const js = this.#store.js
-      this.#share = new ShareDriver(
-        this,
-        this.#store.handle,
-        share,
-        (key, n, operation) => this.#sharedDecide(key, n, operation),
-        js === undefined ? () => undefined : () => js.readings()[0],
-        () => this.#result[AT.periodSlot],
-      )
-    }
     rememberLimiter(this, clockArgs, policy === undefined) // for the HTTP middleware
   }
 
   /** `n` (default 1) against the key's own capacity; being limited is a value, not an error. */
   tryConsume(key, n = 1) {
-    if (this.#share !== undefined) throw sharedAsync()
-    checkKey(key)
     // `n`'s capacity bound is checked natively, against the key's own.
-    if (n !== 1) checkPositiveCount(n)
+    const error = argumentError(key, n)
+    // A shared limiter refuses tryConsume whatever its arguments.
+    if (error !== undefined) throw this.#store.tryRefusal() ?? error
     const result = this.#result
     result[N_OR_STATUS] = n
     result[AT.operation] = CONSUME
-    this.#call(key)
+    this.#tryCall(key)
     if (result[N_OR_STATUS] === DECIDED) return readDecision(result, NO_ANOMALIES)
     return this.#store.settle(key, n, CONSUME)
   }
@@ -118,33 +118,9 @@ class KeyedQuotaClock {
    * call (see lib/share.js).
    */
   consume(key, n = 1) {
-    const share = this.#share
-    if (share === undefined) {
-      try {
-        return Promise.resolve(this.tryConsume(key, n))
-      } catch (error) {
-        return Promise.reject(error)
-      }
-    }
-    try {
-      checkKey(key)
-      if (n !== 1) checkPositiveCount(n)
-    } catch (error) {
-      return Promise.reject(error)
-    }
-    const result = this.#result
-    result[N_OR_STATUS] = n
-    result[AT.operation] = SHARED_CONSUME
-    this.#call(key)
-    if (result[N_OR_STATUS] === DECIDED) return Promise.resolve(readDecision(result, NO_ANOMALIES))
-    let decision
-    try {
-      decision = this.#afterSharedCall(key, n, SHARED_CONSUME)
-    } catch (error) {
-      return Promise.reject(error)
-    }
-    if (typeof decision === 'number') return share.uncovered(key, n, decision)
-    return Promise.resolve(decision)
+    const error = argumentError(key, n)
+    if (error !== undefined) return Promise.reject(error)
+    return this.#store.consume(key, n)
   }
 
   /**
@@ -152,42 +128,9 @@ class KeyedQuotaClock {
    * the HTTP middleware's rollback, which must not read it after an await).
    */
   #consumeTaken(key, n) {
-    const share = this.#share
-    if (share === undefined) {
-      try {
-        const decision = this.tryConsume(key, n)
-        return Promise.resolve({ decision, period: this.#result[AT.periodSlot] })
-      } catch (error) {
-        return Promise.reject(error)
-      }
-    }
-    const taken = { decision: undefined, period: undefined }
-    try {
-      checkKey(key)
-      if (n !== 1) checkPositiveCount(n)
-      const decision = this.#sharedDecide(key, n, SHARED_CONSUME)
-      if (typeof decision === 'number') return share.uncovered(key, n, decision, taken).then((decided) => ({ decision: decided, period: taken.period }))
-      return Promise.resolve({ decision, period: this.#result[AT.periodSlot] })
-    } catch (error) {
-      return Promise.reject(error)
-    }
-  }
-
-  /** A shared consume in one of its modes (lib/share.js): a Decision, or the units it lacks. */
-  #sharedDecide(key, n, operation) {
-    const result = this.#result
-    result[N_OR_STATUS] = n
-    result[AT.operation] = operation
-    this.#call(key)
-    return this.#afterSharedCall(key, n, operation)
-  }
-
-  #afterSharedCall(key, n, operation) {
-    const result = this.#result
-    if (result[N_OR_STATUS] === DECIDED) return readDecision(result, NO_ANOMALIES)
-    const decision = this.#store.settle(key, n, operation)
-    if (typeof decision !== 'number') this.#share.afterDecision(key)
-    return decision
+    const error = argumentError(key, n)
+    if (error !== undefined) return Promise.reject(error)
+    return this.#store.consumeTaken(key, n)
   }
 
   /**
@@ -195,9 +138,9 @@ class KeyedQuotaClock {
    * limiter unmaps its zone (the file and its keys stay; later calls throw). Else resolves at once.
    */
   close() {
-    if (this.#store.close()) rememberClosed(this)
-    if (this.#share === undefined) return Promise.resolve()
-    return this.#share.close()
+    const done = this.#store.close()
+    if (this.#store.closed) rememberClosed(this)
+    return done
   }
 
   /** Reconciles, then gives back `n` tokens and quota units; a key not held is left alone. */
@@ -217,13 +160,10 @@ class KeyedQuotaClock {
     return this.#store.status(key)
   }
 
-  /** Drops the key and all its state; true if it was held. Reads no clock. */
+  /** Drops the key and all its state (a shared key's unused units go back to the store); true if it was held. Reads no clock. */
   delete(key) {
     checkKey(key)
-    const held = this.#store.delete(key)
-    // A shared key's unused units go back to the store.
-    if (held && this.#share !== undefined) this.#share.flushDropped()
-    return held
+    return this.#store.delete(key)
   }
 
   /** Keys held now (idle keys may be dropped at any time, so it can shrink by itself). */
@@ -233,10 +173,7 @@ class KeyedQuotaClock {
 
   /** Counters since construction: decisions, anomalies, keys held now, evictions, key-limit refusals (and `store`, when shared). Reads no clock. */
   stats() {
-    this.#store.writeStats()
-    const stats = readStats(this.#result)
-    if (this.#share !== undefined) stats.store = this.#share.storeStats()
-    return stats
+    return this.#store.stats()
   }
 
   static {
@@ -255,10 +192,6 @@ class KeyedQuotaClock {
     return this.#store.snapshot()
   }
 
-}
-
-function sharedAsync() {
-  return coded(TypeError, 'ERR_SHARED_ASYNC', 'tryConsume cannot be used on a limiter with share: a call its reservation does not cover waits for the store; use `await limiter.consume(key, n)`')
 }
 
 /** The period a decision for a key counts its quota units in; read right after the decision. */

@@ -9,6 +9,7 @@ const { LAYOUT, AT, OPERATION } = require('./contract.js')
 const { REGISTRY } = require('./registry.js')
 const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NEEDS_POLICY, NO_ANOMALIES, RESUME, readDecision, resume, toStatus } = require('./native-call.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError } = require('./validate.js')
+const { ImmediateStore } = require('./keyed-store.js')
 
 const { consume: CONSUME } = OPERATION
 const MAX_PATH_LENGTH = 4096
@@ -47,8 +48,8 @@ function zoneError(error) {
   return error && typeof error.code === 'string' ? toPublicError(error) : error
 }
 
-/** The zone half of a KeyedQuotaClock: the calls go to the shared file. */
-class ZoneFace {
+/** The zone store of a KeyedQuotaClock (lib/keyed-store.js's interface): the calls go to the shared file. */
+class ZoneFace extends ImmediateStore {
   #native
   #call
   #result
@@ -57,6 +58,7 @@ class ZoneFace {
   #closedStats
 
   constructor({ zone, limiterOptions, clockArgs, maxKeys, policy, plan, listener, resolvePolicy }) {
+    super()
     const reader = zoneClock(clockArgs)
     if (process.platform !== 'linux') {
       throw new QuotaClockError('ERR_UNSUPPORTED_PLATFORM', `zone is tested on Linux only; this platform is ${process.platform}`)
@@ -165,7 +167,7 @@ class ZoneFace {
       this.#closedStats = this.#result.slice()
     }
     callNative(() => native.zoneClose(this.#native))
-    return true // the limiter is closed for good
+    return Promise.resolve() // the limiter is closed for good (`closed`)
   }
 
   get closed() {

@@ -1,0 +1,161 @@
+'use strict'
+// The store of a shared KeyedQuotaClock (`share`), with the stores' one interface
+// (lib/keyed-store.js): the in-process table (lib/keyed-table.js) with its reservation book, and
+// the driver of its store calls (lib/share.js's ShareDriver).
+//
+// - tryConsume is refused (ERR_SHARED_ASYNC): a call its reservation does not cover waits for the
+//   store. Its `tryCall` throws; `tryRefusal()` is the same error, thrown before bad arguments are.
+// - A consume its reservation covers is decided in one native call (operation sharedConsume);
+//   one it does not cover waits for the store (the driver's `uncovered`).
+// - A decision that was not the plain covered one starts the driver's background work.
+// - delete() gives a dropped key's units back; close() gives back every reservation; stats() adds
+//   the store counters (`store`).
+
+const { AT } = require('./contract.js')
+const { coded } = require('./validate.js')
+const { KeyedTable } = require('./keyed-table.js')
+const { ShareDriver, SHARED_CONSUME } = require('./share.js')
+const { N_OR_STATUS, DECIDED, NO_ANOMALIES, readDecision } = require('./native-call.js')
+const { PERIOD_SLOT } = require('./keyed-store.js')
+
+function sharedAsync() {
+  return coded(TypeError, 'ERR_SHARED_ASYNC', 'tryConsume cannot be used on a limiter with share: a call its reservation does not cover waits for the store; use `await limiter.consume(key, n)`')
+}
+
+/** tryConsume's call on a shared limiter. */
+function refuseTryConsume() {
+  throw sharedAsync()
+}
+
+class SharedTable {
+  #table
+  #call
+  #result
+  #driver
+
+  /** `limiter`: the KeyedQuotaClock (registered as shared); `args`: KeyedTable's; `share`: the parsed `share` option. */
+  constructor(limiter, args, share) {
+    const table = new KeyedTable({ ...args, share })
+    this.#table = table
+    this.#call = table.call
+    this.#result = table.result
+    const js = table.js
+    this.#driver = new ShareDriver(
+      limiter,
+      table.handle,
+      share,
+      (key, n, operation) => this.#decide(key, n, operation),
+      js === undefined ? () => undefined : () => js.readings()[0],
+      () => this.#result[PERIOD_SLOT],
+    )
+  }
+
+  get call() {
+    return this.#call
+  }
+
+  get tryCall() {
+    return refuseTryConsume
+  }
+
+  tryRefusal() {
+    return sharedAsync()
+  }
+
+  get result() {
+    return this.#result
+  }
+
+  /** A refund's rest (a shared consume's goes through #settleShared). */
+  settle(key, n, operation) {
+    return this.#table.settle(key, n, operation)
+  }
+
+  /**
+   * A shared consume in one of its modes (lib/share.js): a Decision, or the units it lacks. (Its
+   * own copy of keyed-store's decide: a call site of its own keeps the covered path's feedback
+   * apart from the other stores'.)
+   */
+  #decide(key, n, operation) {
+    const result = this.#result
+    result[N_OR_STATUS] = n
+    result[AT.operation] = operation
+    this.#call(key)
+    return result[N_OR_STATUS] === DECIDED ? readDecision(result, NO_ANOMALIES) : this.#settleShared(key, n, operation)
+  }
+
+  #settleShared(key, n, operation) {
+    const decision = this.#table.settle(key, n, operation)
+    if (typeof decision !== 'number') this.#driver.afterDecision(key)
+    return decision
+  }
+
+  /** Decided against the key's reservation (one native call when it covers `n`), else after one store call. */
+  consume(key, n) {
+    const result = this.#result
+    result[N_OR_STATUS] = n
+    result[AT.operation] = SHARED_CONSUME
+    this.#call(key)
+    if (result[N_OR_STATUS] === DECIDED) return Promise.resolve(readDecision(result, NO_ANOMALIES))
+    let decision
+    try {
+      decision = this.#settleShared(key, n, SHARED_CONSUME)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    if (typeof decision === 'number') return this.#driver.uncovered(key, n, decision)
+    return Promise.resolve(decision)
+  }
+
+  consumeTaken(key, n) {
+    const taken = { decision: undefined, period: undefined }
+    try {
+      const decision = this.#decide(key, n, SHARED_CONSUME)
+      if (typeof decision === 'number') return this.#driver.uncovered(key, n, decision, taken).then((decided) => ({ decision: decided, period: taken.period }))
+      return Promise.resolve({ decision, period: this.#result[PERIOD_SLOT] })
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  status(key) {
+    return this.#table.status(key)
+  }
+
+  /** Drops the key; its unused units go back to the store. */
+  delete(key) {
+    const held = this.#table.delete(key)
+    if (held) this.#driver.flushDropped()
+    return held
+  }
+
+  get size() {
+    return this.#table.size
+  }
+
+  stats() {
+    const stats = this.#table.stats()
+    stats.store = this.#driver.storeStats()
+    return stats
+  }
+
+  giveBack(key, n, periodSlot) {
+    this.#table.giveBack(key, n, periodSlot)
+  }
+
+  snapshot() {
+    return this.#table.snapshot()
+  }
+
+  /** Gives back every reservation and resolves once the store has it (see ShareDriver's close); the limiter stays usable. */
+  close() {
+    this.#table.close()
+    return this.#driver.close()
+  }
+
+  get closed() {
+    return false
+  }
+}
+
+module.exports = { SharedTable }
