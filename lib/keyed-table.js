@@ -1,6 +1,6 @@
 'use strict'
-// The in-process keyed table of a KeyedQuotaClock: one of the stores behind the limiter, with
-// their one interface (lib/keyed-store.js). A shared limiter's table (lib/shared-table.js) is one
+// The in-process keyed table of a KeyedQuotaClock: one of the backends behind the limiter, with
+// their one interface (lib/keyed-backend.js). A shared limiter's table (lib/shared-table.js) is one
 // of these with the reservation book the native side keeps beside it.
 
 const native = require('./native.js')
@@ -9,14 +9,14 @@ const { callNative } = require('./errors.js')
 const { LAYOUT, AT, OPERATION, STATUS } = require('./contract.js')
 const { REGISTRY } = require('./registry.js')
 const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NO_ANOMALIES, RESUME, readDecision, resume, failure, callLimiter, toStatus } = require('./native-call.js')
-const { ImmediateStore } = require('./keyed-store.js')
+const { ImmediateBackend } = require('./keyed-backend.js')
 
 const { refund: REFUND } = OPERATION
 const NEEDS_STORE = STATUS.needsStore
 const DECIDED_WITH_WORK = STATUS.decidedWithWork
 const NEEDS_CELLS = STATUS.needsCells
 
-class KeyedTable extends ImmediateStore {
+class KeyedTable extends ImmediateBackend {
   #native
   #call
   #result

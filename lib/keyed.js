@@ -49,10 +49,10 @@ let giveBackKeyed
 let consumeTakenOf
 
 class KeyedQuotaClock {
-  // Where the keys live, behind one interface (lib/keyed-store.js): the in-process table
+  // Where the keys live, behind one interface (lib/keyed-backend.js): the in-process table
   // (lib/keyed-table.js), a zone (lib/zone.js) or a shared table (lib/shared-table.js).
-  #store
-  // The store's call functions and result buffer, kept here for the fast path.
+  #backend
+  // The backend's call functions and result buffer, kept here for the fast path.
   #call
   #tryCall
   #result
@@ -85,16 +85,16 @@ class KeyedQuotaClock {
     if (read.zone !== undefined) {
       const zone = zoneInput(read.zone)
       const listener = onAnomaly === undefined ? undefined : registerListener(this, onAnomaly)
-      this.#store = new ZoneFace({ zone, limiterOptions, clockArgs, maxKeys, policy, plan, listener, resolvePolicy: policyOf })
+      this.#backend = new ZoneFace({ zone, limiterOptions, clockArgs, maxKeys, policy, plan, listener, resolvePolicy: policyOf })
     } else {
       const listener = () => (onAnomaly === undefined ? undefined : registerListener(this, onAnomaly))
       const args = { limiterOptions, clockArgs, maxKeys, policy, plan, listener, resolvePolicy: policyOf }
-      this.#store = share === undefined ? new KeyedTable(args) : new SharedTable(this, args, share)
+      this.#backend = share === undefined ? new KeyedTable(args) : new SharedTable(this, args, share)
     }
-    // The keyed call path (tryConsume, refund) runs on the store's call functions and buffer.
-    this.#call = this.#store.call
-    this.#tryCall = this.#store.tryCall
-    this.#result = this.#store.result
+    // The keyed call path (tryConsume, refund) runs on the backend's call functions and buffer.
+    this.#call = this.#backend.call
+    this.#tryCall = this.#backend.tryCall
+    this.#result = this.#backend.result
     rememberLimiter(this, clockArgs, policy === undefined) // for the HTTP middleware
   }
 
@@ -103,13 +103,13 @@ class KeyedQuotaClock {
     // `n`'s capacity bound is checked natively, against the key's own.
     const error = argumentError(key, n)
     // A shared limiter refuses tryConsume whatever its arguments.
-    if (error !== undefined) throw this.#store.tryRefusal() ?? error
+    if (error !== undefined) throw this.#backend.tryRefusal() ?? error
     const result = this.#result
     result[N_OR_STATUS] = n
     result[AT.operation] = CONSUME
     this.#tryCall(key)
     if (result[N_OR_STATUS] === DECIDED) return readDecision(result, NO_ANOMALIES)
-    return this.#store.settle(key, n, CONSUME)
+    return this.#backend.settle(key, n, CONSUME)
   }
 
   /**
@@ -120,7 +120,7 @@ class KeyedQuotaClock {
   consume(key, n = 1) {
     const error = argumentError(key, n)
     if (error !== undefined) return Promise.reject(error)
-    return this.#store.consume(key, n)
+    return this.#backend.consume(key, n)
   }
 
   /**
@@ -130,7 +130,7 @@ class KeyedQuotaClock {
   #consumeTaken(key, n) {
     const error = argumentError(key, n)
     if (error !== undefined) return Promise.reject(error)
-    return this.#store.consumeTaken(key, n)
+    return this.#backend.consumeTaken(key, n)
   }
 
   /**
@@ -138,8 +138,8 @@ class KeyedQuotaClock {
    * limiter unmaps its zone (the file and its keys stay; later calls throw). Else resolves at once.
    */
   close() {
-    const done = this.#store.close()
-    if (this.#store.closed) rememberClosed(this)
+    const done = this.#backend.close()
+    if (this.#backend.closed) rememberClosed(this)
     return done
   }
 
@@ -151,29 +151,29 @@ class KeyedQuotaClock {
     result[N_OR_STATUS] = n
     result[AT.operation] = REFUND
     this.#call(key)
-    if (result[N_OR_STATUS] !== DECIDED) this.#store.settle(key, n, REFUND)
+    if (result[N_OR_STATUS] !== DECIDED) this.#backend.settle(key, n, REFUND)
   }
 
   /** QuotaClock's status() for one key (a key not held: what a fresh key would have, not holding it). */
   status(key) {
     checkKey(key)
-    return this.#store.status(key)
+    return this.#backend.status(key)
   }
 
   /** Drops the key and all its state (a shared key's unused units go back to the store); true if it was held. Reads no clock. */
   delete(key) {
     checkKey(key)
-    return this.#store.delete(key)
+    return this.#backend.delete(key)
   }
 
   /** Keys held now (idle keys may be dropped at any time, so it can shrink by itself). */
   get size() {
-    return this.#store.size
+    return this.#backend.size
   }
 
   /** Counters since construction: decisions, anomalies, keys held now, evictions, key-limit refusals (and `store`, when shared). Reads no clock. */
   stats() {
-    return this.#store.stats()
+    return this.#backend.stats()
   }
 
   static {
@@ -181,15 +181,15 @@ class KeyedQuotaClock {
     takenPeriodOf = (limiter) => limiter.#result[AT.periodSlot]
     consumeTakenOf = (limiter, key, n) => limiter.#consumeTaken(key, n)
     giveBackKeyed = (limiter, key, n, periodSlot) => {
-      if (!(#store in limiter)) throw coded(TypeError, 'ERR_INVALID_ARG', 'giveBack needs a KeyedQuotaClock')
+      if (!(#backend in limiter)) throw coded(TypeError, 'ERR_INVALID_ARG', 'giveBack needs a KeyedQuotaClock')
       checkKey(key)
-      limiter.#store.giveBack(key, n, periodSlot)
+      limiter.#backend.giveBack(key, n, periodSlot)
     }
   }
 
   /** A versioned binary image of every held key, for `new KeyedQuotaClock({ ..., restore })`. Reads no clock. */
   snapshot() {
-    return this.#store.snapshot()
+    return this.#backend.snapshot()
   }
 
 }

@@ -1,6 +1,6 @@
 'use strict'
-// The store of a shared KeyedQuotaClock (`share`), with the stores' one interface
-// (lib/keyed-store.js): the in-process table (lib/keyed-table.js) with its reservation book, and
+// The backend of a shared KeyedQuotaClock (`share`), with the backends' one interface
+// (lib/keyed-backend.js): the in-process table (lib/keyed-table.js) with its reservation book, and
 // the driver of its store calls (lib/share.js's ShareDriver).
 //
 // - tryConsume is refused (ERR_SHARED_ASYNC): a call its reservation does not cover waits for the
@@ -16,7 +16,7 @@ const { coded } = require('./validate.js')
 const { KeyedTable } = require('./keyed-table.js')
 const { ShareDriver, SHARED_CONSUME } = require('./share.js')
 const { N_OR_STATUS, DECIDED, NO_ANOMALIES, readDecision } = require('./native-call.js')
-const { PERIOD_SLOT } = require('./keyed-store.js')
+const { PERIOD_SLOT } = require('./keyed-backend.js')
 
 function sharedAsync() {
   return coded(TypeError, 'ERR_SHARED_ASYNC', 'tryConsume cannot be used on a limiter with share: a call its reservation does not cover waits for the store; use `await limiter.consume(key, n)`')
@@ -73,8 +73,8 @@ class SharedTable {
 
   /**
    * A shared consume in one of its modes (lib/share.js): a Decision, or the units it lacks. (Its
-   * own copy of keyed-store's decide: a call site of its own keeps the covered path's feedback
-   * apart from the other stores'.)
+   * own copy of keyed-backend's decide: a call site of its own keeps the covered path's feedback
+   * apart from the other backends'.)
    */
   #decide(key, n, operation) {
     const result = this.#result

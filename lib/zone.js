@@ -9,7 +9,7 @@ const { LAYOUT, AT, OPERATION } = require('./contract.js')
 const { REGISTRY } = require('./registry.js')
 const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NEEDS_POLICY, NO_ANOMALIES, RESUME, readDecision, resume, toStatus } = require('./native-call.js')
 const { coded, isPlainObject, readOptions, typeError, rangeError } = require('./validate.js')
-const { ImmediateStore } = require('./keyed-store.js')
+const { ImmediateBackend } = require('./keyed-backend.js')
 
 const { consume: CONSUME } = OPERATION
 const MAX_PATH_LENGTH = 4096
@@ -48,8 +48,8 @@ function zoneError(error) {
   return error && typeof error.code === 'string' ? toPublicError(error) : error
 }
 
-/** The zone store of a KeyedQuotaClock (lib/keyed-store.js's interface): the calls go to the shared file. */
-class ZoneFace extends ImmediateStore {
+/** The zone backend of a KeyedQuotaClock (lib/keyed-backend.js's interface): the calls go to the shared file. */
+class ZoneFace extends ImmediateBackend {
   #native
   #call
   #result

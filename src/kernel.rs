@@ -1,8 +1,9 @@
 //! The rules every limiter shares, written once: the decision ([`decide`]), how a key's state is
 //! brought up to the limiter's timeline ([`KeyUse::refresh`]) and when dropping a key changes no
-//! later decision ([`KeyUse::idleness`]). `QuotaClock`'s limiter keeps its one bucket in its
-//! fields, the keyed table a key's in its records, the zone in shared memory; each hands the
-//! rule its state (the key stores as a [`KeyUse`]) and stores the result back. The period rule is
+//! later decision ([`KeyUse::idleness`]); and [`call`], which chains them over a limiter's
+//! [`Storage`]. `QuotaClock`'s limiter keeps its one bucket in its fields, the keyed table a
+//! key's in its records, the zone in shared memory; each hands the rule its state (as a
+//! [`KeyUse`]) and stores the result back. The period rule is
 //! [`OpenPeriod::next`](crate::quota::OpenPeriod::next), the reading rule
 //! [`ReadingRule::read`](crate::reconciler::ReadingRule::read).
 
@@ -237,7 +238,7 @@ pub fn decide<Q: Quota>(
     ))
 }
 
-/// A key's bucket and quota use, however its store keeps them. `S` is the store's form of a
+/// A key's bucket and quota use, however its storage keeps them. `S` is the storage's form of a
 /// period slot (the key table's 32-bit one, the zone's [`PeriodSlot`](crate::calendar::PeriodSlot)).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct KeyUse<S> {
@@ -331,12 +332,12 @@ pub enum Op {
     Status,
 }
 
-/// One call's readings, reconciled and taken in by its store ([`Store::reconcile`]).
+/// One call's readings, reconciled and taken in by its storage ([`Storage::reconcile`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CallReading {
     pub monotonic_ms: f64,
     pub wall_ms: f64,
-    /// The store's timeline (credited ms) with this call's credit: what the key is refreshed to.
+    /// The storage's timeline (credited ms) with this call's credit: what the key is refreshed to.
     pub timeline_ms: f64,
     /// The call's deltas and credit (the period rule reports them with its anomalies).
     pub deltas: CallDeltas,
@@ -353,7 +354,7 @@ pub struct BucketOf {
 /// What [`call`] answers.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Answer<D, S> {
-    /// A consume's decision (the store's, [`Store::decide`]: the decision rule, or a layer around it).
+    /// A consume's decision (the storage's, [`Storage::decide`]: the decision rule, or a layer around it).
     Decided(D),
     Refunded,
     /// The key's state, refreshed to the reading (a key not held: what a fresh one would have).
@@ -362,15 +363,15 @@ pub enum Answer<D, S> {
 
 /// Where a limiter keeps its keys' state, seen by [`call`] one step at a time: the one key of a
 /// `QuotaClock` (`limiter/`), the keyed table (`keyed/`), the zone's shared file (`zone/`). A
-/// store applies the rules and only the rules: the reading rule when it reconciles, the period
+/// storage applies the rules and only the rules: the reading rule when it reconciles, the period
 /// rule when it moves a period, [`decide`] (or a layer around it, as a shared limiter's
 /// reservations are) when it decides; [`call`] chains them, refreshes the key and refunds.
-pub trait Store {
+pub trait Storage {
     /// A key as a call names it (held, or to be added, or only looked at).
     type Key: Copy;
     /// A key's state once found or made (`load`), where `save` writes it back.
     type Held: Copy;
-    /// The store's form of a period slot.
+    /// The storage's form of a period slot.
     type Slot: Copy + PartialEq;
     /// What a consume answers.
     type Decided;
@@ -384,7 +385,7 @@ pub trait Store {
     ) -> Result<CallReading, Error>;
 
     /// Applies the period rule to the key's quota spec: the slot open after `reading` (the
-    /// store's "no period" for a key without a quota).
+    /// storage's "no period" for a key without a quota).
     fn move_period(
         &mut self,
         key: Self::Key,
@@ -411,22 +412,22 @@ pub trait Store {
         reading: &CallReading,
     ) -> Self::Decided;
 
-    /// Writes the state back after `op` (a store may leave a status's refresh unwritten).
+    /// Writes the state back after `op` (a storage may leave a status's refresh unwritten).
     fn save(&mut self, held: Self::Held, state: &KeyUse<Self::Slot>, op: Op, reading: &CallReading);
 }
 
-/// One call on one key, the same for every store: reconcile the clocks, move the key's period,
+/// One call on one key, the same for every storage: reconcile the clocks, move the key's period,
 /// refresh the key ([`KeyUse::refresh`]), then decide, refund or report, and store the result.
 #[inline(always)]
-pub fn call<S: Store>(
-    store: &mut S,
+pub fn call<S: Storage>(
+    storage: &mut S,
     key: S::Key,
     op: Op,
     anomalies: &mut Vec<Anomaly>,
 ) -> Result<Answer<S::Decided, S::Slot>, Error> {
-    let reading = store.reconcile(key, anomalies)?;
-    let open_slot = store.move_period(key, &reading, anomalies);
-    let (held, mut state, bucket) = store.load(key, op, &reading, open_slot);
+    let reading = storage.reconcile(key, anomalies)?;
+    let open_slot = storage.move_period(key, &reading, anomalies);
+    let (held, mut state, bucket) = storage.load(key, op, &reading, open_slot);
     state.refresh(
         bucket.capacity,
         bucket.refill_per_second,
@@ -434,14 +435,14 @@ pub fn call<S: Store>(
         open_slot,
     );
     let answer = match op {
-        Op::Consume(n) => Answer::Decided(store.decide(held, &mut state, n, &reading)),
+        Op::Consume(n) => Answer::Decided(storage.decide(held, &mut state, n, &reading)),
         Op::Refund(n) => {
             state.give_back(n, bucket.capacity);
             Answer::Refunded
         }
         Op::Status => Answer::Status(state),
     };
-    store.save(held, &state, op, &reading);
+    storage.save(held, &state, op, &reading);
     Ok(answer)
 }
 
@@ -604,7 +605,7 @@ mod tests {
         );
     }
 
-    /// A store of one key in memory that writes down the steps `call` takes.
+    /// A storage of one key in memory that writes down the steps `call` takes.
     struct Logged {
         state: KeyUse<u32>,
         slot: u32,
@@ -612,7 +613,7 @@ mod tests {
         steps: Vec<&'static str>,
     }
 
-    impl Store for Logged {
+    impl Storage for Logged {
         type Key = ();
         type Held = ();
         type Slot = u32;
@@ -682,10 +683,10 @@ mod tests {
 
     #[test]
     fn a_call_reconciles_moves_the_period_refreshes_then_decides_and_saves() {
-        let mut store = logged(7);
-        let answer = call(&mut store, (), Op::Consume(2), &mut Vec::new()).unwrap();
+        let mut storage = logged(7);
+        let answer = call(&mut storage, (), Op::Consume(2), &mut Vec::new()).unwrap();
         assert_eq!(
-            store.steps,
+            storage.steps,
             ["reconcile", "period", "load", "decide", "save"]
         );
         // Refreshed first (1 + 1 s at 2/s = 3 tokens), then 2 taken: 1 left, use 4 + 2 = 6 > 5.
@@ -694,17 +695,17 @@ mod tests {
         };
         assert!(!decision.allowed);
         assert_eq!(decision.retry_after_basis, Some(RetryBasis::WallPeriod));
-        assert_eq!((store.state.tokens, store.state.quota_used), (3.0, 4));
-        assert_eq!(store.state.credited_at_ms, 2_000.0);
+        assert_eq!((storage.state.tokens, storage.state.quota_used), (3.0, 4));
+        assert_eq!(storage.state.credited_at_ms, 2_000.0);
         // In a new period the use starts again at zero, and the call is admitted.
-        let mut store = logged(8);
-        let answer = call(&mut store, (), Op::Consume(2), &mut Vec::new()).unwrap();
+        let mut storage = logged(8);
+        let answer = call(&mut storage, (), Op::Consume(2), &mut Vec::new()).unwrap();
         assert!(matches!(answer, Answer::Decided(decision) if decision.allowed));
         assert_eq!(
             (
-                store.state.tokens,
-                store.state.quota_used,
-                store.state.period_slot
+                storage.state.tokens,
+                storage.state.quota_used,
+                storage.state.period_slot
             ),
             (1.0, 2, 8)
         );
@@ -712,21 +713,21 @@ mod tests {
 
     #[test]
     fn a_refund_gives_back_up_to_capacity_and_down_to_zero_use_and_a_status_decides_nothing() {
-        let mut store = logged(7);
-        call(&mut store, (), Op::Refund(20), &mut Vec::new()).unwrap();
-        assert_eq!((store.state.tokens, store.state.quota_used), (10.0, 0));
-        let mut store = logged(7);
-        let answer = call(&mut store, (), Op::Status, &mut Vec::new()).unwrap();
-        assert_eq!(store.steps, ["reconcile", "period", "load", "save"]);
+        let mut storage = logged(7);
+        call(&mut storage, (), Op::Refund(20), &mut Vec::new()).unwrap();
+        assert_eq!((storage.state.tokens, storage.state.quota_used), (10.0, 0));
+        let mut storage = logged(7);
+        let answer = call(&mut storage, (), Op::Status, &mut Vec::new()).unwrap();
+        assert_eq!(storage.steps, ["reconcile", "period", "load", "save"]);
         assert!(matches!(answer, Answer::Status(state) if state.tokens == 3.0));
     }
 
     #[test]
     fn a_reading_refused_ends_the_call_before_any_other_step() {
-        let mut store = logged(7);
-        store.fail = true;
-        assert!(call(&mut store, (), Op::Consume(1), &mut Vec::new()).is_err());
-        assert_eq!(store.steps, ["reconcile"]);
-        assert_eq!(store.state.tokens, 1.0);
+        let mut storage = logged(7);
+        storage.fail = true;
+        assert!(call(&mut storage, (), Op::Consume(1), &mut Vec::new()).is_err());
+        assert_eq!(storage.steps, ["reconcile"]);
+        assert_eq!(storage.state.tokens, 1.0);
     }
 }

@@ -16,7 +16,7 @@ mod memory;
 mod policies;
 mod share;
 mod snapshot;
-mod store;
+mod storage;
 mod table;
 
 use std::collections::HashMap;
@@ -30,7 +30,7 @@ pub use policies::{KeyPolicy, PolicyChoice, PolicyId, DEFAULT_POLICY};
 use policies::{Policy, PolicyIdentity, SpecState};
 pub use share::{GiveBack, ReserveRequest, ShareBook, ShareMode, SharedDecision};
 pub use snapshot::{Snapshot, SnapshotError, SnapshotWriter};
-use store::{Named, TableCall};
+use storage::{Named, TableCall};
 pub use table::{words_for, Key, KeyBuf};
 use table::{KeyTable, List, Record, NO_PERIOD};
 
@@ -251,7 +251,7 @@ impl KeyedLimiter {
         Ok(decision)
     }
 
-    /// One call on the table through the kernel (see `store.rs`).
+    /// One call on the table through the kernel (see `storage.rs`).
     #[inline(always)]
     fn call<C: ClockSource + ?Sized, R>(
         &mut self,
@@ -261,13 +261,13 @@ impl KeyedLimiter {
         decide: impl FnOnce(&mut Self, u32, f64, f64) -> R,
         anomalies: &mut Vec<Anomaly>,
     ) -> Result<Answer<R, i32>, Error> {
-        let mut store = TableCall {
+        let mut storage = TableCall {
             table: self,
             clock,
             victim: None,
             decide: Some(decide),
         };
-        kernel::call(&mut store, named, op, anomalies)
+        kernel::call(&mut storage, named, op, anomalies)
     }
 
     /// `refund(key, n)`: reconciles, then gives back `n` tokens (up to capacity) and `n`

@@ -11,9 +11,9 @@ pub use crate::kernel::{Decision, RetryBasis};
 use crate::quota::{QuotaPolicy, QuotaState};
 use crate::reconciler::Reconciler;
 use crate::stats::Counters;
-use store::OneKey;
+use storage::OneKey;
 
-mod store;
+mod storage;
 
 /// Validated options (the binding checks types and ranges before building one).
 #[derive(Clone, Debug)]

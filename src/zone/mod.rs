@@ -19,7 +19,7 @@ mod open;
 mod options;
 mod periods;
 mod recon;
-mod store;
+mod storage;
 #[cfg(test)]
 mod tests;
 
@@ -44,7 +44,7 @@ use options::option_value;
 pub use options::{first_difference, options_image};
 use periods::{spec_from_identity, spec_identity_bytes, PeriodState};
 use recon::{Pending, ReconState};
-use store::{Named, ZoneCall};
+use storage::{Named, ZoneCall};
 
 use crate::anomaly::{Anomaly, CallDeltas};
 use crate::calendar::{Period, PeriodSlot, PeriodSpec, RawPeriodSpec, StartKind};
@@ -378,7 +378,7 @@ impl Zone {
         self.call_kernel(limits, Named::Held { group, slot }, op, anomalies)
     }
 
-    /// One call through the kernel ([`kernel::call`]) on the key `named` (see `store.rs`).
+    /// One call through the kernel ([`kernel::call`]) on the key `named` (see `storage.rs`).
     fn call_kernel(
         &self,
         limits: Limits,
@@ -386,17 +386,17 @@ impl Zone {
         op: Op,
         anomalies: &mut Vec<Anomaly>,
     ) -> Result<Outcome, Error> {
-        let mut store = ZoneCall::new(self, limits);
-        let answer = kernel::call(&mut store, named, op, anomalies)?;
+        let mut storage = ZoneCall::new(self, limits);
+        let answer = kernel::call(&mut storage, named, op, anomalies)?;
         Ok(match answer {
-            Answer::Decided(decision) => Outcome::Decided(decision, store.open_slot()),
+            Answer::Decided(decision) => Outcome::Decided(decision, storage.open_slot()),
             Answer::Refunded => Outcome::Refunded,
             Answer::Status(state) => Outcome::Status(self.status_of(
                 &limits,
                 state.tokens,
                 state.quota_used,
                 limits.spec,
-                store.period,
+                storage.period,
             )),
         })
     }

@@ -1,4 +1,4 @@
-//! The zone as a kernel [`Store`]: a key's state is loaded from its slot's atomics and stored
+//! The zone as a kernel [`Storage`]: a key's state is loaded from its slot's atomics and stored
 //! back there; the reading is published lock-free (`recon.rs`), the period moved under its
 //! spec's lock (`periods.rs`). The call runs under the key's group lock (taken by `mod.rs`).
 
@@ -9,7 +9,7 @@ use super::{decide, tag_of, Limits, Zone, NO_SLOT};
 use crate::anomaly::Anomaly;
 use crate::calendar::PeriodSlot;
 use crate::error::Error;
-use crate::kernel::{BucketOf, CallReading, Decision, KeyUse, Op, Store};
+use crate::kernel::{BucketOf, CallReading, Decision, KeyUse, Op, Storage};
 use crate::keyed::{Key, KeyPolicy};
 use std::sync::atomic::Ordering;
 
@@ -81,7 +81,7 @@ impl<'a> ZoneCall<'a> {
     }
 }
 
-impl<'a> Store for ZoneCall<'a> {
+impl<'a> Storage for ZoneCall<'a> {
     type Key = Named<'a>;
     type Held = Held<'a>;
     type Slot = PeriodSlot;

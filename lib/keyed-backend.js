@@ -1,5 +1,5 @@
 'use strict'
-// The one interface of the stores behind a KeyedQuotaClock (lib/keyed.js): the in-process table
+// The one interface of the backends behind a KeyedQuotaClock (lib/keyed.js): the in-process table
 // (lib/keyed-table.js's KeyedTable), a zone (lib/zone.js's ZoneFace) and a shared table
 // (lib/shared-table.js's SharedTable). Each has:
 //
@@ -22,21 +22,21 @@ const { consume: CONSUME } = OPERATION
 const PERIOD_SLOT = AT.periodSlot
 
 /**
- * One call of `store` on `key` (`call` and `result` its own): the Decision, or what `settle`
+ * One call of `backend` on `key` (`call` and `result` its own): the Decision, or what `settle`
  * answers. KeyedQuotaClock's tryConsume and a shared table write these steps at their own call
- * sites: one site shared by every store would see every store's call function (the hot paths'
+ * sites: one site shared by every backend would see every backend's call function (the hot paths'
  * feedback mixed), measured 6-12 % slower.
  */
-function decide(store, call, result, key, n, operation) {
+function decide(backend, call, result, key, n, operation) {
   result[N_OR_STATUS] = n
   result[AT.operation] = operation
   call(key)
   if (result[N_OR_STATUS] === DECIDED) return readDecision(result, NO_ANOMALIES)
-  return store.settle(key, n, operation)
+  return backend.settle(key, n, operation)
 }
 
-/** What the stores that decide every call at once (the in-process table, a zone) do alike. */
-class ImmediateStore {
+/** What the backends that decide every call at once (the in-process table, a zone) do alike. */
+class ImmediateBackend {
   get tryCall() {
     return this.call
   }
@@ -74,4 +74,4 @@ class ImmediateStore {
   }
 }
 
-module.exports = { ImmediateStore, PERIOD_SLOT }
+module.exports = { ImmediateBackend, PERIOD_SLOT }

@@ -1,6 +1,6 @@
 'use strict'
-// A KeyedQuotaClock's methods through each of its stores (lib/keyed-store.js): the in-process
-// table, a zone, and a shared table (on the in-process test store). Where the stores should
+// A KeyedQuotaClock's methods through each of its backends (lib/keyed-backend.js): the in-process
+// table, a zone, and a shared table (on the in-process test store). Where the backends should
 // behave alike, the same calls get the same answers; where they differ (tryConsume on a shared
 // limiter, a zone's close), the difference is the documented one.
 
@@ -16,7 +16,7 @@ const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
 const OPTIONS = { capacity: 10, refillPerSecond: 1e-9, suspendPolicy: 'ignore', quota: { limit: 5, period: UTC_DAY }, clock: systemClock() }
 const isCode = (Class, code) => (error) => error instanceof Class && error.code === code
 
-const STORES = {
+const BACKENDS = {
   'in-process': () => ({ limiter: new KeyedQuotaClock(OPTIONS) }),
   zone: () => ({ limiter: new KeyedQuotaClock({ ...OPTIONS, maxKeys: 100, zone: { path: zonePath('stores') } }) }),
   shared: () => {
@@ -25,7 +25,7 @@ const STORES = {
   },
 }
 
-for (const [kind, make] of Object.entries(STORES)) {
+for (const [kind, make] of Object.entries(BACKENDS)) {
   test(`${kind}: consume, status, refund, the taken period, delete, size and stats answer alike`, async () => {
     const { limiter } = make()
     const first = await limiter.consume('a', 3)

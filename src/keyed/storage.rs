@@ -1,4 +1,4 @@
-//! The keyed table as a kernel [`Store`]: a key's state is its record; a call on a key not held
+//! The keyed table as a kernel [`Storage`]: a key's state is its record; a call on a key not held
 //! adds it (a consume), looks at what a fresh one would have (a status) or only reconciles (a
 //! refund). A shared limiter's decision is a layer around the kernel's (`share.rs`, `cells.rs`),
 //! passed in as the call's `decide`.
@@ -7,7 +7,7 @@ use super::{slot_i32, KeyedLimiter, PolicyId, NO_PERIOD};
 use crate::anomaly::Anomaly;
 use crate::clock::ClockSource;
 use crate::error::Error;
-use crate::kernel::{BucketOf, CallReading, KeyUse, Op, Store};
+use crate::kernel::{BucketOf, CallReading, KeyUse, Op, Storage};
 
 /// A key as a call on the table names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,7 +62,7 @@ impl KeyedLimiter {
     }
 }
 
-impl<'k, C, D, R> Store for TableCall<'k, C, D>
+impl<'k, C, D, R> Storage for TableCall<'k, C, D>
 where
     C: ClockSource + ?Sized,
     D: FnOnce(&mut KeyedLimiter, u32, f64, f64) -> R,

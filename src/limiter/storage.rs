@@ -1,11 +1,11 @@
-//! `QuotaClock`'s one key as a kernel [`Store`]: its state is the limiter's own fields.
+//! `QuotaClock`'s one key as a kernel [`Storage`]: its state is the limiter's own fields.
 
 use super::Limiter;
 use crate::anomaly::Anomaly;
 use crate::calendar::PeriodSlot;
 use crate::clock::ClockSource;
 use crate::error::Error;
-use crate::kernel::{BucketOf, CallReading, Decision, KeyUse, Op, Store};
+use crate::kernel::{BucketOf, CallReading, Decision, KeyUse, Op, Storage};
 
 /// One call on the limiter, with the clock it reads.
 pub(super) struct OneKey<'a, C: ?Sized> {
@@ -13,7 +13,7 @@ pub(super) struct OneKey<'a, C: ?Sized> {
     pub(super) clock: &'a mut C,
 }
 
-impl<C: ClockSource + ?Sized> Store for OneKey<'_, C> {
+impl<C: ClockSource + ?Sized> Storage for OneKey<'_, C> {
     type Key = ();
     type Held = ();
     type Slot = Option<PeriodSlot>;
