@@ -8,7 +8,7 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const { KeyedQuotaClock, manualClock } = require('..')
-const { testStore } = require('./helpers/test-store.js')
+const { testStore, sharedLimiter } = require('./helpers/test-store.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12)
 const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
@@ -17,18 +17,9 @@ const LEASE_MS = 1_000
 const isCode = (Class, code) => (error) => error instanceof Class && error.code === code
 const named = (field) => (error) => error.code === 'ERR_INVALID_OPTION' && error.message.includes(field)
 
-/** A limiter sharing its bucket through `t` under 'api': capacity 10, 1 token a second, leaseMs 1,000. */
+/** A limiter sharing its bucket through `t` under 'api': capacity 10, 1 token a second, leaseMs 1,000, no quota. */
 function bucketLimiter(t, share = {}, options = {}) {
-  const clock = options.clock ?? manualClock({ monotonicMs: 0, wallMs: NOON })
-  const limiter = new KeyedQuotaClock({
-    capacity: 10,
-    refillPerSecond: 1,
-    suspendPolicy: 'ignore',
-    clock,
-    ...options,
-    share: { store: t.store, name: 'api', bucket: true, leaseMs: LEASE_MS, ...share },
-  })
-  return { clock, limiter }
+  return sharedLimiter(t, { bucket: true, leaseMs: LEASE_MS, ...share }, { capacity: 10, quota: undefined, ...options })
 }
 
 /** Waits (on the event loop, not a fixed sleep) until `condition()` holds, for at most `ms`. */
