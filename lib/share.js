@@ -36,7 +36,7 @@ const { MAX_TIMER_MS } = require('./share-options.js')
 const { GiveBacks } = require('./share-give-backs.js')
 const { flyStoreCall, OK, reserveArgs } = require('./store-flight.js')
 const { ExhaustedMarks } = require('./exhausted-marks.js')
-const { CellDriver } = require('./share-cells.js')
+const { BucketDriver } = require('./share/bucket.js')
 const { UnclaimedAnswers } = require('./share-unclaimed.js')
 const { isSharedLimiter, registerDriver, storeStatsOf } = require('./share-drivers.js')
 
@@ -89,7 +89,7 @@ class ShareDriver {
     this.#readPeriodSlot = readPeriodSlot
     if (options.bucket) {
       const shared = { handle, ops: this.#ops, name: options.name, instance: this.#instance, stats: this.#stats, outage: this.#outage }
-      this.#cells = new CellDriver(shared, options, decide, readMonotonic)
+      this.#cells = new BucketDriver(shared, options, decide, readMonotonic)
     }
   }
 
@@ -107,6 +107,7 @@ class ShareDriver {
       else this.#fly(key, refill)
     }
     this.#giveBacks.sendAll(giveBacks)
+    this.#cells?.afterDecision(key)
   }
 
   /**

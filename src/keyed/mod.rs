@@ -11,24 +11,21 @@
 //! Policies and their specs: `policies.rs`; which keys are held and which are dropped (the
 //! recency lists, idle keys, room for a new key): `memory.rs`.
 
-mod cells;
 mod memory;
 mod policies;
 mod share;
+mod slices;
 mod snapshot;
 mod storage;
 mod table;
 
 use std::collections::HashMap;
 
-pub use cells::{
-    is_cell_capacity, Cell, CellBook, CellsAnswer, CellsRenewal, CellsRequest, RenewAnswer,
-    MAX_CELLS,
-};
 use memory::IDLE_SCAN_FOR_ROOM;
 pub use policies::{KeyPolicy, PolicyChoice, PolicyId, DEFAULT_POLICY};
 use policies::{Policy, PolicyIdentity, SpecState};
 pub use share::{GiveBack, ReserveRequest, ShareBook, ShareMode, SharedDecision};
+pub use slices::{is_cell_capacity, More, Slice, SliceAnswer, SliceBook, SliceRequest, MAX_CELLS};
 pub use snapshot::{Snapshot, SnapshotError, SnapshotWriter};
 use storage::{Named, TableCall};
 pub use table::{words_for, Key, KeyBuf};
@@ -73,8 +70,9 @@ pub struct KeyStatus {
     pub capacity: f64,
     pub refill_per_second: f64,
     pub quota_limit: Option<u64>,
-    /// Cells held here, for a key with a shared bucket (`share.bucket`).
-    pub cells: Option<u64>,
+    /// A shared bucket's key (`share.bucket`): the store's tokens at this process's last store
+    /// call for the key, refilled since at `R` (at most `C`; `C` before any call).
+    pub fleet_tokens: Option<f64>,
 }
 
 pub struct KeyedLimiter {
@@ -97,8 +95,9 @@ pub struct KeyedLimiter {
     /// A shared limiter's reservations (one per record, in the records' order); `None` for a
     /// limiter without `share`, whose records and hot path are untouched by it.
     share: Option<ShareBook>,
-    /// A limiter with `share.bucket`: every key's cells (one per record); `None` otherwise.
-    cells: Option<CellBook>,
+    /// A limiter with `share.bucket`: every key's slice of the fleet's bucket (one per record);
+    /// `None` otherwise.
+    cells: Option<SliceBook>,
 }
 
 impl KeyedLimiter {
@@ -362,9 +361,9 @@ impl KeyedLimiter {
             capacity: policy.capacity,
             refill_per_second: policy.refill_per_second,
             quota_limit: policy.quota.map(|quota| quota.limit),
-            cells: match target {
-                Target::Held(index) => self.cell(index).map(|cell| cell.cells),
-                Target::New(_) => self.has_cells().then_some(0),
+            fleet_tokens: match target {
+                Target::Held(index) => self.fleet_tokens(index, self.timeline_ms),
+                Target::New(_) => self.has_cells().then_some(policy.capacity),
             },
         })
     }
@@ -381,7 +380,7 @@ impl KeyedLimiter {
     }
 
     /// Brings a record up to the timeline (the refresh rule, [`KeyUse::refresh`]); a key of a
-    /// shared bucket, by its cells (`cells.rs`).
+    /// shared bucket, by its slice (`slices.rs`).
     #[inline(always)]
     fn refresh(&mut self, index: u32, open_slot: i32) {
         if self.cells.is_some() {

@@ -80,8 +80,8 @@ pub enum SharedDecision {
     /// The reservation does not cover the call: nothing was consumed; a store call must reserve
     /// at least `lacking` more units (the key is marked in flight).
     NeedsStore { lacking: u64 },
-    /// A shared bucket's cells here do not cover the call (`share.bucket`): nothing was
-    /// consumed; the JS face makes (or joins) an acquire of the key's cells.
+    /// A shared bucket's slice here does not cover the call (`share.bucket`): nothing was
+    /// consumed; the JS face makes (or joins) a store call that takes a slice.
     NeedsCells,
 }
 
@@ -469,8 +469,8 @@ impl KeyedLimiter {
         self.decide_shared_step(index, call)
     }
 
-    /// [`KeyedLimiter::decide_shared`] on the key's record's tokens (a shared bucket's cells
-    /// decide first, `cells.rs`).
+    /// [`KeyedLimiter::decide_shared`] on the key's record's tokens (a shared bucket's slice
+    /// decides first, `slices.rs`).
     #[inline(always)]
     pub(super) fn decide_shared_step(&mut self, index: u32, call: SharedCall) -> SharedDecision {
         match self.shared_step(index, call) {

@@ -1,6 +1,6 @@
 //! The keyed table as a kernel [`Storage`]: a key's state is its record; a call on a key not held
 //! adds it (a consume), looks at what a fresh one would have (a status) or only reconciles (a
-//! refund). A shared limiter's decision is a layer around the kernel's (`share.rs`, `cells.rs`),
+//! refund). A shared limiter's decision is a layer around the kernel's (`share.rs`, `slices.rs`),
 //! passed in as the call's `decide`.
 
 use super::{slot_i32, KeyedLimiter, PolicyId, NO_PERIOD};
@@ -45,7 +45,7 @@ impl KeyedLimiter {
     }
 
     /// A held key's state, and its bucket as the refresh rule sees it (a shared bucket's: its
-    /// cells, `cells.rs`).
+    /// slice, `slices.rs`).
     fn use_of(&mut self, index: u32, timeline_ms: f64) -> (KeyUse<i32>, BucketOf) {
         let bucket = self.cells_bucket(index, timeline_ms).unwrap_or_else(|| {
             let policy = &self.policies[self.table.records[index as usize].policy as usize];
@@ -142,7 +142,7 @@ where
             Named::Look(policy) => {
                 let policy = &table.policies[policy as usize];
                 let fresh = KeyUse {
-                    // (A shared bucket's key holds no cells until it asks for them.)
+                    // (A shared bucket's key holds no slice until it asks the store for one.)
                     tokens: if table.has_cells() {
                         0.0
                     } else {

@@ -427,7 +427,7 @@ impl Zone {
             capacity: limits.capacity,
             refill_per_second: limits.refill_per_second,
             quota_limit: quota,
-            cells: None,
+            fleet_tokens: None,
         }
     }
 

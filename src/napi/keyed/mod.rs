@@ -8,16 +8,15 @@
 //!
 //! Here: the raw call and its quiet cases. The rest of a call (a key not held, a JS clock, a
 //! refund) is `slow.rs`'s; `keyedCreate` is `create.rs`'s, the other entry points `entry.rs`'s;
-//! the cell book's calls are `cells.rs`'s, with the shapes they pass in `cells_wire.rs`.
+//! the slice book's calls are `slices.rs`'s.
 
 mod cell;
-mod cells;
-mod cells_wire;
 mod create;
 mod entry;
 mod key;
 mod policy;
 mod share;
+mod slices;
 mod slow;
 mod snapshot;
 mod status;
@@ -165,7 +164,11 @@ impl KeyedState {
             SharedDecision::Decided { decision, refill } => {
                 write_decision(&self.result, decision);
                 self.refill_wanted = *refill;
-                if *refill || self.limiter.has_dropped_give_backs() {
+                if *refill
+                    || self.limiter.has_dropped_give_backs()
+                    || self.limiter.slice_fetch_due()
+                    || self.limiter.has_dropped_slices()
+                {
                     self.result
                         .set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED_WITH_WORK);
                 }

@@ -19,8 +19,8 @@ pub struct KeyStatusOutput {
     pub capacity: f64,
     pub refill_per_second: f64,
     pub quota_limit: Option<f64>,
-    /// Cells held here, for a key with a shared bucket (`share.bucket`).
-    pub cells: Option<f64>,
+    /// A shared bucket's key (`share.bucket`): the store's tokens as last heard of, refilled since.
+    pub fleet_tokens: Option<f64>,
 }
 
 impl KeyedState {
@@ -39,7 +39,7 @@ impl KeyedState {
             capacity: status.capacity,
             refill_per_second: status.refill_per_second,
             quota_limit: status.quota_limit.map(|limit| limit as f64),
-            cells: status.cells.map(|cells| cells as f64),
+            fleet_tokens: status.fleet_tokens,
         }
     }
 }

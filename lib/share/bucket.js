@@ -1,0 +1,282 @@
+'use strict'
+// The driver of a fleet bucket (`share.bucket`, SPEC §15): the store calls that take slices of a
+// key's bucket, which lives in the store. The slice book (per key: the slice's tokens, its lease,
+// a store call under way, the fleet's tokens as last heard of, the fleet-clock reading, failOpen)
+// is native (src/keyed/slices.rs); this file asks the store what the book says is needed and hands
+// the answers back.
+//
+// - A consume its slice covers is decided in one native call and never comes here; nor does one
+//   the book denies locally (the store said the bucket was short less than a second ago).
+// - One the slice does not cover waits for one `bucketTake` (one store call per key at a time,
+//   shared by every concurrent call for it: it asks for what they lack together), then is decided.
+//   A call whose tokens others waiting took asks again only within its own timeoutMs; when that
+//   has passed it is denied with the fleet's wait: no call waits longer than timeoutMs.
+// - A covered consume that leaves the slice low (half of what it brought) or its lease in its
+//   last quarter fetches the next slice in the background.
+// - A timer (unref'd, running only while slices are held) gives back the unspent tokens of keys
+//   idle for min(idleMs, leaseMs / 2), and of keys deleted or dropped; a few at a time, so the
+//   store is never held up by this process's background work. close() gives back every slice
+//   and resolves once the store has them.
+
+const { QuotaClockError, internalError } = require('../errors.js')
+const { thrownText } = require('../validate.js')
+const { withTimeout, storeDeadline } = require('../timeout.js')
+const { flyStoreCall, OK } = require('../store-flight.js')
+const native = require('../native.js')
+
+const { sharedConsume: SHARED_CONSUME, sharedAfterStore: AFTER_STORE, sharedFailOpen: FAIL_OPEN } = require('../contract.js').OPERATION
+
+// How many times a call asks the store before it is decided on what it holds.
+const MAX_ROUNDS = 8
+// At most this many give-backs in flight at once (the rest wait for the next turn of the timer).
+const GIVE_BACKS_AT_ONCE = 32
+
+/** A key handed over by the binding as UTF-16 code units. */
+function keyText(units) {
+  return String.fromCharCode(...units)
+}
+
+class BucketDriver {
+  #handle
+  #ops
+  #name
+  #instance
+  #stats
+  #outage
+  #leaseMs
+  #idleMs
+  #timeoutMs
+  #failOpen
+  #decide
+  #readMonotonic
+  // The key's store call under way (a take or a give-back), one per key.
+  #flights = new Map()
+  // Units the calls waiting for a key want together.
+  #demand = new Map()
+  #timer
+  // Bumped by close(): answers after it are given back.
+  #generation = 0
+  // Give-backs' outcomes close() waits for (undefined: done, else the error).
+  #pending = new Set()
+
+  /**
+   * `shared`: `{ handle, ops, name, instance, stats, outage }`. `decide(key, n, operation)`: the
+   * limiter's native shared consume (a Decision, or a number: < 0 a slice is needed, else the
+   * quota units lacking).
+   */
+  constructor(shared, options, decide, readMonotonic) {
+    this.#handle = shared.handle
+    this.#ops = shared.ops
+    this.#name = shared.name
+    this.#instance = shared.instance
+    this.#stats = shared.stats
+    this.#outage = shared.outage
+    this.#leaseMs = options.leaseMs
+    this.#idleMs = Math.min(options.idleMs, options.leaseMs / 2)
+    this.#timeoutMs = options.timeoutMs
+    this.#failOpen = options.failOpen
+    this.#decide = decide
+    this.#readMonotonic = readMonotonic
+  }
+
+  /**
+   * A consume the key's slice does not cover: waits for a store call that takes a slice (at most
+   * timeoutMs in all), then decides. Resolves to a Decision, or to the quota units the call still
+   * lacks (a number >= 0: the quota's store call comes next).
+   */
+  async acquire(key, n) {
+    const deadline = performance.now() + this.#timeoutMs
+    this.#demand.set(key, (this.#demand.get(key) ?? 0) + n)
+    try {
+      for (let round = 0; ; round++) {
+        const startedMs = performance.now()
+        let flight = this.#flights.get(key)
+        if (flight !== undefined && flight.timedOut && !flight.abandoned(this.#timeoutMs)) return this.#unavailable(key, n, flight, 0)
+        let taking = flight !== undefined && !flight.timedOut && flight.take
+        if (!taking && flight !== undefined && !flight.timedOut) {
+          // A give-back under way: the take follows it (one store call per key at a time).
+          const left = deadline - performance.now()
+          const settled = left > 0 && (await withTimeout(flight.done.then(() => true), left, () => false, storeDeadline))
+          if (!settled) return this.#final(key, n)
+          continue
+        }
+        if (!taking) {
+          const request = native.keyedSliceRequest(this.#handle, key, this.#demand.get(key) ?? n, this.#readMonotonic())
+          if (request == null) {
+            // The key was dropped (maxKeys) since the call began: held again by deciding anew.
+            const decision = this.#decide(key, n, SHARED_CONSUME)
+            if (typeof decision !== 'number' || decision >= 0 || round >= MAX_ROUNDS) return this.#settled(key, n, decision)
+            continue
+          }
+          flight = this.#fly(key, request, true)
+        }
+        const left = deadline - performance.now()
+        const outcome = flight.settled ? flight.outcome : round === 0 ? await flight.done : await withTimeout(flight.done, Math.max(0, left), () => 'late', storeDeadline)
+        if (outcome === 'late') return this.#final(key, n)
+        if (outcome !== OK) return this.#unavailable(key, n, flight, performance.now() - startedMs)
+        const decision = this.#decide(key, n, SHARED_CONSUME)
+        if (typeof decision !== 'number' || decision >= 0) return decision
+        // Others waiting took what came: ask again while this call's time lasts and the fleet's
+        // bucket may have it.
+        if (round >= MAX_ROUNDS || deadline - performance.now() <= 0 || native.keyedSliceShort(this.#handle, key, n)) return this.#final(key, n)
+      }
+    } finally {
+      const units = (this.#demand.get(key) ?? n) - n
+      if (units > 0) this.#demand.set(key, units)
+      else this.#demand.delete(key)
+    }
+  }
+
+  /** Decided on what the slice holds now (denied with the fleet's wait when it is short). */
+  #final(key, n) {
+    return this.#settled(key, n, this.#decide(key, n, AFTER_STORE))
+  }
+
+  /** A decision, or the quota units lacking; never "a slice" (decided on what the key holds). */
+  #settled(key, n, decision) {
+    if (typeof decision === 'number' && decision < 0) {
+      const held = this.#decide(key, n, AFTER_STORE)
+      if (typeof held === 'number' && held < 0) throw internalError('a shared bucket asked for a slice right after a store answer')
+      return held
+    }
+    return decision
+  }
+
+  /** The store is unavailable for this call: failOpen decides it by a local bucket of C and R. */
+  #unavailable(key, n, flight, waitedMs) {
+    if (flight.error !== undefined && flight.error.code === 'ERR_STORE_RESPONSE' && flight.error instanceof QuotaClockError) throw flight.error
+    const why = flight.why(this.#timeoutMs)
+    this.#outage.failed(
+      () =>
+        `quota store of share "${this.#name}" unavailable (${why}); calls that the slices held here do not cover are ${this.#failOpen ? 'decided by a local bucket (failOpen)' : 'refused with ERR_STORE_UNAVAILABLE'} until it answers again`,
+    )
+    if (this.#failOpen) return this.#settled(key, n, this.#decide(key, n, FAIL_OPEN))
+    throw flight.unavailable(this.#name, why, waitedMs)
+  }
+
+  /** The store call a request of the slice book describes (`take`: it takes tokens; else a give-back). */
+  #fly(key, request, take) {
+    const generation = this.#generation
+    const args = {
+      name: this.#name,
+      key,
+      capacity: request.capacity,
+      refillPerSecond: request.refillPerSecond,
+      instance: this.#instance,
+      leaseMs: this.#leaseMs,
+      want: request.want,
+      more: request.more,
+      held: request.held,
+      give: request.give,
+      charge: request.charge,
+      fleetMs: request.fleetMs,
+      recordId: request.recordId,
+    }
+    const flight = flyStoreCall(this.#flights, key, {
+      call: () => this.#ops.bucketTake(args),
+      failed: () => native.keyedSliceFailed(this.#handle, key, request.give, request.charge),
+      answered: (answer) => {
+        this.#outage.answered()
+        if (request.give > 0) this.#stats.returned += request.give
+        this.#stats.reserved += answer.granted
+        const credited = generation === this.#generation && native.keyedSliceCredit(this.#handle, key, request.sentMs, answer, this.#readMonotonic())
+        if (credited) this.#arm()
+        else if (answer.held > 0) {
+          // Not the key's any more (dropped, or the limiter was closed): the tokens go back.
+          const giveBack = { ...request, want: 0, more: 0, held: 0, give: answer.held, charge: 0, fleetMs: -1, recordId: answer.recordId }
+          queueMicrotask(() => this.#giveBack(key, giveBack))
+        }
+        return OK
+      },
+      timeoutMs: this.#timeoutMs,
+      stats: this.#stats,
+    })
+    flight.take = take
+    return flight
+  }
+
+  /** After a covered decision that left the key's slice low: the next slice, in the background. */
+  afterDecision(key) {
+    if (this.#flights.has(key)) return
+    let request
+    try {
+      request = native.keyedSliceRequest(this.#handle, key, 0, this.#readMonotonic())
+    } catch {
+      return // an unreadable clock: the call that needs the slice asks
+    }
+    if (request != null) this.#fly(key, request, true)
+  }
+
+  /** The give-back timer runs only while slices are held. */
+  #arm() {
+    if (this.#timer !== undefined) return
+    const every = Math.max(5, Math.floor(this.#idleMs / 4))
+    this.#timer = setInterval(() => this.#tick(), every)
+    this.#timer.unref()
+  }
+
+  /** Gives back what idle keys hold, and what dropped keys held; stops when nothing is held. */
+  #tick() {
+    if (this.#flights.size < GIVE_BACKS_AT_ONCE) this.#sendGiveBacks(this.#idleMs)
+    if (!native.keyedSliceHolds(this.#handle) && this.#timer !== undefined) {
+      clearInterval(this.#timer)
+      this.#timer = undefined
+    }
+  }
+
+  /** The give-backs the slice book has due (keys idle for `idleMs`, 0: every key), sent. */
+  #sendGiveBacks(idleMs) {
+    let requests
+    try {
+      requests = native.keyedSliceGiveBacks(this.#handle, idleMs, this.#readMonotonic())
+    } catch {
+      return // an unreadable clock: next time
+    }
+    for (const request of requests) this.#giveBack(keyText(request.key), request)
+  }
+
+  /** One give-back, after the key's store call under way; close() waits for its outcome. */
+  #giveBack(key, request) {
+    const before = this.#flights.get(key)
+    const send = () => {
+      const flight = this.#fly(key, request, false)
+      return flight.done.then((outcome) => (outcome === OK ? undefined : new QuotaClockError('ERR_STORE_UNAVAILABLE', flight.why(this.#timeoutMs), { cause: flight.error })))
+    }
+    const outcome = before === undefined ? send() : before.done.then(send)
+    this.#pending.add(outcome)
+    outcome.then(() => this.#pending.delete(outcome))
+    return outcome
+  }
+
+  /** Sends the give-backs of keys deleted or dropped at once. */
+  flushDropped() {
+    this.#sendGiveBacks(Infinity)
+  }
+
+  /**
+   * Gives back every slice and resolves once the store has them; rejects with
+   * ERR_STORE_UNAVAILABLE when the store did not take them within timeoutMs (the store writes
+   * them off once the lease has lapsed: leaseMs * 1.1 + 1 s after the last call). The limiter
+   * stays usable.
+   */
+  async close() {
+    await Promise.all([...this.#flights.values()].map((flight) => flight.done))
+    this.#generation++
+    if (this.#timer !== undefined) {
+      clearInterval(this.#timer)
+      this.#timer = undefined
+    }
+    this.#sendGiveBacks(0)
+    const outcomes = await Promise.all([...this.#pending])
+    const failed = outcomes.find((outcome) => outcome !== undefined)
+    if (failed !== undefined) {
+      throw new QuotaClockError(
+        'ERR_STORE_UNAVAILABLE',
+        `quota store of share "${this.#name}" did not take back every slice on close (${thrownText(failed)}); the store writes them off once their lease has lapsed`,
+        { cause: failed },
+      )
+    }
+  }
+}
+
+module.exports = { BucketDriver }

@@ -1,0 +1,681 @@
+//! The slice book of a limiter whose buckets are one bucket for the whole fleet (`share.bucket`,
+//! SPEC §15): a key's bucket (capacity `C`, refill `R`) lives in the store, refilled there by the
+//! fleet clock, and this process decides from a *slice* of its tokens that it took by one store
+//! call (docs: "one rate for the fleet").
+//!
+//! A slice is a reservation, as §13's quota units are: the record's `tokens` are the slice's
+//! tokens left, refreshed with the policy's capacity and no refill (the store refills, never this
+//! process), and they are spendable only while the slice's lease holds (`leaseMs` on the
+//! limiter's timeline from the send of the store call that took or last renewed it). The one
+//! decision ([`kernel::decide`](crate::kernel::decide)) decides on them like on any bucket; this
+//! book only says, before it, whether a call the slice does not cover asks the store
+//! ([`SharedDecision::NeedsCells`]) or is denied here with the fleet's wait (the store said the
+//! bucket was short less than a second ago).
+//!
+//! Per key, beside its record (a parallel vector, like the share book's reservations): the lease,
+//! a store call under way, when the key stops being denied locally, what the store's bucket held
+//! at its last answer (`fleetTokens`), the fleet clock's reading and the send time of the last
+//! answered call (the next call's fleet-clock proposal), the record's identity, the failOpen
+//! outage bucket and the units it admitted, owed to the store.
+//!
+//! Store calls are the JS face's: this book says what to send ([`SliceRequest`]) and takes the
+//! answers ([`KeyedLimiter::credit_slice`]). Times the JS face passes back (`sent_ms`) are the
+//! timeline estimates this book gave it.
+
+use std::collections::HashMap;
+
+use super::share::SharedCall;
+use super::{refresh_record, KeyBuf, KeyedLimiter, ShareMode, SharedDecision};
+use crate::anomaly::Anomaly;
+use crate::bucket::refilled;
+use crate::kernel::BucketOf;
+use crate::limiter::RetryBasis;
+
+/// The most a shared bucket's capacity may be (2**31).
+pub const MAX_CELLS: f64 = 2_147_483_648.0;
+
+/// Whether `capacity` suits a shared bucket: an integer from 1 to 2**31.
+pub fn is_cell_capacity(capacity: f64) -> bool {
+    (1.0..=MAX_CELLS).contains(&capacity) && capacity.fract() == 0.0
+}
+
+/// How much a store call takes beyond what it must (the protocol's `more`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum More {
+    /// Only what the call lacks: a process's first call for a key (so that `n` processes' first
+    /// calls are all admitted when the bucket holds `n`).
+    Nothing = 0,
+    /// A fair share of the rest: `floor((tokens - want) / (others + 2))`.
+    Share = 1,
+    /// Everything the bucket has: a process that waited out a saturated bucket (so the refill
+    /// that came meanwhile is not lost to the bucket's cap).
+    All = 2,
+}
+
+/// One key's slice; its tokens left are the record's `tokens`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Slice {
+    /// The timeline when the lease ends: the last answered call's send time plus `leaseMs`.
+    pub lease_end_ms: f64,
+    /// A store call for the key is under way.
+    pub in_flight: bool,
+    /// The key is denied here, with no store call, until this timeline (the store said the
+    /// bucket was short); then the next call takes all there is ([`More::All`]).
+    pub short_until_ms: f64,
+    /// The store's tokens at its last answer (may be below zero after a failOpen charge), and
+    /// the timeline when that answer came (-inf: none yet).
+    pub fleet_tokens: f64,
+    pub fleet_at_ms: f64,
+    /// The fleet clock at the last answered call, and that call's send time on the timeline
+    /// (`fleet_ms` < 0: no answered call yet).
+    pub fleet_ms: f64,
+    pub fleet_sent_ms: f64,
+    /// The timeline of the key's last consume (idle give-back).
+    pub last_used_ms: f64,
+    /// The size of the last slice taken (a background fetch is due below half of it).
+    pub last_granted: u64,
+    /// The identity of the store record (0: none yet).
+    pub record_id: u64,
+    /// The store may count tokens out to this process for the key.
+    pub store_holds: bool,
+    /// Unspent tokens of a slice let go while the key was dropped, still to give back.
+    pub give: f64,
+    /// Units admitted with failOpen, to take from the store's bucket at the next answer.
+    pub owed: u64,
+    /// Whether the store needs this process to take all it can (after a short answer).
+    pub waited: bool,
+    /// The call under way is this process's first for the key ([`More::Nothing`]): what it
+    /// brings is spent by the call that asked, and no background fetch follows (a key first
+    /// seen costs one store call).
+    pub first: bool,
+    /// The failOpen outage bucket `(tokens, credited_at_ms)` (capacity `C`, refill `R`).
+    pub open: Option<(f64, f64)>,
+}
+
+impl Slice {
+    fn fresh(now_ms: f64) -> Slice {
+        Slice {
+            lease_end_ms: f64::NEG_INFINITY,
+            in_flight: false,
+            short_until_ms: f64::NEG_INFINITY,
+            fleet_tokens: 0.0,
+            fleet_at_ms: f64::NEG_INFINITY,
+            fleet_ms: -1.0,
+            fleet_sent_ms: 0.0,
+            last_used_ms: now_ms,
+            last_granted: 0,
+            record_id: 0,
+            store_holds: false,
+            give: 0.0,
+            owed: 0,
+            waited: false,
+            first: false,
+            open: None,
+        }
+    }
+
+    fn holds(&self, tokens: f64) -> bool {
+        tokens > 0.0 || self.store_holds || self.give > 0.0 || self.owed > 0
+    }
+}
+
+/// What a store call for a key sends (the store's `bucketTake`, with the name, key, instance and
+/// leaseMs added by the JS face).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SliceRequest {
+    pub key: KeyBuf,
+    pub capacity: u64,
+    pub refill_per_second: f64,
+    pub want: u64,
+    pub more: More,
+    pub held: u64,
+    pub give: f64,
+    pub charge: u64,
+    pub fleet_ms: f64,
+    pub record_id: u64,
+    /// The timeline as the call is sent: the lease runs from it.
+    pub sent_ms: f64,
+}
+
+/// The store's answer to a `bucketTake`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SliceAnswer {
+    pub granted: u64,
+    pub held: u64,
+    pub tokens: f64,
+    pub fleet_ms: f64,
+    pub store_now_ms: f64,
+    pub record_id: u64,
+}
+
+/// The last store answer's times, on the timeline (the store-clock check).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct StoreAnchor {
+    sent_ms: f64,
+    received_ms: f64,
+    store_now_ms: f64,
+}
+
+#[derive(Debug)]
+pub struct SliceBook {
+    /// One per record, in the records' order.
+    slices: Vec<Slice>,
+    /// `share.leaseMs`.
+    lease_ms: f64,
+    /// Give-backs of keys dropped or deleted, by key (a key held again before they are sent
+    /// takes its own back into its next call).
+    dropped: HashMap<KeyBuf, SliceRequest>,
+    anchor: Option<StoreAnchor>,
+    /// A covered consume left its key's slice low: the JS face asks for the background fetch.
+    fetch_due: bool,
+}
+
+impl KeyedLimiter {
+    /// Shares every key's bucket through the store with slices on leases of `lease_ms` (before
+    /// any call; a restored key's tokens are dropped, as its bucket is the store's).
+    pub fn enable_cells(&mut self, lease_ms: f64) {
+        let now_ms = self.timeline_ms;
+        let mut slices = Vec::with_capacity(self.table.len());
+        for record in &mut self.table.records {
+            record.tokens = 0.0;
+            slices.push(Slice::fresh(now_ms));
+        }
+        self.cells = Some(SliceBook {
+            slices,
+            lease_ms,
+            dropped: HashMap::new(),
+            anchor: None,
+            fetch_due: false,
+        });
+    }
+
+    pub fn has_cells(&self) -> bool {
+        self.cells.is_some()
+    }
+
+    /// A held key's slice (`None`: no shared bucket, or no such record).
+    pub fn slice(&self, index: u32) -> Option<&Slice> {
+        self.cells.as_ref()?.slices.get(index as usize)
+    }
+
+    /// The timeline estimated at the monotonic reading `monotonic_ms` (for calls that reconcile
+    /// no clock): the last call's timeline plus the monotonic advance since, never later than the
+    /// truth (so leases end early, never late). NaN or an earlier reading: the last call's.
+    pub fn timeline_at(&self, monotonic_ms: f64) -> f64 {
+        let advance = monotonic_ms - self.reconciler.last_monotonic_ms;
+        if advance > 0.0 {
+            self.timeline_ms + advance
+        } else {
+            self.timeline_ms
+        }
+    }
+
+    /// A new record's slice (called by `hold`): none, and so no tokens; a give-back of the key
+    /// still waiting (it was dropped) goes with its next call.
+    pub(super) fn cells_held(&mut self, index: u32) {
+        let now_ms = self.timeline_ms;
+        let key = self.table.key_of(index).to_buf();
+        if let Some(book) = &mut self.cells {
+            debug_assert_eq!(book.slices.len(), index as usize);
+            let mut slice = Slice::fresh(now_ms);
+            if let Some(left) = book.dropped.remove(&key) {
+                slice.give = left.give;
+                slice.owed = left.charge;
+                slice.record_id = left.record_id;
+                slice.store_holds = true;
+            }
+            book.slices.push(slice);
+            self.table.records[index as usize].tokens = 0.0;
+        }
+    }
+
+    /// A record about to be removed (called by `drop_record`): its unspent tokens go back at the
+    /// next give-back.
+    pub(super) fn cells_dropped(&mut self, index: u32) {
+        if self.cells.is_none() {
+            return;
+        }
+        let timeline_ms = self.timeline_ms;
+        let release = self.release_slice(index, timeline_ms);
+        if let Some(book) = &mut self.cells {
+            book.slices.swap_remove(index as usize);
+            if let Some(release) = release {
+                book.dropped.insert(release.key.clone(), release);
+            }
+        }
+    }
+
+    /// The bucket capacity of a key.
+    pub(super) fn bucket_capacity(&self, index: u32) -> f64 {
+        self.policies[self.table.records[index as usize].policy as usize].capacity
+    }
+
+    /// [`KeyedLimiter::refresh`] for a key of a shared bucket, at `timeline_ms`.
+    #[inline(never)]
+    pub(super) fn refresh_cells(&mut self, index: u32, open_slot: i32, timeline_ms: f64) {
+        let Some(bucket) = self.cells_bucket(index, timeline_ms) else {
+            return;
+        };
+        let record = &mut self.table.records[index as usize];
+        refresh_record(
+            record,
+            bucket.capacity,
+            bucket.refill_per_second,
+            timeline_ms,
+            open_slot,
+        );
+    }
+
+    /// A key's bucket as its slice makes it, readied for the refresh rule at `timeline_ms`:
+    /// capacity `C` and no refill (the store refills); a slice whose lease has lapsed is spent
+    /// (the store writes it off). `None`: no shared bucket.
+    pub(super) fn cells_bucket(&mut self, index: u32, timeline_ms: f64) -> Option<BucketOf> {
+        let book = self.cells.as_mut()?;
+        let slice = &book.slices[index as usize];
+        let record = &mut self.table.records[index as usize];
+        if record.tokens != 0.0 && timeline_ms >= slice.lease_end_ms {
+            record.tokens = 0.0;
+        }
+        Some(BucketOf {
+            capacity: self.policies[record.policy as usize].capacity,
+            refill_per_second: 0.0,
+        })
+    }
+
+    /// Brings a held key's slice up to `timeline_ms` (its quota use left as it is).
+    fn look_at_slice(&mut self, index: u32, timeline_ms: f64) {
+        let slot = self.table.records[index as usize].period_slot;
+        self.refresh_cells(index, slot, timeline_ms);
+    }
+
+    /// The store's tokens for a key at `timeline_ms` as this process estimates them: those of the
+    /// last answer refilled since at `R`, at most `C` (`C` before any answer).
+    pub fn fleet_tokens(&self, index: u32, timeline_ms: f64) -> Option<f64> {
+        let slice = self.slice(index)?;
+        let policy = &self.policies[self.table.records[index as usize].policy as usize];
+        if slice.fleet_at_ms == f64::NEG_INFINITY {
+            return Some(policy.capacity);
+        }
+        let elapsed_ms = (timeline_ms - slice.fleet_at_ms).max(0.0);
+        Some(
+            (slice.fleet_tokens + elapsed_ms * policy.refill_per_second / 1000.0)
+                .min(policy.capacity),
+        )
+    }
+
+    /// The fleet's wait for `n` at `timeline_ms`: until the store's bucket, as estimated, holds
+    /// `n` at the refill rate (at least 1 ms).
+    fn fleet_wait_ms(&self, index: u32, n: u64, timeline_ms: f64) -> f64 {
+        let policy = &self.policies[self.table.records[index as usize].policy as usize];
+        let fleet = self.fleet_tokens(index, timeline_ms).unwrap_or(0.0);
+        let lacking = n as f64 - fleet;
+        (lacking * 1000.0 / policy.refill_per_second)
+            .ceil()
+            .max(1.0)
+    }
+
+    /// Lets go of a key's slice (refreshed): the give-back to send, if the store may hold anything
+    /// of this process for it.
+    fn release_slice(&mut self, index: u32, timeline_ms: f64) -> Option<SliceRequest> {
+        self.look_at_slice(index, timeline_ms);
+        let key = self.table.key_of(index).to_buf();
+        let record = &mut self.table.records[index as usize];
+        let policy = &self.policies[record.policy as usize];
+        let slice = &mut self.cells.as_mut()?.slices[index as usize];
+        if !slice.holds(record.tokens) {
+            return None;
+        }
+        let give = std::mem::take(&mut record.tokens) + std::mem::take(&mut slice.give);
+        slice.store_holds = false;
+        slice.open = None;
+        Some(SliceRequest {
+            key,
+            capacity: policy.capacity as u64,
+            refill_per_second: policy.refill_per_second,
+            want: 0,
+            more: More::Nothing,
+            held: 0,
+            give,
+            charge: std::mem::take(&mut slice.owed),
+            fleet_ms: proposal(slice, timeline_ms),
+            record_id: slice.record_id,
+            sent_ms: timeline_ms,
+        })
+    }
+
+    /// A shared consume of a key with a shared bucket (see [`KeyedLimiter::decide_shared`]):
+    /// decided by the one decision on the slice when it covers `n`, or when the key is denied
+    /// here (the store said the bucket was short, or this call comes right after a store answer),
+    /// with the fleet's wait; else the store is asked for a slice first.
+    #[inline(never)]
+    pub(super) fn decide_cells(&mut self, index: u32, call: SharedCall) -> SharedDecision {
+        let SharedCall { n, mode, .. } = call;
+        let timeline_ms = self.timeline_ms;
+        let record = self.table.records[index as usize];
+        let policy = self.policies[record.policy as usize];
+        let Some(book) = &mut self.cells else {
+            return self.decide_shared_step(index, call);
+        };
+        let slice = &mut book.slices[index as usize];
+        slice.last_used_ms = timeline_ms;
+        let wanted = n as i64 as f64;
+        if record.tokens >= wanted && timeline_ms < slice.lease_end_ms {
+            let outcome = self.decide_shared_step(index, call);
+            self.fetch_if_low(index, timeline_ms);
+            return outcome;
+        }
+        if mode == ShareMode::FailOpen {
+            // The outage bucket decides, in the record's place for the call; what it admits is
+            // taken from the store's bucket at its next answer.
+            let (tokens, at) = slice.open.unwrap_or((policy.capacity, timeline_ms));
+            let kept = record.tokens;
+            self.table.records[index as usize].tokens = refilled(
+                tokens,
+                timeline_ms - at,
+                policy.refill_per_second,
+                policy.capacity,
+            );
+            let outcome = self.decide_shared_step(index, call);
+            let record = &mut self.table.records[index as usize];
+            let open = std::mem::replace(&mut record.tokens, kept);
+            if let Some(book) = &mut self.cells {
+                let slice = &mut book.slices[index as usize];
+                slice.open = Some((open, timeline_ms));
+                if let SharedDecision::Decided { decision, .. } = &outcome {
+                    if decision.allowed {
+                        slice.owed = slice.owed.saturating_add(n);
+                    }
+                }
+            }
+            return outcome;
+        }
+        let short = timeline_ms < slice.short_until_ms;
+        if !(short || mode == ShareMode::AfterStore) {
+            return SharedDecision::NeedsCells;
+        }
+        // Denied by the one decision on what the slice holds (short of `n`), with the fleet's
+        // wait: the time until the store's bucket holds `n`, and no sooner than this process asks
+        // it again.
+        let short_left_ms = slice.short_until_ms - timeline_ms;
+        let mut outcome = self.decide_shared_step(index, call);
+        if let SharedDecision::Decided { decision, .. } = &mut outcome {
+            if !decision.allowed && decision.retry_after_basis == Some(RetryBasis::MonotonicRefill)
+            {
+                let fleet_ms = self.fleet_wait_ms(index, n, timeline_ms);
+                decision.retry_after_ms = fleet_ms.max(short_left_ms.ceil());
+            }
+        }
+        outcome
+    }
+
+    /// After a covered consume: marks a background fetch due when the slice is down to half of
+    /// what the last one brought (or its lease is in its last quarter), the key not short.
+    fn fetch_if_low(&mut self, index: u32, timeline_ms: f64) {
+        let tokens = self.table.records[index as usize].tokens;
+        let Some(book) = &mut self.cells else {
+            return;
+        };
+        let lease_ms = book.lease_ms;
+        if fetch_wanted(&book.slices[index as usize], tokens, timeline_ms, lease_ms) {
+            book.fetch_due = true;
+        }
+    }
+
+    /// Whether a covered consume marked a background fetch due (cleared by the asking).
+    pub fn slice_fetch_due(&self) -> bool {
+        self.cells.as_ref().is_some_and(|book| book.fetch_due)
+    }
+
+    /// What a store call for a held key sends; marks it in flight. `lacking`: what the waiting
+    /// call(s) lack beyond the slice (0: a background fetch, which renews and takes a fair
+    /// share). `None`: no shared bucket, or (a background fetch) nothing is due or a call is
+    /// under way.
+    pub fn slice_request(
+        &mut self,
+        index: u32,
+        lacking: u64,
+        monotonic_ms: f64,
+    ) -> Option<SliceRequest> {
+        let timeline_ms = self.timeline_at(monotonic_ms);
+        self.look_at_slice(index, timeline_ms);
+        let key = self.table.key_of(index).to_buf();
+        let record = self.table.records[index as usize];
+        let policy = self.policies[record.policy as usize];
+        let book = self.cells.as_mut()?;
+        book.fetch_due = false;
+        let lease_ms = book.lease_ms;
+        let slice = &mut book.slices[index as usize];
+        let held = record.tokens.max(0.0).floor();
+        if lacking == 0 && !fetch_wanted(slice, held, timeline_ms, lease_ms) {
+            return None;
+        }
+        slice.in_flight = true;
+        // What the waiting calls lack beyond what the slice keeps (at least 1 when they lack).
+        let want = if lacking == 0 {
+            0
+        } else {
+            lacking.saturating_sub(held as u64).max(1)
+        };
+        let more = if slice.waited {
+            More::All
+        } else if slice.fleet_ms < 0.0 && slice.record_id == 0 && want > 0 {
+            More::Nothing
+        } else {
+            More::Share
+        };
+        slice.store_holds = true;
+        slice.first = more == More::Nothing;
+        Some(SliceRequest {
+            key,
+            capacity: policy.capacity as u64,
+            refill_per_second: policy.refill_per_second,
+            want,
+            more,
+            held: held as u64,
+            give: std::mem::take(&mut slice.give),
+            charge: std::mem::take(&mut slice.owed),
+            fleet_ms: proposal(slice, timeline_ms),
+            record_id: slice.record_id,
+            sent_ms: timeline_ms,
+        })
+    }
+
+    /// A store answer for a held key's call sent at `sent_ms`: the key's slice is what it kept
+    /// (at most the answer's `held - granted`) plus `granted`, on a lease from `sent_ms`.
+    /// `false`: the key has no shared bucket (the caller gives the tokens back). A
+    /// `store-clock-step` anomaly, if the store's clock disagrees, is counted and returned.
+    pub fn credit_slice(
+        &mut self,
+        index: u32,
+        sent_ms: f64,
+        answer: SliceAnswer,
+        monotonic_ms: f64,
+    ) -> (bool, Option<Anomaly>) {
+        if self.cells.is_none() {
+            return (false, None);
+        }
+        let timeline_ms = self.timeline_at(monotonic_ms);
+        self.look_at_slice(index, timeline_ms);
+        let record = &mut self.table.records[index as usize];
+        let policy = &self.policies[record.policy as usize];
+        let Some(book) = &mut self.cells else {
+            return (false, None);
+        };
+        let lease_ms = book.lease_ms;
+        let slice = &mut book.slices[index as usize];
+        slice.in_flight = false;
+        let kept = (answer.held - answer.granted) as f64;
+        record.tokens = record.tokens.min(kept).max(0.0) + answer.granted as f64;
+        slice.lease_end_ms = sent_ms + lease_ms;
+        slice.fleet_tokens = answer.tokens;
+        slice.fleet_at_ms = timeline_ms;
+        slice.fleet_ms = answer.fleet_ms;
+        slice.fleet_sent_ms = sent_ms;
+        slice.record_id = answer.record_id;
+        slice.store_holds = answer.held > 0;
+        slice.open = None;
+        if answer.granted > 0 {
+            slice.last_granted = if std::mem::take(&mut slice.first) {
+                0
+            } else {
+                answer.granted
+            };
+            slice.short_until_ms = f64::NEG_INFINITY;
+            slice.waited = false;
+        } else if answer.tokens < 1.0 {
+            // Short: denied here until the bucket holds a token again, for at least
+            // min(leaseMs / 8, 1 s) and at most 1 s; then this process takes all there is.
+            let wait_ms = (1.0 - answer.tokens) * 1000.0 / policy.refill_per_second;
+            let floor_ms = (lease_ms / 8.0).min(1000.0);
+            slice.short_until_ms = timeline_ms + wait_ms.clamp(floor_ms, 1000.0);
+            slice.waited = true;
+        }
+        let anomaly = self.check_store_clock(sent_ms, timeline_ms, answer.store_now_ms);
+        (true, anomaly)
+    }
+
+    /// After a store answer that brought too little for a waiting call of `n` (others waiting
+    /// took it): the call is denied here with the fleet's wait if the store is short of `n` now.
+    pub fn slice_short_for(&self, index: u32, n: u64) -> bool {
+        let timeline_ms = self.timeline_ms;
+        self.fleet_tokens(index, timeline_ms)
+            .is_some_and(|tokens| tokens < n as f64)
+    }
+
+    /// A held key's store call failed: it is no longer in flight; what it carried (a give-back,
+    /// failOpen units) is carried by the next one.
+    pub fn slice_failed(&mut self, index: u32, give: f64, charge: u64) {
+        if let Some(slice) = self
+            .cells
+            .as_mut()
+            .and_then(|book| book.slices.get_mut(index as usize))
+        {
+            slice.in_flight = false;
+            slice.store_holds = true;
+            slice.give += give;
+            slice.owed = slice.owed.saturating_add(charge);
+        }
+    }
+
+    /// The give-backs due at the monotonic reading `monotonic_ms`: every key not in flight idle
+    /// for `idle_ms` whose slice has tokens or that the store may count (`idle_ms` 0: every
+    /// key), then those of keys dropped since. The keys sent are in flight.
+    pub fn slice_give_backs(&mut self, idle_ms: f64, monotonic_ms: f64) -> Vec<SliceRequest> {
+        if self.cells.is_none() {
+            return Vec::new();
+        }
+        let timeline_ms = self.timeline_at(monotonic_ms);
+        let mut sent = Vec::new();
+        for index in 0..self.table.len() as u32 {
+            let tokens = self.table.records[index as usize].tokens;
+            let Some(&slice) = self.slice(index) else {
+                break;
+            };
+            if slice.in_flight || !slice.holds(tokens) {
+                continue;
+            }
+            if idle_ms > 0.0 && timeline_ms - slice.last_used_ms < idle_ms {
+                continue;
+            }
+            if let Some(release) = self.release_slice(index, timeline_ms) {
+                sent.push(release);
+                if let Some(book) = &mut self.cells {
+                    book.slices[index as usize].in_flight = true;
+                }
+            }
+        }
+        if let Some(book) = &mut self.cells {
+            sent.extend(book.dropped.drain().map(|(_, release)| release));
+        }
+        sent
+    }
+
+    /// Whether a key holds a slice (or the store counts one, or give-backs wait): the idle timer
+    /// is needed.
+    pub fn holds_cells(&self) -> bool {
+        self.cells.as_ref().is_some_and(|book| {
+            !book.dropped.is_empty()
+                || book
+                    .slices
+                    .iter()
+                    .zip(&self.table.records)
+                    .any(|(slice, record)| slice.holds(record.tokens))
+        })
+    }
+
+    /// Whether give-backs of dropped keys wait.
+    pub fn has_dropped_slices(&self) -> bool {
+        self.cells
+            .as_ref()
+            .is_some_and(|book| !book.dropped.is_empty())
+    }
+
+    /// The store-clock check: the store's clock advanced `T2 - T1` between two answers;
+    /// this process's timeline says between `s2 - r1` and `r2 - s1`, give or take
+    /// `250 + 0.0005·(r2 - s1)` ms. Outside that, a `store-clock-step` anomaly (counted); then the
+    /// answer is the new anchor. The store's clock never refills anything alone (the fleet
+    /// clock takes the lesser of it and this process's elapsed time).
+    fn check_store_clock(
+        &mut self,
+        sent_ms: f64,
+        received_ms: f64,
+        store_now_ms: f64,
+    ) -> Option<Anomaly> {
+        let book = self.cells.as_mut()?;
+        if !(sent_ms.is_finite() && store_now_ms.is_finite()) {
+            return None;
+        }
+        let now = StoreAnchor {
+            sent_ms,
+            received_ms,
+            store_now_ms,
+        };
+        let last = book.anchor.replace(now)?;
+        let store_delta_ms = store_now_ms - last.store_now_ms;
+        let shortest_ms = sent_ms - last.received_ms;
+        let longest_ms = received_ms - last.sent_ms;
+        let tolerance_ms = 250.0 + 0.0005 * longest_ms;
+        let step_ms = if store_delta_ms > longest_ms + tolerance_ms {
+            store_delta_ms - longest_ms
+        } else if store_delta_ms < shortest_ms - tolerance_ms {
+            store_delta_ms - shortest_ms
+        } else {
+            return None;
+        };
+        let anomaly = Anomaly::store_clock_step(
+            received_ms - last.received_ms,
+            store_delta_ms,
+            step_ms,
+            (shortest_ms, longest_ms),
+        );
+        self.counters
+            .count_anomalies(std::slice::from_ref(&anomaly));
+        Some(anomaly)
+    }
+}
+
+/// Whether a key with `tokens` left in its slice fetches the next one in the background: no
+/// store call under way, not short, and the slice down to half of what the last one brought (or
+/// its lease in its last quarter).
+fn fetch_wanted(slice: &Slice, tokens: f64, timeline_ms: f64, lease_ms: f64) -> bool {
+    if slice.in_flight || timeline_ms < slice.short_until_ms || slice.last_granted == 0 {
+        return false;
+    }
+    let low = tokens * 2.0 < slice.last_granted as f64;
+    let lapsing = tokens > 0.0 && slice.lease_end_ms - timeline_ms < lease_ms / 4.0;
+    low || lapsing
+}
+
+/// The fleet-clock proposal of a call sent at `sent_ms`: the last answer's fleet clock plus this
+/// process's timeline advance between the two sends (-1: no answered call yet).
+fn proposal(slice: &Slice, sent_ms: f64) -> f64 {
+    if slice.fleet_ms < 0.0 {
+        -1.0
+    } else {
+        slice.fleet_ms + (sent_ms - slice.fleet_sent_ms).max(0.0)
+    }
+}
+
+#[cfg(test)]
+#[path = "slices_tests.rs"]
+mod tests;

@@ -1,0 +1,433 @@
+//! The slice book's rules, and a simulation of several processes sharing one bucket through a
+//! model of the store (the protocol of `lib/quota-store.js`, step by step): whatever the clocks,
+//! deaths and losses, no interval of real time admits more than `C + R·Δ·1.001`.
+
+use std::collections::HashMap;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::clock::ManualClock;
+use crate::keyed::share::tests::consume;
+use crate::keyed::tests::JAN_15_2024;
+use crate::keyed::{KeyPolicy, SharedDecision};
+use crate::limiter::Decision;
+
+fn bucket(capacity: f64, refill_per_second: f64) -> KeyPolicy {
+    KeyPolicy {
+        capacity,
+        refill_per_second,
+        initial_tokens: capacity,
+        quota: None,
+    }
+}
+
+fn fleet(policy: KeyPolicy, lease_ms: f64, clock: &mut ManualClock) -> KeyedLimiter {
+    let mut limiter = crate::keyed::tests::keyed(policy, 1000, clock);
+    limiter.enable_share(None);
+    limiter.enable_cells(lease_ms);
+    limiter
+}
+
+fn at(limiter: &KeyedLimiter, text: &str) -> u32 {
+    limiter.find(KeyBuf::from_text(text).key()).unwrap()
+}
+
+/// One holder's part of a record: tokens out, the fleet clock when its last call came, its lease.
+#[derive(Clone, Copy, Debug)]
+struct Holder {
+    out: u64,
+    at: f64,
+    lease: f64,
+}
+
+#[derive(Clone, Debug)]
+struct Record {
+    capacity: f64,
+    refill: f64,
+    tokens: f64,
+    fleet: f64,
+    store_at: f64,
+    id: u64,
+    holders: HashMap<u32, Holder>,
+}
+
+/// The store protocol's `bucketTake` on one record, at store time `now`.
+#[derive(Default)]
+struct Store {
+    record: Option<Record>,
+    next_id: u64,
+}
+
+impl Store {
+    fn take(&mut self, me: u32, lease: f64, request: &SliceRequest, now: f64) -> SliceAnswer {
+        let lost = request.record_id != 0
+            && self
+                .record
+                .as_ref()
+                .is_none_or(|record| record.id != request.record_id);
+        let record = self.record.get_or_insert_with(|| {
+            self.next_id += 1;
+            Record {
+                capacity: request.capacity as f64,
+                refill: request.refill_per_second,
+                tokens: if request.record_id != 0 {
+                    0.0
+                } else {
+                    request.capacity as f64
+                },
+                fleet: 0.0,
+                store_at: now,
+                id: self.next_id,
+                holders: HashMap::new(),
+            }
+        });
+        let out = |record: &Record| record.holders.values().map(|h| h.out as f64).sum::<f64>();
+        let by_store = record.fleet + (now - record.store_at).max(0.0);
+        let by_caller = if request.fleet_ms >= 0.0 && !lost {
+            request.fleet_ms
+        } else {
+            record.fleet + record.capacity / record.refill * 1000.0
+        };
+        let moved = record.fleet.max(by_store.min(by_caller));
+        let room = record.capacity - out(record);
+        if record.tokens < room {
+            record.tokens =
+                (record.tokens + (moved - record.fleet) * record.refill / 1000.0).min(room);
+        }
+        record.fleet = moved;
+        record.store_at = now;
+        let fleet = record.fleet;
+        record
+            .holders
+            .retain(|y, h| *y == me || h.at + 1.1 * h.lease + 1000.0 >= fleet);
+        let prev = if lost {
+            0
+        } else {
+            record.holders.get(&me).map_or(0, |h| h.out)
+        };
+        let keep = request.held.min(prev);
+        let back = request.give.min((prev - keep) as f64);
+        record.holders.insert(
+            me,
+            Holder {
+                out: keep,
+                at: fleet,
+                lease,
+            },
+        );
+        let room = record.capacity - out(record);
+        record.tokens = (record.tokens + back).min(room);
+        record.tokens -= request.charge as f64;
+        let others = record
+            .holders
+            .iter()
+            .filter(|(y, h)| **y != me && h.out > 0)
+            .count() as f64;
+        let floor = u64::from(request.more != More::Nothing);
+        let w = request.want.max(floor);
+        let granted = if w == 0 || record.tokens < w as f64 {
+            0
+        } else {
+            let rest = record.tokens - w as f64;
+            w + match request.more {
+                More::Nothing => 0,
+                More::Share => (rest / (others + 2.0)).floor() as u64,
+                More::All => rest.floor() as u64,
+            }
+        };
+        record.tokens -= granted as f64;
+        let holder = record.holders.get_mut(&me).unwrap();
+        holder.out += granted;
+        let held = holder.out;
+        if held == 0 {
+            record.holders.remove(&me);
+        }
+        SliceAnswer {
+            granted,
+            held,
+            tokens: record.tokens,
+            fleet_ms: fleet,
+            store_now_ms: now,
+            record_id: record.id,
+        }
+    }
+}
+
+/// A process of the simulation: its limiter, its clock (running at `rate` of real time).
+struct Process {
+    limiter: KeyedLimiter,
+    clock: ManualClock,
+    rate: f64,
+    alive: bool,
+}
+
+impl Process {
+    fn set_time(&mut self, real_ms: f64) {
+        self.clock.monotonic_ms = real_ms * self.rate;
+        self.clock.wall_ms = JAN_15_2024 + real_ms;
+    }
+
+    /// A consume of `n` as the JS face makes it: decided, or one store call then decided.
+    fn consume(&mut self, me: u32, store: &mut Store, store_now: f64, n: u64, lease: f64) -> bool {
+        let outcome = consume(
+            &mut self.limiter,
+            &mut self.clock,
+            "k",
+            n,
+            ShareMode::Reserved,
+        );
+        let decision = match outcome {
+            SharedDecision::Decided { decision, .. } => decision,
+            SharedDecision::NeedsCells => {
+                let index = at(&self.limiter, "k");
+                let request = self
+                    .limiter
+                    .slice_request(index, n, self.clock.monotonic_ms)
+                    .unwrap();
+                let answer = store.take(me, lease, &request, store_now);
+                let (credited, _) = self.limiter.credit_slice(
+                    index,
+                    request.sent_ms,
+                    answer,
+                    self.clock.monotonic_ms,
+                );
+                assert!(credited);
+                decided(consume(
+                    &mut self.limiter,
+                    &mut self.clock,
+                    "k",
+                    n,
+                    ShareMode::AfterStore,
+                ))
+            }
+            other => panic!("unexpected {other:?}"),
+        };
+        decision.allowed
+    }
+}
+
+fn decided(outcome: SharedDecision) -> Decision {
+    match outcome {
+        SharedDecision::Decided { decision, .. } => decision,
+        other => panic!("expected a decision, got {other:?}"),
+    }
+}
+
+/// The largest excess over `C + R·Δ·1.001` of any window of `admitted` (real ms, units).
+fn worst_window(admitted: &[(f64, u64)], capacity: f64, refill: f64) -> f64 {
+    let mut worst = f64::NEG_INFINITY;
+    for i in 0..admitted.len() {
+        let mut sum = 0.0;
+        for j in i..admitted.len() {
+            sum += admitted[j].1 as f64;
+            let span = admitted[j].0 - admitted[i].0;
+            worst = worst.max(sum - (capacity + refill * span / 1000.0 * 1.001));
+        }
+    }
+    worst
+}
+
+fn processes(count: usize, policy: KeyPolicy, lease: f64, rates: &[f64]) -> Vec<Process> {
+    (0..count)
+        .map(|p| {
+            let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
+            let limiter = fleet(policy.clone(), lease, &mut clock);
+            Process {
+                limiter,
+                clock,
+                rate: rates[p % rates.len()],
+                alive: true,
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn the_first_consume_at_each_of_c_processes_is_admitted() {
+    let mut store = Store::default();
+    let mut fleet = processes(10, bucket(10.0, 1.0), 10_000.0, &[1.0]);
+    for (p, process) in fleet.iter_mut().enumerate() {
+        process.set_time(1.0);
+        assert!(process.consume(p as u32, &mut store, 1.0, 1, 10_000.0));
+    }
+}
+
+#[test]
+fn a_round_robin_burst_of_2c_over_three_processes_admits_at_least_0_9_c() {
+    let mut store = Store::default();
+    let mut fleet = processes(3, bucket(100.0, 100.0 / 900.0), 10_000.0, &[1.0]);
+    let mut admitted = 0;
+    for i in 0..200 {
+        let p = i % 3;
+        fleet[p].set_time(i as f64);
+        admitted += u64::from(fleet[p].consume(p as u32, &mut store, i as f64, 1, 10_000.0));
+    }
+    assert!(admitted >= 90, "admitted {admitted} of 100");
+    assert!(admitted <= 100);
+}
+
+#[test]
+fn an_idle_key_refills_in_the_store_for_any_process() {
+    let mut store = Store::default();
+    let mut fleet = processes(2, bucket(10.0, 1.0), 10_000.0, &[1.0]);
+    let mut t = 0.0;
+    fleet[0].set_time(t);
+    while fleet[0].consume(0, &mut store, t, 1, 10_000.0) {
+        t += 1.0;
+        fleet[0].set_time(t);
+    }
+    // The give-back of what it kept, as its idle timer would.
+    let index = at(&fleet[0].limiter, "k");
+    for request in fleet[0].limiter.slice_give_backs(0.0, t) {
+        let answer = store.take(0, 10_000.0, &request, t);
+        fleet[0]
+            .limiter
+            .credit_slice(index, request.sent_ms, answer, t);
+    }
+    // Idle 8 s, then a burst at the other process (its first call: at most C/R of refill).
+    let t = t + 8_000.0;
+    fleet[1].set_time(t);
+    let mut admitted = 0;
+    for i in 0..20 {
+        admitted += u64::from(fleet[1].consume(1, &mut store, t + i as f64, 1, 10_000.0));
+    }
+    assert!(admitted >= 7, "admitted {admitted} after 8 s idle");
+    assert!(admitted <= 9);
+}
+
+#[test]
+fn a_short_answer_denies_locally_with_the_fleets_wait_for_at_least_an_eighth_of_the_lease() {
+    let mut store = Store::default();
+    let mut fleet = processes(1, bucket(2.0, 1.0), 4_000.0, &[1.0]);
+    let process = &mut fleet[0];
+    process.set_time(0.0);
+    assert!(process.consume(0, &mut store, 0.0, 2, 4_000.0));
+    assert!(!process.consume(0, &mut store, 0.0, 1, 4_000.0));
+    // Denied here with no store call while short.
+    process.set_time(400.0);
+    let decision = decided(consume(
+        &mut process.limiter,
+        &mut process.clock,
+        "k",
+        1,
+        ShareMode::Reserved,
+    ));
+    assert!(!decision.allowed);
+    assert_eq!(
+        decision.retry_after_basis,
+        Some(RetryBasis::MonotonicRefill)
+    );
+    assert!(decision.retry_after_ms >= 500.0 && decision.retry_after_ms <= 1000.0);
+    process.set_time(1100.0);
+    assert_eq!(
+        consume(
+            &mut process.limiter,
+            &mut process.clock,
+            "k",
+            1,
+            ShareMode::Reserved
+        ),
+        SharedDecision::NeedsCells
+    );
+}
+
+#[test]
+fn a_lapsed_lease_spends_nothing() {
+    let mut store = Store::default();
+    let mut fleet = processes(1, bucket(100.0, 1.0), 1_000.0, &[1.0]);
+    let process = &mut fleet[0];
+    process.set_time(0.0);
+    assert!(process.consume(0, &mut store, 0.0, 1, 1_000.0));
+    assert!(process.consume(0, &mut store, 0.0, 1, 1_000.0));
+    assert!(process.limiter.table.records[0].tokens > 10.0);
+    process.set_time(1_000.0);
+    assert_eq!(
+        consume(
+            &mut process.limiter,
+            &mut process.clock,
+            "k",
+            1,
+            ShareMode::Reserved
+        ),
+        SharedDecision::NeedsCells
+    );
+}
+
+#[derive(Clone, Debug)]
+enum Event {
+    Consume { process: usize, n: u64 },
+    Kill { process: usize },
+    Lose,
+    StepStore { ms: f64 },
+}
+
+fn event() -> impl Strategy<Value = (f64, Event)> {
+    (
+        0.0..400.0f64,
+        prop_oneof![
+            20 => (0..3usize, 1..3u64).prop_map(|(process, n)| Event::Consume { process, n }),
+            1 => (0..3usize).prop_map(|process| Event::Kill { process }),
+            1 => Just(Event::Lose),
+            1 => (-60_000.0..60_000.0f64).prop_map(|ms| Event::StepStore { ms }),
+        ],
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Three processes with clocks 0.05% apart, dying, a store that loses its record and steps
+    /// its clock: no window admits more than one bucket would (C, plus C once for each store
+    /// step forward, as §15 allows).
+    #[test]
+    fn a_fleet_never_admits_more_than_one_bucket(
+        capacity in 1u64..20,
+        refill in 0.5f64..50.0,
+        lease in 1_000.0f64..5_000.0,
+        events in prop::collection::vec(event(), 1..300),
+    ) {
+        let policy = bucket(capacity as f64, refill);
+        let mut store = Store::default();
+        let mut fleet = processes(3, policy, lease, &[1.0, 0.9995, 1.0005]);
+        let mut now = 0.0;
+        let mut store_offset = 0.0;
+        let mut steps = 0.0;
+        let mut admitted = Vec::new();
+        // Every process knows the record before anything is lost (a process that never dealt
+        // with the key cannot tell a lost record from a new one).
+        for (p, process) in fleet.iter_mut().enumerate() {
+            process.set_time(0.0);
+            if process.consume(p as u32, &mut store, 0.0, 1, lease) {
+                admitted.push((0.0, 1));
+            }
+        }
+        for (gap, event) in events {
+            now += gap;
+            match event {
+                Event::Consume { process, n } => {
+                    let me = process as u32;
+                    let p = &mut fleet[process];
+                    if !p.alive || n > capacity {
+                        continue;
+                    }
+                    p.set_time(now);
+                    if p.consume(me, &mut store, now + store_offset, n, lease) {
+                        admitted.push((now, n));
+                    }
+                }
+                Event::Kill { process } => fleet[process].alive = false,
+                Event::Lose => store.record = None,
+                Event::StepStore { ms } => {
+                    store_offset += ms;
+                    if ms > 0.0 {
+                        steps += 1.0;
+                    }
+                }
+            }
+        }
+        let allowance = capacity as f64 * steps;
+        let worst = worst_window(&admitted, capacity as f64, refill) - allowance;
+        prop_assert!(worst <= 1e-9, "a window admitted {worst} over the bound");
+    }
+}

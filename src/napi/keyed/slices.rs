@@ -1,0 +1,261 @@
+//! A limiter's slice book calls (`share.bucket`): what a store call for a key's slice sends, its
+//! answer, a failed call, the give-backs of idle and dropped keys. The store calls themselves are
+//! the JS face's; none of these is on the hot path. Times (`sentMs`) are the limiter's timeline
+//! as these calls gave them; `monotonicMs` is a JS clock's reading (a native clock is read here).
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+use super::cell::with_state;
+use super::entry::NativeKeyed;
+use super::key::key_argument;
+use super::share::units;
+use super::KeyedState;
+use crate::anomaly::Anomaly;
+use crate::keyed::{SliceAnswer, SliceRequest};
+use crate::napi::clock::ClockHandle;
+use crate::napi::errors::{coded, guard, CodedResult};
+use crate::napi::registry::notify_listener;
+use crate::text::js_number;
+
+/// What a store call for a key's slice sends (the store's `bucketTake`, less the name, instance
+/// and leaseMs); `key` as UTF-16 code units.
+#[napi(object)]
+pub struct SliceRequestOutput {
+    pub key: Uint16Array,
+    pub capacity: f64,
+    pub refill_per_second: f64,
+    pub want: f64,
+    pub more: f64,
+    pub held: f64,
+    pub give: f64,
+    pub charge: f64,
+    pub fleet_ms: f64,
+    pub record_id: f64,
+    /// The timeline as the call is sent: pass it back to `keyedSliceCredit`.
+    pub sent_ms: f64,
+}
+
+/// The store's answer to a `bucketTake`.
+#[napi(object, object_to_js = false)]
+pub struct SliceAnswerInput {
+    pub granted: f64,
+    pub held: f64,
+    pub tokens: f64,
+    pub fleet_ms: f64,
+    pub store_now_ms: f64,
+    pub record_id: f64,
+}
+
+fn output(request: SliceRequest) -> SliceRequestOutput {
+    SliceRequestOutput {
+        key: Uint16Array::new(request.key.key().to_utf16()),
+        capacity: request.capacity as f64,
+        refill_per_second: request.refill_per_second,
+        want: request.want as f64,
+        more: request.more as u8 as f64,
+        held: request.held as f64,
+        give: request.give,
+        charge: request.charge as f64,
+        fleet_ms: request.fleet_ms,
+        record_id: request.record_id as f64,
+        sent_ms: request.sent_ms,
+    }
+}
+
+/// A finite number (`min`: at least this).
+fn number(value: f64, min: f64, what: &str) -> CodedResult<f64> {
+    if value.is_finite() && value >= min {
+        Ok(value)
+    } else {
+        Err(coded(
+            "ERR_INVALID_ARG",
+            format!(
+                "{what} must be a finite number no less than {}; received {}",
+                js_number(min),
+                js_number(value)
+            ),
+        ))
+    }
+}
+
+impl KeyedState {
+    /// The monotonic reading now: a native clock's, or the JS clock's the JS face passed (NaN
+    /// when it passed none: the timeline estimate is then the last call's).
+    fn monotonic_now(&self, monotonic_ms: Option<f64>) -> f64 {
+        match (&self.clock, self.clock.native_readings()) {
+            (_, Some((monotonic_ms, _))) => monotonic_ms,
+            (ClockHandle::Js { .. }, None) => monotonic_ms.unwrap_or(f64::NAN),
+            _ => f64::NAN,
+        }
+    }
+
+    /// A store-clock anomaly goes to `onAnomaly` (it is counted already).
+    fn deliver(&self, anomaly: Option<Anomaly>) {
+        if let Some(anomaly) = anomaly {
+            notify_listener(
+                self.registry_id,
+                self.anomaly_listener,
+                std::slice::from_ref(&anomaly),
+            );
+        }
+    }
+}
+
+/// What a store call for `key`'s slice sends, taking at least `lacking` tokens (0: a background
+/// fetch); marks the key in flight. `null`: the key is not held, the limiter has no shared
+/// bucket, or (a background fetch) none is due.
+#[napi(js_name = "keyedSliceRequest")]
+pub fn keyed_slice_request(
+    env: &Env,
+    limiter: &External<NativeKeyed>,
+    key: Unknown<'_>,
+    lacking: f64,
+    monotonic_ms: Option<f64>,
+) -> napi::Result<Option<SliceRequestOutput>> {
+    guard(env, || {
+        let key = key_argument(env, &key)?;
+        let lacking = units(lacking, "lacking")?;
+        with_state(&limiter.state, |state| {
+            let monotonic_ms = state.monotonic_now(monotonic_ms);
+            let Some(index) = state.limiter.find(key.key()) else {
+                return Ok(None);
+            };
+            Ok(state
+                .limiter
+                .slice_request(index, lacking, monotonic_ms)
+                .map(output))
+        })
+    })
+}
+
+/// A `bucketTake` answer for `key` (sent at `sentMs`): true if the key's slice took it; false
+/// if the key is not held any more (or has no shared bucket): the JS face gives the answer's
+/// `held` tokens back.
+#[napi(js_name = "keyedSliceCredit")]
+pub fn keyed_slice_credit(
+    env: &Env,
+    limiter: &External<NativeKeyed>,
+    key: Unknown<'_>,
+    sent_ms: f64,
+    answer: SliceAnswerInput,
+    monotonic_ms: Option<f64>,
+) -> napi::Result<bool> {
+    guard(env, || {
+        let key = key_argument(env, &key)?;
+        let sent_ms = number(sent_ms, f64::MIN, "sentMs")?;
+        let answer = SliceAnswer {
+            granted: units(answer.granted, "granted")?,
+            held: units(answer.held, "held")?,
+            tokens: number(answer.tokens, f64::MIN, "tokens")?,
+            fleet_ms: number(answer.fleet_ms, 0.0, "fleetMs")?,
+            store_now_ms: number(answer.store_now_ms, 0.0, "storeNowMs")?,
+            record_id: units(answer.record_id, "recordId")?,
+        };
+        if answer.granted > answer.held {
+            return Err(coded(
+                "ERR_INVALID_ARG",
+                format!(
+                    "held must be at least granted; received granted {} and held {}",
+                    js_number(answer.granted as f64),
+                    js_number(answer.held as f64)
+                ),
+            ));
+        }
+        with_state(&limiter.state, |state| {
+            let monotonic_ms = state.monotonic_now(monotonic_ms);
+            let Some(index) = state.limiter.find(key.key()) else {
+                return Ok(false);
+            };
+            let (credited, anomaly) =
+                state
+                    .limiter
+                    .credit_slice(index, sent_ms, answer, monotonic_ms);
+            state.deliver(anomaly);
+            Ok(credited)
+        })
+    })
+}
+
+/// `key`'s store call failed: it may be asked again; the give-back (`give` tokens) and the
+/// failOpen units (`charge`) it carried go with the next one.
+#[napi(js_name = "keyedSliceFailed")]
+pub fn keyed_slice_failed(
+    env: &Env,
+    limiter: &External<NativeKeyed>,
+    key: Unknown<'_>,
+    give: f64,
+    charge: f64,
+) -> napi::Result<()> {
+    guard(env, || {
+        let key = key_argument(env, &key)?;
+        let give = number(give, 0.0, "give")?;
+        let charge = units(charge, "charge")?;
+        with_state(&limiter.state, |state| {
+            if let Some(index) = state.limiter.find(key.key()) {
+                state.limiter.slice_failed(index, give, charge);
+            }
+            Ok(())
+        })
+    })
+}
+
+/// Whether the store's bucket, as last heard of and refilled since, holds fewer than `n` for
+/// `key` (a waiting call that the last answer did not cover is then denied, not sent again).
+#[napi(js_name = "keyedSliceShort")]
+pub fn keyed_slice_short(
+    env: &Env,
+    limiter: &External<NativeKeyed>,
+    key: Unknown<'_>,
+    n: f64,
+) -> napi::Result<bool> {
+    guard(env, || {
+        let key = key_argument(env, &key)?;
+        let n = units(n, "n")?;
+        with_state(&limiter.state, |state| {
+            Ok(state
+                .limiter
+                .find(key.key())
+                .is_some_and(|index| state.limiter.slice_short_for(index, n)))
+        })
+    })
+}
+
+/// The give-backs due: keys idle for `idleMs` (0: every key, for close()) and keys dropped
+/// since the last time; the keys sent are in flight.
+#[napi(js_name = "keyedSliceGiveBacks")]
+pub fn keyed_slice_give_backs(
+    env: &Env,
+    limiter: &External<NativeKeyed>,
+    idle_ms: f64,
+    monotonic_ms: Option<f64>,
+) -> napi::Result<Vec<SliceRequestOutput>> {
+    guard(env, || {
+        if idle_ms.is_nan() || idle_ms < 0.0 {
+            return Err(coded(
+                "ERR_INVALID_ARG",
+                format!(
+                    "idleMs must be a number no less than 0; received {}",
+                    js_number(idle_ms)
+                ),
+            ));
+        }
+        with_state(&limiter.state, |state| {
+            let monotonic_ms = state.monotonic_now(monotonic_ms);
+            Ok(state
+                .limiter
+                .slice_give_backs(idle_ms, monotonic_ms)
+                .into_iter()
+                .map(output)
+                .collect())
+        })
+    })
+}
+
+/// Whether a key holds a slice (or give-backs wait): the idle timer is needed.
+#[napi(js_name = "keyedSliceHolds")]
+pub fn keyed_slice_holds(env: &Env, limiter: &External<NativeKeyed>) -> napi::Result<bool> {
+    guard(env, || {
+        with_state(&limiter.state, |state| Ok(state.limiter.holds_cells()))
+    })
+}
