@@ -119,8 +119,7 @@
 //     4. write-off: every other instance Y with o:Y > 0 and writeOff(Y) < F: w:Y += o:Y, o:Y
 //        deleted (spent), a:Y = F; every other Y holding only w:Y with writeOff(Y) < F: forgotten
 //     5. X's report: prev = lost ? 0 : o:X;  written = lost ? 0 : w:X (then deleted)
-//          others = the sum of o:Y over Y != X
-//          keep = min(held, prev, max(0, C - others));  back = min(give, prev - keep + written)
+//          keep = min(held, prev);  back = min(give, prev - keep + written)
 //          o:X = keep;  tk = min(C - out, tk + back)
 //     6. charge: tk -= charge
 //     7. take: k = the number of other instances with o:Y > 0;  w = max(want, more > 0 ? 1 : 0)
@@ -132,13 +131,14 @@
 //        L the longest leaseMs of the instances it lists (X's included)
 //   and answers granted, held = o:X, tokens = tk, fleetMs = F, storeNowMs = now, recordId = id,
 //   others = k. checkBucketAnswer below refuses anything else (ERR_STORE_RESPONSE).
-//   Two amendments to the first draft of these steps (both keep the bound tk + out <= C):
+//   Two amendments to the first draft of these steps:
 //   - w:X (step 4, 5): a live instance whose slice was written off (a store outage longer than
 //     its margin: the first caller after it moves the fleet clock past every margin) still gives
 //     its unspent tokens back at its next call, as §15 says it does; the tombstone lives one more
 //     margin of fleet time, so a dead instance's is gone soon after.
-//   - keep <= C - others (step 5): after a capacity cut, what X keeps is cut to what the new
-//     capacity leaves (those tokens vanish), so held <= capacity holds in every answer.
+//   - the answer's check is held <= request.held + granted, not held <= capacity: after a
+//     capacity cut an instance may keep a slice larger than the new capacity (step 2 has made tk
+//     negative by as much, so tk + out <= C still holds and the refill pays it back).
 //
 //   The operator's view (quotaAdmin: bucket, fill), answering { capacity, refillPerSecond, tokens,
 //   out, expiresAt (ms since the epoch) } or null when there is no record:
@@ -267,12 +267,12 @@ function checkBucketAnswer(answer, request) {
   const capacity = request.capacity
   const ok =
     isCount(granted) && isCount(held) && isCount(others) &&
-    (granted === 0 || granted >= request.want) && granted <= capacity && held <= capacity && held >= granted &&
+    (granted === 0 || granted >= request.want) && granted <= capacity && held >= granted && held - granted <= request.held &&
     typeof tokens === 'number' && Number.isFinite(tokens) && tokens <= capacity &&
     isAmount(fleetMs) && isAmount(storeNowMs) && isCount(recordId) && recordId > 0
   if (!ok) {
     throw badAnswer('a bucket request', request.name, answer,
-      '{ granted, held, tokens, fleetMs, storeNowMs, recordId, others }: granted, held and others non-negative safe integers, granted 0 or at least want, granted <= held <= capacity, tokens finite and at most capacity, fleetMs and storeNowMs finite non-negative, recordId a positive integer')
+      '{ granted, held, tokens, fleetMs, storeNowMs, recordId, others }: granted, held and others non-negative safe integers, granted 0 or at least want and at most capacity, held from granted to granted plus the held kept, tokens finite and at most capacity, fleetMs and storeNowMs finite non-negative, recordId a positive integer')
   }
   return { granted, held, tokens, fleetMs, storeNowMs, recordId, others }
 }

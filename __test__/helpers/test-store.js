@@ -156,10 +156,9 @@ function bucketTakeNow(records, now, request) {
   const mine = record.holders.get(me)
   const prev = lost ? 0 : (mine?.o ?? 0)
   const written = lost ? 0 : (mine?.w ?? 0)
-  const others = outOf(record, me)
-  const keep = Math.min(held, prev, Math.max(0, record.C - others))
+  const keep = Math.min(held, prev)
   const back = Math.min(give, prev - keep + written)
-  record.tk = Math.min(record.C - others - keep, record.tk + back)
+  record.tk = Math.min(record.C - outOf(record, me) - keep, record.tk + back)
   record.tk -= charge
   const k = [...record.holders].filter(([y, holder]) => y !== me && holder.o > 0).length
   const least = more > 0 ? Math.max(want, 1) : want

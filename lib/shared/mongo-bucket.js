@@ -109,7 +109,7 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
         _k: { $size: { $filter: { input: othersOf(me), cond: { $gt: ['$$this.v.o', 0] } } } },
       },
     },
-    { $set: { _keep: { $min: [held, '$_prev', { $max: [0, { $subtract: ['$C', '$_others'] }] }] } } },
+    { $set: { _keep: { $min: [held, '$_prev'] } } },
     { $set: { _back: { $min: [give, { $add: [{ $subtract: ['$_prev', '$_keep'] }, '$_written'] }] } } },
     // 6. failOpen's charge
     { $set: { tk: { $subtract: [{ $min: [{ $subtract: [{ $subtract: ['$C', '$_others'] }, '$_keep'] }, { $add: ['$tk', '$_back'] }] }, charge] } } },

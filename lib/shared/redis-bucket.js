@@ -113,10 +113,9 @@ write_off(r, me)
 local prev, written = r.o[me] or 0, r.w[me] or 0
 if lost then prev, written = 0, 0 end
 r.w[me] = nil
-local others = out_of(r, me)
-local keep = math.min(held, prev, math.max(0, r.C - others))
+local keep = math.min(held, prev)
 local back = math.min(give, prev - keep + written)
-r.tk = math.min(r.C - others - keep, r.tk + back)
+r.tk = math.min(r.C - out_of(r, me) - keep, r.tk + back)
 -- 6. failOpen's charge
 r.tk = r.tk - charge
 -- 7. the take
