@@ -81,6 +81,72 @@
 //   fractional); granted, held and fair <= capacity, tokens <= granted, one answer per key:
 //   anything else is ERR_STORE_RESPONSE (checkCellsAnswer, checkRenewAnswer).
 
+// The fleet bucket, one bucket in the store (share.bucket, docs/several-instances.md): the record
+// of (name, key) is the bucket itself, refilled by a fleet clock kept in it; instances take slices
+// of its tokens. Store time `now` = the store's own clock in ms (Redis TIME, fractional allowed;
+// MongoDB $$NOW). Record fields:
+//   C   capacity (integer 1..2**31)          R   refill per second (> 0)
+//   tk  tokens in the store (a float; below zero after a failOpen charge)
+//   F   the fleet clock (ms) at the record's last move      S   store time at that move
+//   id  identity (a positive integer < 2**48, made when the record is created)
+//   per instance X: o:X tokens out to X in its slice; a:X the fleet clock when X's last call
+//     reached the store; l:X X's leaseMs; w:X tokens of X's slice written off (below)
+//   out = sum of o:Y;  writeOff(Y) = a:Y + 1.1 * l:Y + 1000 (fleet ms)
+//
+//   bucketTake({ name, key, capacity, refillPerSecond, instance, leaseMs, want, more, held, give,
+//                charge, fleetMs, recordId, newId })
+//     -> Promise<{ granted, held, tokens, fleetMs, storeNowMs, recordId, others }>
+//     want     integer >= 0: take at least this or nothing (0: a give-back or renewal only)
+//     more     0: nothing beyond want; 1: a fair share beyond it; 2: everything there is
+//     held     unspent tokens of X's slice that X keeps (their lease renewed)
+//     give     unspent tokens X gives back now (a number >= 0)
+//     charge   units X admitted with failOpen while the store was away
+//     fleetMs  X's fleet-clock reading: its previous answer's fleetMs plus X's own monotonic ms
+//              between the two sends; -1: no previous answered call for the key
+//     recordId the identity of the record X last dealt with for the key (0: none)
+//     newId    an identity for the record if this call creates it (optional: the store makes
+//              one when absent), so a store script needs no randomness
+//   One atomic step:
+//     1. no record: create it: C = capacity, R = refillPerSecond, id = newId, F = 0, S = now,
+//        tk = recordId != 0 ? 0 : capacity    (a record X knew and the store lost comes back EMPTY)
+//        lost = recordId != 0 and (the record was just created or id != recordId)
+//     2. C != capacity or R != refillPerSecond: take the request's; tk = min(tk, C - out)
+//     3. the fleet clock moves: byStore = F + max(0, now - S)
+//          byCaller = fleetMs >= 0 and not lost ? fleetMs : F + C / R * 1000
+//          F' = max(F, min(byStore, byCaller))
+//          tk < C - out: tk = min(C - out, tk + (F' - F) * R / 1000)   (never lowers tk)
+//          F = F', S = now
+//     4. write-off: every other instance Y with o:Y > 0 and writeOff(Y) < F: w:Y += o:Y, o:Y
+//        deleted (spent), a:Y = F; every other Y holding only w:Y with writeOff(Y) < F: forgotten
+//     5. X's report: prev = lost ? 0 : o:X;  written = lost ? 0 : w:X (then deleted)
+//          keep = min(held, prev);  back = min(give, prev - keep + written)
+//          o:X = keep;  tk = min(C - out, tk + back)
+//     6. charge: tk -= charge
+//     7. take: k = the number of other instances with o:Y > 0;  w = max(want, more > 0 ? 1 : 0)
+//          tk < w: granted = 0
+//          else granted = w + (more == 0 ? 0 : more == 1 ? floor((tk - w) / (k + 2)) : floor(tk - w))
+//          tk -= granted;  o:X += granted
+//     8. o:X > 0: a:X = F, l:X = leaseMs;  else o:X, a:X, l:X deleted
+//     9. the record expires max(C / R * 1000, 1.1 * L + 1000) + 60000 ms of store time from now,
+//        L the longest leaseMs of the instances it lists (X's included)
+//   and answers granted, held = o:X, tokens = tk, fleetMs = F, storeNowMs = now, recordId = id,
+//   others = k. checkBucketAnswer below refuses anything else (ERR_STORE_RESPONSE).
+//   Two amendments to the first draft of these steps:
+//   - w:X (step 4, 5): a live instance whose slice was written off (a store outage longer than
+//     its margin: the first caller after it moves the fleet clock past every margin) still gives
+//     its unspent tokens back at its next call, as §15 says it does; the tombstone lives one more
+//     margin of fleet time, so a dead instance's is gone soon after.
+//   - the answer's check is held <= request.held + granted, not held <= capacity: after a
+//     capacity cut an instance may keep a slice larger than the new capacity (step 2 has made tk
+//     negative by as much, so tk + out <= C still holds and the refill pays it back).
+//
+//   The operator's view (quotaAdmin: bucket, fill), answering { capacity, refillPerSecond, tokens,
+//   out, expiresAt (ms since the epoch) } or null when there is no record:
+//   bucketRead({ name, key }) moves nothing: G = F + min(max(0, now - S), C / R * 1000);
+//     out = sum of o:Y over Y with writeOff(Y) >= G;
+//     tokens = tk >= C - out ? tk : min(C - out, tk + (G - F) * R / 1000)
+//   bucketFill({ name, key }) one atomic step: step 4 judged at F (F not moved); tk = C - out.
+
 const { randomInt } = require('node:crypto')
 const { QuotaClockError } = require('./errors.js')
 
@@ -189,6 +255,48 @@ function checkRenewAnswer(answer, request) {
   return { storeNowMs: a.storeNowMs, keys: a.keys.map(({ held, waiting, fair }) => ({ held, waiting, fair })) }
 }
 
+const MAX_BUCKET_CAPACITY = 2 ** 31
+
+/**
+ * Checks a bucketTake answer against its request; returns { granted, held, tokens, fleetMs,
+ * storeNowMs, recordId, others } or throws ERR_STORE_RESPONSE.
+ */
+function checkBucketAnswer(answer, request) {
+  const a = typeof answer === 'object' && answer !== null ? answer : {}
+  const { granted, held, tokens, fleetMs, storeNowMs, recordId, others } = a
+  const capacity = request.capacity
+  const ok =
+    isCount(granted) && isCount(held) && isCount(others) &&
+    (granted === 0 || granted >= request.want) && granted <= capacity && held >= granted && held - granted <= request.held &&
+    typeof tokens === 'number' && Number.isFinite(tokens) && tokens <= capacity &&
+    isAmount(fleetMs) && isAmount(storeNowMs) && isCount(recordId) && recordId > 0
+  if (!ok) {
+    throw badAnswer('a bucket request', request.name, answer,
+      '{ granted, held, tokens, fleetMs, storeNowMs, recordId, others }: granted, held and others non-negative safe integers, granted 0 or at least want and at most capacity, held from granted to granted plus the held kept, tokens finite and at most capacity, fleetMs and storeNowMs finite non-negative, recordId a positive integer')
+  }
+  return { granted, held, tokens, fleetMs, storeNowMs, recordId, others }
+}
+
+/**
+ * Checks a bucket as the operator's view answers it: { capacity, refillPerSecond, tokens, out,
+ * expiresAt } or null (no record).
+ */
+function checkBucketUsage(answer, name) {
+  if (answer === null) return null
+  const a = typeof answer === 'object' ? answer : {}
+  const { capacity, refillPerSecond, tokens, out, expiresAt } = a
+  const ok =
+    Number.isSafeInteger(capacity) && capacity >= 1 && capacity <= MAX_BUCKET_CAPACITY &&
+    typeof refillPerSecond === 'number' && Number.isFinite(refillPerSecond) && refillPerSecond > 0 &&
+    typeof tokens === 'number' && Number.isFinite(tokens) && tokens <= capacity &&
+    isCount(out) && (expiresAt === null || isCount(expiresAt))
+  if (!ok) {
+    throw badAnswer('a bucket', name, answer,
+      '{ capacity, refillPerSecond, tokens, out, expiresAt }: capacity an integer from 1 to 2**31, refillPerSecond finite and positive, tokens finite and at most capacity, out a non-negative safe integer, expiresAt one or null')
+  }
+  return { capacity, refillPerSecond, tokens, out, expiresAt }
+}
+
 /** Checks a record as the operator's view answers it: { limit, extra, used, held, expiresAt } or null. */
 function checkRecordAnswer(answer, name) {
   if (answer === null) return null
@@ -227,6 +335,8 @@ module.exports = {
   checkRecordAnswer,
   checkCellsAnswer,
   checkRenewAnswer,
+  checkBucketAnswer,
+  checkBucketUsage,
   instanceFields,
   newRecordId,
   KEEP_GRANTED_MS,

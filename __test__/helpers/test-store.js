@@ -4,7 +4,7 @@
 // late. The Redis and MongoDB stores have tests of their own against real servers.
 
 const { KeyedQuotaClock, manualClock } = require('../..')
-const { makeQuotaStore, checkCellsAnswer, checkRenewAnswer, newRecordId } = require('../../lib/quota-store.js')
+const { makeQuotaStore, checkCellsAnswer, checkRenewAnswer, checkBucketAnswer, checkBucketUsage, newRecordId } = require('../../lib/quota-store.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12)
 const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
@@ -111,19 +111,108 @@ function cellsRenewNow(records, now, { name, instance: me, leaseMs, keys }) {
   return { storeNowMs: now, keys: answers }
 }
 
+const bucketId = (name, key) => JSON.stringify(['bucket', name, key])
+const writeOffAt = (holder) => holder.a + 1.1 * holder.l + 1000
+const outOf = (record, except) => {
+  let sum = 0
+  for (const [y, holder] of record.holders) if (y !== except) sum += holder.o
+  return sum
+}
+
+/** Step 4 of bucketTake (lib/quota-store.js): others past their margin are written off; old tombstones forgotten. */
+function writeOff(record, except) {
+  for (const [y, holder] of record.holders) {
+    if (y === except || writeOffAt(holder) >= record.F) continue
+    if (holder.o > 0) record.holders.set(y, { o: 0, w: holder.w + holder.o, a: record.F, l: holder.l })
+    else record.holders.delete(y)
+  }
+}
+
+/** bucketTake on a Map of records at store time now: lib/quota-store.js's steps one by one. */
+function bucketTakeNow(records, now, request) {
+  const { name, key, capacity, refillPerSecond, instance: me, leaseMs, want, more, held, give, charge, fleetMs, recordId } = request
+  let record = records.get(bucketId(name, key))
+  let created = false
+  if (record === undefined || record.expiresAtMs <= now) {
+    const id = request.newId ?? newRecordId()
+    record = { C: capacity, R: refillPerSecond, tk: recordId !== 0 ? 0 : capacity, F: 0, S: now, id, holders: new Map() }
+    records.set(bucketId(name, key), record)
+    created = true
+  }
+  const lost = recordId !== 0 && (created || record.id !== recordId)
+  if (record.C !== capacity || record.R !== refillPerSecond) {
+    record.C = capacity
+    record.R = refillPerSecond
+    record.tk = Math.min(record.tk, record.C - outOf(record))
+  }
+  const byStore = record.F + Math.max(0, now - record.S)
+  const byCaller = fleetMs >= 0 && !lost ? fleetMs : record.F + (record.C / record.R) * 1000
+  const moved = Math.max(record.F, Math.min(byStore, byCaller))
+  const room = record.C - outOf(record)
+  if (record.tk < room) record.tk = Math.min(room, record.tk + ((moved - record.F) * record.R) / 1000)
+  record.F = moved
+  record.S = now
+  writeOff(record, me)
+  const mine = record.holders.get(me)
+  const prev = lost ? 0 : (mine?.o ?? 0)
+  const written = lost ? 0 : (mine?.w ?? 0)
+  const keep = Math.min(held, prev)
+  const back = Math.min(give, prev - keep + written)
+  record.tk = Math.min(record.C - outOf(record, me) - keep, record.tk + back)
+  record.tk -= charge
+  const k = [...record.holders].filter(([y, holder]) => y !== me && holder.o > 0).length
+  const least = more > 0 ? Math.max(want, 1) : want
+  let granted = 0
+  if (record.tk >= least) granted = least + (more === 0 ? 0 : more === 1 ? Math.floor((record.tk - least) / (k + 2)) : Math.floor(record.tk - least))
+  record.tk -= granted
+  const slice = keep + granted
+  if (slice > 0) record.holders.set(me, { o: slice, w: 0, a: record.F, l: leaseMs })
+  else record.holders.delete(me)
+  let longest = leaseMs
+  for (const holder of record.holders.values()) longest = Math.max(longest, holder.l)
+  record.expiresAtMs = now + Math.max((record.C / record.R) * 1000, 1.1 * longest + 1000) + 60_000
+  return { granted, held: slice, tokens: record.tk, fleetMs: record.F, storeNowMs: now, recordId: record.id, others: k }
+}
+
+/** The operator's view of a bucket record (lib/quota-store.js): what bucketRead and bucketFill answer. */
+function bucketView(record, tokens, out) {
+  return { capacity: record.C, refillPerSecond: record.R, tokens, out, expiresAt: Math.ceil(record.expiresAtMs) }
+}
+
+/** bucketRead at store time now: moves nothing. */
+function bucketReadNow(records, now, { name, key }) {
+  const record = records.get(bucketId(name, key))
+  if (record === undefined || record.expiresAtMs <= now) return null
+  const at = record.F + Math.min(Math.max(0, now - record.S), (record.C / record.R) * 1000)
+  let out = 0
+  for (const holder of record.holders.values()) if (writeOffAt(holder) >= at) out += holder.o
+  const tokens = record.tk >= record.C - out ? record.tk : Math.min(record.C - out, record.tk + ((at - record.F) * record.R) / 1000)
+  return bucketView(record, tokens, out)
+}
+
+/** bucketFill at store time now: the written-off dropped (F not moved), tk = C - out. */
+function bucketFillNow(records, now, { name, key }) {
+  const record = records.get(bucketId(name, key))
+  if (record === undefined || record.expiresAtMs <= now) return null
+  writeOff(record, undefined)
+  record.tk = record.C - outOf(record)
+  return bucketView(record, record.tk, outOf(record))
+}
+
 /**
  * `testStore()` → { store, records, calls, control }. `control.mode`: 'ok' | 'fail' | 'hang';
  * `control.delayMs`: answer after that long; `control.failWith`: what a failing call rejects with;
- * `control.answer`: replaces a reserve, cellsAcquire or cellsRenew answer (to test nonsense
+ * `control.answer`: replaces a reserve, cellsAcquire, cellsRenew or bucket answer (to test nonsense
  * answers). `release()` answers every hung call.
  *
- * The fleet bucket's operations (cellsAcquire, cellsRenew) run lib/quota-store.js's steps on records of their
- * own (`cells(name, key)` shows one), timed by the store's clock: `nowMs` (settable; starts at
+ * The fleet bucket's operations (bucketTake, bucketRead, bucketFill; and, retiring, cellsAcquire,
+ * cellsRenew) run lib/quota-store.js's steps on records of their own (`bucket(name, key)` and
+ * `cells(name, key)` show one), timed by the store's clock: `nowMs` (settable; starts at
  * noon of 2024-01-15), moved by `stepClock(ms)` (forwards or back). The switches apply to them too.
  */
 function testStore() {
   const records = new Map()
-  const calls = { reserve: [], giveBack: [], cellsAcquire: [], cellsRenew: [] }
+  const calls = { reserve: [], giveBack: [], cellsAcquire: [], cellsRenew: [], bucketTake: [], bucketRead: [], bucketFill: [] }
   const hung = []
   const control = { mode: 'ok', delayMs: 0, failWith: new Error('store down'), answer: undefined }
   const clock = { nowMs: NOON }
@@ -182,6 +271,18 @@ function testStore() {
       calls.cellsRenew.push({ ...request, keys: request.keys.map((one) => ({ ...one })) })
       return answer(() => checkRenewAnswer(control.answer !== undefined ? control.answer : cellsRenewNow(records, clock.nowMs, request), request))
     },
+    bucketTake(request) {
+      calls.bucketTake.push({ ...request })
+      return answer(() => checkBucketAnswer(control.answer !== undefined ? control.answer : bucketTakeNow(records, clock.nowMs, request), request))
+    },
+    bucketRead(request) {
+      calls.bucketRead.push({ ...request })
+      return answer(() => checkBucketUsage(control.answer !== undefined ? control.answer : bucketReadNow(records, clock.nowMs, request), request.name))
+    },
+    bucketFill(request) {
+      calls.bucketFill.push({ ...request })
+      return answer(() => checkBucketUsage(control.answer !== undefined ? control.answer : bucketFillNow(records, clock.nowMs, request), request.name))
+    },
   })
 
   return {
@@ -207,7 +308,9 @@ function testStore() {
     },
     /** The cells record of (name, key) as { C, f, id, holders: Map(X → { h, t, l }), waiters: Map(X → t) }, or undefined. */
     cells: (name, key) => records.get(JSON.stringify(['cells', name, key])),
+    /** The bucket record of (name, key) as { C, R, tk, F, S, id, expiresAtMs, holders: Map(X → { o, w, a, l }) }, or undefined. */
+    bucket: (name, key) => records.get(bucketId(name, key)),
   }
 }
 
-module.exports = { testStore, sharedLimiter, cellsAcquireNow, cellsRenewNow }
+module.exports = { testStore, sharedLimiter, cellsAcquireNow, cellsRenewNow, bucketTakeNow, bucketReadNow, bucketFillNow }

@@ -18,8 +18,9 @@
 //     expiresAt } a Date: the period's end; a TTL index on it removes ended periods:
 //                 db.collection('quota_shares').createIndex({ expiresAt: 1 }, { expireAfterSeconds: 0 })
 //
-// The fleet bucket's records and operations (cellsAcquire, cellsRenew) are in
-// lib/shared/mongo-cells.js, in the same collection.
+// The fleet bucket's records and operations are in lib/shared/mongo-bucket.js (bucketTake,
+// bucketRead, bucketFill) and, retiring, lib/shared/mongo-cells.js (cellsAcquire, cellsRenew), in
+// the same collection.
 //
 // A document is created first, with count 0 ($setOnInsert, a racing creator's duplicate-key error
 // tolerated), and only then reserved from by an update without upsert: an upsert that races
@@ -31,6 +32,7 @@ const { QuotaClockError } = require('../errors.js')
 const { describe } = require('../validate.js')
 const { recordKey } = require('./record-key.js')
 const { cellsOperations } = require('./mongo-cells.js')
+const { bucketOperations } = require('./mongo-bucket.js')
 const { invalid, readStoreOptions, checkText } = require('./options.js')
 
 const DEFAULT_COLLECTION = 'quota_shares'
@@ -190,6 +192,7 @@ function mongoStore(db, options) {
       return recordOf(documentOf(await records().findOneAndUpdate({ _id: recordKey(name, key, periodId) }, RESET, WITH_DOCUMENT), name), name)
     },
     ...cellsOperations(records),
+    ...bucketOperations(records),
   })
 }
 

@@ -5,7 +5,8 @@
 // client is loaded here: the caller's client is used as it is, ioredis through `call`, node-redis
 // through `sendCommand` with string arguments.
 //
-// The fleet bucket's operations (cellsAcquire, cellsRenew) are in lib/shared/redis-cells.js.
+// The fleet bucket's operations are in lib/shared/redis-bucket.js (bucketTake, bucketRead,
+// bucketFill) and, retiring, lib/shared/redis-cells.js (cellsAcquire, cellsRenew).
 //
 // The record of (name, key, periodId) is a hash at <prefix><recordKey> (lib/shared/record-key.js):
 //   c           the units counted in the period (reserved and not given back, and charged by
@@ -28,6 +29,7 @@ const { makeQuotaStore, checkReserveAnswer, checkRecordAnswer, instanceFields, n
 const { describe } = require('../validate.js')
 const { recordKey } = require('./record-key.js')
 const { cellsOperations } = require('./redis-cells.js')
+const { bucketOperations } = require('./redis-bucket.js')
 const { invalid, readStoreOptions, checkText } = require('./options.js')
 
 const DEFAULT_PREFIX = 'qcs:'
@@ -237,6 +239,7 @@ function redisStore(client, options) {
     grant: (request) => view(SCRIPTS.grant, request, [request.units, request.recordId, KEEP_GRANTED_MS].map(String)),
     reset: (request) => view(SCRIPTS.reset, request, []),
     ...cellsOperations({ prefix, evaluate, script }),
+    ...bucketOperations({ prefix, evaluate, script }),
   })
 }
 

@@ -1,0 +1,202 @@
+'use strict'
+// The fleet bucket's operations on MongoDB (lib/quota-store.js: bucketTake, bucketRead,
+// bucketFill). One document per (name, key) in the quota collection:
+//   { _id: 'bucket:' + part(name) + ':' + part(key)   (distinct from the quota records', which
+//          start with a digit, and from the retired cells documents' 'b:'),
+//     name, key, C, R, tk (a double), F, S, rid (the record's identity),
+//     h: { <X>: { o: tokens out, w: tokens written off, a: fleet ms of X's last call, l: leaseMs } },
+//     ans: { g, h, k, n }   the latest take's granted, held, others and store time, read back from
+//                           its own update
+//     expiresAt }           a Date for the TTL index, max(C / R, 1.1 * longest lease + 1 s) + 60 s
+//                           of store time after the latest take
+// Store time is `$$NOW` turned into ms by `$toLong` before any arithmetic (lib/shared/mongo-cells.js
+// says why). Each operation that writes is one pipeline update of one document, which MongoDB
+// applies atomically. A document is created first ($setOnInsert of its identity and `fresh`, a
+// racing creator's duplicate-key error tolerated) and then taken from by an update without
+// upsert (lib/shared/mongo.js says why); the first take of a fresh document makes the bucket, as
+// step 1 of the protocol does.
+
+const { checkBucketAnswer, checkBucketUsage, newRecordId } = require('../quota-store.js')
+const { QuotaClockError } = require('../errors.js')
+const { describe } = require('../validate.js')
+const { part } = require('./record-key.js')
+
+const DUPLICATE_KEY = 11000
+const ATTEMPTS = 3
+const AFTER = { returnDocument: 'after', includeResultMetadata: true }
+const UPSERT = { upsert: true }
+// A fresh document no take has made a bucket of yet is kept this long.
+const FRESH_KEPT_MS = 60_000
+
+const documentId = (name, key) => `bucket:${part(name)}:${part(key)}`
+
+const EMPTY = { $literal: {} }
+const entries = (field) => ({ $objectToArray: { $ifNull: [field, EMPTY] } })
+const othersOf = (me) => ({ $filter: { input: entries('$h'), cond: { $ne: ['$$this.k', me] } } })
+const sumOut = (list) => ({ $sum: { $map: { input: list, in: '$$this.v.o' } } })
+const writeOffAt = (holder) => ({ $add: [`${holder}.a`, { $multiply: [1.1, `${holder}.l`] }, 1000] })
+const TEMPORARY = ['_now', '_lost', '_out', '_F', '_prev', '_written', '_others', '_keep', '_back', '_k', '_granted', '_slice', '_longest']
+
+/** Step 4 (lib/quota-store.js), judged at F: others past their margin written off, old tombstones forgotten. */
+function writeOffStage(me) {
+  const judged = {
+    $cond: [
+      { $and: [{ $ne: ['$$this.k', me] }, { $lt: [writeOffAt('$$this.v'), '$F'] }] },
+      {
+        $cond: [
+          { $gt: ['$$this.v.o', 0] },
+          { k: '$$this.k', v: { o: 0, w: { $add: ['$$this.v.w', '$$this.v.o'] }, a: '$F', l: '$$this.v.l' } },
+          null,
+        ],
+      },
+      '$$this',
+    ],
+  }
+  return { $set: { h: { $arrayToObject: { $filter: { input: { $map: { input: entries('$h'), in: judged } }, cond: { $ne: ['$$this', null] } } } } } }
+}
+
+/** bucketTake's steps as one update pipeline. */
+function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, more, held, give, charge, fleetMs, recordId: known }) {
+  const fresh = { $eq: ['$fresh', true] }
+  const room = { $subtract: ['$C', '$_out'] }
+  const refillAll = { $add: ['$F', { $multiply: [{ $divide: ['$C', '$R'] }, 1000] }] }
+  const byCaller = fleetMs >= 0 ? { $cond: ['$_lost', refillAll, fleetMs] } : refillAll
+  const least = more > 0 ? Math.max(want, 1) : want
+  const beyond = { $subtract: ['$tk', least] }
+  const extra = more === 0 ? 0 : more === 1 ? { $floor: { $divide: [beyond, { $add: ['$_k', 2] }] } } : { $floor: beyond }
+  const without = { $arrayToObject: othersOf(me) }
+  return [
+    { $set: { _now: { $toLong: '$$NOW' } } },
+    // 1. a fresh document becomes the bucket; one X knew comes back empty
+    {
+      $set: {
+        _lost: known === 0 ? false : { $or: [fresh, { $ne: ['$rid', known] }] },
+        C: { $cond: [fresh, capacity, '$C'] },
+        R: { $cond: [fresh, refillPerSecond, '$R'] },
+        tk: { $cond: [fresh, known === 0 ? capacity : 0, '$tk'] },
+        F: { $cond: [fresh, 0, '$F'] },
+        S: { $cond: [fresh, '$_now', '$S'] },
+        h: { $cond: [fresh, EMPTY, { $ifNull: ['$h', EMPTY] }] },
+        fresh: '$$REMOVE',
+      },
+    },
+    // 2. the request's capacity and refill
+    { $set: { _out: sumOut(entries('$h')) } },
+    {
+      $set: {
+        tk: { $cond: [{ $or: [{ $ne: ['$C', capacity] }, { $ne: ['$R', refillPerSecond] }] }, { $min: ['$tk', { $subtract: [capacity, '$_out'] }] }, '$tk'] },
+        C: capacity,
+        R: refillPerSecond,
+      },
+    },
+    // 3. the fleet clock
+    { $set: { _F: { $max: ['$F', { $min: [{ $add: ['$F', { $max: [0, { $subtract: ['$_now', '$S'] }] }] }, byCaller] }] } } },
+    {
+      $set: {
+        tk: { $cond: [{ $lt: ['$tk', room] }, { $min: [room, { $add: ['$tk', { $divide: [{ $multiply: [{ $subtract: ['$_F', '$F'] }, '$R'] }, 1000] }] }] }, '$tk'] },
+        F: '$_F',
+        S: '$_now',
+      },
+    },
+    // 4. the others past their margin
+    writeOffStage(me),
+    // 5. X's report
+    {
+      $set: {
+        _prev: { $cond: ['$_lost', 0, { $ifNull: [`$h.${me}.o`, 0] }] },
+        _written: { $cond: ['$_lost', 0, { $ifNull: [`$h.${me}.w`, 0] }] },
+        _others: sumOut(othersOf(me)),
+        _k: { $size: { $filter: { input: othersOf(me), cond: { $gt: ['$$this.v.o', 0] } } } },
+      },
+    },
+    { $set: { _keep: { $min: [held, '$_prev'] } } },
+    { $set: { _back: { $min: [give, { $add: [{ $subtract: ['$_prev', '$_keep'] }, '$_written'] }] } } },
+    // 6. failOpen's charge
+    { $set: { tk: { $subtract: [{ $min: [{ $subtract: [{ $subtract: ['$C', '$_others'] }, '$_keep'] }, { $add: ['$tk', '$_back'] }] }, charge] } } },
+    // 7. the take
+    { $set: { _granted: { $cond: [{ $gte: ['$tk', least] }, { $add: [least, extra] }, 0] } } },
+    { $set: { tk: { $subtract: ['$tk', '$_granted'] }, _slice: { $add: ['$_keep', '$_granted'] } } },
+    // 8. X's slice
+    {
+      $set: {
+        h: { $cond: [{ $gt: ['$_slice', 0] }, { $mergeObjects: [without, { [me]: { o: '$_slice', w: 0, a: '$F', l: leaseMs } }] }, without] },
+      },
+    },
+    // 9. the expiry, and the answer
+    { $set: { _longest: { $max: [leaseMs, { $max: { $map: { input: entries('$h'), in: '$$this.v.l' } } }] } } },
+    {
+      $set: {
+        expiresAt: { $toDate: { $add: ['$_now', { $ceil: { $max: [{ $multiply: [{ $divide: ['$C', '$R'] }, 1000] }, { $add: [{ $multiply: [1.1, '$_longest'] }, 1000] }] } }, 60_000] } },
+        ans: { g: '$_granted', h: '$_slice', k: '$_k', n: '$_now' },
+      },
+    },
+    { $unset: TEMPORARY },
+  ]
+}
+
+const FILL = [writeOffStage(null), { $set: { tk: { $subtract: ['$C', sumOut(entries('$h'))] } } }]
+
+function storeResponse(message) {
+  return new QuotaClockError('ERR_STORE_RESPONSE', message)
+}
+
+/** A bucket document as the operator's view answers it, its tokens refilled to store time `now` (or as they are). */
+function viewOf(document, name, now) {
+  if (document === null || document === undefined) return checkBucketUsage(null, name)
+  const { C, R, tk, F, S } = document
+  const holders = Object.values(document.h ?? {})
+  const at = now === undefined ? F : F + Math.min(Math.max(0, now - S), (C / R) * 1000)
+  let out = 0
+  for (const holder of holders) if (holder.a + 1.1 * holder.l + 1000 >= at) out += holder.o
+  const tokens = now === undefined || tk >= C - out ? tk : Math.min(C - out, tk + ((at - F) * R) / 1000)
+  const expiresAt = document.expiresAt instanceof Date ? document.expiresAt.getTime() : null
+  return checkBucketUsage({ capacity: C, refillPerSecond: R, tokens, out, expiresAt }, name)
+}
+
+/** The three operations for a mongoStore over `records()` (the collection, asked for on first use). */
+function bucketOperations(records) {
+  return {
+    async bucketTake(request) {
+      const { name, key } = request
+      const _id = documentId(name, key)
+      const pipeline = takePipeline(request)
+      for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+        const reply = await records().findOneAndUpdate({ _id }, pipeline, AFTER)
+        if (typeof reply !== 'object' || reply === null || !('value' in reply)) {
+          throw storeResponse(`quota store (MongoDB) answered a bucket request for "${name}" with ${describe(reply)}; expected a findOneAndUpdate result`)
+        }
+        const document = reply.value
+        if (document !== null) {
+          const a = document.ans ?? {}
+          return checkBucketAnswer(
+            { granted: a.g, held: a.h, tokens: document.tk, fleetMs: document.F, storeNowMs: a.n, recordId: document.rid, others: a.k },
+            request,
+          )
+        }
+        try {
+          const rid = request.newId ?? newRecordId()
+          await records().updateOne({ _id }, { $setOnInsert: { name, key, rid, fresh: true, expiresAt: new Date(Date.now() + FRESH_KEPT_MS) } }, UPSERT)
+        } catch (error) {
+          if (!error || error.code !== DUPLICATE_KEY) throw error
+        }
+      }
+      throw storeResponse(`quota store (MongoDB) lost the bucket record of "${name}" for key ${describe(key)}: not found after ${ATTEMPTS} attempts to create it`)
+    },
+    // One aggregate: the document and the store's time, read together; nothing written.
+    async bucketRead({ name, key }) {
+      const [document] = await records()
+        .aggregate([{ $match: { _id: documentId(name, key), fresh: { $ne: true } } }, { $set: { _now: { $toLong: '$$NOW' } } }])
+        .toArray()
+      return viewOf(document ?? null, name, document === undefined ? undefined : Number(document._now))
+    },
+    async bucketFill({ name, key }) {
+      const reply = await records().findOneAndUpdate({ _id: documentId(name, key), fresh: { $ne: true } }, FILL, AFTER)
+      if (typeof reply !== 'object' || reply === null || !('value' in reply)) {
+        throw storeResponse(`quota store (MongoDB) answered a bucket fill for "${name}" with ${describe(reply)}; expected a findOneAndUpdate result`)
+      }
+      return viewOf(reply.value, name, undefined)
+    },
+  }
+}
+
+module.exports = { bucketOperations }

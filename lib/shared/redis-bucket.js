@@ -1,0 +1,225 @@
+'use strict'
+// The fleet bucket's operations on Redis (lib/quota-store.js: bucketTake, bucketRead, bucketFill),
+// each one Lua script on one key. The record of (name, key) is a hash at
+// <prefix>b:<part(name)>:<part(key)> (lib/shared/record-key.js), with no hash tag: the records of
+// one name's keys spread over a cluster's slots, as the keys' traffic does.
+//   C, R, tk, F, S, i    capacity, refill per second, tokens, fleet clock, store time, identity
+//   o:<X>, a:<X>, l:<X>, w:<X>   per instance: tokens out, fleet ms of its last call, leaseMs,
+//                                tokens written off (absent: 0)
+// Store time is TIME in ms, fractional. Floats (tk, F, S) are kept and answered as text written
+// with 17 significant digits (Lua numbers become integers in replies), so nothing is rounded. A
+// script reads the record with one HGETALL and writes it back whole: a record lists a few
+// instances, so each script is a few microseconds.
+
+const { checkBucketAnswer, checkBucketUsage, newRecordId } = require('../quota-store.js')
+const { part } = require('./record-key.js')
+
+const COMMON = `
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+end
+local function text(x) return string.format('%.17g', x) end
+local function load(key)
+  local all = redis.call('HGETALL', key)
+  if #all == 0 then return nil end
+  local r = { v = {}, o = {}, a = {}, l = {}, w = {} }
+  for at = 1, #all, 2 do
+    local field, value = all[at], all[at + 1]
+    local kind, who = string.sub(field, 1, 2), string.sub(field, 3)
+    if kind == 'o:' then r.o[who] = tonumber(value)
+    elseif kind == 'a:' then r.a[who] = tonumber(value)
+    elseif kind == 'l:' then r.l[who] = tonumber(value)
+    elseif kind == 'w:' then r.w[who] = tonumber(value)
+    else r.v[field] = value end
+  end
+  r.C, r.R, r.tk, r.F, r.S, r.i = tonumber(r.v.C), tonumber(r.v.R), tonumber(r.v.tk), tonumber(r.v.F), tonumber(r.v.S), r.v.i
+  return r
+end
+local function out_of(r, except)
+  local sum = 0
+  for y, o in pairs(r.o) do if y ~= except then sum = sum + o end end
+  return sum
+end
+local function write_off(r, except)
+  for y, o in pairs(r.o) do
+    if y ~= except and r.a[y] + 1.1 * r.l[y] + 1000 < r.F then
+      r.w[y] = (r.w[y] or 0) + o; r.o[y] = nil; r.a[y] = r.F
+    end
+  end
+  for y, w in pairs(r.w) do
+    if y ~= except and not r.o[y] and r.a[y] + 1.1 * r.l[y] + 1000 < r.F then
+      r.w[y] = nil; r.a[y] = nil; r.l[y] = nil
+    end
+  end
+end
+local function store(key, r)
+  local fields = { 'C', r.C, 'R', text(r.R), 'tk', text(r.tk), 'F', text(r.F), 'S', text(r.S), 'i', r.i }
+  for y, o in pairs(r.o) do fields[#fields + 1] = 'o:' .. y; fields[#fields + 1] = o end
+  for y, w in pairs(r.w) do fields[#fields + 1] = 'w:' .. y; fields[#fields + 1] = text(w) end
+  for y, a in pairs(r.a) do fields[#fields + 1] = 'a:' .. y; fields[#fields + 1] = text(a) end
+  for y, l in pairs(r.l) do fields[#fields + 1] = 'l:' .. y; fields[#fields + 1] = l end
+  redis.call('DEL', key)
+  redis.call('HSET', key, unpack(fields))
+end
+-- PEXPIRETIME (Redis 7) is exact; before it, the server's time plus PTTL. -1: none.
+local function expires_at(key)
+  local at = redis.pcall('PEXPIRETIME', key)
+  if type(at) == 'number' then return at end
+  local ttl = redis.call('PTTL', key)
+  if ttl < 0 then return -1 end
+  return math.floor(now_ms()) + ttl
+end
+-- The operator's view: { C, R, tokens, out, expiresAt }.
+local function view(key, r, tokens)
+  return { r.C, text(r.R), text(tokens), out_of(r, nil), expires_at(key) }
+end
+`
+
+// KEYS[1] the record. ARGV: capacity, refillPerSecond, instance, leaseMs, want, more, held, give,
+// charge, fleetMs, recordId ('0': none), newId. Answers { granted, held, tokens, fleetMs, now,
+// identity, others }.
+const TAKE = `${COMMON}
+local capacity, refill, me, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
+local want, more, held, give = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local charge, fleet, known = tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11]
+local now = now_ms()
+-- 1. a missing record is made; one X knew comes back empty
+local r = load(KEYS[1])
+local created = false
+if not r then
+  local tk = capacity
+  if known ~= '0' then tk = 0 end
+  r = { C = capacity, R = refill, tk = tk, F = 0, S = now, i = ARGV[12], o = {}, a = {}, l = {}, w = {} }
+  created = true
+end
+local lost = known ~= '0' and (created or r.i ~= known)
+-- 2. the request's capacity and refill
+if r.C ~= capacity or r.R ~= refill then
+  r.C, r.R = capacity, refill
+  r.tk = math.min(r.tk, r.C - out_of(r, nil))
+end
+-- 3. the fleet clock
+local by_store = r.F + math.max(0, now - r.S)
+local by_caller = r.F + r.C / r.R * 1000
+if fleet >= 0 and not lost then by_caller = fleet end
+local moved = math.max(r.F, math.min(by_store, by_caller))
+local room = r.C - out_of(r, nil)
+if r.tk < room then r.tk = math.min(room, r.tk + (moved - r.F) * r.R / 1000) end
+r.F, r.S = moved, now
+-- 4. write-off of the others past their margin
+write_off(r, me)
+-- 5. X's report
+local prev, written = r.o[me] or 0, r.w[me] or 0
+if lost then prev, written = 0, 0 end
+r.w[me] = nil
+local keep = math.min(held, prev)
+local back = math.min(give, prev - keep + written)
+r.tk = math.min(r.C - out_of(r, me) - keep, r.tk + back)
+-- 6. failOpen's charge
+r.tk = r.tk - charge
+-- 7. the take
+local k = 0
+for y, o in pairs(r.o) do if y ~= me and o > 0 then k = k + 1 end end
+local least = want
+if more > 0 then least = math.max(want, 1) end
+local granted = 0
+if r.tk >= least then
+  local extra = 0
+  if more == 1 then extra = math.floor((r.tk - least) / (k + 2)) elseif more == 2 then extra = math.floor(r.tk - least) end
+  granted = least + extra
+end
+r.tk = r.tk - granted
+local mine = keep + granted
+-- 8. X's slice
+if mine > 0 then
+  r.o[me], r.a[me], r.l[me] = mine, r.F, lease
+else
+  r.o[me], r.a[me], r.l[me] = nil, nil, nil
+end
+-- 9. the expiry
+local longest = lease
+for _, l in pairs(r.l) do longest = math.max(longest, l) end
+store(KEYS[1], r)
+redis.call('PEXPIRE', KEYS[1], math.ceil(math.max(r.C / r.R * 1000, 1.1 * longest + 1000) + 60000))
+return { granted, mine, text(r.tk), text(r.F), text(now), r.i, k }
+`
+
+// KEYS[1] the record. Answers the view, or {} when there is none. Writes nothing.
+const READ = `${COMMON}
+local r = load(KEYS[1])
+if not r then return {} end
+local now = now_ms()
+local at = r.F + math.min(math.max(0, now - r.S), r.C / r.R * 1000)
+local out = 0
+for y, o in pairs(r.o) do
+  if r.a[y] + 1.1 * r.l[y] + 1000 >= at then out = out + o else r.o[y] = nil end
+end
+local tokens = r.tk
+if tokens < r.C - out then tokens = math.min(r.C - out, tokens + (at - r.F) * r.R / 1000) end
+return view(KEYS[1], r, tokens)
+`
+
+// KEYS[1] the record. The bucket back to full (C - out); answers the view, or {}.
+const FILL = `${COMMON}
+local r = load(KEYS[1])
+if not r then return {} end
+local ttl = redis.call('PTTL', KEYS[1])
+write_off(r, nil)
+r.tk = r.C - out_of(r, nil)
+store(KEYS[1], r)
+if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
+return view(KEYS[1], r, r.tk)
+`
+
+/** A reply's number: Lua integers arrive as numbers, floats as text. */
+function numberOf(value) {
+  if (typeof value === 'number') return value
+  if (typeof value === 'string' && value.trim() !== '') return Number(value)
+  return Number.NaN
+}
+
+/**
+ * The three operations for a redisStore: `evaluate(script, keys, args)` runs a script (EVALSHA,
+ * EVAL on NOSCRIPT) on keys of one slot; `script(source)` makes { source, sha }.
+ */
+function bucketOperations({ prefix, evaluate, script }) {
+  const takeScript = script(TAKE)
+  const readScript = script(READ)
+  const fillScript = script(FILL)
+  const recordOf = (name, key) => `${prefix}b:${part(name)}:${part(key)}`
+
+  async function view(scriptOf, { name, key }) {
+    const reply = await evaluate(scriptOf, [recordOf(name, key)], [])
+    if (Array.isArray(reply) && reply.length === 0) return checkBucketUsage(null, name)
+    if (!Array.isArray(reply) || reply.length !== 5) return checkBucketUsage(reply, name)
+    const [capacity, refillPerSecond, tokens, out, expiresAt] = reply.map(numberOf)
+    return checkBucketUsage({ capacity, refillPerSecond, tokens, out, expiresAt: expiresAt === -1 ? null : expiresAt }, name)
+  }
+
+  return {
+    async bucketTake(request) {
+      const { name, key, capacity, refillPerSecond, instance, leaseMs, want, more, held, give, charge, fleetMs, recordId } = request
+      const newId = request.newId ?? newRecordId()
+      const args = [capacity, refillPerSecond, instance, leaseMs, want, more, held, give, charge, fleetMs, recordId, newId].map(String)
+      const reply = await evaluate(takeScript, [recordOf(name, key)], args)
+      const answer =
+        Array.isArray(reply) && reply.length === 7
+          ? {
+              granted: numberOf(reply[0]),
+              held: numberOf(reply[1]),
+              tokens: numberOf(reply[2]),
+              fleetMs: numberOf(reply[3]),
+              storeNowMs: numberOf(reply[4]),
+              recordId: numberOf(reply[5]),
+              others: numberOf(reply[6]),
+            }
+          : reply
+      return checkBucketAnswer(answer, request)
+    },
+    bucketRead: (request) => view(readScript, request),
+    bucketFill: (request) => view(fillScript, request),
+  }
+}
+
+module.exports = { bucketOperations }
