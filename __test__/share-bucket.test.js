@@ -1,25 +1,35 @@
 'use strict'
-// The fleet bucket (`share.bucket`) against the in-process store that implements the
-// store protocol (__test__/helpers/test-store.js): what consume decides from the cells it holds,
-// when it calls the store, what the tick renews and gives back, and what a failing, hanging or
-// nonsensical store or a stepped store clock does. (Real servers and several processes:
-// shared-cells-stores.test.js and shared-fleet-bucket.test.js.)
+// The fleet bucket (`share.bucket`, SPEC §15) against the in-process store that implements the
+// store protocol (__test__/helpers/test-store.js): slices taken from the store's bucket, decided
+// locally, refilled by the fleet clock; the "no budget stranded" bounds; short answers denied
+// locally with the fleet's wait; give-backs; failOpen; a failing, hanging or nonsensical store.
+// (Real servers and several processes: shared-bucket-stores.test.js, shared-fleet-bucket.test.js.)
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { KeyedQuotaClock, manualClock } = require('..')
+const { manualClock } = require('..')
 const { testStore, sharedLimiter } = require('./helpers/test-store.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12)
 const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
-const LEASE_MS = 1_000
 
 const isCode = (Class, code) => (error) => error instanceof Class && error.code === code
 const named = (field) => (error) => error.code === 'ERR_INVALID_OPTION' && error.message.includes(field)
 
 /** A limiter sharing its bucket through `t` under 'api': capacity 10, 1 token a second, leaseMs 1,000, no quota. */
 function bucketLimiter(t, share = {}, options = {}) {
-  return sharedLimiter(t, { bucket: true, leaseMs: LEASE_MS, ...share }, { capacity: 10, quota: undefined, ...options })
+  return sharedLimiter(t, { bucket: true, leaseMs: 1_000, ...share }, { capacity: 10, quota: undefined, ...options })
+}
+
+/** `count` limiters of the same fleet bucket, each on its own manual clock. */
+function fleetOf(t, count, share = {}, options = {}) {
+  return Array.from({ length: count }, () => bucketLimiter(t, share, { clock: manualClock({ monotonicMs: 0, wallMs: NOON }), ...options }))
+}
+
+/** Moves every limiter's clock and the store's together. */
+function advance(t, fleet, ms) {
+  for (const { clock } of fleet) clock.advance(ms)
+  t.stepClock(ms)
 }
 
 /** Waits (on the event loop, not a fixed sleep) until `condition()` holds, for at most `ms`. */
@@ -31,172 +41,233 @@ async function until(condition, what, ms = 10_000) {
   }
 }
 
-/** Moves a limiter's clock and the store's together. */
-function advance(t, clocks, ms) {
-  for (const clock of clocks) clock.advance(ms)
-  t.stepClock(ms)
-}
-
-test('share.bucket and share.leaseMs are checked, naming the field', () => {
+test('share.bucket and share.leaseMs are checked, naming the field; capacities are whole tokens', async () => {
   const t = testStore()
   const make = (share, options = {}) => () => bucketLimiter(t, share, options)
   assert.throws(make({ bucket: 'yes' }), named('share.bucket'))
   for (const leaseMs of [999, 600_001, 1_500.5, Number.NaN, Infinity]) assert.throws(make({ leaseMs }), named('share.leaseMs'), String(leaseMs))
   assert.throws(make({ leaseMs: '10000' }), isCode(TypeError, 'ERR_INVALID_OPTION'))
   for (const leaseMs of [1_000, 600_000]) assert.ok(make({ leaseMs })().limiter)
-  // A shared bucket is whole cells: capacity an integer from 1 to 2**31.
   for (const capacity of [1.5, 2 ** 31 + 1]) assert.throws(make({}, { capacity }), named('capacity'), String(capacity))
   assert.ok(make({}, { capacity: 2 ** 31 })().limiter)
-  // Without bucket the same capacity is fine.
-  assert.ok(bucketLimiter(t, { bucket: false }, { capacity: 1.5, quota: { limit: 10, period: UTC_DAY } }).limiter)
-  assert.equal(t.calls.cellsAcquire.length, 0)
-})
-
-test("a KeyPolicy's capacity must be whole cells too, and the error names capacity", async () => {
-  const t = testStore()
   const { limiter } = bucketLimiter(t, {}, { policy: (key) => (key === 'odd' ? { capacity: 2.5, refillPerSecond: 1 } : undefined) })
   await assert.rejects(limiter.consume('odd'), named('capacity'))
   assert.equal((await limiter.consume('even')).allowed, true)
+  assert.equal(t.calls.bucketTake.length, 1)
 })
 
-test('one process alone takes every cell with one store call and decides exactly as an unshared bucket', async () => {
+test('a key first seen costs one store call, which takes only what the call lacks; the next call takes a fair share', async () => {
   const t = testStore()
-  const { clock, limiter } = bucketLimiter(t)
-  const aloneClock = manualClock({ monotonicMs: 0, wallMs: NOON })
-  const unshared = new KeyedQuotaClock({ capacity: 10, refillPerSecond: 1, suspendPolicy: 'ignore', clock: aloneClock })
-  const steps = [0, 0, 0, 50, 0, 120, 0, 0, 0, 0, 0, 0, 0, 300, 0, 0, 30, 0, 0, 0, 0, 10]
-  for (const [i, ms] of steps.entries()) {
-    clock.advance(ms)
-    aloneClock.advance(ms)
-    const n = 1 + (i % 3)
-    const got = await limiter.consume('k', n)
-    const want = unshared.tryConsume('k', n)
-    assert.equal(got.allowed, want.allowed, `step ${i}`)
-    assert.ok(Math.abs(got.tokens - want.tokens) < 1e-9, `step ${i}: ${got.tokens} vs ${want.tokens}`)
-    assert.equal(got.retryAfterMs, want.retryAfterMs, `step ${i}`)
-  }
-  assert.equal(t.calls.cellsAcquire.length, 1)
-  assert.equal(limiter.status('k').cells, 10)
-  await limiter.close()
+  const { limiter } = bucketLimiter(t)
+  const first = await limiter.consume('ip', 2)
+  assert.equal(first.allowed, true)
+  assert.equal(first.tokens, 0)
+  assert.equal(t.calls.bucketTake.length, 1)
+  assert.deepEqual(
+    { want: t.calls.bucketTake[0].want, more: t.calls.bucketTake[0].more, held: t.calls.bucketTake[0].held, fleetMs: t.calls.bucketTake[0].fleetMs, recordId: t.calls.bucketTake[0].recordId },
+    { want: 2, more: 0, held: 0, fleetMs: -1, recordId: 0 },
+  )
+  assert.equal(t.bucket('api', 'ip').tk, 8)
+  const second = await limiter.consume('ip')
+  assert.equal(second.allowed, true)
+  assert.equal(t.calls.bucketTake.length, 2)
+  // 1 + floor((8 - 1) / 2): the slice keeps 3 after the call; the store keeps 4.
+  assert.equal(second.tokens, 3)
+  assert.equal(t.bucket('api', 'ip').tk, 4)
+  // A covered call makes no store call.
+  assert.equal((await limiter.consume('ip')).allowed, true)
+  assert.equal(t.calls.bucketTake.length, 2)
+  const status = limiter.status('ip')
+  assert.equal(status.tokens, 2)
+  assert.equal(status.fleetTokens, 4)
+  // Down to a token (below half of the last slice): the next slice is fetched in the background.
+  assert.equal((await limiter.consume('ip')).allowed, true)
+  await until(() => t.calls.bucketTake.length === 3 && limiter.status('ip').tokens > 1, 'the background fetch')
+  assert.equal(t.calls.bucketTake[2].held, 1)
 })
 
-test('a second process finds no cell free: denied locally with its own wait, no store call per request; the holder learns and gives back', async () => {
+test('no budget stranded: the first consume at each of n <= C processes is admitted', async () => {
   const t = testStore()
-  const a = bucketLimiter(t)
-  const b = bucketLimiter(t)
-  const clocks = [a.clock, b.clock]
-  assert.equal((await a.limiter.consume('k')).allowed, true)
-  assert.equal(a.limiter.status('k').cells, 10)
-  const denied = await b.limiter.consume('k')
+  const fleet = fleetOf(t, 10)
+  for (const { limiter } of fleet) assert.equal((await limiter.consume('ip')).allowed, true)
+  assert.equal(t.bucket('api', 'ip').tk, 0)
+  // And an eleventh is denied with the fleet's wait: 1 token at 1 a second.
+  const [{ limiter: late }] = fleetOf(t, 1)
+  const denied = await late.consume('ip')
   assert.equal(denied.allowed, false)
   assert.equal(denied.retryAfterBasis, 'monotonic-refill')
-  assert.ok(denied.retryAfterMs > 0 && denied.retryAfterMs <= LEASE_MS / 4, String(denied.retryAfterMs))
-  assert.equal(t.calls.cellsAcquire.length, 2)
-  // Within leaseMs / 4, no store call per request (b's ticks may ask twice in the background).
-  for (let i = 0; i < 20; i++) assert.equal((await b.limiter.consume('k')).allowed, false)
-  assert.ok(t.calls.cellsAcquire.length <= 4, String(t.calls.cellsAcquire.length))
-  // The holder's tick (every leaseMs / 8) hears that b waits and gives back beyond its fair share.
-  await until(() => t.calls.cellsRenew.some((call) => call.instance !== undefined && call.keys.some((one) => one.key === 'k' && one.held < 10)), 'a give-back')
-  assert.ok(a.limiter.status('k').cells <= 5)
-  // b takes them at a background ask, or at its first call after leaseMs / 4.
-  advance(t, clocks, LEASE_MS / 4 + 1)
-  const after = await b.limiter.consume('k')
-  assert.ok(b.limiter.status('k').cells >= 5, `b holds ${b.limiter.status('k').cells}`)
-  assert.equal(after.allowed, true)
-  // Cells are conserved.
-  assert.ok(a.limiter.status('k').cells + b.limiter.status('k').cells <= 10)
-  await Promise.all([a.limiter.close(), b.limiter.close()])
+  assert.ok(denied.retryAfterMs >= 900 && denied.retryAfterMs <= 1000, String(denied.retryAfterMs))
 })
 
-test('close() gives every cell back, with the tokens left', async () => {
-  const t = testStore()
-  const a = bucketLimiter(t)
-  await a.limiter.consume('k', 4)
-  await a.limiter.close()
-  const last = t.calls.cellsRenew.at(-1)
-  assert.deepEqual(
-    last.keys.map(({ key, held }) => ({ key, held })),
-    [{ key: 'k', held: 0 }],
-  )
-  assert.ok(Math.abs(last.keys[0].tokens - 6) < 1e-9)
-  // Another process now takes them all, with those tokens.
-  const b = bucketLimiter(t)
-  assert.equal((await b.limiter.consume('k', 6)).allowed, true)
-  assert.equal((await b.limiter.consume('k')).allowed, false)
-  await b.limiter.close()
-})
-
-test('the store unavailable: decided from the cells while the lease holds, then ERR_STORE_UNAVAILABLE, or a local bucket with failOpen', async () => {
-  for (const failOpen of [false, true]) {
+test('no budget stranded: a burst of 2C round-robin over three processes on a full bucket admits at least 0.9 C', async () => {
+  for (const capacity of [10, 100]) {
     const t = testStore()
-    const { clock, limiter } = bucketLimiter(t, { failOpen })
-    assert.equal((await limiter.consume('k')).allowed, true)
-    t.control.mode = 'fail'
-    // The lease holds: covered calls are decided with no store call.
-    assert.equal((await limiter.consume('k', 3)).allowed, true)
-    // Past the lease, the cells are not this process's to use.
-    clock.advance(LEASE_MS + 1)
-    if (failOpen) {
-      const decision = await limiter.consume('k', 10)
-      assert.equal(decision.allowed, true, 'failOpen: a local bucket of capacity C and refill R')
-      assert.equal((await limiter.consume('k')).allowed, false)
-    } else {
-      await assert.rejects(limiter.consume('k'), isCode(Error, 'ERR_STORE_UNAVAILABLE'))
-    }
-    t.control.mode = 'ok'
+    const fleet = fleetOf(t, 3, {}, { capacity, refillPerSecond: capacity / 900 })
+    let admitted = 0
+    for (let i = 0; i < 2 * capacity; i++) if ((await fleet[i % 3].limiter.consume('ip')).allowed) admitted++
+    assert.ok(admitted >= 0.9 * capacity && admitted <= capacity, `capacity ${capacity}: admitted ${admitted}`)
   }
+})
+
+test('no budget stranded: a key emptied and idle for T admits about min(C, R T) at any process', async () => {
+  const t = testStore()
+  const fleet = fleetOf(t, 2)
+  const [a, b] = fleet
+  while ((await a.limiter.consume('ip')).allowed);
+  // 8 s idle (past min(idleMs, leaseMs / 2): what a kept goes back), then a burst at b, then at a.
+  for (let s = 0; s < 8; s++) advance(t, fleet, 1_000)
+  await until(() => !a.limiter.status('ip').tokens, 'the idle give-back')
+  let atB = 0
+  for (let i = 0; i < 20; i++) if ((await b.limiter.consume('ip')).allowed) atB++
+  assert.ok(atB >= 0.9 * 8 - 1 && atB <= 8, `after 8 s idle b admitted ${atB}`)
+  for (let s = 0; s < 4; s++) advance(t, fleet, 1_000)
+  let atA = 0
+  for (let i = 0; i < 20; i++) if ((await a.limiter.consume('ip')).allowed) atA++
+  assert.ok(atA >= 0.9 * 4 - 1 && atA <= 4, `after 4 s more a admitted ${atA}`)
+})
+
+test('a saturated key is denied locally, with no store call, for at least min(leaseMs / 8, 1 s) and at most 1 s at a time', async () => {
+  const t = testStore()
+  const fleet = fleetOf(t, 1, { leaseMs: 4_000 }, { capacity: 2, refillPerSecond: 100 })
+  const [{ limiter }] = fleet
+  assert.equal((await limiter.consume('ip', 2)).allowed, true)
+  const denied = await limiter.consume('ip')
+  assert.equal(denied.allowed, false)
+  const calls = t.calls.bucketTake.length
+  for (let i = 0; i < 50; i++) {
+    advance(t, fleet, 9)
+    const again = await limiter.consume('ip')
+    assert.equal(again.allowed, false, `call ${i}`)
+    assert.equal(again.retryAfterBasis, 'monotonic-refill')
+  }
+  assert.equal(t.calls.bucketTake.length, calls, 'no store call while denied locally')
+  advance(t, fleet, 60)
+  // 510 ms since the short answer: the store is asked again, and this process takes everything.
+  assert.equal((await limiter.consume('ip')).allowed, true)
+  assert.equal(t.calls.bucketTake.at(-1).more, 2)
+})
+
+test('fill: a key denied locally as saturated is admitted again within one second', async () => {
+  const t = testStore()
+  const fleet = fleetOf(t, 1, { leaseMs: 60_000 }, { capacity: 5, refillPerSecond: 5 / 3600 })
+  const [{ limiter }] = fleet
+  assert.equal((await limiter.consume('ip', 5)).allowed, true)
+  assert.equal((await limiter.consume('ip')).allowed, false)
+  const { quotaAdmin } = require('../lib/shared.js')
+  const usage = await quotaAdmin(t.store, { name: 'api' }).fill('ip')
+  assert.equal(usage.tokens, 5 - usage.out)
+  advance(t, fleet, 1_000)
+  assert.equal((await limiter.consume('ip')).allowed, true)
+})
+
+test('a lapsed lease spends nothing; the unspent tokens go back at the next store call', async () => {
+  const t = testStore()
+  const fleet = fleetOf(t, 1, { leaseMs: 1_000 }, { capacity: 100, refillPerSecond: 0.001 })
+  const [{ limiter }] = fleet
+  await limiter.consume('ip')
+  await limiter.consume('ip')
+  const kept = limiter.status('ip').tokens
+  assert.ok(kept > 10)
+  advance(t, fleet, 1_000)
+  assert.equal(limiter.status('ip').tokens, 0)
+  const before = t.bucket('api', 'ip').tk
+  assert.equal((await limiter.consume('ip')).allowed, true)
+  const request = t.calls.bucketTake.at(-1)
+  assert.equal(request.give, kept)
+  assert.ok(t.bucket('api', 'ip').tk + limiter.status('ip').tokens >= before + kept - 2)
+})
+
+test('a store outage loses a live process nothing: its tokens go back and the bucket refills once the fleet clock saw the outage', async () => {
+  const t = testStore()
+  const fleet = fleetOf(t, 1, { leaseMs: 1_000, timeoutMs: 50 }, { capacity: 10, refillPerSecond: 1 })
+  const [{ limiter }] = fleet
+  await limiter.consume('ip')
+  await limiter.consume('ip')
+  assert.ok(limiter.status('ip').tokens > 0)
+  t.control.mode = 'fail'
+  advance(t, fleet, 12_000)
+  await assert.rejects(limiter.consume('ip'), isCode(Error, 'ERR_STORE_UNAVAILABLE'))
+  t.control.mode = 'ok'
+  let admitted = 0
+  for (let i = 0; i < 20; i++) if ((await limiter.consume('ip')).allowed) admitted++
+  assert.ok(admitted >= 9, `admitted ${admitted} after the outage`)
+})
+
+test('a record the store lost comes back empty, never full', async () => {
+  const t = testStore()
+  const fleet = fleetOf(t, 1, {}, { capacity: 10, refillPerSecond: 0.001 })
+  const [{ limiter }] = fleet
+  await limiter.consume('ip')
+  t.records.clear()
+  advance(t, fleet, 2_000)
+  assert.equal((await limiter.consume('ip')).allowed, false)
+  assert.equal(t.bucket('api', 'ip').tk, 0)
+})
+
+test('failOpen: with the store away a local bucket decides, and what it admitted is taken from the store later', async () => {
+  const t = testStore()
+  const fleet = fleetOf(t, 1, { failOpen: true, timeoutMs: 50 }, { capacity: 10, refillPerSecond: 0.001 })
+  const [{ limiter }] = fleet
+  t.control.mode = 'fail'
+  let admitted = 0
+  for (let i = 0; i < 12; i++) if ((await limiter.consume('ip')).allowed) admitted++
+  assert.equal(admitted, 10)
+  t.control.mode = 'ok'
+  await limiter.close()
+  const record = t.bucket('api', 'ip')
+  assert.ok(record.tk <= 0.01, `the store's bucket was charged: ${record.tk}`)
 })
 
 test('a store answer that makes no sense is ERR_STORE_RESPONSE, and nothing is admitted on it', async () => {
   const t = testStore()
   const { limiter } = bucketLimiter(t)
-  t.control.answer = { granted: 11, tokens: 11, held: 11, fair: 10, waiting: 0, recordId: 1, storeNowMs: NOON }
-  await assert.rejects(limiter.consume('k'), isCode(Error, 'ERR_STORE_RESPONSE'))
-  t.control.answer = undefined
-  assert.equal(limiter.status('k').cells ?? 0, 0)
+  t.control.answer = { granted: 5, held: 1, tokens: 0, fleetMs: 0, storeNowMs: 0, recordId: 1, others: 0 }
+  await assert.rejects(limiter.consume('ip'), isCode(Error, 'ERR_STORE_RESPONSE'))
+  assert.equal(limiter.status('ip').tokens, 0)
 })
 
-test('a key with a quota keeps both limits', async () => {
+test('no call waits longer than timeoutMs: a call whose tokens others took is decided within it', async () => {
   const t = testStore()
-  const { limiter } = bucketLimiter(t, {}, { quota: { limit: 3, period: UTC_DAY } })
-  for (let i = 0; i < 3; i++) assert.equal((await limiter.consume('k')).allowed, true)
-  const denied = await limiter.consume('k')
-  assert.equal(denied.allowed, false)
-  assert.equal(denied.retryAfterBasis, 'wall-period')
-  // The bucket gave nothing for the denied call.
-  assert.ok(Math.abs(denied.tokens - 7) < 1e-9, String(denied.tokens))
-  await limiter.close()
+  const { limiter } = bucketLimiter(t, { timeoutMs: 200 }, { capacity: 100, refillPerSecond: 1 })
+  t.control.mode = 'delay'
+  t.control.delayMs = 160
+  const started = performance.now()
+  const calls = Array.from({ length: 20 }, () => limiter.consume('ip').then((d) => ({ d, ms: performance.now() - started })))
+  const outcomes = await Promise.allSettled(calls)
+  for (const outcome of outcomes) {
+    assert.equal(outcome.status, 'fulfilled')
+    assert.ok(outcome.value.ms < 200 + 60, `a call took ${outcome.value.ms} ms`)
+  }
+  assert.ok(outcomes.filter((o) => o.value.d.allowed).length >= 1)
 })
 
-test('an idle key gives its cells back after idleMs', async () => {
-  const t = testStore()
-  const { clock, limiter } = bucketLimiter(t, { idleMs: 200 })
-  await limiter.consume('k')
-  clock.advance(250)
-  await until(() => t.calls.cellsRenew.some((call) => call.keys.some((one) => one.key === 'k' && one.held === 0)), 'the idle give-back')
-  await until(() => (limiter.status('k').cells ?? 0) === 0, 'the cells to go')
-})
-
-test('the store clock stepped between two calls is a store-clock-step anomaly; nothing refills from it', async () => {
-  const t = testStore()
-  const seen = []
-  const { limiter } = bucketLimiter(t, {}, { onAnomaly: (anomaly) => seen.push(anomaly) })
-  await limiter.consume('k', 10)
-  t.stepClock(60_000)
-  await until(() => t.calls.cellsRenew.length > 0, 'a renewal')
-  await until(() => seen.some((anomaly) => anomaly.kind === 'store-clock-step'), 'the anomaly')
-  const anomaly = seen.find((one) => one.kind === 'store-clock-step')
-  assert.equal(typeof anomaly.detail, 'string')
-  assert.ok(anomaly.wallDeltaMs >= 60_000)
-  // The stepped store clock credited nothing: the bucket is still empty.
-  assert.equal((await limiter.consume('k')).allowed, false)
-  await limiter.close()
-})
-
-test('a deleted key gives its cells back', async () => {
+test('close() gives every slice back and resolves once the store has them; stats count each round trip', async () => {
   const t = testStore()
   const { limiter } = bucketLimiter(t)
-  await limiter.consume('k')
-  assert.equal(limiter.delete('k'), true)
-  await until(() => t.calls.cellsRenew.some((call) => call.keys.some((one) => one.key === 'k' && one.held === 0)), 'the give-back')
+  await limiter.consume('a')
+  await limiter.consume('a')
+  await limiter.consume('b')
+  await limiter.close()
+  assert.equal(t.bucket('api', 'a').holders.size, 0)
+  const store = limiter.stats().store
+  assert.equal(store.calls, t.calls.bucketTake.length)
+})
+
+test('the HTTP RateLimit remaining of a shared bucket is floor(tokens + fleetTokens)', async () => {
+  const t = testStore()
+  const { limiter } = bucketLimiter(t, {}, { capacity: 100, refillPerSecond: 1 })
+  await limiter.consume('ip')
+  await limiter.consume('ip')
+  const status = limiter.status('ip')
+  assert.ok(status.fleetTokens > 0 && status.tokens > 0)
+  assert.ok(status.tokens + status.fleetTokens <= 100)
+})
+
+test('a quota and a shared bucket: both limits hold', async () => {
+  const t = testStore()
+  const { limiter } = bucketLimiter(t, {}, { capacity: 10, refillPerSecond: 0.001, quota: { limit: 3, period: UTC_DAY } })
+  const decisions = []
+  for (let i = 0; i < 5; i++) decisions.push(await limiter.consume('ip'))
+  assert.deepEqual(decisions.map((d) => d.allowed), [true, true, true, false, false])
+  assert.equal(decisions[3].retryAfterBasis, 'wall-period')
 })

@@ -126,8 +126,8 @@ function toStatus(status, capacity, refillPerSecond, quotaLimit) {
     capacity,
     refillPerSecond,
     quotaLimit: quotaLimit ?? null,
-    // A key with a shared bucket (share.bucket): the cells held here.
-    ...(status.cells == null ? {} : { cells: status.cells }),
+    // A key with a shared bucket (share.bucket): the store's tokens as last heard of, refilled since.
+    ...(status.fleetTokens == null ? {} : { fleetTokens: status.fleetTokens }),
   }
 }
 

@@ -14,6 +14,11 @@ function isSharedLimiter(limiter) {
   return drivers.has(limiter)
 }
 
+/** Whether a KeyedQuotaClock's buckets are the fleet's (`share.bucket`). */
+function isFleetBucket(limiter) {
+  return drivers.get(limiter)?.fleetBucket === true
+}
+
 /**
  * A shared limiter's store counters, for stats(): `{ calls, errors, timeouts, reserved,
  * returned }` (store calls made, failed, unanswered within timeoutMs; units reserved, units
@@ -23,4 +28,4 @@ function storeStatsOf(limiter) {
   return drivers.get(limiter)?.storeStats()
 }
 
-module.exports = { registerDriver, isSharedLimiter, storeStatsOf }
+module.exports = { registerDriver, isSharedLimiter, isFleetBucket, storeStatsOf }

@@ -93,6 +93,11 @@ class ShareDriver {
     }
   }
 
+  /** Whether the limiter's buckets are the fleet's (`share.bucket`). */
+  get fleetBucket() {
+    return this.#cells !== undefined
+  }
+
   /** The store counters for stats(): calls made, failed, timed out; units reserved, given back. */
   storeStats() {
     return { ...this.#stats }

@@ -164,6 +164,7 @@ function headerItems(count) {
  * decision's loop; with the refund folded in, two limits cost ~6 % more instructions a request.)
  */
 function describeLimiter(entry, key, tokens, quotaRemaining, items, i) {
+  if (entry.fleetBucket) tokens = fleetRemaining(entry, key, tokens)
   const record = recordFor(entry, key, tokens, quotaRemaining)
   items.policy[i] = record.policy
   items.limit[i] = limitItems(entry, record, tokens, quotaRemaining)
@@ -176,6 +177,20 @@ function describeRefunded(entry, key, tokens, quotaRemaining, items, i, refunded
   const quotaShown = quotaRemaining === null ? null : Math.min(quotaRemaining + refunded, record.quotaLimit ?? Infinity)
   items.policy[i] = record.policy
   items.limit[i] = limitItems(entry, record, Math.min(tokens + refunded, record.capacity), quotaShown)
+}
+
+/**
+ * A shared bucket's remaining (§15): this process's slice and the fleet's tokens as last heard of,
+ * `floor(tokens + fleetTokens)`, at most the capacity.
+ */
+function fleetRemaining(entry, key, tokens) {
+  let status
+  try {
+    status = entry.limiter.status(key)
+  } catch {
+    return tokens // (a limiter that cannot answer now: its slice alone)
+  }
+  return Math.max(0, Math.min(Math.floor(tokens + (status.fleetTokens ?? 0)), status.capacity))
 }
 
 /** describeLimiter from the entry's `status` for `key`: a limit the request did not reach (a denial came first). */

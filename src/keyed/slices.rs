@@ -267,14 +267,16 @@ impl KeyedLimiter {
     }
 
     /// A key's bucket as its slice makes it, readied for the refresh rule at `timeline_ms`:
-    /// capacity `C` and no refill (the store refills); a slice whose lease has lapsed is spent
-    /// (the store writes it off). `None`: no shared bucket.
+    /// capacity `C` and no refill (the store refills); the tokens of a slice whose lease has
+    /// lapsed are kept aside to give back. `None`: no shared bucket.
     pub(super) fn cells_bucket(&mut self, index: u32, timeline_ms: f64) -> Option<BucketOf> {
         let book = self.cells.as_mut()?;
-        let slice = &book.slices[index as usize];
+        let slice = &mut book.slices[index as usize];
         let record = &mut self.table.records[index as usize];
         if record.tokens != 0.0 && timeline_ms >= slice.lease_end_ms {
-            record.tokens = 0.0;
+            // Not spendable any more; the unspent tokens go back with the key's next store call
+            // (the store writes the slice off as spent, and takes them back all the same).
+            slice.give += std::mem::take(&mut record.tokens).max(0.0);
         }
         Some(BucketOf {
             capacity: self.policies[record.policy as usize].capacity,
