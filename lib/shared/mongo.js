@@ -19,8 +19,7 @@
 //                 db.collection('quota_shares').createIndex({ expiresAt: 1 }, { expireAfterSeconds: 0 })
 //
 // The fleet bucket's records and operations are in lib/shared/mongo-bucket.js (bucketTake,
-// bucketRead, bucketFill) and, retiring, lib/shared/mongo-cells.js (cellsAcquire, cellsRenew), in
-// the same collection.
+// bucketRead, bucketFill), in the same collection.
 //
 // A document is created first, with count 0 ($setOnInsert, a racing creator's duplicate-key error
 // tolerated), and only then reserved from by an update without upsert: an upsert that races
@@ -31,7 +30,6 @@ const { makeQuotaStore, checkReserveAnswer, checkRecordAnswer, instanceFields, n
 const { QuotaClockError } = require('../errors.js')
 const { describe } = require('../validate.js')
 const { recordKey } = require('./record-key.js')
-const { cellsOperations } = require('./mongo-cells.js')
 const { bucketOperations } = require('./mongo-bucket.js')
 const { invalid, readStoreOptions, checkText } = require('./options.js')
 
@@ -191,7 +189,6 @@ function mongoStore(db, options) {
     async reset({ name, key, periodId }) {
       return recordOf(documentOf(await records().findOneAndUpdate({ _id: recordKey(name, key, periodId) }, RESET, WITH_DOCUMENT), name), name)
     },
-    ...cellsOperations(records),
     ...bucketOperations(records),
   })
 }

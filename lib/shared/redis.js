@@ -6,7 +6,7 @@
 // through `sendCommand` with string arguments.
 //
 // The fleet bucket's operations are in lib/shared/redis-bucket.js (bucketTake, bucketRead,
-// bucketFill) and, retiring, lib/shared/redis-cells.js (cellsAcquire, cellsRenew).
+// bucketFill).
 //
 // The record of (name, key, periodId) is a hash at <prefix><recordKey> (lib/shared/record-key.js):
 //   c           the units counted in the period (reserved and not given back, and charged by
@@ -28,7 +28,6 @@ const { createHash } = require('node:crypto')
 const { makeQuotaStore, checkReserveAnswer, checkRecordAnswer, instanceFields, newRecordId, KEEP_GRANTED_MS } = require('../quota-store.js')
 const { describe } = require('../validate.js')
 const { recordKey } = require('./record-key.js')
-const { cellsOperations } = require('./redis-cells.js')
 const { bucketOperations } = require('./redis-bucket.js')
 const { invalid, readStoreOptions, checkText } = require('./options.js')
 
@@ -238,7 +237,6 @@ function redisStore(client, options) {
     usage: (request) => view(SCRIPTS.usage, request, []),
     grant: (request) => view(SCRIPTS.grant, request, [request.units, request.recordId, KEEP_GRANTED_MS].map(String)),
     reset: (request) => view(SCRIPTS.reset, request, []),
-    ...cellsOperations({ prefix, evaluate, script }),
     ...bucketOperations({ prefix, evaluate, script }),
   })
 }
