@@ -84,6 +84,11 @@ pub struct Slice {
     pub owed: u64,
     /// Whether the store needs this process to take all it can (after a short answer).
     pub waited: bool,
+    /// The key was used shortly before its last consume (within `leaseMs / 2`): a busy key,
+    /// whose store calls take a fair share beyond what they lack. A key used now and then takes
+    /// only what its call lacks, spends it, and so has nothing to give back: one store call a
+    /// request, not two.
+    pub busy: bool,
     /// The call under way is this process's first for the key ([`More::Nothing`]): what it
     /// brings is spent by the call that asked, and no background fetch follows (a key first
     /// seen costs one store call).
@@ -109,13 +114,18 @@ impl Slice {
             give: 0.0,
             owed: 0,
             waited: false,
+            busy: false,
             first: false,
             open: None,
         }
     }
 
+    /// Whether the store must hear from this process about the key: unspent tokens, tokens to
+    /// give back, failOpen units owed. (A slice spent to the last token needs no word: the
+    /// store writes it off as spent once its lease has lapsed, and a key first seen costs one
+    /// store call, not two.)
     fn holds(&self, tokens: f64) -> bool {
-        tokens > 0.0 || self.store_holds || self.give > 0.0 || self.owed > 0
+        tokens > 0.0 || self.give > 0.0 || self.owed > 0
     }
 }
 
@@ -358,7 +368,9 @@ impl KeyedLimiter {
         let Some(book) = &mut self.cells else {
             return self.decide_shared_step(index, call);
         };
+        let lease_ms = book.lease_ms;
         let slice = &mut book.slices[index as usize];
+        slice.busy = timeline_ms - slice.last_used_ms < lease_ms / 2.0;
         slice.last_used_ms = timeline_ms;
         let wanted = n as i64 as f64;
         if record.tokens >= wanted && timeline_ms < slice.lease_end_ms {
@@ -460,7 +472,7 @@ impl KeyedLimiter {
         };
         let more = if slice.waited {
             More::All
-        } else if slice.fleet_ms < 0.0 && slice.record_id == 0 && want > 0 {
+        } else if want > 0 && (!slice.busy || (slice.fleet_ms < 0.0 && slice.record_id == 0)) {
             More::Nothing
         } else {
             More::Share
