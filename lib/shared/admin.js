@@ -39,6 +39,17 @@ function checkUnits(units) {
   return units
 }
 
+/** A grant the store refused: it would take the record's limit + extra past Number.MAX_SAFE_INTEGER. */
+function refusedGrant(key, periodId, units, allowance) {
+  const most = Number.MAX_SAFE_INTEGER - allowance
+  return coded(
+    RangeError,
+    'ERR_INVALID_ARG',
+    `units must be at most ${most} for key ${describe(key)} in ${periodId}: its allowance (limit + extra) is ${allowance} and may not pass ` +
+      `Number.MAX_SAFE_INTEGER (${Number.MAX_SAFE_INTEGER}); received ${units}. Nothing was granted`,
+  )
+}
+
 /** The operator's view of the shared quota `name` in `store` (a store made by redisStore / mongoStore). */
 function quotaAdmin(store, options) {
   if (!isQuotaStore(store)) {
@@ -60,6 +71,7 @@ function quotaAdmin(store, options) {
         cause: error,
       })
     }
+    if (record !== null && record.refused !== undefined) throw refusedGrant(key, periodId, fields.units, record.refused)
     return record === null
       ? { name, key, periodId, limit: null, extra: 0, used: 0, held: 0, expiresAt: null }
       : { name, key, periodId, ...record }
