@@ -4,7 +4,9 @@
 // kept out of reach (a WeakMap keyed by the public store object), not as properties a caller could
 // forge or replace.
 //
-// Operations (every one resolves or rejects; none throws synchronously):
+// Operations (every one resolves or rejects; none throws synchronously). reserve and giveBack take
+// an optional second argument, `roundTrip()`, which they call as they send each request to the
+// store (the driver's stats().store.calls counts round trips, §17):
 //
 //   reserve({ name, key, periodId, limit, leaseUnits, lacking, charge, expiresAtMs,
 //             instance, held, owned, recordId })

@@ -44,6 +44,7 @@ const DUPLICATE_KEY = 11000
 // compares dates computed from $$NOW wrongly, and a lag shorter than this is covered either way.
 const GRACE_MS = 600_000
 const WITH_DOCUMENT = { returnDocument: 'after', includeResultMetadata: true }
+const noTrip = () => {}
 const UPSERT = { upsert: true }
 
 /** The update pipeline of one reservation (the rule of lib/quota-store.js, run by the server). */
@@ -145,18 +146,20 @@ function mongoStore(db, options) {
   }
 
   return makeQuotaStore('mongo', {
-    async reserve(request) {
+    async reserve(request, roundTrip = noTrip) {
       const { name, key, periodId, expiresAtMs } = request
       const _id = recordKey(name, key, periodId)
       const expiresAt = new Date(Math.ceil(expiresAtMs))
       const pipeline = reservePipeline(request, expiresAt, new Date(Date.now() + GRACE_MS))
       for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+        roundTrip()
         const document = documentOf(await records().findOneAndUpdate({ _id }, pipeline, WITH_DOCUMENT), name)
         if (document !== null) {
           const unreserved = typeof document.count === 'number' ? clamped(Math.max(0, request.limit + (document.extra ?? 0) - document.count)) : document.count
           return checkReserveAnswer({ granted: document.granted, unreserved, recordId: document.rid }, request)
         }
         try {
+          roundTrip()
           await records().updateOne({ _id }, { $setOnInsert: { name, key, periodId, count: 0, expiresAt, rid: newRecordId() } }, UPSERT)
         } catch (error) {
           if (!error || error.code !== DUPLICATE_KEY) throw error
@@ -164,11 +167,12 @@ function mongoStore(db, options) {
       }
       throw storeResponse(`quota store (MongoDB) lost the record of "${name}" for key ${describe(key)} in ${periodId}: not found after ${ATTEMPTS} attempts to create it`)
     },
-    async giveBack(request) {
+    async giveBack(request, roundTrip = noTrip) {
       const { name, key, periodId, units } = request
       const { instance, recordId } = instanceFields(request)
       // Only to the record the units were reserved in.
       const filter = recordId === 0 ? { _id: recordKey(name, key, periodId) } : { _id: recordKey(name, key, periodId), rid: recordId }
+      roundTrip()
       await records().updateOne(filter, GIVE_BACK(units, instance))
     },
     async usage({ name, key, periodId }) {

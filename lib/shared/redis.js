@@ -165,6 +165,8 @@ function isNoScript(error) {
   }
 }
 
+const noTrip = () => {}
+
 // Most arguments a command is given spread into ioredis's call().
 const SPREAD_ARGUMENTS = 4_096
 
@@ -208,13 +210,16 @@ function redisStore(client, options) {
           what: `a well-formed string of at most ${MAX_PREFIX_LENGTH} characters`,
         })
 
-  // Runs a script on keys of one slot (the first one picks a cluster's node).
-  async function evaluate({ sha, source }, keys, args) {
+  // Runs a script on keys of one slot (the first one picks a cluster's node); `roundTrip()` is
+  // called as each command is sent (EVALSHA, and EVAL after a NOSCRIPT).
+  async function evaluate({ sha, source }, keys, args, roundTrip = noTrip) {
     const tail = [String(keys.length), ...keys, ...args]
     try {
+      roundTrip()
       return await run(['EVALSHA', sha, ...tail], keys[0])
     } catch (error) {
       if (!isNoScript(error)) throw error
+      roundTrip()
       return run(['EVAL', source, ...tail], keys[0])
     }
   }
@@ -235,17 +240,17 @@ function redisStore(client, options) {
   }
 
   return makeQuotaStore('redis', {
-    async reserve(request) {
+    async reserve(request, roundTrip) {
       const { limit, leaseUnits, lacking, charge, expiresAtMs } = request
       const { instance, held, owned, recordId } = instanceFields(request)
       const args = [limit, leaseUnits, lacking, charge, Math.ceil(expiresAtMs), instance, held, owned, recordId, newRecordId()].map(String)
-      const reply = await evaluate(SCRIPTS.reserve, [keyOf(request)], args)
+      const reply = await evaluate(SCRIPTS.reserve, [keyOf(request)], args, roundTrip)
       const answer = Array.isArray(reply) && reply.length === 3 ? { granted: clamped(reply[0]), unreserved: clamped(reply[1]), recordId: Number(reply[2]) } : reply
       return checkReserveAnswer(answer, request)
     },
-    async giveBack(request) {
+    async giveBack(request, roundTrip) {
       const { instance, recordId } = instanceFields(request)
-      await evaluate(SCRIPTS.giveBack, [keyOf(request)], [request.units, instance, recordId].map(String))
+      await evaluate(SCRIPTS.giveBack, [keyOf(request)], [request.units, instance, recordId].map(String), roundTrip)
     },
     usage: (request) => view(SCRIPTS.usage, request, []),
     grant: (request) => view(SCRIPTS.grant, request, [request.units, request.recordId, KEEP_GRANTED_MS].map(String)),
