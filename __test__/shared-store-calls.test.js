@@ -1,6 +1,6 @@
 'use strict'
 
-// stats().store.calls counts each round trip to the store (SPEC §17), on a real redis-server with
+// stats().store.calls counts each round trip to the store (docs/metrics.md), on a real redis-server with
 // both clients and on the MongoDB wire server: compared with Redis's own INFO commandstats
 // (EVALSHA and EVAL calls, a NOSCRIPT's EVALSHA and the EVAL after it both counted) and with the
 // MongoDB driver's command events, for a shared quota limiter's reservations, refills, give-backs

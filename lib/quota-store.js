@@ -6,7 +6,7 @@
 //
 // Operations (every one resolves or rejects; none throws synchronously). reserve and giveBack take
 // an optional second argument, `roundTrip()`, which they call as they send each request to the
-// store (the driver's stats().store.calls counts round trips, §17):
+// store (the driver's stats().store.calls counts round trips, docs/metrics.md):
 //
 //   reserve({ name, key, periodId, limit, leaseUnits, lacking, charge, expiresAtMs,
 //             instance, held, owned, recordId })

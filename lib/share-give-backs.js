@@ -143,7 +143,7 @@ class GiveBacks {
 
 /**
  * The round-trip hook a store operation is given (lib/quota-store.js): `stats.calls` counts each
- * round trip to the store (§17). The first is counted when the call is made; the store reports
+ * round trip to the store (docs/metrics.md). The first is counted when the call is made; the store reports
  * each one it sends, and those after the first (EVAL after a NOSCRIPT, MongoDB's
  * create-then-reserve) are added as they go.
  */
