@@ -108,14 +108,25 @@ test('the link check finds a broken file and a broken anchor (it can fail)', () 
   assert.deepEqual([...anchors('# A b\n```\n# not a heading\n```\n## C: `d`\n')], ['a-b', 'c-d'])
 })
 
-test(`README.md is at most ${README_MAX_LINES} lines, with the two commands first and a table of contents`, () => {
+test(`README.md is at most ${README_MAX_LINES} lines: a user's install and example first, the two commands from a clone right after, a table of contents`, () => {
   const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')
   const lines = readme.trimEnd().split('\n')
   assert.ok(lines.length <= README_MAX_LINES, `README.md has ${lines.length} lines`)
-  const firstBlock = /```sh\n([\s\S]*?)```/.exec(readme)[1].split('\n')
-  assert.match(firstBlock[0], /^npm install && npm run demo\b/)
-  assert.match(firstBlock[1], /^npm install && npm test\b/)
-  assert.ok(readme.indexOf('```sh') < readme.indexOf('\n## '), 'the commands come before any section')
+  const blocks = [...readme.matchAll(/```(\w+)\n([\s\S]*?)```/g)].map(([, lang, code]) => ({ lang, lines: code.trimEnd().split('\n') }))
+  // A user's first screen: the install, then a short example.
+  assert.deepEqual(blocks[0], { lang: 'sh', lines: ['npm install quota-clock-source'] })
+  assert.equal(blocks[1].lang, 'js')
+  assert.ok(blocks[1].lines.length <= 12, `the first example has ${blocks[1].lines.length} lines`)
+  assert.ok(readme.indexOf('```sh') < readme.indexOf('\n## '), 'the install comes before any section')
+  // Then, under their own heading, near the top: the demo and the tests from a clone.
+  const clone = readme.indexOf('\n## From a clone\n')
+  assert.ok(clone !== -1 && readme.slice(0, clone).split('\n').length <= 20, 'a "From a clone" section near the top')
+  assert.ok(readme.indexOf('```js') < clone, 'after the example')
+  const commands = blocks[2].lines
+  assert.equal(blocks[2].lang, 'sh')
+  assert.ok(readme.indexOf(commands[0]) > clone && readme.indexOf(commands[0]) < readme.indexOf('\n## ', clone + 1), 'in that section')
+  assert.match(commands[0], /^npm install && npm run demo\b/)
+  assert.match(commands[1], /^npm install && npm test\b/)
   assert.match(readme, /^## Contents$/m)
 })
 
@@ -160,4 +171,80 @@ test('every error code of the contract is documented in the README', () => {
 
 test('ARCHITECTURE.md cites no document its readers cannot open', () => {
   assert.deepEqual(fs.readFileSync(path.join(ROOT, 'ARCHITECTURE.md'), 'utf8').split('\n').filter((line) => /\bSPEC\b|\u00a7/.test(line)), [])
+})
+
+// ---------------------------------------------------------------------------------------------
+// What the types declare, the docs list: every option and every anomaly kind.
+
+/** The field names of `interface name { ... }` in a .d.ts text (its top-level members only). */
+function interfaceFields(text, name) {
+  const start = text.indexOf(`export interface ${name} {`)
+  assert.notEqual(start, -1, `no interface ${name}`)
+  let depth = 0
+  let at = text.indexOf('{', start)
+  const open = at
+  for (; at < text.length; at++) {
+    if (text[at] === '{') depth++
+    else if (text[at] === '}' && --depth === 0) break
+  }
+  const body = text.slice(open + 1, at).replace(/\/\*[\s\S]*?\*\//g, '')
+  const fields = []
+  let nested = 0
+  for (const line of body.split('\n')) {
+    const field = nested === 0 ? /^\s+(?:readonly\s+)?(\w+)\??:/.exec(line) : null
+    if (field) fields.push(field[1])
+    nested += (line.match(/[{(]/g) ?? []).length - (line.match(/[})]/g) ?? []).length
+  }
+  return fields
+}
+
+const typesOf = (file) => fs.readFileSync(path.join(ROOT, file), 'utf8')
+const docOf = (file) => fs.readFileSync(path.join(ROOT, file), 'utf8')
+/** The option names in the first column of a markdown table: | `name` | ... */
+const tableNames = (text) => new Set([...text.matchAll(/^\| `([\w.-]+)`/gm)].map((match) => match[1]))
+
+test('every option of the limiter types is a row of the README options table', () => {
+  const types = typesOf('index.d.ts')
+  const options = ['LimiterOptionsBase', 'BucketLimitOptions', 'QuotaAloneOptions'].flatMap((name) => interfaceFields(types, name))
+  assert.ok(options.includes('suspendPolicy') && options.includes('capacity'), String(options))
+  const readme = docOf('README.md')
+  const table = tableNames(readme.slice(readme.indexOf('\n## Options\n'), readme.indexOf('\n## ', readme.indexOf('\n## Options\n') + 1)))
+  assert.deepEqual(options.filter((option) => !table.has(option)), [])
+})
+
+test('every KeyedQuotaClock option beyond QuotaClock\'s is named in docs/keyed.md', () => {
+  const options = interfaceFields(typesOf('index.d.ts'), 'KeyedOptions')
+  assert.ok(options.includes('maxKeys') && options.includes('share'), String(options))
+  const text = docOf('docs/keyed.md')
+  assert.deepEqual(options.filter((option) => !text.includes(`\`${option}`)), [])
+})
+
+test('every share option is a row of the options table of docs/several-instances.md', () => {
+  const options = interfaceFields(typesOf('index.d.ts'), 'ShareOptions')
+  assert.ok(options.includes('bucket') && options.includes('leaseMs'), String(options))
+  const table = tableNames(docOf('docs/several-instances.md'))
+  assert.deepEqual(options.filter((option) => !table.has(option)), [])
+})
+
+test("every quotaAdmin option is named in docs/operating-quotas.md's heading and text", () => {
+  const options = interfaceFields(typesOf('lib/shared.d.ts'), 'QuotaAdminOptions')
+  assert.deepEqual(options, ['name', 'timeoutMs'])
+  const text = docOf('docs/operating-quotas.md')
+  for (const option of options) assert.ok(text.includes(`\`options.${option}\``) || text.includes(`\`${option}\``), option)
+  assert.match(text, /^## From code: `quotaAdmin\(store, \{ name, timeoutMs \}\)`$/m)
+})
+
+test('every anomaly kind is a row of the table in docs/clocks.md and in the stats() example of docs/metrics.md, and the count is said right', () => {
+  const union = /export type AnomalyKind =([\s\S]*?)\n\n/.exec(typesOf('index.d.ts'))[1]
+  const kinds = [...union.matchAll(/'([\w-]+)'/g)].map((match) => match[1])
+  assert.ok(kinds.includes('store-clock-step'), String(kinds))
+  const clocks = tableNames(docOf('docs/clocks.md'))
+  assert.deepEqual(kinds.filter((kind) => !clocks.has(kind)), [], 'docs/clocks.md')
+  const metrics = docOf('docs/metrics.md')
+  const example = /anomalies: \{([\s\S]*?)\}/.exec(metrics)[1]
+  const listed = new Set([...example.matchAll(/'?([\w-]+)'?: \d+/g)].map((match) => match[1]))
+  assert.deepEqual(kinds.filter((kind) => !listed.has(kind)), [], 'docs/metrics.md')
+  const words = ['zero', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten']
+  for (const [, count] of metrics.matchAll(/\ball (\w+)(?: series|,)/g)) assert.equal(count, words[kinds.length], `docs/metrics.md says "all ${count}"`)
+  assert.match(metrics, new RegExp(`all ${words[kinds.length]} series`))
 })

@@ -45,8 +45,53 @@ function run(env) {
   return spawnSync(process.execPath, ['check.js'], { cwd: project, env: { ...base, ...env }, encoding: 'utf8', timeout: 30_000 })
 }
 
-/** The error's own message line (not the causes chained below it). */
-const message = (stderr) => stderr.split('\n').find((line) => line.includes('no native binary for')) ?? stderr
+/** The error's own message (its lines from the first, up to the stack). */
+function message(stderr) {
+  const lines = stderr.split('\n')
+  const first = lines.findIndex((line) => line.includes('no native binary for'))
+  if (first === -1) return stderr
+  const end = lines.findIndex((line, at) => at > first && /^\s+at /.test(line))
+  return lines.slice(first, end === -1 ? undefined : end).join(' ')
+}
+
+/** napi-rs's name for this platform, as lib/native.js computes it. */
+function hostPlatform() {
+  if (process.platform === 'win32') return `win32-${process.arch}-msvc`
+  if (process.platform !== 'linux') return `${process.platform}-${process.arch}`
+  return `linux-${process.arch}-${process.report.getReport().header.glibcVersionRuntime ? 'gnu' : 'musl'}`
+}
+
+test('installed without its platform package, what Node prints is at most 20 lines: the package to install and the command', () => {
+  const result = run({})
+  assert.notEqual(result.status, 0, result.stdout)
+  const printed = result.stderr.trimEnd().split('\n')
+  assert.ok(printed.length <= 20, `${printed.length} lines:\n${result.stderr}`)
+  const platformPackage = `${pkg.name}-${hostPlatform()}`
+  if (process.platform === 'linux' && process.arch === 'x64') assert.equal(platformPackage, 'quota-clock-source-linux-x64-gnu')
+  assert.ok(message(result.stderr).includes(`npm install ${platformPackage}@${pkg.version}`), result.stderr)
+  assert.doesNotMatch(result.stderr, /wasm32-wasi|github\.com\/npm/, 'the loader\'s causes are not printed by default')
+})
+
+test("the loader's own errors stay reachable: error.details, and printed with QUOTA_CLOCK_DEBUG_LOAD=1", () => {
+  const probe = path.join(project, 'details.js')
+  fs.writeFileSync(
+    probe,
+    `try { require('quota-clock-source') } catch (error) {
+  console.log(JSON.stringify({ code: error.code, details: error.details instanceof Error, detailsMessage: String(error.details && error.details.message), enumerable: Object.keys(error) }))
+}`,
+  )
+  const base = { ...process.env }
+  for (const key of ['NAPI_RS_NATIVE_LIBRARY_PATH', 'NODE_OPTIONS', 'NODE_TEST_CONTEXT', 'QUOTA_CLOCK_DEBUG_LOAD']) delete base[key]
+  const caught = spawnSync(process.execPath, [probe], { cwd: project, env: base, encoding: 'utf8', timeout: 30_000 })
+  const seen = JSON.parse(caught.stdout)
+  assert.equal(seen.code, 'ERR_NATIVE_BINDING_NOT_FOUND')
+  assert.equal(seen.details, true)
+  assert.match(seen.detailsMessage, /native binding/)
+  assert.deepEqual(seen.enumerable, ['code'])
+  const debug = run({ QUOTA_CLOCK_DEBUG_LOAD: '1' })
+  assert.notEqual(debug.status, 0)
+  assert.match(debug.stderr, /\[?cause\]?: Error: (Cannot find|Failed to load) native binding/)
+})
 
 test('with no binary, the error says how to install without a registry and names NAPI_RS_NATIVE_LIBRARY_PATH', () => {
   const result = run({})

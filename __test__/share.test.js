@@ -75,6 +75,10 @@ test('share options are checked, each error naming share.<field>, and nothing is
   }
   assert.throws(make({ store: t.store, name: 'a', failOpen: 'yes' }), named(TypeError, 'failOpen'))
   assert.throws(make({ store: t.store, name: 'a', leaseunits: 5 }), named(TypeError, 'leaseunits'))
+  // leaseMs is the shared bucket's: without bucket: true it is refused, not silently unused.
+  for (const bucket of [undefined, false]) {
+    assert.throws(make({ store: t.store, name: 'a', leaseMs: 10_000, bucket }), (error) => named(TypeError, 'leaseMs')(error) && /needs share\.bucket: true/.test(error.message))
+  }
   // A key whose value is undefined counts as absent.
   new KeyedQuotaClock({ ...base, share: { store: t.store, name: 'a', leaseUnits: undefined } })
   assert.equal(t.calls.reserve.length, 0)

@@ -10,6 +10,7 @@
 const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
 const { periodFor } = require('quota-clock-source')
+const { QuotaClockError } = require('quota-clock-source')
 const { redisStore, quotaAdmin } = require('quota-clock-source/shared')
 const { MONTH, useStoreServers, limiterOn, drain } = require('./helpers/shared-fleet.js')
 
@@ -205,6 +206,12 @@ describe('quotaAdmin arguments', () => {
       [() => quotaAdmin(store, { name: '' }), RangeError, /options\.name/],
       [() => quotaAdmin(store, { name: 'x'.repeat(129) }), RangeError, /options\.name/],
       [() => quotaAdmin(store, { name: 'api', nmae: 1 }), TypeError, /nmae/],
+      [() => quotaAdmin(store, { name: 'api', timeoutMs: '500' }), TypeError, /options\.timeoutMs/],
+      [() => quotaAdmin(store, { name: 'api', timeoutMs: 0 }), RangeError, /options\.timeoutMs/],
+      [() => quotaAdmin(store, { name: 'api', timeoutMs: 1.5 }), RangeError, /options\.timeoutMs/],
+      [() => quotaAdmin(store, { name: 'api', timeoutMs: -1 }), RangeError, /options\.timeoutMs/],
+      [() => quotaAdmin(store, { name: 'api', timeoutMs: NaN }), RangeError, /options\.timeoutMs/],
+      [() => quotaAdmin(store, { name: 'api', timeoutMs: 2 ** 31 }), RangeError, /options\.timeoutMs/],
     ]
     for (const [call, ErrorClass, names] of cases) {
       assert.throws(call, (error) => error instanceof ErrorClass && error.code === 'ERR_INVALID_ARG' && names.test(error.message), String(call))
@@ -233,6 +240,21 @@ describe('quotaAdmin arguments', () => {
     for (const [call, ErrorClass, names] of cases) {
       await assert.rejects(call(), (error) => error instanceof ErrorClass && error.code === 'ERR_INVALID_ARG' && names.test(error.message), String(call))
     }
+  })
+
+  test('a store that does not answer within timeoutMs (default 5,000) is ERR_STORE_UNAVAILABLE; a grant says it may still land', async () => {
+    const hung = redisStore({ isCluster: false, call: () => new Promise(() => {}) })
+    const quick = quotaAdmin(hung, { name: 'api', timeoutMs: 50 })
+    for (const [operation, call] of [['usage', () => quick.usage('acme', '2024-03')], ['grant', () => quick.grant('acme', '2024-03', 5)], ['reset', () => quick.reset('acme', '2024-03')]]) {
+      const started = Date.now()
+      await assert.rejects(call(), (error) => error instanceof QuotaClockError && error.code === 'ERR_STORE_UNAVAILABLE' && /"api"/.test(error.message) && /50 ms/.test(error.message) && (operation !== 'grant' || /may still have landed.*usage/.test(error.message)))
+      assert.ok(Date.now() - started < 2_000, operation)
+    }
+    // The default: 5 s.
+    const started = Date.now()
+    await assert.rejects(quotaAdmin(hung, { name: 'api' }).usage('acme', '2024-03'), (error) => error.code === 'ERR_STORE_UNAVAILABLE' && /5000 ms/.test(error.message))
+    const waited = Date.now() - started
+    assert.ok(waited >= 4_900 && waited < 7_000, `${waited} ms`)
   })
 
   test('a store that fails is ERR_STORE_UNAVAILABLE, with its error as the cause', async () => {

@@ -396,7 +396,8 @@ describe('quota stores on real servers', () => {
 })
 
 describe('store answers that make no sense', () => {
-  // Clients of the supported shapes that answer what no server would.
+  // Clients of the supported shapes that answer what no server would. (The scripts answer granted
+  // and unreserved as decimal strings of digits: anything else in their place is nonsense.)
   const ioredisAnswering = (reply) => ({ isCluster: false, call: async () => reply })
   const nodeRedisAnswering = (reply) => ({ isOpen: true, sendCommand: async () => reply })
   const dbAnswering = (reply) => ({ databaseName: 'fake', collection: () => ({ findOneAndUpdate: async () => reply, updateOne: async () => ({}) }) })
@@ -409,7 +410,7 @@ describe('store answers that make no sense', () => {
     })
   const req = request({ name: 'plans', limit: 100, lacking: 2 })
 
-  for (const reply of [null, 'OK', 7, [], [5], [5, 1], [5, 1, '2', 3], [5, 1, 'x'], ['5', '1', '2'], [-1, 10], [5, -1], [2.5, 1], [5, Number.NaN], [1, 10], [2 ** 53, 0]]) {
+  for (const reply of [null, 'OK', 7, [], [5], [5, 1], [5, 1, '2', 3], [5, 1, 'x'], ['5.0', '1', '2'], ['-5', '1', '2'], ['5', '0x1', '2'], [-1, 10], [5, -1], [2.5, 1], [5, Number.NaN], [1, 10], [2 ** 53, 0]]) {
     test(`Redis answering ${JSON.stringify(reply)} is ERR_STORE_RESPONSE`, async () => {
       await expectResponseError(storeOperations(redisStore(ioredisAnswering(reply))).reserve(req))
       await expectResponseError(storeOperations(redisStore(nodeRedisAnswering(reply))).reserve(req))

@@ -4,15 +4,23 @@
 // (--redis) or MongoDB (--mongo). The client a store needs is
 // the application's, as the optional peer dependency it is: ioredis, else redis, for --redis;
 // mongodb for --mongo; looked up from the working directory first, then from this package.
-// The store must answer within DEADLINE_MS, connection included, or the command exits 1.
+// The store must answer within DEADLINE_MS of the command's start, connection included, or the
+// command exits 1; it exits by then whatever the client library keeps open (a client that
+// reconnects, a socket to a hung server). A store that answers with an error is not unreachable:
+// the line says what it answered.
 
 const path = require('node:path')
+const { performance } = require('node:perf_hooks')
 const { createRequire } = require('node:module')
 const { redisStore, mongoStore, quotaAdmin } = require('../lib/shared.js')
 const { isPeriodId, withTimeout, quietTimer } = require('../lib/cli.js')
 const { PROGRAM, usage: bad, print, periodSpec, periodAt } = require('./command-line.js')
 
 const DEADLINE_MS = 5_000
+// Counted from the process's start (performance.now()): the store gets until STORE_BY_MS, the
+// process ends by EXIT_BY_MS, so the line is printed and the exit made within DEADLINE_MS.
+const STORE_BY_MS = 4_600
+const EXIT_BY_MS = 4_800
 const CONNECT_TIMEOUT_MS = 3_000
 const MAX_NAME_LENGTH = 128
 const MAX_KEY_UNITS = 256
@@ -167,6 +175,34 @@ function periodId(values) {
   return periodAt(periodSpec(values), Date.now()).id
 }
 
+/** Milliseconds from now until `sinceStartMs` after the process started (0 if past). */
+const untilMs = (sinceStartMs) => Math.max(0, Math.ceil(sinceStartMs - performance.now()))
+
+/**
+ * Ends the process once the line is printed and the exit status set (a timer runs after the
+ * promise callbacks that do both), at the latest by EXIT_BY_MS; `ms` 0: at once. The timer keeps
+ * nothing alive: a process with nothing open ends before it.
+ */
+function exitBy(ms) {
+  setTimeout(() => process.exit(), ms).unref()
+}
+
+// The error classes of a reply the server sent: ioredis's ReplyError, node-redis's ErrorReply
+// (SimpleError, BlobError), the MongoDB driver's MongoServerError (and its subclasses).
+const ANSWERED = new Set(['ReplyError', 'ErrorReply', 'MongoServerError'])
+
+/** The error in `error`'s cause chain that is the store's own reply, or undefined. */
+function storeReply(error) {
+  for (let at = error, depth = 0; at !== null && typeof at === 'object' && depth < 8; at = at.cause, depth++) {
+    for (let proto = Object.getPrototypeOf(at); proto !== null && proto !== Error.prototype; proto = Object.getPrototypeOf(proto)) {
+      if (ANSWERED.has(proto.constructor?.name)) return at
+    }
+  }
+  return undefined
+}
+
+const firstLine = (error) => String(error?.message ?? error).split(/\r?\n/)[0]
+
 /** Checks the arguments, connects, runs `operate(admin, key, periodId)`, prints its QuotaUsage. */
 async function run(values, operate, done) {
   const name = text(values, 'name', MAX_NAME_LENGTH)
@@ -177,27 +213,40 @@ async function run(values, operate, done) {
   const where = `${flag === 'redis' ? 'Redis' : 'MongoDB'} at ${shown(url)}`
   const unreachable = (cause) => failure('ERR_STORE_UNAVAILABLE', `cannot reach ${where} within ${DEADLINE_MS / 1000} s: ${cause}`)
   const closers = []
+  const closeAll = () => Promise.all(closers.map((close) => close()))
+  let result
   try {
-    const result = await withTimeout(
+    result = await withTimeout(
       (async () => {
         const store = await (flag === 'redis' ? connectRedis(url, values.prefix, closers) : connectMongo(url, values.collection, closers))
         return operate(quotaAdmin(store, { name }), key, period, prepared)
       })(),
-      DEADLINE_MS,
+      untilMs(STORE_BY_MS),
       () => {
         throw unreachable('no answer')
       },
       quietTimer, // (the timer keeps nothing alive)
     )
-    print(values.json ? JSON.stringify(result, null, 2) : describeUsage(result, done(result, prepared)))
-    return 0
   } catch (error) {
-    if (error && (error.code === 'ERR_MISSING_PEER_DEPENDENCY' || /^cannot reach /.test(error.message))) throw error
-    if (error && error.code === 'ERR_STORE_RESPONSE') throw error
-    throw unreachable(String(error?.cause?.message ?? error?.message ?? error).split(/\r?\n/)[0])
-  } finally {
-    await Promise.all(closers.map((close) => close()))
+    // The clients are closed without waiting for them (a reconnecting one would hold the exit).
+    closeAll()
+    exitBy(0)
+    throw explained(error, where, unreachable)
   }
+  print(values.json ? JSON.stringify(result, null, 2) : describeUsage(result, done(result, prepared)))
+  await withTimeout(closeAll(), untilMs(EXIT_BY_MS), () => undefined, quietTimer)
+  exitBy(untilMs(EXIT_BY_MS))
+  return 0
+}
+
+/** What a failed store command says: a store's own answer is not "cannot reach". */
+function explained(error, where, unreachable) {
+  if (error && (error.code === 'ERR_MISSING_PEER_DEPENDENCY' || error.code === 'ERR_STORE_RESPONSE' || /^cannot reach /.test(error.message))) return error
+  // A grant the store refused (it would pass Number.MAX_SAFE_INTEGER): --units is the bad argument.
+  if (error && error.code === 'ERR_INVALID_ARG') return bad(`--${firstLine(error)}`)
+  const reply = storeReply(error)
+  if (reply !== undefined) return failure('ERR_STORE_UNAVAILABLE', `${where} answered: ${firstLine(reply)}`, error)
+  return unreachable(firstLine(error?.cause ?? error))
 }
 
 const storeHelp = `Where the quota lives (one of):
@@ -217,7 +266,8 @@ Output:
   --json                  print the QuotaUsage { name, key, periodId, limit, extra, used, held, expiresAt }
   -h, --help              print this help
 
-A bad argument exits 2; a store that cannot be reached within ${DEADLINE_MS / 1000} s exits 1.
+A bad argument exits 2; a store that cannot be reached within ${DEADLINE_MS / 1000} s, or answers with an
+error, exits 1 (by ${DEADLINE_MS / 1000} s from the start).
 Run it from the application's folder, so that its Redis or MongoDB client is found.`
 
 /**

@@ -4,7 +4,9 @@
 // kept out of reach (a WeakMap keyed by the public store object), not as properties a caller could
 // forge or replace.
 //
-// Operations (every one resolves or rejects; none throws synchronously):
+// Operations (every one resolves or rejects; none throws synchronously). reserve and giveBack take
+// an optional second argument, `roundTrip()`, which they call as they send each request to the
+// store (the driver's stats().store.calls counts round trips, docs/metrics.md):
 //
 //   reserve({ name, key, periodId, limit, leaseUnits, lacking, charge, expiresAtMs,
 //             instance, held, owned, recordId })
@@ -34,11 +36,15 @@
 //   the instances) or null when there is no record:
 //   usage({ name, key, periodId })
 //   grant({ name, key, periodId, units, recordId })  extra += units; a missing record is created
-//     (identity recordId, count 0, kept KEEP_GRANTED_MS until a reservation sets its period end)
+//     (identity recordId, count 0, kept KEEP_GRANTED_MS until a reservation sets its period end).
+//     When limit (0 if none yet) + extra + units would pass Number.MAX_SAFE_INTEGER, nothing is
+//     written and it answers { refused: limit + extra } instead of the record.
 //   reset({ name, key, periodId })                   count = sum of held, extra = 0
 //
 // Every number crossing is a non-negative safe integer; an answer that is not one is the store's
-// fault (ERR_STORE_RESPONSE), checked by checkReserveAnswer below.
+// fault (ERR_STORE_RESPONSE), checked by checkReserveAnswer below. A record holding more than
+// Number.MAX_SAFE_INTEGER (extra, count) is answered clamped to it (`clamped`), and reserved from
+// with its room clamped alike, never refused for good.
 //
 // The fleet bucket (share.bucket): the record of (name, key) holds C (capacity), f (free
 // tokens, a float), its identity, per holder X: h:X cells, t:X store ms of its last renewing call,
@@ -317,6 +323,24 @@ function checkRecordAnswer(answer, name) {
   return { limit: answer.limit, extra: answer.extra, used: answer.used, held: answer.held, expiresAt: answer.expiresAt }
 }
 
+/**
+ * A store's number as a JS number: a non-negative integer (or its decimal string, as the Redis
+ * scripts answer large ones) at most Number.MAX_SAFE_INTEGER, larger ones clamped to it (a record
+ * an older version let pass it is answered, not refused); anything else as it came, for the checks.
+ */
+function clamped(value) {
+  const number = typeof value === 'string' && /^[0-9]{1,400}$/.test(value) ? Number(value) : value
+  return Number.isInteger(number) && number >= 0 ? Math.min(number, Number.MAX_SAFE_INTEGER) : value
+}
+
+/** Checks a grant's refusal, { refused: the record's limit + extra }, or throws ERR_STORE_RESPONSE. */
+function checkRefusedGrant(answer, name) {
+  if (!(Number.isSafeInteger(answer.refused) && answer.refused >= 0)) {
+    throw new QuotaClockError('ERR_STORE_RESPONSE', `quota store refused a grant for "${name}" with an allowance of ${describe(answer.refused)}; expected a non-negative safe integer`)
+  }
+  return { refused: answer.refused }
+}
+
 function describe(value) {
   try {
     const text = JSON.stringify(value)
@@ -333,6 +357,8 @@ module.exports = {
   storeOperations,
   checkReserveAnswer,
   checkRecordAnswer,
+  checkRefusedGrant,
+  clamped,
   checkCellsAnswer,
   checkRenewAnswer,
   checkBucketAnswer,

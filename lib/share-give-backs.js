@@ -95,7 +95,7 @@ class GiveBacks {
   /** Gives units back (to the record they were reserved in); the promise is kept until it settles (close() waits for it). */
   send({ key, periodId, units, recordId }) {
     const request = { name: this.#name, key, periodId, units, instance: this.#instance, recordId }
-    return this.#track(() => this.#ops.giveBack(request), () => (this.#stats.returned += units))
+    return this.#track((roundTrip) => this.#ops.giveBack(request, roundTrip), () => (this.#stats.returned += units))
   }
 
   /**
@@ -106,7 +106,7 @@ class GiveBacks {
     // (It holds nothing after the give-back it follows; recordId 0: a lost record is noticed and
     // charged by the key's next reservation, which knows what it owns.)
     const request = { name: this.#name, key, periodId, limit: 0, leaseUnits: 0, lacking: 0, charge, expiresAtMs: periodEndMs, instance: this.#instance, held: 0, owned: 0, recordId: 0 }
-    return this.#track(() => this.#ops.reserve(request), (answer) => checkReserveAnswer(answer, request))
+    return this.#track((roundTrip) => this.#ops.reserve(request, roundTrip), (answer) => checkReserveAnswer(answer, request))
   }
 
   /** Runs a store call whose outcome close() waits for (undefined when done, else its error). */
@@ -115,7 +115,7 @@ class GiveBacks {
     const state = { timedOut: false }
     let promise
     try {
-      promise = Promise.resolve(call())
+      promise = Promise.resolve(call(roundTripCounter(this.#stats)))
     } catch (error) {
       promise = Promise.reject(error)
     }
@@ -141,4 +141,18 @@ class GiveBacks {
   }
 }
 
-module.exports = { GiveBacks, asError, boundedOutcome }
+/**
+ * The round-trip hook a store operation is given (lib/quota-store.js): `stats.calls` counts each
+ * round trip to the store (docs/metrics.md). The first is counted when the call is made; the store reports
+ * each one it sends, and those after the first (EVAL after a NOSCRIPT, MongoDB's
+ * create-then-reserve) are added as they go.
+ */
+function roundTripCounter(stats) {
+  let trips = 0
+  return () => {
+    trips++
+    if (trips > 1) stats.calls++
+  }
+}
+
+module.exports = { GiveBacks, asError, boundedOutcome, roundTripCounter }

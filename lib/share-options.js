@@ -3,7 +3,7 @@
 // normalized with its defaults; lib/share.js drives the store calls it describes.
 
 const { isQuotaStore } = require('./quota-store.js')
-const { coded, isPlainObject, readOptions, typeError, rangeError } = require('./validate.js')
+const { coded, describe, isPlainObject, readOptions, typeError, rangeError } = require('./validate.js')
 
 const SHARE_KEYS = ['store', 'name', 'leaseUnits', 'idleMs', 'timeoutMs', 'failOpen', 'bucket', 'leaseMs']
 const DEFAULT_IDLE_MS = 10_000
@@ -35,6 +35,10 @@ function parseShareOptions(share) {
   if (typeof failOpen !== 'boolean') throw typeError('ERR_INVALID_OPTION', 'share.failOpen', 'a boolean', failOpen)
   const bucket = read.bucket === undefined ? false : read.bucket
   if (typeof bucket !== 'boolean') throw typeError('ERR_INVALID_OPTION', 'share.bucket', 'a boolean', bucket)
+  // leaseMs is how long a shared bucket's cells are held: without one it would be silently unused.
+  if (read.leaseMs !== undefined && !bucket) {
+    throw coded(TypeError, 'ERR_INVALID_OPTION', `share.leaseMs needs share.bucket: true (it is how long a shared bucket's cells are held); received share.leaseMs ${describe(read.leaseMs)} and share.bucket ${describe(read.bucket)}`)
+  }
   const leaseMs = read.leaseMs === undefined ? DEFAULT_LEASE_MS : leaseMilliseconds(read.leaseMs)
   return { store: read.store, name, leaseUnits, idleMs, timeoutMs, failOpen, bucket, leaseMs }
 }

@@ -271,7 +271,7 @@ class ShareDriver {
     const generation = this.#generation
     const args = reserveArgs(this.#name, this.#instance, key, request)
     return flyStoreCall(this.#flights, key, {
-      call: () => this.#ops.reserve(args),
+      call: (roundTrip) => this.#ops.reserve(args, roundTrip),
       failed: () => native.keyedShareFailed(this.#handle, key, request.periodSlot, request.charge),
       answered: (answer, fail, flight) => {
         let checked

@@ -78,13 +78,24 @@ export interface QuotaUsage {
 export interface QuotaAdminOptions {
   /** The quota's name in the store (`share.name` of the limiters): 1 to 128 characters. */
   name: string
+  /**
+   * Longest wait for the store per call, in ms (a positive integer; default 5,000); then the call
+   * rejects with `QuotaClockError` `ERR_STORE_UNAVAILABLE`. A `grant` that timed out may still
+   * have landed: read `usage(key, periodId)` and compare `extra` before granting again.
+   */
+  timeoutMs?: number
 }
 
 /** The operator's view of one shared quota: each method is one atomic store operation on one record. */
 export interface QuotaAdmin {
   /** The record of `key` in the period `periodId` (zeros and `limit: null` when there is none). */
   usage(key: string, periodId: string): Promise<QuotaUsage>
-  /** Raises that period's allowance of `key` by `units` (a positive safe integer), fleet-wide. */
+  /**
+   * Raises that period's allowance of `key` by `units` (a positive safe integer), fleet-wide. A
+   * grant that would take `limit + extra` past `Number.MAX_SAFE_INTEGER` is refused
+   * (`RangeError` `ERR_INVALID_ARG`, nothing written). On `ERR_STORE_UNAVAILABLE` (a timeout) the
+   * grant may still have landed: check `usage(key, periodId)` before retrying.
+   */
   grant(key: string, periodId: string, units: number): Promise<QuotaUsage>
   /** Sets `used` to what instances still hold, and `extra` to 0. */
   reset(key: string, periodId: string): Promise<QuotaUsage>
@@ -92,7 +103,7 @@ export interface QuotaAdmin {
 
 /**
  * The operator's view of the shared quota `name` in `store`. Bad arguments are `TypeError` /
- * `RangeError` `ERR_INVALID_ARG` naming the argument; a store that fails is
- * `ERR_STORE_UNAVAILABLE`.
+ * `RangeError` `ERR_INVALID_ARG` naming the argument; a store that fails, or does not answer
+ * within `timeoutMs`, is `ERR_STORE_UNAVAILABLE`.
  */
 export function quotaAdmin(store: QuotaStore, options: QuotaAdminOptions): QuotaAdmin

@@ -5,7 +5,7 @@
 const { QuotaClockError, toPublicError } = require('./errors.js')
 const { withTimeout, storeDeadline } = require('./timeout.js')
 const { thrownText } = require('./validate.js')
-const { asError } = require('./share-give-backs.js')
+const { asError, roundTripCounter } = require('./share-give-backs.js')
 
 // A flight's outcomes.
 const OK = 'ok'
@@ -99,8 +99,9 @@ class StoreFlight {
 }
 
 /**
- * Makes `call()` (one store call for `key`; it may throw) a flight, kept in `flights` until it
- * settles and counted in `stats` (calls; errors unless it timed out; timeouts). Its answer goes to
+ * Makes `call(roundTrip)` (one store call for `key`; it may throw) a flight, kept in `flights`
+ * until it settles and counted in `stats` (calls, one per round trip; errors unless it timed out;
+ * timeouts). Its answer goes to
  * `answered(answer, fail, flight)`, which returns OK or `fail(error)`'s outcome; a failure to
  * `failed(error)` first.
  */
@@ -109,7 +110,7 @@ function flyStoreCall(flights, key, { call, answered, failed, timeoutMs, stats }
   stats.calls++
   let promise
   try {
-    promise = Promise.resolve(call())
+    promise = Promise.resolve(call(roundTripCounter(stats)))
   } catch (error) {
     promise = Promise.reject(error)
   }

@@ -1,5 +1,5 @@
 'use strict'
-// quotaAdmin(store, { name }): the operator's view of a shared quota (docs/operating-quotas.md).
+// quotaAdmin(store, { name, timeoutMs }): the operator's view of a shared quota (docs/operating-quotas.md).
 // Each method is one atomic operation of the store (lib/quota-store.js: usage, grant, reset) on
 // the record of (name, key, periodId), and answers the record after it as a QuotaUsage:
 //   { name, key, periodId, limit, extra, used, held, expiresAt }
@@ -10,9 +10,14 @@ const { QuotaClockError } = require('../errors.js')
 const { isQuotaStore, storeOperations, newRecordId } = require('../quota-store.js')
 const { coded, describe, isPlainObject, readOptions, typeError, thrownText } = require('../validate.js')
 const { isPeriodId } = require('../calendar.js')
+const { withTimeout } = require('../timeout.js')
 
 const MAX_NAME_LENGTH = 128
 const MAX_KEY_UNITS = 256
+// How long an operation may wait for the store, unless options.timeoutMs says otherwise.
+const DEFAULT_TIMEOUT_MS = 5_000
+// The largest timer delay Node accepts (about 24.8 days).
+const MAX_TIMER_MS = 2 ** 31 - 1
 
 function invalidArg(ErrorClass, name, expected, value) {
   return coded(ErrorClass, 'ERR_INVALID_ARG', `${name} must be ${expected}; received ${describe(value)}`)
@@ -33,10 +38,29 @@ function checkPeriodId(periodId) {
   return periodId
 }
 
+/** options.timeoutMs: a positive integer of milliseconds a timer can be set for. */
+function checkTimeout(timeoutMs) {
+  const expected = `a positive integer number of milliseconds, at most ${MAX_TIMER_MS}`
+  if (typeof timeoutMs !== 'number') throw invalidArg(TypeError, 'options.timeoutMs', expected, timeoutMs)
+  if (!(Number.isInteger(timeoutMs) && timeoutMs >= 1 && timeoutMs <= MAX_TIMER_MS)) throw invalidArg(RangeError, 'options.timeoutMs', expected, timeoutMs)
+  return timeoutMs
+}
+
 function checkUnits(units) {
   if (typeof units !== 'number') throw invalidArg(TypeError, 'units', 'a positive safe integer', units)
   if (!(Number.isSafeInteger(units) && units >= 1)) throw invalidArg(RangeError, 'units', 'a positive safe integer', units)
   return units
+}
+
+/** A grant the store refused: it would take the record's limit + extra past Number.MAX_SAFE_INTEGER. */
+function refusedGrant(key, periodId, units, allowance) {
+  const most = Number.MAX_SAFE_INTEGER - allowance
+  return coded(
+    RangeError,
+    'ERR_INVALID_ARG',
+    `units must be at most ${most} for key ${describe(key)} in ${periodId}: its allowance (limit + extra) is ${allowance} and may not pass ` +
+      `Number.MAX_SAFE_INTEGER (${Number.MAX_SAFE_INTEGER}); received ${units}. Nothing was granted`,
+  )
 }
 
 /** The operator's view of the shared quota `name` in `store` (a store made by redisStore / mongoStore). */
@@ -44,22 +68,29 @@ function quotaAdmin(store, options) {
   if (!isQuotaStore(store)) {
     throw typeError('ERR_INVALID_ARG', 'store', 'a quota store made by redisStore() or mongoStore() of quota-clock-source/shared', store)
   }
-  if (!isPlainObject(options)) throw typeError('ERR_INVALID_ARG', 'options', 'an object { name }', options)
-  const { name } = readOptions(options, ['name'], 'options', 'ERR_INVALID_ARG')
+  if (!isPlainObject(options)) throw typeError('ERR_INVALID_ARG', 'options', 'an object { name, timeoutMs? }', options)
+  const { name, timeoutMs = DEFAULT_TIMEOUT_MS } = readOptions(options, ['name', 'timeoutMs'], 'options', 'ERR_INVALID_ARG')
   checkText(name, 'options.name', MAX_NAME_LENGTH)
+  checkTimeout(timeoutMs)
   const ops = storeOperations(store)
 
-  /** Runs one store operation on (key, periodId); its record as a QuotaUsage. */
+  /** Runs one store operation on (key, periodId), for at most timeoutMs; its record as a QuotaUsage. */
   async function run(operation, key, periodId, fields) {
     let record
     try {
-      record = await ops[operation]({ name, key, periodId, ...fields })
+      record = await withTimeout(ops[operation]({ name, key, periodId, ...fields }), timeoutMs, () => {
+        // A grant sent may be applied after the wait ends: retrying blindly could grant twice.
+        const landed = operation === 'grant' ? `; the grant may still have landed: check with usage(${describe(key)}, '${periodId}') before granting again` : ''
+        throw new QuotaClockError('ERR_STORE_UNAVAILABLE', `quota store of share "${name}" did not answer ${operation} for key ${describe(key)} in ${periodId} within ${timeoutMs} ms${landed}`)
+      })
     } catch (error) {
+      if (error instanceof QuotaClockError && error.code === 'ERR_STORE_UNAVAILABLE' && error.cause === undefined) throw error
       if (error instanceof QuotaClockError && error.code === 'ERR_STORE_RESPONSE') throw error
       throw new QuotaClockError('ERR_STORE_UNAVAILABLE', `quota store of share "${name}" failed to answer ${operation} for key ${describe(key)} in ${periodId}: ${thrownText(error)}`, {
         cause: error,
       })
     }
+    if (record !== null && record.refused !== undefined) throw refusedGrant(key, periodId, fields.units, record.refused)
     return record === null
       ? { name, key, periodId, limit: null, extra: 0, used: 0, held: 0, expiresAt: null }
       : { name, key, periodId, ...record }

@@ -26,7 +26,7 @@
 // another may be answered without its document on some MongoDB-compatible servers, and a grant
 // whose answer is lost would be stranded.
 
-const { makeQuotaStore, checkReserveAnswer, checkRecordAnswer, instanceFields, newRecordId, KEEP_GRANTED_MS } = require('../quota-store.js')
+const { makeQuotaStore, checkReserveAnswer, checkRecordAnswer, checkRefusedGrant, clamped, instanceFields, newRecordId, KEEP_GRANTED_MS } = require('../quota-store.js')
 const { QuotaClockError } = require('../errors.js')
 const { describe } = require('../validate.js')
 const { recordKey } = require('./record-key.js')
@@ -44,6 +44,7 @@ const DUPLICATE_KEY = 11000
 // compares dates computed from $$NOW wrongly, and a lag shorter than this is covered either way.
 const GRACE_MS = 600_000
 const WITH_DOCUMENT = { returnDocument: 'after', includeResultMetadata: true }
+const noTrip = () => {}
 const UPSERT = { upsert: true }
 
 /** The update pipeline of one reservation (the rule of lib/quota-store.js, run by the server). */
@@ -89,15 +90,19 @@ function recordOf(document, name) {
   for (const units of Object.values(document.held ?? {})) held += units
   return checkRecordAnswer(
     {
-      limit: document.limit ?? null,
-      extra: document.extra ?? 0,
-      used: document.count ?? 0,
-      held,
+      limit: document.limit === undefined || document.limit === null ? null : clamped(document.limit),
+      extra: clamped(document.extra ?? 0),
+      used: clamped(document.count ?? 0),
+      held: clamped(held),
       expiresAt: document.expiresAt instanceof Date ? document.expiresAt.getTime() : null,
     },
     name,
   )
 }
+
+/** A record's limit + extra, as the server computes it (for a filter) and as read here. */
+const allowanceOf = (root) => ({ $add: [{ $ifNull: [`${root}.limit`, 0] }, { $ifNull: [`${root}.extra`, 0] }] })
+const allowance = (document) => (document.limit ?? 0) + (document.extra ?? 0)
 
 const GIVE_BACK = (units, instance) => [
   { $set: { count: { $max: [0, { $subtract: [{ $ifNull: ['$count', 0] }, units] }] }, ...(instance === '' ? {} : { [`held.${instance}`]: '$$REMOVE' }) } },
@@ -141,18 +146,20 @@ function mongoStore(db, options) {
   }
 
   return makeQuotaStore('mongo', {
-    async reserve(request) {
+    async reserve(request, roundTrip = noTrip) {
       const { name, key, periodId, expiresAtMs } = request
       const _id = recordKey(name, key, periodId)
       const expiresAt = new Date(Math.ceil(expiresAtMs))
       const pipeline = reservePipeline(request, expiresAt, new Date(Date.now() + GRACE_MS))
       for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+        roundTrip()
         const document = documentOf(await records().findOneAndUpdate({ _id }, pipeline, WITH_DOCUMENT), name)
         if (document !== null) {
-          const unreserved = typeof document.count === 'number' ? Math.max(0, request.limit + (document.extra ?? 0) - document.count) : document.count
+          const unreserved = typeof document.count === 'number' ? clamped(Math.max(0, request.limit + (document.extra ?? 0) - document.count)) : document.count
           return checkReserveAnswer({ granted: document.granted, unreserved, recordId: document.rid }, request)
         }
         try {
+          roundTrip()
           await records().updateOne({ _id }, { $setOnInsert: { name, key, periodId, count: 0, expiresAt, rid: newRecordId() } }, UPSERT)
         } catch (error) {
           if (!error || error.code !== DUPLICATE_KEY) throw error
@@ -160,11 +167,12 @@ function mongoStore(db, options) {
       }
       throw storeResponse(`quota store (MongoDB) lost the record of "${name}" for key ${describe(key)} in ${periodId}: not found after ${ATTEMPTS} attempts to create it`)
     },
-    async giveBack(request) {
+    async giveBack(request, roundTrip = noTrip) {
       const { name, key, periodId, units } = request
       const { instance, recordId } = instanceFields(request)
       // Only to the record the units were reserved in.
       const filter = recordId === 0 ? { _id: recordKey(name, key, periodId) } : { _id: recordKey(name, key, periodId), rid: recordId }
+      roundTrip()
       await records().updateOne(filter, GIVE_BACK(units, instance))
     },
     async usage({ name, key, periodId }) {
@@ -176,12 +184,20 @@ function mongoStore(db, options) {
         $inc: { extra: units },
         $setOnInsert: { name, key, periodId, count: 0, rid: recordId, provisional: true, expiresAt: new Date(Date.now() + KEEP_GRANTED_MS) },
       }
+      // Only a record whose limit + extra + units stays a safe integer matches; one that does not
+      // is not updated, and the upsert's insert of its _id fails as a duplicate key.
+      const fits = { _id, $expr: { $lte: [allowanceOf('$$ROOT'), Number.MAX_SAFE_INTEGER - units] } }
       for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
         try {
-          const document = documentOf(await records().findOneAndUpdate({ _id }, update, { ...WITH_DOCUMENT, upsert: true }), name)
+          const document = documentOf(await records().findOneAndUpdate(fits, update, { ...WITH_DOCUMENT, upsert: true }), name)
           if (document !== null) return recordOf(document, name)
         } catch (error) {
-          if (!error || error.code !== DUPLICATE_KEY) throw error // (a racing creator: again)
+          if (!error || error.code !== DUPLICATE_KEY) throw error
+          // A record that does not fit, or a racing creator's: refused if it does not fit, else again.
+          const found = await records().findOne({ _id })
+          if (found !== null && !(allowance(found) <= Number.MAX_SAFE_INTEGER - units)) {
+            return checkRefusedGrant({ refused: clamped(allowance(found)) }, name)
+          }
         }
       }
       throw storeResponse(`quota store (MongoDB) lost the record of "${name}" for key ${describe(key)} in ${periodId}: not found after ${ATTEMPTS} attempts to grant`)

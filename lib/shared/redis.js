@@ -25,7 +25,7 @@
 // kept for GRACE_MS after the write instead.
 
 const { createHash } = require('node:crypto')
-const { makeQuotaStore, checkReserveAnswer, checkRecordAnswer, instanceFields, newRecordId, KEEP_GRANTED_MS } = require('../quota-store.js')
+const { makeQuotaStore, checkReserveAnswer, checkRecordAnswer, checkRefusedGrant, clamped, instanceFields, newRecordId, KEEP_GRANTED_MS } = require('../quota-store.js')
 const { describe } = require('../validate.js')
 const { recordKey } = require('./record-key.js')
 const { bucketOperations } = require('./redis-bucket.js')
@@ -35,9 +35,17 @@ const DEFAULT_PREFIX = 'qcs:'
 const GRACE_MS = 600_000
 const MAX_PREFIX_LENGTH = 256
 
+// Numbers that may be large go back as decimal strings: the clients' reply parsers round an
+// integer reply near 2^53 (9007199254740991 arrives as 9007199254740992), and Lua's tostring
+// keeps 14 digits. The reader clamps them to Number.MAX_SAFE_INTEGER.
+const WHOLE = `
+local MAX_SAFE = ${Number.MAX_SAFE_INTEGER}
+local function whole(value) return string.format('%.0f', value) end
+`
+
 // The record as the operator's view answers it: { 1, limit or '', extra, used, held, expiresAt
 // or -1 }, or { 0 } when there is none. (Read after any write: TIME is a random command.)
-const VIEW = `
+const VIEW = `${WHOLE}
 local function view()
   local all = redis.call('HGETALL', KEYS[1])
   if #all == 0 then return { 0 } end
@@ -57,13 +65,15 @@ local function view()
   elseif expires < 0 then
     expires = -1
   end
-  return { 1, fields.l or '', tonumber(fields.x) or 0, tonumber(fields.c) or 0, held, expires }
+  return { 1, fields.l or '', whole(tonumber(fields.x) or 0), whole(tonumber(fields.c) or 0), whole(held), expires }
 end
 `
 
 // ARGV: limit, leaseUnits, lacking, charge, expiresAtMs, instance, held, owned, recordId, a new
-// identity. Answers { granted, unreserved, identity ('0': nothing written) }.
-const RESERVE = `
+// identity. Answers { granted, unreserved, identity ('0': nothing written) }, the first two as
+// decimal strings; the room is clamped to Number.MAX_SAFE_INTEGER (a record whose extra or count
+// passed it is still reserved from).
+const RESERVE = `${WHOLE}
 local grace = ${GRACE_MS}
 local limit, lease, lacking, charge = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local expires, heldField, held, owned, known = tonumber(ARGV[5]), 'h:' .. ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
@@ -73,14 +83,14 @@ local id = record[4]
 local count = (tonumber(record[1]) or 0) + charge
 if known ~= '0' and id ~= known then count = count + owned end
 local extra = tonumber(record[3]) or 0
-local room = math.max(0, limit + extra - count)
+local room = math.min(MAX_SAFE, math.max(0, limit + extra - count))
 local want = math.max(lacking, math.min(lease, math.ceil(room / 8)))
 local granted = 0
 if room >= want then granted = want end
 count = count + granted
 held = held + granted
 if not id then
-  if count == 0 and (held == 0 or heldField == 'h:') then return { granted, room - granted, '0' } end
+  if count == 0 and (held == 0 or heldField == 'h:') then return { whole(granted), whole(room - granted), '0' } end
   id = ARGV[10]
 end
 local function write()
@@ -100,7 +110,7 @@ if expires > (tonumber(record[2]) or 0) then
     redis.call('PEXPIRE', KEYS[1], grace)
   end
 end
-return { granted, room - granted, id }
+return { whole(granted), whole(room - granted), id }
 `
 
 // ARGV: units, instance, recordId. Gives back to the record of that identity only.
@@ -118,8 +128,11 @@ const USAGE = `${VIEW}
 return view()
 `
 
-// ARGV: units, a new identity, how long a new record is kept (ms).
+// ARGV: units, a new identity, how long a new record is kept (ms). A grant that would take
+// limit + extra past Number.MAX_SAFE_INTEGER writes nothing and answers { 2, limit + extra }.
 const GRANT = `${VIEW}
+local allowance = (tonumber(redis.call('HGET', KEYS[1], 'l')) or 0) + (tonumber(redis.call('HGET', KEYS[1], 'x')) or 0)
+if tonumber(ARGV[1]) > MAX_SAFE - allowance then return { 2, whole(math.min(MAX_SAFE, allowance)) } end
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], 'c', 0, 'i', ARGV[2])
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
@@ -152,6 +165,8 @@ function isNoScript(error) {
     return false
   }
 }
+
+const noTrip = () => {}
 
 // Most arguments a command is given spread into ioredis's call().
 const SPREAD_ARGUMENTS = 4_096
@@ -196,43 +211,47 @@ function redisStore(client, options) {
           what: `a well-formed string of at most ${MAX_PREFIX_LENGTH} characters`,
         })
 
-  // Runs a script on keys of one slot (the first one picks a cluster's node).
-  async function evaluate({ sha, source }, keys, args) {
+  // Runs a script on keys of one slot (the first one picks a cluster's node); `roundTrip()` is
+  // called as each command is sent (EVALSHA, and EVAL after a NOSCRIPT).
+  async function evaluate({ sha, source }, keys, args, roundTrip = noTrip) {
     const tail = [String(keys.length), ...keys, ...args]
     try {
+      roundTrip()
       return await run(['EVALSHA', sha, ...tail], keys[0])
     } catch (error) {
       if (!isNoScript(error)) throw error
+      roundTrip()
       return run(['EVAL', source, ...tail], keys[0])
     }
   }
 
   const keyOf = ({ name, key, periodId }) => prefix + recordKey(name, key, periodId)
 
-  /** Runs an operator's script; answers the record after it, or null. */
+  /** Runs an operator's script; answers the record after it, or null (a refused grant: { refused: allowance }). */
   async function view(scriptOf, request, args) {
     const reply = await evaluate(scriptOf, [keyOf(request)], args)
     if (Array.isArray(reply) && reply.length === 1 && Number(reply[0]) === 0) return checkRecordAnswer(null, request.name)
+    if (Array.isArray(reply) && reply.length === 2 && Number(reply[0]) === 2) return checkRefusedGrant({ refused: clamped(reply[1]) }, request.name)
     if (!Array.isArray(reply) || reply.length !== 6) return checkRecordAnswer(reply, request.name)
     const [, limit, extra, used, held, expiresAt] = reply
     return checkRecordAnswer(
-      { limit: limit === '' ? null : Number(limit), extra, used, held, expiresAt: expiresAt === -1 ? null : expiresAt },
+      { limit: limit === '' ? null : clamped(limit), extra: clamped(extra), used: clamped(used), held: clamped(held), expiresAt: expiresAt === -1 ? null : expiresAt },
       request.name,
     )
   }
 
   return makeQuotaStore('redis', {
-    async reserve(request) {
+    async reserve(request, roundTrip) {
       const { limit, leaseUnits, lacking, charge, expiresAtMs } = request
       const { instance, held, owned, recordId } = instanceFields(request)
       const args = [limit, leaseUnits, lacking, charge, Math.ceil(expiresAtMs), instance, held, owned, recordId, newRecordId()].map(String)
-      const reply = await evaluate(SCRIPTS.reserve, [keyOf(request)], args)
-      const answer = Array.isArray(reply) && reply.length === 3 ? { granted: reply[0], unreserved: reply[1], recordId: Number(reply[2]) } : reply
+      const reply = await evaluate(SCRIPTS.reserve, [keyOf(request)], args, roundTrip)
+      const answer = Array.isArray(reply) && reply.length === 3 ? { granted: clamped(reply[0]), unreserved: clamped(reply[1]), recordId: Number(reply[2]) } : reply
       return checkReserveAnswer(answer, request)
     },
-    async giveBack(request) {
+    async giveBack(request, roundTrip) {
       const { instance, recordId } = instanceFields(request)
-      await evaluate(SCRIPTS.giveBack, [keyOf(request)], [request.units, instance, recordId].map(String))
+      await evaluate(SCRIPTS.giveBack, [keyOf(request)], [request.units, instance, recordId].map(String), roundTrip)
     },
     usage: (request) => view(SCRIPTS.usage, request, []),
     grant: (request) => view(SCRIPTS.grant, request, [request.units, request.recordId, KEEP_GRANTED_MS].map(String)),
