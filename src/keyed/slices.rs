@@ -536,9 +536,12 @@ impl KeyedLimiter {
             };
             slice.short_until_ms = f64::NEG_INFINITY;
             slice.waited = false;
-        } else if answer.tokens < 1.0 {
-            // Short: denied here until the bucket holds a token again, for at least
-            // min(leaseMs / 8, 1 s) and at most 1 s; then this process takes all there is.
+        }
+        if answer.tokens < 1.0 && (answer.granted > 0 || !slice.first) {
+            // The bucket is empty (this call took its last tokens, or it had too few): the key
+            // is saturated. Once the slice is spent, it is denied here until the bucket holds a
+            // token again, for at least min(leaseMs / 8, 1 s) and at most 1 s; then this process
+            // takes all there is, so that the refill of the wait is not lost to the bucket's cap.
             let wait_ms = (1.0 - answer.tokens) * 1000.0 / policy.refill_per_second;
             let floor_ms = (lease_ms / 8.0).min(1000.0);
             slice.short_until_ms = timeline_ms + wait_ms.clamp(floor_ms, 1000.0);
