@@ -3,8 +3,9 @@
 // The `quota-clock-source` command: `periods` (when does a quota reset), `simulate`
 // (what the naive Date.now() bucket gets wrong), `watch` (this host's clocks, live), and
 // `usage`, `grant`, `reset` (a shared quota in Redis or MongoDB), and `bucket`, `fill` (a shared
-// bucket there). This file reads the command line and dispatches; each command is a module of its own (bin/<command>.js: its options, help
-// and what it runs), and bin/command-line.js holds what they share.
+// bucket there). This file reads the command line and dispatches; each command is a module of
+// its own (bin/<command>.js: its options, help and what it runs), and bin/command-line.js holds
+// what they share.
 // A bad argument exits 2 with one line on stderr naming it; success exits 0.
 
 const { parseArgs } = require('node:util')
