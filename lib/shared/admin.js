@@ -41,7 +41,7 @@ function checkUnits(units) {
 }
 
 /**
- * The operator's view of a shared bucket (§15) of share `name`: bucket(key) reads it (moving
+ * The operator's view of a shared bucket (share.bucket) of share `name`: bucket(key) reads it (moving
  * nothing), fill(key) sets its tokens to C - out; each one atomic store operation (lib/quota-store.js:
  * bucketRead, bucketFill) answering a BucketUsage { name, key, capacity, refillPerSecond, tokens,
  * out, expiresAt } (capacity, refillPerSecond and expiresAt null, tokens and out 0, when the store
