@@ -295,4 +295,5 @@ Example:
 
 const NONE = { options: {}, usage: '', help: '', example: '' }
 
-module.exports = { storeCommand, NONE }
+// (What bin/bucket-admin.js shares with these commands.)
+module.exports = { storeCommand, NONE, STORE_OPTIONS, DEADLINE_MS, MAX_NAME_LENGTH, MAX_KEY_UNITS, failure, shown, text, storeUrl, connectRedis, connectMongo }

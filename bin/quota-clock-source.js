@@ -2,9 +2,10 @@
 'use strict'
 // The `quota-clock-source` command: `periods` (when does a quota reset), `simulate`
 // (what the naive Date.now() bucket gets wrong), `watch` (this host's clocks, live), and
-// `usage`, `grant`, `reset` (a shared quota in Redis or MongoDB). This file reads the command
-// line and dispatches; each command is a module of its own (bin/<command>.js: its options, help
-// and what it runs), and bin/command-line.js holds what they share.
+// `usage`, `grant`, `reset` (a shared quota in Redis or MongoDB), and `bucket`, `fill` (a shared
+// bucket there). This file reads the command line and dispatches; each command is a module of
+// its own (bin/<command>.js: its options, help and what it runs), and bin/command-line.js holds
+// what they share.
 // A bad argument exits 2 with one line on stderr naming it; success exits 0.
 
 const { parseArgs } = require('node:util')
@@ -25,6 +26,9 @@ const COMMANDS = {
   usage: require('./usage.js'),
   grant: require('./grant.js'),
   reset: require('./reset.js'),
+  // bucket, fill: the operator's view of a shared bucket (bin/bucket-admin.js).
+  bucket: require('./bucket.js'),
+  fill: require('./fill.js'),
 }
 
 const MAIN_HELP = `Usage: ${PROGRAM} <command> [options]
@@ -43,6 +47,7 @@ Examples:
   ${PROGRAM} simulate step-forward
   ${PROGRAM} watch --count 10
   ${PROGRAM} usage --redis redis://localhost:6379 --name api --key acme --unit month --zone UTC
+  ${PROGRAM} fill --redis redis://localhost:6379 --name api --key 203.0.113.7
 `
 
 /** Parses one command's arguments strictly; a problem becomes a UsageError naming the argument. */

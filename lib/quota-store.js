@@ -138,10 +138,10 @@
 //   and answers granted, held = o:X, tokens = tk, fleetMs = F, storeNowMs = now, recordId = id,
 //   others = k. checkBucketAnswer below refuses anything else (ERR_STORE_RESPONSE).
 //   Two amendments to the first draft of these steps:
-//   - w:X (step 4, 5): a live instance whose slice was written off (a store outage longer than
+//   - w:X (steps 4, 5): a live instance whose slice was written off (a store outage longer than
 //     its margin: the first caller after it moves the fleet clock past every margin) still gives
-//     its unspent tokens back at its next call, as §15 says it does; the tombstone lives one more
-//     margin of fleet time, so a dead instance's is gone soon after.
+//     its unspent tokens back at its next call, so a store outage loses live processes nothing;
+//     the tombstone lives one more margin of fleet time, so a dead instance's is gone soon after.
 //   - the answer's check is held <= request.held + granted, not held <= capacity: after a
 //     capacity cut an instance may keep a slice larger than the new capacity (step 2 has made tk
 //     negative by as much, so tk + out <= C still holds and the refill pays it back).

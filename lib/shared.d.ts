@@ -75,6 +75,22 @@ export interface QuotaUsage {
   expiresAt: number | null
 }
 
+/** A shared bucket (`share.bucket`) of one key, as `quotaAdmin` answers it. */
+export interface BucketUsage {
+  name: string
+  key: string
+  /** The capacity of the latest store call for the key; `null`: no bucket record. */
+  capacity: number | null
+  /** The refill per second of the latest store call for the key; `null`: no bucket record. */
+  refillPerSecond: number | null
+  /** Tokens in the store, refilled to now by the fleet clock (below 0 after failOpen charges). */
+  tokens: number
+  /** Tokens taken in slices and not yet spent, given back or written off. */
+  out: number
+  /** When the store forgets the record (ms since the epoch); `null`: no record. */
+  expiresAt: number | null
+}
+
 export interface QuotaAdminOptions {
   /** The quota's name in the store (`share.name` of the limiters): 1 to 128 characters. */
   name: string
@@ -86,7 +102,7 @@ export interface QuotaAdminOptions {
   timeoutMs?: number
 }
 
-/** The operator's view of one shared quota: each method is one atomic store operation on one record. */
+/** The operator's view of one shared quota or bucket: each method is one atomic store operation on one record. */
 export interface QuotaAdmin {
   /** The record of `key` in the period `periodId` (zeros and `limit: null` when there is none). */
   usage(key: string, periodId: string): Promise<QuotaUsage>
@@ -99,6 +115,10 @@ export interface QuotaAdmin {
   grant(key: string, periodId: string, units: number): Promise<QuotaUsage>
   /** Sets `used` to what instances still hold, and `extra` to 0. */
   reset(key: string, periodId: string): Promise<QuotaUsage>
+  /** The shared bucket of `key` as the store has it now; moves nothing. */
+  bucket(key: string): Promise<BucketUsage>
+  /** The bucket of `key` back to full (`capacity - out`): a key blocked as saturated is unblocked. */
+  fill(key: string): Promise<BucketUsage>
 }
 
 /**

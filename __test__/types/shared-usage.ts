@@ -4,7 +4,7 @@
 import { KeyedQuotaClock } from 'quota-clock-source'
 import type { QuotaStore as MainQuotaStore } from 'quota-clock-source'
 import { redisStore, mongoStore, quotaAdmin } from 'quota-clock-source/shared'
-import type { IoRedisClient, MongoDb, NodeRedisClient, NodeRedisCluster, QuotaAdmin, QuotaStore, QuotaUsage, RedisClient } from 'quota-clock-source/shared'
+import type { BucketUsage, IoRedisClient, MongoDb, NodeRedisClient, NodeRedisCluster, QuotaAdmin, QuotaStore, QuotaUsage, RedisClient } from 'quota-clock-source/shared'
 
 declare const ioredis: IoRedisClient
 declare const nodeRedis: NodeRedisClient
@@ -51,6 +51,16 @@ async function operate(): Promise<number> {
   const reset = await admin.reset('acme', '2026-12')
   return usage.used - usage.held + granted.extra + reset.used + (limit ?? 0) + (expiresAt ?? 0)
 }
+// The operator's view of a shared bucket: the BucketUsage fields.
+async function unblock(): Promise<number> {
+  const bucket: BucketUsage = await admin.bucket('203.0.113.7')
+  const capacity: number | null = bucket.capacity
+  const refill: number | null = bucket.refillPerSecond
+  const filled = await admin.fill('203.0.113.7')
+  return bucket.tokens + bucket.out + (capacity ?? 0) + (refill ?? 0) + filled.tokens + (filled.expiresAt ?? 0)
+}
+// @ts-expect-error a bucket has no period
+void admin.bucket('acme', '2026-12')
 // @ts-expect-error units is a number
 void admin.grant('acme', '2026-12', '500')
 // @ts-expect-error quotaAdmin needs { name }
@@ -58,4 +68,4 @@ quotaAdmin(stores[0])
 // @ts-expect-error not an option of quotaAdmin
 quotaAdmin(stores[0], { name: 'api', prefix: 'x' })
 
-void stores, kind, clients, limiter, forged, operate
+void stores, kind, clients, limiter, forged, operate, unblock

@@ -5,6 +5,7 @@
 //   { name, key, periodId, limit, extra, used, held, expiresAt }
 // (limit null and zeros for a record that does not exist). `used - held` is what the instances
 // admitted; `held` is what they hold unadmitted as of their last store call for the key.
+// bucket(key) and fill(key) are the view of a shared bucket (bucketMethods below).
 
 const { QuotaClockError } = require('../errors.js')
 const { isQuotaStore, storeOperations, newRecordId } = require('../quota-store.js')
@@ -63,6 +64,38 @@ function refusedGrant(key, periodId, units, allowance) {
   )
 }
 
+/**
+ * The operator's view of a shared bucket (share.bucket) of share `name`: bucket(key) reads it (moving
+ * nothing), fill(key) sets its tokens to C - out; each one atomic store operation (lib/quota-store.js:
+ * bucketRead, bucketFill) answering a BucketUsage { name, key, capacity, refillPerSecond, tokens,
+ * out, expiresAt } (capacity, refillPerSecond and expiresAt null, tokens and out 0, when the store
+ * has no bucket record of the key).
+ */
+function bucketMethods(ops, name, timeoutMs) {
+  async function run(operation, what, key) {
+    checkText(key, 'key', MAX_KEY_UNITS)
+    let bucket
+    try {
+      bucket = await withTimeout(ops[operation]({ name, key }), timeoutMs, () => {
+        throw new QuotaClockError('ERR_STORE_UNAVAILABLE', `quota store of share "${name}" did not answer ${what} for key ${describe(key)} within ${timeoutMs} ms`)
+      })
+    } catch (error) {
+      if (error instanceof QuotaClockError && error.code === 'ERR_STORE_UNAVAILABLE') throw error
+      if (error instanceof QuotaClockError && error.code === 'ERR_STORE_RESPONSE') throw error
+      throw new QuotaClockError('ERR_STORE_UNAVAILABLE', `quota store of share "${name}" failed to answer ${what} for key ${describe(key)}: ${thrownText(error)}`, {
+        cause: error,
+      })
+    }
+    return bucket === null
+      ? { name, key, capacity: null, refillPerSecond: null, tokens: 0, out: 0, expiresAt: null }
+      : { name, key, ...bucket }
+  }
+  return {
+    bucket: async (key) => run('bucketRead', 'bucket', key),
+    fill: async (key) => run('bucketFill', 'fill', key),
+  }
+}
+
 /** The operator's view of the shared quota `name` in `store` (a store made by redisStore / mongoStore). */
 function quotaAdmin(store, options) {
   if (!isQuotaStore(store)) {
@@ -103,6 +136,7 @@ function quotaAdmin(store, options) {
   }
 
   return Object.freeze({
+    ...bucketMethods(ops, name, timeoutMs),
     usage: async (key, periodId) => {
       record(key, periodId)
       return run('usage', key, periodId, {})

@@ -4,7 +4,8 @@
 //   { _id: 'bucket:' + part(name) + ':' + part(key)   (distinct from the quota records', which
 //          start with a digit, and from the retired cells documents' 'b:'),
 //     name, key, C, R, tk (a double), F, S, rid (the record's identity),
-//     h: { <X>: { o: tokens out, w: tokens written off, a: fleet ms of X's last call, l: leaseMs } },
+//     h: { <X>: { o: tokens out, w: tokens written off, a: fleet ms of X's last call, l: leaseMs } }
+//          (instance ids are field names, as in the cells documents: the driver's are hex),
 //     ans: { g, h, k, n }   the latest take's granted, held, others and store time, read back from
 //                           its own update
 //     expiresAt }           a Date for the TTL index, max(C / R, 1.1 * longest lease + 1 s) + 60 s
