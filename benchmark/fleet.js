@@ -225,7 +225,7 @@ async function recipeCase(redis, say) {
       const client = new Redis({ host: redis.host, port: redis.port })
       clients.push(client)
       const app = express()
-      app.set('trust proxy', true)
+      app.set('trust proxy', 'loopback')
       app.use(make(client, i))
       app.get('/', (req, res) => res.send('ok'))
       const server = await new Promise((resolve) => {

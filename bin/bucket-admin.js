@@ -1,13 +1,11 @@
 'use strict'
 // What the `bucket` and `fill` commands (bin/bucket.js, bin/fill.js) share: the operator's view
 // of a shared bucket (quotaAdmin's bucket and fill, quota-clock-source/shared) on Redis (--redis)
-// or MongoDB (--mongo), connected as bin/quota-admin.js connects for usage, grant and reset, and
-// held to the same deadline: a bad argument exits 2, a store that cannot be reached exits 1.
+// or MongoDB (--mongo), run as bin/quota-admin.js runs usage, grant and reset (its `run`): the
+// same connection, deadline and exit; a bad argument exits 2, a store that cannot be reached 1.
 
-const { quotaAdmin } = require('../lib/shared.js')
-const { withTimeout, quietTimer } = require('../lib/cli.js')
-const { PROGRAM, print } = require('./command-line.js')
-const { STORE_OPTIONS, DEADLINE_MS, MAX_NAME_LENGTH, MAX_KEY_UNITS, failure, shown, text, storeUrl, connectRedis, connectMongo } = require('./quota-admin.js')
+const { PROGRAM } = require('./command-line.js')
+const { STORE_OPTIONS, DEADLINE_MS, run } = require('./quota-admin.js')
 
 const PERIOD_FLAGS = ['period', 'unit', 'zone', 'anchor-day', 'anchor-month', 'anchor-time']
 // A bucket has no period: the period flags are not its options (parsing refuses them).
@@ -27,37 +25,6 @@ function describeBucket(bucket, done) {
   if (bucket.capacity === null) return `${head}: no record (capacity none, tokens 0, out 0)`
   const expires = bucket.expiresAt === null ? '' : `; expires ${new Date(bucket.expiresAt).toISOString().replace('.000Z', 'Z')}`
   return `${head}: ${tokensText(bucket.tokens)} tokens of capacity ${bucket.capacity} in the store, ${bucket.out} out in slices, refill ${bucket.refillPerSecond}/s${expires}`
-}
-
-/** Checks the arguments, connects, runs `operate(admin, key)`, prints its BucketUsage. */
-async function run(values, operate, done) {
-  const name = text(values, 'name', MAX_NAME_LENGTH)
-  const key = text(values, 'key', MAX_KEY_UNITS)
-  const { flag, url } = storeUrl(values)
-  const where = `${flag === 'redis' ? 'Redis' : 'MongoDB'} at ${shown(url)}`
-  const unreachable = (cause) => failure('ERR_STORE_UNAVAILABLE', `cannot reach ${where} within ${DEADLINE_MS / 1000} s: ${cause}`)
-  const closers = []
-  try {
-    const result = await withTimeout(
-      (async () => {
-        const store = await (flag === 'redis' ? connectRedis(url, values.prefix, closers) : connectMongo(url, values.collection, closers))
-        return operate(quotaAdmin(store, { name }), key)
-      })(),
-      DEADLINE_MS,
-      () => {
-        throw unreachable('no answer')
-      },
-      quietTimer, // (the timer keeps nothing alive)
-    )
-    print(values.json ? JSON.stringify(result, null, 2) : describeBucket(result, done))
-    return 0
-  } catch (error) {
-    if (error && (error.code === 'ERR_MISSING_PEER_DEPENDENCY' || /^cannot reach /.test(error.message))) throw error
-    if (error && error.code === 'ERR_STORE_RESPONSE') throw error
-    throw unreachable(String(error?.cause?.message ?? error?.message ?? error).split(/\r?\n/)[0])
-  } finally {
-    await Promise.all(closers.map((close) => close()))
-  }
 }
 
 const bucketHelp = `Where the bucket lives (one of):
@@ -94,7 +61,7 @@ ${bucketHelp}
 Example:
   ${PROGRAM} ${name} --redis redis://localhost:6379 --name api --key 203.0.113.7
 `,
-  run: (values) => run(values, operate, done),
+  run: (values) => run(values, operate, () => done, { describe: describeBucket, periodless: true }),
 })
 
 module.exports = { bucketCommand, describeBucket }

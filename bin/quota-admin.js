@@ -203,11 +203,14 @@ function storeReply(error) {
 
 const firstLine = (error) => String(error?.message ?? error).split(/\r?\n/)[0]
 
-/** Checks the arguments, connects, runs `operate(admin, key, periodId)`, prints its QuotaUsage. */
-async function run(values, operate, done) {
+/**
+ * Checks the arguments, connects, runs `operate(admin, key, periodId)`, prints what it answers
+ * (`describe`: a QuotaUsage's line by default; a bucket command has no period, `periodless`).
+ */
+async function run(values, operate, done, { describe = describeUsage, periodless = false } = {}) {
   const name = text(values, 'name', MAX_NAME_LENGTH)
   const key = text(values, 'key', MAX_KEY_UNITS)
-  const period = periodId(values)
+  const period = periodless ? undefined : periodId(values)
   const prepared = operate.prepare?.(values)
   const { flag, url } = storeUrl(values)
   const where = `${flag === 'redis' ? 'Redis' : 'MongoDB'} at ${shown(url)}`
@@ -233,7 +236,7 @@ async function run(values, operate, done) {
     exitBy(0)
     throw explained(error, where, unreachable)
   }
-  print(values.json ? JSON.stringify(result, null, 2) : describeUsage(result, done(result, prepared)))
+  print(values.json ? JSON.stringify(result, null, 2) : describe(result, done(result, prepared)))
   await withTimeout(closeAll(), untilMs(EXIT_BY_MS), () => undefined, quietTimer)
   exitBy(untilMs(EXIT_BY_MS))
   return 0
@@ -296,4 +299,4 @@ Example:
 const NONE = { options: {}, usage: '', help: '', example: '' }
 
 // (What bin/bucket-admin.js shares with these commands.)
-module.exports = { storeCommand, NONE, STORE_OPTIONS, DEADLINE_MS, MAX_NAME_LENGTH, MAX_KEY_UNITS, failure, shown, text, storeUrl, connectRedis, connectMongo }
+module.exports = { storeCommand, run, NONE, STORE_OPTIONS, DEADLINE_MS, MAX_NAME_LENGTH, MAX_KEY_UNITS, failure, shown, text, storeUrl, connectRedis, connectMongo }

@@ -119,14 +119,15 @@
 //     2. C != capacity or R != refillPerSecond: take the request's; tk = min(tk, C - out)
 //     3. the fleet clock moves: byStore = F + max(0, now - S)
 //          byCaller = fleetMs >= 0 and not lost ? fleetMs : F + C / R * 1000
-//          F' = max(F, min(byStore, byCaller))
-//          tk < C - out: tk = min(C - out, tk + (F' - F) * R / 1000)   (never lowers tk)
-//          F = F', S = now
-//     4. write-off: every other instance Y with o:Y > 0 and writeOff(Y) < F: w:Y += o:Y, o:Y
-//        deleted (spent), a:Y = F; every other Y holding only w:Y with writeOff(Y) < F: forgotten
+//          F' = max(F, min(byStore, byCaller));  the refill waits for steps 4 and 5
+//     4. write-off: every other instance Y with o:Y > 0 and writeOff(Y) < F': w:Y += o:Y, o:Y
+//        deleted (spent), a:Y = F'; every other Y holding only w:Y with writeOff(Y) < F': forgotten
 //     5. X's report: prev = lost ? 0 : o:X;  written = lost ? 0 : w:X (then deleted)
-//          keep = min(held, prev);  back = min(give, prev - keep + written)
-//          o:X = keep;  tk = min(C - out, tk + back)
+//          keep = min(held, prev);  back = min(give, prev - keep + written);  o:X = keep
+//        then the refill, its cap counting what is out after the write-offs and X's report (what
+//        X spent is out of the bucket; counted as out it would cost the refill the caller's own
+//        spent slice):  tk < C - out: tk = min(C - out, tk + (F' - F) * R / 1000) (never lowers
+//        tk);  F = F', S = now;  tk = min(C - out, tk + back)
 //     6. charge: tk -= charge
 //     7. take: k = the number of other instances with o:Y > 0;  w = max(want, more > 0 ? 1 : 0)
 //          tk < w: granted = 0

@@ -148,8 +148,7 @@ function bucketTakeNow(records, now, request) {
   const byStore = record.F + Math.max(0, now - record.S)
   const byCaller = fleetMs >= 0 && !lost ? fleetMs : record.F + (record.C / record.R) * 1000
   const moved = Math.max(record.F, Math.min(byStore, byCaller))
-  const room = record.C - outOf(record)
-  if (record.tk < room) record.tk = Math.min(room, record.tk + ((moved - record.F) * record.R) / 1000)
+  const before = record.F
   record.F = moved
   record.S = now
   writeOff(record, me)
@@ -158,7 +157,10 @@ function bucketTakeNow(records, now, request) {
   const written = lost ? 0 : (mine?.w ?? 0)
   const keep = Math.min(held, prev)
   const back = Math.min(give, prev - keep + written)
-  record.tk = Math.min(record.C - outOf(record, me) - keep, record.tk + back)
+  // The refill's cap counts what is out after the write-offs and X's report.
+  const room = record.C - outOf(record, me) - keep
+  if (record.tk < room) record.tk = Math.min(room, record.tk + ((moved - before) * record.R) / 1000)
+  record.tk = Math.min(room, record.tk + back)
   record.tk -= charge
   const k = [...record.holders].filter(([y, holder]) => y !== me && holder.o > 0).length
   const least = more > 0 ? Math.max(want, 1) : want

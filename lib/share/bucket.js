@@ -173,7 +173,7 @@ class BucketDriver {
       recordId: request.recordId,
     }
     const flight = flyStoreCall(this.#flights, key, {
-      call: () => this.#ops.bucketTake(args),
+      call: (roundTrip) => this.#ops.bucketTake(args, roundTrip),
       failed: () => native.keyedSliceFailed(this.#handle, key, request.give, request.charge),
       answered: (answer) => {
         this.#outage.answered()

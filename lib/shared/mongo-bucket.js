@@ -36,17 +36,17 @@ const entries = (field) => ({ $objectToArray: { $ifNull: [field, EMPTY] } })
 const othersOf = (me) => ({ $filter: { input: entries('$h'), cond: { $ne: ['$$this.k', me] } } })
 const sumOut = (list) => ({ $sum: { $map: { input: list, in: '$$this.v.o' } } })
 const writeOffAt = (holder) => ({ $add: [`${holder}.a`, { $multiply: [1.1, `${holder}.l`] }, 1000] })
-const TEMPORARY = ['_now', '_lost', '_out', '_F', '_prev', '_written', '_others', '_keep', '_back', '_k', '_granted', '_slice', '_longest']
+const TEMPORARY = ['_now', '_lost', '_out', '_F', '_prev', '_written', '_others', '_keep', '_back', '_room', '_k', '_granted', '_slice', '_longest']
 
-/** Step 4 (lib/quota-store.js), judged at F: others past their margin written off, old tombstones forgotten. */
-function writeOffStage(me) {
+/** Step 4 (lib/quota-store.js), judged at the fleet clock `at`: others past their margin written off, old tombstones forgotten. */
+function writeOffStage(me, at = '$F') {
   const judged = {
     $cond: [
-      { $and: [{ $ne: ['$$this.k', me] }, { $lt: [writeOffAt('$$this.v'), '$F'] }] },
+      { $and: [{ $ne: ['$$this.k', me] }, { $lt: [writeOffAt('$$this.v'), at] }] },
       {
         $cond: [
           { $gt: ['$$this.v.o', 0] },
-          { k: '$$this.k', v: { o: 0, w: { $add: ['$$this.v.w', '$$this.v.o'] }, a: '$F', l: '$$this.v.l' } },
+          { k: '$$this.k', v: { o: 0, w: { $add: ['$$this.v.w', '$$this.v.o'] }, a: at, l: '$$this.v.l' } },
           null,
         ],
       },
@@ -59,7 +59,6 @@ function writeOffStage(me) {
 /** bucketTake's steps as one update pipeline. */
 function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, more, held, give, charge, fleetMs, recordId: known }) {
   const fresh = { $eq: ['$fresh', true] }
-  const room = { $subtract: ['$C', '$_out'] }
   const refillAll = { $add: ['$F', { $multiply: [{ $divide: ['$C', '$R'] }, 1000] }] }
   const byCaller = fleetMs >= 0 ? { $cond: ['$_lost', refillAll, fleetMs] } : refillAll
   const least = more > 0 ? Math.max(want, 1) : want
@@ -90,17 +89,10 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
         R: refillPerSecond,
       },
     },
-    // 3. the fleet clock
+    // 3. the fleet clock (the refill waits for the write-offs and X's report: its cap counts what is out after them)
     { $set: { _F: { $max: ['$F', { $min: [{ $add: ['$F', { $max: [0, { $subtract: ['$_now', '$S'] }] }] }, byCaller] }] } } },
-    {
-      $set: {
-        tk: { $cond: [{ $lt: ['$tk', room] }, { $min: [room, { $add: ['$tk', { $divide: [{ $multiply: [{ $subtract: ['$_F', '$F'] }, '$R'] }, 1000] }] }] }, '$tk'] },
-        F: '$_F',
-        S: '$_now',
-      },
-    },
     // 4. the others past their margin
-    writeOffStage(me),
+    writeOffStage(me, '$_F'),
     // 5. X's report
     {
       $set: {
@@ -112,8 +104,16 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
     },
     { $set: { _keep: { $min: [held, '$_prev'] } } },
     { $set: { _back: { $min: [give, { $add: [{ $subtract: ['$_prev', '$_keep'] }, '$_written'] }] } } },
+    { $set: { _room: { $subtract: [{ $subtract: ['$C', '$_others'] }, '$_keep'] } } },
+    {
+      $set: {
+        tk: { $cond: [{ $lt: ['$tk', '$_room'] }, { $min: ['$_room', { $add: ['$tk', { $divide: [{ $multiply: [{ $subtract: ['$_F', '$F'] }, '$R'] }, 1000] }] }] }, '$tk'] },
+        F: '$_F',
+        S: '$_now',
+      },
+    },
     // 6. failOpen's charge
-    { $set: { tk: { $subtract: [{ $min: [{ $subtract: [{ $subtract: ['$C', '$_others'] }, '$_keep'] }, { $add: ['$tk', '$_back'] }] }, charge] } } },
+    { $set: { tk: { $subtract: [{ $min: ['$_room', { $add: ['$tk', '$_back'] }] }, charge] } } },
     // 7. the take
     { $set: { _granted: { $cond: [{ $gte: ['$tk', least] }, { $add: [least, extra] }, 0] } } },
     { $set: { tk: { $subtract: ['$tk', '$_granted'] }, _slice: { $add: ['$_keep', '$_granted'] } } },
@@ -157,11 +157,13 @@ function viewOf(document, name, now) {
 /** The three operations for a mongoStore over `records()` (the collection, asked for on first use). */
 function bucketOperations(records) {
   return {
-    async bucketTake(request) {
+    // roundTrip(): called before each request after the first (stats().store.calls counts round trips).
+    async bucketTake(request, roundTrip = () => {}) {
       const { name, key } = request
       const _id = documentId(name, key)
       const pipeline = takePipeline(request)
       for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+        if (attempt > 0) roundTrip()
         const reply = await records().findOneAndUpdate({ _id }, pipeline, AFTER)
         if (typeof reply !== 'object' || reply === null || !('value' in reply)) {
           throw storeResponse(`quota store (MongoDB) answered a bucket request for "${name}" with ${describe(reply)}; expected a findOneAndUpdate result`)
@@ -176,6 +178,7 @@ function bucketOperations(records) {
         }
         try {
           const rid = request.newId ?? newRecordId()
+          roundTrip()
           await records().updateOne({ _id }, { $setOnInsert: { name, key, rid, fresh: true, expiresAt: new Date(Date.now() + FRESH_KEPT_MS) } }, UPSERT)
         } catch (error) {
           if (!error || error.code !== DUPLICATE_KEY) throw error

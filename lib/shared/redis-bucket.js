@@ -104,18 +104,19 @@ local by_store = r.F + math.max(0, now - r.S)
 local by_caller = r.F + r.C / r.R * 1000
 if fleet >= 0 and not lost then by_caller = fleet end
 local moved = math.max(r.F, math.min(by_store, by_caller))
-local room = r.C - out_of(r, nil)
-if r.tk < room then r.tk = math.min(room, r.tk + (moved - r.F) * r.R / 1000) end
+local before = r.F
 r.F, r.S = moved, now
 -- 4. write-off of the others past their margin
 write_off(r, me)
--- 5. X's report
+-- 5. X's report, then the refill, capped by what is out after them
 local prev, written = r.o[me] or 0, r.w[me] or 0
 if lost then prev, written = 0, 0 end
 r.w[me] = nil
 local keep = math.min(held, prev)
 local back = math.min(give, prev - keep + written)
-r.tk = math.min(r.C - out_of(r, me) - keep, r.tk + back)
+local room = r.C - out_of(r, me) - keep
+if r.tk < room then r.tk = math.min(room, r.tk + (moved - before) * r.R / 1000) end
+r.tk = math.min(room, r.tk + back)
 -- 6. failOpen's charge
 r.tk = r.tk - charge
 -- 7. the take
@@ -198,11 +199,11 @@ function bucketOperations({ prefix, evaluate, script }) {
   }
 
   return {
-    async bucketTake(request) {
+    async bucketTake(request, roundTrip) {
       const { name, key, capacity, refillPerSecond, instance, leaseMs, want, more, held, give, charge, fleetMs, recordId } = request
       const newId = request.newId ?? newRecordId()
       const args = [capacity, refillPerSecond, instance, leaseMs, want, more, held, give, charge, fleetMs, recordId, newId].map(String)
-      const reply = await evaluate(takeScript, [recordOf(name, key)], args)
+      const reply = await evaluate(takeScript, [recordOf(name, key)], args, roundTrip)
       const answer =
         Array.isArray(reply) && reply.length === 7
           ? {

@@ -89,6 +89,14 @@ pub struct Slice {
     /// only what its call lacks, spends it, and so has nothing to give back: one store call a
     /// request, not two.
     pub busy: bool,
+    /// The store's bucket was short at the last answer and this process took at least half of
+    /// it: once the slice is spent, the store hears of it at once, in the background (a large
+    /// slice counted as out would cap the store's refill, and an operator's `fill` would count it
+    /// as still out).
+    pub report_spent: bool,
+    /// The call under way asks for tokens (not a report or a give-back): its answer may find the
+    /// bucket short.
+    pub asking: bool,
     /// The call under way is this process's first for the key ([`More::Nothing`]): what it
     /// brings is spent by the call that asked, and no background fetch follows (a key first
     /// seen costs one store call).
@@ -115,6 +123,8 @@ impl Slice {
             owed: 0,
             waited: false,
             busy: false,
+            report_spent: false,
+            asking: false,
             first: false,
             open: None,
         }
@@ -339,6 +349,7 @@ impl KeyedLimiter {
         }
         let give = std::mem::take(&mut record.tokens) + std::mem::take(&mut slice.give);
         slice.store_holds = false;
+        slice.asking = false;
         slice.open = None;
         Some(SliceRequest {
             key,
@@ -470,7 +481,11 @@ impl KeyedLimiter {
         } else {
             lacking.saturating_sub(held as u64).max(1)
         };
-        let more = if slice.waited {
+        // A spent slice's report takes nothing (the key is short: its wait is not over).
+        let report = lacking == 0 && std::mem::take(&mut slice.report_spent) && held < 1.0;
+        let more = if report {
+            More::Nothing
+        } else if slice.waited {
             More::All
         } else if want > 0 && (!slice.busy || (slice.fleet_ms < 0.0 && slice.record_id == 0)) {
             More::Nothing
@@ -478,7 +493,8 @@ impl KeyedLimiter {
             More::Share
         };
         slice.store_holds = true;
-        slice.first = more == More::Nothing;
+        slice.first = more == More::Nothing && want > 0;
+        slice.asking = want > 0 || more != More::Nothing;
         Some(SliceRequest {
             key,
             capacity: policy.capacity as u64,
@@ -537,7 +553,8 @@ impl KeyedLimiter {
             slice.short_until_ms = f64::NEG_INFINITY;
             slice.waited = false;
         }
-        if answer.tokens < 1.0 && (answer.granted > 0 || !slice.first) {
+        let asking = std::mem::take(&mut slice.asking);
+        if answer.tokens < 1.0 && asking {
             // The bucket is empty (this call took its last tokens, or it had too few): the key
             // is saturated. Once the slice is spent, it is denied here until the bucket holds a
             // token again, for at least min(leaseMs / 8, 1 s) and at most 1 s; then this process
@@ -546,6 +563,7 @@ impl KeyedLimiter {
             let floor_ms = (lease_ms / 8.0).min(1000.0);
             slice.short_until_ms = timeline_ms + wait_ms.clamp(floor_ms, 1000.0);
             slice.waited = true;
+            slice.report_spent = answer.granted as f64 * 2.0 >= policy.capacity;
         }
         let anomaly = self.check_store_clock(sent_ms, timeline_ms, answer.store_now_ms);
         (true, anomaly)
@@ -671,11 +689,18 @@ impl KeyedLimiter {
     }
 }
 
-/// Whether a key with `tokens` left in its slice fetches the next one in the background: no
-/// store call under way, not short, and the slice down to half of what the last one brought (or
-/// its lease in its last quarter).
+/// Whether a key with `tokens` left in its slice asks the store in the background, no store call
+/// being under way: to report a large slice spent (see [`Slice::report_spent`]), or, not short,
+/// to fetch the next slice when this one is down to half of what it brought (or its lease is in
+/// its last quarter).
 fn fetch_wanted(slice: &Slice, tokens: f64, timeline_ms: f64, lease_ms: f64) -> bool {
-    if slice.in_flight || timeline_ms < slice.short_until_ms || slice.last_granted == 0 {
+    if slice.in_flight {
+        return false;
+    }
+    if slice.report_spent && tokens < 1.0 {
+        return true;
+    }
+    if timeline_ms < slice.short_until_ms || slice.last_granted == 0 {
         return false;
     }
     let low = tokens * 2.0 < slice.last_granted as f64;

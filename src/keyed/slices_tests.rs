@@ -90,11 +90,7 @@ impl Store {
             record.fleet + record.capacity / record.refill * 1000.0
         };
         let moved = record.fleet.max(by_store.min(by_caller));
-        let room = record.capacity - out(record);
-        if record.tokens < room {
-            record.tokens =
-                (record.tokens + (moved - record.fleet) * record.refill / 1000.0).min(room);
-        }
+        let before = record.fleet;
         record.fleet = moved;
         record.store_at = now;
         let fleet = record.fleet;
@@ -116,7 +112,11 @@ impl Store {
                 lease,
             },
         );
+        // The refill's cap counts what is out after the write-offs and this caller's report.
         let room = record.capacity - out(record);
+        if record.tokens < room {
+            record.tokens = (record.tokens + (moved - before) * record.refill / 1000.0).min(room);
+        }
         record.tokens = (record.tokens + back).min(room);
         record.tokens -= request.charge as f64;
         let others = record
