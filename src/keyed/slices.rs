@@ -437,11 +437,17 @@ impl KeyedLimiter {
     /// what the last one brought (or its lease is in its last quarter), the key not short.
     fn fetch_if_low(&mut self, index: u32, timeline_ms: f64) {
         let tokens = self.table.records[index as usize].tokens;
+        let fleet = self.fleet_tokens(index, timeline_ms).unwrap_or(0.0);
         let Some(book) = &mut self.cells else {
             return;
         };
         let lease_ms = book.lease_ms;
-        if fetch_wanted(&book.slices[index as usize], tokens, timeline_ms, lease_ms) {
+        let slice = &book.slices[index as usize];
+        // (A background fetch is worth its store call only while the store, as last heard of,
+        // has about a slice to share: when it runs dry, the slice is spent and the next call
+        // asks for what it lacks.)
+        let worth = slice.report_spent || fleet >= slice.last_granted as f64;
+        if worth && fetch_wanted(slice, tokens, timeline_ms, lease_ms) {
             book.fetch_due = true;
         }
     }
@@ -559,9 +565,16 @@ impl KeyedLimiter {
             // is saturated. Once the slice is spent, it is denied here until the bucket holds a
             // token again, for at least min(leaseMs / 8, 1 s) and at most 1 s; then this process
             // takes all there is, so that the refill of the wait is not lost to the bucket's cap.
+            //
+            // The processes a saturated key's traffic reaches all learn it at about the same
+            // time; waiting alike, they would all ask again at once, one taking the refill and
+            // the others nothing. So each waits a spread of the floor: between it and twice it
+            // (at most 1 s), drawn from the answer's store time (which differs from call to call).
             let wait_ms = (1.0 - answer.tokens) * 1000.0 / policy.refill_per_second;
             let floor_ms = (lease_ms / 8.0).min(1000.0);
-            slice.short_until_ms = timeline_ms + wait_ms.clamp(floor_ms, 1000.0);
+            let spread = spread_of(answer.store_now_ms, index);
+            let least_ms = (floor_ms * (1.0 + spread)).min(1000.0);
+            slice.short_until_ms = timeline_ms + wait_ms.clamp(least_ms, 1000.0);
             slice.waited = true;
             slice.report_spent = answer.granted as f64 * 2.0 >= policy.capacity;
         }
@@ -706,6 +719,16 @@ fn fetch_wanted(slice: &Slice, tokens: f64, timeline_ms: f64, lease_ms: f64) -> 
     let low = tokens * 2.0 < slice.last_granted as f64;
     let lapsing = tokens > 0.0 && slice.lease_end_ms - timeline_ms < lease_ms / 4.0;
     low || lapsing
+}
+
+/// A number in [0, 1) drawn from a store time and a record index (SplitMix64's finalizer): the
+/// spread of a short key's wait.
+fn spread_of(store_now_ms: f64, index: u32) -> f64 {
+    let mut z = store_now_ms.to_bits() ^ (u64::from(index) << 32);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// The fleet-clock proposal of a call sent at `sent_ms`: the last answer's fleet clock plus this
