@@ -10,7 +10,7 @@ const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
 const { execFile } = require('node:child_process')
 const path = require('node:path')
-const { storeOperations } = require('../lib/quota-store.js')
+const { storeOperations } = require('../lib/share/protocol.js')
 const { useStoreServers } = require('./helpers/shared-fleet.js')
 
 const ROOT = path.join(__dirname, '..')

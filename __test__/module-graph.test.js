@@ -72,19 +72,21 @@ test('the throttle takes its calendar windows from lib/calendar.js', () => {
 })
 
 // ---------------------------------------------------------------------------------------------
-// Layers of lib/. A subpath folder (lib/http/, lib/throttle/, and those to come: lib/shared/,
-// lib/fastify/, lib/metrics/) sits on top of the face files at lib/'s level; its entry files
-// (lib/http.js, lib/http.mjs) belong to it. A face file never imports from a subpath folder, so
-// the folders, taken as units, import one way.
+// Layers of lib/. A subpath folder (lib/http/, lib/throttle/, lib/shared/, lib/fastify/,
+// lib/metrics/) sits on top of the face files at lib/'s level; its entry files (lib/http.js,
+// lib/http.mjs) belong to it. A face file never imports from a subpath folder, so the folders,
+// taken as units, import one way. A folder of the face's own (lib/share/: what the face's shared
+// limiters are made of) is part of lib/'s level, not a subpath.
 
 const LIB = path.join(ROOT, 'lib')
-const SUBPATH_FOLDERS = new Set(['http', 'shared', 'fastify', 'metrics', 'throttle', ...fs.readdirSync(LIB).filter((name) => fs.statSync(path.join(LIB, name)).isDirectory())])
+const FACE_FOLDERS = new Set(['share'])
+const SUBPATH_FOLDERS = new Set(['http', 'shared', 'fastify', 'metrics', 'throttle', ...fs.readdirSync(LIB).filter((name) => fs.statSync(path.join(LIB, name)).isDirectory() && !FACE_FOLDERS.has(name))])
 
 /** The unit of a lib/ file: its subpath folder ('lib/http' for lib/http/x.js and the entry lib/http.js), else 'lib'. */
 function unitOf(file) {
   const parts = path.normalize(file).split(path.sep)
   if (parts[0] !== 'lib') return parts[0]
-  if (parts.length > 2) return `lib/${parts[1]}`
+  if (parts.length > 2) return FACE_FOLDERS.has(parts[1]) ? 'lib' : `lib/${parts[1]}`
   const stem = parts[1].replace(/\.(d\.ts|c?js|mjs)$/, '')
   return SUBPATH_FOLDERS.has(stem) ? `lib/${stem}` : 'lib'
 }

@@ -1,5 +1,5 @@
 'use strict'
-// The fleet bucket (`share.bucket`, SPEC §15) against the in-process store that implements the
+// The fleet bucket (`share.bucket`) against the in-process store that implements the
 // store protocol (__test__/helpers/test-store.js): slices taken from the store's bucket, decided
 // locally, refilled by the fleet clock; the "no budget stranded" bounds; short answers denied
 // locally with the fleet's wait; give-backs; failOpen; a failing, hanging or nonsensical store.

@@ -9,7 +9,7 @@ const { spawnSync } = require('node:child_process')
 const path = require('node:path')
 const { KeyedQuotaClock, QuotaClockError, manualClock, systemClock } = require('..')
 const { testStore, sharedLimiter: shared } = require('./helpers/test-store.js')
-const { storeStatsOf } = require('../lib/share.js')
+const { storeStatsOf } = require('../lib/share/driver.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12)
 const DAY = 86_400_000

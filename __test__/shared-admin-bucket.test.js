@@ -4,12 +4,12 @@
 // answers the BucketUsage the store has now and moves nothing; fill(key) puts the bucket back to
 // capacity - out in one atomic store operation, so a saturated key takes again; neither touches
 // another key or name. On a real redis-server (ioredis and node-redis) and the MongoDB wire
-// server; the bucket's records are made by the store's own bucketTake (lib/quota-store.js).
+// server; the bucket's records are made by the store's own bucketTake (lib/share/protocol.js).
 
 const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
 const { redisStore, quotaAdmin } = require('quota-clock-source/shared')
-const { storeOperations } = require('../lib/quota-store.js')
+const { storeOperations } = require('../lib/share/protocol.js')
 const { useStoreServers } = require('./helpers/shared-fleet.js')
 
 let unique = 0

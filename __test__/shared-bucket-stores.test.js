@@ -1,6 +1,6 @@
 'use strict'
 
-// The fleet bucket's store operations (lib/quota-store.js: bucketTake, bucketRead, bucketFill),
+// The fleet bucket's store operations (lib/share/protocol.js: bucketTake, bucketRead, bucketFill),
 // every step of the protocol on every store: the in-process test store (the reference model the
 // driver's unit tests use, its clock stepped), redis-server standalone through ioredis and
 // node-redis (its wall clock steppable), a real three-node Redis Cluster through both cluster
@@ -15,7 +15,7 @@ const { createClient, createCluster } = require('redis')
 const { MongoClient } = require('mongodb')
 const { redisStore, mongoStore } = require('quota-clock-source/shared')
 const { QuotaClockError } = require('quota-clock-source')
-const { storeOperations, checkBucketAnswer, checkBucketUsage } = require('../lib/quota-store.js')
+const { storeOperations, checkBucketAnswer, checkBucketUsage } = require('../lib/share/protocol.js')
 const { startRedisServer, startRedisCluster } = require('./helpers/redis-server.js')
 const { startMongoServer } = require('./helpers/mongo-server.js')
 const { testStore } = require('./helpers/test-store.js')

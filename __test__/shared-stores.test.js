@@ -3,7 +3,7 @@
 // The quota stores of quota-clock-source/shared against real servers: redis-server (through
 // ioredis and node-redis, and a one-node Redis Cluster through both clients' cluster classes) and
 // the MongoDB wire-compatible test server through the official driver. Every store must keep the
-// one reservation rule a shared limiter relies on (lib/quota-store.js): reserve atomically, never
+// one reservation rule a shared limiter relies on (lib/share/protocol.js): reserve atomically, never
 // past the limit, an eighth of what is left at most, what the caller lacks at least; count failOpen
 // charges; give back never below zero; let records expire with their period.
 
@@ -14,8 +14,8 @@ const { createClient, createCluster } = require('redis')
 const { MongoClient } = require('mongodb')
 const { redisStore, mongoStore } = require('quota-clock-source/shared')
 const { KeyedQuotaClock, QuotaClockError } = require('quota-clock-source')
-const { storeStatsOf } = require('../lib/share.js')
-const { isQuotaStore, storeOperations } = require('../lib/quota-store.js')
+const { storeStatsOf } = require('../lib/share/driver.js')
+const { isQuotaStore, storeOperations } = require('../lib/share/protocol.js')
 const { startRedisServer } = require('./helpers/redis-server.js')
 const { startMongoServer } = require('./helpers/mongo-server.js')
 

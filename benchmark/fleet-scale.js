@@ -8,7 +8,7 @@
 //   - Redis busy: the µs Redis spent in every command (INFO commandstats) over the window;
 //   - another client's PING every 10 ms: p50, p99 and the longest round trip;
 //   - SLOWLOG (threshold 1 ms): every command that ran 1 ms or longer.
-// Targets (SPEC §15's Costs): busy under 2% for both sizes and about the same, PING p99 <= 2 ms
+// Targets (the fleet bucket's stated costs): busy under 2% for both sizes and about the same, PING p99 <= 2 ms
 // and max <= 10 ms, nothing of ours in SLOWLOG. Sizes: 1,000 then 300,000 keys per process
 // (SCALE_KEYS=1000,30000 to change them).
 

@@ -1,5 +1,5 @@
 'use strict'
-// `npm run bench:fleet`: one bucket for the fleet (`share: { bucket: true }`, SPEC §15) on one
+// `npm run bench:fleet`: one bucket for the fleet (`share: { bucket: true }`) on one
 // local redis-server started here (not run by `npm test`). In one run:
 // (a) three processes (child processes, __test__/helpers/fleet-worker.js, each its own ioredis
 //     connection) receive one key's requests round-robin at 2·R for 10 s (C = R, leaseMs 4,000):
@@ -41,7 +41,7 @@ const QUICK = process.env.BENCH_QUICK === '1'
 const C = 100
 const R = 100
 const LIMITS = { capacity: C, refillPerSecond: R }
-const LEASE_MS = 4_000 // §15's Costs
+const LEASE_MS = 4_000 // as the fleet bucket's cost targets are stated
 const RUN_MS = QUICK ? 4_000 : 10_000
 const REPETITIONS = Number(process.env.BENCH_REPETITIONS || (QUICK ? 3 : 9))
 const LOCAL_CALLS = QUICK ? 100_000 : 400_000

@@ -36,7 +36,7 @@ const keys = Array.from({ length: 1000 }, (_, i) => `k${i}`)
 async function sharedCall(limits) {
   const { KeyedQuotaClock } = require('..')
   const { testStore } = require('../__test__/helpers/test-store.js')
-  const { storeStatsOf } = require('../lib/share.js')
+  const { storeStatsOf } = require('../lib/share/driver.js')
   const quota = { limit: Number.MAX_SAFE_INTEGER, period: { unit: 'month', timeZone: 'UTC' } }
   const share = { store: testStore().store, name: 'instructions', leaseUnits: 1_000_000 }
   // Denied: the bucket is empty, so the reservation is made by a call that passes the bucket.

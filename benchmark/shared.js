@@ -20,8 +20,8 @@ const Redis = require('ioredis')
 const { RateLimiterRedis } = require('rate-limiter-flexible')
 const { KeyedQuotaClock } = require('..')
 const { redisStore } = require('../lib/shared.js')
-const { storeStatsOf } = require('../lib/share.js')
-const { makeQuotaStore, storeOperations } = require('../lib/quota-store.js')
+const { storeStatsOf } = require('../lib/share/driver.js')
+const { makeQuotaStore, storeOperations } = require('../lib/share/protocol.js')
 const { median, compareCovered } = require('./covered.js')
 
 const QUICK = process.env.BENCH_QUICK === '1'

@@ -1,7 +1,7 @@
 'use strict'
 // The one interface of the backends behind a KeyedQuotaClock (lib/keyed.js): the in-process table
 // (lib/keyed-table.js's KeyedTable), a zone (lib/zone.js's ZoneFace) and a shared table
-// (lib/shared-table.js's SharedTable). Each has:
+// (lib/share/table.js's SharedTable). Each has:
 //
 // - `call`, `result`: the raw call(key) and its result buffer (refund's path); `tryCall`: the
 //   call tryConsume makes (`call` itself, or a shared table's, which throws ERR_SHARED_ASYNC),

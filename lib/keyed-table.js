@@ -1,6 +1,6 @@
 'use strict'
 // The in-process keyed table of a KeyedQuotaClock: one of the backends behind the limiter, with
-// their one interface (lib/keyed-backend.js). A shared limiter's table (lib/shared-table.js) is one
+// their one interface (lib/keyed-backend.js). A shared limiter's table (lib/share/table.js) is one
 // of these with the reservation book the native side keeps beside it.
 
 const native = require('./native.js')

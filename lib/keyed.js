@@ -10,10 +10,10 @@ const { parseOptions, checkPositiveCount } = require('./options.js')
 const { AT, OPERATION } = require('./contract.js')
 const { ZoneFace, zoneInput } = require('./zone.js')
 const { KeyedTable } = require('./keyed-table.js')
-const { SharedTable } = require('./shared-table.js')
+const { SharedTable } = require('./share/table.js')
 const { N_OR_STATUS, DECIDED, NO_ANOMALIES, readDecision } = require('./native-call.js')
 const { coded, typeError, rangeError, checkNumber } = require('./validate.js')
-const { parseShareOptions } = require('./share-options.js')
+const { parseShareOptions } = require('./share/options.js')
 const { resolvePolicy, assignPolicies } = require('./key-policy.js')
 
 const KEYED_KEYS = ['policy', 'maxKeys', 'restore', 'share', 'zone']
@@ -50,7 +50,7 @@ let consumeTakenOf
 
 class KeyedQuotaClock {
   // Where the keys live, behind one interface (lib/keyed-backend.js): the in-process table
-  // (lib/keyed-table.js), a zone (lib/zone.js) or a shared table (lib/shared-table.js).
+  // (lib/keyed-table.js), a zone (lib/zone.js) or a shared table (lib/share/table.js).
   #backend
   // The backend's call functions and result buffer, kept here for the fast path.
   #call
@@ -115,7 +115,7 @@ class KeyedQuotaClock {
   /**
    * `tryConsume`'s answer as a promise; on a shared limiter, decided against the key's
    * reservation of the shared quota (one native call when it covers `n`), else after one store
-   * call (see lib/share.js).
+   * call (see lib/share/driver.js).
    */
   consume(key, n = 1) {
     const error = argumentError(key, n)

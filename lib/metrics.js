@@ -8,7 +8,7 @@
 const { createRequire } = require('node:module')
 const path = require('node:path')
 const { isClosed, isLimiter } = require('./limiter-facts.js')
-const { isSharedLimiter } = require('./share-drivers.js')
+const { isSharedLimiter } = require('./share/drivers.js')
 const { coded, describe, isPlainObject, readOptions, thrownText } = require('./validate.js')
 
 const OPTIONS = ['register', 'limiters']

@@ -1,10 +1,10 @@
 'use strict'
-// An in-process quota store: a real implementation of the store protocol (lib/quota-store.js)
+// An in-process quota store: a real implementation of the store protocol (lib/share/protocol.js)
 // over a Map, for the shared limiter's unit tests, with switches to make it fail, hang or answer
 // late. The Redis and MongoDB stores have tests of their own against real servers.
 
 const { KeyedQuotaClock, manualClock } = require('../..')
-const { makeQuotaStore, checkCellsAnswer, checkRenewAnswer, checkBucketAnswer, checkBucketUsage, newRecordId } = require('../../lib/quota-store.js')
+const { makeQuotaStore, checkCellsAnswer, checkRenewAnswer, checkBucketAnswer, checkBucketUsage, newRecordId } = require('../../lib/share/protocol.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12)
 const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
@@ -31,7 +31,7 @@ function sharedLimiter(t, share = {}, options = {}) {
 const MARGIN = (t, l) => t + 1.1 * l + 1000
 
 /**
- * Forgets what a call at store time `now` by `me` may forget in a cells record (lib/quota-store.js):
+ * Forgets what a call at store time `now` by `me` may forget in a cells record (lib/share/protocol.js):
  * holders other than me past their margin (their cells come back with no tokens), waiters other
  * than me past their lease.
  */
@@ -55,7 +55,7 @@ function cellsShares(record, me) {
   return { sum, processes, waiting }
 }
 
-/** cellsAcquire on a Map of records at store time now: lib/quota-store.js's steps one by one. */
+/** cellsAcquire on a Map of records at store time now: lib/share/protocol.js's steps one by one. */
 function cellsAcquireNow(records, now, request) {
   const { name, key, capacity, initial, instance: me, leaseMs, held, recordId } = request
   const id = JSON.stringify(['cells', name, key])
@@ -119,7 +119,7 @@ const outOf = (record, except) => {
   return sum
 }
 
-/** Step 4 of bucketTake (lib/quota-store.js): others past their margin are written off; old tombstones forgotten. */
+/** Step 4 of bucketTake (lib/share/protocol.js): others past their margin are written off; old tombstones forgotten. */
 function writeOff(record, except) {
   for (const [y, holder] of record.holders) {
     if (y === except || writeOffAt(holder) >= record.F) continue
@@ -128,7 +128,7 @@ function writeOff(record, except) {
   }
 }
 
-/** bucketTake on a Map of records at store time now: lib/quota-store.js's steps one by one. */
+/** bucketTake on a Map of records at store time now: lib/share/protocol.js's steps one by one. */
 function bucketTakeNow(records, now, request) {
   const { name, key, capacity, refillPerSecond, instance: me, leaseMs, want, more, held, give, charge, fleetMs, recordId } = request
   let record = records.get(bucketId(name, key))
@@ -176,7 +176,7 @@ function bucketTakeNow(records, now, request) {
   return { granted, held: slice, tokens: record.tk, fleetMs: record.F, storeNowMs: now, recordId: record.id, others: k }
 }
 
-/** The operator's view of a bucket record (lib/quota-store.js): what bucketRead and bucketFill answer. */
+/** The operator's view of a bucket record (lib/share/protocol.js): what bucketRead and bucketFill answer. */
 function bucketView(record, tokens, out) {
   return { capacity: record.C, refillPerSecond: record.R, tokens, out, expiresAt: Math.ceil(record.expiresAtMs) }
 }
@@ -208,7 +208,7 @@ function bucketFillNow(records, now, { name, key }) {
  * answers). `release()` answers every hung call.
  *
  * The fleet bucket's operations (bucketTake, bucketRead, bucketFill; and, retiring, cellsAcquire,
- * cellsRenew) run lib/quota-store.js's steps on records of their own (`bucket(name, key)` and
+ * cellsRenew) run lib/share/protocol.js's steps on records of their own (`bucket(name, key)` and
  * `cells(name, key)` show one), timed by the store's clock: `nowMs` (settable; starts at
  * noon of 2024-01-15), moved by `stepClock(ms)` (forwards or back). The switches apply to them too.
  */

@@ -180,7 +180,7 @@ function describeRefunded(entry, key, tokens, quotaRemaining, items, i, refunded
 }
 
 /**
- * A shared bucket's remaining (§15): this process's slice and the fleet's tokens as last heard of,
+ * A shared bucket's remaining: this process's slice and the fleet's tokens as last heard of,
  * `floor(tokens + fleetTokens)`, at most the capacity.
  */
 function fleetRemaining(entry, key, tokens) {

@@ -9,7 +9,7 @@ const { coded, describe, isPlainObject, thrownText } = require('../validate.js')
 const { nearest, didYouMean } = require('../did-you-mean.js')
 const { defaultKey } = require('./client-key.js')
 const { isLimiter, limiterFacts } = require('../limiter-facts.js')
-const { isSharedLimiter, isFleetBucket } = require('../share-drivers.js')
+const { isSharedLimiter, isFleetBucket } = require('../share/drivers.js')
 const { OutageWarning } = require('../outage.js')
 
 const OPTION_NAMES = ['limiter', 'limits', 'key', 'cost', 'name', 'headers', 'skip', 'onLimited']
@@ -149,7 +149,7 @@ function parseLimiterEntry(entry, what, defaults) {
     keyed,
     // A shared KeyedQuotaClock: asked (awaited) after the in-process limiters, before throttles.
     shared: keyed && isSharedLimiter(limiter),
-    // A shared bucket (share.bucket): its RateLimit item reports the fleet's tokens too (§15).
+    // A shared bucket (share.bucket): its RateLimit item reports the fleet's tokens too.
     fleetBucket: keyed && isFleetBucket(limiter),
     limiter,
     key: keyed ? key ?? defaults.key : undefined,

@@ -1,5 +1,5 @@
 'use strict'
-// The driver of a fleet bucket (`share.bucket`, SPEC §15): the store calls that take slices of a
+// The driver of a fleet bucket (`share.bucket`): the store calls that take slices of a
 // key's bucket, which lives in the store. The slice book (per key: the slice's tokens, its lease,
 // a store call under way, the fleet's tokens as last heard of, the fleet-clock reading, failOpen)
 // is native (src/keyed/slices.rs); this file asks the store what the book says is needed and hands
@@ -21,7 +21,7 @@
 const { QuotaClockError, internalError } = require('../errors.js')
 const { thrownText } = require('../validate.js')
 const { withTimeout, storeDeadline } = require('../timeout.js')
-const { flyStoreCall, OK } = require('../store-flight.js')
+const { flyStoreCall, OK } = require('./store-call.js')
 const native = require('../native.js')
 
 const { sharedConsume: SHARED_CONSUME, sharedAfterStore: AFTER_STORE, sharedFailOpen: FAIL_OPEN } = require('../contract.js').OPERATION

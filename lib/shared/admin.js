@@ -1,6 +1,6 @@
 'use strict'
 // quotaAdmin(store, { name, timeoutMs }): the operator's view of a shared quota (docs/operating-quotas.md).
-// Each method is one atomic operation of the store (lib/quota-store.js: usage, grant, reset) on
+// Each method is one atomic operation of the store (lib/share/protocol.js: usage, grant, reset) on
 // the record of (name, key, periodId), and answers the record after it as a QuotaUsage:
 //   { name, key, periodId, limit, extra, used, held, expiresAt }
 // (limit null and zeros for a record that does not exist). `used - held` is what the instances
@@ -8,7 +8,7 @@
 // bucket(key) and fill(key) are the view of a shared bucket (bucketMethods below).
 
 const { QuotaClockError } = require('../errors.js')
-const { isQuotaStore, storeOperations, newRecordId } = require('../quota-store.js')
+const { isQuotaStore, storeOperations, newRecordId } = require('../share/protocol.js')
 const { coded, describe, isPlainObject, readOptions, typeError, thrownText } = require('../validate.js')
 const { isPeriodId } = require('../calendar.js')
 const { withTimeout } = require('../timeout.js')
@@ -66,7 +66,7 @@ function refusedGrant(key, periodId, units, allowance) {
 
 /**
  * The operator's view of a shared bucket (share.bucket) of share `name`: bucket(key) reads it (moving
- * nothing), fill(key) sets its tokens to C - out; each one atomic store operation (lib/quota-store.js:
+ * nothing), fill(key) sets its tokens to C - out; each one atomic store operation (lib/share/protocol.js:
  * bucketRead, bucketFill) answering a BucketUsage { name, key, capacity, refillPerSecond, tokens,
  * out, expiresAt } (capacity, refillPerSecond and expiresAt null, tokens and out 0, when the store
  * has no bucket record of the key).

@@ -1,5 +1,5 @@
 'use strict'
-// The fleet bucket's operations on MongoDB (lib/quota-store.js: bucketTake, bucketRead,
+// The fleet bucket's operations on MongoDB (lib/share/protocol.js: bucketTake, bucketRead,
 // bucketFill). One document per (name, key) in the quota collection:
 //   { _id: 'bucket:' + part(name) + ':' + part(key)   (distinct from the quota records', which
 //          start with a digit, and from the retired cells documents' 'b:'),
@@ -17,7 +17,7 @@
 // upsert (lib/shared/mongo.js says why); the first take of a fresh document makes the bucket, as
 // step 1 of the protocol does.
 
-const { checkBucketAnswer, checkBucketUsage, newRecordId } = require('../quota-store.js')
+const { checkBucketAnswer, checkBucketUsage, newRecordId } = require('../share/protocol.js')
 const { QuotaClockError } = require('../errors.js')
 const { describe } = require('../validate.js')
 const { part } = require('./record-key.js')
@@ -38,7 +38,7 @@ const sumOut = (list) => ({ $sum: { $map: { input: list, in: '$$this.v.o' } } })
 const writeOffAt = (holder) => ({ $add: [`${holder}.a`, { $multiply: [1.1, `${holder}.l`] }, 1000] })
 const TEMPORARY = ['_now', '_lost', '_out', '_F', '_prev', '_written', '_others', '_keep', '_back', '_room', '_k', '_granted', '_slice', '_longest']
 
-/** Step 4 (lib/quota-store.js), judged at the fleet clock `at`: others past their margin written off, old tombstones forgotten. */
+/** Step 4 (lib/share/protocol.js), judged at the fleet clock `at`: others past their margin written off, old tombstones forgotten. */
 function writeOffStage(me, at = '$F') {
   const judged = {
     $cond: [

@@ -26,7 +26,7 @@
 // another may be answered without its document on some MongoDB-compatible servers, and a grant
 // whose answer is lost would be stranded.
 
-const { makeQuotaStore, checkReserveAnswer, checkRecordAnswer, checkRefusedGrant, clamped, instanceFields, newRecordId, KEEP_GRANTED_MS } = require('../quota-store.js')
+const { makeQuotaStore, checkReserveAnswer, checkRecordAnswer, checkRefusedGrant, clamped, instanceFields, newRecordId, KEEP_GRANTED_MS } = require('../share/protocol.js')
 const { QuotaClockError } = require('../errors.js')
 const { describe } = require('../validate.js')
 const { recordKey } = require('./record-key.js')
@@ -47,7 +47,7 @@ const WITH_DOCUMENT = { returnDocument: 'after', includeResultMetadata: true }
 const noTrip = () => {}
 const UPSERT = { upsert: true }
 
-/** The update pipeline of one reservation (the rule of lib/quota-store.js, run by the server). */
+/** The update pipeline of one reservation (the rule of lib/share/protocol.js, run by the server). */
 function reservePipeline(request, expiresAt, keptUntil) {
   const { limit, leaseUnits, lacking, charge } = request
   const { instance, held, owned, recordId } = instanceFields(request)
@@ -83,7 +83,7 @@ const RESET = [
   { $set: { count: { $sum: { $map: { input: { $objectToArray: { $ifNull: ['$held', {}] } }, in: '$$this.v' } } }, extra: 0 } },
 ]
 
-/** A document as the operator's view answers it (lib/quota-store.js). */
+/** A document as the operator's view answers it (lib/share/protocol.js). */
 function recordOf(document, name) {
   if (document === null) return checkRecordAnswer(null, name)
   let held = 0

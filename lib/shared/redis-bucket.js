@@ -1,5 +1,5 @@
 'use strict'
-// The fleet bucket's operations on Redis (lib/quota-store.js: bucketTake, bucketRead, bucketFill),
+// The fleet bucket's operations on Redis (lib/share/protocol.js: bucketTake, bucketRead, bucketFill),
 // each one Lua script on one key. The record of (name, key) is a hash at
 // <prefix>b:<part(name)>:<part(key)> (lib/shared/record-key.js), with no hash tag: the records of
 // one name's keys spread over a cluster's slots, as the keys' traffic does.
@@ -11,7 +11,7 @@
 // script reads the record with one HGETALL and writes it back whole: a record lists a few
 // instances, so each script is a few microseconds.
 
-const { checkBucketAnswer, checkBucketUsage, newRecordId } = require('../quota-store.js')
+const { checkBucketAnswer, checkBucketUsage, newRecordId } = require('../share/protocol.js')
 const { part } = require('./record-key.js')
 
 const COMMON = `

@@ -25,7 +25,7 @@
 // kept for GRACE_MS after the write instead.
 
 const { createHash } = require('node:crypto')
-const { makeQuotaStore, checkReserveAnswer, checkRecordAnswer, checkRefusedGrant, clamped, instanceFields, newRecordId, KEEP_GRANTED_MS } = require('../quota-store.js')
+const { makeQuotaStore, checkReserveAnswer, checkRecordAnswer, checkRefusedGrant, clamped, instanceFields, newRecordId, KEEP_GRANTED_MS } = require('../share/protocol.js')
 const { describe } = require('../validate.js')
 const { recordKey } = require('./record-key.js')
 const { bucketOperations } = require('./redis-bucket.js')

@@ -1,9 +1,9 @@
-//! The slice book of a limiter whose buckets are one bucket for the whole fleet (`share.bucket`,
-//! SPEC §15): a key's bucket (capacity `C`, refill `R`) lives in the store, refilled there by the
+//! The slice book of a limiter whose buckets are one bucket for the whole fleet (`share.bucket`):
+//! a key's bucket (capacity `C`, refill `R`) lives in the store, refilled there by the
 //! fleet clock, and this process decides from a *slice* of its tokens that it took by one store
 //! call (docs: "one rate for the fleet").
 //!
-//! A slice is a reservation, as §13's quota units are: the record's `tokens` are the slice's
+//! A slice is a reservation, as a shared quota's units are: the record's `tokens` are the slice's
 //! tokens left, refreshed with the policy's capacity and no refill (the store refills, never this
 //! process), and they are spendable only while the slice's lease holds (`leaseMs` on the
 //! limiter's timeline from the send of the store call that took or last renewed it). The one

@@ -1,5 +1,5 @@
 //! The slice book's rules, and a simulation of several processes sharing one bucket through a
-//! model of the store (the protocol of `lib/quota-store.js`, step by step): whatever the clocks,
+//! model of the store (the protocol of `lib/share/protocol.js`, step by step): whatever the clocks,
 //! deaths and losses, no interval of real time admits more than `C + R·Δ·1.001`.
 
 use std::collections::HashMap;
@@ -379,7 +379,7 @@ proptest! {
 
     /// Three processes with clocks 0.05% apart, dying, a store that loses its record and steps
     /// its clock: no window admits more than one bucket would (C, plus C once for each store
-    /// step forward, as §15 allows).
+    /// step forward, as the contract allows).
     #[test]
     fn a_fleet_never_admits_more_than_one_bucket(
         capacity in 1u64..20,

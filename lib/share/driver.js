@@ -11,7 +11,7 @@
 //   again, for as long as the store answers: contention is never an outage (ERR_STORE_UNAVAILABLE
 //   only for a store call that failed or went unanswered for timeoutMs).
 // - A key dropped (maxKeys) while a call waits for it is held again by that call, which takes
-//   what the store answered for it (lib/share-unclaimed.js): it ends in a decision or ERR_KEY_LIMIT.
+//   what the store answered for it (lib/share/unclaimed.js): it ends in a decision or ERR_KEY_LIMIT.
 // - While a key's flight has timed out and not settled, its uncovered calls fail at once
 //   (nothing queues); a late answer is still credited to the reservation (or given back).
 // - A key's next slice is reserved in the background when the native decision asks for it.
@@ -21,24 +21,24 @@
 //   random id per limiter), and the identity of the record the key reserved in: a record found
 //   gone or remade is charged again with what this limiter reserved and did not give back.
 // - A key the store reported exhausted is denied here, with no store call, for EXHAUSTED_MS
-//   (lib/exhausted-marks.js).
+//   (lib/share/exhausted-marks.js).
 // - With `bucket`, the key's bucket is the fleet's too: a call its cells do not cover (the native
-//   decision answers a number < 0) first waits for the cells (lib/share-cells.js), then, with a
+//   decision answers a number < 0) first waits for the cells (lib/share/bucket.js), then, with a
 //   quota, for the quota's units as above.
 
-const { QuotaClockError, internalError } = require('./errors.js')
-const { checkReserveAnswer, storeOperations } = require('./quota-store.js')
-const { thrownText } = require('./validate.js')
+const { QuotaClockError, internalError } = require('../errors.js')
+const { checkReserveAnswer, storeOperations } = require('./protocol.js')
+const { thrownText } = require('../validate.js')
 const { randomBytes } = require('node:crypto')
-const native = require('./native.js')
-const { OutageWarning } = require('./outage.js')
-const { MAX_TIMER_MS } = require('./share-options.js')
-const { GiveBacks } = require('./share-give-backs.js')
-const { flyStoreCall, OK, reserveArgs } = require('./store-flight.js')
+const native = require('../native.js')
+const { OutageWarning } = require('../outage.js')
+const { MAX_TIMER_MS } = require('./options.js')
+const { GiveBacks } = require('./give-backs.js')
+const { flyStoreCall, OK, reserveArgs } = require('./store-call.js')
 const { ExhaustedMarks } = require('./exhausted-marks.js')
-const { BucketDriver } = require('./share/bucket.js')
-const { UnclaimedAnswers } = require('./share-unclaimed.js')
-const { isSharedLimiter, registerDriver, storeStatsOf } = require('./share-drivers.js')
+const { BucketDriver } = require('./bucket.js')
+const { UnclaimedAnswers } = require('./unclaimed.js')
+const { isSharedLimiter, registerDriver, storeStatsOf } = require('./drivers.js')
 
 class ShareDriver {
   #handle
@@ -357,6 +357,6 @@ class ShareDriver {
 }
 
 // Operations of a shared consume (lib/contract.js's OPERATION).
-const { sharedConsume: SHARED_CONSUME, sharedAfterStore: AFTER_STORE, sharedFailOpen: FAIL_OPEN } = require('./contract.js').OPERATION
+const { sharedConsume: SHARED_CONSUME, sharedAfterStore: AFTER_STORE, sharedFailOpen: FAIL_OPEN } = require('../contract.js').OPERATION
 
 module.exports = { ShareDriver, isSharedLimiter, storeStatsOf, SHARED_CONSUME }

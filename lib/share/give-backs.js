@@ -4,11 +4,11 @@
 // bounded by share.timeoutMs, counted in the driver's store counters; close() waits for their
 // outcomes.
 
-const { checkReserveAnswer } = require('./quota-store.js')
-const { thrownText } = require('./validate.js')
-const { QuotaClockError } = require('./errors.js')
-const { withTimeout, storeDeadline, quietTimer } = require('./timeout.js')
-const native = require('./native.js')
+const { checkReserveAnswer } = require('./protocol.js')
+const { thrownText } = require('../validate.js')
+const { QuotaClockError } = require('../errors.js')
+const { withTimeout, storeDeadline, quietTimer } = require('../timeout.js')
+const native = require('../native.js')
 
 /** A thrown value as an Error (a non-Error is wrapped, as its cause). */
 function asError(value) {
@@ -142,7 +142,7 @@ class GiveBacks {
 }
 
 /**
- * The round-trip hook a store operation is given (lib/quota-store.js): `stats.calls` counts each
+ * The round-trip hook a store operation is given (lib/share/protocol.js): `stats.calls` counts each
  * round trip to the store (docs/metrics.md). The first is counted when the call is made; the store reports
  * each one it sends, and those after the first (EVAL after a NOSCRIPT, MongoDB's
  * create-then-reserve) are added as they go.

@@ -1,9 +1,9 @@
 'use strict'
 // The `share` option of a KeyedQuotaClock, checked (ERR_INVALID_OPTION naming share.<field>) and
-// normalized with its defaults; lib/share.js drives the store calls it describes.
+// normalized with its defaults; lib/share/driver.js drives the store calls it describes.
 
-const { isQuotaStore } = require('./quota-store.js')
-const { coded, describe, isPlainObject, readOptions, typeError, rangeError } = require('./validate.js')
+const { isQuotaStore } = require('./protocol.js')
+const { coded, describe, isPlainObject, readOptions, typeError, rangeError } = require('../validate.js')
 
 const SHARE_KEYS = ['store', 'name', 'leaseUnits', 'idleMs', 'timeoutMs', 'failOpen', 'bucket', 'leaseMs']
 const DEFAULT_IDLE_MS = 10_000

@@ -1,5 +1,5 @@
 'use strict'
-// The KeyedQuotaClocks made with `share`, and their drivers (lib/share.js's ShareDriver):
+// The KeyedQuotaClocks made with `share`, and their drivers (lib/share/driver.js's ShareDriver):
 // rateLimit and the metrics ask whether a limiter is shared, stats() reads its store counters.
 
 const drivers = new WeakMap()

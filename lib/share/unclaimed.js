@@ -1,13 +1,13 @@
 'use strict'
 // A shared limiter's store answers that wait for a call to claim them: the store answered a
 // reservation for a key dropped (maxKeys) while calls waited for it. The first call to wake
-// claims the answer (lib/share.js's #claim); what none of them takes goes back to the store.
+// claims the answer (lib/share/driver.js's #claim); what none of them takes goes back to the store.
 
 class UnclaimedAnswers {
   #flights = new Set()
   #giveBacks
 
-  /** `giveBacks`: the limiter's GiveBacks (lib/share-give-backs.js), which sends what goes back. */
+  /** `giveBacks`: the limiter's GiveBacks (lib/share/give-backs.js), which sends what goes back. */
   constructor(giveBacks) {
     this.#giveBacks = giveBacks
   }

@@ -1,11 +1,11 @@
 'use strict'
-// A shared limiter's store call in flight for one key (lib/share.js makes it, one per key at a
+// A shared limiter's store call in flight for one key (lib/share/driver.js makes it, one per key at a
 // time): how it ended, when it started, and the answer it keeps for a key dropped while calls wait.
 
-const { QuotaClockError, toPublicError } = require('./errors.js')
-const { withTimeout, storeDeadline } = require('./timeout.js')
-const { thrownText } = require('./validate.js')
-const { asError, roundTripCounter } = require('./share-give-backs.js')
+const { QuotaClockError, toPublicError } = require('../errors.js')
+const { withTimeout, storeDeadline } = require('../timeout.js')
+const { thrownText } = require('../validate.js')
+const { asError, roundTripCounter } = require('./give-backs.js')
 
 // A flight's outcomes.
 const OK = 'ok'

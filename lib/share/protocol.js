@@ -155,7 +155,7 @@
 //   bucketFill({ name, key }) one atomic step: step 4 judged at F (F not moved); tk = C - out.
 
 const { randomInt } = require('node:crypto')
-const { QuotaClockError } = require('./errors.js')
+const { QuotaClockError } = require('../errors.js')
 
 const operations = new WeakMap()
 

@@ -1,7 +1,7 @@
 'use strict'
 // The keys a shared limiter's store reported exhausted: each denied in the process, with no store
 // call, for EXHAUSTED_MS after the answer (so a flood on it costs one store call a second, and a
-// grant is seen within a second). lib/share.js decides such a call on what the store said then.
+// grant is seen within a second). lib/share/driver.js decides such a call on what the store said then.
 
 const EXHAUSTED_MS = 1_000
 // The marks are swept of expired ones when they grow past this (and twice the last size).
