@@ -21,7 +21,7 @@
 const { QuotaClockError, internalError } = require('../errors.js')
 const { thrownText } = require('../validate.js')
 const { withTimeout, storeDeadline } = require('../timeout.js')
-const { flyStoreCall, OK } = require('./store-call.js')
+const { flyStoreCall, outcomeOf, OK } = require('./store-call.js')
 const native = require('../native.js')
 
 const { sharedConsume: SHARED_CONSUME, sharedAfterStore: AFTER_STORE, sharedFailOpen: FAIL_OPEN } = require('../contract.js').OPERATION
@@ -238,10 +238,7 @@ class BucketDriver {
   /** One give-back, after the key's store call under way; close() waits for its outcome. */
   #giveBack(key, request) {
     const before = this.#flights.get(key)
-    const send = () => {
-      const flight = this.#fly(key, request, false)
-      return flight.done.then((outcome) => (outcome === OK ? undefined : new QuotaClockError('ERR_STORE_UNAVAILABLE', flight.why(this.#timeoutMs), { cause: flight.error })))
-    }
+    const send = () => outcomeOf(this.#fly(key, request, false), this.#timeoutMs)
     const outcome = before === undefined ? send() : before.done.then(send)
     this.#pending.add(outcome)
     outcome.then(() => this.#pending.delete(outcome))

@@ -5,33 +5,9 @@
 // outcomes.
 
 const { checkReserveAnswer } = require('./protocol.js')
-const { thrownText } = require('../validate.js')
-const { QuotaClockError } = require('../errors.js')
-const { withTimeout, storeDeadline, quietTimer } = require('../timeout.js')
+const { withTimeout, quietTimer } = require('../timeout.js')
+const { startStoreCall, outcomeOf, OK } = require('./store-call.js')
 const native = require('../native.js')
-
-/** A thrown value as an Error (a non-Error is wrapped, as its cause). */
-function asError(value) {
-  if (value instanceof Error) return value
-  return new QuotaClockError('ERR_CALLBACK', `quota store threw a non-Error value: ${thrownText(value)}`, { cause: value })
-}
-
-/**
- * A store call's outcome (undefined: done, else its error), or ERR_STORE_UNAVAILABLE once it has
- * had `timeoutMs` (storeDeadline): then `state.timedOut` is set and `stats.timeouts` counts it.
- */
-function boundedOutcome(promise, timeoutMs, stats, state) {
-  return withTimeout(
-    promise,
-    timeoutMs,
-    () => {
-      state.timedOut = true
-      stats.timeouts++
-      return new QuotaClockError('ERR_STORE_UNAVAILABLE', `no answer within share.timeoutMs (${timeoutMs} ms)`)
-    },
-    storeDeadline,
-  )
-}
 
 class GiveBacks {
   #handle
@@ -109,27 +85,19 @@ class GiveBacks {
     return this.#track((roundTrip) => this.#ops.reserve(request, roundTrip), (answer) => checkReserveAnswer(answer, request))
   }
 
-  /** Runs a store call whose outcome close() waits for (undefined when done, else its error). */
+  /** Runs a store call (lib/share/store-call.js) whose outcome close() waits for (undefined when done, else its error). */
   #track(call, done) {
-    this.#stats.calls++
-    const state = { timedOut: false }
-    let promise
-    try {
-      promise = Promise.resolve(call(roundTripCounter(this.#stats)))
-    } catch (error) {
-      promise = Promise.reject(error)
-    }
-    const sent = promise.then(done).then(
-      () => {
+    const flight = startStoreCall({
+      call,
+      answered: (answer) => {
+        done(answer)
         this.#outage.answered()
-        return undefined
+        return OK
       },
-      (error) => {
-        if (!state.timedOut) this.#stats.errors++ // (a call is a timeout or an error, never both)
-        return asError(error)
-      },
-    )
-    const tracked = boundedOutcome(sent, this.#timeoutMs, this.#stats, state)
+      timeoutMs: this.#timeoutMs,
+      stats: this.#stats,
+    })
+    const tracked = outcomeOf(flight, this.#timeoutMs)
     this.#pending.add(tracked)
     tracked.then(() => this.#pending.delete(tracked))
     return tracked
@@ -141,18 +109,4 @@ class GiveBacks {
   }
 }
 
-/**
- * The round-trip hook a store operation is given (lib/share/protocol.js): `stats.calls` counts each
- * round trip to the store (docs/metrics.md). The first is counted when the call is made; the store reports
- * each one it sends, and those after the first (EVAL after a NOSCRIPT, MongoDB's
- * create-then-reserve) are added as they go.
- */
-function roundTripCounter(stats) {
-  let trips = 0
-  return () => {
-    trips++
-    if (trips > 1) stats.calls++
-  }
-}
-
-module.exports = { GiveBacks, asError, boundedOutcome, roundTripCounter }
+module.exports = { GiveBacks }

@@ -1,11 +1,14 @@
 'use strict'
-// A shared limiter's store call in flight for one key (lib/share/driver.js makes it, one per key at a
-// time): how it ended, when it started, and the answer it keeps for a key dropped while calls wait.
+// The one store-call primitive of a shared limiter: a store call counted (stats().store: calls,
+// one per round trip; errors unless it timed out; timeouts), bounded by share.timeoutMs, abandoned
+// after ten timeouts, and tracked until it settles (close() waits for it). `startStoreCall` makes
+// one (a give-back, a charge); `flyStoreCall` makes one a key's only store call under way (a
+// quota's reservation, a fleet bucket's take or give-back). A `StoreFlight` says how it ended,
+// when it started, and keeps the answer for a key dropped while calls wait.
 
 const { QuotaClockError, toPublicError } = require('../errors.js')
 const { withTimeout, storeDeadline } = require('../timeout.js')
 const { thrownText } = require('../validate.js')
-const { asError, roundTripCounter } = require('./give-backs.js')
 
 // A flight's outcomes.
 const OK = 'ok'
@@ -99,13 +102,12 @@ class StoreFlight {
 }
 
 /**
- * Makes `call(roundTrip)` (one store call for `key`; it may throw) a flight, kept in `flights`
- * until it settles and counted in `stats` (calls, one per round trip; errors unless it timed out;
- * timeouts). Its answer goes to
- * `answered(answer, fail, flight)`, which returns OK or `fail(error)`'s outcome; a failure to
- * `failed(error)` first.
+ * Makes `call(roundTrip)` (one store call; it may throw) a flight counted in `stats` (calls, one
+ * per round trip; errors unless it timed out; timeouts). Its answer goes to
+ * `answered(answer, fail, flight)`, which returns OK or `fail(error)`'s outcome (a throw is a
+ * failure too); a failure to `failed(error)` first; `onSettled()` runs once it settles.
  */
-function flyStoreCall(flights, key, { call, answered, failed, timeoutMs, stats }) {
+function startStoreCall({ call, answered, failed = () => {}, timeoutMs, stats, onSettled = () => {} }) {
   const flight = new StoreFlight()
   stats.calls++
   let promise
@@ -119,16 +121,54 @@ function flyStoreCall(flights, key, { call, answered, failed, timeoutMs, stats }
     failed(error)
     return flight.failed(error)
   }
-  flight.start(
-    promise.then((answer) => answered(answer, fail, flight), fail),
-    timeoutMs,
-    () => stats.timeouts++,
-    () => {
+  const answer = (reply) => {
+    try {
+      return answered(reply, fail, flight)
+    } catch (error) {
+      return fail(error)
+    }
+  }
+  flight.start(promise.then(answer, fail), timeoutMs, () => stats.timeouts++, onSettled)
+  return flight
+}
+
+/** startStoreCall for `key`, kept in `flights` as the key's store call under way until it settles. */
+function flyStoreCall(flights, key, options) {
+  const flight = startStoreCall({
+    ...options,
+    onSettled: () => {
       if (flights.get(key) === flight) flights.delete(key)
     },
-  )
+  })
   flights.set(key, flight)
   return flight
 }
 
-module.exports = { StoreFlight, flyStoreCall, reserveArgs, OK, FAILED, TIMED_OUT }
+/** A flight's outcome for close() to wait on: undefined when it succeeded, else its error. */
+function outcomeOf(flight, timeoutMs) {
+  return flight.done.then((outcome) =>
+    outcome === OK ? undefined : (flight.error ?? new QuotaClockError('ERR_STORE_UNAVAILABLE', `no answer within share.timeoutMs (${timeoutMs} ms)`)),
+  )
+}
+
+/** A thrown value as an Error (a non-Error is wrapped, as its cause). */
+function asError(value) {
+  if (value instanceof Error) return value
+  return new QuotaClockError('ERR_CALLBACK', `quota store threw a non-Error value: ${thrownText(value)}`, { cause: value })
+}
+
+/**
+ * The round-trip hook a store operation is given (lib/share/protocol.js): `stats.calls` counts each
+ * round trip to the store (docs/metrics.md). The first is counted when the call is made; the store
+ * reports each one it sends, and those after the first (EVAL after a NOSCRIPT, MongoDB's
+ * create-then-reserve) are added as they go.
+ */
+function roundTripCounter(stats) {
+  let trips = 0
+  return () => {
+    trips++
+    if (trips > 1) stats.calls++
+  }
+}
+
+module.exports = { StoreFlight, startStoreCall, flyStoreCall, outcomeOf, asError, reserveArgs, OK }
