@@ -10,6 +10,7 @@ const { LAYOUT, AT, OPERATION, STATUS } = require('./contract.js')
 const { REGISTRY } = require('./registry.js')
 const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NO_ANOMALIES, RESUME, readDecision, resume, failure, callLimiter, toStatus } = require('./native-call.js')
 const { ImmediateBackend } = require('./keyed-backend.js')
+const { NEEDS_SLICE, needsQuota } = require('./share/need.js')
 
 const { refund: REFUND } = OPERATION
 const NEEDS_STORE = STATUS.needsStore
@@ -72,17 +73,16 @@ class KeyedTable extends ImmediateBackend {
 
   /**
    * The rare outcomes: anomalies, an error, or what the native side needs first (a policy,
-   * readings). A shared consume that needs the store answers a number: `>= 0` the quota units it
-   * lacks (a reservation), `-1` its key's cells do not cover it (`share.bucket`: acquire cells).
+   * readings). A shared consume that needs the store answers a StoreNeed (lib/share/need.js): the
+   * quota units its reservation lacks, or a slice of its fleet bucket (`share.bucket`).
    */
   settle(key, n, operation) {
     const result = this.#result
     const final = (status) => {
       if (status === DECIDED) return operation === REFUND ? undefined : readDecision(result, NO_ANOMALIES)
       if (status === DECIDED_WITH_WORK) return readDecision(result, NO_ANOMALIES)
-      if (status === NEEDS_STORE) return result[AT.retryAfterMs]
-      // A shared bucket's cells here do not cover the call (a number < 0: needs cells).
-      if (status === NEEDS_CELLS) return -1
+      if (status === NEEDS_STORE) return needsQuota(result[AT.retryAfterMs])
+      if (status === NEEDS_CELLS) return NEEDS_SLICE
       if (status === DECIDED_WITH_ANOMALIES) {
         const anomalies = callNative(() => native.keyedTakeAnomalies(this.#native))
         return operation === REFUND ? undefined : readDecision(result, anomalies)

@@ -23,6 +23,7 @@ const { thrownText } = require('../validate.js')
 const { withTimeout, storeDeadline } = require('../timeout.js')
 const { flyStoreCall, outcomeOf, OK } = require('./store-call.js')
 const native = require('../native.js')
+const { NEEDS_SLICE } = require('./need.js')
 
 const { sharedConsume: SHARED_CONSUME, sharedAfterStore: AFTER_STORE, sharedFailOpen: FAIL_OPEN } = require('../contract.js').OPERATION
 
@@ -61,8 +62,7 @@ class BucketDriver {
 
   /**
    * `shared`: `{ handle, ops, name, instance, stats, outage }`. `decide(key, n, operation)`: the
-   * limiter's native shared consume (a Decision, or a number: < 0 a slice is needed, else the
-   * quota units lacking).
+   * limiter's native shared consume (a Decision, or a StoreNeed: lib/share/need.js).
    */
   constructor(shared, options, decide, readMonotonic) {
     this.#handle = shared.handle
@@ -81,8 +81,8 @@ class BucketDriver {
 
   /**
    * A consume the key's slice does not cover: waits for a store call that takes a slice (at most
-   * timeoutMs in all), then decides. Resolves to a Decision, or to the quota units the call still
-   * lacks (a number >= 0: the quota's store call comes next).
+   * timeoutMs in all), then decides. Resolves to a Decision, or to the quota's StoreNeed (the
+   * quota's store call comes next).
    */
   async acquire(key, n) {
     const deadline = performance.now() + this.#timeoutMs
@@ -105,7 +105,7 @@ class BucketDriver {
           if (request == null) {
             // The key was dropped (maxKeys) since the call began: held again by deciding anew.
             const decision = this.#decide(key, n, SHARED_CONSUME)
-            if (typeof decision !== 'number' || decision >= 0 || round >= MAX_ROUNDS) return this.#settled(key, n, decision)
+            if (decision !== NEEDS_SLICE || round >= MAX_ROUNDS) return this.#settled(key, n, decision)
             continue
           }
           flight = this.#fly(key, request, true)
@@ -115,7 +115,7 @@ class BucketDriver {
         if (outcome === 'late') return this.#final(key, n)
         if (outcome !== OK) return this.#unavailable(key, n, flight, performance.now() - startedMs)
         const decision = this.#decide(key, n, SHARED_CONSUME)
-        if (typeof decision !== 'number' || decision >= 0) return decision
+        if (decision !== NEEDS_SLICE) return decision
         // Others waiting took what came: ask again while this call's time lasts and the fleet's
         // bucket may have it.
         if (round >= MAX_ROUNDS || deadline - performance.now() <= 0 || native.keyedSliceShort(this.#handle, key, n)) return this.#final(key, n)
@@ -132,11 +132,11 @@ class BucketDriver {
     return this.#settled(key, n, this.#decide(key, n, AFTER_STORE))
   }
 
-  /** A decision, or the quota units lacking; never "a slice" (decided on what the key holds). */
+  /** A decision, or the quota's need; never a slice's (decided on what the key holds). */
   #settled(key, n, decision) {
-    if (typeof decision === 'number' && decision < 0) {
+    if (decision === NEEDS_SLICE) {
       const held = this.#decide(key, n, AFTER_STORE)
-      if (typeof held === 'number' && held < 0) throw internalError('a shared bucket asked for a slice right after a store answer')
+      if (held === NEEDS_SLICE) throw internalError('a shared bucket asked for a slice right after a store answer')
       return held
     }
     return decision

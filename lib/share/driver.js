@@ -22,9 +22,9 @@
 //   gone or remade is charged again with what this limiter reserved and did not give back.
 // - A key the store reported exhausted is denied here, with no store call, for EXHAUSTED_MS
 //   (lib/share/exhausted-marks.js).
-// - With `bucket`, the key's bucket is the fleet's too: a call its cells do not cover (the native
-//   decision answers a number < 0) first waits for the cells (lib/share/bucket.js), then, with a
-//   quota, for the quota's units as above.
+// - With `bucket`, the key's bucket is the fleet's too: a call its slice does not cover (the
+//   native decision answers the StoreNeed NEEDS_SLICE) first waits for a slice
+//   (lib/share/bucket.js), then, with a quota, for the quota's units as above.
 
 const { QuotaClockError, internalError } = require('../errors.js')
 const { checkReserveAnswer, storeOperations } = require('./protocol.js')
@@ -38,6 +38,7 @@ const { flyStoreCall, OK, reserveArgs } = require('./store-call.js')
 const { ExhaustedMarks } = require('./exhausted-marks.js')
 const { BucketDriver } = require('./bucket.js')
 const { UnclaimedAnswers } = require('./unclaimed.js')
+const { isNeed } = require('./need.js')
 const { isSharedLimiter, registerDriver, storeStatsOf } = require('./drivers.js')
 
 class ShareDriver {
@@ -69,8 +70,8 @@ class ShareDriver {
   #cells
 
   /**
-   * `decide(key, n, operation)`: the limiter's native shared consume; returns a Decision, or the
-   * units it lacks (a number) when it needs the store. `readMonotonic()`: a JS clock's monotonic
+   * `decide(key, n, operation)`: the limiter's native shared consume; returns a Decision, or a
+   * StoreNeed (lib/share/need.js) when it needs the store. `readMonotonic()`: a JS clock's monotonic
    * reading, or undefined for a native clock. `readPeriodSlot()`: the period the last decision
    * took its quota units in.
    */
@@ -116,29 +117,29 @@ class ShareDriver {
   }
 
   /**
-   * A consume its reservation does not cover (`lacking` units short), or, `lacking` < 0, its
-   * cells: waits for the store. With `taken`, `taken.period` is set to the period the decision
-   * took its units in, right after it.
+   * A consume that needs the store first (`need`, lib/share/need.js: quota units its reservation
+   * lacks, or a slice of its fleet bucket): waits for the store. With `taken`, `taken.period` is
+   * set to the period the decision took its units in, right after it.
    */
-  async uncovered(key, n, lacking, taken) {
-    // Cells first, then quota units; a round of either can send the call to the other (the quota's
-    // store call took long enough for the cells' lease to lapse), each round one store call.
+  async uncovered(key, n, need, taken) {
+    // The slice first, then quota units; a round of either can send the call to the other (the
+    // quota's store call took long enough for the slice's lease to lapse), each round one store call.
     for (;;) {
-      if (lacking < 0) {
+      if (need.kind === 'slice') {
         const decided = await this.#cells.acquire(key, n)
-        if (typeof decided !== 'number') {
+        if (!isNeed(decided)) {
           if (taken !== undefined) taken.period = this.#readPeriodSlot()
           return decided
         }
-        lacking = decided
+        need = decided
       }
-      const decided = await this.#quotaUncovered(key, n, lacking, taken)
-      if (typeof decided !== 'number') return decided
-      lacking = decided
+      const decided = await this.#quotaUncovered(key, n, need.lacking, taken)
+      if (!isNeed(decided)) return decided
+      need = decided
     }
   }
 
-  /** A consume its reservation does not cover: a Decision, or a number < 0 when it needs cells first. */
+  /** A consume its reservation does not cover: a Decision, or the need of a slice first. */
   async #quotaUncovered(key, n, lacking, taken) {
     const local = this.#exhaustedDecision(key, n, taken)
     if (local !== undefined) return local
@@ -161,7 +162,7 @@ class ShareDriver {
   #exhaustedDecision(key, n, taken) {
     if (!this.#exhausted.has(key)) return undefined
     const decision = this.#decide(key, n, AFTER_STORE)
-    if (typeof decision === 'number') return undefined
+    if (isNeed(decision)) return undefined
     // The native decision that sent this call here marked the key in flight, for a store call
     // it does not make: unmarked, the key can be idle and tell the store it holds nothing.
     if (!this.#flights.has(key)) native.keyedShareFailed(this.#handle, key, this.#readPeriodSlot(), 0)
@@ -204,13 +205,13 @@ class ShareDriver {
       // Decided now: a refill this decision asks for is not for this call's units.
       this.#countDemand(waiting, false)
       const decision = flight.unclaimed === undefined ? this.#decide(key, n, AFTER_STORE) : this.#claim(key, n, flight)
-      if (typeof decision !== 'number' || decision < 0) return this.#decided(decision, waiting)
+      if (!isNeed(decision) || decision.kind === 'slice') return this.#decided(decision, waiting)
       this.#countDemand(waiting, true)
       // Others took what the call reserved, and the store has more: ask again. (Or the store had
       // too little and this key's units left went back first, so that the next call sees every
       // process's leftovers: the give-back lands before it is made.)
       await this.#giveBacks.sendDroppedWithin(performance.now() + this.#timeoutMs)
-      lacking = decision
+      lacking = decision.lacking
     }
   }
 
@@ -223,9 +224,9 @@ class ShareDriver {
     let request = native.keyedShareRequest(this.#handle, key, lacking, this.#demand.get(key))
     if (request == null) {
       const held = this.#decide(key, n, SHARED_CONSUME)
-      // (A number < 0: the key held again needs cells first.)
-      if (typeof held !== 'number' || held < 0) return { decision: held }
-      request = native.keyedShareRequest(this.#handle, key, held, this.#demand.get(key))
+      // (The key held again may need a slice of its fleet bucket first.)
+      if (!isNeed(held) || held.kind === 'slice') return { decision: held }
+      request = native.keyedShareRequest(this.#handle, key, held.lacking, this.#demand.get(key))
       if (request == null) throw internalError('no reservation request for a key that needs one')
     }
     return { request }
@@ -241,7 +242,7 @@ class ShareDriver {
     let credited = false
     try {
       const held = this.#decide(key, n, SHARED_CONSUME) // ERR_KEY_LIMIT when every held key has quota use
-      if (typeof held !== 'number' || held < 0) return held
+      if (!isNeed(held) || held.kind === 'slice') return held
       credited = native.keyedShareCredit(this.#handle, key, request.periodSlot, granted, unreserved, recordId)
       return credited ? this.#decide(key, n, AFTER_STORE) : held
     } finally {

@@ -17,6 +17,7 @@ const { KeyedTable } = require('../keyed-table.js')
 const { ShareDriver, SHARED_CONSUME } = require('./driver.js')
 const { N_OR_STATUS, DECIDED, NO_ANOMALIES, readDecision } = require('../native-call.js')
 const { PERIOD_SLOT } = require('../keyed-backend.js')
+const { isNeed } = require('./need.js')
 
 function sharedAsync() {
   return coded(TypeError, 'ERR_SHARED_ASYNC', 'tryConsume cannot be used on a limiter with share: a call its reservation does not cover waits for the store; use `await limiter.consume(key, n)`')
@@ -86,7 +87,7 @@ class SharedTable {
 
   #settleShared(key, n, operation) {
     const decision = this.#table.settle(key, n, operation)
-    if (typeof decision !== 'number') this.#driver.afterDecision(key)
+    if (!isNeed(decision)) this.#driver.afterDecision(key)
     return decision
   }
 
@@ -103,7 +104,7 @@ class SharedTable {
     } catch (error) {
       return Promise.reject(error)
     }
-    if (typeof decision === 'number') return this.#driver.uncovered(key, n, decision)
+    if (isNeed(decision)) return this.#driver.uncovered(key, n, decision)
     return Promise.resolve(decision)
   }
 
@@ -111,7 +112,7 @@ class SharedTable {
     const taken = { decision: undefined, period: undefined }
     try {
       const decision = this.#decide(key, n, SHARED_CONSUME)
-      if (typeof decision === 'number') return this.#driver.uncovered(key, n, decision, taken).then((decided) => ({ decision: decided, period: taken.period }))
+      if (isNeed(decision)) return this.#driver.uncovered(key, n, decision, taken).then((decided) => ({ decision: decided, period: taken.period }))
       return Promise.resolve({ decision, period: this.#result[PERIOD_SLOT] })
     } catch (error) {
       return Promise.reject(error)
