@@ -30,10 +30,13 @@
 //   counts               -> { counts: { [key]: { calls, admitted, denied, bases: { retryAfterBasis: n },
 //                           errors: { code: n } } } }
 //   consume { key, n? }  one call, logged -> { decision } or { error: { code, message } }
+//   burst { key, count, n? }  count calls of consume(key, n) at once (none awaited before the
+//                        next is made), logged -> { admitted }
+//   busy { ms }          blocks the event loop for ms (a busy wait) -> {}
 //   status { key }       -> { status }
 //   stats                -> { stats } (the limiter's stats())
 //   close                -> { closed: true } or { error }
-//   exit                 exits at once (no close(): the cells stay held)
+//   exit                 exits at once (no close(): its slices stay out until written off)
 // The worker sends { ready: true } once it can take commands.
 
 const fs = require('node:fs')
@@ -189,6 +192,17 @@ async function connect() {
     },
     async consume({ key, n = 1 }) {
       return call(key, n)
+    },
+    async burst({ key, count, n = 1 }) {
+      const results = await Promise.all(Array.from({ length: count }, () => call(key, n)))
+      return { admitted: results.filter((result) => result.decision?.allowed).length * n }
+    },
+    async busy({ ms }) {
+      const until = performance.now() + ms
+      while (performance.now() < until) {
+        // the event loop blocked, as a long synchronous task would block it
+      }
+      return {}
     },
   }
 
