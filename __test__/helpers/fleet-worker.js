@@ -14,7 +14,7 @@
 //     log: a file: one line per call, appended with a synchronous write as the call settles, so a
 //       SIGKILL loses at most the calls still waiting for their answer }
 //
-// A log line: `<key, URI-encoded> <lo ns> <hi ns> <n> <outcome> .` — lo is process.hrtime.bigint()
+// A log line: `<key, as JSON in base64url (lone surrogates included)> <lo ns> <hi ns> <n> <outcome> .` — lo is process.hrtime.bigint()
 // read just before `consume`, hi just after it settled (the host's one monotonic clock, the same in
 // every process); outcome `A` admitted, `D` denied, or the error's code; the final `.` marks a
 // line written whole. helpers/fleet-check.js reads them.
@@ -116,7 +116,7 @@ async function connect() {
     const tally = countsOf(key)
     tally.calls++
     const settled = (outcome, result) => {
-      fs.writeSync(log, `${encodeURIComponent(key)} ${lo} ${now()} ${n} ${outcome} .\n`)
+      fs.writeSync(log, `${Buffer.from(JSON.stringify(key)).toString('base64url')} ${lo} ${now()} ${n} ${outcome} .\n`)
       return result
     }
     let pending
