@@ -156,6 +156,7 @@ describe('one bucket for the fleet, hostile probes: child processes on a real re
     for (const outcome of outcomes) assert.ok(['A', 'D', 'ERR_STORE_UNAVAILABLE'].includes(outcome), JSON.stringify([...outcomes]))
     for (const perKey of counts) for (const basis of Object.keys(perKey.k.bases)) assert.equal(basis, 'monotonic-refill')
     assert.ok(outcomes.has('A'), 'nothing admitted through a slow store')
+    assert.ok(calls.some((c) => c.hi - c.lo >= 0.8 * timeoutMs), 'no call waited for the store (the proxy delayed nothing?)')
     assertBucket(fleet.units('k'), LIMITS)
     await fleet.killAll()
   })
