@@ -44,7 +44,7 @@ function anomaliesOfEveryKind() {
 const ANOMALIES = anomaliesOfEveryKind()
 
 const { tscScript } = require('./helpers/tsc')
-const { cellsTable, stepTheStoreClock, waitFor } = require('./helpers/cells-table.js')
+const { slicesTable, stepTheStoreClock, waitFor } = require('./helpers/slices-table.js')
 const { AT, OPERATION } = require('../lib/contract.js')
 
 /** index.d.ts's type for each contract list, and the list. */
@@ -105,7 +105,7 @@ test("index.d.ts's unions are exactly the native contract's lists", () => {
 test('the anomalies made for the check are one of every kind, each with the fields every kind has first, in one order', async () => {
   // store-clock-step is raised by a shared bucket's store answers and only delivered to onAnomaly.
   const delivered = []
-  const { keyed, clock, owner } = cellsTable({ onAnomaly: (anomaly) => delivered.push(anomaly) })
+  const { keyed, clock, owner } = slicesTable({ onAnomaly: (anomaly) => delivered.push(anomaly) })
   keyed.result[AT.nOrStatus] = 1
   keyed.result[AT.operation] = OPERATION.sharedConsume
   keyed.call('a')

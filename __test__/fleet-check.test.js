@@ -83,12 +83,14 @@ test('worker logs are read back: whole lines only, units by key, n units per cal
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-fleet-check-'))
   try {
     const file = path.join(dir, 'w.log')
-    fs.writeFileSync(file, 'k%3A1 1000000 2000000 2 A .\nk%3A1 3000000 3000500 1 D .\nother 4000000 4000100 1 ERR_STORE_UNAVAILABLE .\nk%3A1 5000000 600')
+    const k = (key) => Buffer.from(JSON.stringify(key)).toString('base64url')
+    fs.writeFileSync(file, `${k('k:1')} 1000000 2000000 2 A .\n${k('k:1')} 3000000 3000500 1 D .\n${k('other')} 4000000 4000100 1 ERR_STORE_UNAVAILABLE .\n${k('\ud800 lone')} 4500000 4500100 1 A .\n${k('k:1')} 5000000 600`)
     const calls = readCalls([file, path.join(dir, 'missing.log')])
     assert.deepEqual(calls.map(({ key, lo, hi, n, outcome }) => ({ key, lo, hi, n, outcome })), [
       { key: 'k:1', lo: 1, hi: 2, n: 2, outcome: 'A' },
       { key: 'k:1', lo: 3, hi: 3.0005, n: 1, outcome: 'D' },
       { key: 'other', lo: 4, hi: 4.0001, n: 1, outcome: 'ERR_STORE_UNAVAILABLE' },
+      { key: '\ud800 lone', lo: 4.5, hi: 4.5001, n: 1, outcome: 'A' },
     ])
     assert.deepEqual(admittedUnits(calls, 'k:1'), [{ lo: 1, hi: 2 }, { lo: 1, hi: 2 }])
     assert.deepEqual(admittedUnits(calls, 'other'), [])

@@ -2,7 +2,8 @@
 // A shared KeyedQuotaClock as a rateLimit entry, on real servers (Express 5, Express 4,
 // node:http, and the Fastify plugin on a socket and through inject): asked after the in-process
 // limiters, its denials 429, a store that does not answer 503, and what a denied request's earlier
-// limits took given back into the reservation. The store is the in-process test store.
+// limits took given back into the reservation; a shared bucket on two servers, whose RateLimit item
+// reports floor(tokens + fleetTokens). The store is the in-process test store.
 
 const { describe, it } = require('node:test')
 const assert = require('node:assert/strict')
@@ -53,7 +54,7 @@ for (const kind of Object.keys(FRAMEWORKS)) {
       }
     })
 
-    it('a shared bucket (share.bucket) is one bucket for two servers; the headers of each report its own share', async () => {
+    it('a shared bucket (share.bucket) is one bucket for two servers; RateLimit r is floor(tokens + fleetTokens) of the server that answered', async () => {
       const t = testStore()
       const bucket = () =>
         new KeyedQuotaClock({
@@ -63,20 +64,26 @@ for (const kind of Object.keys(FRAMEWORKS)) {
           clock: manualClock({ wallMs: NOON }),
           share: { store: t.store, name: 'api', bucket: true, leaseMs: 60_000, timeoutMs: 1_000 },
         })
-      const first = await start(kind, { limiter: bucket(), key: () => 'ip' })
-      const second = await start(kind, { limiter: bucket(), key: () => 'ip' })
+      const limiters = [bucket(), bucket()]
+      const first = await start(kind, { limiter: limiters[0], key: () => 'ip' })
+      const second = await start(kind, { limiter: limiters[1], key: () => 'ip' })
       try {
         const statuses = []
         const remaining = []
         for (const server of [first, first, first, second, first, first, second]) {
           const response = await server.get()
           statuses.push(response.status)
-          remaining.push(Object.values(items(response, 'RateLimit'))[0].r)
+          const r = Object.values(items(response, 'RateLimit'))[0].r
+          remaining.push(r)
+          const { tokens, fleetTokens } = limiters[server === first ? 0 : 1].status('ip')
+          assert.equal(r, Math.floor(tokens + fleetTokens), JSON.stringify({ tokens, fleetTokens }))
           await response.text()
         }
-        // The first server took every cell: 4 admitted in all, then 429 on both servers.
+        // One bucket of 4 for both servers: 4 admitted in all, then 429 on both. The first server's
+        // first call takes one token (a first call takes only what it lacks), its next a fair share
+        // of the rest; the second server finds the store's bucket empty.
         assert.deepEqual(statuses, [200, 200, 200, 429, 200, 429, 429])
-        // Remaining is each server's own cells' tokens.
+        // r: this server's slice plus the store's tokens as it last heard of them
         assert.deepEqual(remaining, [3, 2, 1, 0, 0, 0, 0])
       } finally {
         await Promise.all([first.close(), second.close()])

@@ -94,7 +94,7 @@ function readCalls(files) {
       const fields = line.split(' ')
       if (fields.length !== 6 || fields[5] !== '.') continue // written whole or not at all
       const [key, lo, hi, n, outcome] = fields
-      calls.push({ file, key: decodeURIComponent(key), lo: Number(BigInt(lo)) / 1e6, hi: Number(BigInt(hi)) / 1e6, n: Number(n), outcome })
+      calls.push({ file, key: JSON.parse(Buffer.from(key, 'base64url').toString()), lo: Number(BigInt(lo)) / 1e6, hi: Number(BigInt(hi)) / 1e6, n: Number(n), outcome })
     }
   }
   return calls

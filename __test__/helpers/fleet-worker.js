@@ -14,7 +14,7 @@
 //     log: a file: one line per call, appended with a synchronous write as the call settles, so a
 //       SIGKILL loses at most the calls still waiting for their answer }
 //
-// A log line: `<key, URI-encoded> <lo ns> <hi ns> <n> <outcome> .` — lo is process.hrtime.bigint()
+// A log line: `<key, as JSON in base64url (lone surrogates included)> <lo ns> <hi ns> <n> <outcome> .` — lo is process.hrtime.bigint()
 // read just before `consume`, hi just after it settled (the host's one monotonic clock, the same in
 // every process); outcome `A` admitted, `D` denied, or the error's code; the final `.` marks a
 // line written whole. helpers/fleet-check.js reads them.
@@ -30,10 +30,13 @@
 //   counts               -> { counts: { [key]: { calls, admitted, denied, bases: { retryAfterBasis: n },
 //                           errors: { code: n } } } }
 //   consume { key, n? }  one call, logged -> { decision } or { error: { code, message } }
+//   burst { key, count, n? }  count calls of consume(key, n) at once (none awaited before the
+//                        next is made), logged -> { admitted }
+//   busy { ms }          blocks the event loop for ms (a busy wait) -> {}
 //   status { key }       -> { status }
 //   stats                -> { stats } (the limiter's stats())
 //   close                -> { closed: true } or { error }
-//   exit                 exits at once (no close(): the cells stay held)
+//   exit                 exits at once (no close(): its slices stay out until written off)
 // The worker sends { ready: true } once it can take commands.
 
 const fs = require('node:fs')
@@ -113,7 +116,7 @@ async function connect() {
     const tally = countsOf(key)
     tally.calls++
     const settled = (outcome, result) => {
-      fs.writeSync(log, `${encodeURIComponent(key)} ${lo} ${now()} ${n} ${outcome} .\n`)
+      fs.writeSync(log, `${Buffer.from(JSON.stringify(key)).toString('base64url')} ${lo} ${now()} ${n} ${outcome} .\n`)
       return result
     }
     let pending
@@ -189,6 +192,17 @@ async function connect() {
     },
     async consume({ key, n = 1 }) {
       return call(key, n)
+    },
+    async burst({ key, count, n = 1 }) {
+      const results = await Promise.all(Array.from({ length: count }, () => call(key, n)))
+      return { admitted: results.filter((result) => result.decision?.allowed).length * n }
+    },
+    async busy({ ms }) {
+      const until = performance.now() + ms
+      while (performance.now() < until) {
+        // the event loop blocked, as a long synchronous task would block it
+      }
+      return {}
     },
   }
 

@@ -343,10 +343,19 @@ impl KeyedLimiter {
         let key = self.table.key_of(index).to_buf();
         let record = &mut self.table.records[index as usize];
         let policy = &self.policies[record.policy as usize];
-        let slice = &mut self.cells.as_mut()?.slices[index as usize];
+        let book = self.cells.as_mut()?;
+        let lease_ms = book.lease_ms;
+        let slice = &mut book.slices[index as usize];
         if !slice.holds(record.tokens) {
             return None;
         }
+        forget_if_expired(
+            slice,
+            policy.capacity,
+            policy.refill_per_second,
+            lease_ms,
+            timeline_ms,
+        );
         let give = std::mem::take(&mut record.tokens) + std::mem::take(&mut slice.give);
         slice.store_holds = false;
         slice.asking = false;
@@ -480,6 +489,13 @@ impl KeyedLimiter {
         if lacking == 0 && !fetch_wanted(slice, held, timeline_ms, lease_ms) {
             return None;
         }
+        forget_if_expired(
+            slice,
+            policy.capacity,
+            policy.refill_per_second,
+            lease_ms,
+            timeline_ms,
+        );
         slice.in_flight = true;
         // What the waiting calls lack beyond what the slice keeps (at least 1 when they lack).
         let want = if lacking == 0 {
@@ -730,6 +746,31 @@ fn spread_of(store_now_ms: f64, index: u32) -> f64 {
     z ^= z >> 31;
     (z >> 11) as f64 / (1u64 << 53) as f64
 }
+
+/// A key idle here for longer than the store keeps its record untouched (lib/share/protocol.js,
+/// bucketTake step 9: `max(C / R, 1.1 * leaseMs + 1 s) + 60 s`, from the last call at the latest)
+/// may find it expired: the next call names no record and no fleet clock, as a first call does,
+/// so a record gone by expiry comes back full (as an unshared bucket idle that long would be),
+/// not empty as a lost one does (the contract: "lost before it could have expired").
+fn forget_if_expired(
+    slice: &mut Slice,
+    capacity: f64,
+    refill_per_second: f64,
+    lease_ms: f64,
+    timeline_ms: f64,
+) {
+    let kept_ms =
+        (capacity / refill_per_second * 1000.0).max(1.1 * lease_ms + 1000.0) + RECORD_KEPT_AFTER_MS;
+    if slice.record_id != 0 && timeline_ms - slice.fleet_at_ms > kept_ms * CLOCK_RATE_SLACK {
+        slice.record_id = 0;
+        slice.fleet_ms = -1.0;
+    }
+}
+
+/// How long a bucket record outlives its refill and write-off margins (bucketTake step 9).
+const RECORD_KEPT_AFTER_MS: f64 = 60_000.0;
+/// Hosts' clocks may run at slightly different rates (the bound's 0.1%).
+const CLOCK_RATE_SLACK: f64 = 1.001;
 
 /// The fleet-clock proposal of a call sent at `sent_ms`: the last answer's fleet clock plus this
 /// process's timeline advance between the two sends (-1: no answered call yet).

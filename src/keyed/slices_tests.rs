@@ -296,6 +296,29 @@ fn an_idle_key_refills_in_the_store_for_any_process() {
     assert!(admitted <= 9);
 }
 
+/// The bug: a key idle here past its record's lifetime in the store named the expired record
+/// as one it knew, so the store made it again EMPTY, as it does a lost one: up to C stranded.
+#[test]
+fn a_key_idle_past_its_records_expiry_finds_a_full_bucket() {
+    let mut store = Store::default();
+    let mut fleet = processes(1, bucket(10.0, 1.0), 10_000.0, &[1.0]);
+    let mut t = 0.0;
+    fleet[0].set_time(t);
+    while fleet[0].consume(0, &mut store, t, 1, 10_000.0) {
+        t += 1.0;
+        fleet[0].set_time(t);
+    }
+    // Idle 80 s: the store kept the record max(C / R, 1.1 * leaseMs + 1 s) + 60 s = 72 s.
+    store.record = None;
+    let t = t + 80_000.0;
+    fleet[0].set_time(t);
+    let mut admitted = 0;
+    for i in 0..20 {
+        admitted += u64::from(fleet[0].consume(0, &mut store, t + i as f64, 1, 10_000.0));
+    }
+    assert!(admitted >= 9, "admitted {admitted} after 80 s idle");
+}
+
 #[test]
 fn a_short_answer_denies_locally_with_the_fleets_wait_for_at_least_an_eighth_of_the_lease() {
     let mut store = Store::default();

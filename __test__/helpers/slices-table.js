@@ -1,6 +1,6 @@
 'use strict'
 // A keyed table with a shared bucket (share.bucket) on a manual clock, made as lib/keyed-table.js
-// makes one, for tests that drive the native cell book directly; and a store clock that steps.
+// makes one, for tests that drive the native slice book directly; and a store clock that steps.
 const native = require('../../lib/native.js')
 const { manualClock } = require('../..')
 const { parseOptions } = require('../../lib/options.js')
@@ -13,7 +13,7 @@ const LEASE_MS = 10_000
  * `{ keyed, clock, owner }`: `owner` holds the onAnomaly listener (keep it alive). With
  * `resolvePolicy(key)` (a normalized KeyPolicy, as lib/key-policy.js makes it), the table has a policy.
  */
-function cellsTable({ capacity = 10, refillPerSecond = 2, onAnomaly, leaseMs = LEASE_MS, resolvePolicy } = {}) {
+function slicesTable({ capacity = 10, refillPerSecond = 2, onAnomaly, leaseMs = LEASE_MS, resolvePolicy } = {}) {
   const clock = manualClock({ monotonicMs: 0, wallMs: Date.UTC(2024, 0, 15) })
   const { limiterOptions, clockArgs } = parseOptions({ capacity, refillPerSecond, suspendPolicy: 'ignore', clock })
   const owner = {}
@@ -23,13 +23,21 @@ function cellsTable({ capacity = 10, refillPerSecond = 2, onAnomaly, leaseMs = L
   return { keyed, clock, owner }
 }
 
-/** Two acquires of `key` (held by `keyed`) 5 s apart here, 65 s apart at the store: one store-clock-step. */
+/**
+ * Two store calls for `key` (held by `keyed`) 5 s apart here, 65 s apart by the store's clock:
+ * one store-clock-step. Each answer grants nothing and leaves the store's bucket full.
+ */
 function stepTheStoreClock(keyed, clock, key) {
   const handle = keyed.handle
-  const answer = (storeNowMs) => ({ granted: 0, tokens: 0, held: 0, fair: 10, waiting: 0, recordId: 5, storeNowMs })
-  native.keyedCellsCredit(handle, key, native.keyedCellsRequest(handle, key).sentMs, answer(1e12))
+  const monotonic = () => clock.monotonicMs()
+  const answer = (storeNowMs) => ({ granted: 0, held: 0, tokens: 10, fleetMs: storeNowMs - 1e12, storeNowMs, recordId: 5 })
+  const credit = (storeNowMs) => {
+    const request = native.keyedSliceRequest(handle, key, 1, monotonic())
+    native.keyedSliceCredit(handle, key, request.sentMs, answer(storeNowMs), monotonic())
+  }
+  credit(1e12)
   clock.advance(5_000)
-  native.keyedCellsCredit(handle, key, native.keyedCellsRequest(handle, key).sentMs, answer(1e12 + 65_000))
+  credit(1e12 + 65_000)
 }
 
 /** Waits (on timers: a delivery keeps no process alive) until `predicate()` or 10 s. */
@@ -39,4 +47,4 @@ async function waitFor(predicate, timeoutMs = 10_000) {
   return predicate()
 }
 
-module.exports = { cellsTable, stepTheStoreClock, waitFor, LEASE_MS }
+module.exports = { slicesTable, stepTheStoreClock, waitFor, LEASE_MS }

@@ -1,0 +1,244 @@
+'use strict'
+
+// One bucket for the whole fleet (`share: { bucket: true }`) against a hostile world, measured as
+// shared-fleet-bucket.test.js measures it: child processes (helpers/fleet-worker.js) on a real
+// redis-server, every call logged, and over the merged logs no interval of real time of length Δ
+// holding more admitted units than C + R·Δ·1.001 (helpers/fleet-check.js). The probes: the store
+// flushed (FLUSHALL) and restarted empty mid-run; its clock stepped by ±30 s and ±1 h while one
+// process holds a slice and another starts; every reply of the store delayed by 0.8·timeoutMs;
+// a holder stopped (SIGSTOP) past its lease; an event loop blocked for 3·leaseMs; the store's
+// connections stalled and cut; extreme capacities, refills, leases and keys.
+//
+// Each scenario runs a few seconds; the timings asserted are generous (a loaded 2-core machine),
+// the bound is not.
+
+const { after, before, describe, test } = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const Redis = require('ioredis')
+const { startRedisServer } = require('./helpers/redis-server.js')
+const { startDelayProxy } = require('./helpers/delay-proxy.js')
+const { stopFleet } = require('./helpers/shared-fleet.js')
+const { assertBucket, checkBucket, describeWorst } = require('./helpers/fleet-check.js')
+const { startFleet, roundRobin, nowMs, sleep } = require('./helpers/fleet-procs.js')
+
+const C = 10
+const R = 20
+const LEASE_MS = 1_000
+const LIMITS = { capacity: C, refillPerSecond: R }
+const HEALTHY_TIMEOUT_MS = 3_000
+
+let unique = 0
+const freshName = (label) => `hostile-${label}-${process.pid}-${++unique}`
+
+/** Units admitted of key by the calls made between from and to (ms of the logs' clock). */
+const admittedBetween = (calls, key, from, to) => calls.filter((c) => c.key === key && c.outcome === 'A' && c.lo >= from && c.hi <= to).reduce((n, c) => n + c.n, 0)
+
+describe('one bucket for the fleet, hostile probes: child processes on a real redis-server', () => {
+  let redis
+  let stepped // a redis-server whose wall clock the tests step
+  let admin
+  let work
+  const proxies = []
+
+  before(async () => {
+    ;[redis, stepped] = await Promise.all([startRedisServer(), startRedisServer({ fakeTime: true })])
+    admin = new Redis({ host: redis.host, port: redis.port, maxRetriesPerRequest: null, retryStrategy: () => 50 })
+    admin.on('error', () => {})
+    work = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-fleet-hostile-'))
+  })
+
+  after(async () => {
+    await Promise.allSettled(proxies.map((proxy) => proxy.close()))
+    await stopFleet({ redis, servers: [stepped], admin, work })
+  })
+
+  function fleetOf(store, label, { count, share = {}, limiter = LIMITS, policy } = {}) {
+    const name = freshName(label)
+    return startFleet({
+      count,
+      store,
+      limiter,
+      policy,
+      share: { name, leaseMs: LEASE_MS, idleMs: 60_000, timeoutMs: HEALTHY_TIMEOUT_MS, ...share },
+      dir: work,
+      label: name,
+    })
+  }
+
+  const ioredis = (url = redis.url) => ({ client: 'ioredis', url })
+  const nodeRedis = (url = redis.url) => ({ client: 'node-redis', url })
+
+  /** Asserts that no worker saw an error for key. */
+  function assertNoErrors(counts, key) {
+    for (const [i, perKey] of counts.entries()) assert.deepEqual(perKey?.[key]?.errors ?? {}, {}, `worker ${i}: ${JSON.stringify(perKey?.[key])}`)
+  }
+
+  describe('the store loses its data (issue 37)', () => {
+    for (const { refillPerSecond, leaseMs } of [{ refillPerSecond: 100, leaseMs: 10_000 }, { refillPerSecond: 20, leaseMs: 1_000 }]) {
+      test(`FLUSHALL at +2 s while two processes consume (ioredis and node-redis; C 10, R ${refillPerSecond}/s, leaseMs ${leaseMs}): the record comes back empty, the bound holds`, { timeout: 60_000 }, async () => {
+        const limits = { capacity: C, refillPerSecond }
+        const fleet = await fleetOf(ioredis(), 'flush', { count: 1, limiter: limits, share: { leaseMs } })
+        await fleet.add(nodeRedis())
+        const start = await roundRobin(fleet.workers, 'k', 2 * refillPerSecond)
+        await sleep(start + 2_000 - nowMs())
+        await admin.flushall()
+        const flushed = nowMs()
+        await sleep(2_000)
+        const counts = await fleet.stopAll()
+        assertNoErrors(counts, 'k')
+        assertBucket(fleet.units('k'), limits)
+        assert.ok(admittedBetween(fleet.calls(), 'k', flushed + 500, Infinity) >= 1, 'nothing admitted after the flush')
+        await fleet.killAll()
+      })
+    }
+
+    test('redis-server restarted empty while two processes consume (ioredis and node-redis; C 10, R 100/s): the bound holds, and they admit again', { timeout: 60_000 }, async () => {
+      const limits = { capacity: C, refillPerSecond: 100 }
+      const fleet = await fleetOf(ioredis(), 'restart', { count: 1, limiter: limits })
+      await fleet.add(nodeRedis())
+      const start = await roundRobin(fleet.workers, 'k', 200)
+      await sleep(start + 1_500 - nowMs())
+      await redis.kill()
+      await redis.restart()
+      const restarted = nowMs()
+      await sleep(2_500)
+      await fleet.stopAll()
+      assertBucket(fleet.units('k'), limits)
+      assert.ok(admittedBetween(fleet.calls(), 'k', restarted + 1_000, Infinity) >= 1, 'nothing admitted after the restart')
+      await fleet.killAll()
+    })
+  })
+
+  describe("the store's clock stepped while one process holds a slice and another starts (issue 37)", () => {
+    for (const stepMs of [30_000, -30_000, 3_600_000, -3_600_000]) {
+      test(`a step of ${stepMs / 1000} s: the bound holds${stepMs > 0 ? ' within the C a forward step may add once' : ''}, and store-clock-step is raised`, { timeout: 60_000 }, async () => {
+        const fleet = await fleetOf(ioredis(stepped.url), 'step', { count: 1 })
+        let restored = false
+        try {
+          await fleet.workers[0].call('traffic', { key: 'k', perSecond: 2 * R })
+          await sleep(1_000)
+          stepped.stepClock(stepMs)
+          const other = await fleet.add()
+          await other.call('traffic', { key: 'k', perSecond: 2 * R })
+          await sleep(1_500)
+          const counts = await fleet.stopAll()
+          assertNoErrors(counts, 'k')
+          const result = checkBucket(fleet.units('k'), { ...LIMITS, allowance: stepMs > 0 ? C : 0 })
+          assert.ok(result.ok, describeWorst(result, LIMITS))
+          const { stats } = await fleet.workers[0].call('stats')
+          assert.ok(stats.anomalies['store-clock-step'] >= 1, `the holder saw no step: ${JSON.stringify(stats.anomalies)}`)
+          await fleet.killAll()
+          stepped.stepClock(-stepMs)
+          restored = true
+        } finally {
+          if (!restored) stepped.stepClock(-stepMs)
+        }
+      })
+    }
+  })
+
+  test('every store reply delayed by 0.8·timeoutMs (three processes, C 10, R 20/s, leaseMs 1,000, timeoutMs 300): each call settles within timeoutMs + 50 ms, decided or ERR_STORE_UNAVAILABLE (issue 37)', { timeout: 60_000 }, async () => {
+    const timeoutMs = 300
+    const proxy = await startDelayProxy({ host: redis.host, port: redis.port, replyDelayMs: 0.8 * timeoutMs })
+    proxies.push(proxy)
+    const fleet = await fleetOf(ioredis(proxy.url), 'delayed', { count: 3, share: { timeoutMs } })
+    await roundRobin(fleet.workers, 'k', 2 * R)
+    await sleep(3_000)
+    const counts = await fleet.stopAll()
+    const calls = fleet.calls().filter((c) => c.key === 'k')
+    assert.ok(calls.length >= 3 * R, `${calls.length} calls`)
+    const slowest = calls.reduce((worst, c) => (c.hi - c.lo > worst.hi - worst.lo ? c : worst))
+    assert.ok(slowest.hi - slowest.lo <= timeoutMs + 50, `a call took ${(slowest.hi - slowest.lo).toFixed(1)} ms (${slowest.outcome}) with timeoutMs ${timeoutMs}`)
+    const outcomes = new Set(calls.map((c) => c.outcome))
+    for (const outcome of outcomes) assert.ok(['A', 'D', 'ERR_STORE_UNAVAILABLE'].includes(outcome), JSON.stringify([...outcomes]))
+    for (const perKey of counts) for (const basis of Object.keys(perKey.k.bases)) assert.equal(basis, 'monotonic-refill')
+    assert.ok(outcomes.has('A'), 'nothing admitted through a slow store')
+    assert.ok(calls.some((c) => c.hi - c.lo >= 0.8 * timeoutMs), 'no call waited for the store (the proxy delayed nothing?)')
+    assertBucket(fleet.units('k'), LIMITS)
+    await fleet.killAll()
+  })
+
+  describe('processes and connections in trouble (issue 36)', () => {
+    test('a holder stopped (SIGSTOP) for longer than leaseMs, then resumed: it spends no stale slice', { timeout: 60_000 }, async () => {
+      const fleet = await fleetOf(ioredis(), 'stopped-holder', { count: 2 })
+      await roundRobin(fleet.workers, 'k', 2 * R)
+      await sleep(1_000)
+      const holder = fleet.workers[0]
+      process.kill(holder.pid, 'SIGSTOP')
+      try {
+        await sleep(LEASE_MS * 1.5)
+      } finally {
+        process.kill(holder.pid, 'SIGCONT')
+      }
+      await sleep(1_500)
+      await fleet.stopAll()
+      assertBucket(fleet.units('k'), LIMITS)
+      await fleet.killAll()
+    })
+
+    test('an event loop blocked for 3·leaseMs while its traffic falls due: the calls it then makes spend no stale slice', { timeout: 60_000 }, async () => {
+      const fleet = await fleetOf(ioredis(), 'blocked', { count: 2 })
+      await roundRobin(fleet.workers, 'k', 2 * R)
+      await sleep(1_000)
+      await fleet.workers[0].call('busy', { ms: 3 * LEASE_MS })
+      await sleep(1_500)
+      const counts = await fleet.stopAll()
+      assertNoErrors(counts, 'k')
+      assertBucket(fleet.units('k'), LIMITS)
+      await fleet.killAll()
+    })
+
+    test('the store stalled behind a proxy, then every connection cut: calls settle within timeoutMs, the bound holds, and the fleet admits again', { timeout: 60_000 }, async () => {
+      const timeoutMs = 300
+      const proxy = await startDelayProxy({ host: redis.host, port: redis.port })
+      proxies.push(proxy)
+      const fleet = await fleetOf(ioredis(proxy.url), 'stall', { count: 2, share: { timeoutMs } })
+      await roundRobin(fleet.workers, 'k', 2 * R)
+      await sleep(1_000)
+      proxy.stall()
+      await sleep(1_500)
+      proxy.cut()
+      proxy.resume()
+      const cut = nowMs()
+      await sleep(2_000)
+      await fleet.stopAll()
+      const calls = fleet.calls()
+      const slowest = Math.max(...calls.map((c) => c.hi - c.lo))
+      assert.ok(slowest <= timeoutMs + 100, `a call took ${slowest.toFixed(1)} ms with timeoutMs ${timeoutMs}`)
+      assertBucket(fleet.units('k'), LIMITS)
+      assert.ok(admittedBetween(calls, 'k', cut + 1_000, Infinity) >= 1, 'nothing admitted after the connections were cut')
+      await fleet.killAll()
+    })
+  })
+
+  describe('extreme limits and keys (issue 36)', () => {
+    // Per key (policy): capacity 1 refilled once an hour, capacity 2**31 refilled 1e9 a second,
+    // the defaults under a key of 256 code units and under keys with lone surrogates.
+    const policy = {
+      one: { capacity: 1, refillPerSecond: 1 / 3600 },
+      huge: { capacity: 2 ** 31, refillPerSecond: 1e9 },
+    }
+    const keys = ['one', 'huge', 'k'.repeat(256), '\ud800', 'x\udfffy']
+    const limitsOf = (key) => policy[key] ?? LIMITS
+    for (const leaseMs of [1_000, 600_000]) {
+      test(`three processes, round-robin at 2·R on every key, leaseMs ${leaseMs}: each key's bound holds`, { timeout: 60_000 }, async () => {
+        const fleet = await fleetOf(ioredis(), 'extremes', { count: 3, policy, share: { leaseMs } })
+        for (const key of keys) await roundRobin(fleet.workers, key, 2 * R)
+        await sleep(2_000)
+        const counts = await fleet.stopAll()
+        for (const key of keys) {
+          assertNoErrors(counts, key)
+          assertBucket(fleet.units(key), limitsOf(key), JSON.stringify(key))
+        }
+        assert.equal(fleet.units('one').length, 1, 'capacity 1, refilled once an hour: one admitted')
+        const hugeCalls = fleet.calls().filter((c) => c.key === 'huge')
+        assert.equal(fleet.units('huge').length, hugeCalls.length, 'capacity 2**31: every call admitted')
+        for (const key of keys.slice(2)) assert.ok(fleet.units(key).length >= C, `${JSON.stringify(key)}: ${fleet.units(key).length} admitted`)
+        await fleet.killAll()
+      })
+    }
+  })
+})
