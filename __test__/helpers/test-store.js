@@ -4,7 +4,7 @@
 // late. The Redis and MongoDB stores have tests of their own against real servers.
 
 const { KeyedQuotaClock, manualClock } = require('../..')
-const { makeQuotaStore, checkCellsAnswer, checkRenewAnswer, checkBucketAnswer, checkBucketUsage, newRecordId } = require('../../lib/share/protocol.js')
+const { makeQuotaStore, checkBucketAnswer, checkBucketUsage, newRecordId } = require('../../lib/share/protocol.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12)
 const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
@@ -26,89 +26,6 @@ function sharedLimiter(t, share = {}, options = {}) {
     share: { store: t.store, name: 'api', ...share },
   })
   return { clock, limiter }
-}
-
-const MARGIN = (t, l) => t + 1.1 * l + 1000
-
-/**
- * Forgets what a call at store time `now` by `me` may forget in a cells record (lib/share/protocol.js):
- * holders other than me past their margin (their cells come back with no tokens), waiters other
- * than me past their lease.
- */
-function reclaim(record, me, now, leaseMs) {
-  for (const [y, holder] of record.holders) {
-    if (y !== me && now > MARGIN(holder.t, holder.l)) record.holders.delete(y)
-  }
-  for (const [y, askedAt] of record.waiters) {
-    if (y !== me && now > askedAt + (record.holders.get(y)?.l ?? leaseMs)) record.waiters.delete(y)
-  }
-}
-
-function cellsShares(record, me) {
-  let sum = 0
-  const processes = new Set(record.waiters.keys())
-  for (const [y, holder] of record.holders) {
-    sum += holder.h
-    if (holder.h > 0) processes.add(y)
-  }
-  const waiting = [...record.waiters.keys()].some((y) => y !== me) ? 1 : 0
-  return { sum, processes, waiting }
-}
-
-/** cellsAcquire on a Map of records at store time now: lib/share/protocol.js's steps one by one. */
-function cellsAcquireNow(records, now, request) {
-  const { name, key, capacity, initial, instance: me, leaseMs, held, recordId } = request
-  const id = JSON.stringify(['cells', name, key])
-  let record = records.get(id)
-  if (record === undefined) {
-    record = { C: capacity, f: initial, id: newRecordId(), holders: new Map(), waiters: new Map() }
-    records.set(id, record)
-  }
-  if (record.C !== capacity) {
-    record.C = capacity
-    record.f = Math.max(0, Math.min(record.f, capacity - cellsShares(record, me).sum))
-  }
-  const lost = recordId !== 0 && record.id !== recordId
-  reclaim(record, me, now, leaseMs)
-  let hX = lost ? 0 : (record.holders.get(me)?.h ?? 0)
-  if (held < hX) hX = held
-  record.holders.set(me, { h: hX, t: now, l: leaseMs })
-  const others = cellsShares(record, me).sum - hX
-  hX = Math.min(hX, Math.max(0, record.C - others))
-  const free = Math.max(0, record.C - others - hX)
-  const counted = cellsShares(record, me).processes
-  counted.add(me)
-  const fair = Math.ceil(record.C / counted.size)
-  const { waiting } = cellsShares(record, me)
-  const take = waiting ? Math.max(0, Math.min(free, fair - hX)) : free
-  const tokens = free > 0 ? Math.min(take, (record.f * take) / free) : 0
-  record.f -= tokens
-  record.holders.set(me, { h: hX + take, t: now, l: leaseMs })
-  if (others > 0) record.waiters.set(me, now)
-  else record.waiters.delete(me)
-  return { granted: take, tokens, held: hX + take, fair, waiting, recordId: record.id, storeNowMs: now }
-}
-
-/** cellsRenew on a Map of records at store time now. */
-function cellsRenewNow(records, now, { name, instance: me, leaseMs, keys }) {
-  const answers = keys.map(({ key, held, tokens, recordId }) => {
-    const record = records.get(JSON.stringify(['cells', name, key]))
-    if (record === undefined || (recordId !== 0 && record.id !== recordId)) return { held: 0, waiting: 0, fair: 0 }
-    reclaim(record, me, now, leaseMs)
-    const hX = record.holders.get(me)?.h ?? 0
-    const newH = Math.min(hX, held)
-    record.f += Math.min(tokens, hX - newH)
-    if (newH > 0) {
-      record.holders.set(me, { h: newH, t: now, l: leaseMs })
-    } else {
-      record.holders.delete(me)
-      record.waiters.delete(me)
-    }
-    const { sum, processes, waiting } = cellsShares(record, me)
-    record.f = Math.max(0, Math.min(record.f, record.C - sum))
-    return { held: newH, waiting, fair: Math.ceil(record.C / Math.max(1, processes.size)) }
-  })
-  return { storeNowMs: now, keys: answers }
 }
 
 const bucketId = (name, key) => JSON.stringify(['bucket', name, key])
@@ -165,7 +82,7 @@ function bucketTakeNow(records, now, request) {
   const k = [...record.holders].filter(([y, holder]) => y !== me && holder.o > 0).length
   const least = more > 0 ? Math.max(want, 1) : want
   let granted = 0
-  if (record.tk >= least) granted = least + (more === 0 ? 0 : more === 1 ? Math.floor((record.tk - least) / (k + 2)) : Math.floor(record.tk - least))
+  if (record.tk >= least) granted = least + (more === 0 ? 0 : more === 1 ? Math.floor(Math.min(record.tk - least, record.C / (k + 2))) : Math.floor(record.tk - least))
   record.tk -= granted
   const slice = keep + granted
   if (slice > 0) record.holders.set(me, { o: slice, w: 0, a: record.F, l: leaseMs })
@@ -204,17 +121,16 @@ function bucketFillNow(records, now, { name, key }) {
 /**
  * `testStore()` → { store, records, calls, control }. `control.mode`: 'ok' | 'fail' | 'hang';
  * `control.delayMs`: answer after that long; `control.failWith`: what a failing call rejects with;
- * `control.answer`: replaces a reserve, cellsAcquire, cellsRenew or bucket answer (to test nonsense
+ * `control.answer`: replaces a reserve or bucket answer (to test nonsense
  * answers). `release()` answers every hung call.
  *
- * The fleet bucket's operations (bucketTake, bucketRead, bucketFill; and, retiring, cellsAcquire,
- * cellsRenew) run lib/share/protocol.js's steps on records of their own (`bucket(name, key)` and
- * `cells(name, key)` show one), timed by the store's clock: `nowMs` (settable; starts at
+ * The fleet bucket's operations (bucketTake, bucketRead, bucketFill) run lib/share/protocol.js's
+ * steps on records of their own (`bucket(name, key)` shows one), timed by the store's clock: `nowMs` (settable; starts at
  * noon of 2024-01-15), moved by `stepClock(ms)` (forwards or back). The switches apply to them too.
  */
 function testStore() {
   const records = new Map()
-  const calls = { reserve: [], giveBack: [], cellsAcquire: [], cellsRenew: [], bucketTake: [], bucketRead: [], bucketFill: [] }
+  const calls = { reserve: [], giveBack: [], bucketTake: [], bucketRead: [], bucketFill: [] }
   const hung = []
   const control = { mode: 'ok', delayMs: 0, failWith: new Error('store down'), answer: undefined }
   const clock = { nowMs: NOON }
@@ -265,14 +181,6 @@ function testStore() {
       calls.giveBack.push({ ...request })
       return answer(() => giveBackNow(request))
     },
-    cellsAcquire(request) {
-      calls.cellsAcquire.push({ ...request })
-      return answer(() => checkCellsAnswer(control.answer !== undefined ? control.answer : cellsAcquireNow(records, clock.nowMs, request), request))
-    },
-    cellsRenew(request) {
-      calls.cellsRenew.push({ ...request, keys: request.keys.map((one) => ({ ...one })) })
-      return answer(() => checkRenewAnswer(control.answer !== undefined ? control.answer : cellsRenewNow(records, clock.nowMs, request), request))
-    },
     bucketTake(request) {
       calls.bucketTake.push({ ...request })
       return answer(() => checkBucketAnswer(control.answer !== undefined ? control.answer : bucketTakeNow(records, clock.nowMs, request), request))
@@ -308,11 +216,9 @@ function testStore() {
     stepClock(ms) {
       clock.nowMs += ms
     },
-    /** The cells record of (name, key) as { C, f, id, holders: Map(X → { h, t, l }), waiters: Map(X → t) }, or undefined. */
-    cells: (name, key) => records.get(JSON.stringify(['cells', name, key])),
     /** The bucket record of (name, key) as { C, R, tk, F, S, id, expiresAtMs, holders: Map(X → { o, w, a, l }) }, or undefined. */
     bucket: (name, key) => records.get(bucketId(name, key)),
   }
 }
 
-module.exports = { testStore, sharedLimiter, cellsAcquireNow, cellsRenewNow, bucketTakeNow, bucketReadNow, bucketFillNow }
+module.exports = { testStore, sharedLimiter, bucketTakeNow, bucketReadNow, bucketFillNow }

@@ -46,47 +46,6 @@
 // Number.MAX_SAFE_INTEGER (extra, count) is answered clamped to it (`clamped`), and reserved from
 // with its room clamped alike, never refused for good.
 //
-// The fleet bucket (share.bucket): the record of (name, key) holds C (capacity), f (free
-// tokens, a float), its identity, per holder X: h:X cells, t:X store ms of its last renewing call,
-// l:X its leaseMs; per waiter X: w:X store ms it asked. Free cells = C - sum of h. Store time =
-// the store's clock in ms (fractional allowed). Margin(Y) = t:Y + 1.1 * l:Y + 1000.
-//
-//   cellsAcquire({ name, key, capacity, refillPerSecond, initial, instance, leaseMs, held, recordId })
-//     -> Promise<{ granted, tokens, held, fair, waiting, recordId, storeNowMs }>
-//     One atomic step on the record of (name, key):
-//       no record: create it (C = capacity, f = initial, a new identity, nobody holding)
-//       C != capacity: C = capacity, f = min(f, free cells)
-//       lost = recordId != 0 and the record's identity != recordId (X's held is not in it)
-//       reclaim: every holder Y != X with now > margin(Y) loses its cells (f unchanged: they come
-//         back with no tokens); waiters Y != X with now > w:Y + (l:Y or leaseMs) are forgotten
-//       hX = h:X (0 if none or lost); held < hX: hX = held (a failed give-back: those cells free,
-//         with no tokens); hX is cut to C - (the others' cells) when a smaller capacity leaves
-//         less than that (those cells vanish with their tokens)
-//       free = C - sum h; n = processes holding (h > 0) or waiting, X counted once; fair = ceil(C/n)
-//       waiting = some waiter other than X
-//       take = waiting ? max(0, min(free, fair - hX)) : free
-//       tokens = free > 0 ? f * take / free : 0; f -= tokens
-//       h:X = hX + take; t:X = now; l:X = leaseMs
-//       w:X = now when another process holds cells (X asks only when its own did not cover a
-//       call: it wants more, and a holder that learns of it gives back beyond its fair share, or
-//       every cell when it has not used the key since its last tick); else w:X deleted
-//     and answers granted = take, tokens, held = h:X, fair, waiting (0/1), recordId, storeNowMs.
-//
-//   cellsRenew({ name, instance, leaseMs, keys: [{ key, held, tokens, recordId }] })
-//     -> Promise<{ storeNowMs, keys: [{ held, waiting, fair }] }>  (keys in the request's order)
-//     One round trip per store node for any number of keys; per key, one atomic step:
-//       no record, or identity != recordId (recordId != 0): { held: 0, waiting: 0, fair: 0 },
-//         nothing written
-//       reclaim as cellsAcquire does
-//       hX = h:X (0 if reclaimed); newH = min(hX, held); freed = hX - newH
-//       f += min(tokens, freed) (cells carry their tokens, never more); f = min(f, free cells)
-//       newH > 0: h:X = newH, t:X = now, l:X = leaseMs; else X's fields and w:X deleted
-//     answering held = newH, waiting = some waiter other than X, fair = ceil(C / n).
-//     A release is a renewal with held 0.
-//   Every number in these answers is finite and non-negative (tokens and storeNowMs may be
-//   fractional); granted, held and fair <= capacity, tokens <= granted, one answer per key:
-//   anything else is ERR_STORE_RESPONSE (checkCellsAnswer, checkRenewAnswer).
-
 // The fleet bucket, one bucket in the store (share.bucket, docs/several-instances.md): the record
 // of (name, key) is the bucket itself, refilled by a fleet clock kept in it; instances take slices
 // of its tokens. Store time `now` = the store's own clock in ms (Redis TIME, fractional allowed;
@@ -131,7 +90,9 @@
 //     6. charge: tk -= charge
 //     7. take: k = the number of other instances with o:Y > 0;  w = max(want, more > 0 ? 1 : 0)
 //          tk < w: granted = 0
-//          else granted = w + (more == 0 ? 0 : more == 1 ? floor((tk - w) / (k + 2)) : floor(tk - w))
+//          else granted = w + (more == 0 ? 0 : more == 1 ? floor(min(tk - w, C / (k + 2))) : floor(tk - w))
+//          (a fair share is of the capacity, not of what is left: busy processes sharing out a
+//          full bucket take a few slices each, not a shrinking fraction of the rest every time)
 //          tk -= granted;  o:X += granted
 //     8. o:X > 0: a:X = F, l:X = leaseMs;  else o:X, a:X, l:X deleted
 //     9. the record expires max(C / R * 1000, 1.1 * L + 1000) + 60000 ms of store time from now,
@@ -221,47 +182,7 @@ function badAnswer(what, name, answer, expected) {
 const isCount = (value) => Number.isSafeInteger(value) && value >= 0
 const isAmount = (value) => typeof value === 'number' && Number.isFinite(value) && value >= 0
 
-/**
- * Checks a cellsAcquire answer against its request; returns
- * { granted, tokens, held, fair, waiting, recordId, storeNowMs } or throws ERR_STORE_RESPONSE.
- */
-function checkCellsAnswer(answer, request) {
-  const a = typeof answer === 'object' && answer !== null ? answer : {}
-  const { granted, tokens, held, fair, waiting, recordId, storeNowMs } = a
-  const capacity = request.capacity
-  const ok =
-    isCount(granted) && isAmount(tokens) && isCount(held) && isCount(fair) && (waiting === 0 || waiting === 1) &&
-    isCount(recordId) && recordId > 0 && isAmount(storeNowMs) &&
-    granted <= capacity && held <= capacity && fair <= capacity && tokens <= granted && granted <= held
-  if (!ok) {
-    throw badAnswer('a cells request', request.name, answer,
-      '{ granted, tokens, held, fair, waiting, recordId, storeNowMs }: finite non-negative numbers, granted <= held <= capacity, fair <= capacity, tokens <= granted, waiting 0 or 1, recordId a positive integer')
-  }
-  return { granted, tokens, held, fair, waiting, recordId, storeNowMs }
-}
-
-/**
- * Checks a cellsRenew answer against its request; returns { storeNowMs, keys: [{ held, waiting,
- * fair }] } or throws ERR_STORE_RESPONSE. A key's held is at most what the request said it keeps.
- */
-function checkRenewAnswer(answer, request) {
-  const a = typeof answer === 'object' && answer !== null ? answer : {}
-  const asked = request.keys
-  const ok =
-    isAmount(a.storeNowMs) &&
-    Array.isArray(a.keys) &&
-    a.keys.length === asked.length &&
-    a.keys.every(
-      (one, at) =>
-        typeof one === 'object' && one !== null && isCount(one.held) && one.held <= asked[at].held && (one.waiting === 0 || one.waiting === 1) && isCount(one.fair) && one.fair <= 2 ** 31,
-    )
-  if (!ok) {
-    throw badAnswer('a cells renewal', request.name, answer,
-      `{ storeNowMs, keys: [{ held, waiting, fair }] } with one answer for each of the ${asked.length} keys: finite non-negative numbers, held at most what the key kept, waiting 0 or 1`)
-  }
-  return { storeNowMs: a.storeNowMs, keys: a.keys.map(({ held, waiting, fair }) => ({ held, waiting, fair })) }
-}
-
+// The largest capacity a shared bucket may have (2**31).
 const MAX_BUCKET_CAPACITY = 2 ** 31
 
 /**
@@ -360,8 +281,6 @@ module.exports = {
   checkRecordAnswer,
   checkRefusedGrant,
   clamped,
-  checkCellsAnswer,
-  checkRenewAnswer,
   checkBucketAnswer,
   checkBucketUsage,
   instanceFields,

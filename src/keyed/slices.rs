@@ -45,7 +45,7 @@ pub enum More {
     /// Only what the call lacks: a process's first call for a key (so that `n` processes' first
     /// calls are all admitted when the bucket holds `n`).
     Nothing = 0,
-    /// A fair share of the rest: `floor((tokens - want) / (others + 2))`.
+    /// A fair share: `floor(C / (others + 2))`, at most what the bucket has beyond `want`.
     Share = 1,
     /// Everything the bucket has: a process that waited out a saturated bucket (so the refill
     /// that came meanwhile is not lost to the bucket's cap).
@@ -256,7 +256,7 @@ impl KeyedLimiter {
             return;
         }
         let timeline_ms = self.timeline_ms;
-        let release = self.release_slice(index, timeline_ms);
+        let release = self.release_slice(index, timeline_ms, false);
         if let Some(book) = &mut self.cells {
             book.slices.swap_remove(index as usize);
             if let Some(release) = release {
@@ -337,8 +337,13 @@ impl KeyedLimiter {
     }
 
     /// Lets go of a key's slice (refreshed): the give-back to send, if the store may hold anything
-    /// of this process for it.
-    fn release_slice(&mut self, index: u32, timeline_ms: f64) -> Option<SliceRequest> {
+    /// of this process for it (`report`: even a spent slice's, to say it is spent).
+    fn release_slice(
+        &mut self,
+        index: u32,
+        timeline_ms: f64,
+        report: bool,
+    ) -> Option<SliceRequest> {
         self.look_at_slice(index, timeline_ms);
         let key = self.table.key_of(index).to_buf();
         let record = &mut self.table.records[index as usize];
@@ -346,9 +351,10 @@ impl KeyedLimiter {
         let book = self.cells.as_mut()?;
         let lease_ms = book.lease_ms;
         let slice = &mut book.slices[index as usize];
-        if !slice.holds(record.tokens) {
+        if !(slice.holds(record.tokens) || report) {
             return None;
         }
+        slice.waited = false;
         forget_if_expired(
             slice,
             policy.capacity,
@@ -453,9 +459,9 @@ impl KeyedLimiter {
         let lease_ms = book.lease_ms;
         let slice = &book.slices[index as usize];
         // (A background fetch is worth its store call only while the store, as last heard of,
-        // has about a slice to share: when it runs dry, the slice is spent and the next call
-        // asks for what it lacks.)
-        let worth = slice.report_spent || fleet >= slice.last_granted as f64;
+        // has at least half a slice to share: when it runs dry, the slice is spent and the next
+        // call asks for what it lacks.)
+        let worth = slice.report_spent || fleet * 2.0 >= slice.last_granted as f64;
         if worth && fetch_wanted(slice, tokens, timeline_ms, lease_ms) {
             book.fetch_due = true;
         }
@@ -584,12 +590,14 @@ impl KeyedLimiter {
             //
             // The processes a saturated key's traffic reaches all learn it at about the same
             // time; waiting alike, they would all ask again at once, one taking the refill and
-            // the others nothing. So each waits a spread of the floor: between it and twice it
-            // (at most 1 s), drawn from the answer's store time (which differs from call to call).
+            // the others nothing. So each waits a spread of the floor: between it and half as much
+            // again (at most 1 s), drawn from the answer's store time (which differs from call to
+            // call). (Longer waits would let the slices spent and not yet reported, which the
+            // store still counts as out, cap the bucket's refill.)
             let wait_ms = (1.0 - answer.tokens) * 1000.0 / policy.refill_per_second;
             let floor_ms = (lease_ms / 8.0).min(1000.0);
             let spread = spread_of(answer.store_now_ms, index);
-            let least_ms = (floor_ms * (1.0 + spread)).min(1000.0);
+            let least_ms = (floor_ms * (1.0 + spread / 2.0)).min(1000.0);
             slice.short_until_ms = timeline_ms + wait_ms.clamp(least_ms, 1000.0);
             slice.waited = true;
             slice.report_spent = answer.granted as f64 * 2.0 >= policy.capacity;
@@ -629,19 +637,29 @@ impl KeyedLimiter {
             return Vec::new();
         }
         let timeline_ms = self.timeline_at(monotonic_ms);
+        let lease_ms = self.cells.as_ref().map_or(0.0, |book| book.lease_ms);
         let mut sent = Vec::new();
         for index in 0..self.table.len() as u32 {
             let tokens = self.table.records[index as usize].tokens;
             let Some(&slice) = self.slice(index) else {
                 break;
             };
-            if slice.in_flight || !slice.holds(tokens) {
+            if slice.in_flight {
                 continue;
             }
-            if idle_ms > 0.0 && timeline_ms - slice.last_used_ms < idle_ms {
+            // A key that was saturated and has gone quiet (not used for min(leaseMs / 8, 1 s))
+            // tells the store its spent slice is spent: counted as out, it would cap the refill
+            // for the processes the traffic moved to. (Other spent slices need no word.)
+            let quiet_ms = (lease_ms / 8.0).min(1000.0);
+            let quiet =
+                slice.waited && slice.store_holds && timeline_ms - slice.last_used_ms >= quiet_ms;
+            if !(slice.holds(tokens) || quiet) {
                 continue;
             }
-            if let Some(release) = self.release_slice(index, timeline_ms) {
+            if !quiet && idle_ms > 0.0 && timeline_ms - slice.last_used_ms < idle_ms {
+                continue;
+            }
+            if let Some(release) = self.release_slice(index, timeline_ms, quiet) {
                 sent.push(release);
                 if let Some(book) = &mut self.cells {
                     book.slices[index as usize].in_flight = true;
@@ -663,7 +681,9 @@ impl KeyedLimiter {
                     .slices
                     .iter()
                     .zip(&self.table.records)
-                    .any(|(slice, record)| slice.holds(record.tokens))
+                    .any(|(slice, record)| {
+                        slice.holds(record.tokens) || (slice.waited && slice.store_holds)
+                    })
         })
     }
 
@@ -730,6 +750,11 @@ fn fetch_wanted(slice: &Slice, tokens: f64, timeline_ms: f64, lease_ms: f64) -> 
         return true;
     }
     if timeline_ms < slice.short_until_ms || slice.last_granted == 0 {
+        return false;
+    }
+    // At most one background fetch a key every leaseMs / 16 (a bucket being shared out among
+    // busy processes would otherwise cost a fetch for every few tokens).
+    if timeline_ms - slice.fleet_sent_ms < lease_ms / 16.0 {
         return false;
     }
     let low = tokens * 2.0 < slice.last_granted as f64;
