@@ -58,7 +58,7 @@ test('share.bucket and share.leaseMs are checked, naming the field; capacities a
 
 test('a key first seen costs one store call, which takes only what the call lacks; the next call takes a fair share', async () => {
   const t = testStore()
-  const { limiter, clock } = bucketLimiter(t, {}, { capacity: 20 })
+  const { limiter, clock } = bucketLimiter(t, {}, { capacity: 40 })
   const first = await limiter.consume('ip', 2)
   assert.equal(first.allowed, true)
   assert.equal(first.tokens, 0)
@@ -67,26 +67,26 @@ test('a key first seen costs one store call, which takes only what the call lack
     { want: t.calls.bucketTake[0].want, more: t.calls.bucketTake[0].more, held: t.calls.bucketTake[0].held, fleetMs: t.calls.bucketTake[0].fleetMs, recordId: t.calls.bucketTake[0].recordId },
     { want: 2, more: 0, held: 0, fleetMs: -1, recordId: 0 },
   )
-  assert.equal(t.bucket('api', 'ip').tk, 18)
+  assert.equal(t.bucket('api', 'ip').tk, 38)
   const second = await limiter.consume('ip')
   assert.equal(second.allowed, true)
   assert.equal(t.calls.bucketTake.length, 2)
-  // 1 + floor(min(18 - 1, 20 / 2)): the slice keeps 10 after the call; the store keeps 7.
-  assert.equal(second.tokens, 10)
-  assert.equal(t.bucket('api', 'ip').tk, 7)
+  // 1 + floor(min((38 - 1) / 1, 40 / 2)): the slice keeps 20 after the call; the store keeps 17.
+  assert.equal(second.tokens, 20)
+  assert.equal(t.bucket('api', 'ip').tk, 17)
   // Covered calls make no store call.
   for (let i = 0; i < 4; i++) assert.equal((await limiter.consume('ip')).allowed, true)
   assert.equal(t.calls.bucketTake.length, 2)
   const status = limiter.status('ip')
-  assert.equal(status.tokens, 6)
-  assert.equal(status.fleetTokens, 7)
-  // Below half of the last slice, leaseMs / 16 after the last store call, the store having half a
-  // slice: the next slice is fetched in the background.
+  assert.equal(status.tokens, 16)
+  assert.equal(status.fleetTokens, 17)
+  // Below half of the last slice, leaseMs / 16 after the last store call, the store holding a
+  // quarter of the bucket: the next slice is fetched in the background.
   clock.advance(100)
   t.stepClock(100)
-  assert.equal((await limiter.consume('ip')).allowed, true)
-  await until(() => t.calls.bucketTake.length === 3 && limiter.status('ip').tokens > 5, 'the background fetch')
-  assert.equal(t.calls.bucketTake[2].held, 5)
+  for (let i = 0; i < 6; i++) assert.equal((await limiter.consume('ip')).allowed, true)
+  await until(() => t.calls.bucketTake.length === 3 && limiter.status('ip').tokens > 10, 'the background fetch')
+  assert.equal(t.calls.bucketTake[2].held, 10)
 })
 
 test('no budget stranded: the first consume at each of n <= C processes is admitted', async () => {

@@ -202,14 +202,14 @@ function stepsOn(label, variant) {
       const a = await ops.bucketTake(takeOf(name, { ...base, want: 10, fleetMs: 0 }))
       assert.deepEqual([a.granted, a.tokens, a.others], [10, 90, 0])
       const b = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'B', want: 0, more: 1 })))
-      // A fair share is of the capacity (C / (k + 2)), at most what the bucket has.
-      assert.deepEqual([b.granted, b.tokens, b.others], [1 + Math.floor(100 / 3), 56, 1])
+      // A fair share: C / (k + 2), at most (tk - w) / (k + 1) of what the bucket has left.
+      assert.deepEqual([b.granted, b.tokens, b.others], [1 + Math.floor(Math.min(89 / 2, 100 / 3)), 56, 1])
       const c = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'C', want: 5, more: 1 })))
-      assert.deepEqual([c.granted, c.tokens, c.others], [5 + Math.floor(100 / 4), 26, 2])
-      const tooMuch = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'D', want: 27, more: 2 })))
-      assert.deepEqual([tooMuch.granted, tooMuch.held, tooMuch.tokens, tooMuch.others], [0, 0, 26, 3])
+      assert.deepEqual([c.granted, c.tokens, c.others], [5 + Math.floor(Math.min(51 / 3, 100 / 4)), 34, 2])
+      const tooMuch = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'D', want: 35, more: 2 })))
+      assert.deepEqual([tooMuch.granted, tooMuch.held, tooMuch.tokens, tooMuch.others], [0, 0, 34, 3])
       const d = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'D', want: 0, more: 2, give: 0.5 })))
-      assert.deepEqual([d.granted, d.held, d.tokens, d.others], [26, 26, 0, 3])
+      assert.deepEqual([d.granted, d.held, d.tokens, d.others], [34, 34, 0, 3])
       const e = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'E', want: 1 })))
       assert.deepEqual([e.granted, e.held, e.tokens, e.others], [0, 0, 0, 4])
       const renewal = await ops.bucketTake(takeOf(name, frozen(a, { ...base, want: 0, held: 10 })))
@@ -217,8 +217,8 @@ function stepsOn(label, variant) {
       // A fractional bucket grants whole tokens.
       const g = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'C', want: 0, held: 18, give: 0, more: 0 })))
       assert.equal(g.granted, 0)
-      const f = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'D', want: 0, held: 24, give: 1.5, more: 2 })))
-      assert.deepEqual([f.granted, f.held], [1, 25])
+      const f = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'D', want: 0, held: 32, give: 1.5, more: 2 })))
+      assert.deepEqual([f.granted, f.held], [1, 33])
       near(f.tokens, 0.5)
     })
 

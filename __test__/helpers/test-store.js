@@ -82,7 +82,7 @@ function bucketTakeNow(records, now, request) {
   const k = [...record.holders].filter(([y, holder]) => y !== me && holder.o > 0).length
   const least = more > 0 ? Math.max(want, 1) : want
   let granted = 0
-  if (record.tk >= least) granted = least + (more === 0 ? 0 : more === 1 ? Math.floor(Math.min(record.tk - least, record.C / (k + 2))) : Math.floor(record.tk - least))
+  if (record.tk >= least) granted = least + (more === 0 ? 0 : more === 1 ? Math.floor(Math.min((record.tk - least) / (k + 1), record.C / (k + 2))) : Math.floor(record.tk - least))
   record.tk -= granted
   const slice = keep + granted
   if (slice > 0) record.holders.set(me, { o: slice, w: 0, a: record.F, l: leaseMs })

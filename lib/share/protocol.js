@@ -90,9 +90,10 @@
 //     6. charge: tk -= charge
 //     7. take: k = the number of other instances with o:Y > 0;  w = max(want, more > 0 ? 1 : 0)
 //          tk < w: granted = 0
-//          else granted = w + (more == 0 ? 0 : more == 1 ? floor(min(tk - w, C / (k + 2))) : floor(tk - w))
-//          (a fair share is of the capacity, not of what is left: busy processes sharing out a
-//          full bucket take a few slices each, not a shrinking fraction of the rest every time)
+//          else granted = w + (more == 0 ? 0 : more == 1 ? floor(min((tk - w) / (k + 1), C / (k + 2))) : floor(tk - w))
+//          (a fair share: of the capacity while the bucket is full, so busy processes sharing it
+//          out take a few slices each, not a shrinking fraction every time; of what is left when
+//          it runs low, so that no process ends a burst holding what the others lack)
 //          tk -= granted;  o:X += granted
 //     8. o:X > 0: a:X = F, l:X = leaseMs;  else o:X, a:X, l:X deleted
 //     9. the record expires max(C / R * 1000, 1.1 * L + 1000) + 60000 ms of store time from now,

@@ -63,7 +63,7 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
   const byCaller = fleetMs >= 0 ? { $cond: ['$_lost', refillAll, fleetMs] } : refillAll
   const least = more > 0 ? Math.max(want, 1) : want
   const beyond = { $subtract: ['$tk', least] }
-  const extra = more === 0 ? 0 : more === 1 ? { $floor: { $min: [beyond, { $divide: ['$C', { $add: ['$_k', 2] }] }] } } : { $floor: beyond }
+  const extra = more === 0 ? 0 : more === 1 ? { $floor: { $min: [{ $divide: [beyond, { $add: ['$_k', 1] }] }, { $divide: ['$C', { $add: ['$_k', 2] }] }] } } : { $floor: beyond }
   const without = { $arrayToObject: othersOf(me) }
   return [
     { $set: { _now: { $toLong: '$$NOW' } } },

@@ -127,7 +127,7 @@ if more > 0 then least = math.max(want, 1) end
 local granted = 0
 if r.tk >= least then
   local extra = 0
-  if more == 1 then extra = math.floor(math.min(r.tk - least, r.C / (k + 2))) elseif more == 2 then extra = math.floor(r.tk - least) end
+  if more == 1 then extra = math.floor(math.min((r.tk - least) / (k + 1), r.C / (k + 2))) elseif more == 2 then extra = math.floor(r.tk - least) end
   granted = least + extra
 end
 r.tk = r.tk - granted

@@ -45,7 +45,8 @@ pub enum More {
     /// Only what the call lacks: a process's first call for a key (so that `n` processes' first
     /// calls are all admitted when the bucket holds `n`).
     Nothing = 0,
-    /// A fair share: `floor(C / (others + 2))`, at most what the bucket has beyond `want`.
+    /// A fair share: `C / (others + 2)`, at most `(tokens - want) / (others + 1)` of what the
+    /// bucket has left.
     Share = 1,
     /// Everything the bucket has: a process that waited out a saturated bucket (so the refill
     /// that came meanwhile is not lost to the bucket's cap).
@@ -452,6 +453,7 @@ impl KeyedLimiter {
     /// what the last one brought (or its lease is in its last quarter), the key not short.
     fn fetch_if_low(&mut self, index: u32, timeline_ms: f64) {
         let tokens = self.table.records[index as usize].tokens;
+        let capacity = self.bucket_capacity(index);
         let fleet = self.fleet_tokens(index, timeline_ms).unwrap_or(0.0);
         let Some(book) = &mut self.cells else {
             return;
@@ -459,9 +461,10 @@ impl KeyedLimiter {
         let lease_ms = book.lease_ms;
         let slice = &book.slices[index as usize];
         // (A background fetch is worth its store call only while the store, as last heard of,
-        // has at least half a slice to share: when it runs dry, the slice is spent and the next
+        // holds a quarter of the bucket and half a slice: when it runs low, a process fetching
+        // ahead would end a burst holding what the others lack; the slice is spent and the next
         // call asks for what it lacks.)
-        let worth = slice.report_spent || fleet * 2.0 >= slice.last_granted as f64;
+        let worth = slice.report_spent || fleet >= (capacity / 4.0).max(slice.last_granted as f64 / 2.0);
         if worth && fetch_wanted(slice, tokens, timeline_ms, lease_ms) {
             book.fetch_due = true;
         }

@@ -132,7 +132,7 @@ impl Store {
             let rest = record.tokens - w as f64;
             w + match request.more {
                 More::Nothing => 0,
-                More::Share => rest.min(record.capacity / (others + 2.0)).floor() as u64,
+                More::Share => (rest / (others + 1.0)).min(record.capacity / (others + 2.0)).floor() as u64,
                 More::All => rest.floor() as u64,
             }
         };
