@@ -59,6 +59,8 @@ class BucketDriver {
   #generation = 0
   // Give-backs' outcomes close() waits for (undefined: done, else the error).
   #pending = new Set()
+  // Give-backs sent and not settled (at most GIVE_BACKS_AT_ONCE).
+  #giveBacksUnderWay = 0
 
   /**
    * `shared`: `{ handle, ops, name, instance, stats, outage }`. `decide(key, n, operation)`: the
@@ -217,22 +219,36 @@ class BucketDriver {
 
   /** Gives back what idle keys hold, and what dropped keys held; stops when nothing is held. */
   #tick() {
-    if (this.#flights.size < GIVE_BACKS_AT_ONCE) this.#sendGiveBacks(this.#idleMs)
+    this.#pump(this.#idleMs)
     if (!native.keyedSliceHolds(this.#handle) && this.#timer !== undefined) {
       clearInterval(this.#timer)
       this.#timer = undefined
     }
   }
 
-  /** The give-backs the slice book has due (keys idle for `idleMs`, 0: every key), sent. */
-  #sendGiveBacks(idleMs) {
-    let requests
-    try {
-      requests = native.keyedSliceGiveBacks(this.#handle, idleMs, this.#readMonotonic())
-    } catch {
-      return // an unreadable clock: next time
+  /**
+   * Sends the give-backs the slice book has due (keys idle for `idleMs`, 0: every key), at most
+   * GIVE_BACKS_AT_ONCE under way at a time: each one that settles sends the next, so the store
+   * is never queued up behind this process's background work, however many keys it holds.
+   */
+  #pump(idleMs) {
+    while (this.#giveBacksUnderWay < GIVE_BACKS_AT_ONCE) {
+      let requests
+      try {
+        requests = native.keyedSliceGiveBacks(this.#handle, idleMs, GIVE_BACKS_AT_ONCE - this.#giveBacksUnderWay, this.#readMonotonic())
+      } catch {
+        return // an unreadable clock: next time
+      }
+      if (requests.length === 0) return
+      for (const request of requests) {
+        this.#giveBacksUnderWay++
+        this.#giveBack(keyText(request.key), request).then((failed) => {
+          this.#giveBacksUnderWay--
+          // (A failed one is not sent again at once: the store is away; the timer tries later.)
+          if (failed === undefined) this.#pump(idleMs)
+        })
+      }
     }
-    for (const request of requests) this.#giveBack(keyText(request.key), request)
   }
 
   /** One give-back, after the key's store call under way; close() waits for its outcome. */
@@ -247,7 +263,7 @@ class BucketDriver {
 
   /** Sends the give-backs of keys deleted or dropped at once. */
   flushDropped() {
-    this.#sendGiveBacks(Infinity)
+    this.#pump(Infinity)
   }
 
   /**
@@ -263,9 +279,12 @@ class BucketDriver {
       clearInterval(this.#timer)
       this.#timer = undefined
     }
-    this.#sendGiveBacks(0)
-    const outcomes = await Promise.all([...this.#pending])
-    const failed = outcomes.find((outcome) => outcome !== undefined)
+    this.#pump(0)
+    let failed
+    while (this.#pending.size > 0) {
+      const outcomes = await Promise.all([...this.#pending])
+      failed ??= outcomes.find((outcome) => outcome !== undefined)
+    }
     if (failed !== undefined) {
       throw new QuotaClockError(
         'ERR_STORE_UNAVAILABLE',

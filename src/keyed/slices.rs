@@ -95,6 +95,8 @@ pub struct Slice {
     /// slice counted as out would cap the store's refill, and an operator's `fill` would count it
     /// as still out).
     pub report_spent: bool,
+    /// How many small slices in a row this key took, each soon after the call before (draining).
+    pub small_streak: u8,
     /// The call under way asks for tokens (not a report or a give-back): its answer may find the
     /// bucket short.
     pub asking: bool,
@@ -125,6 +127,7 @@ impl Slice {
             waited: false,
             busy: false,
             report_spent: false,
+            small_streak: 0,
             asking: false,
             first: false,
             open: None,
@@ -464,7 +467,8 @@ impl KeyedLimiter {
         // holds a quarter of the bucket and half a slice: when it runs low, a process fetching
         // ahead would end a burst holding what the others lack; the slice is spent and the next
         // call asks for what it lacks.)
-        let worth = slice.report_spent || fleet >= (capacity / 4.0).max(slice.last_granted as f64 / 2.0);
+        let worth =
+            slice.report_spent || fleet >= (capacity / 4.0).max(slice.last_granted as f64 / 2.0);
         if worth && fetch_wanted(slice, tokens, timeline_ms, lease_ms) {
             book.fetch_due = true;
         }
@@ -571,6 +575,27 @@ impl KeyedLimiter {
         slice.fleet_tokens = answer.tokens;
         slice.fleet_at_ms = timeline_ms;
         slice.fleet_ms = answer.fleet_ms;
+        let floor_ms = (lease_ms / 8.0).min(1000.0);
+        // Draining: a second slice in a row that is small (under a quarter of the bucket), came
+        // within min(leaseMs / 8, 1 s) of the call before and is no more than twice what the
+        // bucket refilled in between: this key lives off the refill, its calls spending it as it
+        // comes. Treated as short, so the key costs a bounded number of store calls a second
+        // instead of one for every few tokens. (A burst sharing out the last tokens of a full
+        // bucket takes small slices too, but more than the refill: a process that stopped asking
+        // then would strand what is left.)
+        let between_ms = sent_ms - slice.fleet_sent_ms;
+        let refilled_between = between_ms.max(0.0) * policy.refill_per_second / 1000.0;
+        let granted = answer.granted as f64;
+        let small = answer.granted > 0
+            && granted * 4.0 < policy.capacity
+            && granted <= 2.0 * refilled_between;
+        let recent = between_ms < floor_ms;
+        slice.small_streak = if small && recent {
+            slice.small_streak.saturating_add(1)
+        } else {
+            0
+        };
+        let draining = slice.small_streak >= 2;
         slice.fleet_sent_ms = sent_ms;
         slice.record_id = answer.record_id;
         slice.store_holds = answer.held > 0;
@@ -585,7 +610,7 @@ impl KeyedLimiter {
             slice.waited = false;
         }
         let asking = std::mem::take(&mut slice.asking);
-        if answer.tokens < 1.0 && asking {
+        if (answer.tokens < 1.0 || draining) && asking {
             // The bucket is empty (this call took its last tokens, or it had too few): the key
             // is saturated. Once the slice is spent, it is denied here until the bucket holds a
             // token again, for at least min(leaseMs / 8, 1 s) and at most 1 s; then this process
@@ -597,8 +622,7 @@ impl KeyedLimiter {
             // again (at most 1 s), drawn from the answer's store time (which differs from call to
             // call). (Longer waits would let the slices spent and not yet reported, which the
             // store still counts as out, cap the bucket's refill.)
-            let wait_ms = (1.0 - answer.tokens) * 1000.0 / policy.refill_per_second;
-            let floor_ms = (lease_ms / 8.0).min(1000.0);
+            let wait_ms = (1.0 - answer.tokens).max(0.0) * 1000.0 / policy.refill_per_second;
             let spread = spread_of(answer.store_now_ms, index);
             let least_ms = (floor_ms * (1.0 + spread / 2.0)).min(1000.0);
             slice.short_until_ms = timeline_ms + wait_ms.clamp(least_ms, 1000.0);
@@ -632,17 +656,31 @@ impl KeyedLimiter {
         }
     }
 
-    /// The give-backs due at the monotonic reading `monotonic_ms`: every key not in flight idle
-    /// for `idle_ms` whose slice has tokens or that the store may count (`idle_ms` 0: every
-    /// key), then those of keys dropped since. The keys sent are in flight.
-    pub fn slice_give_backs(&mut self, idle_ms: f64, monotonic_ms: f64) -> Vec<SliceRequest> {
+    /// The give-backs due at the monotonic reading `monotonic_ms`, at most `limit`: those of keys
+    /// dropped since the last time, then every key not in flight idle for `idle_ms` whose slice
+    /// has tokens to give back (`idle_ms` 0: every key). The keys sent are in flight.
+    pub fn slice_give_backs(
+        &mut self,
+        idle_ms: f64,
+        limit: usize,
+        monotonic_ms: f64,
+    ) -> Vec<SliceRequest> {
         if self.cells.is_none() {
             return Vec::new();
         }
         let timeline_ms = self.timeline_at(monotonic_ms);
         let lease_ms = self.cells.as_ref().map_or(0.0, |book| book.lease_ms);
         let mut sent = Vec::new();
+        if let Some(book) = &mut self.cells {
+            let keys: Vec<KeyBuf> = book.dropped.keys().take(limit).cloned().collect();
+            for key in keys {
+                sent.extend(book.dropped.remove(&key));
+            }
+        }
         for index in 0..self.table.len() as u32 {
+            if sent.len() >= limit {
+                break;
+            }
             let tokens = self.table.records[index as usize].tokens;
             let Some(&slice) = self.slice(index) else {
                 break;
@@ -668,9 +706,6 @@ impl KeyedLimiter {
                     book.slices[index as usize].in_flight = true;
                 }
             }
-        }
-        if let Some(book) = &mut self.cells {
-            sent.extend(book.dropped.drain().map(|(_, release)| release));
         }
         sent
     }

@@ -132,7 +132,9 @@ impl Store {
             let rest = record.tokens - w as f64;
             w + match request.more {
                 More::Nothing => 0,
-                More::Share => (rest / (others + 1.0)).min(record.capacity / (others + 2.0)).floor() as u64,
+                More::Share => (rest / (others + 1.0))
+                    .min(record.capacity / (others + 2.0))
+                    .floor() as u64,
                 More::All => rest.floor() as u64,
             }
         };
@@ -279,7 +281,7 @@ fn an_idle_key_refills_in_the_store_for_any_process() {
     }
     // The give-back of what it kept, as its idle timer would.
     let index = at(&fleet[0].limiter, "k");
-    for request in fleet[0].limiter.slice_give_backs(0.0, t) {
+    for request in fleet[0].limiter.slice_give_backs(0.0, usize::MAX, t) {
         let answer = store.take(0, 10_000.0, &request, t);
         fleet[0]
             .limiter

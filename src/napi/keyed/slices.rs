@@ -221,13 +221,14 @@ pub fn keyed_slice_short(
     })
 }
 
-/// The give-backs due: keys idle for `idleMs` (0: every key, for close()) and keys dropped
-/// since the last time; the keys sent are in flight.
+/// The give-backs due, at most `limit`: keys dropped since the last time, and keys idle for
+/// `idleMs` (0: every key, for close()); the keys sent are in flight.
 #[napi(js_name = "keyedSliceGiveBacks")]
 pub fn keyed_slice_give_backs(
     env: &Env,
     limiter: &External<NativeKeyed>,
     idle_ms: f64,
+    limit: u32,
     monotonic_ms: Option<f64>,
 ) -> napi::Result<Vec<SliceRequestOutput>> {
     guard(env, || {
@@ -244,7 +245,7 @@ pub fn keyed_slice_give_backs(
             let monotonic_ms = state.monotonic_now(monotonic_ms);
             Ok(state
                 .limiter
-                .slice_give_backs(idle_ms, monotonic_ms)
+                .slice_give_backs(idle_ms, limit as usize, monotonic_ms)
                 .into_iter()
                 .map(output)
                 .collect())
