@@ -90,8 +90,8 @@ pub struct Slice {
     /// only what its call lacks, spends it, and so has nothing to give back: one store call a
     /// request, not two.
     pub busy: bool,
-    /// The store's bucket was short at the last answer and this process took at least half of
-    /// it: once the slice is spent, the store hears of it at once, in the background (a large
+    /// The store's bucket was short at the last answer and this process took at least three
+    /// quarters of its capacity: once the slice is spent, the store hears of it at once, in the background (a large
     /// slice counted as out would cap the store's refill, and an operator's `fill` would count it
     /// as still out).
     pub report_spent: bool,
@@ -627,7 +627,7 @@ impl KeyedLimiter {
             let least_ms = (floor_ms * (1.0 + spread / 2.0)).min(1000.0);
             slice.short_until_ms = timeline_ms + wait_ms.clamp(least_ms, 1000.0);
             slice.waited = true;
-            slice.report_spent = answer.granted as f64 * 2.0 >= policy.capacity;
+            slice.report_spent = answer.granted as f64 >= 0.75 * policy.capacity;
         }
         let anomaly = self.check_store_clock(sent_ms, timeline_ms, answer.store_now_ms);
         (true, anomaly)
