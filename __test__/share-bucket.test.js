@@ -58,7 +58,7 @@ test('share.bucket and share.leaseMs are checked, naming the field; capacities a
 
 test('a key first seen costs one store call, which takes only what the call lacks; the next call takes a fair share', async () => {
   const t = testStore()
-  const { limiter, clock } = bucketLimiter(t, {}, { capacity: 40 })
+  const { limiter, clock } = bucketLimiter(t, { leaseMs: 10_000 }, { capacity: 40 })
   const first = await limiter.consume('ip', 2)
   assert.equal(first.allowed, true)
   assert.equal(first.tokens, 0)
@@ -80,12 +80,13 @@ test('a key first seen costs one store call, which takes only what the call lack
   const status = limiter.status('ip')
   assert.equal(status.tokens, 16)
   assert.equal(status.fleetTokens, 17)
-  // Below half of the last slice, leaseMs / 16 after the last store call, the store holding a
-  // quarter of the bucket: the next slice is fetched in the background.
-  clock.advance(100)
-  t.stepClock(100)
+  // Below half of the last slice, leaseMs / 16 after the last store call, the store holding half
+  // the bucket (17 then, refilled 1 a second): the next slice is fetched in the background.
+  clock.advance(3_000)
+  t.stepClock(3_000)
   for (let i = 0; i < 6; i++) assert.equal((await limiter.consume('ip')).allowed, true)
   await until(() => t.calls.bucketTake.length === 3 && limiter.status('ip').tokens > 10, 'the background fetch')
+  assert.equal(t.calls.bucketTake[2].want, 0)
   assert.equal(t.calls.bucketTake[2].held, 10)
 })
 

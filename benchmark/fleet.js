@@ -81,11 +81,13 @@ async function main() {
     say(`bench:fleet on Node ${process.version}, redis-server on 127.0.0.1:${redis.port}; C ${C}, R ${R}/s, leaseMs ${fmt(LEASE_MS)}; load average ${os.loadavg()[0].toFixed(1)} on ${os.cpus().length} cores`)
     const fleetOf = (label, count) =>
       startFleet({ count, store: { client: 'ioredis', url: redis.url }, limiter: LIMITS, share: { name: `bench-${label}-${process.pid}`, leaseMs: LEASE_MS, idleMs: 60_000, timeoutMs: 2_000 }, dir: work, label })
-    await roundRobinCase(client, fleetOf, say)
-    await movingCase(fleetOf, say)
-    await coveredCase(client, say)
-    await saturatedCase(client, fleetOf, say)
-    await recipeCase(redis, say)
+    // BENCH_CASES=a,d runs only those cases.
+    const only = new Set((process.env.BENCH_CASES || 'a,b,c,d,e').split(','))
+    if (only.has('a')) await roundRobinCase(client, fleetOf, say)
+    if (only.has('b')) await movingCase(fleetOf, say)
+    if (only.has('c')) await coveredCase(client, say)
+    if (only.has('d')) await saturatedCase(client, fleetOf, say)
+    if (only.has('e')) await recipeCase(redis, say)
   } finally {
     killInstances()
     client.disconnect()

@@ -47,7 +47,7 @@ function writeOff(record, except) {
 
 /** bucketTake on a Map of records at store time now: lib/share/protocol.js's steps one by one. */
 function bucketTakeNow(records, now, request) {
-  const { name, key, capacity, refillPerSecond, instance: me, leaseMs, want, more, held, give, charge, fleetMs, recordId } = request
+  const { name, key, capacity, refillPerSecond, instance: me, leaseMs, want, more, held, give, charge, fleetMs, recordId, most = 0 } = request
   let record = records.get(bucketId(name, key))
   let created = false
   if (record === undefined || record.expiresAtMs <= now) {
@@ -83,6 +83,7 @@ function bucketTakeNow(records, now, request) {
   const least = more > 0 ? Math.max(want, 1) : want
   let granted = 0
   if (record.tk >= least) granted = least + (more === 0 ? 0 : more === 1 ? Math.floor(Math.min((record.tk - least) / (k + 1), record.C / (k + 2))) : Math.floor(record.tk - least))
+  if (most > 0 && granted > Math.max(least, most)) granted = Math.max(least, most)
   record.tk -= granted
   const slice = keep + granted
   if (slice > 0) record.holders.set(me, { o: slice, w: 0, a: record.F, l: leaseMs })

@@ -173,6 +173,7 @@ class BucketDriver {
       charge: request.charge,
       fleetMs: request.fleetMs,
       recordId: request.recordId,
+      most: request.most,
     }
     const flight = flyStoreCall(this.#flights, key, {
       call: (roundTrip) => this.#ops.bucketTake(args, roundTrip),
@@ -185,7 +186,7 @@ class BucketDriver {
         if (credited) this.#arm()
         else if (answer.held > 0) {
           // Not the key's any more (dropped, or the limiter was closed): the tokens go back.
-          const giveBack = { ...request, want: 0, more: 0, held: 0, give: answer.held, charge: 0, fleetMs: -1, recordId: answer.recordId }
+          const giveBack = { ...request, want: 0, more: 0, held: 0, give: answer.held, charge: 0, fleetMs: -1, recordId: answer.recordId, most: 0 }
           queueMicrotask(() => this.#giveBack(key, giveBack))
         }
         return OK

@@ -69,6 +69,7 @@
 //     fleetMs  X's fleet-clock reading: its previous answer's fleetMs plus X's own monotonic ms
 //              between the two sends; -1: no previous answered call for the key
 //     recordId the identity of the record X last dealt with for the key (0: none)
+//     most     the most the take brings (0: no limit beyond the sizing below; at least want)
 //     newId    an identity for the record if this call creates it (optional: the store makes
 //              one when absent), so a store script needs no randomness
 //   One atomic step:
@@ -94,6 +95,7 @@
 //          (a fair share: of the capacity while the bucket is full, so busy processes sharing it
 //          out take a few slices each, not a shrinking fraction every time; of what is left when
 //          it runs low, so that no process ends a burst holding what the others lack)
+//          most > 0: granted = min(granted, max(w, most))
 //          tk -= granted;  o:X += granted
 //     8. o:X > 0: a:X = F, l:X = leaseMs;  else o:X, a:X, l:X deleted
 //     9. the record expires max(C / R * 1000, 1.1 * L + 1000) + 60000 ms of store time from now,

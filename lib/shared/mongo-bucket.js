@@ -57,13 +57,15 @@ function writeOffStage(me, at = '$F') {
 }
 
 /** bucketTake's steps as one update pipeline. */
-function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, more, held, give, charge, fleetMs, recordId: known }) {
+function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, more, held, give, charge, fleetMs, recordId: known, most = 0 }) {
   const fresh = { $eq: ['$fresh', true] }
   const refillAll = { $add: ['$F', { $multiply: [{ $divide: ['$C', '$R'] }, 1000] }] }
   const byCaller = fleetMs >= 0 ? { $cond: ['$_lost', refillAll, fleetMs] } : refillAll
   const least = more > 0 ? Math.max(want, 1) : want
   const beyond = { $subtract: ['$tk', least] }
-  const extra = more === 0 ? 0 : more === 1 ? { $floor: { $min: [{ $divide: [beyond, { $add: ['$_k', 1] }] }, { $divide: ['$C', { $add: ['$_k', 2] }] }] } } : { $floor: beyond }
+  const unlimited = more === 0 ? 0 : more === 1 ? { $floor: { $min: [{ $divide: [beyond, { $add: ['$_k', 1] }] }, { $divide: ['$C', { $add: ['$_k', 2] }] }] } } : { $floor: beyond }
+  // (`most` > 0: the take stops there; `least` <= most as the request is checked.)
+  const extra = most > 0 ? { $max: [0, { $min: [unlimited, most - least] }] } : unlimited
   const without = { $arrayToObject: othersOf(me) }
   return [
     { $set: { _now: { $toLong: '$$NOW' } } },

@@ -77,7 +77,7 @@ end
 `
 
 // KEYS[1] the record. ARGV: capacity, refillPerSecond, instance, leaseMs, want, more, held, give,
-// charge, fleetMs, recordId ('0': none), newId. Answers { granted, held, tokens, fleetMs, now,
+// charge, fleetMs, recordId ('0': none), newId, most (0: no limit). Answers { granted, held, tokens, fleetMs, now,
 // identity, others }.
 const TAKE = `${COMMON}
 local capacity, refill, me, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
@@ -128,6 +128,8 @@ local granted = 0
 if r.tk >= least then
   local extra = 0
   if more == 1 then extra = math.floor(math.min((r.tk - least) / (k + 1), r.C / (k + 2))) elseif more == 2 then extra = math.floor(r.tk - least) end
+local most = tonumber(ARGV[13])
+if most > 0 and least + extra > most then extra = math.max(0, most - least) end
   granted = least + extra
 end
 r.tk = r.tk - granted
@@ -202,7 +204,7 @@ function bucketOperations({ prefix, evaluate, script }) {
     async bucketTake(request, roundTrip) {
       const { name, key, capacity, refillPerSecond, instance, leaseMs, want, more, held, give, charge, fleetMs, recordId } = request
       const newId = request.newId ?? newRecordId()
-      const args = [capacity, refillPerSecond, instance, leaseMs, want, more, held, give, charge, fleetMs, recordId, newId].map(String)
+      const args = [capacity, refillPerSecond, instance, leaseMs, want, more, held, give, charge, fleetMs, recordId, newId, request.most ?? 0].map(String)
       const reply = await evaluate(takeScript, [recordOf(name, key)], args, roundTrip)
       const answer =
         Array.isArray(reply) && reply.length === 7

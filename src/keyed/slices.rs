@@ -97,6 +97,10 @@ pub struct Slice {
     pub report_spent: bool,
     /// How many small slices in a row this key took, each soon after the call before (draining).
     pub small_streak: u8,
+    /// Units this key's consumes asked for since `demand_since_ms` (its demand rate, which sizes
+    /// what it takes after waiting out a saturated bucket).
+    pub demand: f64,
+    pub demand_since_ms: f64,
     /// The call under way asks for tokens (not a report or a give-back): its answer may find the
     /// bucket short.
     pub asking: bool,
@@ -128,6 +132,8 @@ impl Slice {
             busy: false,
             report_spent: false,
             small_streak: 0,
+            demand: 0.0,
+            demand_since_ms: now_ms,
             asking: false,
             first: false,
             open: None,
@@ -157,6 +163,9 @@ pub struct SliceRequest {
     pub charge: u64,
     pub fleet_ms: f64,
     pub record_id: u64,
+    /// The most the take brings (0: no limit): what a process that waited out a saturated
+    /// bucket can spend before it asks again.
+    pub most: u64,
     /// The timeline as the call is sent: the lease runs from it.
     pub sent_ms: f64,
 }
@@ -381,6 +390,7 @@ impl KeyedLimiter {
             charge: std::mem::take(&mut slice.owed),
             fleet_ms: proposal(slice, timeline_ms),
             record_id: slice.record_id,
+            most: 0,
             sent_ms: timeline_ms,
         })
     }
@@ -402,6 +412,7 @@ impl KeyedLimiter {
         let slice = &mut book.slices[index as usize];
         slice.busy = timeline_ms - slice.last_used_ms < lease_ms / 2.0;
         slice.last_used_ms = timeline_ms;
+        slice.demand += n as f64;
         let wanted = n as i64 as f64;
         if record.tokens >= wanted && timeline_ms < slice.lease_end_ms {
             let outcome = self.decide_shared_step(index, call);
@@ -464,11 +475,11 @@ impl KeyedLimiter {
         let lease_ms = book.lease_ms;
         let slice = &book.slices[index as usize];
         // (A background fetch is worth its store call only while the store, as last heard of,
-        // holds a quarter of the bucket and half a slice: when it runs low, a process fetching
+        // holds half the bucket and half a slice: when it runs low, a process fetching
         // ahead would end a burst holding what the others lack; the slice is spent and the next
         // call asks for what it lacks.)
         let worth =
-            slice.report_spent || fleet >= (capacity / 4.0).max(slice.last_granted as f64 / 2.0);
+            slice.report_spent || fleet >= (capacity / 2.0).max(slice.last_granted as f64 / 2.0);
         if worth && fetch_wanted(slice, tokens, timeline_ms, lease_ms) {
             book.fetch_due = true;
         }
@@ -518,6 +529,19 @@ impl KeyedLimiter {
         };
         // A spent slice's report takes nothing (the key is short: its wait is not over).
         let report = lacking == 0 && std::mem::take(&mut slice.report_spent) && held < 1.0;
+        // After waiting out a saturated bucket, all there is, but no more than this key's demand
+        // over the wait before its next call could spend: a slice larger than that would sit
+        // unspent, counted as out, while the other processes' calls are denied and the bucket's
+        // refill stops at its cap.
+        let demand_ms = timeline_ms - slice.demand_since_ms;
+        let floor_ms = (lease_ms / 8.0).min(1000.0);
+        let most = if slice.waited && demand_ms > 0.0 {
+            (slice.demand / demand_ms * floor_ms * 1.5).ceil() as u64
+        } else {
+            0
+        };
+        slice.demand = 0.0;
+        slice.demand_since_ms = timeline_ms;
         let more = if report {
             More::Nothing
         } else if slice.waited {
@@ -541,6 +565,11 @@ impl KeyedLimiter {
             charge: std::mem::take(&mut slice.owed),
             fleet_ms: proposal(slice, timeline_ms),
             record_id: slice.record_id,
+            most: if more == More::All {
+                most.max(want).max(1)
+            } else {
+                0
+            },
             sent_ms: timeline_ms,
         })
     }
@@ -618,13 +647,13 @@ impl KeyedLimiter {
             //
             // The processes a saturated key's traffic reaches all learn it at about the same
             // time; waiting alike, they would all ask again at once, one taking the refill and
-            // the others nothing. So each waits a spread of the floor: between it and half as much
-            // again (at most 1 s), drawn from the answer's store time (which differs from call to
+            // the others nothing. So each waits a spread of the floor: between 1.1 and 1.6 times
+            // it (at most 1 s), drawn from the answer's store time (which differs from call to
             // call). (Longer waits would let the slices spent and not yet reported, which the
             // store still counts as out, cap the bucket's refill.)
             let wait_ms = (1.0 - answer.tokens).max(0.0) * 1000.0 / policy.refill_per_second;
             let spread = spread_of(answer.store_now_ms, index);
-            let least_ms = (floor_ms * (1.0 + spread / 2.0)).min(1000.0);
+            let least_ms = (floor_ms * (1.1 + spread * 0.5)).min(1000.0);
             slice.short_until_ms = timeline_ms + wait_ms.clamp(least_ms, 1000.0);
             slice.waited = true;
             slice.report_spent = answer.granted as f64 >= 0.75 * policy.capacity;

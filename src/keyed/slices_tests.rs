@@ -130,12 +130,17 @@ impl Store {
             0
         } else {
             let rest = record.tokens - w as f64;
-            w + match request.more {
+            let unlimited = w + match request.more {
                 More::Nothing => 0,
                 More::Share => (rest / (others + 1.0))
                     .min(record.capacity / (others + 2.0))
                     .floor() as u64,
                 More::All => rest.floor() as u64,
+            };
+            if request.most > 0 {
+                unlimited.min(request.most.max(w))
+            } else {
+                unlimited
             }
         };
         record.tokens -= granted as f64;

@@ -32,6 +32,7 @@ pub struct SliceRequestOutput {
     pub charge: f64,
     pub fleet_ms: f64,
     pub record_id: f64,
+    pub most: f64,
     /// The timeline as the call is sent: pass it back to `keyedSliceCredit`.
     pub sent_ms: f64,
 }
@@ -59,6 +60,7 @@ fn output(request: SliceRequest) -> SliceRequestOutput {
         charge: request.charge as f64,
         fleet_ms: request.fleet_ms,
         record_id: request.record_id as f64,
+        most: request.most as f64,
         sent_ms: request.sent_ms,
     }
 }
