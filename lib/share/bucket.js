@@ -103,7 +103,7 @@ class BucketDriver {
           continue
         }
         if (!taking) {
-          const request = native.keyedSliceRequest(this.#handle, key, this.#demand.get(key) ?? n, this.#readMonotonic())
+          const request = native.keyedSliceRequest(this.#handle, key, n, this.#demand.get(key) ?? n, this.#readMonotonic())
           if (request == null) {
             // The key was dropped (maxKeys) since the call began: held again by deciding anew.
             const decision = this.#decide(key, n, SHARED_CONSUME)
@@ -203,7 +203,7 @@ class BucketDriver {
     if (this.#flights.has(key)) return
     let request
     try {
-      request = native.keyedSliceRequest(this.#handle, key, 0, this.#readMonotonic())
+      request = native.keyedSliceRequest(this.#handle, key, 0, 0, this.#readMonotonic())
     } catch {
       return // an unreadable clock: the call that needs the slice asks
     }

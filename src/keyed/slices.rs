@@ -490,14 +490,15 @@ impl KeyedLimiter {
         self.cells.as_ref().is_some_and(|book| book.fetch_due)
     }
 
-    /// What a store call for a held key sends; marks it in flight. `lacking`: what the waiting
-    /// call(s) lack beyond the slice (0: a background fetch, which renews and takes a fair
-    /// share). `None`: no shared bucket, or (a background fetch) nothing is due or a call is
+    /// What a store call for a held key sends; marks it in flight. `lacking`: what the call that
+    /// asks needs (0: a background fetch, which renews and takes a fair share); `demand`: what
+    /// every call waiting for the key needs together (at least `lacking`). `None`: no shared bucket, or (a background fetch) nothing is due or a call is
     /// under way.
     pub fn slice_request(
         &mut self,
         index: u32,
         lacking: u64,
+        demand: u64,
         monotonic_ms: f64,
     ) -> Option<SliceRequest> {
         let timeline_ms = self.timeline_at(monotonic_ms);
@@ -529,27 +530,40 @@ impl KeyedLimiter {
         };
         // A spent slice's report takes nothing (the key is short: its wait is not over).
         let report = lacking == 0 && std::mem::take(&mut slice.report_spent) && held < 1.0;
-        // After waiting out a saturated bucket, all there is, but no more than this key's demand
-        // over the wait before its next call could spend: a slice larger than that would sit
+        // After waiting out a saturated bucket, all there is, but (a key still busy) no more than
+        // its demand over the wait before its next call could spend: a slice larger than that would sit
         // unspent, counted as out, while the other processes' calls are denied and the bucket's
         // refill stops at its cap.
         let demand_ms = timeline_ms - slice.demand_since_ms;
         let floor_ms = (lease_ms / 8.0).min(1000.0);
-        let most = if slice.waited && demand_ms > 0.0 {
+        let spendable = if slice.waited && slice.busy && demand_ms > 0.0 {
             (slice.demand / demand_ms * floor_ms * 1.5).ceil() as u64
         } else {
             0
         };
         slice.demand = 0.0;
         slice.demand_since_ms = timeline_ms;
-        let more = if report {
-            More::Nothing
+        // What the calls waiting for the key lack together: beyond `want` (the call that asks),
+        // they take what the bucket has, up to that (each is decided on what comes).
+        let together = demand.saturating_sub(held as u64);
+        let (more, most) = if report {
+            (More::Nothing, 0)
+        } else if together > want && want > 0 {
+            (More::All, together.max(spendable))
         } else if slice.waited {
-            More::All
+            // (0: no limit; else at least what the call lacks.)
+            (
+                More::All,
+                if spendable == 0 {
+                    0
+                } else {
+                    spendable.max(want)
+                },
+            )
         } else if want > 0 && (!slice.busy || (slice.fleet_ms < 0.0 && slice.record_id == 0)) {
-            More::Nothing
+            (More::Nothing, 0)
         } else {
-            More::Share
+            (More::Share, 0)
         };
         slice.store_holds = true;
         slice.first = more == More::Nothing && want > 0;
@@ -565,11 +579,7 @@ impl KeyedLimiter {
             charge: std::mem::take(&mut slice.owed),
             fleet_ms: proposal(slice, timeline_ms),
             record_id: slice.record_id,
-            most: if more == More::All {
-                most.max(want).max(1)
-            } else {
-                0
-            },
+            most,
             sent_ms: timeline_ms,
         })
     }
@@ -619,7 +629,9 @@ impl KeyedLimiter {
             && granted * 4.0 < policy.capacity
             && granted <= 2.0 * refilled_between;
         let recent = between_ms < floor_ms;
-        slice.small_streak = if small && recent {
+        // (A take after a wait starts the count anew.)
+        let after_wait = slice.waited;
+        slice.small_streak = if small && recent && !after_wait {
             slice.small_streak.saturating_add(1)
         } else {
             0
@@ -717,12 +729,12 @@ impl KeyedLimiter {
             if slice.in_flight {
                 continue;
             }
-            // A key that was saturated and has gone quiet (not used for min(leaseMs / 8, 1 s))
-            // tells the store its spent slice is spent: counted as out, it would cap the refill
-            // for the processes the traffic moved to. (Other spent slices need no word.)
+            // A busy or saturated key gone quiet (not used for min(leaseMs / 8, 1 s)) tells the
+            // store its spent slice is spent: counted as out, it would cap the refill for the
+            // processes the traffic moved to. (A key used now and then, whose slices are what its
+            // calls lacked, needs no word.)
             let quiet_ms = (lease_ms / 8.0).min(1000.0);
-            let quiet =
-                slice.waited && slice.store_holds && timeline_ms - slice.last_used_ms >= quiet_ms;
+            let quiet = reports_when_quiet(&slice) && timeline_ms - slice.last_used_ms >= quiet_ms;
             if !(slice.holds(tokens) || quiet) {
                 continue;
             }
@@ -748,9 +760,7 @@ impl KeyedLimiter {
                     .slices
                     .iter()
                     .zip(&self.table.records)
-                    .any(|(slice, record)| {
-                        slice.holds(record.tokens) || (slice.waited && slice.store_holds)
-                    })
+                    .any(|(slice, record)| slice.holds(record.tokens) || reports_when_quiet(slice))
         })
     }
 
@@ -827,6 +837,12 @@ fn fetch_wanted(slice: &Slice, tokens: f64, timeline_ms: f64, lease_ms: f64) -> 
     let low = tokens * 2.0 < slice.last_granted as f64;
     let lapsing = tokens > 0.0 && slice.lease_end_ms - timeline_ms < lease_ms / 4.0;
     low || lapsing
+}
+
+/// Whether the store counts a slice of this key as out that may be spent, and the key took more
+/// than what one call lacked (or waited out a saturated bucket): it reports when it goes quiet.
+fn reports_when_quiet(slice: &Slice) -> bool {
+    slice.store_holds && (slice.waited || slice.last_granted > 1)
 }
 
 /// A number in [0, 1) drawn from a store time and a record index (SplitMix64's finalizer): the

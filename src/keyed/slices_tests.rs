@@ -190,7 +190,7 @@ impl Process {
                 let index = at(&self.limiter, "k");
                 let request = self
                     .limiter
-                    .slice_request(index, n, self.clock.monotonic_ms)
+                    .slice_request(index, n, n, self.clock.monotonic_ms)
                     .unwrap();
                 let answer = store.take(me, lease, &request, store_now);
                 let (credited, _) = self.limiter.credit_slice(

@@ -105,7 +105,8 @@ impl KeyedState {
 }
 
 /// What a store call for `key`'s slice sends, taking at least `lacking` tokens (0: a background
-/// fetch); marks the key in flight. `null`: the key is not held, the limiter has no shared
+/// fetch) and, beyond, what the calls waiting for it need together (`demand`) if the bucket has
+/// it; marks the key in flight. `null`: the key is not held, the limiter has no shared
 /// bucket, or (a background fetch) none is due.
 #[napi(js_name = "keyedSliceRequest")]
 pub fn keyed_slice_request(
@@ -113,11 +114,13 @@ pub fn keyed_slice_request(
     limiter: &External<NativeKeyed>,
     key: Unknown<'_>,
     lacking: f64,
+    demand: f64,
     monotonic_ms: Option<f64>,
 ) -> napi::Result<Option<SliceRequestOutput>> {
     guard(env, || {
         let key = key_argument(env, &key)?;
         let lacking = units(lacking, "lacking")?;
+        let demand = units(demand, "demand")?.max(lacking);
         with_state(&limiter.state, |state| {
             let monotonic_ms = state.monotonic_now(monotonic_ms);
             let Some(index) = state.limiter.find(key.key()) else {
@@ -125,7 +128,7 @@ pub fn keyed_slice_request(
             };
             Ok(state
                 .limiter
-                .slice_request(index, lacking, monotonic_ms)
+                .slice_request(index, lacking, demand, monotonic_ms)
                 .map(output))
         })
     })
