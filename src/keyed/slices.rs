@@ -734,7 +734,9 @@ impl KeyedLimiter {
             // processes the traffic moved to. (A key used now and then, whose slices are what its
             // calls lacked, needs no word.)
             let quiet_ms = (lease_ms / 8.0).min(1000.0);
-            let quiet = reports_when_quiet(&slice) && timeline_ms - slice.last_used_ms >= quiet_ms;
+            let quiet = reports_when_quiet(&slice)
+                && tokens < 1.0
+                && timeline_ms - slice.last_used_ms >= quiet_ms;
             if !(slice.holds(tokens) || quiet) {
                 continue;
             }
