@@ -56,7 +56,7 @@ test('many keys given back at once: new keys are still decided, and no store ope
     for (let j = i; j < Math.min(KEYS, i + BATCH); j++) batch.push(limiter.consume(`ip:${j}`).then(() => limiter.consume(`ip:${j}`)))
     await Promise.all(batch)
   }
-  assert.ok(limiter.status('ip:0').tokens > 0, 'a key keeps unspent tokens')
+  assert.ok(limiter.status(`ip:${KEYS - 1}`).tokens > 0, 'a key keeps unspent tokens')
   await admin.call('CONFIG', 'SET', 'slowlog-log-slower-than', '1000')
   await admin.call('SLOWLOG', 'RESET')
   const callsBefore = await scriptCalls()
