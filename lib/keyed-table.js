@@ -15,7 +15,7 @@ const { NEEDS_SLICE, needsQuota } = require('./share/need.js')
 const { refund: REFUND } = OPERATION
 const NEEDS_STORE = STATUS.needsStore
 const DECIDED_WITH_WORK = STATUS.decidedWithWork
-const NEEDS_CELLS = STATUS.needsCells
+const NEEDS_SLICE_STATUS = STATUS.needsSlice
 
 class KeyedTable extends ImmediateBackend {
   #native
@@ -42,7 +42,7 @@ class KeyedTable extends ImmediateBackend {
         clock: { kind, manual, monotonicMs, wallMs, elapsedRealtimeMs },
         anomalyListener,
         restore: plan,
-        // share.bucket: every key's bucket is the fleet's, held here in cells on leases of share.leaseMs.
+        // share.bucket: every key's bucket is the fleet's, in the store; a slice of it held here on leases of share.leaseMs.
         share: share === undefined ? undefined : { leaseUnits: share.leaseUnits, bucket: share.bucket ? { leaseMs: share.leaseMs } : undefined },
       }),
     )
@@ -82,7 +82,7 @@ class KeyedTable extends ImmediateBackend {
       if (status === DECIDED) return operation === REFUND ? undefined : readDecision(result, NO_ANOMALIES)
       if (status === DECIDED_WITH_WORK) return readDecision(result, NO_ANOMALIES)
       if (status === NEEDS_STORE) return needsQuota(result[AT.retryAfterMs])
-      if (status === NEEDS_CELLS) return NEEDS_SLICE
+      if (status === NEEDS_SLICE_STATUS) return NEEDS_SLICE
       if (status === DECIDED_WITH_ANOMALIES) {
         const anomalies = callNative(() => native.keyedTakeAnomalies(this.#native))
         return operation === REFUND ? undefined : readDecision(result, anomalies)

@@ -66,8 +66,8 @@ class ShareDriver {
   #instance = randomBytes(6).toString('hex')
   // Keys the store reported exhausted, denied here for a while with no store call.
   #exhausted = new ExhaustedMarks()
-  // The cells of a shared bucket (`bucket`), else undefined.
-  #cells
+  // The driver of a fleet bucket (`bucket`), else undefined.
+  #bucket
 
   /**
    * `decide(key, n, operation)`: the limiter's native shared consume; returns a Decision, or a
@@ -90,13 +90,13 @@ class ShareDriver {
     this.#readPeriodSlot = readPeriodSlot
     if (options.bucket) {
       const shared = { handle, ops: this.#ops, name: options.name, instance: this.#instance, stats: this.#stats, outage: this.#outage }
-      this.#cells = new BucketDriver(shared, options, decide, readMonotonic)
+      this.#bucket = new BucketDriver(shared, options, decide, readMonotonic)
     }
   }
 
   /** Whether the limiter's buckets are the fleet's (`share.bucket`). */
   get fleetBucket() {
-    return this.#cells !== undefined
+    return this.#bucket !== undefined
   }
 
   /** The store counters for stats(): calls made, failed, timed out; units reserved, given back. */
@@ -113,7 +113,7 @@ class ShareDriver {
       else this.#fly(key, refill)
     }
     this.#giveBacks.sendAll(giveBacks)
-    this.#cells?.afterDecision(key)
+    this.#bucket?.afterDecision(key)
   }
 
   /**
@@ -126,7 +126,7 @@ class ShareDriver {
     // quota's store call took long enough for the slice's lease to lapse), each round one store call.
     for (;;) {
       if (need.kind === 'slice') {
-        const decided = await this.#cells.acquire(key, n)
+        const decided = await this.#bucket.acquire(key, n)
         if (!isNeed(decided)) {
           if (taken !== undefined) taken.period = this.#readPeriodSlot()
           return decided
@@ -317,7 +317,7 @@ class ShareDriver {
   /** Give-backs of keys deleted (called after delete()). */
   flushDropped() {
     this.#giveBacks.sendDropped()
-    this.#cells?.flushDropped()
+    this.#bucket?.flushDropped()
   }
 
   /**
@@ -327,9 +327,9 @@ class ShareDriver {
    * back when they answer. The limiter stays usable: a later consume reserves again.
    */
   async close() {
-    const cells = this.#cells === undefined ? undefined : this.#cells.close().then(() => undefined, (error) => error)
+    const bucket = this.#bucket === undefined ? undefined : this.#bucket.close().then(() => undefined, (error) => error)
     await this.#closeQuota()
-    const failed = await cells
+    const failed = await bucket
     if (failed !== undefined) throw failed
   }
 

@@ -73,14 +73,14 @@ impl KeyedLimiter {
         let index = self.table.insert(key, record);
         self.table.push_front(index, &mut self.main);
         self.reservation_held(index);
-        self.cells_held(index);
+        self.slice_held(index);
         index
     }
 
     /// Removes a record from its list and the table, and lets go of its policy.
     pub(super) fn drop_record(&mut self, index: u32) {
         self.reservation_dropped(index);
-        self.cells_dropped(index);
+        self.slice_dropped(index);
         let record = self.table.records[index as usize];
         let mut lists = RecordLists {
             main: &mut self.main,

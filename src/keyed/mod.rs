@@ -25,7 +25,9 @@ use memory::IDLE_SCAN_FOR_ROOM;
 pub use policies::{KeyPolicy, PolicyChoice, PolicyId, DEFAULT_POLICY};
 use policies::{Policy, PolicyIdentity, SpecState};
 pub use share::{GiveBack, ReserveRequest, ShareBook, ShareMode, SharedDecision};
-pub use slices::{is_cell_capacity, More, Slice, SliceAnswer, SliceBook, SliceRequest, MAX_CELLS};
+pub use slices::{
+    is_shared_capacity, More, Slice, SliceAnswer, SliceBook, SliceRequest, MAX_SHARED_CAPACITY,
+};
 pub use snapshot::{Snapshot, SnapshotError, SnapshotWriter};
 use storage::{Named, TableCall};
 pub use table::{words_for, Key, KeyBuf};
@@ -97,7 +99,7 @@ pub struct KeyedLimiter {
     share: Option<ShareBook>,
     /// A limiter with `share.bucket`: every key's slice of the fleet's bucket (one per record);
     /// `None` otherwise.
-    cells: Option<SliceBook>,
+    slices: Option<SliceBook>,
 }
 
 impl KeyedLimiter {
@@ -124,7 +126,7 @@ impl KeyedLimiter {
             sweep_cursor: 0,
             counters: Counters::default(),
             share: None,
-            cells: None,
+            slices: None,
         };
         let default = limiter.intern(config.defaults);
         debug_assert_eq!(default, DEFAULT_POLICY);
@@ -363,7 +365,7 @@ impl KeyedLimiter {
             quota_limit: policy.quota.map(|quota| quota.limit),
             fleet_tokens: match target {
                 Target::Held(index) => self.fleet_tokens(index, self.timeline_ms),
-                Target::New(_) => self.has_cells().then_some(policy.capacity),
+                Target::New(_) => self.has_slices().then_some(policy.capacity),
             },
         })
     }
@@ -383,8 +385,8 @@ impl KeyedLimiter {
     /// shared bucket, by its slice (`slices.rs`).
     #[inline(always)]
     fn refresh(&mut self, index: u32, open_slot: i32) {
-        if self.cells.is_some() {
-            return self.refresh_cells(index, open_slot, self.timeline_ms);
+        if self.slices.is_some() {
+            return self.refresh_slice(index, open_slot, self.timeline_ms);
         }
         let record = &mut self.table.records[index as usize];
         let policy = &self.policies[record.policy as usize];

@@ -82,7 +82,7 @@ pub enum SharedDecision {
     NeedsStore { lacking: u64 },
     /// A shared bucket's slice here does not cover the call (`share.bucket`): nothing was
     /// consumed; the JS face makes (or joins) a store call that takes a slice.
-    NeedsCells,
+    NeedsSlice,
 }
 
 /// A shared decision, or: the units left here go back to the store before the call asks it
@@ -463,8 +463,8 @@ impl KeyedLimiter {
     /// uncovered call goes); a key without a quota is decided locally.
     #[inline(always)]
     fn decide_shared(&mut self, index: u32, call: SharedCall) -> SharedDecision {
-        if self.cells.is_some() {
-            return self.decide_cells(index, call);
+        if self.slices.is_some() {
+            return self.decide_slice(index, call);
         }
         self.decide_shared_step(index, call)
     }

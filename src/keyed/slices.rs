@@ -9,7 +9,7 @@
 //! limiter's timeline from the send of the store call that took or last renewed it). The one
 //! decision ([`kernel::decide`](crate::kernel::decide)) decides on them like on any bucket; this
 //! book only says, before it, whether a call the slice does not cover asks the store
-//! ([`SharedDecision::NeedsCells`]) or is denied here with the fleet's wait (the store said the
+//! ([`SharedDecision::NeedsSlice`]) or is denied here with the fleet's wait (the store said the
 //! bucket was short less than a second ago).
 //!
 //! Per key, beside its record (a parallel vector, like the share book's reservations): the lease,
@@ -32,11 +32,11 @@ use crate::kernel::BucketOf;
 use crate::limiter::RetryBasis;
 
 /// The most a shared bucket's capacity may be (2**31).
-pub const MAX_CELLS: f64 = 2_147_483_648.0;
+pub const MAX_SHARED_CAPACITY: f64 = 2_147_483_648.0;
 
 /// Whether `capacity` suits a shared bucket: an integer from 1 to 2**31.
-pub fn is_cell_capacity(capacity: f64) -> bool {
-    (1.0..=MAX_CELLS).contains(&capacity) && capacity.fract() == 0.0
+pub fn is_shared_capacity(capacity: f64) -> bool {
+    (1.0..=MAX_SHARED_CAPACITY).contains(&capacity) && capacity.fract() == 0.0
 }
 
 /// How much a store call takes beyond what it must (the protocol's `more`).
@@ -206,14 +206,14 @@ pub struct SliceBook {
 impl KeyedLimiter {
     /// Shares every key's bucket through the store with slices on leases of `lease_ms` (before
     /// any call; a restored key's tokens are dropped, as its bucket is the store's).
-    pub fn enable_cells(&mut self, lease_ms: f64) {
+    pub fn enable_slices(&mut self, lease_ms: f64) {
         let now_ms = self.timeline_ms;
         let mut slices = Vec::with_capacity(self.table.len());
         for record in &mut self.table.records {
             record.tokens = 0.0;
             slices.push(Slice::fresh(now_ms));
         }
-        self.cells = Some(SliceBook {
+        self.slices = Some(SliceBook {
             slices,
             lease_ms,
             dropped: HashMap::new(),
@@ -222,13 +222,13 @@ impl KeyedLimiter {
         });
     }
 
-    pub fn has_cells(&self) -> bool {
-        self.cells.is_some()
+    pub fn has_slices(&self) -> bool {
+        self.slices.is_some()
     }
 
     /// A held key's slice (`None`: no shared bucket, or no such record).
     pub fn slice(&self, index: u32) -> Option<&Slice> {
-        self.cells.as_ref()?.slices.get(index as usize)
+        self.slices.as_ref()?.slices.get(index as usize)
     }
 
     /// The timeline estimated at the monotonic reading `monotonic_ms` (for calls that reconcile
@@ -245,10 +245,10 @@ impl KeyedLimiter {
 
     /// A new record's slice (called by `hold`): none, and so no tokens; a give-back of the key
     /// still waiting (it was dropped) goes with its next call.
-    pub(super) fn cells_held(&mut self, index: u32) {
+    pub(super) fn slice_held(&mut self, index: u32) {
         let now_ms = self.timeline_ms;
         let key = self.table.key_of(index).to_buf();
-        if let Some(book) = &mut self.cells {
+        if let Some(book) = &mut self.slices {
             debug_assert_eq!(book.slices.len(), index as usize);
             let mut slice = Slice::fresh(now_ms);
             if let Some(left) = book.dropped.remove(&key) {
@@ -264,13 +264,13 @@ impl KeyedLimiter {
 
     /// A record about to be removed (called by `drop_record`): its unspent tokens go back at the
     /// next give-back.
-    pub(super) fn cells_dropped(&mut self, index: u32) {
-        if self.cells.is_none() {
+    pub(super) fn slice_dropped(&mut self, index: u32) {
+        if self.slices.is_none() {
             return;
         }
         let timeline_ms = self.timeline_ms;
         let release = self.release_slice(index, timeline_ms, false);
-        if let Some(book) = &mut self.cells {
+        if let Some(book) = &mut self.slices {
             book.slices.swap_remove(index as usize);
             if let Some(release) = release {
                 book.dropped.insert(release.key.clone(), release);
@@ -285,8 +285,8 @@ impl KeyedLimiter {
 
     /// [`KeyedLimiter::refresh`] for a key of a shared bucket, at `timeline_ms`.
     #[inline(never)]
-    pub(super) fn refresh_cells(&mut self, index: u32, open_slot: i32, timeline_ms: f64) {
-        let Some(bucket) = self.cells_bucket(index, timeline_ms) else {
+    pub(super) fn refresh_slice(&mut self, index: u32, open_slot: i32, timeline_ms: f64) {
+        let Some(bucket) = self.slice_bucket(index, timeline_ms) else {
             return;
         };
         let record = &mut self.table.records[index as usize];
@@ -302,8 +302,8 @@ impl KeyedLimiter {
     /// A key's bucket as its slice makes it, readied for the refresh rule at `timeline_ms`:
     /// capacity `C` and no refill (the store refills); the tokens of a slice whose lease has
     /// lapsed are kept aside to give back. `None`: no shared bucket.
-    pub(super) fn cells_bucket(&mut self, index: u32, timeline_ms: f64) -> Option<BucketOf> {
-        let book = self.cells.as_mut()?;
+    pub(super) fn slice_bucket(&mut self, index: u32, timeline_ms: f64) -> Option<BucketOf> {
+        let book = self.slices.as_mut()?;
         let slice = &mut book.slices[index as usize];
         let record = &mut self.table.records[index as usize];
         if record.tokens != 0.0 && timeline_ms >= slice.lease_end_ms {
@@ -320,7 +320,7 @@ impl KeyedLimiter {
     /// Brings a held key's slice up to `timeline_ms` (its quota use left as it is).
     fn look_at_slice(&mut self, index: u32, timeline_ms: f64) {
         let slot = self.table.records[index as usize].period_slot;
-        self.refresh_cells(index, slot, timeline_ms);
+        self.refresh_slice(index, slot, timeline_ms);
     }
 
     /// The store's tokens for a key at `timeline_ms` as this process estimates them: those of the
@@ -361,7 +361,7 @@ impl KeyedLimiter {
         let key = self.table.key_of(index).to_buf();
         let record = &mut self.table.records[index as usize];
         let policy = &self.policies[record.policy as usize];
-        let book = self.cells.as_mut()?;
+        let book = self.slices.as_mut()?;
         let lease_ms = book.lease_ms;
         let slice = &mut book.slices[index as usize];
         if !(slice.holds(record.tokens) || report) {
@@ -400,12 +400,12 @@ impl KeyedLimiter {
     /// here (the store said the bucket was short, or this call comes right after a store answer),
     /// with the fleet's wait; else the store is asked for a slice first.
     #[inline(never)]
-    pub(super) fn decide_cells(&mut self, index: u32, call: SharedCall) -> SharedDecision {
+    pub(super) fn decide_slice(&mut self, index: u32, call: SharedCall) -> SharedDecision {
         let SharedCall { n, mode, .. } = call;
         let timeline_ms = self.timeline_ms;
         let record = self.table.records[index as usize];
         let policy = self.policies[record.policy as usize];
-        let Some(book) = &mut self.cells else {
+        let Some(book) = &mut self.slices else {
             return self.decide_shared_step(index, call);
         };
         let lease_ms = book.lease_ms;
@@ -433,7 +433,7 @@ impl KeyedLimiter {
             let outcome = self.decide_shared_step(index, call);
             let record = &mut self.table.records[index as usize];
             let open = std::mem::replace(&mut record.tokens, kept);
-            if let Some(book) = &mut self.cells {
+            if let Some(book) = &mut self.slices {
                 let slice = &mut book.slices[index as usize];
                 slice.open = Some((open, timeline_ms));
                 if let SharedDecision::Decided { decision, .. } = &outcome {
@@ -446,7 +446,7 @@ impl KeyedLimiter {
         }
         let short = timeline_ms < slice.short_until_ms;
         if !(short || mode == ShareMode::AfterStore) {
-            return SharedDecision::NeedsCells;
+            return SharedDecision::NeedsSlice;
         }
         // Denied by the one decision on what the slice holds (short of `n`), with the fleet's
         // wait: the time until the store's bucket holds `n`, and no sooner than this process asks
@@ -469,7 +469,7 @@ impl KeyedLimiter {
         let tokens = self.table.records[index as usize].tokens;
         let capacity = self.bucket_capacity(index);
         let fleet = self.fleet_tokens(index, timeline_ms).unwrap_or(0.0);
-        let Some(book) = &mut self.cells else {
+        let Some(book) = &mut self.slices else {
             return;
         };
         let lease_ms = book.lease_ms;
@@ -487,7 +487,7 @@ impl KeyedLimiter {
 
     /// Whether a covered consume marked a background fetch due (cleared by the asking).
     pub fn slice_fetch_due(&self) -> bool {
-        self.cells.as_ref().is_some_and(|book| book.fetch_due)
+        self.slices.as_ref().is_some_and(|book| book.fetch_due)
     }
 
     /// What a store call for a held key sends; marks it in flight. `lacking`: what the call that
@@ -506,7 +506,7 @@ impl KeyedLimiter {
         let key = self.table.key_of(index).to_buf();
         let record = self.table.records[index as usize];
         let policy = self.policies[record.policy as usize];
-        let book = self.cells.as_mut()?;
+        let book = self.slices.as_mut()?;
         book.fetch_due = false;
         let lease_ms = book.lease_ms;
         let slice = &mut book.slices[index as usize];
@@ -595,14 +595,14 @@ impl KeyedLimiter {
         answer: SliceAnswer,
         monotonic_ms: f64,
     ) -> (bool, Option<Anomaly>) {
-        if self.cells.is_none() {
+        if self.slices.is_none() {
             return (false, None);
         }
         let timeline_ms = self.timeline_at(monotonic_ms);
         self.look_at_slice(index, timeline_ms);
         let record = &mut self.table.records[index as usize];
         let policy = &self.policies[record.policy as usize];
-        let Some(book) = &mut self.cells else {
+        let Some(book) = &mut self.slices else {
             return (false, None);
         };
         let lease_ms = book.lease_ms;
@@ -686,7 +686,7 @@ impl KeyedLimiter {
     /// failOpen units) is carried by the next one.
     pub fn slice_failed(&mut self, index: u32, give: f64, charge: u64) {
         if let Some(slice) = self
-            .cells
+            .slices
             .as_mut()
             .and_then(|book| book.slices.get_mut(index as usize))
         {
@@ -706,13 +706,13 @@ impl KeyedLimiter {
         limit: usize,
         monotonic_ms: f64,
     ) -> Vec<SliceRequest> {
-        if self.cells.is_none() {
+        if self.slices.is_none() {
             return Vec::new();
         }
         let timeline_ms = self.timeline_at(monotonic_ms);
-        let lease_ms = self.cells.as_ref().map_or(0.0, |book| book.lease_ms);
+        let lease_ms = self.slices.as_ref().map_or(0.0, |book| book.lease_ms);
         let mut sent = Vec::new();
-        if let Some(book) = &mut self.cells {
+        if let Some(book) = &mut self.slices {
             let keys: Vec<KeyBuf> = book.dropped.keys().take(limit).cloned().collect();
             for key in keys {
                 sent.extend(book.dropped.remove(&key));
@@ -745,7 +745,7 @@ impl KeyedLimiter {
             }
             if let Some(release) = self.release_slice(index, timeline_ms, quiet) {
                 sent.push(release);
-                if let Some(book) = &mut self.cells {
+                if let Some(book) = &mut self.slices {
                     book.slices[index as usize].in_flight = true;
                 }
             }
@@ -755,8 +755,8 @@ impl KeyedLimiter {
 
     /// Whether a key holds a slice (or the store counts one, or give-backs wait): the idle timer
     /// is needed.
-    pub fn holds_cells(&self) -> bool {
-        self.cells.as_ref().is_some_and(|book| {
+    pub fn holds_slices(&self) -> bool {
+        self.slices.as_ref().is_some_and(|book| {
             !book.dropped.is_empty()
                 || book
                     .slices
@@ -768,7 +768,7 @@ impl KeyedLimiter {
 
     /// Whether give-backs of dropped keys wait.
     pub fn has_dropped_slices(&self) -> bool {
-        self.cells
+        self.slices
             .as_ref()
             .is_some_and(|book| !book.dropped.is_empty())
     }
@@ -784,7 +784,7 @@ impl KeyedLimiter {
         received_ms: f64,
         store_now_ms: f64,
     ) -> Option<Anomaly> {
-        let book = self.cells.as_mut()?;
+        let book = self.slices.as_mut()?;
         if !(sent_ms.is_finite() && store_now_ms.is_finite()) {
             return None;
         }

@@ -25,7 +25,7 @@ fn bucket(capacity: f64, refill_per_second: f64) -> KeyPolicy {
 fn fleet(policy: KeyPolicy, lease_ms: f64, clock: &mut ManualClock) -> KeyedLimiter {
     let mut limiter = crate::keyed::tests::keyed(policy, 1000, clock);
     limiter.enable_share(None);
-    limiter.enable_cells(lease_ms);
+    limiter.enable_slices(lease_ms);
     limiter
 }
 
@@ -186,7 +186,7 @@ impl Process {
         );
         let decision = match outcome {
             SharedDecision::Decided { decision, .. } => decision,
-            SharedDecision::NeedsCells => {
+            SharedDecision::NeedsSlice => {
                 let index = at(&self.limiter, "k");
                 let request = self
                     .limiter
@@ -358,7 +358,7 @@ fn a_short_answer_denies_locally_with_the_fleets_wait_for_at_least_an_eighth_of_
             1,
             ShareMode::Reserved
         ),
-        SharedDecision::NeedsCells
+        SharedDecision::NeedsSlice
     );
 }
 
@@ -380,7 +380,7 @@ fn a_lapsed_lease_spends_nothing() {
             1,
             ShareMode::Reserved
         ),
-        SharedDecision::NeedsCells
+        SharedDecision::NeedsSlice
     );
 }
 

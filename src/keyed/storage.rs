@@ -47,7 +47,7 @@ impl KeyedLimiter {
     /// A held key's state, and its bucket as the refresh rule sees it (a shared bucket's: its
     /// slice, `slices.rs`).
     fn use_of(&mut self, index: u32, timeline_ms: f64) -> (KeyUse<i32>, BucketOf) {
-        let bucket = self.cells_bucket(index, timeline_ms).unwrap_or_else(|| {
+        let bucket = self.slice_bucket(index, timeline_ms).unwrap_or_else(|| {
             let policy = &self.policies[self.table.records[index as usize].policy as usize];
             BucketOf {
                 capacity: policy.capacity,
@@ -143,7 +143,7 @@ where
                 let policy = &table.policies[policy as usize];
                 let fresh = KeyUse {
                     // (A shared bucket's key holds no slice until it asks the store for one.)
-                    tokens: if table.has_cells() {
+                    tokens: if table.has_slices() {
                         0.0
                     } else {
                         policy.initial_tokens

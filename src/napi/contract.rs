@@ -62,7 +62,7 @@ pub struct BufferStatuses {
     pub decided_with_work: f64,
     /// A shared consume its key's cells do not cover (`share.bucket`): nothing consumed; the
     /// JS face acquires cells (`keyedCellsRequest`).
-    pub needs_cells: f64,
+    pub needs_slice: f64,
 }
 
 #[napi(object)]
@@ -164,7 +164,7 @@ pub fn contract() -> Contract {
                 needs_policy: buffer::STATUS_NEEDS_POLICY,
                 needs_store: buffer::STATUS_NEEDS_STORE,
                 decided_with_work: buffer::STATUS_DECIDED_WITH_WORK,
-                needs_cells: buffer::STATUS_NEEDS_CELLS,
+                needs_slice: buffer::STATUS_NEEDS_SLICE,
             },
             operation: BufferOperations {
                 consume: buffer::OPERATION_CONSUME,

@@ -197,7 +197,7 @@ fn left_when_refill_is_asked(limiter: &mut KeyedLimiter, clock: &mut ManualClock
                 return limiter.reservation(at).unwrap().left(admitted);
             }
             SharedDecision::Decided { .. } => {}
-            SharedDecision::NeedsStore { .. } | SharedDecision::NeedsCells => {
+            SharedDecision::NeedsStore { .. } | SharedDecision::NeedsSlice => {
                 panic!("covered until the refill is asked for")
             }
         }
@@ -411,7 +411,7 @@ proptest! {
                             let at = index(&limiter, &name(key));
                             requests.insert(key, limiter.reserve_request(at, lacking, lacking).unwrap());
                         }
-                        SharedDecision::NeedsCells => prop_assert!(false, "no shared bucket"),
+                        SharedDecision::NeedsSlice => prop_assert!(false, "no shared bucket"),
                     }
                 }
                 BookEvent::Answer { key } => {

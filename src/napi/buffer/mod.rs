@@ -53,7 +53,7 @@ pub(crate) const STATUS_NEEDS_STORE: f64 = 6.0;
 pub(crate) const STATUS_DECIDED_WITH_WORK: f64 = 7.0;
 /// A shared consume its key's cells do not cover (`share.bucket`): nothing was consumed; the
 /// JS face makes (or joins) an acquire of the key's cells.
-pub(crate) const STATUS_NEEDS_CELLS: f64 = 8.0;
+pub(crate) const STATUS_NEEDS_SLICE: f64 = 8.0;
 
 pub(crate) const OPERATION_CONSUME: f64 = 0.0;
 pub(crate) const OPERATION_REFUND: f64 = 1.0;

@@ -76,7 +76,7 @@ fn statuses_and_basis_codes_are_distinct() {
         STATUS_NEEDS_POLICY,
         STATUS_NEEDS_STORE,
         STATUS_DECIDED_WITH_WORK,
-        STATUS_NEEDS_CELLS,
+        STATUS_NEEDS_SLICE,
     ];
     for (i, a) in statuses.iter().enumerate() {
         assert!(statuses[i + 1..].iter().all(|b| b != a));

@@ -12,7 +12,7 @@ use super::policy::default_policy;
 use super::snapshot::NativeSnapshot;
 use super::{KeyedCell, KeyedState};
 use crate::error::ErrorCode;
-use crate::keyed::{is_cell_capacity, KeyedConfig, KeyedLimiter, PolicyId, DEFAULT_POLICY};
+use crate::keyed::{is_shared_capacity, KeyedConfig, KeyedLimiter, PolicyId, DEFAULT_POLICY};
 use crate::napi::buffer::{self, ResultBuffer};
 use crate::napi::clock::BoundClock;
 use crate::napi::errors::{coded, from_core, guard, invalid_arg, CodedResult};
@@ -62,8 +62,8 @@ const LEASE_MS: std::ops::RangeInclusive<f64> = 1_000.0..=600_000.0;
 
 /// A shared bucket's capacity (`share.bucket`): an integer from 1 to 2**31; `path` names the
 /// policy it belongs to (empty for the options').
-pub(super) fn check_cell_capacity(path: &str, capacity: f64) -> CodedResult<()> {
-    if is_cell_capacity(capacity) {
+pub(super) fn check_shared_capacity(path: &str, capacity: f64) -> CodedResult<()> {
+    if is_shared_capacity(capacity) {
         return Ok(());
     }
     Err(coded(
@@ -166,13 +166,13 @@ pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<N
                         ),
                     ));
                 }
-                check_cell_capacity("", defaults_capacity)?;
+                check_shared_capacity("", defaults_capacity)?;
                 if let Some(restore) = restore_policies {
                     for policy in restore {
-                        check_cell_capacity("", policy)?;
+                        check_shared_capacity("", policy)?;
                     }
                 }
-                limiter.enable_cells(lease_ms);
+                limiter.enable_slices(lease_ms);
             }
         }
         // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.

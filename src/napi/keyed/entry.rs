@@ -6,7 +6,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use super::cell::{call_function, take_anomalies, take_error, with_state};
-use super::create::check_cell_capacity;
+use super::create::check_shared_capacity;
 use super::key::key_argument;
 use super::policy::{key_policy, PolicyInput};
 use super::status::KeyStatusOutput;
@@ -171,8 +171,8 @@ impl KeyedState {
             return Ok(None);
         };
         let policy = key_policy(input)?;
-        if self.limiter.has_cells() {
-            check_cell_capacity(&format!("{}.", input.path), policy.capacity)?;
+        if self.limiter.has_slices() {
+            check_shared_capacity(&format!("{}.", input.path), policy.capacity)?;
         }
         Ok(Some(policy))
     }

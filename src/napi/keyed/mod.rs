@@ -179,10 +179,10 @@ impl KeyedState {
                     .set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_STORE);
                 self.result.set(buffer::RETRY_AFTER_MS, *lacking as f64);
             }
-            SharedDecision::NeedsCells => {
+            SharedDecision::NeedsSlice => {
                 self.refill_wanted = false;
                 self.result
-                    .set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_CELLS);
+                    .set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_SLICE);
             }
         }
     }

@@ -262,6 +262,6 @@ pub fn keyed_slice_give_backs(
 #[napi(js_name = "keyedSliceHolds")]
 pub fn keyed_slice_holds(env: &Env, limiter: &External<NativeKeyed>) -> napi::Result<bool> {
     guard(env, || {
-        with_state(&limiter.state, |state| Ok(state.limiter.holds_cells()))
+        with_state(&limiter.state, |state| Ok(state.limiter.holds_slices()))
     })
 }

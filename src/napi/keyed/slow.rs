@@ -20,7 +20,7 @@ impl KeyedState {
             // A shared consume that needs the store keeps its status (the anomalies still go to
             // the listener).
             let status = self.result.get(buffer::N_OR_STATUS);
-            if status != buffer::STATUS_NEEDS_STORE && status != buffer::STATUS_NEEDS_CELLS {
+            if status != buffer::STATUS_NEEDS_STORE && status != buffer::STATUS_NEEDS_SLICE {
                 self.result
                     .set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED_WITH_ANOMALIES);
             }
