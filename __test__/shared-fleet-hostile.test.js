@@ -7,7 +7,8 @@
 // flushed (FLUSHALL) and restarted empty mid-run; its clock stepped by ±30 s and ±1 h while one
 // process holds a slice and another starts; every reply of the store delayed by 0.8·timeoutMs;
 // a holder stopped (SIGSTOP) past its lease; an event loop blocked for 3·leaseMs; the store's
-// connections stalled and cut; extreme capacities, refills, leases and keys.
+// connections stalled and cut; extreme capacities, refills, leases and keys; the operator's fill and
+// grant racing a flood.
 //
 // Each scenario runs a few seconds; the timings asserted are generous (a loaded 2-core machine),
 // the bound is not.
@@ -23,6 +24,8 @@ const { startDelayProxy } = require('./helpers/delay-proxy.js')
 const { stopFleet } = require('./helpers/shared-fleet.js')
 const { assertBucket, checkBucket, describeWorst } = require('./helpers/fleet-check.js')
 const { startFleet, roundRobin, nowMs, sleep } = require('./helpers/fleet-procs.js')
+const { quotaAdmin, redisStore } = require('../lib/shared.js')
+const { periodFor } = require('..')
 
 const C = 10
 const R = 20
@@ -70,6 +73,8 @@ describe('one bucket for the fleet, hostile probes: child processes on a real re
 
   const ioredis = (url = redis.url) => ({ client: 'ioredis', url })
   const nodeRedis = (url = redis.url) => ({ client: 'node-redis', url })
+  /** The operator's own client of the test's redis-server. */
+  const adminClient = () => admin
 
   /** Asserts that no worker saw an error for key. */
   function assertNoErrors(counts, key) {
@@ -210,6 +215,54 @@ describe('one bucket for the fleet, hostile probes: child processes on a real re
       assert.ok(slowest <= timeoutMs + 100, `a call took ${slowest.toFixed(1)} ms with timeoutMs ${timeoutMs}`)
       assertBucket(fleet.units('k'), LIMITS)
       assert.ok(admittedBetween(calls, 'k', cut + 1_000, Infinity) >= 1, 'nothing admitted after the connections were cut')
+      await fleet.killAll()
+    })
+  })
+
+  describe('the operator racing a flood (issue 36)', () => {
+    test('fill racing a flood from three processes: each fill sets the store to C − out, the bound holds with C once for each fill, and the fleet admits again after each', { timeout: 60_000 }, async () => {
+      const fleet = await fleetOf(ioredis(), 'fill-race', { count: 3 })
+      const admin = quotaAdmin(redisStore(adminClient()), { name: fleet.share.name })
+      const start = await roundRobin(fleet.workers, 'flood', 3 * R)
+      const fills = []
+      for (const at of [800, 1_600, 2_400]) {
+        await sleep(start + at - nowMs())
+        const filledAt = nowMs()
+        const usage = await admin.fill('flood')
+        assert.equal(usage.capacity, C)
+        assert.ok(usage.tokens >= 0 && Math.abs(usage.tokens - (C - usage.out)) < 1e-9, `fill answered ${JSON.stringify(usage)}`)
+        fills.push(filledAt)
+      }
+      await sleep(start + 3_400 - nowMs())
+      const counts = await fleet.stopAll()
+      assertNoErrors(counts, 'flood')
+      // A fill adds at most C: the bound with C more for each fill.
+      assertBucket(fleet.units('flood'), { capacity: C * (1 + fills.length), refillPerSecond: R })
+      const calls = fleet.calls()
+      for (const at of fills) assert.ok(admittedBetween(calls, 'flood', at, at + 1_000) >= R / 2, `admitted again within a second of the fill at +${Math.round(at - start)} ms`)
+      await fleet.killAll()
+    })
+
+    test('grant racing a flood on a key with a quota and a shared bucket: once the limiters are idle, used − held is what they admitted', { timeout: 60_000 }, async () => {
+      const period = { unit: 'day', timeZone: 'UTC' }
+      const limits = { capacity: 1_000, refillPerSecond: 1_000, quota: { limit: 40, period } }
+      const fleet = await fleetOf(ioredis(), 'grant-race', { count: 3, limiter: limits })
+      const admin = quotaAdmin(redisStore(adminClient()), { name: fleet.share.name })
+      const periodId = periodFor(period, Date.now()).id
+      const start = await roundRobin(fleet.workers, 'tenant', 300)
+      for (const at of [500, 1_000, 1_000]) {
+        await sleep(start + at - nowMs())
+        await admin.grant('tenant', periodId, 10)
+      }
+      await sleep(start + 2_000 - nowMs())
+      const counts = await fleet.stopAll()
+      assertNoErrors(counts, 'tenant')
+      for (const worker of fleet.workers) assert.equal((await worker.call('close')).closed, true)
+      const usage = await admin.usage('tenant', periodId)
+      const admitted = fleet.units('tenant').length
+      assert.equal(usage.used - usage.held, admitted, JSON.stringify(usage))
+      assert.ok(admitted <= 40 + 30, `admitted ${admitted} of a limit of 40 and 30 granted`)
+      assert.ok(admitted >= 60, `the grants were used: ${admitted} admitted`)
       await fleet.killAll()
     })
   })
