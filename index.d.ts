@@ -162,8 +162,12 @@ export interface Status {
   refillPerSecond: number
   /** ... and the quota's limit (`null` without a quota). */
   quotaLimit: number | null
-  /** Cells of the key's bucket held by this process (`share.bucket` only; absent otherwise). */
-  cells?: number
+  /**
+   * A shared bucket's key (`share.bucket` only; absent otherwise): the store's tokens at this
+   * process's last store call for the key, refilled since at `refillPerSecond` (an estimate, at
+   * most `capacity`; `capacity` before its first store call). `tokens` is this process's slice.
+   */
+  fleetTokens?: number
 }
 
 /** A shared limiter's store calls since construction (`stats().store`). */
@@ -286,11 +290,11 @@ export interface ShareOptions {
   idleMs?: number
   /** Longest wait for one store call (ms); default 300. Only a store call that fails or goes unanswered this long makes the store unavailable. */
   timeoutMs?: number
-  /** Store unavailable: allow as if the quota had room (true; charged to the store later) or reject `ERR_STORE_UNAVAILABLE` (false, default). With `bucket`, calls the cells held here do not cover are decided by a local bucket of the key's capacity and refill. */
+  /** Store unavailable: allow as if the quota had room (true; charged to the store later) or reject `ERR_STORE_UNAVAILABLE` (false, default). With `bucket`, calls the slice held here does not cover are decided by a local bucket of the key's capacity and refill, and what it admitted is taken from the store's bucket once the store answers. */
   failOpen?: boolean
-  /** true: each key's bucket is one bucket for every instance too, held in cells; every capacity must then be an integer 1..2**31. Default false. */
+  /** true: each key's bucket is one bucket for every instance too, kept in the store and taken in slices; every capacity must then be an integer 1..2**31. Default false. */
   bucket?: boolean
-  /** How long (ms) a process decides from the cells it holds without hearing from the store: an integer 1,000..600,000; default 10,000. */
+  /** How long (ms) a process may spend a slice it took from the store, from when it sent the call that took (or last renewed) it: an integer 1,000..600,000; default 10,000. Only with `bucket: true`. */
   leaseMs?: number
 }
 

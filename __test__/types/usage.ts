@@ -113,8 +113,8 @@ const lines: string[] = anomalies.map(describeAnomaly)
 // Status and periods.
 const status: Status = limiter.status()
 const used: number | null = status.quotaUsed
-// A key with a shared bucket (share.bucket) also has the cells held here.
-const cells: number | undefined = status.cells
+// A key with a shared bucket (share.bucket) also has the fleet's tokens as last heard of.
+const fleetTokens: number | undefined = status.fleetTokens
 const open: Period | null = status.period
 const limits: [number, number, number | null] = [status.capacity, status.refillPerSecond, status.quotaLimit]
 const refunded: void = limiter.refund(1)
@@ -193,4 +193,4 @@ clock.elapsedRealtimeReads = 0
 // @ts-expect-error a code outside the union
 new QuotaClockError('ERR_NOPE', 'no')
 
-export const values = [allowed, retryAfterMs, tokens, quotaRemaining, lines, used, cells, open, own, span, id, zone, readings, fromCustom, reads, made]
+export const values = [allowed, retryAfterMs, tokens, quotaRemaining, lines, used, fleetTokens, open, own, span, id, zone, readings, fromCustom, reads, made]
