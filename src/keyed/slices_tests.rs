@@ -274,16 +274,23 @@ fn a_round_robin_burst_of_2c_over_three_processes_admits_at_least_0_9_c() {
     assert!(admitted <= 100);
 }
 
+/// Process 0 consumes one a millisecond (store time alike, leaseMs 10 s) until denied; the time
+/// then.
+fn drain(process: &mut Process, store: &mut Store) -> f64 {
+    let mut t = 0.0;
+    process.set_time(t);
+    while process.consume(0, store, t, 1, 10_000.0) {
+        t += 1.0;
+        process.set_time(t);
+    }
+    t
+}
+
 #[test]
 fn an_idle_key_refills_in_the_store_for_any_process() {
     let mut store = Store::default();
     let mut fleet = processes(2, bucket(10.0, 1.0), 10_000.0, &[1.0]);
-    let mut t = 0.0;
-    fleet[0].set_time(t);
-    while fleet[0].consume(0, &mut store, t, 1, 10_000.0) {
-        t += 1.0;
-        fleet[0].set_time(t);
-    }
+    let t = drain(&mut fleet[0], &mut store);
     // The give-back of what it kept, as its idle timer would.
     let index = at(&fleet[0].limiter, "k");
     for request in fleet[0].limiter.slice_give_backs(0.0, usize::MAX, t) {
@@ -309,12 +316,7 @@ fn an_idle_key_refills_in_the_store_for_any_process() {
 fn a_key_idle_past_its_records_expiry_finds_a_full_bucket() {
     let mut store = Store::default();
     let mut fleet = processes(1, bucket(10.0, 1.0), 10_000.0, &[1.0]);
-    let mut t = 0.0;
-    fleet[0].set_time(t);
-    while fleet[0].consume(0, &mut store, t, 1, 10_000.0) {
-        t += 1.0;
-        fleet[0].set_time(t);
-    }
+    let t = drain(&mut fleet[0], &mut store);
     // Idle 80 s: the store kept the record max(C / R, 1.1 * leaseMs + 1 s) + 60 s = 72 s.
     store.record = None;
     let t = t + 80_000.0;
