@@ -10,7 +10,7 @@
 //! decision ([`kernel::decide`](crate::kernel::decide)) decides on them like on any bucket; this
 //! book only says, before it, whether a call the slice does not cover asks the store
 //! ([`SharedDecision::NeedsSlice`]) or is denied here with the fleet's wait (the store said the
-//! bucket was short less than a second ago).
+//! bucket was short, at most a second ago), and sizes what a store call takes.
 //!
 //! Per key, beside its record (a parallel vector, like the share book's reservations): the lease,
 //! a store call under way, when the key stops being denied locally, what the store's bucket held
@@ -48,8 +48,9 @@ pub enum More {
     /// A fair share: `C / (others + 2)`, at most `(tokens - want) / (others + 1)` of what the
     /// bucket has left.
     Share = 1,
-    /// Everything the bucket has: a process that waited out a saturated bucket (so the refill
-    /// that came meanwhile is not lost to the bucket's cap).
+    /// Everything the bucket has, up to the request's `most`: a process that waited out a
+    /// saturated bucket (so the refill that came meanwhile is not lost to the bucket's cap), or
+    /// calls waiting together for what they lack together.
     All = 2,
 }
 
@@ -79,7 +80,8 @@ pub struct Slice {
     pub record_id: u64,
     /// The store may count tokens out to this process for the key.
     pub store_holds: bool,
-    /// Unspent tokens of a slice let go while the key was dropped, still to give back.
+    /// Unspent tokens still to give back: of a slice whose lease lapsed, or of one let go while
+    /// the key was dropped, or carried by a store call that failed.
     pub give: f64,
     /// Units admitted with failOpen, to take from the store's bucket at the next answer.
     pub owed: u64,
@@ -91,9 +93,9 @@ pub struct Slice {
     /// request, not two.
     pub busy: bool,
     /// The store's bucket was short at the last answer and this process took at least three
-    /// quarters of its capacity: once the slice is spent, the store hears of it at once, in the background (a large
-    /// slice counted as out would cap the store's refill, and an operator's `fill` would count it
-    /// as still out).
+    /// quarters of its capacity: once the slice is spent, the store hears of it at once, in the
+    /// background (a large slice counted as out would cap the store's refill, and an operator's
+    /// `fill` would count it as still out).
     pub report_spent: bool,
     /// How many small slices in a row this key took, each soon after the call before (draining).
     pub small_streak: u8,
