@@ -463,3 +463,9 @@ proptest! {
         prop_assert!(worst <= 1e-9, "a window admitted {worst} over the bound");
     }
 }
+
+/// What a held key of a fleet bucket costs beside its record (docs/limitations.md says it).
+#[test]
+fn a_slice_is_at_most_136_bytes() {
+    assert!(std::mem::size_of::<Slice>() <= 136, "{}", std::mem::size_of::<Slice>());
+}
