@@ -467,5 +467,9 @@ proptest! {
 /// What a held key of a fleet bucket costs beside its record (docs/limitations.md says it).
 #[test]
 fn a_slice_is_at_most_136_bytes() {
-    assert!(std::mem::size_of::<Slice>() <= 136, "{}", std::mem::size_of::<Slice>());
+    assert!(
+        std::mem::size_of::<Slice>() <= 136,
+        "{}",
+        std::mem::size_of::<Slice>()
+    );
 }
