@@ -5,7 +5,7 @@
 // same connection, deadline and exit; a bad argument exits 2, a store that cannot be reached 1.
 
 const { PROGRAM } = require('./command-line.js')
-const { STORE_OPTIONS, DEADLINE_MS, run } = require('./quota-admin.js')
+const { STORE_OPTIONS, DEADLINE_MS, run, storeFlagsHelp } = require('./quota-admin.js')
 
 const PERIOD_FLAGS = ['period', 'unit', 'zone', 'anchor-day', 'anchor-month', 'anchor-time']
 // A bucket has no period: the period flags are not its options (parsing refuses them).
@@ -27,12 +27,7 @@ function describeBucket(bucket, done) {
   return `${head}: ${tokensText(bucket.tokens)} tokens of capacity ${bucket.capacity} in the store, ${bucket.out} out in slices, refill ${bucket.refillPerSecond}/s${expires}`
 }
 
-const bucketHelp = `Where the bucket lives (one of):
-  --redis <url>           redis:// or rediss:// URL; the client is the application's ioredis (else redis)
-  --mongo <url>           mongodb:// URL, the database named in its path; the client is the application's mongodb
-  --prefix <prefix>       Redis: the store's prefix, if not the default 'qcs:'
-  --collection <name>     MongoDB: the collection, if not the default 'quota_shares'
-
+const bucketHelp = `${storeFlagsHelp('the bucket')}
 Which bucket:
   --name <name>           the bucket's name (share.name of the limiters)
   --key <key>             the key (client address, API key, ...)

@@ -7,8 +7,9 @@ module.exports = bucketCommand(
   'bucket',
   "a shared bucket's tokens for one key: in the store, and out in slices",
   `Prints what the store has for the key's shared bucket (share.bucket): its capacity and
-refill, the tokens in the store (refilled to now by the fleet clock; below 0 after failOpen
-charges) and the tokens out in the instances' slices. Moves nothing.`,
+refill, the tokens in the store (refilled by the store's elapsed time since its last call, at
+most C/R seconds of it; below 0 after failOpen charges) and the tokens out in the instances'
+slices. Moves nothing.`,
   (admin, key) => admin.bucket(key),
   '',
 )

@@ -252,12 +252,15 @@ function explained(error, where, unreachable) {
   return unreachable(firstLine(error?.cause ?? error))
 }
 
-const storeHelp = `Where the quota lives (one of):
+/** The store flags' help, for what lives in it (`what`: 'the quota', 'the bucket'). */
+const storeFlagsHelp = (what) => `Where ${what} lives (one of):
   --redis <url>           redis:// or rediss:// URL; the client is the application's ioredis (else redis)
   --mongo <url>           mongodb:// URL, the database named in its path; the client is the application's mongodb
   --prefix <prefix>       Redis: the store's prefix, if not the default 'qcs:'
   --collection <name>     MongoDB: the collection, if not the default 'quota_shares'
+`
 
+const storeHelp = `${storeFlagsHelp('the quota')}
 Which record:
   --name <name>           the quota's name (share.name of the limiters)
   --key <key>             the key (tenant, API key, ...)
@@ -299,4 +302,4 @@ Example:
 const NONE = { options: {}, usage: '', help: '', example: '' }
 
 // (What bin/bucket-admin.js shares with these commands.)
-module.exports = { storeCommand, run, NONE, STORE_OPTIONS, DEADLINE_MS, MAX_NAME_LENGTH, MAX_KEY_UNITS, failure, shown, text, storeUrl, connectRedis, connectMongo }
+module.exports = { storeCommand, run, storeFlagsHelp, NONE, STORE_OPTIONS, DEADLINE_MS, MAX_NAME_LENGTH, MAX_KEY_UNITS, failure, shown, text, storeUrl, connectRedis, connectMongo }

@@ -9,7 +9,7 @@ const SHARE_KEYS = ['store', 'name', 'leaseUnits', 'idleMs', 'timeoutMs', 'failO
 const DEFAULT_IDLE_MS = 10_000
 const DEFAULT_TIMEOUT_MS = 300
 const MAX_NAME_LENGTH = 128
-// share.leaseMs: how long a process decides from the cells it holds without hearing from the store.
+// share.leaseMs: how long a process may spend a slice of a fleet bucket it took from the store.
 const DEFAULT_LEASE_MS = 10_000
 const MIN_LEASE_MS = 1_000
 const MAX_LEASE_MS = 600_000

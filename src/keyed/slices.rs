@@ -25,7 +25,7 @@
 use std::collections::HashMap;
 
 use super::share::SharedCall;
-use super::{refresh_record, KeyBuf, KeyedLimiter, ShareMode, SharedDecision};
+use super::{refresh_record, KeyBuf, KeyedLimiter, Policy, ShareMode, SharedDecision};
 use crate::anomaly::Anomaly;
 use crate::bucket::refilled;
 use crate::kernel::BucketOf;
@@ -370,13 +370,7 @@ impl KeyedLimiter {
             return None;
         }
         slice.waited = false;
-        forget_if_expired(
-            slice,
-            policy.capacity,
-            policy.refill_per_second,
-            lease_ms,
-            timeline_ms,
-        );
+        forget_if_expired(slice, policy, lease_ms, timeline_ms);
         let give = std::mem::take(&mut record.tokens) + std::mem::take(&mut slice.give);
         slice.store_holds = false;
         slice.asking = false;
@@ -469,12 +463,20 @@ impl KeyedLimiter {
     /// what the last one brought (or its lease is in its last quarter), the key not short.
     fn fetch_if_low(&mut self, index: u32, timeline_ms: f64) {
         let tokens = self.table.records[index as usize].tokens;
+        let Some(book) = &self.slices else {
+            return;
+        };
+        let lease_ms = book.lease_ms;
+        let slice = &book.slices[index as usize];
+        // (The cheap test first: a covered consume comes here every time.)
+        if !fetch_wanted(slice, tokens, timeline_ms, lease_ms) {
+            return;
+        }
         let capacity = self.bucket_capacity(index);
         let fleet = self.fleet_tokens(index, timeline_ms).unwrap_or(0.0);
         let Some(book) = &mut self.slices else {
             return;
         };
-        let lease_ms = book.lease_ms;
         let slice = &book.slices[index as usize];
         // (A background fetch is worth its store call only while the store, as last heard of,
         // holds half the bucket and half a slice: when it runs low, a process fetching
@@ -482,7 +484,7 @@ impl KeyedLimiter {
         // call asks for what it lacks.)
         let worth =
             slice.report_spent || fleet >= (capacity / 2.0).max(slice.last_granted as f64 / 2.0);
-        if worth && fetch_wanted(slice, tokens, timeline_ms, lease_ms) {
+        if worth {
             book.fetch_due = true;
         }
     }
@@ -516,13 +518,7 @@ impl KeyedLimiter {
         if lacking == 0 && !fetch_wanted(slice, held, timeline_ms, lease_ms) {
             return None;
         }
-        forget_if_expired(
-            slice,
-            policy.capacity,
-            policy.refill_per_second,
-            lease_ms,
-            timeline_ms,
-        );
+        forget_if_expired(slice, &policy, lease_ms, timeline_ms);
         slice.in_flight = true;
         // What the waiting calls lack beyond what the slice keeps (at least 1 when they lack).
         let want = if lacking == 0 {
@@ -864,15 +860,9 @@ fn spread_of(store_now_ms: f64, index: u32) -> f64 {
 /// may find it expired: the next call names no record and no fleet clock, as a first call does,
 /// so a record gone by expiry comes back full (as an unshared bucket idle that long would be),
 /// not empty as a lost one does (the contract: "lost before it could have expired").
-fn forget_if_expired(
-    slice: &mut Slice,
-    capacity: f64,
-    refill_per_second: f64,
-    lease_ms: f64,
-    timeline_ms: f64,
-) {
-    let kept_ms =
-        (capacity / refill_per_second * 1000.0).max(1.1 * lease_ms + 1000.0) + RECORD_KEPT_AFTER_MS;
+fn forget_if_expired(slice: &mut Slice, policy: &Policy, lease_ms: f64, timeline_ms: f64) {
+    let refill_ms = policy.capacity / policy.refill_per_second * 1000.0;
+    let kept_ms = refill_ms.max(1.1 * lease_ms + 1000.0) + RECORD_KEPT_AFTER_MS;
     if slice.record_id != 0 && timeline_ms - slice.fleet_at_ms > kept_ms * CLOCK_RATE_SLACK {
         slice.record_id = 0;
         slice.fleet_ms = -1.0;

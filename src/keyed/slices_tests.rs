@@ -175,6 +175,17 @@ impl Process {
         self.clock.wall_ms = JAN_15_2024 + real_ms;
     }
 
+    /// The native decision of a consume of 1, as it stands (no store call made).
+    fn decide_one(&mut self) -> SharedDecision {
+        consume(
+            &mut self.limiter,
+            &mut self.clock,
+            "k",
+            1,
+            ShareMode::Reserved,
+        )
+    }
+
     /// A consume of `n` as the JS face makes it: decided, or one store call then decided.
     fn consume(&mut self, me: u32, store: &mut Store, store_now: f64, n: u64, lease: f64) -> bool {
         let outcome = consume(
@@ -338,13 +349,7 @@ fn a_short_answer_denies_locally_with_the_fleets_wait_for_at_least_an_eighth_of_
     assert!(!process.consume(0, &mut store, 0.0, 1, 4_000.0));
     // Denied here with no store call while short.
     process.set_time(400.0);
-    let decision = decided(consume(
-        &mut process.limiter,
-        &mut process.clock,
-        "k",
-        1,
-        ShareMode::Reserved,
-    ));
+    let decision = decided(process.decide_one());
     assert!(!decision.allowed);
     assert_eq!(
         decision.retry_after_basis,
@@ -352,16 +357,7 @@ fn a_short_answer_denies_locally_with_the_fleets_wait_for_at_least_an_eighth_of_
     );
     assert!(decision.retry_after_ms >= 500.0 && decision.retry_after_ms <= 1000.0);
     process.set_time(1100.0);
-    assert_eq!(
-        consume(
-            &mut process.limiter,
-            &mut process.clock,
-            "k",
-            1,
-            ShareMode::Reserved
-        ),
-        SharedDecision::NeedsSlice
-    );
+    assert_eq!(process.decide_one(), SharedDecision::NeedsSlice);
 }
 
 #[test]
@@ -374,16 +370,7 @@ fn a_lapsed_lease_spends_nothing() {
     assert!(process.consume(0, &mut store, 0.0, 1, 1_000.0));
     assert!(process.limiter.table.records[0].tokens > 10.0);
     process.set_time(1_000.0);
-    assert_eq!(
-        consume(
-            &mut process.limiter,
-            &mut process.clock,
-            "k",
-            1,
-            ShareMode::Reserved
-        ),
-        SharedDecision::NeedsSlice
-    );
+    assert_eq!(process.decide_one(), SharedDecision::NeedsSlice);
 }
 
 #[derive(Clone, Debug)]
