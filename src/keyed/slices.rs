@@ -445,15 +445,12 @@ impl KeyedLimiter {
             return SharedDecision::NeedsSlice;
         }
         // Denied by the one decision on what the slice holds (short of `n`), with the fleet's
-        // wait: the time until the store's bucket holds `n`, and no sooner than this process asks
-        // it again.
-        let short_left_ms = slice.short_until_ms - timeline_ms;
+        // wait: the time until the store's bucket holds `n`, as last heard of.
         let mut outcome = self.decide_shared_step(index, call);
         if let SharedDecision::Decided { decision, .. } = &mut outcome {
             if !decision.allowed && decision.retry_after_basis == Some(RetryBasis::MonotonicRefill)
             {
-                let fleet_ms = self.fleet_wait_ms(index, n, timeline_ms);
-                decision.retry_after_ms = fleet_ms.max(short_left_ms.ceil());
+                decision.retry_after_ms = self.fleet_wait_ms(index, n, timeline_ms);
             }
         }
         outcome
