@@ -654,13 +654,14 @@ impl KeyedLimiter {
             //
             // The processes a saturated key's traffic reaches all learn it at about the same
             // time; waiting alike, they would all ask again at once, one taking the refill and
-            // the others nothing. So each waits a spread of the floor: between 1.1 and 1.6 times
-            // it (at most 1 s), drawn from the answer's store time (which differs from call to
-            // call). (Longer waits would let the slices spent and not yet reported, which the
+            // the others nothing. So each waits a spread of the floor: between 1 and 1.2 times it
+            // (at most 1 s), drawn from the answer's store time (which differs from call to call).
+            // Not longer: the slices spent meanwhile and not yet reported, which the store still
+            // counts as out, would cap the bucket's refill. (Longer waits would let the slices spent and not yet reported, which the
             // store still counts as out, cap the bucket's refill.)
             let wait_ms = (1.0 - answer.tokens).max(0.0) * 1000.0 / policy.refill_per_second;
             let spread = spread_of(answer.store_now_ms, index);
-            let least_ms = (floor_ms * (1.1 + spread * 0.5)).min(1000.0);
+            let least_ms = (floor_ms * (1.0 + spread * 0.2)).min(1000.0);
             slice.short_until_ms = timeline_ms + wait_ms.clamp(least_ms, 1000.0);
             slice.waited = true;
             slice.report_spent = answer.granted as f64 >= 0.75 * policy.capacity;
