@@ -145,9 +145,12 @@ test('a saturated key is denied locally, with no store call, for at least min(le
     assert.equal(again.retryAfterBasis, 'monotonic-refill')
   }
   assert.equal(t.calls.bucketTake.length, calls, 'no store call while denied locally')
-  // Past 1 s (the wait is spread between min(leaseMs / 8, 1 s) and twice it, at most 1 s): the
-  // store is asked again, and this process takes everything.
-  advance(t, fleet, 551)
+  // The wait is 1.3 times min(leaseMs / 8, 1 s): 650 ms here. Still denied locally at 640 ms;
+  // past it, the store is asked again, and this process takes everything.
+  advance(t, fleet, 190)
+  assert.equal((await limiter.consume('ip')).allowed, false)
+  assert.equal(t.calls.bucketTake.length, calls, 'no store call before 650 ms')
+  advance(t, fleet, 11)
   assert.equal((await limiter.consume('ip')).allowed, true)
   assert.equal(t.calls.bucketTake.at(-1).more, 2)
 })

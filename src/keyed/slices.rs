@@ -97,8 +97,6 @@ pub struct Slice {
     /// background (a large slice counted as out would cap the store's refill, and an operator's
     /// `fill` would count it as still out).
     pub report_spent: bool,
-    /// How many small slices in a row this key took, each soon after the call before (draining).
-    pub small_streak: u8,
     /// Units this key's consumes asked for since `demand_since_ms` (its demand rate, which sizes
     /// what it takes after waiting out a saturated bucket).
     pub demand: f64,
@@ -123,7 +121,7 @@ impl Slice {
             fleet_tokens: 0.0,
             fleet_at_ms: f64::NEG_INFINITY,
             fleet_ms: -1.0,
-            fleet_sent_ms: 0.0,
+            fleet_sent_ms: f64::NEG_INFINITY,
             last_used_ms: now_ms,
             last_granted: 0,
             record_id: 0,
@@ -133,7 +131,6 @@ impl Slice {
             waited: false,
             busy: false,
             report_spent: false,
-            small_streak: 0,
             demand: 0.0,
             demand_since_ms: now_ms,
             asking: false,
@@ -546,15 +543,17 @@ impl KeyedLimiter {
         } else if together > want && want > 0 {
             (More::All, together.max(spendable))
         } else if slice.waited {
-            // (0: no limit; else at least what the call lacks.)
-            (
-                More::All,
-                if spendable == 0 {
-                    0
-                } else {
-                    spendable.max(want)
-                },
-            )
+            // (0: no limit; else at least what the call lacks.) What the slice still holds counts
+            // toward what the key can spend: a background fetch that took the whole spendable
+            // amount each time would pile up tokens the store counts as out.
+            let room = spendable.saturating_sub(held as u64);
+            if spendable == 0 {
+                (More::All, 0)
+            } else if room == 0 && want == 0 {
+                (More::Nothing, 0)
+            } else {
+                (More::All, room.max(want))
+            }
         } else if want > 0 && (!slice.busy || (slice.fleet_ms < 0.0 && slice.record_id == 0)) {
             (More::Nothing, 0)
         } else {
@@ -610,28 +609,23 @@ impl KeyedLimiter {
         slice.fleet_at_ms = timeline_ms;
         slice.fleet_ms = answer.fleet_ms;
         let floor_ms = (lease_ms / 8.0).min(1000.0);
-        // Draining: a second slice in a row that is small (under a quarter of the bucket), came
-        // within min(leaseMs / 8, 1 s) of the call before and is no more than twice what the
-        // bucket refilled in between: this key lives off the refill, its calls spending it as it
-        // comes. Treated as short, so the key costs a bounded number of store calls a second
-        // instead of one for every few tokens. (A burst sharing out the last tokens of a full
-        // bucket takes small slices too, but more than the refill: a process that stopped asking
-        // then would strand what is left.)
+        // Draining: a slice that is small (under a quarter of the bucket), came within
+        // min(leaseMs / 8, 1 s) of the call before and is no more than twice what the bucket
+        // refilled in between: this key lives off the refill, its calls spending it as it comes.
+        // Treated as short, so the key costs a bounded number of store calls a second instead of
+        // one for every few tokens. (A burst sharing out the last tokens of a full bucket takes
+        // small slices too, but more than the refill: a process that stopped asking then would
+        // strand what is left. Not judged: a key's first take, of what its call lacks, and the first
+        // take after a wait, which brings the wait's refill.)
         let between_ms = sent_ms - slice.fleet_sent_ms;
         let refilled_between = between_ms.max(0.0) * policy.refill_per_second / 1000.0;
         let granted = answer.granted as f64;
-        let small = answer.granted > 0
+        let draining = answer.granted > 0
             && granted * 4.0 < policy.capacity
-            && granted <= 2.0 * refilled_between;
-        let recent = between_ms < floor_ms;
-        // (A take after a wait starts the count anew.)
-        let after_wait = slice.waited;
-        slice.small_streak = if small && recent && !after_wait {
-            slice.small_streak.saturating_add(1)
-        } else {
-            0
-        };
-        let draining = slice.small_streak >= 2;
+            && granted <= 2.0 * refilled_between
+            && between_ms < floor_ms
+            && !slice.waited
+            && !slice.first;
         slice.fleet_sent_ms = sent_ms;
         slice.record_id = answer.record_id;
         slice.store_holds = answer.held > 0;
@@ -652,16 +646,16 @@ impl KeyedLimiter {
             // token again, for at least min(leaseMs / 8, 1 s) and at most 1 s; then this process
             // takes all there is, so that the refill of the wait is not lost to the bucket's cap.
             //
-            // The processes a saturated key's traffic reaches all learn it at about the same
-            // time; waiting alike, they would all ask again at once, one taking the refill and
-            // the others nothing. So each waits a spread of the floor: between 1 and 1.2 times it
-            // (at most 1 s), drawn from the answer's store time (which differs from call to call).
-            // Not longer: the slices spent meanwhile and not yet reported, which the store still
-            // counts as out, would cap the bucket's refill. (Longer waits would let the slices spent and not yet reported, which the
-            // store still counts as out, cap the bucket's refill.)
+            // Every process waits alike, 1.3 times that floor (at most 1 s): the processes a
+            // saturated key's traffic reaches then each ask once a period, and the tokens out
+            // (slices spent and not yet reported, which the store counts as out) plus those in
+            // the store are at most what the bucket refills in one period, so its cap does not
+            // stop the refill while R times the period is within C. (Waits drawn at random each
+            // time made the periods uneven: a process asking after a long one found the others'
+            // spent slices capping the refill, and the fleet admitted 80-90% of R.) Who asks
+            // first in a period takes most of its refill; the others take what came since.
             let wait_ms = (1.0 - answer.tokens).max(0.0) * 1000.0 / policy.refill_per_second;
-            let spread = spread_of(answer.store_now_ms, index);
-            let least_ms = (floor_ms * (1.0 + spread * 0.2)).min(1000.0);
+            let least_ms = (floor_ms * 1.3).min(1000.0);
             slice.short_until_ms = timeline_ms + wait_ms.clamp(least_ms, 1000.0);
             slice.waited = true;
             slice.report_spent = answer.granted as f64 >= 0.75 * policy.capacity;
@@ -841,16 +835,6 @@ fn fetch_wanted(slice: &Slice, tokens: f64, timeline_ms: f64, lease_ms: f64) -> 
 /// than what one call lacked (or waited out a saturated bucket): it reports when it goes quiet.
 fn reports_when_quiet(slice: &Slice) -> bool {
     slice.store_holds && (slice.waited || slice.last_granted > 1)
-}
-
-/// A number in [0, 1) drawn from a store time and a record index (SplitMix64's finalizer): the
-/// spread of a short key's wait.
-fn spread_of(store_now_ms: f64, index: u32) -> f64 {
-    let mut z = store_now_ms.to_bits() ^ (u64::from(index) << 32);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
-    (z >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// A key idle here for longer than the store keeps its record untouched (lib/share/protocol.js,

@@ -225,6 +225,52 @@ impl Process {
     }
 }
 
+impl Process {
+    /// A consume of 1 as the JS face makes it, with the store calls it costs counted in `calls`:
+    /// one for a call the slice does not cover, one for a background fetch a covered call marks.
+    fn serve(&mut self, me: u32, store: &mut Store, now: f64, lease: f64, calls: &mut u32) -> bool {
+        let outcome = consume(
+            &mut self.limiter,
+            &mut self.clock,
+            "k",
+            1,
+            ShareMode::Reserved,
+        );
+        let index = at(&self.limiter, "k");
+        let decision = match outcome {
+            SharedDecision::Decided { decision, .. } => {
+                if self.limiter.slice_fetch_due() {
+                    let monotonic = self.clock.monotonic_ms;
+                    if let Some(request) = self.limiter.slice_request(index, 0, 0, monotonic) {
+                        *calls += 1;
+                        let answer = store.take(me, lease, &request, now);
+                        self.limiter
+                            .credit_slice(index, request.sent_ms, answer, monotonic);
+                    }
+                }
+                decision
+            }
+            SharedDecision::NeedsSlice => {
+                let monotonic = self.clock.monotonic_ms;
+                let request = self.limiter.slice_request(index, 1, 1, monotonic).unwrap();
+                *calls += 1;
+                let answer = store.take(me, lease, &request, now);
+                self.limiter
+                    .credit_slice(index, request.sent_ms, answer, monotonic);
+                decided(consume(
+                    &mut self.limiter,
+                    &mut self.clock,
+                    "k",
+                    1,
+                    ShareMode::AfterStore,
+                ))
+            }
+            other => panic!("unexpected {other:?}"),
+        };
+        decision.allowed
+    }
+}
+
 fn decided(outcome: SharedDecision) -> Decision {
     match outcome {
         SharedDecision::Decided { decision, .. } => decision,
@@ -459,4 +505,70 @@ fn a_slice_is_at_most_136_bytes() {
         "{}",
         std::mem::size_of::<Slice>()
     );
+}
+
+/// A saturated key (demand `demand_per_r` times R, round-robin over three processes, leaseMs
+/// 4,000, for 10 s): its store calls per process per second, and what the fleet admits from the
+/// third second on against R.
+fn saturated(capacity: f64, refill: f64, demand_per_r: f64) -> ([f64; 3], f64) {
+    let lease = 4_000.0;
+    let mut store = Store::default();
+    let mut fleet = processes(3, bucket(capacity, refill), lease, &[1.0]);
+    let mut calls = [0u32; 3];
+    let mut steady = 0u64;
+    let step = 1000.0 / (demand_per_r * refill);
+    let mut i = 0usize;
+    loop {
+        let t = i as f64 * step;
+        if t >= 10_000.0 {
+            break;
+        }
+        let p = i % 3;
+        fleet[p].set_time(t);
+        // (A millisecond of store latency, so the processes are not answered at one instant.)
+        let admitted = fleet[p].serve(p as u32, &mut store, t + 1.0, lease, &mut calls[p]);
+        if admitted && t >= 2_000.0 {
+            steady += 1;
+        }
+        i += 1;
+    }
+    (
+        calls.map(|n| f64::from(n) / 10.0),
+        steady as f64 / (refill * 8.0),
+    )
+}
+
+#[test]
+fn a_saturated_key_costs_at_most_two_store_calls_a_second_and_the_fleet_admits_0_9_r() {
+    for (capacity, refill, demand) in [
+        (20.0, 20.0, 2.0),
+        (100.0, 100.0, 6.0),
+        (100.0, 100.0, 2.0),
+        (10.0, 10.0, 3.0),
+    ] {
+        let (per_second, admitted) = saturated(capacity, refill, demand);
+        for calls in per_second {
+            assert!(
+                calls <= 2.0,
+                "C {capacity}, R {refill}, demand {demand}R: {per_second:?} store calls a second"
+            );
+        }
+        assert!(
+            admitted >= 0.9,
+            "C {capacity}, R {refill}, demand {demand}R: admitted {admitted:.3} of R"
+        );
+    }
+}
+
+#[test]
+fn a_key_first_seen_is_not_short_after_its_first_take_however_fast_the_refill() {
+    // The first take is what the call lacks, 1 token: at a refill of 1e9 a second it is "no more
+    // than twice the refill since" any earlier instant, but it says nothing of the key's demand.
+    let mut store = Store::default();
+    let mut fleet = processes(1, bucket(2f64.powi(31), 1e9), 4_000.0, &[1.0]);
+    let process = &mut fleet[0];
+    for (i, t) in [5.0, 5.01, 5.02].into_iter().enumerate() {
+        process.set_time(t);
+        assert!(process.consume(0, &mut store, t, 1, 4_000.0), "call {i}");
+    }
 }
