@@ -20,11 +20,6 @@ impl BucketLimits {
     pub fn give_back(&self, tokens: f64, n: f64) -> f64 {
         given_back(tokens, n, self.capacity)
     }
-
-    /// How long until `tokens` refill to `n` (see [`refill_wait_ms`]).
-    pub fn wait_ms(&self, tokens: f64, n: f64) -> f64 {
-        refill_wait_ms(tokens, n, self.refill_per_second)
-    }
 }
 
 /// The smaller of `value` and `limit`, neither of them NaN: `f64::min` without its NaN handling,
@@ -97,15 +92,14 @@ mod tests {
 
     #[test]
     fn the_wait_is_the_missing_tokens_over_the_rate_rounded_up() {
-        let bucket = limits(10.0, 3.0);
-        assert_eq!(bucket.wait_ms(0.5, 1.0), 167.0);
-        assert_eq!(bucket.wait_ms(0.5, 0.5), 0.0);
+        assert_eq!(refill_wait_ms(0.5, 1.0, 3.0), 167.0);
+        assert_eq!(refill_wait_ms(0.5, 0.5, 3.0), 0.0);
     }
 
     #[test]
     fn a_wait_too_long_for_a_finite_number_is_the_largest_finite_one() {
-        assert_eq!(limits(5.0, 5e-324).wait_ms(0.0, 1.0), f64::MAX);
-        assert_eq!(limits(1e300, 1e-10).wait_ms(0.0, 1e300), f64::MAX);
+        assert_eq!(refill_wait_ms(0.0, 1.0, 5e-324), f64::MAX);
+        assert_eq!(refill_wait_ms(0.0, 1e300, 1e-10), f64::MAX);
     }
 
     #[test]

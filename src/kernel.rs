@@ -289,11 +289,16 @@ impl<S: Copy + PartialEq> KeyUse<S> {
         }
     }
 
-    /// Gives back `n` taken earlier: tokens up to `capacity`, quota use down to zero (a refund).
+    /// The give-back rule (a refund, and the HTTP middleware's all-or-nothing rollback): `n`
+    /// tokens back, up to `capacity`, and `n` quota units back (never below zero) only when they
+    /// were taken in the period `taken_in` and that period is still the key's and the open one
+    /// (`open`). A refund in a call, after the refresh, passes the open slot as both.
     #[inline]
-    pub fn give_back(&mut self, n: u64, capacity: f64) {
+    pub fn give_back(&mut self, n: u64, capacity: f64, taken_in: Option<S>, open: Option<S>) {
         self.tokens = given_back(self.tokens, n as f64, capacity);
-        self.quota_used = self.quota_used.saturating_sub(n);
+        if taken_in.is_some() && taken_in == open && taken_in == Some(self.period_slot) {
+            self.quota_used = self.quota_used.saturating_sub(n);
+        }
     }
 
     /// The idle rule, judged at `timeline_ms`: a full bucket then, and no use in the period
@@ -437,7 +442,7 @@ pub fn call<S: Storage>(
     let answer = match op {
         Op::Consume(n) => Answer::Decided(storage.decide(held, &mut state, n, &reading)),
         Op::Refund(n) => {
-            state.give_back(n, bucket.capacity);
+            state.give_back(n, bucket.capacity, Some(open_slot), Some(open_slot));
             Answer::Refunded
         }
         Op::Status => Answer::Status(state),

@@ -295,15 +295,4 @@ impl QuotaState {
     pub fn remaining(&self, policy: &QuotaPolicy) -> u64 {
         policy.limit.saturating_sub(self.used)
     }
-
-    /// Whether `n` more fit in the open period.
-    #[inline(always)]
-    pub fn admits(&self, policy: &QuotaPolicy, n: u64) -> bool {
-        n <= self.remaining(policy)
-    }
-
-    /// `ceil(periodEnd - wallNow)`: when the open period ends.
-    pub fn wait_ms(&self, wall_ms: f64) -> f64 {
-        self.period.wait_ms(wall_ms)
-    }
 }

@@ -1,6 +1,7 @@
 //! The crate's layers, checked from its source: the core's top-level modules import one another
 //! without a cycle, `error` imports nothing of the crate but `text`, no core file names the
-//! binding, and the binding's own modules (`src/napi/`) import one another without a cycle.
+//! binding, and the binding's own modules (`src/napi/`) import one another without a cycle, nor
+//! do its files (a file's `super::x` is its sibling `x.rs`; items of a `mod.rs` are not files).
 //! (An import is any `crate::…` path, in a `use` line or inline, tests included.)
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -175,6 +176,56 @@ fn binding_graph(files: &[(String, String)]) -> BTreeMap<String, BTreeSet<String
     graph
 }
 
+/// The binding's files (`napi/keyed/entry.rs` …, without the `mod.rs` files, which list the
+/// modules and hold shared items) and the sibling or binding files each names.
+fn binding_file_graph(files: &[(String, String)]) -> BTreeMap<String, BTreeSet<String>> {
+    let paths: BTreeSet<&str> = files.iter().map(|(path, _)| path.as_str()).collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (path, text) in files {
+        if !path.starts_with("napi/") || path.ends_with("/mod.rs") {
+            continue;
+        }
+        let dir = &path[..path.rfind('/').unwrap()];
+        let text = code(text);
+        let mut named = BTreeSet::new();
+        for name in paths_after(&text, "super::") {
+            named.insert(format!("{dir}/{name}.rs"));
+        }
+        for name in paths_after(&text, "crate::napi::") {
+            named.insert(format!("napi/{name}.rs"));
+        }
+        // `crate::napi::a::b…`: the file `napi/a/b.rs` when there is one.
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("crate::napi::") {
+            rest = &rest[at + "crate::napi::".len()..];
+            if let Some(first) = identifier_after(rest) {
+                if let Some(second) = rest[first.len()..]
+                    .strip_prefix("::")
+                    .and_then(identifier_after)
+                {
+                    named.insert(format!("napi/{first}/{second}.rs"));
+                }
+            }
+        }
+        let imports = graph.entry(path.clone()).or_default();
+        imports.extend(
+            named
+                .into_iter()
+                .filter(|file| file != path && paths.contains(file.as_str())),
+        );
+    }
+    graph
+}
+
+#[test]
+fn the_bindings_files_import_one_another_without_a_cycle() {
+    let graph = binding_file_graph(&src());
+    assert!(
+        graph.contains_key("napi/keyed/entry.rs") && graph.contains_key("napi/keyed/create.rs")
+    );
+    assert_eq!(cycle(&graph), None, "the binding's files: {graph:#?}");
+}
+
 #[test]
 fn the_cores_modules_import_one_another_without_a_cycle() {
     let graph = core_graph(&src());
@@ -264,4 +315,22 @@ fn the_checks_see_a_cycle_and_a_grouped_import() {
         "{graph:?}"
     );
     assert!(cycle(&graph).is_some(), "x → y → keyed → x");
+    let files = vec![
+        (
+            "napi/keyed/a.rs".to_owned(),
+            "use super::b::B; use super::KeyedState;".to_owned(),
+        ),
+        (
+            "napi/keyed/b.rs".to_owned(),
+            "fn f() { crate::napi::keyed::a::g() }".to_owned(),
+        ),
+        ("napi/keyed/mod.rs".to_owned(), "mod a; mod b;".to_owned()),
+    ];
+    let graph = binding_file_graph(&files);
+    assert_eq!(
+        graph["napi/keyed/a.rs"].iter().collect::<Vec<_>>(),
+        ["napi/keyed/b.rs"],
+        "{graph:?}"
+    );
+    assert!(cycle(&graph).is_some(), "a → b → a");
 }

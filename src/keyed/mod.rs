@@ -26,7 +26,8 @@ pub use policies::{KeyPolicy, PolicyChoice, PolicyId, DEFAULT_POLICY};
 use policies::{Policy, PolicyIdentity, SpecState};
 pub use share::{GiveBack, ReserveRequest, ShareBook, ShareMode, SharedDecision};
 pub use slices::{
-    is_shared_capacity, More, Slice, SliceAnswer, SliceBook, SliceRequest, MAX_SHARED_CAPACITY,
+    check_lease_ms, check_shared_capacity, More, Slice, SliceAnswer, SliceBook, SliceRequest,
+    MAX_SHARED_CAPACITY,
 };
 pub use snapshot::{Snapshot, SnapshotError, SnapshotWriter};
 use storage::{Named, TableCall};
@@ -42,6 +43,20 @@ use crate::kernel::{self, Answer, KeyUse, Op};
 use crate::limiter::Decision;
 use crate::reconciler::Reconciler;
 use crate::stats::Counters;
+
+/// The largest `maxKeys`: 2**32.
+pub const MAX_KEYS: f64 = 4_294_967_296.0;
+
+/// `maxKeys` (a keyed limiter's, or a zone's): a positive integer no larger than 2**32.
+pub fn check_max_keys(max_keys: f64) -> Result<u64, Error> {
+    if (1.0..=MAX_KEYS).contains(&max_keys) && max_keys.fract() == 0.0 {
+        return Ok(max_keys as u64);
+    }
+    Err(Error::invalid_option(format!(
+        "maxKeys must be a positive integer no larger than 2**32 (4294967296); received {}",
+        crate::text::js_number(max_keys)
+    )))
+}
 
 #[derive(Clone, Debug)]
 pub struct KeyedConfig {
@@ -308,12 +323,10 @@ impl KeyedLimiter {
         });
         let capacity = self.bucket_capacity(index);
         let record = &mut self.table.records[index as usize];
-        record.tokens = (record.tokens + n as f64).min(capacity);
-        if slot.is_some_and(|slot| {
-            slot != NO_PERIOD && record.period_slot == slot && open_slot == slot
-        }) {
-            record.quota_used = record.quota_used.saturating_sub(n);
-        }
+        let mut state = record.key_use();
+        let taken_in = slot.filter(|&slot| slot != NO_PERIOD);
+        state.give_back(n, capacity, taken_in, Some(open_slot));
+        record.set_use(&state);
         self.touch(index);
     }
 

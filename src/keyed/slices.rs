@@ -28,15 +28,38 @@ use super::share::SharedCall;
 use super::{refresh_record, KeyBuf, KeyedLimiter, Policy, ShareMode, SharedDecision};
 use crate::anomaly::Anomaly;
 use crate::bucket::refilled;
+use crate::error::Error;
 use crate::kernel::BucketOf;
 use crate::limiter::RetryBasis;
+use crate::text::js_number;
 
 /// The most a shared bucket's capacity may be (2**31).
 pub const MAX_SHARED_CAPACITY: f64 = 2_147_483_648.0;
 
-/// Whether `capacity` suits a shared bucket: an integer from 1 to 2**31.
-pub fn is_shared_capacity(capacity: f64) -> bool {
-    (1.0..=MAX_SHARED_CAPACITY).contains(&capacity) && capacity.fract() == 0.0
+/// The range of `share.leaseMs` for a shared bucket, in ms.
+pub const LEASE_MS: std::ops::RangeInclusive<f64> = 1_000.0..=600_000.0;
+
+/// `share.leaseMs`: an integer from 1000 to 600000.
+pub fn check_lease_ms(lease_ms: f64) -> Result<(), Error> {
+    if LEASE_MS.contains(&lease_ms) && lease_ms.fract() == 0.0 {
+        return Ok(());
+    }
+    Err(Error::invalid_option(format!(
+        "share.leaseMs must be an integer from 1000 to 600000; received {}",
+        js_number(lease_ms)
+    )))
+}
+
+/// A shared bucket's capacity (`share.bucket`): an integer from 1 to 2**31; `path` names the
+/// policy it belongs to (empty for the options').
+pub fn check_shared_capacity(path: &str, capacity: f64) -> Result<(), Error> {
+    if (1.0..=MAX_SHARED_CAPACITY).contains(&capacity) && capacity.fract() == 0.0 {
+        return Ok(());
+    }
+    Err(Error::invalid_option(format!(
+        "{path}capacity must be an integer from 1 to 2**31 (2147483648) for a shared bucket (share.bucket); received {}",
+        js_number(capacity)
+    )))
 }
 
 /// How much a store call takes beyond what it must (the protocol's `more`).
@@ -74,6 +97,9 @@ pub struct Slice {
     pub fleet_sent_ms: f64,
     /// The timeline of the key's last consume (idle give-back).
     pub last_used_ms: f64,
+    /// The timeline of the last consume the slice covered: the slice held unspent tokens until
+    /// then, so the store's refill counts it as out until then (the request's `spent_ms`).
+    pub spent_at_ms: f64,
     /// The size of the last slice taken (a background fetch is due below half of it).
     pub last_granted: u64,
     /// The identity of the store record (0: none yet).
@@ -123,6 +149,7 @@ impl Slice {
             fleet_ms: -1.0,
             fleet_sent_ms: f64::NEG_INFINITY,
             last_used_ms: now_ms,
+            spent_at_ms: f64::NEG_INFINITY,
             last_granted: 0,
             record_id: 0,
             store_holds: false,
@@ -167,7 +194,13 @@ pub struct SliceRequest {
     pub most: u64,
     /// The timeline as the call is sent: the lease runs from it.
     pub sent_ms: f64,
+    /// How long before the send the slice was last spent from (at most [`SPENT_MS_MAX`]): the
+    /// store's refill counts what the slice spent as out until then.
+    pub spent_ms: f64,
 }
+
+/// The largest `spent_ms` a request carries (about 31 years: "never spent").
+pub const SPENT_MS_MAX: f64 = 1e12;
 
 /// The store's answer to a `bucketTake`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -385,6 +418,7 @@ impl KeyedLimiter {
             record_id: slice.record_id,
             most: 0,
             sent_ms: timeline_ms,
+            spent_ms: spent_ms(slice, timeline_ms),
         })
     }
 
@@ -408,6 +442,7 @@ impl KeyedLimiter {
         slice.demand += n as f64;
         let wanted = n as i64 as f64;
         if record.tokens >= wanted && timeline_ms < slice.lease_end_ms {
+            slice.spent_at_ms = timeline_ms;
             let outcome = self.decide_shared_step(index, call);
             self.fetch_if_low(index, timeline_ms);
             return outcome;
@@ -575,6 +610,7 @@ impl KeyedLimiter {
             record_id: slice.record_id,
             most,
             sent_ms: timeline_ms,
+            spent_ms: spent_ms(slice, timeline_ms),
         })
     }
 
@@ -855,6 +891,11 @@ fn forget_if_expired(slice: &mut Slice, policy: &Policy, lease_ms: f64, timeline
 const RECORD_KEPT_AFTER_MS: f64 = 60_000.0;
 /// Hosts' clocks may run at slightly different rates (the bound's 0.1%).
 const CLOCK_RATE_SLACK: f64 = 1.001;
+
+/// How long before `sent_ms` the slice was last spent from (what it spent was spent by then).
+fn spent_ms(slice: &Slice, sent_ms: f64) -> f64 {
+    (sent_ms - slice.spent_at_ms).clamp(0.0, SPENT_MS_MAX)
+}
 
 /// The fleet-clock proposal of a call sent at `sent_ms`: the last answer's fleet clock plus this
 /// process's timeline advance between the two sends (-1: no answered call yet).

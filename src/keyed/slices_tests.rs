@@ -94,9 +94,17 @@ impl Store {
         record.fleet = moved;
         record.store_at = now;
         let fleet = record.fleet;
-        record
-            .holders
-            .retain(|y, h| *y == me || h.at + 1.1 * h.lease + 1000.0 >= fleet);
+        // Write-offs: the latest margin passed (the refill counts them as out until then).
+        let mut written_off = 0.0;
+        let mut written_until = before;
+        record.holders.retain(|y, h| {
+            let keep = *y == me || h.at + 1.1 * h.lease + 1000.0 >= fleet;
+            if !keep {
+                written_off += h.out as f64;
+                written_until = written_until.max(h.at + 1.1 * h.lease + 1000.0);
+            }
+            keep
+        });
         let prev = if lost {
             0
         } else {
@@ -104,6 +112,38 @@ impl Store {
         };
         let keep = request.held.min(prev);
         let back = request.give.min((prev - keep) as f64);
+        let others = record
+            .holders
+            .iter()
+            .filter(|(y, _)| **y != me)
+            .map(|(_, h)| h.out as f64)
+            .sum::<f64>();
+        // The refill, piece by piece: the caller's slice counts as out in full until it was
+        // last spent from (`spent_ms` before now), what it keeps and gives back until now.
+        let spent_until = (moved - request.spent_ms).clamp(before, moved);
+        let written_until = written_until.clamp(before, moved);
+        let mut points = [before, spent_until, written_until, moved];
+        points.sort_by(f64::total_cmp);
+        for pair in points.windows(2) {
+            let (from, to) = (pair[0], pair[1]);
+            if to <= from {
+                continue;
+            }
+            let mine = if from < spent_until {
+                prev as f64
+            } else {
+                keep as f64 + back
+            };
+            let gone = if from < written_until {
+                written_off
+            } else {
+                0.0
+            };
+            let room = record.capacity - others - gone - mine;
+            if record.tokens < room {
+                record.tokens = (record.tokens + (to - from) * record.refill / 1000.0).min(room);
+            }
+        }
         record.holders.insert(
             me,
             Holder {
@@ -112,11 +152,7 @@ impl Store {
                 lease,
             },
         );
-        // The refill's cap counts what is out after the write-offs and this caller's report.
         let room = record.capacity - out(record);
-        if record.tokens < room {
-            record.tokens = (record.tokens + (moved - before) * record.refill / 1000.0).min(room);
-        }
         record.tokens = (record.tokens + back).min(room);
         record.tokens -= request.charge as f64;
         let others = record
@@ -499,9 +535,9 @@ proptest! {
 
 /// What a held key of a fleet bucket costs beside its record (docs/limitations.md says it).
 #[test]
-fn a_slice_is_at_most_136_bytes() {
+fn a_slice_is_at_most_144_bytes() {
     assert!(
-        std::mem::size_of::<Slice>() <= 136,
+        std::mem::size_of::<Slice>() <= 144,
         "{}",
         std::mem::size_of::<Slice>()
     );
@@ -571,4 +607,103 @@ fn a_key_first_seen_is_not_short_after_its_first_take_however_fast_the_refill() 
         process.set_time(t);
         assert!(process.consume(0, &mut store, t, 1, 4_000.0), "call {i}");
     }
+}
+
+#[test]
+fn the_share_numbers_are_checked_in_the_core_with_the_contracts_messages() {
+    use crate::error::ErrorCode;
+    assert!(check_lease_ms(1_000.0).is_ok() && check_lease_ms(600_000.0).is_ok());
+    for bad in [999.0, 600_001.0, 1_500.5, f64::NAN] {
+        let error = check_lease_ms(bad).unwrap_err();
+        assert_eq!(error.code(), ErrorCode::InvalidOption);
+        assert!(error
+            .to_string()
+            .starts_with("share.leaseMs must be an integer from 1000 to 600000; received "));
+    }
+    assert!(
+        check_shared_capacity("", 1.0).is_ok()
+            && check_shared_capacity("", MAX_SHARED_CAPACITY).is_ok()
+    );
+    let error = check_shared_capacity("policy.", 0.5).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "policy.capacity must be an integer from 1 to 2**31 (2147483648) for a shared bucket (share.bucket); received 0.5"
+    );
+    assert_eq!(
+        crate::keyed::check_max_keys(4_294_967_296.0).unwrap(),
+        1 << 32
+    );
+    for bad in [0.0, 4_294_967_297.0, 2.5, f64::INFINITY] {
+        let error = crate::keyed::check_max_keys(bad).unwrap_err();
+        assert_eq!(error.code(), ErrorCode::InvalidOption);
+        assert!(error.to_string().starts_with(
+            "maxKeys must be a positive integer no larger than 2**32 (4294967296); received "
+        ));
+    }
+}
+
+/// A record lost and made again, its fleet clock behind; a process then spends the last of its
+/// slice and asks at once: the store's refill since its last call counts that slice as out
+/// until it was spent (it was spent just now), so the process does not find the bucket full on
+/// top of what it just spent. (Found by the proptest below; the store once let the caller's
+/// spent slice out of the refill's cap for the whole time since the last call.)
+#[test]
+fn a_slice_spent_just_before_its_call_counts_as_out_for_the_refill_until_then() {
+    let capacity = 3u64;
+    let refill = 28.408999948183666;
+    let lease = 3330.2999692564044;
+    let mut store = Store::default();
+    let mut fleet = processes(
+        3,
+        bucket(capacity as f64, refill),
+        lease,
+        &[1.0, 0.9995, 1.0005],
+    );
+    let mut admitted = Vec::new();
+    for (p, process) in fleet.iter_mut().enumerate() {
+        process.set_time(0.0);
+        if process.consume(p as u32, &mut store, 0.0, 1, lease) {
+            admitted.push((0.0, 1));
+        }
+    }
+    // (gap before it, process, n); process -1: the store loses the record.
+    let events: [(f64, i64, u64); 13] = [
+        (0.0, 0, 1),
+        (0.0, 0, 1),
+        (0.0, 0, 1),
+        (0.0, 0, 1),
+        (307.9990761012816, 0, 1),
+        (0.0, 0, 1),
+        (0.0, -1, 0),
+        (0.0, 2, 1),
+        (282.3465937271457, 1, 1),
+        (248.31980722664522, 0, 1),
+        (305.1758423515591, 1, 1),
+        (283.17202626352355, 0, 2),
+        (0.0, 0, 2),
+    ];
+    let mut now = 0.0;
+    for (gap, p, n) in events {
+        now += gap;
+        if p < 0 {
+            store.record = None;
+            continue;
+        }
+        let process = &mut fleet[p as usize];
+        process.set_time(now);
+        if process.consume(p as u32, &mut store, now, n, lease) {
+            admitted.push((now, n));
+        }
+    }
+    // The slice's last 2 spent at 1,427 ms: the call right after asks the store.
+    assert_eq!(
+        admitted.iter().filter(|(at, _)| *at > 1427.0).count(),
+        1,
+        "{admitted:?}"
+    );
+    let worst = worst_window(&admitted, capacity as f64, refill);
+    assert!(
+        worst <= 1e-9,
+        "a window admitted {worst} over the bound: {admitted:?}"
+    );
 }

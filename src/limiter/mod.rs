@@ -6,7 +6,7 @@ use crate::bucket::BucketLimits;
 use crate::calendar::{Period, PeriodSlot};
 use crate::clock::{ClockSource, SuspendPolicy};
 use crate::error::Error;
-use crate::kernel::{self, Answer, Op};
+use crate::kernel::{self, Answer, KeyUse, Op};
 pub use crate::kernel::{Decision, RetryBasis};
 use crate::quota::{QuotaPolicy, QuotaState};
 use crate::reconciler::Reconciler;
@@ -232,10 +232,16 @@ impl Limiter {
     /// is still open, `n` quota units (never below zero). For an all-or-nothing rollback, which
     /// must not fail on a clock that cannot be read or would be refused.
     pub fn give_back(&mut self, n: u64, slot: Option<PeriodSlot>) {
-        self.tokens = self.policy.bucket.give_back(self.tokens, n as f64);
-        if slot.is_some() && self.period_slot() == slot {
-            self.quota.used = self.quota.used.saturating_sub(n);
-        }
+        let open = self.period_slot();
+        let mut state = KeyUse {
+            tokens: self.tokens,
+            credited_at_ms: 0.0,
+            quota_used: self.quota.used,
+            period_slot: open,
+        };
+        state.give_back(n, self.policy.bucket.capacity, slot.map(Some), Some(open));
+        self.tokens = state.tokens;
+        self.quota.used = state.quota_used;
     }
 
     /// `status()`: reads and reconciles like `try_consume`, consumes nothing.

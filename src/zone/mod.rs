@@ -459,12 +459,12 @@ impl Zone {
             let record = self.slot(group, index);
             let limits = self.limits_of(record);
             let mut state = read_state(record);
-            state.tokens = (state.tokens + n as f64).min(limits.capacity);
-            let open = limits.spec.map(|spec| self.read_period(spec));
-            let still_open = open.is_some_and(|open| open.open && Some(open.slot) == slot);
-            if still_open && slot == Some(state.period_slot) {
-                state.quota_used = state.quota_used.saturating_sub(n);
-            }
+            let open = limits
+                .spec
+                .map(|spec| self.read_period(spec))
+                .filter(|period| period.open)
+                .map(|period| period.slot);
+            state.give_back(n, limits.capacity, slot, open);
             write_state(record, state);
             return;
         }

@@ -12,15 +12,15 @@ use super::policy::default_policy;
 use super::snapshot::NativeSnapshot;
 use super::{KeyedCell, KeyedState};
 use crate::error::ErrorCode;
-use crate::keyed::{is_shared_capacity, KeyedConfig, KeyedLimiter, PolicyId, DEFAULT_POLICY};
+use crate::keyed::{
+    check_lease_ms, check_max_keys, check_shared_capacity, KeyedConfig, KeyedLimiter, PolicyId,
+    DEFAULT_POLICY,
+};
 use crate::napi::buffer::{self, ResultBuffer};
 use crate::napi::clock::BoundClock;
-use crate::napi::errors::{coded, from_core, guard, invalid_arg, CodedResult};
+use crate::napi::errors::{coded, from_core, guard, invalid_arg};
 use crate::napi::options::{config_from, positive_safe_integer, ClockInput, LimiterOptions};
 use crate::text::js_number;
-
-/// The largest `maxKeys`: 2**32.
-const MAX_KEYS: f64 = 4_294_967_296.0;
 
 /// `keyedCreate`'s input.
 #[napi(object, object_to_js = false)]
@@ -57,24 +57,6 @@ pub struct BucketInput {
     pub lease_ms: f64,
 }
 
-/// `share.leaseMs`'s range.
-const LEASE_MS: std::ops::RangeInclusive<f64> = 1_000.0..=600_000.0;
-
-/// A shared bucket's capacity (`share.bucket`): an integer from 1 to 2**31; `path` names the
-/// policy it belongs to (empty for the options').
-pub(super) fn check_shared_capacity(path: &str, capacity: f64) -> CodedResult<()> {
-    if is_shared_capacity(capacity) {
-        return Ok(());
-    }
-    Err(coded(
-        ErrorCode::InvalidOption,
-        format!(
-            "{path}capacity must be an integer from 1 to 2**31 (2147483648) for a shared bucket (share.bucket); received {}",
-            js_number(capacity)
-        ),
-    ))
-}
-
 /// Makes a keyed limiter from `input` (see `KeyedInput`).
 #[napi(js_name = "keyedCreate")]
 pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<NativeKeyed>> {
@@ -96,15 +78,7 @@ pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<N
                 buffer::LENGTH
             )));
         }
-        if !((1.0..=MAX_KEYS).contains(&max_keys) && max_keys.fract() == 0.0) {
-            return Err(coded(
-                ErrorCode::InvalidOption,
-                format!(
-                    "maxKeys must be a positive integer no larger than 2**32 (4294967296); received {}",
-                    js_number(max_keys)
-                ),
-            ));
-        }
+        check_max_keys(max_keys).map_err(|error| from_core(&error))?;
         let limits = config_from(&options)?;
         let defaults = default_policy(&limits);
         let defaults_capacity = defaults.capacity;
@@ -157,19 +131,11 @@ pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<N
             limiter.enable_share(lease_units);
             if let Some(bucket) = share.bucket {
                 let lease_ms = bucket.lease_ms;
-                if !(LEASE_MS.contains(&lease_ms) && lease_ms.fract() == 0.0) {
-                    return Err(coded(
-                        ErrorCode::InvalidOption,
-                        format!(
-                            "share.leaseMs must be an integer from 1000 to 600000; received {}",
-                            js_number(lease_ms)
-                        ),
-                    ));
-                }
-                check_shared_capacity("", defaults_capacity)?;
+                check_lease_ms(lease_ms).map_err(|error| from_core(&error))?;
+                check_shared_capacity("", defaults_capacity).map_err(|error| from_core(&error))?;
                 if let Some(restore) = restore_policies {
                     for policy in restore {
-                        check_shared_capacity("", policy)?;
+                        check_shared_capacity("", policy).map_err(|error| from_core(&error))?;
                     }
                 }
                 limiter.enable_slices(lease_ms);

@@ -6,16 +6,15 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use super::cell::{call_function, take_anomalies, take_error, with_state};
-use super::create::check_shared_capacity;
 use super::key::key_argument;
 use super::policy::{key_policy, PolicyInput};
 use super::status::KeyStatusOutput;
 use super::{KeyedCell, KeyedState};
 use crate::calendar::PeriodSlot;
-use crate::keyed::{KeyPolicy, Target, DEFAULT_POLICY};
+use crate::keyed::{check_shared_capacity, KeyPolicy, Target, DEFAULT_POLICY};
 use crate::napi::anomaly::AnomalyOutput;
 use crate::napi::buffer::{settle, write_stats, Needs};
-use crate::napi::errors::{guard, CodedResult};
+use crate::napi::errors::{from_core, guard, CodedResult};
 use crate::napi::limiter::ErrorOutput;
 use crate::napi::options::positive_safe_integer;
 
@@ -172,7 +171,8 @@ impl KeyedState {
         };
         let policy = key_policy(input)?;
         if self.limiter.has_slices() {
-            check_shared_capacity(&format!("{}.", input.path), policy.capacity)?;
+            check_shared_capacity(&format!("{}.", input.path), policy.capacity)
+                .map_err(|error| from_core(&error))?;
         }
         Ok(Some(policy))
     }

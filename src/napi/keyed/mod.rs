@@ -69,6 +69,16 @@ impl RawState for KeyedState {
 }
 
 impl KeyedState {
+    /// The monotonic reading now: a native clock's, or the JS clock's the JS face passed (NaN
+    /// when it passed none: the timeline estimate is then the last call's).
+    fn monotonic_now(&self, monotonic_ms: Option<f64>) -> f64 {
+        match (&self.clock, self.clock.native_readings()) {
+            (_, Some((monotonic_ms, _))) => monotonic_ms,
+            (ClockHandle::Js { .. }, None) => monotonic_ms.unwrap_or(f64::NAN),
+            _ => f64::NAN,
+        }
+    }
+
     /// The hot path's quiet case (see [`KeyedLimiter::try_consume_quiet`]): a held key, a
     /// native clock. `false`: nothing was changed or written.
     #[inline(always)]

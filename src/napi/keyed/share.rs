@@ -8,7 +8,6 @@ use super::cell::with_state;
 use super::entry::NativeKeyed;
 use super::key::key_argument;
 use crate::keyed::{GiveBack, ReserveRequest};
-use crate::napi::clock::ClockHandle;
 use crate::napi::errors::{coded, guard, CodedResult};
 use crate::napi::options::MAX_SAFE_INTEGER;
 use crate::text::js_number;
@@ -223,11 +222,7 @@ pub fn keyed_share_give_back(
 ) -> napi::Result<Vec<GiveBackOutput>> {
     guard(env, || {
         with_state(&limiter.state, |state| {
-            let now_ms = match (&state.clock, state.clock.native_readings()) {
-                (_, Some((monotonic_ms, _))) => monotonic_ms,
-                (ClockHandle::Js { .. }, None) => monotonic_ms.unwrap_or(f64::NAN),
-                _ => f64::NAN,
-            };
+            let now_ms = state.monotonic_now(monotonic_ms);
             // An unreadable clock gives back nothing idle (NaN compares false), except on close.
             Ok(give_back_outputs(
                 state.limiter.give_back_idle(now_ms, idle_ms),

@@ -13,7 +13,6 @@ use super::share::units;
 use super::KeyedState;
 use crate::anomaly::Anomaly;
 use crate::keyed::{SliceAnswer, SliceRequest};
-use crate::napi::clock::ClockHandle;
 use crate::napi::errors::{coded, guard, CodedResult};
 use crate::napi::registry::notify_listener;
 use crate::text::js_number;
@@ -82,16 +81,6 @@ fn number(value: f64, min: f64, what: &str) -> CodedResult<f64> {
 }
 
 impl KeyedState {
-    /// The monotonic reading now: a native clock's, or the JS clock's the JS face passed (NaN
-    /// when it passed none: the timeline estimate is then the last call's).
-    fn monotonic_now(&self, monotonic_ms: Option<f64>) -> f64 {
-        match (&self.clock, self.clock.native_readings()) {
-            (_, Some((monotonic_ms, _))) => monotonic_ms,
-            (ClockHandle::Js { .. }, None) => monotonic_ms.unwrap_or(f64::NAN),
-            _ => f64::NAN,
-        }
-    }
-
     /// A store-clock anomaly goes to `onAnomaly` (it is counted already).
     fn deliver(&self, anomaly: Option<Anomaly>) {
         if let Some(anomaly) = anomaly {

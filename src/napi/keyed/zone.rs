@@ -17,7 +17,7 @@ use super::policy::{count_for, default_policy, key_policy, PolicyInput};
 use super::snapshot::NativeSnapshot;
 use crate::anomaly::Anomaly;
 use crate::error::{Error as CoreError, ErrorCode};
-use crate::keyed::{Key, KeyPolicy, PolicyChoice};
+use crate::keyed::{check_max_keys, Key, KeyPolicy, PolicyChoice};
 use crate::napi::buffer;
 use crate::napi::buffer::{write_decision, ResultBuffer};
 use crate::napi::errors::{coded, from_core, guard, CodedError, CodedResult};
@@ -104,6 +104,7 @@ fn open(input: ZoneInput<'_>) -> CodedResult<External<NativeZone>> {
     if result_buffer.len() < buffer::LENGTH {
         return Err(coded(ErrorCode::Internal, "the result buffer is too short"));
     }
+    let max_keys = check_max_keys(max_keys).map_err(|error| from_core(&error))?;
     let limits = config_from(&options)?;
     let defaults = default_policy(&limits);
     let config = ZoneConfig {
@@ -111,7 +112,7 @@ fn open(input: ZoneInput<'_>) -> CodedResult<External<NativeZone>> {
         defaults: defaults.clone(),
         suspend_policy: limits.suspend_policy,
         earliest_plausible_wall_ms: limits.earliest_plausible_wall_ms,
-        max_keys: max_keys as u64,
+        max_keys,
         reader,
     };
     let policies: Option<Vec<KeyPolicy>> = restore.map(|plan| {
