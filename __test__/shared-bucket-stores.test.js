@@ -157,17 +157,17 @@ function stepsOn(label, variant) {
       const early = await ops.bucketTake(takeOf(name, { instance: 'B', want: 1, fleetMs: 1_000, recordId: a.recordId }))
       assert.deepEqual([early.granted, early.tokens, early.others, early.fleetMs], [0, 0, 1, 1_000])
       await pass(10)
-      // F = 1002 > 1001.1: A's 10 are spent, and the refill's cap no longer counts them: the 2 ms
-      // since the last move refill 0.004.
+      // F = 1002 > 1001.1: A's 10 are spent, and the refill's cap counts them only until their
+      // margin passed: of the 2 ms since the last move, the 0.9 after 1001.1 refill 0.0018.
       const late = await ops.bucketTake(takeOf(name, { instance: 'B', want: 1, fleetMs: 1_002, recordId: a.recordId }))
-      const milli = (x) => Math.round(x * 1000) / 1000
-      assert.deepEqual([late.granted, milli(late.tokens), late.others, late.fleetMs], [0, 0.004, 0, 1_002])
+      const micro = (x) => Math.round(x * 1e6) / 1e6
+      assert.deepEqual([late.granted, micro(late.tokens), late.others, late.fleetMs], [0, 0.0018, 0, 1_002])
       assert.equal((await ops.bucketRead({ name, key: 'k' })).out, 0)
       // A was alive all along (a store outage, say): its report gives back what it did not spend.
       const report = await ops.bucketTake(takeOf(name, frozen(late, { want: 0, held: 10, give: 7 })))
-      assert.deepEqual([report.granted, report.held, milli(report.tokens), report.others], [0, 0, 7.004, 0])
+      assert.deepEqual([report.granted, report.held, micro(report.tokens), report.others], [0, 0, 7.0018, 0])
       const twice = await ops.bucketTake(takeOf(name, frozen(late, { want: 0, give: 7 })))
-      assert.equal(milli(twice.tokens), 7.004, 'a written-off slice comes back once')
+      assert.equal(micro(twice.tokens), 7.0018, 'a written-off slice comes back once')
     })
 
     test('5. held keeps at most the slice, give returns at most the rest, and a renewal keeps its lease', async () => {
@@ -184,6 +184,23 @@ function stepsOn(label, variant) {
       assert.deepEqual([fractional.held, fractional.tokens], [0, 6.25])
       const view = await ops.bucketRead({ name, key: 'k' })
       assert.equal(view.out, 0)
+    })
+
+    test("5. the caller's slice counts as out for the refill until it last spent from it (spentMs), then no more", async () => {
+      const { ops } = v()
+      // A takes all 10 (refill 10 a second), spends them, and reports 500 fleet ms later that it
+      // last spent from the slice `spentMs` before the call: the refill of those 500 ms counts
+      // the slice as out (room 0) until then, and not after.
+      for (const [spentMs, tokens] of [[0, 0], [200, 2], [500, 5], [1e12, 5]]) {
+        const name = freshName()
+        const a = await ops.bucketTake(takeOf(name, { refillPerSecond: 10, want: 10 }))
+        assert.deepEqual([a.granted, a.tokens], [10, 0])
+        await pass(550)
+        const report = await ops.bucketTake(takeOf(name, { refillPerSecond: 10, want: 0, fleetMs: a.fleetMs + 500, recordId: a.recordId, spentMs }))
+        assert.equal(report.fleetMs, a.fleetMs + 500)
+        near(report.tokens, tokens, 1e-9)
+        assert.equal(report.held, 0)
+      }
     })
 
     test('6. a failOpen charge is taken even below zero', async () => {

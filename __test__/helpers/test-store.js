@@ -38,16 +38,22 @@ const outOf = (record, except) => {
 
 /** Step 4 of bucketTake (lib/share/protocol.js): others past their margin are written off; old tombstones forgotten. */
 function writeOff(record, except) {
+  let gone = 0
+  let goneUntil = -Infinity
   for (const [y, holder] of record.holders) {
     if (y === except || writeOffAt(holder) >= record.F) continue
-    if (holder.o > 0) record.holders.set(y, { o: 0, w: holder.w + holder.o, a: record.F, l: holder.l })
-    else record.holders.delete(y)
+    if (holder.o > 0) {
+      gone += holder.o
+      goneUntil = Math.max(goneUntil, writeOffAt(holder))
+      record.holders.set(y, { o: 0, w: holder.w + holder.o, a: record.F, l: holder.l })
+    } else record.holders.delete(y)
   }
+  return { gone, goneUntil }
 }
 
 /** bucketTake on a Map of records at store time now: lib/share/protocol.js's steps one by one. */
 function bucketTakeNow(records, now, request) {
-  const { name, key, capacity, refillPerSecond, instance: me, leaseMs, want, more, held, give, charge, fleetMs, recordId, most = 0 } = request
+  const { name, key, capacity, refillPerSecond, instance: me, leaseMs, want, more, held, give, charge, fleetMs, recordId, most = 0, spentMs = 0 } = request
   let record = records.get(bucketId(name, key))
   let created = false
   if (record === undefined || record.expiresAtMs <= now) {
@@ -68,16 +74,27 @@ function bucketTakeNow(records, now, request) {
   const before = record.F
   record.F = moved
   record.S = now
-  writeOff(record, me)
+  const { gone, goneUntil } = writeOff(record, me)
   const mine = record.holders.get(me)
   const prev = lost ? 0 : (mine?.o ?? 0)
   const written = lost ? 0 : (mine?.w ?? 0)
   const keep = Math.min(held, prev)
   const back = Math.min(give, prev - keep + written)
-  // The refill's cap counts what is out after the write-offs and X's report.
-  const room = record.C - outOf(record, me) - keep
-  if (record.tk < room) record.tk = Math.min(room, record.tk + ((moved - before) * record.R) / 1000)
-  record.tk = Math.min(room, record.tk + back)
+  // The refill, piece by piece: X's slice counts as out in full until it was last spent from
+  // (spentMs before now), what X keeps and gives back until now; the slices written off now
+  // until their margin passed. Then what X gives back, under C minus what is out.
+  const others = outOf(record, me)
+  const clamp = (at) => Math.min(moved, Math.max(before, at))
+  const spentUntil = clamp(moved - spentMs)
+  const writtenUntil = clamp(goneUntil)
+  const points = [before, spentUntil, writtenUntil, moved].sort((a, b) => a - b)
+  for (let i = 0; i < 3; i++) {
+    const [from, to] = [points[i], points[i + 1]]
+    if (!(to > from)) continue
+    const room = record.C - others - (from < writtenUntil ? gone : 0) - (from < spentUntil ? prev : keep + back)
+    if (record.tk < room) record.tk = Math.min(room, record.tk + ((to - from) * record.R) / 1000)
+  }
+  record.tk = Math.min(record.C - others - keep, record.tk + back)
   record.tk -= charge
   const k = [...record.holders].filter(([y, holder]) => y !== me && holder.o > 0).length
   const least = more > 0 ? Math.max(want, 1) : want

@@ -174,6 +174,7 @@ class BucketDriver {
       fleetMs: request.fleetMs,
       recordId: request.recordId,
       most: request.most,
+      spentMs: request.spentMs,
     }
     const flight = flyStoreCall(this.#flights, key, {
       call: (roundTrip) => this.#ops.bucketTake(args, roundTrip),

@@ -70,6 +70,8 @@
 //              between the two sends; -1: no previous answered call for the key
 //     recordId the identity of the record X last dealt with for the key (0: none)
 //     most     the most the take brings (0: no limit beyond the sizing below; at least want)
+//     spentMs  how long before the call (X's monotonic ms, >= 0) X last spent from its slice:
+//              what X spent of it was spent by then (optional, 0)
 //     newId    an identity for the record if this call creates it (optional: the store makes
 //              one when absent), so a store script needs no randomness
 //   One atomic step:
@@ -81,13 +83,20 @@
 //          byCaller = fleetMs >= 0 and not lost ? fleetMs : F + C / R * 1000
 //          F' = max(F, min(byStore, byCaller));  the refill waits for steps 4 and 5
 //     4. write-off: every other instance Y with o:Y > 0 and writeOff(Y) < F': w:Y += o:Y, o:Y
-//        deleted (spent), a:Y = F'; every other Y holding only w:Y with writeOff(Y) < F': forgotten
+//        deleted (spent), a:Y = F'; every other Y holding only w:Y with writeOff(Y) < F': forgotten.
+//        gone = the tokens so written off, goneUntil = the latest writeOff(Y) among them (F if none)
 //     5. X's report: prev = lost ? 0 : o:X;  written = lost ? 0 : w:X (then deleted)
 //          keep = min(held, prev);  back = min(give, prev - keep + written);  o:X = keep
-//        then the refill, its cap counting what is out after the write-offs and X's report (what
-//        X spent is out of the bucket; counted as out it would cost the refill the caller's own
-//        spent slice):  tk < C - out: tk = min(C - out, tk + (F' - F) * R / 1000) (never lowers
-//        tk);  F = F', S = now;  tk = min(C - out, tk + back)
+//        then the refill from F to F', piece by piece between the marks
+//          spentUntil = clamp(F' - spentMs),  goneUntil = clamp(goneUntil)   (clamp: into [F, F'])
+//        over each piece [a, b] (a < b):  room = C - others - (a < goneUntil ? gone : 0)
+//          - (a < spentUntil ? prev : keep + back),  others = sum of o:Y of the others after step 4;
+//          tk < room: tk = min(room, tk + (b - a) * R / 1000) (never lowers tk)
+//        (a slice counts as out for the refill until it can no longer be spent from: X's until it
+//        last spent from it, a written-off one until its margin; counting a slice spent long ago
+//        would cost the refill, not counting one spent just now would let the bucket refill under
+//        it, and X spend it and a full bucket at once);  F = F', S = now;
+//        tk = min(C - others - keep, tk + back)
 //     6. charge: tk -= charge
 //     7. take: k = the number of other instances with o:Y > 0;  w = max(want, more > 0 ? 1 : 0)
 //          tk < w: granted = 0

@@ -36,7 +36,7 @@ const entries = (field) => ({ $objectToArray: { $ifNull: [field, EMPTY] } })
 const othersOf = (me) => ({ $filter: { input: entries('$h'), cond: { $ne: ['$$this.k', me] } } })
 const sumOut = (list) => ({ $sum: { $map: { input: list, in: '$$this.v.o' } } })
 const writeOffAt = (holder) => ({ $add: [`${holder}.a`, { $multiply: [1.1, `${holder}.l`] }, 1000] })
-const TEMPORARY = ['_now', '_lost', '_out', '_F', '_prev', '_written', '_others', '_keep', '_back', '_room', '_k', '_granted', '_slice', '_longest']
+const TEMPORARY = ['_now', '_lost', '_out', '_F', '_gone', '_goneUntil', '_spentUntil', '_m1', '_m2', '_prev', '_written', '_others', '_keep', '_back', '_k', '_granted', '_slice', '_longest']
 
 /** Step 4 (lib/share/protocol.js), judged at the fleet clock `at`: others past their margin written off, old tombstones forgotten. */
 function writeOffStage(me, at = '$F') {
@@ -56,8 +56,24 @@ function writeOffStage(me, at = '$F') {
   return { $set: { h: { $arrayToObject: { $filter: { input: { $map: { input: entries('$h'), in: judged } }, cond: { $ne: ['$$this', null] } } } } } }
 }
 
+/** The others past their margin at the fleet clock `_F` that hold tokens (step 4). */
+const goneOf = (me) => ({ $filter: { input: othersOf(me), cond: { $and: [{ $lt: [writeOffAt('$$this.v'), '$_F'] }, { $gt: ['$$this.v.o', 0] }] } } })
+
+/**
+ * Step 5's refill over the fleet clock from `from` to `to`, capped by C minus what is out then:
+ * the others' slices, those written off now until their margin (`_goneUntil`), and X's slice in
+ * full until it was last spent from (`_spentUntil`), what X keeps and gives back after.
+ */
+function refillStage(from, to) {
+  const mine = { $cond: [{ $lt: [from, '$_spentUntil'] }, '$_prev', { $add: ['$_keep', '$_back'] }] }
+  const gone = { $cond: [{ $lt: [from, '$_goneUntil'] }, '$_gone', 0] }
+  const room = { $subtract: ['$C', { $add: ['$_others', gone, mine] }] }
+  const refilled = { $min: ['$$room', { $add: ['$tk', { $divide: [{ $multiply: [{ $subtract: [to, from] }, '$R'] }, 1000] }] }] }
+  return { $set: { tk: { $let: { vars: { room }, in: { $cond: [{ $and: [{ $gt: [to, from] }, { $lt: ['$tk', '$$room'] }] }, refilled, '$tk'] } } } } }
+}
+
 /** bucketTake's steps as one update pipeline. */
-function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, more, held, give, charge, fleetMs, recordId: known, most = 0 }) {
+function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, more, held, give, charge, fleetMs, recordId: known, most = 0, spentMs = 0 }) {
   const fresh = { $eq: ['$fresh', true] }
   const refillAll = { $add: ['$F', { $multiply: [{ $divide: ['$C', '$R'] }, 1000] }] }
   const byCaller = fleetMs >= 0 ? { $cond: ['$_lost', refillAll, fleetMs] } : refillAll
@@ -93,7 +109,14 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
     },
     // 3. the fleet clock (the refill waits for the write-offs and X's report: its cap counts what is out after them)
     { $set: { _F: { $max: ['$F', { $min: [{ $add: ['$F', { $max: [0, { $subtract: ['$_now', '$S'] }] }] }, byCaller] }] } } },
-    // 4. the others past their margin
+    // 4. the others past their margin (what they held, and the latest margin passed, first)
+    {
+      $set: {
+        _gone: sumOut(goneOf(me)),
+        _goneUntil: { $min: ['$_F', { $max: ['$F', { $ifNull: [{ $max: { $map: { input: goneOf(me), in: writeOffAt('$$this.v') } } }, '$F'] }] }] },
+        _spentUntil: { $min: ['$_F', { $max: ['$F', { $subtract: ['$_F', spentMs] }] }] },
+      },
+    },
     writeOffStage(me, '$_F'),
     // 5. X's report
     {
@@ -106,16 +129,14 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
     },
     { $set: { _keep: { $min: [held, '$_prev'] } } },
     { $set: { _back: { $min: [give, { $add: [{ $subtract: ['$_prev', '$_keep'] }, '$_written'] }] } } },
-    { $set: { _room: { $subtract: [{ $subtract: ['$C', '$_others'] }, '$_keep'] } } },
-    {
-      $set: {
-        tk: { $cond: [{ $lt: ['$tk', '$_room'] }, { $min: ['$_room', { $add: ['$tk', { $divide: [{ $multiply: [{ $subtract: ['$_F', '$F'] }, '$R'] }, 1000] }] }] }, '$tk'] },
-        F: '$_F',
-        S: '$_now',
-      },
-    },
-    // 6. failOpen's charge
-    { $set: { tk: { $subtract: [{ $min: ['$_room', { $add: ['$tk', '$_back'] }] }, charge] } } },
+    // the refill piece by piece (from F to the nearer of the two marks, on to the other, on to F')
+    { $set: { _m1: { $min: ['$_spentUntil', '$_goneUntil'] }, _m2: { $max: ['$_spentUntil', '$_goneUntil'] } } },
+    refillStage('$F', '$_m1'),
+    refillStage('$_m1', '$_m2'),
+    refillStage('$_m2', '$_F'),
+    { $set: { F: '$_F', S: '$_now' } },
+    // 6. failOpen's charge (after what X gives back, under C minus what is out)
+    { $set: { tk: { $subtract: [{ $min: [{ $subtract: [{ $subtract: ['$C', '$_others'] }, '$_keep'] }, { $add: ['$tk', '$_back'] }] }, charge] } } },
     // 7. the take
     { $set: { _granted: { $cond: [{ $gte: ['$tk', least] }, { $add: [least, extra] }, 0] } } },
     { $set: { tk: { $subtract: ['$tk', '$_granted'] }, _slice: { $add: ['$_keep', '$_granted'] } } },

@@ -41,10 +41,15 @@ local function out_of(r, except)
   for y, o in pairs(r.o) do if y ~= except then sum = sum + o end end
   return sum
 end
+-- Answers the tokens written off now and the latest margin they passed (nil: none).
 local function write_off(r, except)
+  local gone, gone_until = 0, nil
   for y, o in pairs(r.o) do
-    if y ~= except and r.a[y] + 1.1 * r.l[y] + 1000 < r.F then
+    local margin = r.a[y] + 1.1 * r.l[y] + 1000
+    if y ~= except and margin < r.F then
       r.w[y] = (r.w[y] or 0) + o; r.o[y] = nil; r.a[y] = r.F
+      gone = gone + o
+      if gone_until == nil or margin > gone_until then gone_until = margin end
     end
   end
   for y, w in pairs(r.w) do
@@ -52,6 +57,7 @@ local function write_off(r, except)
       r.w[y] = nil; r.a[y] = nil; r.l[y] = nil
     end
   end
+  return gone, gone_until
 end
 local function store(key, r)
   local fields = { 'C', r.C, 'R', text(r.R), 'tk', text(r.tk), 'F', text(r.F), 'S', text(r.S), 'i', r.i }
@@ -77,12 +83,13 @@ end
 `
 
 // KEYS[1] the record. ARGV: capacity, refillPerSecond, instance, leaseMs, want, more, held, give,
-// charge, fleetMs, recordId ('0': none), newId, most (0: no limit). Answers { granted, held, tokens, fleetMs, now,
+// charge, fleetMs, recordId ('0': none), newId, most (0: no limit), spentMs. Answers { granted, held, tokens, fleetMs, now,
 // identity, others }.
 const TAKE = `${COMMON}
 local capacity, refill, me, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
 local want, more, held, give = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local charge, fleet, known = tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11]
+local spent = tonumber(ARGV[14])
 local now = now_ms()
 -- 1. a missing record is made; one X knew comes back empty
 local r = load(KEYS[1])
@@ -107,16 +114,31 @@ local moved = math.max(r.F, math.min(by_store, by_caller))
 local before = r.F
 r.F, r.S = moved, now
 -- 4. write-off of the others past their margin
-write_off(r, me)
--- 5. X's report, then the refill, capped by what is out after them
+local gone, gone_until = write_off(r, me)
+-- 5. X's report, then the refill piece by piece: X's slice counts as out in full until it was
+-- last spent from (spent ms before now), what X keeps and gives back until now; the slices
+-- written off now until their margin passed. Then what X gives back, under C minus what is out.
 local prev, written = r.o[me] or 0, r.w[me] or 0
 if lost then prev, written = 0, 0 end
 r.w[me] = nil
 local keep = math.min(held, prev)
 local back = math.min(give, prev - keep + written)
-local room = r.C - out_of(r, me) - keep
-if r.tk < room then r.tk = math.min(room, r.tk + (moved - before) * r.R / 1000) end
-r.tk = math.min(room, r.tk + back)
+local others = out_of(r, me)
+local function clamp(at) return math.min(moved, math.max(before, at)) end
+local spent_until = clamp(moved - spent)
+local written_until = clamp(gone_until or before)
+local points = { before, spent_until, written_until, moved }
+table.sort(points)
+for p = 1, 3 do
+  local from, to = points[p], points[p + 1]
+  if to > from then
+    local room = r.C - others
+    if from < written_until then room = room - gone end
+    if from < spent_until then room = room - prev else room = room - keep - back end
+    if r.tk < room then r.tk = math.min(room, r.tk + (to - from) * r.R / 1000) end
+  end
+end
+r.tk = math.min(r.C - others - keep, r.tk + back)
 -- 6. failOpen's charge
 r.tk = r.tk - charge
 -- 7. the take
@@ -204,7 +226,7 @@ function bucketOperations({ prefix, evaluate, script }) {
     async bucketTake(request, roundTrip) {
       const { name, key, capacity, refillPerSecond, instance, leaseMs, want, more, held, give, charge, fleetMs, recordId } = request
       const newId = request.newId ?? newRecordId()
-      const args = [capacity, refillPerSecond, instance, leaseMs, want, more, held, give, charge, fleetMs, recordId, newId, request.most ?? 0].map(String)
+      const args = [capacity, refillPerSecond, instance, leaseMs, want, more, held, give, charge, fleetMs, recordId, newId, request.most ?? 0, request.spentMs ?? 0].map(String)
       const reply = await evaluate(takeScript, [recordOf(name, key)], args, roundTrip)
       const answer =
         Array.isArray(reply) && reply.length === 7

@@ -34,6 +34,8 @@ pub struct SliceRequestOutput {
     pub most: f64,
     /// The timeline as the call is sent: pass it back to `keyedSliceCredit`.
     pub sent_ms: f64,
+    /// How long before the send the slice was last spent from.
+    pub spent_ms: f64,
 }
 
 /// The store's answer to a `bucketTake`.
@@ -61,6 +63,7 @@ fn output(request: SliceRequest) -> SliceRequestOutput {
         record_id: request.record_id as f64,
         most: request.most as f64,
         sent_ms: request.sent_ms,
+        spent_ms: request.spent_ms,
     }
 }
 
