@@ -5,7 +5,7 @@ const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const { QuotaClock, manualClock, systemClock, hostElapsedRealtime, procUptimeElapsedRealtime, QuotaClockError } = require('..')
-const native = require('../lib/native.js')
+const native = require('../lib/native/native.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12)
 const hrtimeMs = () => Number(process.hrtime.bigint()) / 1e6 // CLOCK_MONOTONIC on Linux (libuv)

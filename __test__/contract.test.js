@@ -45,7 +45,7 @@ const ANOMALIES = anomaliesOfEveryKind()
 
 const { tscScript } = require('./helpers/tsc')
 const { slicesTable, stepTheStoreClock, waitFor } = require('./helpers/slices-table.js')
-const { AT, OPERATION } = require('../lib/contract.js')
+const { AT, OPERATION } = require('../lib/native/contract.js')
 
 /** index.d.ts's type for each contract list, and the list. */
 function unions(lists) {

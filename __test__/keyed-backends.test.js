@@ -1,14 +1,14 @@
 'use strict'
-// A KeyedQuotaClock's methods through each of its backends (lib/keyed-backend.js): the in-process
-// table, a zone, and a shared table (on the in-process test store). Where the backends should
-// behave alike, the same calls get the same answers; where they differ (tryConsume on a shared
-// limiter, a zone's close), the difference is the documented one.
+// A KeyedQuotaClock's methods through each of its backends (lib/keyed/keyed-backend.js): the
+// in-process table, a zone, and a shared table (on the in-process test store). Where the backends
+// should behave alike, the same calls get the same answers; where they differ (tryConsume on a
+// shared limiter, a zone's close), the difference is the documented one.
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const { KeyedQuotaClock, systemClock } = require('..')
-const { consumeKeyedTaken, takenKeyedPeriod } = require('../lib/keyed.js')
-const { isClosed } = require('../lib/limiter-facts.js')
+const { consumeKeyedTaken, takenKeyedPeriod } = require('../lib/keyed/keyed.js')
+const { isClosed } = require('../lib/limiter/limiter-facts.js')
 const { testStore } = require('./helpers/test-store.js')
 const { zonePath } = require('./helpers/zone.js')
 

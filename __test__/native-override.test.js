@@ -54,7 +54,7 @@ function message(stderr) {
   return lines.slice(first, end === -1 ? undefined : end).join(' ')
 }
 
-/** napi-rs's name for this platform, as lib/native.js computes it. */
+/** napi-rs's name for this platform, as lib/native/native.js computes it. */
 function hostPlatform() {
   if (process.platform === 'win32') return `win32-${process.arch}-msvc`
   if (process.platform !== 'linux') return `${process.platform}-${process.arch}`

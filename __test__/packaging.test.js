@@ -52,7 +52,7 @@ const PUBLIC_EXPORTS = [
 const MAIN_REQUIRED_FILES = [
   'package.json', 'README.md', 'index.js', 'index.mjs', 'index.d.ts', 'binding.js', 'binding.d.ts', 'bin/quota-clock-source.js',
   'lib/http.js', 'lib/http.mjs', 'lib/http.d.ts',
-  'lib/shared.js', 'lib/shared.mjs', 'lib/shared.d.ts', 'lib/shared/redis.js', 'lib/shared/mongo.js',
+  'lib/shared.js', 'lib/shared.mjs', 'lib/shared.d.ts', 'lib/stores/redis.js', 'lib/stores/mongo.js',
   'lib/fastify.js', 'lib/fastify.mjs', 'lib/fastify.d.ts',
   'lib/metrics.js', 'lib/metrics.mjs', 'lib/metrics.d.ts',
 ]

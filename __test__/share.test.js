@@ -530,7 +530,7 @@ test('the store counters: calls, errors, timeouts, units reserved and given back
 })
 
 test('a covered consume is one native call: no other native entry point is called', async () => {
-  const native = require('../lib/native.js')
+  const native = require('../lib/native/native.js')
   const t = testStore()
   const { limiter } = shared(t, { leaseUnits: 50 }, { quota: { limit: 10_000, period: UTC_DAY } })
   await limiter.consume('k')

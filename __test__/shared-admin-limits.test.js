@@ -11,7 +11,7 @@ const assert = require('node:assert/strict')
 const { periodFor } = require('quota-clock-source')
 const { quotaAdmin } = require('quota-clock-source/shared')
 const { MONTH, useStoreServers, limiterOn } = require('./helpers/shared-fleet.js')
-const { recordKey } = require('../lib/shared/record-key.js')
+const { recordKey } = require('../lib/stores/record-key.js')
 
 const MAX = Number.MAX_SAFE_INTEGER
 

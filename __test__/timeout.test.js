@@ -1,10 +1,10 @@
 'use strict'
-// lib/timeout.js: the one way a call is bounded in time (rateLimit's throttle check, a shared
-// limiter's store calls and give-backs, the command line's store deadline).
+// lib/common/timeout.js: the one way a call is bounded in time (rateLimit's throttle check, a
+// shared limiter's store calls and give-backs, the command line's store deadline).
 
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
-const { withTimeout, timer, quietTimer, storeDeadline } = require('../lib/timeout.js')
+const { withTimeout, timer, quietTimer, storeDeadline } = require('../lib/common/timeout.js')
 
 const never = new Promise(() => {})
 // quietTimer's and storeDeadline's timers are unref'd: a referenced interval keeps the test's loop up.
@@ -56,7 +56,7 @@ test('storeDeadline starts on the next turn: a synchronous stretch longer than t
 test('quietTimer keeps nothing alive; timer does', () => {
   const { spawnSync } = require('node:child_process')
   const path = require('node:path')
-  const script = (name) => `const t = require(${JSON.stringify(path.join(__dirname, '..', 'lib', 'timeout.js'))}); const s = Date.now(); t.withTimeout(new Promise(() => {}), 1500, () => 0, t.${name}); process.on('exit', () => console.log(Date.now() - s))`
+  const script = (name) => `const t = require(${JSON.stringify(path.join(__dirname, '..', 'lib', 'common', 'timeout.js'))}); const s = Date.now(); t.withTimeout(new Promise(() => {}), 1500, () => 0, t.${name}); process.on('exit', () => console.log(Date.now() - s))`
   const quiet = Number(spawnSync(process.execPath, ['-e', script('quietTimer')], { encoding: 'utf8' }).stdout)
   const plain = Number(spawnSync(process.execPath, ['-e', script('timer')], { encoding: 'utf8' }).stdout)
   assert.ok(quiet < 1500, `quietTimer kept the process ${quiet} ms`)

@@ -3,7 +3,7 @@
 // printing, the values of flags (integers, instants, a period spec) and how instants are written.
 
 const { periodFor } = require('../index.js')
-const { PERIOD_UNITS: UNITS, MAX_WALL_MS, nearest: closest, didYouMean } = require('../lib/cli.js')
+const { PERIOD_UNITS: UNITS, MAX_WALL_MS, nearest: closest, didYouMean } = require('../lib/cli/index.js')
 
 const PROGRAM = 'quota-clock-source'
 

@@ -2,7 +2,7 @@
 // The `periods` command: the calendar periods of a quota, from the one holding --from.
 
 const { periodFor } = require('../index.js')
-const { MAX_WALL_MS } = require('../lib/cli.js')
+const { MAX_WALL_MS } = require('../lib/cli/index.js')
 const { PROGRAM, integerValue, instantValue, periodSpec, periodAt, utcTime, localTime, print } = require('./command-line.js')
 
 const MAX_PERIODS = 10_000

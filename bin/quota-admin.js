@@ -13,7 +13,7 @@ const path = require('node:path')
 const { performance } = require('node:perf_hooks')
 const { createRequire } = require('node:module')
 const { redisStore, mongoStore, quotaAdmin } = require('../lib/shared.js')
-const { isPeriodId, withTimeout, quietTimer } = require('../lib/cli.js')
+const { isPeriodId, withTimeout, quietTimer } = require('../lib/cli/index.js')
 const { PROGRAM, usage: bad, print, periodSpec, periodAt } = require('./command-line.js')
 
 const DEADLINE_MS = 5_000

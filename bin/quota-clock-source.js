@@ -9,7 +9,7 @@
 // A bad argument exits 2 with one line on stderr naming it; success exits 0.
 
 const { parseArgs } = require('node:util')
-const { nearest: closest, didYouMean, editDistance } = require('../lib/cli.js')
+const { nearest: closest, didYouMean, editDistance } = require('../lib/cli/index.js')
 const { PROGRAM, UsageError, usage, POSITIVE_INTEGER_FLAGS, print, failWrite, oneLine } = require('./command-line.js')
 
 const COMMON_OPTIONS = {

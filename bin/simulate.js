@@ -4,7 +4,7 @@
 
 const fs = require('node:fs')
 const path = require('node:path')
-const { nearest: closest, didYouMean } = require('../lib/cli.js')
+const { nearest: closest, didYouMean } = require('../lib/cli/index.js')
 const { NAMES, SCENARIOS, runScenario } = require('./scenarios.js')
 const { renderSvg } = require('./plot.js')
 const { PROGRAM, usage, utcTime, localTime, print } = require('./command-line.js')

@@ -1,17 +1,19 @@
 'use strict'
-// A keyed table with a shared bucket (share.bucket) on a manual clock, made as lib/keyed-table.js
-// makes one, for tests that drive the native slice book directly; and a store clock that steps.
-const native = require('../../lib/native.js')
+// A keyed table with a shared bucket (share.bucket) on a manual clock, made as
+// lib/keyed/keyed-table.js makes one, for tests that drive the native slice book directly; and a
+// store clock that steps.
+const native = require('../../lib/native/native.js')
 const { manualClock } = require('../..')
-const { parseOptions } = require('../../lib/options.js')
-const { KeyedTable } = require('../../lib/keyed-table.js')
-const { registerListener } = require('../../lib/anomalies.js')
+const { parseOptions } = require('../../lib/limiter/options.js')
+const { KeyedTable } = require('../../lib/keyed/keyed-table.js')
+const { registerListener } = require('../../lib/time/anomalies.js')
 
 const LEASE_MS = 10_000
 
 /**
  * `{ keyed, clock, owner }`: `owner` holds the onAnomaly listener (keep it alive). With
- * `resolvePolicy(key)` (a normalized KeyPolicy, as lib/key-policy.js makes it), the table has a policy.
+ * `resolvePolicy(key)` (a normalized KeyPolicy, as lib/keyed/key-policy.js makes it), the table has
+ * a policy.
  */
 function slicesTable({ capacity = 10, refillPerSecond = 2, onAnomaly, leaseMs = LEASE_MS, resolvePolicy } = {}) {
   const clock = manualClock({ monotonicMs: 0, wallMs: Date.UTC(2024, 0, 15) })

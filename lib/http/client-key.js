@@ -3,7 +3,7 @@
 // bits), and rateLimit's default key.
 
 const { createHash } = require('node:crypto')
-const { coded, describe, isPlainObject } = require('../validate.js')
+const { coded, describe, isPlainObject } = require('../common/validate.js')
 
 // The IPv6 cache is bounded in bytes: at most MAX_KEY_CACHE addresses of at most
 // MAX_ADDRESS_LENGTH characters (the longest IPv6 text, 45, with a zone), each with a key of at

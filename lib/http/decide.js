@@ -1,7 +1,7 @@
 'use strict'
 // The decision of rateLimit, written once for every framework: which limits a request takes, the
 // all-or-nothing refund, the RateLimit headers, the 429 / 503 answers and what goes to the error
-// path. A framework adapter (./middleware.js for Express/Connect and node:http, ../fastify.js for
+// path. A framework adapter (./middleware.js for Express/Connect and node:http, ./fastify.js for
 // Fastify) supplies `io`, the four things that differ between frameworks:
 //
 //   io.setHeader(res, name, value)        a response header (res: the framework's response object)
@@ -17,7 +17,7 @@
 const { describeLimiter, describeRefunded, describeStatus, describeThrottle, headerItems, quotaReset, recordFor, writeHeaders } = require('./headers.js')
 const { parseOptions } = require('./options.js')
 const { periodTaken } = require('./give-back.js')
-const { consumeKeyedTaken } = require('../keyed.js')
+const { consumeKeyedTaken } = require('../keyed/keyed.js')
 const { MAX_KEY_UNITS, isThenable, isError, callbackError, invalidKey, checkKey, checkCost, askCallbacks } = require('./plan.js')
 const { ThrottleTimeout, refundTaken, refundQuietly, checkWithin, isCallerError, throttleError, throttleUnavailable, throttleDenial } = require('./take.js')
 const { createResponder, violatedBy } = require('./respond.js')

@@ -3,8 +3,8 @@
 // without reading its clock again (a refund would read and reconcile it, and a wall jump that
 // `suspendPolicy: 'refuse'` throws for, or a JS clock that throws, would keep the unit there).
 
-const { takenPeriod, giveBackTaken } = require('../quota-clock.js')
-const { takenKeyedPeriod, giveBackKeyedTaken } = require('../keyed.js')
+const { takenPeriod, giveBackTaken } = require('../limiter/quota-clock.js')
+const { takenKeyedPeriod, giveBackKeyedTaken } = require('../keyed/keyed.js')
 
 /** The period the entry's decision just made counts its quota units in: read right after the decision. */
 function periodTaken(entry) {

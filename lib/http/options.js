@@ -2,15 +2,15 @@
 // rateLimit's options, read and checked once, when the middleware is made: the entries (a limiter,
 // or a throttle with its limits), the key and cost functions, the item names for the headers.
 
-const { QuotaClock } = require('../quota-clock.js')
-const { KeyedQuotaClock } = require('../keyed.js')
-const { PERIOD_UNITS } = require('../contract.js')
-const { coded, describe, isPlainObject, thrownText } = require('../validate.js')
-const { nearest, didYouMean } = require('../did-you-mean.js')
+const { QuotaClock } = require('../limiter/quota-clock.js')
+const { KeyedQuotaClock } = require('../keyed/keyed.js')
+const { PERIOD_UNITS } = require('../native/contract.js')
+const { coded, describe, isPlainObject, thrownText } = require('../common/validate.js')
+const { nearest, didYouMean } = require('../common/did-you-mean.js')
 const { defaultKey } = require('./client-key.js')
-const { isLimiter, limiterFacts } = require('../limiter-facts.js')
+const { isLimiter, limiterFacts } = require('../limiter/limiter-facts.js')
 const { isSharedLimiter, isFleetBucket } = require('../share/drivers.js')
-const { OutageWarning } = require('../outage.js')
+const { OutageWarning } = require('../common/outage.js')
 
 const OPTION_NAMES = ['limiter', 'limits', 'key', 'cost', 'name', 'headers', 'skip', 'onLimited']
 const LIMITER_ENTRY_NAMES = ['limiter', 'key', 'cost', 'name']
@@ -50,7 +50,7 @@ function optionError(ErrorClass, message) {
   return coded(ErrorClass, 'ERR_INVALID_OPTION', `rateLimit: ${message}`)
 }
 
-/** The limiters' rule for unknown keys (refused, naming the known ones), with a hint for express-rate-limit's options and for typos (lib/did-you-mean.js). */
+/** The limiters' rule for unknown keys (refused, naming the known ones), with a hint for express-rate-limit's options and for typos (lib/common/did-you-mean.js). */
 function refuseUnknownOptions(object, known, path) {
   for (const key of Object.keys(object)) {
     if (object[key] === undefined || known.includes(key)) continue

@@ -4,8 +4,8 @@
 // taken. The decision (./decide.js) takes the limits; ./respond.js answers.
 
 const { isNativeError } = require('node:util').types
-const { QuotaClockError } = require('../errors.js')
-const { coded, describe, thrownText } = require('../validate.js')
+const { QuotaClockError } = require('../native/errors.js')
+const { coded, describe, thrownText } = require('../common/validate.js')
 
 const MAX_KEY_UNITS = 256
 

@@ -2,9 +2,9 @@
 // What rateLimit's decision takes and gives back: the refund of what limiter entries took (all or
 // nothing), a throttle's check within its timeout and what its answer or failure means.
 
-const { QuotaClockError } = require('../errors.js')
-const { thrownText } = require('../validate.js')
-const { withTimeout } = require('../timeout.js')
+const { QuotaClockError } = require('../native/errors.js')
+const { thrownText } = require('../common/validate.js')
+const { withTimeout } = require('../common/timeout.js')
 const { THROTTLE_LIMITS } = require('./options.js')
 const { giveBack } = require('./give-back.js')
 const { isError } = require('./plan.js')

@@ -18,14 +18,14 @@
 //   store is never held up by this process's background work. close() gives back every slice
 //   and resolves once the store has them.
 
-const { QuotaClockError, internalError } = require('../errors.js')
-const { thrownText } = require('../validate.js')
-const { withTimeout, storeDeadline } = require('../timeout.js')
+const { QuotaClockError, internalError } = require('../native/errors.js')
+const { thrownText } = require('../common/validate.js')
+const { withTimeout, storeDeadline } = require('../common/timeout.js')
 const { flyStoreCall, outcomeOf, OK } = require('./store-call.js')
-const native = require('../native.js')
+const native = require('../native/native.js')
 const { NEEDS_SLICE } = require('./need.js')
 
-const { sharedConsume: SHARED_CONSUME, sharedAfterStore: AFTER_STORE, sharedFailOpen: FAIL_OPEN } = require('../contract.js').OPERATION
+const { sharedConsume: SHARED_CONSUME, sharedAfterStore: AFTER_STORE, sharedFailOpen: FAIL_OPEN } = require('../native/contract.js').OPERATION
 
 // How many times a call asks the store before it is decided on what it holds.
 const MAX_ROUNDS = 8

@@ -26,12 +26,12 @@
 //   native decision answers the StoreNeed NEEDS_SLICE) first waits for a slice
 //   (lib/share/bucket.js), then, with a quota, for the quota's units as above.
 
-const { QuotaClockError, internalError } = require('../errors.js')
+const { QuotaClockError, internalError } = require('../native/errors.js')
 const { checkReserveAnswer, storeOperations } = require('./protocol.js')
-const { thrownText } = require('../validate.js')
+const { thrownText } = require('../common/validate.js')
 const { randomBytes } = require('node:crypto')
-const native = require('../native.js')
-const { OutageWarning } = require('../outage.js')
+const native = require('../native/native.js')
+const { OutageWarning } = require('../common/outage.js')
 const { MAX_TIMER_MS } = require('./options.js')
 const { GiveBacks } = require('./give-backs.js')
 const { flyStoreCall, OK, reserveArgs } = require('./store-call.js')
@@ -357,7 +357,7 @@ class ShareDriver {
   }
 }
 
-// Operations of a shared consume (lib/contract.js's OPERATION).
-const { sharedConsume: SHARED_CONSUME, sharedAfterStore: AFTER_STORE, sharedFailOpen: FAIL_OPEN } = require('../contract.js').OPERATION
+// Operations of a shared consume (lib/native/contract.js's OPERATION).
+const { sharedConsume: SHARED_CONSUME, sharedAfterStore: AFTER_STORE, sharedFailOpen: FAIL_OPEN } = require('../native/contract.js').OPERATION
 
 module.exports = { ShareDriver, isSharedLimiter, storeStatsOf, SHARED_CONSUME }

@@ -5,9 +5,9 @@
 // outcomes.
 
 const { checkReserveAnswer } = require('./protocol.js')
-const { withTimeout, quietTimer } = require('../timeout.js')
+const { withTimeout, quietTimer } = require('../common/timeout.js')
 const { startStoreCall, outcomeOf, OK } = require('./store-call.js')
-const native = require('../native.js')
+const native = require('../native/native.js')
 
 class GiveBacks {
   #handle

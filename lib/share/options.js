@@ -3,7 +3,7 @@
 // normalized with its defaults; lib/share/driver.js drives the store calls it describes.
 
 const { isQuotaStore } = require('./protocol.js')
-const { coded, describe, isPlainObject, readOptions, typeError, rangeError } = require('../validate.js')
+const { coded, describe, isPlainObject, readOptions, typeError, rangeError } = require('../common/validate.js')
 
 const SHARE_KEYS = ['store', 'name', 'leaseUnits', 'idleMs', 'timeoutMs', 'failOpen', 'bucket', 'leaseMs']
 const DEFAULT_IDLE_MS = 10_000

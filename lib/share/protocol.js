@@ -31,7 +31,7 @@
 //     If the record exists and is the one of identity recordId (any, for recordId 0):
 //     count = max(0, count - units), held[instance] = 0. Nothing otherwise.
 //
-//   The operator's view (quotaAdmin, lib/shared/admin.js), each one atomic step on one record,
+//   The operator's view (quotaAdmin, lib/stores/admin.js), each one atomic step on one record,
 //   answering the record after it as { limit, extra, used, held, expiresAt } (held: summed over
 //   the instances) or null when there is no record:
 //   usage({ name, key, periodId })
@@ -128,7 +128,7 @@
 //   bucketFill({ name, key }) one atomic step: step 4 judged at F (F not moved); tk = C - out.
 
 const { randomInt } = require('node:crypto')
-const { QuotaClockError } = require('../errors.js')
+const { QuotaClockError } = require('../native/errors.js')
 
 const operations = new WeakMap()
 

@@ -6,9 +6,9 @@
 // quota's reservation, a fleet bucket's take or give-back). A `StoreFlight` says how it ended,
 // when it started, and keeps the answer for a key dropped while calls wait.
 
-const { QuotaClockError, toPublicError } = require('../errors.js')
-const { withTimeout, storeDeadline } = require('../timeout.js')
-const { thrownText } = require('../validate.js')
+const { QuotaClockError, toPublicError } = require('../native/errors.js')
+const { withTimeout, storeDeadline } = require('../common/timeout.js')
+const { thrownText } = require('../common/validate.js')
 
 // A flight's outcomes.
 const OK = 'ok'

@@ -12,11 +12,11 @@
 // `deleteMany()` are called; the library starts no timers and creates no indexes.
 
 const { memoryDb } = require('./memory-db.js')
-const { QuotaClockError } = require('../errors.js')
-const { coded, describe, isPlainObject, readOptions, thrownText } = require('../validate.js')
-const { periodFor } = require('../calendar.js')
-const { MAX_WALL_MS } = require('../contract.js')
-const { didYouMeanTimeZone } = require('../did-you-mean.js')
+const { QuotaClockError } = require('../native/errors.js')
+const { coded, describe, isPlainObject, readOptions, thrownText } = require('../common/validate.js')
+const { periodFor } = require('../time/calendar.js')
+const { MAX_WALL_MS } = require('../native/contract.js')
+const { didYouMeanTimeZone } = require('../common/did-you-mean.js')
 
 const COLLECTION = 'throttle'
 const MINUTE_MS = 60_000

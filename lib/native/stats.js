@@ -1,6 +1,6 @@
 'use strict'
-// stats(): what a limiter has done since it was made. The Rust core counts; its binding writes
-// the counters into the limiter's result buffer (lib/contract.js's `stats` layout) and this file
+// stats(): what a limiter has done since it was made. The Rust core counts; its binding writes the
+// counters into the limiter's result buffer (lib/native/contract.js's `stats` layout) and this file
 // builds the object, as a decision is built (no napi-built object).
 
 const { CONTRACT } = require('./contract.js')

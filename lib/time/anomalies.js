@@ -7,10 +7,10 @@
 // made (src/napi/anomaly.rs: the fields every kind has, then those of its kind); the JS face
 // lists none of its fields.
 
-const native = require('./native.js')
-const { REGISTRY } = require('./registry.js')
-const { warn } = require('./errors.js')
-const { thrownText, own } = require('./validate.js')
+const native = require('../native/native.js')
+const { REGISTRY } = require('../native/registry.js')
+const { warn } = require('../native/errors.js')
+const { thrownText, own } = require('../common/validate.js')
 
 // At most this many deliveries wait per thread (the native side drops and counts the rest).
 const MAX_WAITING_DELIVERIES = 10_000

@@ -5,7 +5,7 @@
 // processes. The driver is not loaded here: the caller's Db is used as it is.
 //
 // One document per (name, key, periodId):
-//   { _id: recordKey (lib/shared/record-key.js), name, key, periodId,
+//   { _id: recordKey (lib/stores/record-key.js), name, key, periodId,
 //     count,      the units counted in the period (reserved and not given back, and charged by
 //                 failOpen decisions): `used`
 //     extra,      units granted on top of the limit for the period (quotaAdmin.grant)
@@ -18,7 +18,7 @@
 //     expiresAt } a Date: the period's end; a TTL index on it removes ended periods:
 //                 db.collection('quota_shares').createIndex({ expiresAt: 1 }, { expireAfterSeconds: 0 })
 //
-// The fleet bucket's records and operations are in lib/shared/mongo-bucket.js (bucketTake,
+// The fleet bucket's records and operations are in lib/stores/mongo-bucket.js (bucketTake,
 // bucketRead, bucketFill), in the same collection.
 //
 // A document is created first, with count 0 ($setOnInsert, a racing creator's duplicate-key error
@@ -27,8 +27,8 @@
 // whose answer is lost would be stranded.
 
 const { makeQuotaStore, checkReserveAnswer, checkRecordAnswer, checkRefusedGrant, clamped, instanceFields, newRecordId, KEEP_GRANTED_MS } = require('../share/protocol.js')
-const { QuotaClockError } = require('../errors.js')
-const { describe } = require('../validate.js')
+const { QuotaClockError } = require('../native/errors.js')
+const { describe } = require('../common/validate.js')
 const { recordKey } = require('./record-key.js')
 const { bucketOperations } = require('./mongo-bucket.js')
 const { invalid, readStoreOptions, checkText } = require('./options.js')

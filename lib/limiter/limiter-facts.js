@@ -1,18 +1,18 @@
 'use strict'
 // What the HTTP middleware (lib/http/) needs to know about a limiter and cannot ask it, recorded
-// by the limiter constructors (lib/quota-clock.js, lib/keyed.js), at lib/'s level so that they
-// never import from a subpath folder:
+// by the limiter constructors (lib/limiter/quota-clock.js, lib/keyed/keyed.js), in a face folder
+// so that they never import from a subpath folder:
 // - its wall clock, so that a quota's reset time in the RateLimit header is read from the
 //   limiter's own clock (a manualClock in tests, any JS clock source), not from Date.now();
 // - whether every key has the same limits (no `policy`), so that one record of the limits in force
 //   serves every key instead of one `status(key)` per key.
-// And, for the metrics (lib/metrics.js): whether a limiter was closed (a zone limiter's close()).
+// And, for the metrics (lib/metrics/): whether a limiter was closed (a zone limiter's close()).
 
 const facts = new WeakMap()
 const UNKNOWN = Object.freeze({ readWallMs: Date.now, sameLimitsForEveryKey: false })
 const SYSTEM_CLOCK_FACTS = [UNKNOWN, Object.freeze({ readWallMs: Date.now, sameLimitsForEveryKey: true })]
 
-/** The wall reading of a limiter's clock (lib/clocks.js's `clockArguments` result) as a JS function. */
+/** The wall reading of a limiter's clock (lib/time/clocks.js's `clockArguments` result) as a JS function. */
 function wallReaderOf({ kind, manual, clock }) {
   if (kind === 'manual') return () => manual.wallMs()
   if (clock !== undefined) return () => clock.wallMs() // a JS clock: its method looked up at every reading

@@ -2,18 +2,18 @@
 // KeyedQuotaClock, many keys in one limiter: argument checks, the policy call, and the decision
 // object. The Rust core holds every key.
 
-const native = require('./native.js')
-const { registerListener } = require('./anomalies.js')
-const { callNative } = require('./errors.js')
-const { rememberLimiter, rememberClosed } = require('./limiter-facts.js')
-const { parseOptions, checkPositiveCount } = require('./options.js')
-const { AT, OPERATION } = require('./contract.js')
+const native = require('../native/native.js')
+const { registerListener } = require('../time/anomalies.js')
+const { callNative } = require('../native/errors.js')
+const { rememberLimiter, rememberClosed } = require('../limiter/limiter-facts.js')
+const { parseOptions, checkPositiveCount } = require('../limiter/options.js')
+const { AT, OPERATION } = require('../native/contract.js')
 const { ZoneFace, zoneInput } = require('./zone.js')
 const { KeyedTable } = require('./keyed-table.js')
-const { SharedTable } = require('./share/table.js')
-const { N_OR_STATUS, DECIDED, NO_ANOMALIES, readDecision } = require('./native-call.js')
-const { coded, typeError, rangeError, checkNumber } = require('./validate.js')
-const { parseShareOptions } = require('./share/options.js')
+const { SharedTable } = require('./shared-table.js')
+const { N_OR_STATUS, DECIDED, NO_ANOMALIES, readDecision } = require('../limiter/native-call.js')
+const { coded, typeError, rangeError, checkNumber } = require('../common/validate.js')
+const { parseShareOptions } = require('../share/options.js')
 const { resolvePolicy, assignPolicies } = require('./key-policy.js')
 
 const KEYED_KEYS = ['policy', 'maxKeys', 'restore', 'share', 'zone']
@@ -21,7 +21,7 @@ const DEFAULT_MAX_KEYS = 1_000_000
 // A snapshot's key count is a u32, and a table of more keys than that would not fit in memory anyway.
 const MAX_MAX_KEYS = 2 ** 32
 const MAX_KEY_UNITS = 256
-// Each limiter has its own result buffer (lib/native-call.js): in, `n`, the operation and
+// Each limiter has its own result buffer (lib/limiter/native-call.js): in, `n`, the operation and
 // readings taken in JS; out, the status, then the decision.
 const { consume: CONSUME, refund: REFUND } = OPERATION
 
@@ -49,8 +49,9 @@ let giveBackKeyed
 let consumeTakenOf
 
 class KeyedQuotaClock {
-  // Where the keys live, behind one interface (lib/keyed-backend.js): the in-process table
-  // (lib/keyed-table.js), a zone (lib/zone.js) or a shared table (lib/share/table.js).
+  // Where the keys live, behind one interface (lib/keyed/keyed-backend.js): the in-process table
+  // (lib/keyed/keyed-table.js), a zone (lib/keyed/zone.js) or a shared table
+  // (lib/keyed/shared-table.js).
   #backend
   // The backend's call functions and result buffer, kept here for the fast path.
   #call

@@ -1,7 +1,7 @@
 'use strict'
 // The backend of a shared KeyedQuotaClock (`share`), with the backends' one interface
-// (lib/keyed-backend.js): the in-process table (lib/keyed-table.js) with its reservation book, and
-// the driver of its store calls (lib/share/driver.js's ShareDriver).
+// (lib/keyed/keyed-backend.js): the in-process table (lib/keyed/keyed-table.js) with its
+// reservation book, and the driver of its store calls (lib/share/driver.js's ShareDriver).
 //
 // - tryConsume is refused (ERR_SHARED_ASYNC): a call its reservation does not cover waits for the
 //   store. Its `tryCall` throws; `tryRefusal()` is the same error, thrown before bad arguments are.
@@ -11,13 +11,13 @@
 // - delete() gives a dropped key's units back; close() gives back every reservation; stats() adds
 //   the store counters (`store`).
 
-const { AT } = require('../contract.js')
-const { coded } = require('../validate.js')
-const { KeyedTable } = require('../keyed-table.js')
-const { ShareDriver, SHARED_CONSUME } = require('./driver.js')
-const { N_OR_STATUS, DECIDED, NO_ANOMALIES, readDecision } = require('../native-call.js')
-const { PERIOD_SLOT } = require('../keyed-backend.js')
-const { isNeed } = require('./need.js')
+const { AT } = require('../native/contract.js')
+const { coded } = require('../common/validate.js')
+const { KeyedTable } = require('./keyed-table.js')
+const { ShareDriver, SHARED_CONSUME } = require('../share/driver.js')
+const { N_OR_STATUS, DECIDED, NO_ANOMALIES, readDecision } = require('../limiter/native-call.js')
+const { PERIOD_SLOT } = require('./keyed-backend.js')
+const { isNeed } = require('../share/need.js')
 
 function sharedAsync() {
   return coded(TypeError, 'ERR_SHARED_ASYNC', 'tryConsume cannot be used on a limiter with share: a call its reservation does not cover waits for the store; use `await limiter.consume(key, n)`')

@@ -1,20 +1,21 @@
 'use strict'
-// QuotaClock: a token bucket with an optional calendar quota, on a monotonic and a wall clock
-// kept apart. The Rust core decides; this class checks arguments and makes the calls
-// (lib/native-call.js: the result buffer read back, JS clocks read when the native side asks).
+// QuotaClock: a token bucket with an optional calendar quota, on a monotonic and a wall clock kept
+// apart. The Rust core decides; this class checks arguments and makes the calls
+// (lib/limiter/native-call.js: the result buffer read back, JS clocks read when the native side
+// asks).
 
-const native = require('./native.js')
-const { registerListener } = require('./anomalies.js')
-const { startingReadings, JsClock } = require('./clocks.js')
-const { callNative } = require('./errors.js')
+const native = require('../native/native.js')
+const { registerListener } = require('../time/anomalies.js')
+const { startingReadings, JsClock } = require('../time/clocks.js')
+const { callNative } = require('../native/errors.js')
 const { parseOptions, checkCount, checkPositiveCount } = require('./options.js')
-const { RESULT, LIMITER_INDEX, REGISTRY, consume, consumeSupplied } = require('./registry.js')
+const { RESULT, LIMITER_INDEX, REGISTRY, consume, consumeSupplied } = require('../native/registry.js')
 const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NO_ANOMALIES, RESUME, readDecision, resume, noPolicy, failure, callLimiter, toStatus } = require('./native-call.js')
 const { rememberLimiter } = require('./limiter-facts.js')
-const { checkNumber, coded } = require('./validate.js')
-const { readStats } = require('./stats.js')
-const { AT } = require('./contract.js')
-const { toPeriod } = require('./calendar.js')
+const { checkNumber, coded } = require('../common/validate.js')
+const { readStats } = require('../native/stats.js')
+const { AT } = require('../native/contract.js')
+const { toPeriod } = require('../time/calendar.js')
 
 // A limiter's native state is freed once its object has been collected.
 const indexes = new FinalizationRegistry((index) => native.releaseLimiter(REGISTRY, index))

@@ -7,11 +7,11 @@
 // admitted; `held` is what they hold unadmitted as of their last store call for the key.
 // bucket(key) and fill(key) are the view of a shared bucket (bucketMethods below).
 
-const { QuotaClockError } = require('../errors.js')
+const { QuotaClockError } = require('../native/errors.js')
 const { isQuotaStore, storeOperations, newRecordId } = require('../share/protocol.js')
-const { coded, describe, isPlainObject, readOptions, typeError, thrownText } = require('../validate.js')
-const { isPeriodId } = require('../calendar.js')
-const { withTimeout } = require('../timeout.js')
+const { coded, describe, isPlainObject, readOptions, typeError, thrownText } = require('../common/validate.js')
+const { isPeriodId } = require('../time/calendar.js')
+const { withTimeout } = require('../common/timeout.js')
 
 const MAX_NAME_LENGTH = 128
 const MAX_KEY_UNITS = 256

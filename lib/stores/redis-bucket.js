@@ -1,7 +1,7 @@
 'use strict'
-// The fleet bucket's operations on Redis (lib/share/protocol.js: bucketTake, bucketRead, bucketFill),
-// each one Lua script on one key. The record of (name, key) is a hash at
-// <prefix>b:<part(name)>:<part(key)> (lib/shared/record-key.js), with no hash tag: the records of
+// The fleet bucket's operations on Redis (lib/share/protocol.js: bucketTake, bucketRead,
+// bucketFill), each one Lua script on one key. The record of (name, key) is a hash at
+// <prefix>b:<part(name)>:<part(key)> (lib/stores/record-key.js), with no hash tag: the records of
 // one name's keys spread over a cluster's slots, as the keys' traffic does.
 //   C, R, tk, F, S, i    capacity, refill per second, tokens, fleet clock, store time, identity
 //   o:<X>, a:<X>, l:<X>, w:<X>   per instance: tokens out, fleet ms of its last call, leaseMs,

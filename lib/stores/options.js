@@ -1,7 +1,7 @@
 'use strict'
 // The option checks redisStore() and mongoStore() share: messages name the function and the option.
 
-const { coded, describe, isPlainObject, readOptions } = require('../validate.js')
+const { coded, describe, isPlainObject, readOptions } = require('../common/validate.js')
 
 const LONE_SURROGATE = /\p{Cs}/u
 

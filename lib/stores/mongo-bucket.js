@@ -10,16 +10,17 @@
 //                           its own update
 //     expiresAt }           a Date for the TTL index, max(C / R, 1.1 * longest lease + 1 s) + 60 s
 //                           of store time after the latest take
-// Store time is `$$NOW` turned into ms by `$toLong` before any arithmetic (lib/shared/mongo-cells.js
-// says why). Each operation that writes is one pipeline update of one document, which MongoDB
-// applies atomically. A document is created first ($setOnInsert of its identity and `fresh`, a
-// racing creator's duplicate-key error tolerated) and then taken from by an update without
-// upsert (lib/shared/mongo.js says why); the first take of a fresh document makes the bucket, as
-// step 1 of the protocol does.
+// Store time is `$$NOW` turned into ms by `$toLong` before any arithmetic: the MongoDB-compatible
+// test server compares and adds Date values computed from $$NOW wrongly, while $toLong of $$NOW is
+// right; on MongoDB the two are the same. Each operation that writes is one pipeline update of one
+// document, which MongoDB applies atomically. A document is created first ($setOnInsert of its
+// identity and `fresh`, a racing creator's duplicate-key error tolerated) and then taken from by an
+// update without upsert (lib/stores/mongo.js says why); the first take of a fresh document makes
+// the bucket, as step 1 of the protocol does.
 
 const { checkBucketAnswer, checkBucketUsage, newRecordId } = require('../share/protocol.js')
-const { QuotaClockError } = require('../errors.js')
-const { describe } = require('../validate.js')
+const { QuotaClockError } = require('../native/errors.js')
+const { describe } = require('../common/validate.js')
 const { part } = require('./record-key.js')
 
 const DUPLICATE_KEY = 11000

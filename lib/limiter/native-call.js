@@ -1,19 +1,20 @@
 'use strict'
 // How a limiter's call goes to the native side and comes back, written once for QuotaClock
-// (lib/quota-clock.js) and KeyedQuotaClock (lib/keyed.js); see ARCHITECTURE.md for the round trip.
+// (lib/limiter/quota-clock.js) and KeyedQuotaClock (lib/keyed/keyed.js); see ARCHITECTURE.md for
+// the round trip.
 //
-// A call's input and its outcome travel in a result buffer (lib/contract.js's layout). After a
-// call the status position says how it ended: decided (the decision is in the buffer), decided
+// A call's input and its outcome travel in a result buffer (lib/native/contract.js's layout). After
+// a call the status position says how it ended: decided (the decision is in the buffer), decided
 // with anomalies (take them), an error (take it; the slow entry points throw it instead), or what
 // the native side needs from JS before it can decide, having read and changed nothing: a JS
 // clock's readings, the JS elapsed-realtime reader's reading (resumed on the readings the call
 // took), or a key's policy. `bring` is the one resume path for the readings; the caller writes
 // its own input again and repeats the call with the readings supplied.
 
-const { toPublicError, internalError } = require('./errors.js')
-const { AT, STATUS, BASIS } = require('./contract.js')
-const { own } = require('./validate.js')
-const { toPeriod } = require('./calendar.js')
+const { toPublicError, internalError } = require('../native/errors.js')
+const { AT, STATUS, BASIS } = require('../native/contract.js')
+const { own } = require('../common/validate.js')
+const { toPeriod } = require('../time/calendar.js')
 
 const N_OR_STATUS = AT.nOrStatus
 const ALLOWED = AT.allowed
@@ -53,10 +54,10 @@ function supplyReadings(result, monotonicMs, wallMs, elapsedRealtimeMs) {
 
 /**
  * The resume path: takes the readings a call stopped for (`status`: a JS clock's, or the JS
- * reader's with the readings the call took) from `js` (lib/clocks.js's JsClock) and writes them
- * into `result`. It runs user code (a clock, a reader), which may call limiters sharing `result`:
- * the caller writes its own input (n, the limiter, the operation) after it, then calls again
- * with the readings supplied.
+ * reader's with the readings the call took) from `js` (lib/time/clocks.js's JsClock) and writes
+ * them into `result`. It runs user code (a clock, a reader), which may call limiters sharing
+ * `result`: the caller writes its own input (n, the limiter, the operation) after it, then calls
+ * again with the readings supplied.
  */
 function bring(status, result, js) {
   if (status === NEEDS_READINGS) {

@@ -2,9 +2,9 @@
 // Clock sources: systemClock(), hostElapsedRealtime(), procUptimeElapsedRealtime(), manualClock(), how a limiter reads
 // a clock it is given (natively where it can, in JS otherwise), and the checked JS readings.
 
-const native = require('./native.js')
-const { QuotaClockError, callNative } = require('./errors.js')
-const { coded, describe, thrownText, isPlainObject, readOptions, typeError, checkNumber, checkFinite } = require('./validate.js')
+const native = require('../native/native.js')
+const { QuotaClockError, callNative } = require('../native/errors.js')
+const { coded, describe, thrownText, isPlainObject, readOptions, typeError, checkNumber, checkFinite } = require('../common/validate.js')
 
 const { NativeManualClock } = native
 

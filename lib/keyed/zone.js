@@ -3,12 +3,12 @@
 // process of the host that opens it (docs/zone.md). The JS face checks the option and the
 // clock; the Rust core (src/zone/) holds the keys, the open periods and the reconciliation.
 
-const native = require('./native.js')
-const { QuotaClockError, toPublicError, callNative } = require('./errors.js')
-const { LAYOUT, AT, OPERATION } = require('./contract.js')
-const { REGISTRY } = require('./registry.js')
-const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NEEDS_POLICY, NO_ANOMALIES, RESUME, readDecision, resume, toStatus } = require('./native-call.js')
-const { coded, isPlainObject, readOptions, typeError, rangeError } = require('./validate.js')
+const native = require('../native/native.js')
+const { QuotaClockError, toPublicError, callNative } = require('../native/errors.js')
+const { LAYOUT, AT, OPERATION } = require('../native/contract.js')
+const { REGISTRY } = require('../native/registry.js')
+const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NEEDS_POLICY, NO_ANOMALIES, RESUME, readDecision, resume, toStatus } = require('../limiter/native-call.js')
+const { coded, isPlainObject, readOptions, typeError, rangeError } = require('../common/validate.js')
 const { ImmediateBackend } = require('./keyed-backend.js')
 
 const { consume: CONSUME } = OPERATION
@@ -48,7 +48,7 @@ function zoneError(error) {
   return error && typeof error.code === 'string' ? toPublicError(error) : error
 }
 
-/** The zone backend of a KeyedQuotaClock (lib/keyed-backend.js's interface): the calls go to the shared file. */
+/** The zone backend of a KeyedQuotaClock (lib/keyed/keyed-backend.js's interface): the calls go to the shared file. */
 class ZoneFace extends ImmediateBackend {
   #native
   #call

@@ -3,10 +3,10 @@
 // type-checked (its values are checked natively, once), for a key met by a call and for every key
 // of a snapshot being restored.
 
-const native = require('./native.js')
-const { callNative } = require('./errors.js')
-const { quotaInput, bucketOptions, noBucketToFill } = require('./options.js')
-const { coded, isPlainObject, readOptions, typeError, checkNumber, thrownText } = require('./validate.js')
+const native = require('../native/native.js')
+const { callNative } = require('../native/errors.js')
+const { quotaInput, bucketOptions, noBucketToFill } = require('../limiter/options.js')
+const { coded, isPlainObject, readOptions, typeError, checkNumber, thrownText } = require('../common/validate.js')
 
 const POLICY_KEYS = ['capacity', 'refillPerSecond', 'initialTokens', 'quota']
 const DEFAULT_CHOICE = 0xffffffff

@@ -7,10 +7,10 @@ const DEBUG_VARIABLE = 'QUOTA_CLOCK_DEBUG_LOAD'
 
 function loadNativeBinding() {
   try {
-    return require('../binding.js')
+    return require('../../binding.js')
   } catch (error) {
     if (!(error instanceof Error) || !/^(Cannot find|Failed to load) native binding/.test(error.message)) throw error
-    const { name, version, optionalDependencies = {}, napi = {} } = require('../package.json')
+    const { name, version, optionalDependencies = {}, napi = {} } = require('../../package.json')
     const platform = hostPlatform()
     const binaryPackage = `${name}-${platform}`
     const binaryFile = `${napi.binaryName ?? name}.${platform}.node`

@@ -5,9 +5,9 @@
 // in time. bin/ requires index.js,
 // the public subpath lib/shared.js and this file, and nothing else of lib/.
 
-const { PERIOD_UNITS, MAX_WALL_MS } = require('./contract.js')
-const { nearest, didYouMean, editDistance } = require('./did-you-mean.js')
-const { isPeriodId } = require('./calendar.js')
-const { withTimeout, quietTimer } = require('./timeout.js')
+const { PERIOD_UNITS, MAX_WALL_MS } = require('../native/contract.js')
+const { nearest, didYouMean, editDistance } = require('../common/did-you-mean.js')
+const { isPeriodId } = require('../time/calendar.js')
+const { withTimeout, quietTimer } = require('../common/timeout.js')
 
 module.exports = { PERIOD_UNITS, MAX_WALL_MS, nearest, didYouMean, editDistance, isPeriodId, withTimeout, quietTimer }

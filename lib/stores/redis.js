@@ -5,10 +5,10 @@
 // client is loaded here: the caller's client is used as it is, ioredis through `call`, node-redis
 // through `sendCommand` with string arguments.
 //
-// The fleet bucket's operations are in lib/shared/redis-bucket.js (bucketTake, bucketRead,
+// The fleet bucket's operations are in lib/stores/redis-bucket.js (bucketTake, bucketRead,
 // bucketFill).
 //
-// The record of (name, key, periodId) is a hash at <prefix><recordKey> (lib/shared/record-key.js):
+// The record of (name, key, periodId) is a hash at <prefix><recordKey> (lib/stores/record-key.js):
 //   c           the units counted in the period (reserved and not given back, and charged by
 //               failOpen decisions): `used`
 //   x           units granted on top of the limit for the period (quotaAdmin.grant): `extra`
@@ -26,7 +26,7 @@
 
 const { createHash } = require('node:crypto')
 const { makeQuotaStore, checkReserveAnswer, checkRecordAnswer, checkRefusedGrant, clamped, instanceFields, newRecordId, KEEP_GRANTED_MS } = require('../share/protocol.js')
-const { describe } = require('../validate.js')
+const { describe } = require('../common/validate.js')
 const { recordKey } = require('./record-key.js')
 const { bucketOperations } = require('./redis-bucket.js')
 const { invalid, readStoreOptions, checkText } = require('./options.js')

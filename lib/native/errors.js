@@ -4,8 +4,8 @@
 // as the contract's table of codes says (every code is one of src/error.rs's ErrorCode).
 
 const { CLOCK_ERROR_CODES, RANGE_ERROR_CODES, TYPE_ERROR_CODES } = require('./contract.js')
-const { coded } = require('./validate.js')
-const { didYouMeanTimeZone } = require('./did-you-mean.js')
+const { coded } = require('../common/validate.js')
+const { didYouMeanTimeZone } = require('../common/did-you-mean.js')
 
 // How the Rust calendar's ERR_UNKNOWN_TIME_ZONE message quotes the name it received.
 const RECEIVED_ZONE = /received '((?:[^'\\]|\\.)*)', which is not a known time zone$/
@@ -18,7 +18,7 @@ class QuotaClockError extends Error {
   }
 }
 
-/** Turns a coded error from the native side into the class its code is thrown as (lib/contract.js). */
+/** Turns a coded error from the native side into the class its code is thrown as (lib/native/contract.js). */
 function toPublicError({ code, message }) {
   if (code === 'ERR_UNKNOWN_TIME_ZONE') message = withZoneSuggestion(message)
   if (CLOCK_ERROR_CODES.has(code)) return new QuotaClockError(code, message)

@@ -5,10 +5,10 @@
 // made, with messages of the same form (src/napi/options.rs); the suspend policy's name is
 // checked here, against the native contract's list.
 
-const { clockArguments, systemClock } = require('./clocks.js')
-const { periodSpecInput } = require('./calendar.js')
-const { SUSPEND_POLICIES, oneOf } = require('./contract.js')
-const { coded, describe, isPlainObject, readOptions, typeError, rangeError, checkNumber } = require('./validate.js')
+const { clockArguments, systemClock } = require('../time/clocks.js')
+const { periodSpecInput } = require('../time/calendar.js')
+const { SUSPEND_POLICIES, oneOf } = require('../native/contract.js')
+const { coded, describe, isPlainObject, readOptions, typeError, rangeError, checkNumber } = require('../common/validate.js')
 
 const OPTION_KEYS = ['capacity', 'refillPerSecond', 'initialTokens', 'suspendPolicy', 'quota', 'clock', 'onAnomaly', 'earliestPlausibleWallMs']
 const SUSPEND_POLICY_CHOICES = oneOf(SUSPEND_POLICIES)

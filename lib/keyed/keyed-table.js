@@ -1,16 +1,17 @@
 'use strict'
 // The in-process keyed table of a KeyedQuotaClock: one of the backends behind the limiter, with
-// their one interface (lib/keyed-backend.js). A shared limiter's table (lib/share/table.js) is one
-// of these with the reservation book the native side keeps beside it.
+// their one interface (lib/keyed/keyed-backend.js). A shared limiter's table
+// (lib/keyed/shared-table.js) is one of these with the reservation book the native side keeps
+// beside it.
 
-const native = require('./native.js')
-const { startingReadings, JsClock } = require('./clocks.js')
-const { callNative } = require('./errors.js')
-const { LAYOUT, AT, OPERATION, STATUS } = require('./contract.js')
-const { REGISTRY } = require('./registry.js')
-const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NO_ANOMALIES, RESUME, readDecision, resume, failure, callLimiter, toStatus } = require('./native-call.js')
+const native = require('../native/native.js')
+const { startingReadings, JsClock } = require('../time/clocks.js')
+const { callNative } = require('../native/errors.js')
+const { LAYOUT, AT, OPERATION, STATUS } = require('../native/contract.js')
+const { REGISTRY } = require('../native/registry.js')
+const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NO_ANOMALIES, RESUME, readDecision, resume, failure, callLimiter, toStatus } = require('../limiter/native-call.js')
 const { ImmediateBackend } = require('./keyed-backend.js')
-const { NEEDS_SLICE, needsQuota } = require('./share/need.js')
+const { NEEDS_SLICE, needsQuota } = require('../share/need.js')
 
 const { refund: REFUND } = OPERATION
 const NEEDS_STORE = STATUS.needsStore

@@ -1,7 +1,7 @@
 'use strict'
-// The one interface of the backends behind a KeyedQuotaClock (lib/keyed.js): the in-process table
-// (lib/keyed-table.js's KeyedTable), a zone (lib/zone.js's ZoneFace) and a shared table
-// (lib/share/table.js's SharedTable). Each has:
+// The one interface of the backends behind a KeyedQuotaClock (lib/keyed/keyed.js): the in-process
+// table (lib/keyed/keyed-table.js's KeyedTable), a zone (lib/keyed/zone.js's ZoneFace) and a shared
+// table (lib/keyed/shared-table.js's SharedTable). Each has:
 //
 // - `call`, `result`: the raw call(key) and its result buffer (refund's path); `tryCall`: the
 //   call tryConsume makes (`call` itself, or a shared table's, which throws ERR_SHARED_ASYNC),
@@ -14,9 +14,9 @@
 //
 // The key and `n` are checked by the limiter before any of these is called.
 
-const { AT, OPERATION } = require('./contract.js')
-const { readStats } = require('./stats.js')
-const { N_OR_STATUS, DECIDED, NO_ANOMALIES, readDecision } = require('./native-call.js')
+const { AT, OPERATION } = require('../native/contract.js')
+const { readStats } = require('../native/stats.js')
+const { N_OR_STATUS, DECIDED, NO_ANOMALIES, readDecision } = require('../limiter/native-call.js')
 
 const { consume: CONSUME } = OPERATION
 const PERIOD_SLOT = AT.periodSlot

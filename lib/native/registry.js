@@ -1,12 +1,12 @@
 'use strict'
 // This module instance's native registry of QuotaClocks and the result buffer they share: the
-// native tryConsume reads `n` and the limiter's registry index from it and writes the decision
-// (or what it needs first) into it; lib/native-call.js reads it back. A module loaded again (by
+// native tryConsume reads `n` and the limiter's registry index from it and writes the decision (or
+// what it needs first) into it; lib/limiter/native-call.js reads it back. A module loaded again (by
 // a test runner, say) gets its own registry; it lives as long as its functions do.
 //
-// The buffer's layout is the contract's (lib/contract.js): in, `n` and the limiter (and readings
-// taken in JS); out, the status, then the decision (or, status needsReader, the readings a call
-// took before it stopped for the JS elapsed-realtime reader).
+// The buffer's layout is the contract's (lib/native/contract.js): in, `n` and the limiter (and
+// readings taken in JS); out, the status, then the decision (or, status needsReader, the readings a
+// call took before it stopped for the JS elapsed-realtime reader).
 
 const native = require('./native.js')
 const { LAYOUT, AT } = require('./contract.js')

@@ -2,10 +2,10 @@
 // Calendar periods: the type checks of a period spec (its values are checked by the Rust
 // calendar) and `periodFor`, the period a wall-clock instant falls in.
 
-const native = require('./native.js')
-const { PERIOD_UNITS, oneOf } = require('./contract.js')
-const { callNative } = require('./errors.js')
-const { isPlainObject, readOptions, typeError, checkNumber } = require('./validate.js')
+const native = require('../native/native.js')
+const { PERIOD_UNITS, oneOf } = require('../native/contract.js')
+const { callNative } = require('../native/errors.js')
+const { isPlainObject, readOptions, typeError, checkNumber } = require('../common/validate.js')
 
 const PERIOD_KEYS = ['unit', 'timeZone', 'anchorDay', 'anchorMonth', 'anchorTime']
 const UNIT_CHOICES = oneOf(PERIOD_UNITS)
