@@ -14,6 +14,7 @@ pub mod error;
 pub mod kernel;
 pub mod keyed;
 pub mod limiter;
+pub mod limits;
 pub mod quota;
 pub mod reconciler;
 pub mod stats;

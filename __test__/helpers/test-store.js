@@ -4,7 +4,7 @@
 // late. The Redis and MongoDB stores have tests of their own against real servers.
 
 const { KeyedQuotaClock, manualClock } = require('../..')
-const { makeQuotaStore, checkBucketAnswer, checkBucketUsage, newRecordId } = require('../../lib/share/protocol.js')
+const { makeQuotaStore, checkBucketAnswer, checkBucketUsage, newRecordId, writeOffAfterMs, bucketKeptMs } = require('../../lib/share/protocol.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12)
 const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
@@ -29,7 +29,7 @@ function sharedLimiter(t, share = {}, options = {}) {
 }
 
 const bucketId = (name, key) => JSON.stringify(['bucket', name, key])
-const writeOffAt = (holder) => holder.a + 1.1 * holder.l + 1000
+const writeOffAt = (holder) => holder.a + writeOffAfterMs(holder.l)
 const outOf = (record, except) => {
   let sum = 0
   for (const [y, holder] of record.holders) if (y !== except) sum += holder.o
@@ -107,7 +107,7 @@ function bucketTakeNow(records, now, request) {
   else record.holders.delete(me)
   let longest = leaseMs
   for (const holder of record.holders.values()) longest = Math.max(longest, holder.l)
-  record.expiresAtMs = now + Math.max((record.C / record.R) * 1000, 1.1 * longest + 1000) + 60_000
+  record.expiresAtMs = now + bucketKeptMs(record.C, record.R, longest)
   return { granted, held: slice, tokens: record.tk, fleetMs: record.F, storeNowMs: now, recordId: record.id, others: k }
 }
 

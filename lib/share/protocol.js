@@ -134,6 +134,27 @@ const operations = new WeakMap()
 
 // How long a record made by a grant (no reservation yet) is kept: 400 days.
 const KEEP_GRANTED_MS = 400 * 86_400_000
+// A quota record is kept at least this long after a write that reserves (10 minutes), even when
+// the period's end the caller sent has passed by the store's clock (the caller's clock runs
+// behind): deleted at once, every later reservation would start again from 0.
+const RECORD_GRACE_MS = 600_000
+// The fleet bucket's terms (the native contract's fleetBucket; a test holds these to it): a slice
+// is written off WRITE_OFF_FACTOR * leaseMs + WRITE_OFF_MARGIN_MS fleet ms after its call reached
+// the store, and a record is kept max(C / R s, the longest write-off) + BUCKET_KEPT_AFTER_MS of
+// store time after a take.
+const WRITE_OFF_FACTOR = 1.1
+const WRITE_OFF_MARGIN_MS = 1_000
+const BUCKET_KEPT_AFTER_MS = 60_000
+
+/** Fleet ms after a slice's call reached the store when the store writes it off. */
+function writeOffAfterMs(leaseMs) {
+  return WRITE_OFF_FACTOR * leaseMs + WRITE_OFF_MARGIN_MS
+}
+
+/** How long the store keeps a bucket record after a take (step 9). */
+function bucketKeptMs(capacity, refillPerSecond, longestLeaseMs) {
+  return Math.max((capacity / refillPerSecond) * 1000, writeOffAfterMs(longestLeaseMs)) + BUCKET_KEPT_AFTER_MS
+}
 // Record identities: random positive integers below 2^48.
 const MAX_RECORD_ID = 2 ** 48
 
@@ -298,4 +319,10 @@ module.exports = {
   instanceFields,
   newRecordId,
   KEEP_GRANTED_MS,
+  RECORD_GRACE_MS,
+  WRITE_OFF_FACTOR,
+  WRITE_OFF_MARGIN_MS,
+  BUCKET_KEPT_AFTER_MS,
+  writeOffAfterMs,
+  bucketKeptMs,
 }

@@ -8,7 +8,7 @@
 //          (instance ids are field names, as in the cells documents: the driver's are hex),
 //     ans: { g, h, k, n }   the latest take's granted, held, others and store time, read back from
 //                           its own update
-//     expiresAt }           a Date for the TTL index, max(C / R, 1.1 * longest lease + 1 s) + 60 s
+//     expiresAt }           a Date for the TTL index, bucketKeptMs (lib/share/protocol.js)
 //                           of store time after the latest take
 // Store time is `$$NOW` turned into ms by `$toLong` before any arithmetic: the MongoDB-compatible
 // test server compares and adds Date values computed from $$NOW wrongly, while $toLong of $$NOW is
@@ -18,7 +18,7 @@
 // update without upsert (lib/stores/mongo.js says why); the first take of a fresh document makes
 // the bucket, as step 1 of the protocol does.
 
-const { checkBucketAnswer, checkBucketUsage, newRecordId } = require('../share/protocol.js')
+const { checkBucketAnswer, checkBucketUsage, newRecordId, writeOffAfterMs, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS, BUCKET_KEPT_AFTER_MS } = require('../share/protocol.js')
 const { QuotaClockError } = require('../native/errors.js')
 const { describe } = require('../common/validate.js')
 const { part } = require('./record-key.js')
@@ -36,7 +36,7 @@ const EMPTY = { $literal: {} }
 const entries = (field) => ({ $objectToArray: { $ifNull: [field, EMPTY] } })
 const othersOf = (me) => ({ $filter: { input: entries('$h'), cond: { $ne: ['$$this.k', me] } } })
 const sumOut = (list) => ({ $sum: { $map: { input: list, in: '$$this.v.o' } } })
-const writeOffAt = (holder) => ({ $add: [`${holder}.a`, { $multiply: [1.1, `${holder}.l`] }, 1000] })
+const writeOffAt = (holder) => ({ $add: [`${holder}.a`, { $multiply: [WRITE_OFF_FACTOR, `${holder}.l`] }, WRITE_OFF_MARGIN_MS] })
 const TEMPORARY = ['_now', '_lost', '_out', '_F', '_gone', '_goneUntil', '_spentUntil', '_m1', '_m2', '_prev', '_written', '_others', '_keep', '_back', '_k', '_granted', '_slice', '_longest']
 
 /** Step 4 (lib/share/protocol.js), judged at the fleet clock `at`: others past their margin written off, old tombstones forgotten. */
@@ -151,7 +151,7 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
     { $set: { _longest: { $max: [leaseMs, { $max: { $map: { input: entries('$h'), in: '$$this.v.l' } } }] } } },
     {
       $set: {
-        expiresAt: { $toDate: { $add: ['$_now', { $ceil: { $max: [{ $multiply: [{ $divide: ['$C', '$R'] }, 1000] }, { $add: [{ $multiply: [1.1, '$_longest'] }, 1000] }] } }, 60_000] } },
+        expiresAt: { $toDate: { $add: ['$_now', { $ceil: { $max: [{ $multiply: [{ $divide: ['$C', '$R'] }, 1000] }, { $add: [{ $multiply: [WRITE_OFF_FACTOR, '$_longest'] }, WRITE_OFF_MARGIN_MS] }] } }, BUCKET_KEPT_AFTER_MS] } },
         ans: { g: '$_granted', h: '$_slice', k: '$_k', n: '$_now' },
       },
     },
@@ -172,7 +172,7 @@ function viewOf(document, name, now) {
   const holders = Object.values(document.h ?? {})
   const at = now === undefined ? F : F + Math.min(Math.max(0, now - S), (C / R) * 1000)
   let out = 0
-  for (const holder of holders) if (holder.a + 1.1 * holder.l + 1000 >= at) out += holder.o
+  for (const holder of holders) if (holder.a + writeOffAfterMs(holder.l) >= at) out += holder.o
   const tokens = now === undefined || tk >= C - out ? tk : Math.min(C - out, tk + ((at - F) * R) / 1000)
   const expiresAt = document.expiresAt instanceof Date ? document.expiresAt.getTime() : null
   return checkBucketUsage({ capacity: C, refillPerSecond: R, tokens, out, expiresAt }, name)

@@ -26,7 +26,7 @@
 // another may be answered without its document on some MongoDB-compatible servers, and a grant
 // whose answer is lost would be stranded.
 
-const { makeQuotaStore, checkReserveAnswer, checkRecordAnswer, checkRefusedGrant, clamped, instanceFields, newRecordId, KEEP_GRANTED_MS } = require('../share/protocol.js')
+const { makeQuotaStore, checkReserveAnswer, checkRecordAnswer, checkRefusedGrant, clamped, instanceFields, newRecordId, KEEP_GRANTED_MS, RECORD_GRACE_MS } = require('../share/protocol.js')
 const { QuotaClockError } = require('../native/errors.js')
 const { describe } = require('../common/validate.js')
 const { recordKey } = require('./record-key.js')
@@ -42,7 +42,6 @@ const DUPLICATE_KEY = 11000
 // A period end already past (this process's clock runs behind the others') keeps the record this
 // long after the write, as the Redis store does. From this process's clock: the test server
 // compares dates computed from $$NOW wrongly, and a lag shorter than this is covered either way.
-const GRACE_MS = 600_000
 const WITH_DOCUMENT = { returnDocument: 'after', includeResultMetadata: true }
 const noTrip = () => {}
 const UPSERT = { upsert: true }
@@ -150,7 +149,7 @@ function mongoStore(db, options) {
       const { name, key, periodId, expiresAtMs } = request
       const _id = recordKey(name, key, periodId)
       const expiresAt = new Date(Math.ceil(expiresAtMs))
-      const pipeline = reservePipeline(request, expiresAt, new Date(Date.now() + GRACE_MS))
+      const pipeline = reservePipeline(request, expiresAt, new Date(Date.now() + RECORD_GRACE_MS))
       for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
         roundTrip()
         const document = documentOf(await records().findOneAndUpdate({ _id }, pipeline, WITH_DOCUMENT), name)

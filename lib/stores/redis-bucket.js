@@ -11,7 +11,7 @@
 // script reads the record with one HGETALL and writes it back whole: a record lists a few
 // instances, so each script is a few microseconds.
 
-const { checkBucketAnswer, checkBucketUsage, newRecordId } = require('../share/protocol.js')
+const { checkBucketAnswer, checkBucketUsage, newRecordId, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS, BUCKET_KEPT_AFTER_MS } = require('../share/protocol.js')
 const { part } = require('./record-key.js')
 
 const COMMON = `
@@ -20,6 +20,7 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 end
 local function text(x) return string.format('%.17g', x) end
+local function write_off_after(lease) return ${WRITE_OFF_FACTOR} * lease + ${WRITE_OFF_MARGIN_MS} end
 local function load(key)
   local all = redis.call('HGETALL', key)
   if #all == 0 then return nil end
@@ -45,7 +46,7 @@ end
 local function write_off(r, except)
   local gone, gone_until = 0, nil
   for y, o in pairs(r.o) do
-    local margin = r.a[y] + 1.1 * r.l[y] + 1000
+    local margin = r.a[y] + write_off_after(r.l[y])
     if y ~= except and margin < r.F then
       r.w[y] = (r.w[y] or 0) + o; r.o[y] = nil; r.a[y] = r.F
       gone = gone + o
@@ -53,7 +54,7 @@ local function write_off(r, except)
     end
   end
   for y, w in pairs(r.w) do
-    if y ~= except and not r.o[y] and r.a[y] + 1.1 * r.l[y] + 1000 < r.F then
+    if y ~= except and not r.o[y] and r.a[y] + write_off_after(r.l[y]) < r.F then
       r.w[y] = nil; r.a[y] = nil; r.l[y] = nil
     end
   end
@@ -166,7 +167,7 @@ end
 local longest = lease
 for _, l in pairs(r.l) do longest = math.max(longest, l) end
 store(KEYS[1], r)
-redis.call('PEXPIRE', KEYS[1], math.ceil(math.max(r.C / r.R * 1000, 1.1 * longest + 1000) + 60000))
+redis.call('PEXPIRE', KEYS[1], math.ceil(math.max(r.C / r.R * 1000, write_off_after(longest)) + ${BUCKET_KEPT_AFTER_MS}))
 return { granted, mine, text(r.tk), text(r.F), text(now), r.i, k }
 `
 
@@ -178,7 +179,7 @@ local now = now_ms()
 local at = r.F + math.min(math.max(0, now - r.S), r.C / r.R * 1000)
 local out = 0
 for y, o in pairs(r.o) do
-  if r.a[y] + 1.1 * r.l[y] + 1000 >= at then out = out + o else r.o[y] = nil end
+  if r.a[y] + write_off_after(r.l[y]) >= at then out = out + o else r.o[y] = nil end
 end
 local tokens = r.tk
 if tokens < r.C - out then tokens = math.min(r.C - out, tokens + (at - r.F) * r.R / 1000) end

@@ -22,17 +22,16 @@
 //               (absent on a record a grant made: kept KEEP_GRANTED_MS until a reservation)
 // A period end already past by the server's clock (the caller's clock runs behind) would delete
 // the record at once, and every later reservation would start again from 0: such a record is
-// kept for GRACE_MS after the write instead.
+// kept for RECORD_GRACE_MS after the write instead.
 
 const { createHash } = require('node:crypto')
-const { makeQuotaStore, checkReserveAnswer, checkRecordAnswer, checkRefusedGrant, clamped, instanceFields, newRecordId, KEEP_GRANTED_MS } = require('../share/protocol.js')
+const { makeQuotaStore, checkReserveAnswer, checkRecordAnswer, checkRefusedGrant, clamped, instanceFields, newRecordId, KEEP_GRANTED_MS, RECORD_GRACE_MS } = require('../share/protocol.js')
 const { describe } = require('../common/validate.js')
 const { recordKey } = require('./record-key.js')
 const { bucketOperations } = require('./redis-bucket.js')
 const { invalid, readStoreOptions, checkText } = require('./options.js')
 
 const DEFAULT_PREFIX = 'qcs:'
-const GRACE_MS = 600_000
 const MAX_PREFIX_LENGTH = 256
 
 // Numbers that may be large go back as decimal strings: the clients' reply parsers round an
@@ -74,7 +73,7 @@ end
 // decimal strings; the room is clamped to Number.MAX_SAFE_INTEGER (a record whose extra or count
 // passed it is still reserved from).
 const RESERVE = `${WHOLE}
-local grace = ${GRACE_MS}
+local grace = ${RECORD_GRACE_MS}
 local limit, lease, lacking, charge = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local expires, heldField, held, owned, known = tonumber(ARGV[5]), 'h:' .. ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
 local record = redis.call('HMGET', KEYS[1], 'c', 'e', 'x', 'i')

@@ -146,6 +146,7 @@ impl Period {
 }
 
 /// Raw, already type-checked values of a `QuotaPeriodSpec`.
+#[derive(Clone, Copy, Debug)]
 pub struct RawPeriodSpec<'a> {
     pub unit: &'a str,
     pub time_zone: &'a str,

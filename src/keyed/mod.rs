@@ -24,10 +24,13 @@ use std::collections::HashMap;
 use memory::IDLE_SCAN_FOR_ROOM;
 pub use policies::{KeyPolicy, PolicyChoice, PolicyId, DEFAULT_POLICY};
 use policies::{Policy, PolicyIdentity, SpecState};
-pub use share::{GiveBack, ReserveRequest, ShareBook, ShareMode, SharedDecision};
+pub use share::{
+    check_lease_units, GiveBack, ReserveRequest, ShareBook, ShareMode, SharedDecision,
+};
 pub use slices::{
-    check_lease_ms, check_shared_capacity, More, Slice, SliceAnswer, SliceBook, SliceRequest,
-    MAX_SHARED_CAPACITY,
+    bucket_kept_ms, check_lease_ms, check_shared_capacity, write_off_after_ms, More, Slice,
+    SliceAnswer, SliceBook, SliceRequest, MAX_SHARED_CAPACITY, RECORD_KEPT_AFTER_MS,
+    WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS,
 };
 pub use snapshot::{Snapshot, SnapshotError, SnapshotWriter};
 use storage::{Named, TableCall};

@@ -7,16 +7,11 @@ use std::sync::Arc;
 use super::table::List;
 use super::{KeyedLimiter, Target};
 use crate::calendar::PeriodSpec;
-use crate::quota::{OpenPeriod, QuotaPolicy};
+use crate::quota::OpenPeriod;
 
-/// A key's limits, validated (`KeyPolicy` with the defaults filled in).
-#[derive(Clone, Debug)]
-pub struct KeyPolicy {
-    pub capacity: f64,
-    pub refill_per_second: f64,
-    pub initial_tokens: f64,
-    pub quota: Option<QuotaPolicy>,
-}
+/// A key's limits, checked ([`Limits::checked`](crate::limits::Limits::checked)), the defaults
+/// filled in.
+pub type KeyPolicy = crate::limits::Limits;
 
 /// An interned policy; [`DEFAULT_POLICY`] is the limiter's own options.
 pub type PolicyId = u32;

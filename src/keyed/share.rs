@@ -14,8 +14,10 @@
 
 use super::table::NO_PERIOD;
 use super::{slot_i32, KeyBuf, KeyedLimiter, Target};
+use crate::error::Error;
 use crate::kernel;
 use crate::limiter::Decision;
+use crate::limits::MAX_SAFE_INTEGER;
 
 /// One key's reservation.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -286,6 +288,24 @@ impl Reservation {
     }
 }
 
+/// The most units one store call reserves for a key of quota `limit`: `share.leaseUnits`, or
+/// (none given) 1% of the limit, at least 1.
+#[inline(always)]
+fn lease_units_for(lease_units: Option<u64>, limit: u64) -> u64 {
+    lease_units.unwrap_or((limit / 100).max(1))
+}
+
+/// `share.leaseUnits`: a positive safe integer.
+pub fn check_lease_units(units: f64) -> Result<u64, Error> {
+    if (1.0..=MAX_SAFE_INTEGER).contains(&units) && units.fract() == 0.0 {
+        return Ok(units as u64);
+    }
+    Err(Error::invalid_option(format!(
+        "share.leaseUnits must be a positive safe integer; received {}",
+        crate::text::js_number(units)
+    )))
+}
+
 impl KeyedLimiter {
     /// Makes this a shared limiter (before any call; a restored key's quota use is dropped, as
     /// the store holds it).
@@ -317,8 +337,7 @@ impl KeyedLimiter {
 
     /// The most units one store call reserves for a key of this limit.
     fn lease_for(&self, limit: u64) -> u64 {
-        let lease = self.share.as_ref().and_then(|book| book.lease_units);
-        lease.unwrap_or((limit / 100).max(1))
+        lease_units_for(self.share.as_ref().and_then(|book| book.lease_units), limit)
     }
 
     fn limit_of(&self, index: u32) -> Option<u64> {
@@ -522,7 +541,7 @@ impl KeyedLimiter {
                 refill: false,
             });
         };
-        let lease = book.lease_units.unwrap_or((quota.limit / 100).max(1));
+        let lease = lease_units_for(book.lease_units, quota.limit);
         let record = &mut self.table.records[index as usize];
         let reservation = &mut book.reservations[index as usize];
         // (`reservation_used`, with the record and its policy at hand.)

@@ -879,16 +879,32 @@ fn reports_when_quiet(slice: &Slice) -> bool {
 /// so a record gone by expiry comes back full (as an unshared bucket idle that long would be),
 /// not empty as a lost one does (the contract: "lost before it could have expired").
 fn forget_if_expired(slice: &mut Slice, policy: &Policy, lease_ms: f64, timeline_ms: f64) {
-    let refill_ms = policy.capacity / policy.refill_per_second * 1000.0;
-    let kept_ms = refill_ms.max(1.1 * lease_ms + 1000.0) + RECORD_KEPT_AFTER_MS;
+    let kept_ms = bucket_kept_ms(policy.capacity, policy.refill_per_second, lease_ms);
     if slice.record_id != 0 && timeline_ms - slice.fleet_at_ms > kept_ms * CLOCK_RATE_SLACK {
         slice.record_id = 0;
         slice.fleet_ms = -1.0;
     }
 }
 
+/// The store writes a slice off as spent `WRITE_OFF_FACTOR * leaseMs + WRITE_OFF_MARGIN_MS` of
+/// fleet time after the call that took it reached the store (bucketTake step 4); the binding's
+/// contract exports these, and a JS test holds lib/share/protocol.js's copies to them.
+pub const WRITE_OFF_FACTOR: f64 = 1.1;
+pub const WRITE_OFF_MARGIN_MS: f64 = 1_000.0;
 /// How long a bucket record outlives its refill and write-off margins (bucketTake step 9).
-const RECORD_KEPT_AFTER_MS: f64 = 60_000.0;
+pub const RECORD_KEPT_AFTER_MS: f64 = 60_000.0;
+
+/// Fleet ms after a slice's call reached the store when the store writes it off.
+pub fn write_off_after_ms(lease_ms: f64) -> f64 {
+    WRITE_OFF_FACTOR * lease_ms + WRITE_OFF_MARGIN_MS
+}
+
+/// How long the store keeps a bucket record after a take (bucketTake step 9):
+/// `max(C / R, the longest lease's write-off) + RECORD_KEPT_AFTER_MS`.
+pub fn bucket_kept_ms(capacity: f64, refill_per_second: f64, longest_lease_ms: f64) -> f64 {
+    (capacity / refill_per_second * 1000.0).max(write_off_after_ms(longest_lease_ms))
+        + RECORD_KEPT_AFTER_MS
+}
 /// Hosts' clocks may run at slightly different rates (the bound's 0.1%).
 const CLOCK_RATE_SLACK: f64 = 1.001;
 

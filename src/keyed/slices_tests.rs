@@ -98,10 +98,10 @@ impl Store {
         let mut written_off = 0.0;
         let mut written_until = before;
         record.holders.retain(|y, h| {
-            let keep = *y == me || h.at + 1.1 * h.lease + 1000.0 >= fleet;
+            let keep = *y == me || h.at + write_off_after_ms(h.lease) >= fleet;
             if !keep {
                 written_off += h.out as f64;
-                written_until = written_until.max(h.at + 1.1 * h.lease + 1000.0);
+                written_until = written_until.max(h.at + write_off_after_ms(h.lease));
             }
             keep
         });
@@ -628,6 +628,16 @@ fn the_share_numbers_are_checked_in_the_core_with_the_contracts_messages() {
     assert_eq!(
         error.to_string(),
         "policy.capacity must be an integer from 1 to 2**31 (2147483648) for a shared bucket (share.bucket); received 0.5"
+    );
+    assert_eq!(
+        crate::keyed::check_lease_units(9_007_199_254_740_991.0).unwrap(),
+        (1 << 53) - 1
+    );
+    assert_eq!(
+        crate::keyed::check_lease_units(0.0)
+            .unwrap_err()
+            .to_string(),
+        "share.leaseUnits must be a positive safe integer; received 0"
     );
     assert_eq!(
         crate::keyed::check_max_keys(4_294_967_296.0).unwrap(),

@@ -8,6 +8,7 @@ use crate::clock::{ClockSource, SuspendPolicy};
 use crate::error::Error;
 use crate::kernel::{self, Answer, KeyUse, Op};
 pub use crate::kernel::{Decision, RetryBasis};
+use crate::limits::{checked_earliest_plausible, checked_suspend_policy, Limits, LimitsInput};
 use crate::quota::{QuotaPolicy, QuotaState};
 use crate::reconciler::Reconciler;
 use crate::stats::Counters;
@@ -15,7 +16,7 @@ use storage::OneKey;
 
 mod storage;
 
-/// Validated options (the binding checks types and ranges before building one).
+/// A limiter's options, checked: made by [`LimiterConfig::checked`] (tests build them directly).
 #[derive(Clone, Debug)]
 pub struct LimiterConfig {
     pub capacity: f64,
@@ -25,6 +26,31 @@ pub struct LimiterConfig {
     pub quota: Option<QuotaPolicy>,
     /// `None` turns the plausibility check off.
     pub earliest_plausible_wall_ms: Option<f64>,
+}
+
+impl LimiterConfig {
+    /// The options' limits, suspend policy and plausibility floor, checked in that order
+    /// ([`crate::limits`]), with the contract's messages.
+    pub fn checked(
+        limits: LimitsInput<'_>,
+        suspend_policy: &str,
+        earliest_plausible_wall_ms: Option<f64>,
+    ) -> Result<LimiterConfig, Error> {
+        let Limits {
+            capacity,
+            refill_per_second,
+            initial_tokens,
+            quota,
+        } = Limits::checked("", limits)?;
+        Ok(LimiterConfig {
+            capacity,
+            refill_per_second,
+            initial_tokens,
+            suspend_policy: checked_suspend_policy(suspend_policy)?,
+            quota,
+            earliest_plausible_wall_ms: checked_earliest_plausible(earliest_plausible_wall_ms)?,
+        })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -25,15 +25,19 @@ pub struct PeriodOutput {
     pub time_zone: String,
 }
 
-pub(crate) fn parse_spec(input: &PeriodSpecInput, option_path: &str) -> CodedResult<PeriodSpec> {
-    let raw = RawPeriodSpec {
+/// A period spec's fields as the core parses them.
+pub(crate) fn raw_spec(input: &PeriodSpecInput) -> RawPeriodSpec<'_> {
+    RawPeriodSpec {
         unit: &input.unit,
         time_zone: &input.time_zone,
         anchor_day: input.anchor_day,
         anchor_month: input.anchor_month,
         anchor_time: input.anchor_time.as_deref(),
-    };
-    PeriodSpec::parse(&raw, option_path).map_err(|error| from_core(&error))
+    }
+}
+
+pub(crate) fn parse_spec(input: &PeriodSpecInput, option_path: &str) -> CodedResult<PeriodSpec> {
+    PeriodSpec::parse(&raw_spec(input), option_path).map_err(|error| from_core(&error))
 }
 
 pub(crate) fn period_output(spec: &PeriodSpec, period: &Period) -> PeriodOutput {

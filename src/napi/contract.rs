@@ -10,6 +10,7 @@ use crate::anomaly::AnomalyKind;
 use crate::calendar::{PeriodUnit, StartKind, MAX_WALL_MS};
 use crate::clock::SuspendPolicy;
 use crate::error::ErrorCode;
+use crate::keyed::{RECORD_KEPT_AFTER_MS, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS};
 use crate::limiter::RetryBasis;
 
 #[napi(object)]
@@ -96,6 +97,16 @@ pub struct StatsLayout {
     pub anomalies: u32,
 }
 
+/// The fleet bucket's store terms (lib/share/protocol.js keeps copies, checked against these).
+#[napi(object)]
+pub struct FleetBucketTerms {
+    /// A slice is written off `writeOffFactor * leaseMs + writeOffMarginMs` fleet ms after its call.
+    pub write_off_factor: f64,
+    pub write_off_margin_ms: f64,
+    /// A record is kept `max(C / R s, the longest write-off) + keptAfterMs` after a take.
+    pub kept_after_ms: f64,
+}
+
 #[napi(object)]
 pub struct Contract {
     pub error_codes: Vec<ErrorCodeEntry>,
@@ -107,6 +118,7 @@ pub struct Contract {
     pub max_wall_ms: f64,
     pub result_buffer: ResultBufferLayout,
     pub stats: StatsLayout,
+    pub fleet_bucket: FleetBucketTerms,
 }
 
 fn names<T: Copy>(items: &[T], name: impl Fn(T) -> &'static str) -> Vec<String> {
@@ -182,6 +194,11 @@ pub fn contract() -> Contract {
             evicted: position(buffer::stats::EVICTED),
             key_limit_refusals: position(buffer::stats::KEY_LIMIT_REFUSALS),
             anomalies: position(buffer::stats::ANOMALIES),
+        },
+        fleet_bucket: FleetBucketTerms {
+            write_off_factor: WRITE_OFF_FACTOR,
+            write_off_margin_ms: WRITE_OFF_MARGIN_MS,
+            kept_after_ms: RECORD_KEPT_AFTER_MS,
         },
     }
 }

@@ -7,18 +7,16 @@
 use napi_derive::napi;
 
 use super::buffer::Supplied;
-use super::calendar::{parse_spec, PeriodSpecInput};
+use super::calendar::{raw_spec, PeriodSpecInput};
 use super::clock::ClockHandle;
-use super::errors::{coded, invalid_arg, CodedResult};
+use super::errors::{from_core, invalid_arg, CodedResult};
 use super::manual_clock::NativeManualClock;
-use crate::clock::{SuspendPolicy, SystemClock};
-use crate::error::ErrorCode;
-use crate::keyed::KeyPolicy;
+use crate::clock::SystemClock;
 use crate::limiter::LimiterConfig;
-use crate::quota::QuotaPolicy;
-use crate::text::{js_number, js_quoted};
+use crate::limits::LimitsInput;
+use crate::text::js_number;
 
-pub(crate) const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+pub(crate) use crate::limits::MAX_SAFE_INTEGER;
 
 /// Options after the JS face has checked their types and applied defaults; their values are
 /// checked by [`config_from`].
@@ -97,160 +95,41 @@ fn clock_handle(clock_kind: &str, manual: Option<&NativeManualClock>) -> CodedRe
     })
 }
 
-fn check(condition: bool, message: impl FnOnce() -> String) -> CodedResult<()> {
-    if condition {
-        Ok(())
-    } else {
-        Err(coded(ErrorCode::InvalidOption, message()))
-    }
-}
-
-/// The bucket's settings: checked values, or with `bucket` false (a quota alone) a bucket that
-/// is never short: capacity, refill rate and tokens all Infinity. The same four values as a key's
-/// policy, so a key's policy is checked into one directly.
-pub(crate) type Limits = KeyPolicy;
-
-/// The limits a limiter's options and a key's policy share, checked: capacity, refill rate,
-/// initial tokens and the quota. `prefix` is how messages name their owner: `""` for a limiter's
-/// options, `policy("tenant-1").` for a key's.
-pub(crate) fn check_limits(
-    prefix: &str,
-    bucket: bool,
+/// Limits as the binding receives them, for the core's check
+/// ([`Limits::checked`](crate::limits::Limits::checked)).
+pub(crate) fn limits_input<'a>(
+    bucket: Option<bool>,
     capacity: f64,
     refill_per_second: f64,
     initial_tokens: f64,
     quota_limit: Option<f64>,
-    quota_period: Option<&PeriodSpecInput>,
-) -> CodedResult<Limits> {
-    if !bucket {
-        let quota = check_quota(prefix, quota_limit, quota_period)?;
-        if quota.is_none() {
-            return Err(coded(
-                ErrorCode::InvalidOption,
-                format!(
-                    "{prefix}quota is required without a bucket (capacity and refillPerSecond)"
-                ),
-            ));
-        }
-        return Ok(Limits {
-            capacity: f64::INFINITY,
-            refill_per_second: f64::INFINITY,
-            initial_tokens: f64::INFINITY,
-            quota,
-        });
-    }
-    check(capacity.is_finite() && capacity > 0.0, || {
-        format!(
-            "{prefix}capacity must be a finite number > 0; received {}",
-            js_number(capacity)
-        )
-    })?;
-    check(
-        refill_per_second.is_finite() && refill_per_second > 0.0,
-        || {
-            format!(
-                "{prefix}refillPerSecond must be a finite number > 0; received {}",
-                js_number(refill_per_second)
-            )
-        },
-    )?;
-    check((0.0..=capacity).contains(&initial_tokens), || {
-        format!(
-            "{prefix}initialTokens must be a number from 0 to capacity ({}); received {}",
-            js_number(capacity),
-            js_number(initial_tokens)
-        )
-    })?;
-    Ok(Limits {
+    quota_period: Option<&'a PeriodSpecInput>,
+) -> LimitsInput<'a> {
+    LimitsInput {
+        bucket: bucket != Some(false),
         capacity,
         refill_per_second,
         initial_tokens,
-        quota: check_quota(prefix, quota_limit, quota_period)?,
-    })
-}
-
-/// The quota's limit and period, checked (both or neither).
-fn check_quota(
-    prefix: &str,
-    quota_limit: Option<f64>,
-    quota_period: Option<&PeriodSpecInput>,
-) -> CodedResult<Option<QuotaPolicy>> {
-    match (quota_period, quota_limit) {
-        (Some(period), Some(limit)) => {
-            check(
-                limit >= 0.0 && limit.fract() == 0.0 && limit <= MAX_SAFE_INTEGER,
-                || {
-                    format!(
-                        "{prefix}quota.limit must be a non-negative safe integer (0 blocks \
-                         every request); received {}",
-                        js_number(limit)
-                    )
-                },
-            )?;
-            Ok(Some(QuotaPolicy::new(
-                limit as u64,
-                parse_spec(period, &format!("{prefix}quota.period"))?,
-            )))
-        }
-        (None, None) => Ok(None),
-        _ => Err(coded(
-            ErrorCode::InvalidOption,
-            format!("{prefix}quota needs both limit and period"),
-        )),
+        quota_limit,
+        quota_period: quota_period.map(raw_spec),
     }
 }
 
 pub(crate) fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig> {
-    let LimiterOptions {
-        capacity,
-        refill_per_second,
-        initial_tokens,
-        ..
-    } = *options;
-    let Limits {
-        capacity,
-        refill_per_second,
-        initial_tokens,
-        quota,
-    } = check_limits(
-        "",
-        options.bucket != Some(false),
-        capacity,
-        refill_per_second,
-        initial_tokens,
+    let limits = limits_input(
+        options.bucket,
+        options.capacity,
+        options.refill_per_second,
+        options.initial_tokens,
         options.quota_limit,
         options.quota_period.as_ref(),
-    )?;
-    let suspend_policy = SuspendPolicy::parse(&options.suspend_policy).ok_or_else(|| {
-        let choices: Vec<String> = SuspendPolicy::ALL
-            .iter()
-            .map(|policy| format!("'{}'", policy.as_str()))
-            .collect();
-        coded(
-            ErrorCode::InvalidOption,
-            format!(
-                "suspendPolicy must be one of {}; received {}",
-                choices.join(", "),
-                js_quoted(&options.suspend_policy)
-            ),
-        )
-    })?;
-    if let Some(earliest) = options.earliest_plausible_wall_ms {
-        check(earliest.is_finite(), || {
-            format!(
-                "earliestPlausibleWallMs must be a finite number or null; received {}",
-                js_number(earliest)
-            )
-        })?;
-    }
-    Ok(LimiterConfig {
-        capacity,
-        refill_per_second,
-        initial_tokens,
-        suspend_policy,
-        quota,
-        earliest_plausible_wall_ms: options.earliest_plausible_wall_ms,
-    })
+    );
+    LimiterConfig::checked(
+        limits,
+        &options.suspend_policy,
+        options.earliest_plausible_wall_ms,
+    )
+    .map_err(|error| from_core(&error))
 }
 
 /// `n` of `refund`: a positive safe integer (the JS face checks it first; this guards direct calls).

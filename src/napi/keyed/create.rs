@@ -11,16 +11,14 @@ use super::entry::NativeKeyed;
 use super::policy::default_policy;
 use super::snapshot::NativeSnapshot;
 use super::{KeyedCell, KeyedState};
-use crate::error::ErrorCode;
 use crate::keyed::{
-    check_lease_ms, check_max_keys, check_shared_capacity, KeyedConfig, KeyedLimiter, PolicyId,
-    DEFAULT_POLICY,
+    check_lease_ms, check_lease_units, check_max_keys, check_shared_capacity, KeyedConfig,
+    KeyedLimiter, PolicyId, DEFAULT_POLICY,
 };
 use crate::napi::buffer::{self, ResultBuffer};
 use crate::napi::clock::BoundClock;
-use crate::napi::errors::{coded, from_core, guard, invalid_arg};
-use crate::napi::options::{config_from, positive_safe_integer, ClockInput, LimiterOptions};
-use crate::text::js_number;
+use crate::napi::errors::{from_core, guard, invalid_arg};
+use crate::napi::options::{config_from, ClockInput, LimiterOptions};
 
 /// `keyedCreate`'s input.
 #[napi(object, object_to_js = false)]
@@ -116,18 +114,11 @@ pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<N
             }
         }
         if let Some(share) = share {
-            let lease_units = match share.lease_units {
-                None => None,
-                Some(units) => Some(positive_safe_integer(units).map_err(|_| {
-                    coded(
-                        ErrorCode::InvalidOption,
-                        format!(
-                            "share.leaseUnits must be a positive safe integer; received {}",
-                            js_number(units)
-                        ),
-                    )
-                })?),
-            };
+            let lease_units = share
+                .lease_units
+                .map(check_lease_units)
+                .transpose()
+                .map_err(|error| from_core(&error))?;
             limiter.enable_share(lease_units);
             if let Some(bucket) = share.bucket {
                 let lease_ms = bucket.lease_ms;

@@ -5,8 +5,9 @@ use napi_derive::napi;
 use crate::keyed::KeyPolicy;
 use crate::limiter::LimiterConfig;
 use crate::napi::calendar::PeriodSpecInput;
+use crate::napi::errors::from_core;
 use crate::napi::errors::{invalid_arg, CodedResult};
-use crate::napi::options::{check_limits, MAX_SAFE_INTEGER};
+use crate::napi::options::{limits_input, MAX_SAFE_INTEGER};
 use crate::text::js_number;
 
 /// A key's limits as the JS face normalized them (defaults filled in, types checked).
@@ -25,15 +26,15 @@ pub struct PolicyInput {
 
 /// Validates a normalized policy's values (the JS face checked types and merged the defaults).
 pub(super) fn key_policy(input: &PolicyInput) -> CodedResult<KeyPolicy> {
-    check_limits(
-        &format!("{}.", input.path),
-        input.bucket != Some(false),
+    let limits = limits_input(
+        input.bucket,
         input.capacity,
         input.refill_per_second,
         input.initial_tokens,
         input.quota_limit,
         input.quota_period.as_ref(),
-    )
+    );
+    KeyPolicy::checked(&format!("{}.", input.path), limits).map_err(|error| from_core(&error))
 }
 
 /// The policy of a key that has none of its own: the limiter's options' limits.
