@@ -51,7 +51,7 @@ const SUITES = ['clock-sources', 'reconcile', 'calendar', 'period-hold', 'quota-
 const NOT_UNDER = {
   // undici's fetch to the suite's loopback HTTP server fails under wine 8 ("fetch failed"), before
   // any call reaches the addon.
-  wine: { '__test__/quota-alone.test.js': 'fetch to a loopback server fails under wine' },
+  wine: { '__test__/limiter-quota-alone.test.js': 'fetch to a loopback server fails under wine' },
 }
 
 /** The native names a platform binary must import for its clocks (the release builds are stripped: only imports are left). */

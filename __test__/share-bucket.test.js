@@ -3,7 +3,7 @@
 // store protocol (__test__/helpers/test-store.js): slices taken from the store's bucket, decided
 // locally, refilled by the fleet clock; the "no budget stranded" bounds; short answers denied
 // locally with the fleet's wait; give-backs; failOpen; a failing, hanging or nonsensical store.
-// (Real servers and several processes: shared-bucket-stores.test.js, shared-fleet-bucket.test.js.)
+// (Real servers and several processes: stores-bucket.test.js, share-fleet-bucket.test.js.)
 
 const test = require('node:test')
 const assert = require('node:assert/strict')

@@ -292,7 +292,7 @@ mod tests {
 
     /// Every `"ERR_…"` string written in the crate's sources names a variant of the one enum
     /// (a code added as a bare string fails here). `lib/` and `bin/` are checked against the same
-    /// list by `__test__/contract.test.js`.
+    /// list by `__test__/native-contract.test.js`.
     #[test]
     fn every_error_code_written_in_the_sources_is_an_error_code() {
         fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {

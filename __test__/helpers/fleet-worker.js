@@ -1,7 +1,7 @@
 'use strict'
 
 // One instance of a service whose keys share one bucket for the fleet (`share.bucket`),
-// as a child process of __test__/shared-fleet-bucket.test.js and benchmark/fleet.js: it connects
+// as a child process of __test__/share-fleet-bucket.test.js and benchmark/fleet.js: it connects
 // its own client to the real store, makes the limiter, sends it the traffic the parent asks for and
 // logs every call.
 //

@@ -1,6 +1,6 @@
 'use strict'
 // The behavioural cases of rateLimit that every framework adapter passes: the Express/Connect and
-// node:http middleware (__test__/http-cases.test.js) and the Fastify plugin (__test__/fastify.test.js).
+// node:http middleware (__test__/http-cases.test.js) and the Fastify plugin (__test__/http-fastify.test.js).
 // Limiters run on manual clocks, so every header value is known exactly. (Not a test file.)
 
 const { describe, it, after } = require('node:test')

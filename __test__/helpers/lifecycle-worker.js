@@ -1,5 +1,5 @@
 'use strict'
-// Worker body for lifecycle.test.js: a limiter on a worker thread, with an anomaly to deliver.
+// Worker body for limiter-lifecycle.test.js: a limiter on a worker thread, with an anomaly to deliver.
 const { parentPort, threadId, workerData } = require('node:worker_threads')
 const { QuotaClock, manualClock } = require('../..')
 

@@ -1,7 +1,7 @@
 'use strict'
 
 // One instance of a service with a shared KeyedQuotaClock, as a child process of the
-// multi-process tests (__test__/shared-processes.test.js): it connects its own client to the real
+// multi-process tests (__test__/share-processes.test.js): it connects its own client to the real
 // store, makes the limiter, and answers the parent's commands over IPC.
 //
 //   fork(__filename, [JSON.stringify(config)])  config: { client: 'ioredis' | 'node-redis' | 'mongo',

@@ -1,4 +1,4 @@
-// quota-clock-source/fastify as a strict TypeScript user writes it (compiled by __test__/fastify.test.js).
+// quota-clock-source/fastify as a strict TypeScript user writes it (compiled by __test__/http-fastify.test.js).
 import Fastify from 'fastify'
 import fastifyRateLimit = require('quota-clock-source/fastify')
 import { KeyedQuotaClock, QuotaClock } from 'quota-clock-source'

@@ -1,4 +1,4 @@
-// Must NOT compile: a route's config.rateLimit takes rateLimit's options only (checked by __test__/fastify.test.js).
+// Must NOT compile: a route's config.rateLimit takes rateLimit's options only (checked by __test__/http-fastify.test.js).
 // (Fastify infers a route shorthand's config type from the argument, so the check bites where the
 // config is typed as FastifyContextConfig.)
 import type { FastifyContextConfig } from 'fastify'

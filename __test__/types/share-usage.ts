@@ -1,4 +1,4 @@
-// The shared limiter's types as a TypeScript user meets them (compiled by types.test.js).
+// The shared limiter's types as a TypeScript user meets them (compiled by build-types.test.js).
 import { KeyedQuotaClock } from 'quota-clock-source'
 import type { Decision, QuotaStore, ShareOptions } from 'quota-clock-source'
 

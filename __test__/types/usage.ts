@@ -40,7 +40,7 @@ assertType<Equal<Decision['retryAfterBasis'], 'monotonic-refill' | 'wall-period'
 assertType<Equal<Period['startKind'], 'exact' | 'gap' | 'repeat'>>()
 assertType<Equal<QuotaPeriodSpec['unit'], 'day' | 'week' | 'month' | 'year'>>()
 assertType<Equal<Anomaly['kind'], AnomalyKind>>()
-// QuotaClockErrorCode is every code of the native contract, checked both ways by contract.test.js.
+// QuotaClockErrorCode is every code of the native contract, checked both ways by native-contract.test.js.
 
 // Options: every field, then the smallest valid set.
 const period: QuotaPeriodSpec = {

@@ -1,7 +1,7 @@
 'use strict'
 
 // One bucket for the whole fleet (`share: { bucket: true }`) against a hostile world, measured as
-// shared-fleet-bucket.test.js measures it: child processes (helpers/fleet-worker.js) on a real
+// share-fleet-bucket.test.js measures it: child processes (helpers/fleet-worker.js) on a real
 // redis-server, every call logged, and over the merged logs no interval of real time of length Δ
 // holding more admitted units than C + R·Δ·1.001 (helpers/fleet-check.js). The probes: the store
 // flushed (FLUSHALL) and restarted empty mid-run; its clock stepped by ±30 s and ±1 h while one

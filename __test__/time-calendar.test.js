@@ -2,7 +2,7 @@
 // The calendar, the fixed cases: real zones, real DST gaps and repeats, and the limiter's open period
 // (held on a backwards step, advanced and counted on a forward one). Expected instants are worked
 // out by hand from the zones' rules (see the comments); the random cases are in
-// calendar-oracle.test.js.
+// time-calendar-oracle.test.js.
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const { QuotaClock, manualClock, periodFor } = require('..')

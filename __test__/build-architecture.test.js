@@ -69,3 +69,25 @@ test('it shows the round trip and the resume path, and keeps the sections for sh
   }
   for (const status of ['needsReadings', 'needsReader', 'needsPolicy']) assert.match(TEXT, new RegExp(`\\| \`${status}\` \\|`))
 })
+
+test('"Where each kind of rule lives" names, for every rule, its code and tests that exist', () => {
+  const heading = '## Where each kind of rule lives'
+  const start = TEXT.indexOf(`\n${heading}\n`)
+  assert.ok(start >= 0, `no section ${heading}`)
+  const rest = TEXT.slice(start + heading.length + 2)
+  const section = rest.slice(0, rest.search(/\n## /))
+  const rows = section.split('\n').filter((line) => line.startsWith('| ') && !line.startsWith('| rule |'))
+  assert.ok(rows.length >= 15, `${rows.length} rules`)
+  const missing = []
+  for (const row of rows) {
+    const cells = row.split(' | ')
+    assert.equal(cells.length, 3, `three columns: ${row}`)
+    const tests = [...cells[2].matchAll(/`([^`]+)`/g)].map((match) => match[1])
+    assert.ok(tests.length > 0, `no tests named for: ${cells[0]}`)
+    for (const name of tests) {
+      const file = /^[a-z][a-z-]*$/.test(name) ? path.join('__test__', `${name}.test.js`) : name.split(' ')[0]
+      if (/^(src|tests|__test__)\//.test(file) && !fs.existsSync(path.join(ROOT, file))) missing.push(name)
+    }
+  }
+  assert.deepEqual(missing, [], 'tests named that do not exist')
+})

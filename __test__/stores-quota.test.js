@@ -115,7 +115,7 @@ describe('quota stores on real servers', () => {
         const store = v().make()
         assert.ok(isQuotaStore(store))
         const raw = storeOperations(store)
-        // The reservation rule's answers; the record's identity is tested in shared-admin.test.js.
+        // The reservation rule's answers; the record's identity is tested in share-admin.test.js.
         ops = {
           ...raw,
           async reserve(req) {

@@ -5,7 +5,7 @@
 // on one real store started here (redis-server through ioredis and node-redis, a three-node Redis Cluster
 // through both clients' cluster classes, the MongoDB wire server), log every call with
 // process.hrtime.bigint(); over the merged logs, no interval of real time of length Δ may hold more
-// admitted units than C + R·Δ·1.001 (helpers/fleet-check.js; its own tests are fleet-check.test.js).
+// admitted units than C + R·Δ·1.001 (helpers/fleet-check.js; its own tests are share-fleet-check.test.js).
 // Every scenario checks that bound, then what it is about: round-robin traffic, traffic moving
 // from one process to another, a holder killed, the store stopped (SIGSTOP), restarted empty and
 // flushed, failOpen, per-key limits from `policy`, a key with a quota too; and the contract's "no
