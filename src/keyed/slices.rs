@@ -123,6 +123,10 @@ pub struct Slice {
     /// background (a large slice counted as out would cap the store's refill, and an operator's
     /// `fill` would count it as still out).
     pub report_spent: bool,
+    /// The last take was a first call's (what it lacked, [`More::Nothing`]) of more than one
+    /// token: its spent slice is reported when the key goes quiet, as a busy key's is (counted as
+    /// out until the store writes it off, it would cap the refill of an idle key by as much).
+    pub report_first: bool,
     /// Units this key's consumes asked for since `demand_since_ms` (its demand rate, which sizes
     /// what it takes after waiting out a saturated bucket).
     pub demand: f64,
@@ -158,6 +162,7 @@ impl Slice {
             waited: false,
             busy: false,
             report_spent: false,
+            report_first: false,
             demand: 0.0,
             demand_since_ms: now_ms,
             asking: false,
@@ -667,11 +672,9 @@ impl KeyedLimiter {
         slice.store_holds = answer.held > 0;
         slice.open = None;
         if answer.granted > 0 {
-            slice.last_granted = if std::mem::take(&mut slice.first) {
-                0
-            } else {
-                answer.granted
-            };
+            let first = std::mem::take(&mut slice.first);
+            slice.report_first = first && answer.granted > 1;
+            slice.last_granted = if first { 0 } else { answer.granted };
             slice.short_until_ms = f64::NEG_INFINITY;
             slice.waited = false;
         }
@@ -757,8 +760,8 @@ impl KeyedLimiter {
             }
             // A busy or saturated key gone quiet (not used for min(leaseMs / 8, 1 s)) tells the
             // store its spent slice is spent: counted as out, it would cap the refill for the
-            // processes the traffic moved to. (A key used now and then, whose slices are what its
-            // calls lacked, needs no word.)
+            // processes the traffic moved to. (A key used now and then, whose slices are the one
+            // token its calls lacked, needs no word.)
             let quiet_ms = (lease_ms / 8.0).min(1000.0);
             let quiet = reports_when_quiet(&slice)
                 && tokens < 1.0
@@ -868,9 +871,10 @@ fn fetch_wanted(slice: &Slice, tokens: f64, timeline_ms: f64, lease_ms: f64) -> 
 }
 
 /// Whether the store counts a slice of this key as out that may be spent, and the key took more
-/// than what one call lacked (or waited out a saturated bucket): it reports when it goes quiet.
+/// than what one call lacked (or waited out a saturated bucket), or a first call took more than
+/// one token: it reports when it goes quiet.
 fn reports_when_quiet(slice: &Slice) -> bool {
-    slice.store_holds && (slice.waited || slice.last_granted > 1)
+    slice.store_holds && (slice.waited || slice.last_granted > 1 || slice.report_first)
 }
 
 /// A key idle here for longer than the store keeps its record untouched (lib/share/protocol.js,
