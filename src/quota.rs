@@ -210,6 +210,19 @@ impl OpenPeriod {
         }
     }
 
+    /// The period rule's first branch, as the quiet paths apply it: a reading inside the open
+    /// period holds it ([`Transition::Inside`]: no anomaly, no time-zone arithmetic). `false`,
+    /// nothing changed: the reading is not inside, and the general path applies
+    /// [`OpenPeriod::next`].
+    #[inline(always)]
+    pub fn hold_if_inside(&mut self, wall_ms: f64) -> bool {
+        if !self.contains(wall_ms) {
+            return false;
+        }
+        self.hold();
+        true
+    }
+
     /// Whether `wall_ms` is inside the open period.
     #[inline(always)]
     pub fn contains(&self, wall_ms: f64) -> bool {

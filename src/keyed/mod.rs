@@ -210,10 +210,10 @@ impl KeyedLimiter {
             None => NO_PERIOD,
             Some(quota) => {
                 let state = &mut self.specs[quota.spec as usize];
-                if !(self.reconciler.is_plausible(wall_ms) && state.period.contains(wall_ms)) {
+                if !(self.reconciler.is_plausible(wall_ms) && state.period.hold_if_inside(wall_ms))
+                {
                     return None;
                 }
-                state.period.hold();
                 slot_i32(state.period.slot())
             }
         };

@@ -202,10 +202,10 @@ impl Limiter {
     ) -> Option<Decision> {
         let dm = self.reconciler.quiet_delta(monotonic_ms, wall_ms)?;
         if self.policy.quota.is_some() {
-            if !(self.reconciler.is_plausible(wall_ms) && self.quota.period.contains(wall_ms)) {
+            if !(self.reconciler.is_plausible(wall_ms) && self.quota.period.hold_if_inside(wall_ms))
+            {
                 return None;
             }
-            self.quota.period.hold();
             self.quota.credited_ms += dm;
         }
         self.tokens = self.policy.bucket.credit(self.tokens, dm);
