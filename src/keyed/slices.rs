@@ -368,11 +368,13 @@ impl KeyedLimiter {
         if slice.fleet_at_ms == f64::NEG_INFINITY {
             return Some(policy.capacity);
         }
-        let elapsed_ms = (timeline_ms - slice.fleet_at_ms).max(0.0);
-        Some(
-            (slice.fleet_tokens + elapsed_ms * policy.refill_per_second / 1000.0)
-                .min(policy.capacity),
-        )
+        // (The store's answer is at most C: the answer's check.)
+        Some(refilled(
+            slice.fleet_tokens,
+            timeline_ms - slice.fleet_at_ms,
+            policy.refill_per_second,
+            policy.capacity,
+        ))
     }
 
     /// The fleet's wait for `n` at `timeline_ms`: until the store's bucket, as estimated, holds
