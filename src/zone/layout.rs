@@ -1,4 +1,4 @@
-//! The zone file's layout: a header, the reconciler's writer cells, the period specs' table,
+//! The zone file's layout: a header, the reconciler's writer seats, the period specs' table,
 //! then the key table (groups of slots, and an out-of-line area for keys longer than a slot
 //! holds). Every shared word is an atomic: other processes read and write the same memory.
 
@@ -13,8 +13,8 @@ pub const GROUP_SLOTS: usize = 32;
 pub const INLINE_KEY_BYTES: usize = 24;
 /// Bytes of a slot's out-of-line key area: the longest key (256 UTF-16 code units).
 pub const LONG_KEY_BYTES: usize = 512;
-/// Reconciler writer cells: one per open limiter (cells of dead processes are reused).
-pub const CELLS: usize = 256;
+/// Reconciler writer seats: one per open limiter (seats of dead processes are reused).
+pub const SEATS: usize = 256;
 /// Distinct period specs a zone holds (the limiter's own and the policies').
 pub const SPECS: usize = 16;
 /// Bytes of a spec's stored identity.
@@ -33,7 +33,7 @@ pub unsafe trait InMapping {}
 // link(2) publishes it (`map::write_header`, then `map::publish`); the rest are atomics.
 unsafe impl InMapping for Header {}
 // SAFETY: atomics only.
-unsafe impl InMapping for Cell {}
+unsafe impl InMapping for Seat {}
 // SAFETY: atomics only.
 unsafe impl InMapping for SpecEntry {}
 // SAFETY: atomics, and padding no one reads.
@@ -99,7 +99,7 @@ pub const RECON_WORDS: usize = 10;
 
 /// One open limiter's two reconciler slots: it writes the one not published, then publishes it.
 #[repr(C)]
-pub struct Cell {
+pub struct Seat {
     /// The owner (see `lock::owner_id`), 0 when free.
     pub owner: AtomicU64,
     pub slots: [ReconSlot; 2],
@@ -245,13 +245,13 @@ pub const _SIZES: () = {
 pub fn layout_id() -> u32 {
     let sizes = [
         std::mem::size_of::<Header>(),
-        std::mem::size_of::<Cell>(),
+        std::mem::size_of::<Seat>(),
         std::mem::size_of::<SpecEntry>(),
         std::mem::size_of::<Group>(),
         std::mem::size_of::<Slot>(),
         GROUP_SLOTS,
         LONG_KEY_BYTES,
-        CELLS,
+        SEATS,
         SPECS,
     ];
     let mut hasher = crc32fast::Hasher::new();
@@ -264,7 +264,7 @@ pub fn layout_id() -> u32 {
 /// Where each region starts, for a zone of `groups` groups.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Offsets {
-    pub cells: usize,
+    pub seats: usize,
     pub specs: usize,
     pub groups: usize,
     pub slots: usize,
@@ -278,8 +278,8 @@ const fn round_up(value: usize, to: usize) -> usize {
 
 impl Offsets {
     pub fn new(groups: usize) -> Option<Offsets> {
-        let cells = round_up(std::mem::size_of::<Header>(), 64);
-        let specs = cells + CELLS * std::mem::size_of::<Cell>();
+        let seats = round_up(std::mem::size_of::<Header>(), 64);
+        let specs = seats + SEATS * std::mem::size_of::<Seat>();
         let groups_at = round_up(specs + SPECS * std::mem::size_of::<SpecEntry>(), 4096);
         let slots = groups_at.checked_add(groups.checked_mul(std::mem::size_of::<Group>())?)?;
         let slot_count = groups.checked_mul(GROUP_SLOTS)?;
@@ -292,7 +292,7 @@ impl Offsets {
             4096,
         );
         Some(Offsets {
-            cells,
+            seats,
             specs,
             groups: groups_at,
             slots,
@@ -337,7 +337,7 @@ mod tests {
         assert_eq!(std::mem::offset_of!(Header, recon_head), 248);
         assert_eq!(std::mem::offset_of!(Header, takeovers), 256);
         assert_eq!(std::mem::size_of::<Header>(), 264);
-        assert_eq!(std::mem::size_of::<Cell>(), 168);
+        assert_eq!(std::mem::size_of::<Seat>(), 168);
         assert_eq!(std::mem::size_of::<SpecEntry>(), 216);
     }
 }

@@ -2,7 +2,7 @@
 //! memory-mapped file, so that every process of a host that opens it is one limiter
 //! (docs/zone.md explains the protocol and its invariants).
 //!
-//! - The reconciler's state is published lock-free: each open limiter owns a cell of two
+//! - The reconciler's state is published lock-free: each open limiter owns a seat of two
 //!   slots, writes the one not published and swings the header's `recon_head` to it by CAS; a
 //!   failed CAS re-reads the clocks and tries again.
 //! - Keys are in groups of [`GROUP_SLOTS`] slots, each group behind its own lock; a key's state
@@ -31,8 +31,8 @@ use groups::{read_state, write_state};
 #[cfg(test)]
 use groups::{write_state_cut, WRITE_STEPS};
 use layout::{
-    groups_for, Cell, Group, InMapping, Intent, Offsets, ReconHead, ReconSlot, Slot, SlotMeta,
-    SpecEntry, CELLS, INLINE_KEY_BYTES, LONG_KEY_BYTES, SPECS,
+    groups_for, Group, InMapping, Intent, Offsets, ReconHead, ReconSlot, Seat, Slot, SlotMeta,
+    SpecEntry, INLINE_KEY_BYTES, LONG_KEY_BYTES, SEATS, SPECS,
 };
 pub use layout::{Header, OptionsImage, GROUP_SLOTS, SPEC_IDENTITY_BYTES};
 #[cfg(test)]
@@ -177,7 +177,7 @@ pub struct Zone {
     groups: usize,
     seed: u64,
     me: u64,
-    cell: usize,
+    seat: usize,
     /// The suspend policy and the earliest plausible wall reading (`check_plausible` set per
     /// call).
     rule: ReadingRule,
@@ -219,8 +219,8 @@ impl Zone {
         unsafe { &*self.mapping.base.as_ptr().add(offset).cast::<T>() }
     }
 
-    fn cell_at(&self, index: usize) -> &Cell {
-        self.at(self.offsets.cells + index * std::mem::size_of::<Cell>())
+    fn seat_at(&self, index: usize) -> &Seat {
+        self.at(self.offsets.seats + index * std::mem::size_of::<Seat>())
     }
 
     fn spec_entry(&self, index: usize) -> &SpecEntry {
@@ -241,7 +241,7 @@ impl Zone {
 
     fn recon_slot(&self, index: u64) -> &ReconSlot {
         let index = index as usize;
-        &self.cell_at((index / 2) % CELLS).slots[index % 2]
+        &self.seat_at((index / 2) % SEATS).slots[index % 2]
     }
 
     /// `tryConsume`, `refund` or `status` of `key`. `policy`: the policy a key that is not held
@@ -525,11 +525,11 @@ impl Zone {
         keys
     }
 
-    /// Gives this limiter's reconciler cell back (the file and its keys stay).
+    /// Gives this limiter's reconciler seat back (the file and its keys stay).
     pub fn close(&self) {
         // Free at once, even when one of its slots is the published one: a next owner writes only
         // its slot that is not published, and readers check the head again after reading.
-        let owner = &self.cell_at(self.cell).owner;
+        let owner = &self.seat_at(self.seat).owner;
         let _ = owner.compare_exchange(self.me, 0, Ordering::AcqRel, Ordering::Relaxed);
     }
 }

@@ -1,4 +1,4 @@
-//! Opening a zone: a new file made whole, an existing one checked and attached to, a cell
+//! Opening a zone: a new file made whole, an existing one checked and attached to, a seat
 //! claimed for this process's reconciler, the takeover after a reboot.
 
 use super::*;
@@ -75,7 +75,7 @@ impl Zone {
             mapping,
             offsets,
             me: owner_id(),
-            cell: usize::MAX,
+            seat: usize::MAX,
             rule: ReadingRule {
                 suspend_policy: config.suspend_policy,
                 check_plausible: false,
@@ -87,9 +87,9 @@ impl Zone {
             created: false,
             counters: RefCell::default(),
         };
-        zone.cell = zone.claim_cell().ok_or_else(|| {
+        zone.seat = zone.claim_seat().ok_or_else(|| {
             ZoneError::invalid(format!(
-                "zone.path {:?}: {CELLS} limiters already have it open",
+                "zone.path {:?}: {SEATS} limiters already have it open",
                 config.path
             ))
         })?;
@@ -149,9 +149,9 @@ impl Zone {
 
     // ---- opening ---------------------------------------------------------------------------
 
-    pub(super) fn claim_cell(&self) -> Option<usize> {
-        for index in 0..CELLS {
-            let owner = &self.cell_at(index).owner;
+    pub(super) fn claim_seat(&self) -> Option<usize> {
+        for index in 0..SEATS {
+            let owner = &self.seat_at(index).owner;
             let current = owner.load(Ordering::Relaxed);
             let free = current == 0 || !lock::owner_alive(current);
             if free
@@ -226,7 +226,7 @@ impl Zone {
     }
 
     pub(super) fn publish_fresh(&self, state: ReconState) {
-        let index = (self.cell * 2) as u64;
+        let index = (self.seat * 2) as u64;
         state.store(self.recon_slot(index));
         let head = ReconHead(self.header().recon_head.load(Ordering::Relaxed));
         self.header()
@@ -244,9 +244,9 @@ impl Zone {
             clock::wall_ms(),
             self.header().options.reader != 0,
         );
-        for index in 0..CELLS {
-            if index != self.cell {
-                self.cell_at(index).owner.store(0, Ordering::Relaxed);
+        for index in 0..SEATS {
+            if index != self.seat {
+                self.seat_at(index).owner.store(0, Ordering::Relaxed);
             }
         }
         self.publish_fresh(state);

@@ -1,4 +1,4 @@
-//! The reconciliation's shared state, published lock-free: each open limiter owns a cell of two
+//! The reconciliation's shared state, published lock-free: each open limiter owns a seat of two
 //! slots, writes the one not published and swings the header's head to it by CAS.
 
 use super::*;
@@ -100,7 +100,7 @@ impl Zone {
 
     /// Publishes `next` over `head` (`false`: another call published first).
     pub(super) fn publish(&self, head: u64, next: &ReconState) -> bool {
-        let mine = (self.cell * 2) as u64;
+        let mine = (self.seat * 2) as u64;
         let index = if ReconHead(head).index() == mine {
             mine + 1
         } else {

@@ -200,7 +200,7 @@ fn a_reconciler_write_not_published_changes_nothing() {
     let zone = Zone::open(&config(&path, 10.0, 10), None).unwrap();
     let (head, before) = zone.read_recon();
     // A limiter wrote its slot and died before its CAS.
-    let mine = (zone.cell * 2) as u64;
+    let mine = (zone.seat * 2) as u64;
     let index = if head & 0xffff == mine {
         mine + 1
     } else {
@@ -296,15 +296,15 @@ fn after_a_reboot_the_old_locks_and_readings_are_dropped_and_the_keys_kept() {
 
 #[test]
 fn a_closed_limiter_gives_its_cell_back_even_when_its_slot_is_published() {
-    let path = temp_path("cells");
+    let path = temp_path("seats");
     let _removed = Removed(path.clone());
     let config = config(&path, 10.0, 10);
-    for round in 0..(CELLS + 10) {
+    for round in 0..(SEATS + 10) {
         let zone = Zone::open(&config, None).unwrap();
         // This limiter's call publishes its slot; then it closes.
         consume(&zone, "k", 1).unwrap();
         assert!(
-            zone.read_recon().0 & 0xffff < (CELLS * 2) as u64,
+            zone.read_recon().0 & 0xffff < (SEATS * 2) as u64,
             "round {round}"
         );
     }
