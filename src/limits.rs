@@ -125,6 +125,23 @@ fn checked_quota(
     }
 }
 
+/// `value` when it is an integer in `range`; else `InvalidOption`: "`name` must be `what`;
+/// received `value`" (the form of every option's message).
+pub fn integer_in(
+    value: f64,
+    range: std::ops::RangeInclusive<f64>,
+    name: &str,
+    what: &str,
+) -> Result<u64, Error> {
+    if range.contains(&value) && value.fract() == 0.0 {
+        return Ok(value as u64);
+    }
+    Err(Error::invalid_option(format!(
+        "{name} must be {what}; received {}",
+        js_number(value)
+    )))
+}
+
 /// `suspendPolicy`: one of [`SuspendPolicy::ALL`]'s names.
 pub fn checked_suspend_policy(name: &str) -> Result<SuspendPolicy, Error> {
     SuspendPolicy::parse(name).ok_or_else(|| {

@@ -52,13 +52,12 @@ pub const MAX_KEYS: f64 = 4_294_967_296.0;
 
 /// `maxKeys` (a keyed limiter's, or a zone's): a positive integer no larger than 2**32.
 pub fn check_max_keys(max_keys: f64) -> Result<u64, Error> {
-    if (1.0..=MAX_KEYS).contains(&max_keys) && max_keys.fract() == 0.0 {
-        return Ok(max_keys as u64);
-    }
-    Err(Error::invalid_option(format!(
-        "maxKeys must be a positive integer no larger than 2**32 (4294967296); received {}",
-        crate::text::js_number(max_keys)
-    )))
+    crate::limits::integer_in(
+        max_keys,
+        1.0..=MAX_KEYS,
+        "maxKeys",
+        "a positive integer no larger than 2**32 (4294967296)",
+    )
 }
 
 #[derive(Clone, Debug)]

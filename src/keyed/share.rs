@@ -17,7 +17,7 @@ use super::{slot_i32, KeyBuf, KeyedLimiter, Target};
 use crate::error::Error;
 use crate::kernel;
 use crate::limiter::Decision;
-use crate::limits::MAX_SAFE_INTEGER;
+use crate::limits::{integer_in, MAX_SAFE_INTEGER};
 
 /// One key's reservation.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -297,13 +297,12 @@ fn lease_units_for(lease_units: Option<u64>, limit: u64) -> u64 {
 
 /// `share.leaseUnits`: a positive safe integer.
 pub fn check_lease_units(units: f64) -> Result<u64, Error> {
-    if (1.0..=MAX_SAFE_INTEGER).contains(&units) && units.fract() == 0.0 {
-        return Ok(units as u64);
-    }
-    Err(Error::invalid_option(format!(
-        "share.leaseUnits must be a positive safe integer; received {}",
-        crate::text::js_number(units)
-    )))
+    integer_in(
+        units,
+        1.0..=MAX_SAFE_INTEGER,
+        "share.leaseUnits",
+        "a positive safe integer",
+    )
 }
 
 impl KeyedLimiter {

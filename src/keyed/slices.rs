@@ -31,7 +31,7 @@ use crate::bucket::refilled;
 use crate::error::Error;
 use crate::kernel::BucketOf;
 use crate::limiter::RetryBasis;
-use crate::text::js_number;
+use crate::limits::integer_in;
 
 /// The most a shared bucket's capacity may be (2**31).
 pub const MAX_SHARED_CAPACITY: f64 = 2_147_483_648.0;
@@ -41,25 +41,25 @@ pub const LEASE_MS: std::ops::RangeInclusive<f64> = 1_000.0..=600_000.0;
 
 /// `share.leaseMs`: an integer from 1000 to 600000.
 pub fn check_lease_ms(lease_ms: f64) -> Result<(), Error> {
-    if LEASE_MS.contains(&lease_ms) && lease_ms.fract() == 0.0 {
-        return Ok(());
-    }
-    Err(Error::invalid_option(format!(
-        "share.leaseMs must be an integer from 1000 to 600000; received {}",
-        js_number(lease_ms)
-    )))
+    integer_in(
+        lease_ms,
+        LEASE_MS,
+        "share.leaseMs",
+        "an integer from 1000 to 600000",
+    )
+    .map(drop)
 }
 
 /// A shared bucket's capacity (`share.bucket`): an integer from 1 to 2**31; `path` names the
 /// policy it belongs to (empty for the options').
 pub fn check_shared_capacity(path: &str, capacity: f64) -> Result<(), Error> {
-    if (1.0..=MAX_SHARED_CAPACITY).contains(&capacity) && capacity.fract() == 0.0 {
-        return Ok(());
-    }
-    Err(Error::invalid_option(format!(
-        "{path}capacity must be an integer from 1 to 2**31 (2147483648) for a shared bucket (share.bucket); received {}",
-        js_number(capacity)
-    )))
+    integer_in(
+        capacity,
+        1.0..=MAX_SHARED_CAPACITY,
+        &format!("{path}capacity"),
+        "an integer from 1 to 2**31 (2147483648) for a shared bucket (share.bucket)",
+    )
+    .map(drop)
 }
 
 /// How much a store call takes beyond what it must (the protocol's `more`).

@@ -224,6 +224,28 @@ impl Process {
 
     /// A consume of `n` as the JS face makes it: decided, or one store call then decided.
     fn consume(&mut self, me: u32, store: &mut Store, store_now: f64, n: u64, lease: f64) -> bool {
+        self.consume_counted(me, store, store_now, n, lease, false, &mut 0)
+    }
+
+    /// A consume of 1 as the JS face makes it, with the store calls it costs counted in `calls`:
+    /// one for a call the slice does not cover, one for a background fetch a covered call marks.
+    fn serve(&mut self, me: u32, store: &mut Store, now: f64, lease: f64, calls: &mut u32) -> bool {
+        self.consume_counted(me, store, now, 1, lease, true, calls)
+    }
+
+    /// [`Process::consume`], and with `background` the fetch a covered call marks due; `calls`
+    /// counts the store calls made.
+    #[allow(clippy::too_many_arguments)]
+    fn consume_counted(
+        &mut self,
+        me: u32,
+        store: &mut Store,
+        store_now: f64,
+        n: u64,
+        lease: f64,
+        background: bool,
+        calls: &mut u32,
+    ) -> bool {
         let outcome = consume(
             &mut self.limiter,
             &mut self.clock,
@@ -231,55 +253,14 @@ impl Process {
             n,
             ShareMode::Reserved,
         );
-        let decision = match outcome {
-            SharedDecision::Decided { decision, .. } => decision,
-            SharedDecision::NeedsSlice => {
-                let index = at(&self.limiter, "k");
-                let request = self
-                    .limiter
-                    .slice_request(index, n, n, self.clock.monotonic_ms)
-                    .unwrap();
-                let answer = store.take(me, lease, &request, store_now);
-                let (credited, _) = self.limiter.credit_slice(
-                    index,
-                    request.sent_ms,
-                    answer,
-                    self.clock.monotonic_ms,
-                );
-                assert!(credited);
-                decided(consume(
-                    &mut self.limiter,
-                    &mut self.clock,
-                    "k",
-                    n,
-                    ShareMode::AfterStore,
-                ))
-            }
-            other => panic!("unexpected {other:?}"),
-        };
-        decision.allowed
-    }
-}
-
-impl Process {
-    /// A consume of 1 as the JS face makes it, with the store calls it costs counted in `calls`:
-    /// one for a call the slice does not cover, one for a background fetch a covered call marks.
-    fn serve(&mut self, me: u32, store: &mut Store, now: f64, lease: f64, calls: &mut u32) -> bool {
-        let outcome = consume(
-            &mut self.limiter,
-            &mut self.clock,
-            "k",
-            1,
-            ShareMode::Reserved,
-        );
         let index = at(&self.limiter, "k");
+        let monotonic = self.clock.monotonic_ms;
         let decision = match outcome {
             SharedDecision::Decided { decision, .. } => {
-                if self.limiter.slice_fetch_due() {
-                    let monotonic = self.clock.monotonic_ms;
+                if background && self.limiter.slice_fetch_due() {
                     if let Some(request) = self.limiter.slice_request(index, 0, 0, monotonic) {
                         *calls += 1;
-                        let answer = store.take(me, lease, &request, now);
+                        let answer = store.take(me, lease, &request, store_now);
                         self.limiter
                             .credit_slice(index, request.sent_ms, answer, monotonic);
                     }
@@ -287,17 +268,18 @@ impl Process {
                 decision
             }
             SharedDecision::NeedsSlice => {
-                let monotonic = self.clock.monotonic_ms;
-                let request = self.limiter.slice_request(index, 1, 1, monotonic).unwrap();
+                let request = self.limiter.slice_request(index, n, n, monotonic).unwrap();
                 *calls += 1;
-                let answer = store.take(me, lease, &request, now);
-                self.limiter
-                    .credit_slice(index, request.sent_ms, answer, monotonic);
+                let answer = store.take(me, lease, &request, store_now);
+                let (credited, _) =
+                    self.limiter
+                        .credit_slice(index, request.sent_ms, answer, monotonic);
+                assert!(credited);
                 decided(consume(
                     &mut self.limiter,
                     &mut self.clock,
                     "k",
-                    1,
+                    n,
                     ShareMode::AfterStore,
                 ))
             }
