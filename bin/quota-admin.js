@@ -13,7 +13,7 @@ const path = require('node:path')
 const { performance } = require('node:perf_hooks')
 const { createRequire } = require('node:module')
 const { redisStore, mongoStore, quotaAdmin } = require('../lib/shared.js')
-const { isPeriodId, withTimeout, quietTimer } = require('../lib/cli/index.js')
+const { isPeriodId, withTimeout, quietTimer, MAX_NAME_LENGTH, MAX_KEY_UNITS } = require('../lib/cli/index.js')
 const { PROGRAM, usage: bad, print, periodSpec, periodAt } = require('./command-line.js')
 
 const DEADLINE_MS = 5_000
@@ -22,8 +22,6 @@ const DEADLINE_MS = 5_000
 const STORE_BY_MS = 4_600
 const EXIT_BY_MS = 4_800
 const CONNECT_TIMEOUT_MS = 3_000
-const MAX_NAME_LENGTH = 128
-const MAX_KEY_UNITS = 256
 
 const STORE_OPTIONS = {
   redis: { type: 'string' },

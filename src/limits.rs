@@ -130,7 +130,7 @@ fn checked_quota(
 pub fn integer_in(
     value: f64,
     range: std::ops::RangeInclusive<f64>,
-    name: &str,
+    name: impl std::fmt::Display,
     what: &str,
 ) -> Result<u64, Error> {
     if range.contains(&value) && value.fract() == 0.0 {

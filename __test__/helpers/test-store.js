@@ -87,7 +87,8 @@ function bucketTakeNow(records, now, request) {
   const clamp = (at) => Math.min(moved, Math.max(before, at))
   const spentUntil = clamp(moved - spentMs)
   const writtenUntil = clamp(goneUntil)
-  const points = [before, spentUntil, writtenUntil, moved].sort((a, b) => a - b)
+  // (Both marks are within [before, moved]: the pieces are before, the nearer mark, the other, moved.)
+  const points = [before, Math.min(spentUntil, writtenUntil), Math.max(spentUntil, writtenUntil), moved]
   for (let i = 0; i < 3; i++) {
     const [from, to] = [points[i], points[i + 1]]
     if (!(to > from)) continue

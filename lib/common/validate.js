@@ -121,4 +121,10 @@ function own(object, key) {
   return Object.hasOwn(object, key) ? object[key] : undefined
 }
 
-module.exports = { coded, describe, thrownText, isPlainObject, refuseUnknownKeys, readOptions, typeError, rangeError, checkNumber, checkFinite, own }
+// The contract's sizes, written once: a share's name (share.name, quotaAdmin's name), a key in
+// UTF-16 code units, and the longest timer delay Node accepts (about 24.8 days).
+const MAX_NAME_LENGTH = 128
+const MAX_KEY_UNITS = 256
+const MAX_TIMER_MS = 2 ** 31 - 1
+
+module.exports = { coded, describe, thrownText, isPlainObject, refuseUnknownKeys, readOptions, typeError, rangeError, checkNumber, checkFinite, own, MAX_NAME_LENGTH, MAX_KEY_UNITS, MAX_TIMER_MS }

@@ -5,7 +5,7 @@
 const { QuotaClock } = require('../limiter/quota-clock.js')
 const { KeyedQuotaClock } = require('../keyed/keyed.js')
 const { PERIOD_UNITS } = require('../native/contract.js')
-const { coded, describe, isPlainObject, thrownText } = require('../common/validate.js')
+const { coded, describe, isPlainObject, thrownText, MAX_TIMER_MS } = require('../common/validate.js')
 const { nearest, didYouMean } = require('../common/did-you-mean.js')
 const { defaultKey } = require('./client-key.js')
 const { isLimiter, limiterFacts } = require('../limiter/limiter-facts.js')
@@ -24,7 +24,6 @@ const THROTTLE_LIMITS = [
 // The header items' units: a limiter's bucket, a throttle's minute window, the calendar's periods.
 const UNITS = ['burst', 'minute', ...PERIOD_UNITS]
 const DEFAULT_THROTTLE_TIMEOUT_MS = 300
-const MAX_TIMER_MS = 2 ** 31 - 1
 
 // express-rate-limit's options, and what to use here instead.
 const FOREIGN_OPTION_HINTS = {

@@ -5,9 +5,7 @@
 
 const { isNativeError } = require('node:util').types
 const { QuotaClockError } = require('../native/errors.js')
-const { coded, describe, thrownText } = require('../common/validate.js')
-
-const MAX_KEY_UNITS = 256
+const { coded, describe, thrownText, MAX_KEY_UNITS } = require('../common/validate.js')
 
 function isThenable(value) {
   return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof value.then === 'function'

@@ -12,7 +12,7 @@ const { ZoneFace, zoneInput } = require('./zone.js')
 const { KeyedTable } = require('./keyed-table.js')
 const { SharedTable } = require('./shared-table.js')
 const { N_OR_STATUS, DECIDED, NO_ANOMALIES, readDecision } = require('../limiter/native-call.js')
-const { coded, typeError, rangeError, checkNumber } = require('../common/validate.js')
+const { coded, typeError, rangeError, checkNumber, MAX_KEY_UNITS } = require('../common/validate.js')
 const { parseShareOptions } = require('../share/options.js')
 const { resolvePolicy, assignPolicies } = require('./key-policy.js')
 
@@ -20,7 +20,6 @@ const KEYED_KEYS = ['policy', 'maxKeys', 'restore', 'share', 'zone']
 const DEFAULT_MAX_KEYS = 1_000_000
 // A snapshot's key count is a u32, and a table of more keys than that would not fit in memory anyway.
 const MAX_MAX_KEYS = 2 ** 32
-const MAX_KEY_UNITS = 256
 // Each limiter has its own result buffer (lib/limiter/native-call.js): in, `n`, the operation and
 // readings taken in JS; out, the status, then the decision.
 const { consume: CONSUME, refund: REFUND } = OPERATION

@@ -3,18 +3,15 @@
 // normalized with its defaults; lib/share/driver.js drives the store calls it describes.
 
 const { isQuotaStore } = require('./protocol.js')
-const { coded, describe, isPlainObject, readOptions, typeError, rangeError } = require('../common/validate.js')
+const { coded, describe, isPlainObject, readOptions, typeError, rangeError, MAX_NAME_LENGTH, MAX_TIMER_MS } = require('../common/validate.js')
 
 const SHARE_KEYS = ['store', 'name', 'leaseUnits', 'idleMs', 'timeoutMs', 'failOpen', 'bucket', 'leaseMs']
 const DEFAULT_IDLE_MS = 10_000
 const DEFAULT_TIMEOUT_MS = 300
-const MAX_NAME_LENGTH = 128
 // share.leaseMs: how long a process may spend a slice of a fleet bucket it took from the store.
 const DEFAULT_LEASE_MS = 10_000
 const MIN_LEASE_MS = 1_000
 const MAX_LEASE_MS = 600_000
-// The largest timer delay Node accepts (about 24.8 days).
-const MAX_TIMER_MS = 2 ** 31 - 1
 
 /** Checks `share` (ERR_INVALID_OPTION naming share.<field>); returns it normalized. */
 function parseShareOptions(share) {

@@ -9,16 +9,13 @@
 
 const { QuotaClockError } = require('../native/errors.js')
 const { isQuotaStore, storeOperations, newRecordId } = require('../share/protocol.js')
-const { coded, describe, isPlainObject, readOptions, typeError, thrownText } = require('../common/validate.js')
+const { coded, describe, isPlainObject, readOptions, typeError, thrownText, MAX_NAME_LENGTH, MAX_KEY_UNITS, MAX_TIMER_MS } = require('../common/validate.js')
 const { isPeriodId } = require('../time/calendar.js')
 const { withTimeout } = require('../common/timeout.js')
 
-const MAX_NAME_LENGTH = 128
-const MAX_KEY_UNITS = 256
 // How long an operation may wait for the store, unless options.timeoutMs says otherwise.
 const DEFAULT_TIMEOUT_MS = 5_000
 // The largest timer delay Node accepts (about 24.8 days).
-const MAX_TIMER_MS = 2 ** 31 - 1
 
 function invalidArg(ErrorClass, name, expected, value) {
   return coded(ErrorClass, 'ERR_INVALID_ARG', `${name} must be ${expected}; received ${describe(value)}`)

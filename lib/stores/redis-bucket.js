@@ -128,8 +128,8 @@ local others = out_of(r, me)
 local function clamp(at) return math.min(moved, math.max(before, at)) end
 local spent_until = clamp(moved - spent)
 local written_until = clamp(gone_until or before)
-local points = { before, spent_until, written_until, moved }
-table.sort(points)
+-- (Both marks are within [before, moved]: the pieces are before, the nearer mark, the other, moved.)
+local points = { before, math.min(spent_until, written_until), math.max(spent_until, written_until), moved }
 for p = 1, 3 do
   local from, to = points[p], points[p + 1]
   if to > from then

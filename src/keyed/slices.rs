@@ -56,7 +56,7 @@ pub fn check_shared_capacity(path: &str, capacity: f64) -> Result<(), Error> {
     integer_in(
         capacity,
         1.0..=MAX_SHARED_CAPACITY,
-        &format!("{path}capacity"),
+        format_args!("{path}capacity"),
         "an integer from 1 to 2**31 (2147483648) for a shared bucket (share.bucket)",
     )
     .map(drop)

@@ -122,8 +122,14 @@ impl Store {
         // last spent from (`spent_ms` before now), what it keeps and gives back until now.
         let spent_until = (moved - request.spent_ms).clamp(before, moved);
         let written_until = written_until.clamp(before, moved);
-        let mut points = [before, spent_until, written_until, moved];
-        points.sort_by(f64::total_cmp);
+        // (Both marks are within [before, moved]: the pieces are before, the nearer mark, the
+        // other, moved.)
+        let points = [
+            before,
+            spent_until.min(written_until),
+            spent_until.max(written_until),
+            moved,
+        ];
         for pair in points.windows(2) {
             let (from, to) = (pair[0], pair[1]);
             if to <= from {
