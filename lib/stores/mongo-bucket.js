@@ -108,7 +108,7 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
         R: refillPerSecond,
       },
     },
-    // 3. the fleet clock (the refill waits for the write-offs and X's report: its cap counts what is out after them)
+    // 3. the fleet clock (the refill waits for the write-offs and X's report, step 5 applies it piece by piece)
     { $set: { _F: { $max: ['$F', { $min: [{ $add: ['$F', { $max: [0, { $subtract: ['$_now', '$S'] }] }] }, byCaller] }] } } },
     // 4. the others past their margin (what they held, and the latest margin passed, first)
     {
