@@ -7,9 +7,13 @@
 //! [`OpenPeriod::next`](crate::quota::OpenPeriod::next), the reading rule
 //! [`ReadingRule::read`](crate::reconciler::ReadingRule::read).
 
+use std::convert::Infallible;
+use std::marker::PhantomData;
+
 use crate::anomaly::{Anomaly, CallDeltas};
 use crate::bucket::{given_back, refill_wait_ms, refilled};
 use crate::error::Error;
+use crate::quota::{wait_until_ms, OpenPeriod};
 use crate::stats::Counters;
 
 /// Which wait a denial reports.
@@ -98,11 +102,74 @@ impl Tally for Counters {
     }
 }
 
+impl<T: Tally> Tally for &mut T {
+    #[inline(always)]
+    fn allowed(&mut self) {
+        (**self).allowed();
+    }
+    #[inline(always)]
+    fn denied(&mut self) {
+        (**self).denied();
+    }
+}
+
 impl Tally for () {
     #[inline(always)]
     fn allowed(&mut self) {}
     #[inline(always)]
     fn denied(&mut self) {}
+}
+
+/// A key's bucket as the decision sees it: the tokens a decision takes from and how long a call
+/// they do not cover waits; a layer around it (a shared bucket's slice, `keyed/slices.rs`) may
+/// hold a call back before its decision ([`Bucket::pending`]) and keep books after it.
+pub trait Bucket {
+    /// What the bucket's holder does instead of a decision ([`Bucket::pending`]).
+    type Pending;
+    /// The tokens a decision takes from.
+    fn tokens(&mut self) -> &mut f64;
+    /// A call before anything is decided: `Err`, the call is not decided now (nothing is taken
+    /// or counted); the holder does the step instead.
+    #[inline(always)]
+    fn pending(&mut self, _n: u64) -> Result<(), Self::Pending> {
+        Ok(())
+    }
+    /// How long a call for `wanted` tokens the bucket refuses waits (asked only then).
+    fn wait_ms(&self, wanted: f64) -> f64;
+    /// After the decision (a layer's books).
+    #[inline(always)]
+    fn decided(&mut self, _n: u64, _decision: &Decision) {}
+}
+
+/// A bucket refilled here, at `refill_per_second`: a refused call waits for the refill. `P`: the
+/// quota's pending step, when the quota beside it has one.
+pub struct Refill<'a, P = Infallible> {
+    pub tokens: &'a mut f64,
+    pub refill_per_second: f64,
+    pending: PhantomData<P>,
+}
+
+impl<'a, P> Refill<'a, P> {
+    #[inline(always)]
+    pub fn new(tokens: &'a mut f64, refill_per_second: f64) -> Refill<'a, P> {
+        Refill {
+            tokens,
+            refill_per_second,
+            pending: PhantomData,
+        }
+    }
+}
+
+impl<P> Bucket for Refill<'_, P> {
+    type Pending = P;
+    #[inline(always)]
+    fn tokens(&mut self) -> &mut f64 {
+        self.tokens
+    }
+    #[inline(always)]
+    fn wait_ms(&self, wanted: f64) -> f64 {
+        refill_wait_ms(*self.tokens, wanted, self.refill_per_second)
+    }
 }
 
 /// The quota part of a decision, however it is counted: a period's use against its limit here
@@ -127,15 +194,59 @@ pub trait Quota {
     fn wait_ms(&self) -> f64;
 }
 
-/// A quota counted here: `used` of `limit` in the open period, whose end is `wait_ms()` away.
-pub struct PeriodQuota<'a, W> {
-    pub used: &'a mut u64,
-    pub limit: u64,
-    pub wait_ms: W,
+/// When a quota's open period ends, as its holder keeps it (read only when a refused call waits).
+pub trait PeriodEnd {
+    /// `None`: no period is open.
+    fn end_ms(&self) -> Option<f64>;
+
+    /// How long a call waits at `wall_ms` for the period to end (0: none open).
+    #[inline(always)]
+    fn wait_ms(&self, wall_ms: f64) -> f64 {
+        self.end_ms()
+            .map_or(0.0, |end_ms| wait_until_ms(end_ms, wall_ms))
+    }
 }
 
-impl<W: Fn() -> f64> Quota for PeriodQuota<'_, W> {
-    type Pending = std::convert::Infallible;
+impl PeriodEnd for &OpenPeriod {
+    #[inline(always)]
+    fn end_ms(&self) -> Option<f64> {
+        self.open.as_ref().map(|open| open.end_ms)
+    }
+}
+
+impl PeriodEnd for Option<f64> {
+    #[inline(always)]
+    fn end_ms(&self) -> Option<f64> {
+        *self
+    }
+}
+
+/// A quota counted here: `used` of `limit` in the open period, which `ends`; a refused call
+/// waits from `wall_ms` to its end. `P`: the bucket's pending step, when the bucket beside it
+/// has one.
+pub struct PeriodQuota<'a, E, P = Infallible> {
+    pub used: &'a mut u64,
+    pub limit: u64,
+    pub ends: E,
+    pub wall_ms: f64,
+    pub pending: PhantomData<P>,
+}
+
+impl<'a, E, P> PeriodQuota<'a, E, P> {
+    #[inline(always)]
+    pub fn new(used: &'a mut u64, limit: u64, ends: E, wall_ms: f64) -> PeriodQuota<'a, E, P> {
+        PeriodQuota {
+            used,
+            limit,
+            ends,
+            wall_ms,
+            pending: PhantomData,
+        }
+    }
+}
+
+impl<E: PeriodEnd, P> Quota for PeriodQuota<'_, E, P> {
+    type Pending = P;
     #[inline(always)]
     fn admits(&self, n: u64) -> bool {
         n <= self.limit.saturating_sub(*self.used)
@@ -150,7 +261,7 @@ impl<W: Fn() -> f64> Quota for PeriodQuota<'_, W> {
     }
     #[inline(always)]
     fn wait_ms(&self) -> f64 {
-        (self.wait_ms)()
+        self.ends.wait_ms(self.wall_ms)
     }
 }
 
@@ -179,36 +290,50 @@ impl<Q: Quota> Quota for &mut Q {
     }
 }
 
-/// The decision rule: takes `n` from `tokens` and, with a quota, from the quota, if both have
-/// it; else says how long to wait, the longer of the bucket's refill at `refill_per_second` and
-/// the quota's [`Quota::wait_ms`] (asked only when the quota refuses). A call the bucket admits
-/// is decided only when the quota has nothing [pending](Quota::pending) for it (`Err`: the
-/// quota's step instead, nothing taken or counted). `n` is a positive integer no larger than
-/// capacity (checked by the caller).
+/// The decision rule: takes `n` from the bucket's tokens and, with a quota, from the quota, if
+/// both have it; else says how long to wait, the longer of the bucket's wait
+/// ([`Bucket::wait_ms`]) and the quota's ([`Quota::wait_ms`], asked only when the quota refuses).
+/// A call is decided only when the bucket has nothing [pending](Bucket::pending) for it and,
+/// the bucket admitting it, neither has the quota ([`Quota::pending`]); else `Err`, the layer's
+/// step instead, nothing taken or counted. `n` is a positive integer no larger than capacity
+/// (checked by the caller).
 #[inline(always)]
-pub fn decide<Q: Quota>(
-    tokens: &mut f64,
+pub fn decide<B: Bucket, Q: Quota<Pending = B::Pending>>(
+    mut bucket: B,
     n: u64,
-    refill_per_second: f64,
+    quota: Option<Q>,
+    mut tally: impl Tally,
+) -> Result<Decision, B::Pending> {
+    bucket.pending(n)?;
+    let decision = decide_on(&mut bucket, n, quota, &mut tally)?;
+    bucket.decided(n, &decision);
+    Ok(decision)
+}
+
+#[inline(always)]
+fn decide_on<B: Bucket, Q: Quota<Pending = B::Pending>>(
+    bucket: &mut B,
+    n: u64,
     quota: Option<Q>,
     tally: &mut impl Tally,
-) -> Result<Decision, Q::Pending> {
+) -> Result<Decision, B::Pending> {
     // n ≤ capacity is a safe integer, so the signed conversion (one instruction) is exact.
     let wanted = n as i64 as f64;
-    let bucket_admits = *tokens >= wanted;
+    let bucket_admits = *bucket.tokens() >= wanted;
     // One branch on the quota's presence, so a limiter without one decides on its bucket alone.
     let Some(mut quota) = quota else {
         if bucket_admits {
-            *tokens -= wanted;
+            *bucket.tokens() -= wanted;
             tally.allowed();
-            return Ok(Decision::allowed(*tokens, None));
+            return Ok(Decision::allowed(*bucket.tokens(), None));
         }
-        let wait_ms = refill_wait_ms(*tokens, wanted, refill_per_second);
+        let wait_ms = bucket.wait_ms(wanted);
         tally.denied();
+        let tokens = *bucket.tokens();
         return Ok(Decision::denied(
             wait_ms,
             RetryBasis::MonotonicRefill,
-            *tokens,
+            tokens,
             None,
         ));
     };
@@ -216,24 +341,25 @@ pub fn decide<Q: Quota>(
     if bucket_admits {
         quota.pending(n, quota_admits)?;
         if quota_admits {
-            *tokens -= wanted;
+            *bucket.tokens() -= wanted;
             quota.take(n);
             tally.allowed();
-            return Ok(Decision::allowed(*tokens, Some(quota.remaining())));
+            return Ok(Decision::allowed(*bucket.tokens(), Some(quota.remaining())));
         }
     }
     let bucket_wait_ms = if bucket_admits {
         0.0
     } else {
-        refill_wait_ms(*tokens, wanted, refill_per_second)
+        bucket.wait_ms(wanted)
     };
     let quota_wait_ms = (!quota_admits).then(|| quota.wait_ms());
     let (retry_after_ms, basis) = longer_wait(bucket_wait_ms, quota_wait_ms);
     tally.denied();
+    let tokens = *bucket.tokens();
     Ok(Decision::denied(
         retry_after_ms,
         basis,
-        *tokens,
+        tokens,
         Some(quota.remaining()),
     ))
 }
@@ -359,18 +485,28 @@ pub struct BucketOf {
 /// What [`call`] answers.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Answer<D, S> {
-    /// A consume's decision (the storage's, [`Storage::decide`]: the decision rule, or a layer around it).
+    /// A consume's answer ([`Storage::answer`]: the decision, or a layer's step instead).
     Decided(D),
     Refunded,
     /// The key's state, refreshed to the reading (a key not held: what a fresh one would have).
     Status(KeyUse<S>),
 }
 
+/// What a consume's decision is made of, as a storage lends it for the one decision: the key's
+/// bucket (over its state's tokens, or a layer around them), its quota (over its state's use, or
+/// a shared key's reservation; `None`: no quota) and where the decision is counted.
+pub struct Parts<B, Q, T> {
+    pub bucket: B,
+    pub quota: Option<Q>,
+    pub tally: T,
+}
+
 /// Where a limiter keeps its keys' state, seen by [`call`] one step at a time: the one key of a
 /// `QuotaClock` (`limiter/`), the keyed table (`keyed/`), the zone's shared file (`zone/`). A
 /// storage applies the rules and only the rules: the reading rule when it reconciles, the period
-/// rule when it moves a period, [`decide`] (or a layer around it, as a shared limiter's
-/// reservations are) when it decides; [`call`] chains them, refreshes the key and refunds.
+/// rule when it moves a period; it lends the decision its parts ([`Storage::parts`]) and never
+/// decides: [`call`] refreshes the key, decides ([`decide`]) or refunds, and has it store the
+/// result.
 pub trait Storage {
     /// A key as a call names it (held, or to be added, or only looked at).
     type Key: Copy;
@@ -378,8 +514,22 @@ pub trait Storage {
     type Held: Copy;
     /// The storage's form of a period slot.
     type Slot: Copy + PartialEq;
+    /// A layer's step instead of a decision (`Infallible`: every consume is decided).
+    type Pending;
     /// What a consume answers.
     type Decided;
+    /// The key's bucket, as the decision sees it.
+    type Bucket<'a>: Bucket<Pending = Self::Pending>
+    where
+        Self: 'a;
+    /// The key's quota, as the decision sees it.
+    type Quota<'a>: Quota<Pending = Self::Pending>
+    where
+        Self: 'a;
+    /// Where the decision is counted.
+    type Tally<'a>: Tally
+    where
+        Self: 'a;
 
     /// Reads the clocks, applies the reading rule and takes the reading in (and, for a key to be
     /// added, makes room for it). An error changes nothing but what the reading rule keeps.
@@ -398,6 +548,21 @@ pub trait Storage {
         anomalies: &mut Vec<Anomaly>,
     ) -> Self::Slot;
 
+    /// [`Storage::reconcile`] and [`Storage::move_period`] of a quiet call (see [`call_quiet`])
+    /// on readings already taken: `None`, changing nothing, unless both clocks moved forward
+    /// together (the reading rule's first row), nothing is latched and the key's open period (if
+    /// any) holds the wall reading (the period rule's first branch); then the readings are
+    /// taken in and the open slot is what the period rule would give.
+    #[inline(always)]
+    fn quiet(
+        &mut self,
+        _key: Self::Key,
+        _monotonic_ms: f64,
+        _wall_ms: f64,
+    ) -> Option<(CallReading, Self::Slot)> {
+        None
+    }
+
     /// The key's state and bucket: a held key's as stored, a new one's fresh at the reading (a
     /// consume adds it here).
     fn load(
@@ -408,12 +573,23 @@ pub trait Storage {
         open_slot: Self::Slot,
     ) -> (Self::Held, KeyUse<Self::Slot>, BucketOf);
 
-    /// Takes `n` from the refreshed state: [`decide`], with the key's quota and its wait.
-    fn decide(
+    /// The parts of a consume of `n`'s decision over the refreshed `state` (the storage's layers
+    /// take their own steps before it here).
+    fn parts<'a>(
+        &'a mut self,
+        held: Self::Held,
+        state: &'a mut KeyUse<Self::Slot>,
+        n: u64,
+        reading: &CallReading,
+    ) -> Parts<Self::Bucket<'a>, Self::Quota<'a>, Self::Tally<'a>>;
+
+    /// What a consume of `n` answers, once its state is saved: the decision, or the step a layer
+    /// took instead (its layers' steps after it here).
+    fn answer(
         &mut self,
         held: Self::Held,
-        state: &mut KeyUse<Self::Slot>,
         n: u64,
+        outcome: Result<Decision, Self::Pending>,
         reading: &CallReading,
     ) -> Self::Decided;
 
@@ -432,23 +608,77 @@ pub fn call<S: Storage>(
 ) -> Result<Answer<S::Decided, S::Slot>, Error> {
     let reading = storage.reconcile(key, anomalies)?;
     let open_slot = storage.move_period(key, &reading, anomalies);
-    let (held, mut state, bucket) = storage.load(key, op, &reading, open_slot);
+    Ok(match op {
+        Op::Consume(n) => Answer::Decided(consume(storage, key, n, &reading, open_slot)),
+        Op::Refund(n) => {
+            let (held, mut state, bucket) = load(storage, key, op, &reading, open_slot);
+            state.give_back(n, bucket.capacity, Some(open_slot), Some(open_slot));
+            storage.save(held, &state, op, &reading);
+            Answer::Refunded
+        }
+        Op::Status => {
+            let (held, state, _) = load(storage, key, op, &reading, open_slot);
+            storage.save(held, &state, op, &reading);
+            Answer::Status(state)
+        }
+    })
+}
+
+/// The kernel's fast arm, the hot path: a consume of `n` on readings already taken, when the
+/// call is a quiet one ([`Storage::quiet`]); then the same steps as [`call`]'s, with no
+/// `Result`, clock or anomaly list in the way. `None` changes nothing: the caller takes
+/// [`call`].
+#[inline(always)]
+pub fn call_quiet<S: Storage>(
+    storage: &mut S,
+    key: S::Key,
+    n: u64,
+    monotonic_ms: f64,
+    wall_ms: f64,
+) -> Option<S::Decided> {
+    let (reading, open_slot) = storage.quiet(key, monotonic_ms, wall_ms)?;
+    Some(consume(storage, key, n, &reading, open_slot))
+}
+
+/// The key loaded and refreshed to the reading.
+#[inline(always)]
+fn load<S: Storage>(
+    storage: &mut S,
+    key: S::Key,
+    op: Op,
+    reading: &CallReading,
+    open_slot: S::Slot,
+) -> (S::Held, KeyUse<S::Slot>, BucketOf) {
+    let (held, mut state, bucket) = storage.load(key, op, reading, open_slot);
     state.refresh(
         bucket.capacity,
         bucket.refill_per_second,
         reading.timeline_ms,
         open_slot,
     );
-    let answer = match op {
-        Op::Consume(n) => Answer::Decided(storage.decide(held, &mut state, n, &reading)),
-        Op::Refund(n) => {
-            state.give_back(n, bucket.capacity, Some(open_slot), Some(open_slot));
-            Answer::Refunded
-        }
-        Op::Status => Answer::Status(state),
-    };
-    storage.save(held, &state, op, &reading);
-    Ok(answer)
+    (held, state, bucket)
+}
+
+/// A consume's steps after the reading: load and refresh, decide on the storage's parts, save,
+/// answer.
+#[inline(always)]
+fn consume<S: Storage>(
+    storage: &mut S,
+    key: S::Key,
+    n: u64,
+    reading: &CallReading,
+    open_slot: S::Slot,
+) -> S::Decided {
+    let op = Op::Consume(n);
+    let (held, mut state, _) = load(storage, key, op, reading, open_slot);
+    let Parts {
+        bucket,
+        quota,
+        tally,
+    } = storage.parts(held, &mut state, n, reading);
+    let outcome = decide(bucket, n, quota, tally);
+    storage.save(held, &state, op, reading);
+    storage.answer(held, n, outcome, reading)
 }
 
 #[cfg(test)]
@@ -489,12 +719,8 @@ mod tests {
     fn a_period_quota_takes_its_use_and_a_refused_call_waits_the_longer_of_the_two() {
         let (mut tokens, mut used, mut counters) = (3.0, 8, Counters::default());
         let call = |tokens: &mut f64, used: &mut u64, n: u64, counters: &mut Counters| {
-            let quota = PeriodQuota {
-                used,
-                limit: 10,
-                wait_ms: || 5_000.0,
-            };
-            let Ok(decision) = decide(tokens, n, 1.0, Some(quota), counters);
+            let quota: PeriodQuota<_> = PeriodQuota::new(used, 10, Some(6_000.0), 1_000.0);
+            let Ok(decision) = decide(Refill::new(tokens, 1.0), n, Some(quota), counters);
             decision
         };
         assert_eq!(
@@ -510,8 +736,8 @@ mod tests {
             call(&mut tokens, &mut used, 2, &mut counters),
             Decision::denied(5_000.0, RetryBasis::WallPeriod, 1.0, Some(0))
         );
-        let no_quota: Option<PeriodQuota<'_, fn() -> f64>> = None;
-        let Ok(decision) = decide(&mut tokens, 3, 1.0, no_quota, &mut counters);
+        let no_quota: Option<PeriodQuota<'_, Option<f64>>> = None;
+        let Ok(decision) = decide(Refill::new(&mut tokens, 1.0), 3, no_quota, &mut counters);
         assert_eq!(
             decision,
             Decision::denied(2_000.0, RetryBasis::MonotonicRefill, 1.0, None)
@@ -529,7 +755,7 @@ mod tests {
         };
         let mut tokens = 4.0;
         assert_eq!(
-            decide(&mut tokens, 2, 1.0, Some(&mut quota), &mut counters),
+            decide(Refill::new(&mut tokens, 1.0), 2, Some(&mut quota), &mut counters),
             Err("a store call first")
         );
         assert_eq!(
@@ -538,7 +764,7 @@ mod tests {
         );
         // The bucket refuses first: decided (denied) whatever the quota holds back.
         assert_eq!(
-            decide(&mut tokens, 6, 1.0, Some(&mut quota), &mut counters),
+            decide(Refill::new(&mut tokens, 1.0), 6, Some(&mut quota), &mut counters),
             Ok(Decision::denied(
                 2_000.0,
                 RetryBasis::MonotonicRefill,
@@ -548,7 +774,7 @@ mod tests {
         );
         quota.held = false;
         assert_eq!(
-            decide(&mut tokens, 2, 1.0, Some(&mut quota), &mut counters),
+            decide(Refill::new(&mut tokens, 1.0), 2, Some(&mut quota), &mut counters),
             Ok(Decision::allowed(2.0, Some(3)))
         );
         assert_eq!((quota.used, counters.allowed, counters.denied), (2, 1, 1));
@@ -622,7 +848,11 @@ mod tests {
         type Key = ();
         type Held = ();
         type Slot = u32;
+        type Pending = Infallible;
         type Decided = Decision;
+        type Bucket<'a> = Refill<'a>;
+        type Quota<'a> = PeriodQuota<'a, Option<f64>>;
+        type Tally<'a> = ();
 
         fn reconcile(&mut self, _: (), _: &mut Vec<Anomaly>) -> Result<CallReading, Error> {
             self.steps.push("reconcile");
@@ -655,14 +885,35 @@ mod tests {
             ((), self.state, bucket)
         }
 
-        fn decide(&mut self, _: (), state: &mut KeyUse<u32>, n: u64, _: &CallReading) -> Decision {
-            self.steps.push("decide");
-            let quota = PeriodQuota {
-                used: &mut state.quota_used,
-                limit: 5,
-                wait_ms: || 60_000.0,
-            };
-            let Ok(decision) = decide(&mut state.tokens, n, 2.0, Some(quota), &mut ());
+        fn parts<'a>(
+            &'a mut self,
+            _: (),
+            state: &'a mut KeyUse<u32>,
+            _: u64,
+            _: &CallReading,
+        ) -> Parts<Refill<'a>, PeriodQuota<'a, Option<f64>>, ()> {
+            self.steps.push("parts");
+            Parts {
+                bucket: Refill::new(&mut state.tokens, 2.0),
+                quota: Some(PeriodQuota::new(
+                    &mut state.quota_used,
+                    5,
+                    Some(65_000.0),
+                    5_000.0,
+                )),
+                tally: (),
+            }
+        }
+
+        fn answer(
+            &mut self,
+            _: (),
+            _: u64,
+            outcome: Result<Decision, Infallible>,
+            _: &CallReading,
+        ) -> Decision {
+            self.steps.push("answer");
+            let Ok(decision) = outcome;
             decision
         }
 
@@ -692,7 +943,7 @@ mod tests {
         let answer = call(&mut storage, (), Op::Consume(2), &mut Vec::new()).unwrap();
         assert_eq!(
             storage.steps,
-            ["reconcile", "period", "load", "decide", "save"]
+            ["reconcile", "period", "load", "parts", "save", "answer"]
         );
         // Refreshed first (1 + 1 s at 2/s = 3 tokens), then 2 taken: 1 left, use 4 + 2 = 6 > 5.
         let Answer::Decided(decision) = answer else {

@@ -25,6 +25,25 @@ pub trait ClockSource {
     fn elapsed_realtime_ms(&mut self) -> Result<f64, Error>;
 }
 
+/// The clock of a quiet call, whose readings were taken before it
+/// ([`kernel::call_quiet`](crate::kernel::call_quiet) reconciles none): never read.
+pub struct Unread;
+
+impl ClockSource for Unread {
+    fn monotonic_ms(&mut self) -> Result<f64, Error> {
+        Ok(f64::NAN)
+    }
+    fn wall_ms(&mut self) -> Result<f64, Error> {
+        Ok(f64::NAN)
+    }
+    fn has_elapsed_realtime(&self) -> bool {
+        false
+    }
+    fn elapsed_realtime_ms(&mut self) -> Result<f64, Error> {
+        Ok(f64::NAN)
+    }
+}
+
 /// Refuses a reading that is not a finite number.
 #[inline(always)]
 pub(crate) fn finite(reading: Reading, value: Result<f64, Error>) -> Result<f64, Error> {

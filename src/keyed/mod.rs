@@ -33,14 +33,14 @@ pub use slices::{
     WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS,
 };
 pub use snapshot::{Snapshot, SnapshotError, SnapshotWriter};
-use storage::{Named, TableCall};
+use storage::{Layers, Named, Plain, TableCall};
 pub use table::{words_for, Key, KeyBuf};
 use table::{KeyTable, List, Record, NO_PERIOD};
 
 use crate::anomaly::Anomaly;
 use crate::bucket::refilled;
 use crate::calendar::{Period, PeriodSlot, SpecIdentity};
-use crate::clock::{ClockSource, SuspendPolicy};
+use crate::clock::{ClockSource, SuspendPolicy, Unread};
 use crate::error::Error;
 use crate::kernel::{self, Answer, KeyUse, Op};
 use crate::limiter::Decision;
@@ -184,7 +184,8 @@ impl KeyedLimiter {
 
     /// The usual call for a held key, on readings already taken: the clocks agree, nothing is
     /// latched, and the key's quota period (if any) holds the wall reading. Then it decides
-    /// exactly as [`KeyedLimiter::try_consume`] would; `None` changes nothing.
+    /// exactly as [`KeyedLimiter::try_consume`] would, through the kernel's fast arm
+    /// ([`kernel::call_quiet`]); `None` changes nothing.
     #[inline(always)]
     pub fn try_consume_quiet(
         &mut self,
@@ -193,34 +194,26 @@ impl KeyedLimiter {
         monotonic_ms: f64,
         wall_ms: f64,
     ) -> Option<Decision> {
-        self.enter_quiet(index, monotonic_ms, wall_ms)?;
-        Some(self.decide(index, n, wall_ms))
+        self.call_quiet(index, n, monotonic_ms, wall_ms, Plain)
     }
 
-    /// The quiet calls' steps before their decision ([`KeyedLimiter::try_consume_quiet`],
-    /// [`KeyedLimiter::consume_shared_quiet`]): `None` (nothing changed) unless the clocks agree,
-    /// nothing is latched and the key's quota period (if any) holds `wall_ms`; then the readings
-    /// are taken as the call's and the key's record is brought up to date.
+    /// A quiet consume of a held key through the kernel's fast arm, decided by `layers`.
     #[inline(always)]
-    fn enter_quiet(&mut self, index: u32, monotonic_ms: f64, wall_ms: f64) -> Option<()> {
-        let dm = self.reconciler.quiet_delta(monotonic_ms, wall_ms)?;
-        let policy = self.policies[self.table.records[index as usize].policy as usize];
-        let open_slot = match policy.quota {
-            None => NO_PERIOD,
-            Some(quota) => {
-                let state = &mut self.specs[quota.spec as usize];
-                if !(self.reconciler.is_plausible(wall_ms) && state.period.hold_if_inside(wall_ms))
-                {
-                    return None;
-                }
-                slot_i32(state.period.slot())
-            }
+    fn call_quiet<L: Layers>(
+        &mut self,
+        index: u32,
+        n: u64,
+        monotonic_ms: f64,
+        wall_ms: f64,
+        layers: L,
+    ) -> Option<L::Decided> {
+        let mut storage = TableCall {
+            table: self,
+            clock: &mut Unread,
+            victim: None,
+            layers,
         };
-        self.timeline_ms += dm;
-        self.reconciler.anchor(monotonic_ms, wall_ms);
-        self.refresh(index, open_slot);
-        self.touch(index);
-        Some(())
+        kernel::call_quiet(&mut storage, Named::Held(index), n, monotonic_ms, wall_ms)
     }
 
     /// `tryConsume(key, n)`: `n` is a positive integer no larger than the target's
@@ -233,29 +226,28 @@ impl KeyedLimiter {
         clock: &mut C,
         anomalies: &mut Vec<Anomaly>,
     ) -> Result<Decision, Error> {
-        let decide = |limiter: &mut Self, index, wall_ms, _| limiter.decide(index, n, wall_ms);
-        self.consume_with(key, target, n, decide, clock, anomalies)
+        self.consume_with(key, target, n, Plain, clock, anomalies)
     }
 
     /// A consume through the kernel ([`kernel::call`]): reads and reconciles the clocks, holds a
-    /// new key (making room at `max_keys`), brings the record up to date, then `decide(self,
-    /// index, wall_ms, monotonic_ms)` (the decision rule, or the share layer around it).
+    /// new key (making room at `max_keys`), brings the record up to date, then decides as
+    /// `layers` make the decision (its own bucket and quota, or the share layer's).
     #[inline(always)]
-    fn consume_with<C: ClockSource + ?Sized, R>(
+    fn consume_with<C: ClockSource + ?Sized, L: Layers>(
         &mut self,
         key: Key<'_>,
         target: Target,
         n: u64,
-        decide: impl FnOnce(&mut Self, u32, f64, f64) -> R,
+        layers: L,
         clock: &mut C,
         anomalies: &mut Vec<Anomaly>,
-    ) -> Result<R, Error> {
+    ) -> Result<L::Decided, Error> {
         let named = match target {
             Target::Held(index) => Named::Held(index),
             Target::New(policy) => Named::Add(policy, key),
         };
         let first_anomaly = anomalies.len();
-        let answer = self.call(named, Op::Consume(n), clock, decide, anomalies)?;
+        let answer = self.call(named, Op::Consume(n), clock, layers, anomalies)?;
         let Answer::Decided(decision) = answer else {
             unreachable!("a consume is decided")
         };
@@ -271,19 +263,19 @@ impl KeyedLimiter {
 
     /// One call on the table through the kernel (see `storage.rs`).
     #[inline(always)]
-    fn call<C: ClockSource + ?Sized, R>(
+    fn call<C: ClockSource + ?Sized, L: Layers>(
         &mut self,
         named: Named<'_>,
         op: Op,
         clock: &mut C,
-        decide: impl FnOnce(&mut Self, u32, f64, f64) -> R,
+        layers: L,
         anomalies: &mut Vec<Anomaly>,
-    ) -> Result<Answer<R, i32>, Error> {
+    ) -> Result<Answer<L::Decided, i32>, Error> {
         let mut storage = TableCall {
             table: self,
             clock,
             victim: None,
-            decide: Some(decide),
+            layers,
         };
         kernel::call(&mut storage, named, op, anomalies)
     }
@@ -300,7 +292,7 @@ impl KeyedLimiter {
     ) -> Result<(), Error> {
         let named = self.find(key).map_or(Named::Absent, Named::Held);
         let first_anomaly = anomalies.len();
-        self.call(named, Op::Refund(n), clock, no_decision, anomalies)?;
+        self.call(named, Op::Refund(n), clock, Plain, anomalies)?;
         self.counters.count_anomalies(&anomalies[first_anomaly..]);
         Ok(())
     }
@@ -346,7 +338,7 @@ impl KeyedLimiter {
             Target::New(policy) => Named::Look(policy),
         };
         let first_anomaly = anomalies.len();
-        let answer = self.call(named, Op::Status, clock, no_decision, anomalies)?;
+        let answer = self.call(named, Op::Status, clock, Plain, anomalies)?;
         self.counters.count_anomalies(&anomalies[first_anomaly..]);
         let Answer::Status(KeyUse {
             tokens, quota_used, ..
@@ -395,46 +387,6 @@ impl KeyedLimiter {
             None => false,
         }
     }
-
-    /// Brings a record up to the timeline (the refresh rule, [`KeyUse::refresh`]); a key of a
-    /// shared bucket, by its slice (`slices.rs`).
-    #[inline(always)]
-    fn refresh(&mut self, index: u32, open_slot: i32) {
-        if self.slices.is_some() {
-            return self.refresh_slice(index, open_slot, self.timeline_ms);
-        }
-        let record = &mut self.table.records[index as usize];
-        let policy = &self.policies[record.policy as usize];
-        refresh_record(
-            record,
-            policy.capacity,
-            policy.refill_per_second,
-            self.timeline_ms,
-            open_slot,
-        );
-    }
-
-    /// Takes `n` if the key's bucket and quota both have it, else says how long to wait (the
-    /// decision rule, [`kernel::decide`]).
-    #[inline(always)]
-    fn decide(&mut self, index: u32, n: u64, wall_ms: f64) -> Decision {
-        let record = &mut self.table.records[index as usize];
-        let policy = &self.policies[record.policy as usize];
-        let specs = &self.specs;
-        let quota = policy.quota.map(|quota| kernel::PeriodQuota {
-            used: &mut record.quota_used,
-            limit: quota.limit,
-            wait_ms: move || specs[quota.spec as usize].period.wait_ms(wall_ms),
-        });
-        let Ok(decision) = kernel::decide(
-            &mut record.tokens,
-            n,
-            policy.refill_per_second,
-            quota,
-            &mut self.counters,
-        );
-        decision
-    }
 }
 
 /// The refresh rule on a record: its bucket of `capacity` refilled at `refill_per_second` up to
@@ -451,9 +403,6 @@ fn refresh_record(
     state.refresh(capacity, refill_per_second, timeline_ms, open_slot);
     record.set_use(&state);
 }
-
-/// The `decide` of a call that does not consume (a refund, a status).
-fn no_decision(_: &mut KeyedLimiter, _: u32, _: f64, _: f64) {}
 
 fn slot_i32(slot: Option<PeriodSlot>) -> i32 {
     slot.map_or(NO_PERIOD, PeriodSlot::compact)

@@ -15,8 +15,12 @@
 use super::table::NO_PERIOD;
 use super::{slot_i32, KeyBuf, KeyedLimiter, Target};
 use crate::error::Error;
-use crate::kernel;
+use super::slices::{SharedBucket, SliceBucket};
+use super::storage::Layers;
+use crate::kernel::{self, CallReading, KeyUse, Parts, Refill};
 use crate::limiter::Decision;
+use crate::quota::OpenPeriod;
+use crate::stats::Counters;
 use crate::limits::{integer_in, MAX_SAFE_INTEGER};
 
 /// One key's reservation.
@@ -63,14 +67,13 @@ pub enum ShareMode {
     FailOpen,
 }
 
-/// A shared consume as its decision's layers see it: `n`, how an uncovered call goes, and the
-/// call's readings.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) struct SharedCall {
-    pub(super) n: u64,
+/// A shared consume, decided by the share layer (see [`Layers`]): a call its reservation or its
+/// slice does not cover goes as `mode` says.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Shared {
     pub(super) mode: ShareMode,
-    pub(super) wall_ms: f64,
-    pub(super) monotonic_ms: f64,
+    /// The key's slice covered the call (set by `parts`): after it, a background fetch may be due.
+    covered: bool,
 }
 
 /// A shared consume's outcome.
@@ -87,29 +90,34 @@ pub enum SharedDecision {
     NeedsSlice,
 }
 
-/// A shared decision, or: the units left here go back to the store before the call asks it
-/// again (`KeyedLimiter::release_then_store`).
-enum ReservationStep {
-    Decided(SharedDecision),
+/// What a shared consume does instead of a decision (nothing taken or counted).
+pub(super) enum Step {
+    /// The reservation does not cover the call: a store call reserves `lacking` more units.
+    Store { lacking: u64 },
+    /// The units left here go back to the store before the call asks it again
+    /// (`KeyedLimiter::release_then_store`).
     ReleaseThenStore,
+    /// The key's slice does not cover the call: a store call takes one (`slices.rs`).
+    Slice,
 }
 
 /// A shared key's quota as the one decision sees it ([`kernel::Quota`]): the units admitted in
 /// the period (the record's `quota_used`) against its reservation, under the call's [`ShareMode`].
 /// A call the bucket admits that the reservation does not cover asks the store first, or (with
 /// `failOpen`) is admitted beyond it, the units beyond owed to the store.
-struct ReservedQuota<'a, W> {
+pub(super) struct ReservedQuota<'a> {
     reservation: &'a mut Reservation,
     admitted: &'a mut u64,
     /// The key's limit.
     limit: u64,
     mode: ShareMode,
-    /// The period's wait.
-    wait_ms: W,
+    /// The open period, which a refused call waits out from `wall_ms`.
+    ends: &'a OpenPeriod,
+    wall_ms: f64,
 }
 
-impl<W: Fn() -> f64> kernel::Quota for ReservedQuota<'_, W> {
-    type Pending = ReservationStep;
+impl kernel::Quota for ReservedQuota<'_> {
+    type Pending = Step;
 
     /// Not known short: no more than this process's limit for the key, and (right after the
     /// store answered) covered or no more than the reservation and the store together have.
@@ -127,11 +135,11 @@ impl<W: Fn() -> f64> kernel::Quota for ReservedQuota<'_, W> {
     /// `failOpen`): the store is asked for what is lacking (a fetch already under way did not come
     /// in time).
     #[inline(always)]
-    fn pending(&mut self, n: u64, admits: bool) -> Result<(), ReservationStep> {
+    fn pending(&mut self, n: u64, admits: bool) -> Result<(), Step> {
         let left = self.reservation.left(*self.admitted);
         if !admits {
             if self.mode == ShareMode::AfterStore && left > 0 && n <= self.limit {
-                return Err(ReservationStep::ReleaseThenStore);
+                return Err(Step::ReleaseThenStore);
             }
             return Ok(());
         }
@@ -139,9 +147,7 @@ impl<W: Fn() -> f64> kernel::Quota for ReservedQuota<'_, W> {
             let reservation = &mut *self.reservation;
             reservation.late |= reservation.in_flight;
             reservation.in_flight = true;
-            return Err(ReservationStep::Decided(SharedDecision::NeedsStore {
-                lacking: n - left,
-            }));
+            return Err(Step::Store { lacking: n - left });
         }
         Ok(())
     }
@@ -165,7 +171,7 @@ impl<W: Fn() -> f64> kernel::Quota for ReservedQuota<'_, W> {
 
     #[inline(always)]
     fn wait_ms(&self) -> f64 {
-        (self.wait_ms)()
+        self.ends.wait_ms(self.wall_ms)
     }
 }
 
@@ -445,14 +451,7 @@ impl KeyedLimiter {
         monotonic_ms: f64,
         wall_ms: f64,
     ) -> Option<SharedDecision> {
-        self.enter_quiet(index, monotonic_ms, wall_ms)?;
-        let call = SharedCall {
-            n,
-            mode,
-            wall_ms,
-            monotonic_ms,
-        };
-        Some(self.decide_shared(index, call))
+        self.call_quiet(index, n, monotonic_ms, wall_ms, Shared::new(mode))
     }
 
     /// A shared consume on readings from `clock` (any key, any readings).
@@ -465,36 +464,7 @@ impl KeyedLimiter {
         clock: &mut C,
         anomalies: &mut Vec<crate::anomaly::Anomaly>,
     ) -> Result<SharedDecision, crate::error::Error> {
-        let decide = |limiter: &mut Self, index, wall_ms, monotonic_ms| {
-            let call = SharedCall {
-                n,
-                mode,
-                wall_ms,
-                monotonic_ms,
-            };
-            limiter.decide_shared(index, call)
-        };
-        self.consume_with(key, target, n, decide, clock, anomalies)
-    }
-
-    /// Takes `n` if the bucket has it and the reservation covers it (or `mode` says how an
-    /// uncovered call goes); a key without a quota is decided locally.
-    #[inline(always)]
-    fn decide_shared(&mut self, index: u32, call: SharedCall) -> SharedDecision {
-        if self.slices.is_some() {
-            return self.decide_slice(index, call);
-        }
-        self.decide_shared_step(index, call)
-    }
-
-    /// [`KeyedLimiter::decide_shared`] on the key's record's tokens (a shared bucket's slice
-    /// decides first, `slices.rs`).
-    #[inline(always)]
-    pub(super) fn decide_shared_step(&mut self, index: u32, call: SharedCall) -> SharedDecision {
-        match self.shared_step(index, call) {
-            ReservationStep::Decided(outcome) => outcome,
-            ReservationStep::ReleaseThenStore => self.release_then_store(index, call.n),
-        }
+        self.consume_with(key, target, n, Shared::new(mode), clock, anomalies)
     }
 
     /// Right after the store answered, a call the reservation and the store together cannot
@@ -521,59 +491,18 @@ impl KeyedLimiter {
         }
     }
 
-    /// The share layer around the one decision ([`kernel::decide`]), the key's reservation its
-    /// quota ([`ReservedQuota`]): the reservation follows the record's period and the key was
-    /// used now; after an admission, the next slice is fetched if this one runs low.
-    #[inline(always)]
-    fn shared_step(&mut self, index: u32, call: SharedCall) -> ReservationStep {
-        let SharedCall {
-            n,
-            mode,
-            wall_ms,
-            monotonic_ms,
-        } = call;
-        let policy = self.policies[self.table.records[index as usize].policy as usize];
-        let (Some(quota), Some(book)) = (policy.quota, self.share.as_mut()) else {
-            let decision = self.decide(index, n, wall_ms);
-            return ReservationStep::Decided(SharedDecision::Decided {
-                decision,
-                refill: false,
-            });
+    /// After an admission: whether the key's reservation runs low, so that the next one is
+    /// fetched in the background (the key is then marked in flight).
+    fn next_reservation_due(&mut self, index: u32) -> bool {
+        let record = &self.table.records[index as usize];
+        let Some(quota) = self.policies[record.policy as usize].quota else {
+            return false;
+        };
+        let Some(book) = self.share.as_mut() else {
+            return false;
         };
         let lease = lease_units_for(book.lease_units, quota.limit);
-        let record = &mut self.table.records[index as usize];
-        let reservation = &mut book.reservations[index as usize];
-        // (`reservation_used`, with the record and its policy at hand.)
-        if reservation.period_slot != record.period_slot {
-            *reservation = Reservation {
-                in_flight: reservation.in_flight,
-                ..Reservation::fresh(record.period_slot, quota.limit, monotonic_ms)
-            };
-        }
-        reservation.last_used_ms = monotonic_ms;
-        let period = &self.specs[quota.spec as usize].period;
-        let mut reserved = ReservedQuota {
-            reservation,
-            admitted: &mut record.quota_used,
-            limit: quota.limit,
-            mode,
-            wait_ms: || period.wait_ms(wall_ms),
-        };
-        let decision = match kernel::decide(
-            &mut record.tokens,
-            n,
-            policy.refill_per_second,
-            Some(&mut reserved),
-            &mut self.counters,
-        ) {
-            Ok(decision) => decision,
-            Err(step) => return step,
-        };
-        let refill = decision.allowed
-            && reserved
-                .reservation
-                .next_slice_due(*reserved.admitted, lease);
-        ReservationStep::Decided(SharedDecision::Decided { decision, refill })
+        book.reservations[index as usize].next_slice_due(record.quota_used, lease)
     }
 
     /// What a store call for a held key should ask: `lacking` units at least (0 for a background
@@ -720,6 +649,109 @@ impl KeyedLimiter {
                 .iter()
                 .zip(&self.table.records)
                 .any(|(reservation, record)| reservation.holds(record.quota_used))
+    }
+}
+
+impl Shared {
+    pub(super) fn new(mode: ShareMode) -> Shared {
+        Shared {
+            mode,
+            covered: false,
+        }
+    }
+}
+
+/// The share layer around the one decision: the key's bucket (its slice of a shared bucket,
+/// `slices.rs`, or its own) and its reservation as its quota ([`ReservedQuota`]); the
+/// reservation follows the key's period and the key was used now. After the decision, the next
+/// reservation is fetched if this one runs low, and the next slice if a covered call left it low.
+impl Layers for Shared {
+    type Pending = Step;
+    type Decided = SharedDecision;
+    type Bucket<'a> = SharedBucket<'a>;
+    type Quota<'a> = ReservedQuota<'a>;
+
+    #[inline(always)]
+    fn parts<'a>(
+        &'a mut self,
+        table: &'a mut KeyedLimiter,
+        index: u32,
+        state: &'a mut KeyUse<i32>,
+        n: u64,
+        reading: &CallReading,
+    ) -> Parts<SharedBucket<'a>, ReservedQuota<'a>, &'a mut Counters> {
+        let KeyedLimiter {
+            table: keys,
+            policies,
+            specs,
+            counters,
+            share,
+            slices,
+            timeline_ms,
+            ..
+        } = table;
+        let policy = &policies[keys.records[index as usize].policy as usize];
+        let KeyUse {
+            tokens,
+            quota_used,
+            period_slot,
+            ..
+        } = state;
+        let bucket = match slices {
+            Some(book) => {
+                let slice = SliceBucket::new(book, index, policy, tokens, n, self.mode, *timeline_ms);
+                self.covered = slice.covered();
+                SharedBucket::Slice(slice)
+            }
+            None => SharedBucket::Here(Refill::new(tokens, policy.refill_per_second)),
+        };
+        let quota = policy.quota.zip(share.as_mut()).map(|(quota, book)| {
+            let reservation = &mut book.reservations[index as usize];
+            if reservation.period_slot != *period_slot {
+                *reservation = Reservation {
+                    in_flight: reservation.in_flight,
+                    ..Reservation::fresh(*period_slot, quota.limit, reading.monotonic_ms)
+                };
+            }
+            reservation.last_used_ms = reading.monotonic_ms;
+            ReservedQuota {
+                reservation,
+                admitted: quota_used,
+                limit: quota.limit,
+                mode: self.mode,
+                ends: &specs[quota.spec as usize].period,
+                wall_ms: reading.wall_ms,
+            }
+        });
+        Parts {
+            bucket,
+            quota,
+            tally: counters,
+        }
+    }
+
+    #[inline(always)]
+    fn answer(
+        &mut self,
+        table: &mut KeyedLimiter,
+        index: u32,
+        n: u64,
+        outcome: Result<Decision, Step>,
+        _: &CallReading,
+    ) -> SharedDecision {
+        let answer = match outcome {
+            Ok(decision) => SharedDecision::Decided {
+                decision,
+                refill: decision.allowed && table.next_reservation_due(index),
+            },
+            Err(Step::Store { lacking }) => SharedDecision::NeedsStore { lacking },
+            Err(Step::ReleaseThenStore) => table.release_then_store(index, n),
+            Err(Step::Slice) => SharedDecision::NeedsSlice,
+        };
+        if self.covered {
+            table.fetch_if_low(index, table.timeline_ms);
+        }
+        answer
     }
 }
 

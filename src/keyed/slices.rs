@@ -24,13 +24,12 @@
 
 use std::collections::HashMap;
 
-use super::share::SharedCall;
-use super::{refresh_record, KeyBuf, KeyedLimiter, Policy, ShareMode, SharedDecision};
+use super::share::Step;
+use super::{refresh_record, KeyBuf, KeyedLimiter, Policy, ShareMode};
 use crate::anomaly::Anomaly;
-use crate::bucket::refilled;
+use crate::bucket::{refill_wait_ms, refilled};
 use crate::error::Error;
-use crate::kernel::BucketOf;
-use crate::limiter::RetryBasis;
+use crate::kernel::{Bucket, BucketOf, Decision, Refill};
 use crate::limits::integer_in;
 
 /// The most a shared bucket's capacity may be (2**31).
@@ -365,27 +364,7 @@ impl KeyedLimiter {
     pub fn fleet_tokens(&self, index: u32, timeline_ms: f64) -> Option<f64> {
         let slice = self.slice(index)?;
         let policy = &self.policies[self.table.records[index as usize].policy as usize];
-        if slice.fleet_at_ms == f64::NEG_INFINITY {
-            return Some(policy.capacity);
-        }
-        // (The store's answer is at most C: the answer's check.)
-        Some(refilled(
-            slice.fleet_tokens,
-            timeline_ms - slice.fleet_at_ms,
-            policy.refill_per_second,
-            policy.capacity,
-        ))
-    }
-
-    /// The fleet's wait for `n` at `timeline_ms`: until the store's bucket, as estimated, holds
-    /// `n` at the refill rate (at least 1 ms).
-    fn fleet_wait_ms(&self, index: u32, n: u64, timeline_ms: f64) -> f64 {
-        let policy = &self.policies[self.table.records[index as usize].policy as usize];
-        let fleet = self.fleet_tokens(index, timeline_ms).unwrap_or(0.0);
-        let lacking = n as f64 - fleet;
-        (lacking * 1000.0 / policy.refill_per_second)
-            .ceil()
-            .max(1.0)
+        Some(fleet_tokens_of(slice, policy, timeline_ms))
     }
 
     /// Lets go of a key's slice (refreshed): the give-back to send, if the store may hold anything
@@ -429,75 +408,9 @@ impl KeyedLimiter {
         })
     }
 
-    /// A shared consume of a key with a shared bucket (see [`KeyedLimiter::decide_shared`]):
-    /// decided by the one decision on the slice when it covers `n`, or when the key is denied
-    /// here (the store said the bucket was short, or this call comes right after a store answer),
-    /// with the fleet's wait; else the store is asked for a slice first.
-    #[inline(never)]
-    pub(super) fn decide_slice(&mut self, index: u32, call: SharedCall) -> SharedDecision {
-        let SharedCall { n, mode, .. } = call;
-        let timeline_ms = self.timeline_ms;
-        let record = self.table.records[index as usize];
-        let policy = self.policies[record.policy as usize];
-        let Some(book) = &mut self.slices else {
-            return self.decide_shared_step(index, call);
-        };
-        let lease_ms = book.lease_ms;
-        let slice = &mut book.slices[index as usize];
-        slice.busy = timeline_ms - slice.last_used_ms < lease_ms / 2.0;
-        slice.last_used_ms = timeline_ms;
-        slice.demand += n as f64;
-        let wanted = n as i64 as f64;
-        if record.tokens >= wanted && timeline_ms < slice.lease_end_ms {
-            slice.spent_at_ms = timeline_ms;
-            let outcome = self.decide_shared_step(index, call);
-            self.fetch_if_low(index, timeline_ms);
-            return outcome;
-        }
-        if mode == ShareMode::FailOpen {
-            // The outage bucket decides, in the record's place for the call; what it admits is
-            // taken from the store's bucket at its next answer.
-            let (tokens, at) = slice.open.unwrap_or((policy.capacity, timeline_ms));
-            let kept = record.tokens;
-            self.table.records[index as usize].tokens = refilled(
-                tokens,
-                timeline_ms - at,
-                policy.refill_per_second,
-                policy.capacity,
-            );
-            let outcome = self.decide_shared_step(index, call);
-            let record = &mut self.table.records[index as usize];
-            let open = std::mem::replace(&mut record.tokens, kept);
-            if let Some(book) = &mut self.slices {
-                let slice = &mut book.slices[index as usize];
-                slice.open = Some((open, timeline_ms));
-                if let SharedDecision::Decided { decision, .. } = &outcome {
-                    if decision.allowed {
-                        slice.owed = slice.owed.saturating_add(n);
-                    }
-                }
-            }
-            return outcome;
-        }
-        let short = timeline_ms < slice.short_until_ms;
-        if !(short || mode == ShareMode::AfterStore) {
-            return SharedDecision::NeedsSlice;
-        }
-        // Denied by the one decision on what the slice holds (short of `n`), with the fleet's
-        // wait: the time until the store's bucket holds `n`, as last heard of.
-        let mut outcome = self.decide_shared_step(index, call);
-        if let SharedDecision::Decided { decision, .. } = &mut outcome {
-            if !decision.allowed && decision.retry_after_basis == Some(RetryBasis::MonotonicRefill)
-            {
-                decision.retry_after_ms = self.fleet_wait_ms(index, n, timeline_ms);
-            }
-        }
-        outcome
-    }
-
     /// After a covered consume: marks a background fetch due when the slice is down to half of
     /// what the last one brought (or its lease is in its last quarter), the key not short.
-    fn fetch_if_low(&mut self, index: u32, timeline_ms: f64) {
+    pub(super) fn fetch_if_low(&mut self, index: u32, timeline_ms: f64) {
         let tokens = self.table.records[index as usize].tokens;
         let Some(book) = &self.slices else {
             return;
@@ -926,6 +839,173 @@ fn proposal(slice: &Slice, sent_ms: f64) -> f64 {
         -1.0
     } else {
         slice.fleet_ms + (sent_ms - slice.fleet_sent_ms).max(0.0)
+    }
+}
+
+/// The store's tokens for a key at `timeline_ms` as this process estimates them: those of the
+/// slice's last answer refilled since at `R`, at most `C` (`C` before any answer).
+fn fleet_tokens_of(slice: &Slice, policy: &Policy, timeline_ms: f64) -> f64 {
+    if slice.fleet_at_ms == f64::NEG_INFINITY {
+        return policy.capacity;
+    }
+    // (The store's answer is at most C: the answer's check.)
+    refilled(
+        slice.fleet_tokens,
+        timeline_ms - slice.fleet_at_ms,
+        policy.refill_per_second,
+        policy.capacity,
+    )
+}
+
+/// A shared key's bucket as the one decision sees it: its slice of the fleet's bucket
+/// (`share.bucket`), or its own (a shared quota alone).
+pub(super) enum SharedBucket<'a> {
+    Here(Refill<'a, Step>),
+    Slice(SliceBucket<'a>),
+}
+
+impl Bucket for SharedBucket<'_> {
+    type Pending = Step;
+    #[inline(always)]
+    fn tokens(&mut self) -> &mut f64 {
+        match self {
+            SharedBucket::Here(bucket) => bucket.tokens(),
+            SharedBucket::Slice(bucket) => bucket.tokens(),
+        }
+    }
+    #[inline(always)]
+    fn pending(&mut self, n: u64) -> Result<(), Step> {
+        match self {
+            SharedBucket::Here(_) => Ok(()),
+            SharedBucket::Slice(bucket) => bucket.pending(n),
+        }
+    }
+    #[inline(always)]
+    fn wait_ms(&self, wanted: f64) -> f64 {
+        match self {
+            SharedBucket::Here(bucket) => bucket.wait_ms(wanted),
+            SharedBucket::Slice(bucket) => bucket.wait_ms(wanted),
+        }
+    }
+    #[inline(always)]
+    fn decided(&mut self, n: u64, decision: &Decision) {
+        if let SharedBucket::Slice(bucket) = self {
+            bucket.decided(n, decision);
+        }
+    }
+}
+
+/// A key's slice as the one decision sees it: its tokens when the slice covers the call (held
+/// and within its lease); with failOpen, the outage bucket's in their place; when the key is
+/// denied here (the store said the bucket was short, or the call comes right after a store
+/// answer), the slice's with the fleet's wait (the time until the store's bucket, as last heard
+/// of, holds `n`); else the call is not decided: the store is asked for a slice first
+/// ([`Step::Slice`]).
+pub(super) struct SliceBucket<'a> {
+    /// The key's tokens (its slice's left).
+    tokens: &'a mut f64,
+    slice: &'a mut Slice,
+    covered: bool,
+    /// failOpen: the outage bucket's tokens, which decide in the slice's place (capacity `C`,
+    /// refill `R`); what it admits is taken from the store's bucket at its next answer.
+    outage: Option<f64>,
+    /// Not covered: the call is denied here, with the fleet's wait.
+    denied_here: bool,
+    fleet_wait_ms: f64,
+    refill_per_second: f64,
+    timeline_ms: f64,
+}
+
+impl<'a> SliceBucket<'a> {
+    /// The key's slice for a consume of `n` in `mode` at `timeline_ms`, its books kept (used now,
+    /// busy or not, its demand; a covered call's spend).
+    #[inline(always)]
+    pub(super) fn new(
+        book: &'a mut SliceBook,
+        index: u32,
+        policy: &Policy,
+        tokens: &'a mut f64,
+        n: u64,
+        mode: ShareMode,
+        timeline_ms: f64,
+    ) -> SliceBucket<'a> {
+        let lease_ms = book.lease_ms;
+        let slice = &mut book.slices[index as usize];
+        slice.busy = timeline_ms - slice.last_used_ms < lease_ms / 2.0;
+        slice.last_used_ms = timeline_ms;
+        slice.demand += n as f64;
+        let covered = *tokens >= n as i64 as f64 && timeline_ms < slice.lease_end_ms;
+        let (mut outage, mut denied_here, mut fleet_wait_ms) = (None, false, 0.0);
+        if covered {
+            slice.spent_at_ms = timeline_ms;
+        } else if mode == ShareMode::FailOpen {
+            let (open, at) = slice.open.unwrap_or((policy.capacity, timeline_ms));
+            outage = Some(refilled(
+                open,
+                timeline_ms - at,
+                policy.refill_per_second,
+                policy.capacity,
+            ));
+        } else {
+            denied_here = timeline_ms < slice.short_until_ms || mode == ShareMode::AfterStore;
+            if denied_here {
+                let lacking = n as f64 - fleet_tokens_of(slice, policy, timeline_ms);
+                fleet_wait_ms = (lacking * 1000.0 / policy.refill_per_second)
+                    .ceil()
+                    .max(1.0);
+            }
+        }
+        SliceBucket {
+            tokens,
+            slice,
+            covered,
+            outage,
+            denied_here,
+            fleet_wait_ms,
+            refill_per_second: policy.refill_per_second,
+            timeline_ms,
+        }
+    }
+
+    /// Whether the slice covered the call.
+    pub(super) fn covered(&self) -> bool {
+        self.covered
+    }
+}
+
+impl Bucket for SliceBucket<'_> {
+    type Pending = Step;
+    #[inline(always)]
+    fn tokens(&mut self) -> &mut f64 {
+        match &mut self.outage {
+            Some(tokens) => tokens,
+            None => self.tokens,
+        }
+    }
+    #[inline(always)]
+    fn pending(&mut self, _: u64) -> Result<(), Step> {
+        if self.covered || self.outage.is_some() || self.denied_here {
+            Ok(())
+        } else {
+            Err(Step::Slice)
+        }
+    }
+    #[inline(always)]
+    fn wait_ms(&self, wanted: f64) -> f64 {
+        if self.denied_here {
+            return self.fleet_wait_ms;
+        }
+        let tokens = self.outage.unwrap_or(*self.tokens);
+        refill_wait_ms(tokens, wanted, self.refill_per_second)
+    }
+    #[inline(always)]
+    fn decided(&mut self, n: u64, decision: &Decision) {
+        if let Some(tokens) = self.outage {
+            self.slice.open = Some((tokens, self.timeline_ms));
+            if decision.allowed {
+                self.slice.owed = self.slice.owed.saturating_add(n);
+            }
+        }
     }
 }
 

@@ -11,7 +11,7 @@ use crate::clock::ManualClock;
 use crate::keyed::share::tests::consume;
 use crate::keyed::tests::JAN_15_2024;
 use crate::keyed::{KeyPolicy, SharedDecision};
-use crate::limiter::Decision;
+use crate::limiter::{Decision, RetryBasis};
 
 fn bucket(capacity: f64, refill_per_second: f64) -> KeyPolicy {
     KeyPolicy {

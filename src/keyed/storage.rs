@@ -1,13 +1,20 @@
 //! The keyed table as a kernel [`Storage`]: a key's state is its record; a call on a key not held
 //! adds it (a consume), looks at what a fresh one would have (a status) or only reconciles (a
-//! refund). A shared limiter's decision is a layer around the kernel's (`share.rs`, `slices.rs`),
-//! passed in as the call's `decide`.
+//! refund). How a consume's decision is made of the key's parts is the call's [`Layers`]: the
+//! key's bucket and period quota ([`Plain`]), or a shared limiter's reservation and slice
+//! (`Shared`, `share.rs` and `slices.rs`).
 
 use super::{slot_i32, KeyedLimiter, PolicyId, NO_PERIOD};
-use crate::anomaly::Anomaly;
+use crate::anomaly::{Anomaly, CallDeltas};
 use crate::clock::ClockSource;
 use crate::error::Error;
-use crate::kernel::{BucketOf, CallReading, KeyUse, Op, Storage};
+use crate::kernel::{
+    Bucket, BucketOf, CallReading, Decision, KeyUse, Op, Parts, PeriodQuota, Quota, Refill,
+    Storage,
+};
+use crate::quota::OpenPeriod;
+use crate::stats::Counters;
+use std::convert::Infallible;
 
 /// A key as a call on the table names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,15 +29,100 @@ pub(super) enum Named<'k> {
     Absent,
 }
 
-/// One call on the table: the clock it reads, the room made for a key it adds, and how it
-/// decides (the decision rule, or the share layer around it).
-pub(super) struct TableCall<'a, C: ?Sized, D> {
+/// How a consume on the table is decided: the parts of its decision, lent by the table over a
+/// key's refreshed state, and what it answers (see [`Storage::parts`], [`Storage::answer`]).
+pub(super) trait Layers {
+    type Pending;
+    type Decided;
+    type Bucket<'a>: Bucket<Pending = Self::Pending>
+    where
+        Self: 'a;
+    type Quota<'a>: Quota<Pending = Self::Pending>
+    where
+        Self: 'a;
+
+    fn parts<'a>(
+        &'a mut self,
+        table: &'a mut KeyedLimiter,
+        index: u32,
+        state: &'a mut KeyUse<i32>,
+        n: u64,
+        reading: &CallReading,
+    ) -> Parts<Self::Bucket<'a>, Self::Quota<'a>, &'a mut Counters>;
+
+    fn answer(
+        &mut self,
+        table: &mut KeyedLimiter,
+        index: u32,
+        n: u64,
+        outcome: Result<Decision, Self::Pending>,
+        reading: &CallReading,
+    ) -> Self::Decided;
+}
+
+/// The decision on the key's own bucket and its period quota (a limiter without `share`; and
+/// the calls that decide nothing, a refund and a status).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Plain;
+
+impl Layers for Plain {
+    type Pending = Infallible;
+    type Decided = Decision;
+    type Bucket<'a> = Refill<'a>;
+    type Quota<'a> = PeriodQuota<'a, &'a OpenPeriod>;
+
+    #[inline(always)]
+    fn parts<'a>(
+        &'a mut self,
+        table: &'a mut KeyedLimiter,
+        index: u32,
+        state: &'a mut KeyUse<i32>,
+        _: u64,
+        reading: &CallReading,
+    ) -> Parts<Refill<'a>, PeriodQuota<'a, &'a OpenPeriod>, &'a mut Counters> {
+        let KeyedLimiter {
+            table: keys,
+            policies,
+            specs,
+            counters,
+            ..
+        } = table;
+        let policy = &policies[keys.records[index as usize].policy as usize];
+        let KeyUse {
+            tokens, quota_used, ..
+        } = state;
+        Parts {
+            bucket: Refill::new(tokens, policy.refill_per_second),
+            quota: policy.quota.map(|quota| {
+                let period = &specs[quota.spec as usize].period;
+                PeriodQuota::new(quota_used, quota.limit, period, reading.wall_ms)
+            }),
+            tally: counters,
+        }
+    }
+
+    #[inline(always)]
+    fn answer(
+        &mut self,
+        _: &mut KeyedLimiter,
+        _: u32,
+        _: u64,
+        outcome: Result<Decision, Infallible>,
+        _: &CallReading,
+    ) -> Decision {
+        let Ok(decision) = outcome;
+        decision
+    }
+}
+
+/// One call on the table: the clock it reads, the room made for a key it adds, and how a
+/// consume is decided.
+pub(super) struct TableCall<'a, C: ?Sized, L> {
     pub(super) table: &'a mut KeyedLimiter,
     pub(super) clock: &'a mut C,
     /// The key to drop for a key the call adds, the table being full.
     pub(super) victim: Option<u32>,
-    /// `decide(table, index, wall_ms, monotonic_ms)`, taken by the call's one decision.
-    pub(super) decide: Option<D>,
+    pub(super) layers: L,
 }
 
 impl KeyedLimiter {
@@ -62,15 +154,28 @@ impl KeyedLimiter {
     }
 }
 
-impl<'k, C, D, R> Storage for TableCall<'k, C, D>
+impl<'k, C, L> Storage for TableCall<'k, C, L>
 where
     C: ClockSource + ?Sized,
-    D: FnOnce(&mut KeyedLimiter, u32, f64, f64) -> R,
+    L: Layers,
 {
     type Key = Named<'k>;
     type Held = Option<u32>;
     type Slot = i32;
-    type Decided = R;
+    type Pending = L::Pending;
+    type Decided = L::Decided;
+    type Bucket<'a>
+        = L::Bucket<'a>
+    where
+        Self: 'a;
+    type Quota<'a>
+        = L::Quota<'a>
+    where
+        Self: 'a;
+    type Tally<'a>
+        = &'a mut Counters
+    where
+        Self: 'a;
 
     fn reconcile(
         &mut self,
@@ -117,6 +222,47 @@ where
             anomalies,
         );
         slot_i32(state.period.slot())
+    }
+
+    /// A held key's quiet call (see [`Storage::quiet`]); a key not held is never quiet.
+    #[inline(always)]
+    fn quiet(
+        &mut self,
+        named: Named<'k>,
+        monotonic_ms: f64,
+        wall_ms: f64,
+    ) -> Option<(CallReading, i32)> {
+        let Named::Held(index) = named else {
+            return None;
+        };
+        let table = &mut *self.table;
+        let reconciler = &mut table.reconciler;
+        let dm = reconciler.quiet_delta(monotonic_ms, wall_ms)?;
+        let policy = &table.policies[table.table.records[index as usize].policy as usize];
+        let open_slot = match policy.quota {
+            None => NO_PERIOD,
+            Some(quota) => {
+                let state = &mut table.specs[quota.spec as usize];
+                if !(reconciler.is_plausible(wall_ms) && state.period.hold_if_inside(wall_ms)) {
+                    return None;
+                }
+                slot_i32(state.period.slot())
+            }
+        };
+        let deltas = CallDeltas {
+            monotonic_delta_ms: dm,
+            wall_delta_ms: wall_ms - reconciler.last_wall_ms,
+            credited_ms: dm,
+        };
+        reconciler.anchor(monotonic_ms, wall_ms);
+        table.timeline_ms += dm;
+        let reading = CallReading {
+            monotonic_ms,
+            wall_ms,
+            timeline_ms: table.timeline_ms,
+            deltas,
+        };
+        Some((reading, open_slot))
     }
 
     fn load(
@@ -176,23 +322,32 @@ where
         (Some(index), state, bucket)
     }
 
-    fn decide(
+    #[inline(always)]
+    fn parts<'a>(
+        &'a mut self,
+        held: Option<u32>,
+        state: &'a mut KeyUse<i32>,
+        n: u64,
+        reading: &CallReading,
+    ) -> Parts<L::Bucket<'a>, L::Quota<'a>, &'a mut Counters> {
+        let Some(index) = held else {
+            unreachable!("a consume names a key it holds or adds")
+        };
+        self.layers.parts(self.table, index, state, n, reading)
+    }
+
+    #[inline(always)]
+    fn answer(
         &mut self,
         held: Option<u32>,
-        state: &mut KeyUse<i32>,
-        _: u64,
+        n: u64,
+        outcome: Result<Decision, L::Pending>,
         reading: &CallReading,
-    ) -> R {
-        let (Some(index), Some(decide)) = (held, self.decide.take()) else {
-            unreachable!("a consume names a key it holds or adds, and decides once")
+    ) -> L::Decided {
+        let Some(index) = held else {
+            unreachable!("a consume names a key it holds or adds")
         };
-        // The decision (or the share layer around it) works on the record in place.
-        self.table.put_use(index, state);
-        let decided = decide(self.table, index, reading.wall_ms, reading.monotonic_ms);
-        let record = &self.table.table.records[index as usize];
-        state.tokens = record.tokens;
-        state.quota_used = record.quota_used;
-        decided
+        self.layers.answer(self.table, index, n, outcome, reading)
     }
 
     fn save(&mut self, held: Option<u32>, state: &KeyUse<i32>, op: Op, reading: &CallReading) {

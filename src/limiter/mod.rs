@@ -4,7 +4,7 @@
 use crate::anomaly::{Anomaly, CallDeltas};
 use crate::bucket::BucketLimits;
 use crate::calendar::{Period, PeriodSlot};
-use crate::clock::{ClockSource, SuspendPolicy};
+use crate::clock::{ClockSource, SuspendPolicy, Unread};
 use crate::error::Error;
 use crate::kernel::{self, Answer, KeyUse, Op};
 pub use crate::kernel::{Decision, RetryBasis};
@@ -159,7 +159,7 @@ impl Limiter {
         op: Op,
         clock: &mut C,
         anomalies: &mut Vec<Anomaly>,
-    ) -> Result<Answer<Decision, Option<PeriodSlot>>, Error> {
+    ) -> Result<Answer<Decision, ()>, Error> {
         let first_anomaly = anomalies.len();
         let answer = kernel::call(
             &mut OneKey {
@@ -188,11 +188,11 @@ impl Limiter {
         }
     }
 
-    /// The usual call, on readings already taken: both clocks moved forward together (the reconcile table's
-    /// first row), nothing is latched, and the wall reading is inside the open quota period. Then
-    /// it decides exactly as [`Limiter::try_consume`] would, with no `Result`, clock trait or
-    /// anomaly list in the way. Any other reading returns `None` and changes nothing: the caller
-    /// then takes the general path, [`Limiter::try_consume`].
+    /// The usual call, on readings already taken: both clocks moved forward together (the
+    /// reconcile table's first row), nothing is latched, and the wall reading is inside the open
+    /// quota period. Then it decides exactly as [`Limiter::try_consume`] would, through the
+    /// kernel's fast arm ([`kernel::call_quiet`]). Any other reading returns `None` and changes
+    /// nothing: the caller then takes the general path, [`Limiter::try_consume`].
     #[inline(always)]
     pub fn try_consume_quiet(
         &mut self,
@@ -200,37 +200,11 @@ impl Limiter {
         monotonic_ms: f64,
         wall_ms: f64,
     ) -> Option<Decision> {
-        let dm = self.reconciler.quiet_delta(monotonic_ms, wall_ms)?;
-        if self.policy.quota.is_some() {
-            if !(self.reconciler.is_plausible(wall_ms) && self.quota.period.hold_if_inside(wall_ms))
-            {
-                return None;
-            }
-            self.quota.credited_ms += dm;
-        }
-        self.tokens = self.policy.bucket.credit(self.tokens, dm);
-        self.reconciler.anchor(monotonic_ms, wall_ms);
-        Some(self.decide(n, wall_ms))
-    }
-
-    /// Takes `n` if the bucket and the quota both have it, else says how long to wait (the
-    /// decision rule, [`kernel::decide`]).
-    #[inline(always)]
-    fn decide(&mut self, n: u64, wall_ms: f64) -> Decision {
-        let period = &self.quota.period;
-        let quota = self.policy.quota.as_ref().map(|quota| kernel::PeriodQuota {
-            used: &mut self.quota.used,
-            limit: quota.limit,
-            wait_ms: || period.wait_ms(wall_ms),
-        });
-        let Ok(decision) = kernel::decide(
-            &mut self.tokens,
-            n,
-            self.policy.bucket.refill_per_second,
-            quota,
-            &mut self.counters,
-        );
-        decision
+        let mut storage = OneKey {
+            limiter: self,
+            clock: &mut Unread,
+        };
+        kernel::call_quiet(&mut storage, (), n, monotonic_ms, wall_ms)
     }
 
     /// `refund(n)`: reads and reconciles like `try_consume`, then gives back `n` tokens

@@ -53,7 +53,7 @@ use crate::error::Error;
 use crate::kernel::{self, Answer, Idleness, KeyUse, Op};
 use crate::keyed::{Key, KeyBuf, KeyPolicy, KeyStatus, PolicyChoice, Snapshot};
 use crate::limiter::Decision;
-use crate::quota::{wait_until_ms, QuotaPolicy};
+use crate::quota::QuotaPolicy;
 use crate::reconciler::ReadingRule;
 
 /// A zone's options, as every process opening it must pass them.
@@ -565,33 +565,6 @@ fn refresh(limits: &Limits, state: &mut KeyState, timeline_ms: f64, period: Opti
         timeline_ms,
         open_slot,
     );
-}
-
-/// Takes `n` if the key's bucket and quota both have it, else says how long to wait.
-fn decide(
-    limits: &Limits,
-    state: &mut KeyState,
-    n: u64,
-    wall_ms: f64,
-    period: Option<PeriodState>,
-) -> Decision {
-    let quota = limits.quota_limit.map(|limit| kernel::PeriodQuota {
-        used: &mut state.quota_used,
-        limit,
-        wait_ms: || {
-            period
-                .filter(|period| period.open)
-                .map_or(0.0, |period| wait_until_ms(period.end_ms, wall_ms))
-        },
-    });
-    let Ok(decision) = kernel::decide(
-        &mut state.tokens,
-        n,
-        limits.refill_per_second,
-        quota,
-        &mut (),
-    );
-    decision
 }
 
 impl Zone {

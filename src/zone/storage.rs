@@ -5,11 +5,14 @@
 use super::groups::{read_state, write_state};
 use super::layout::Intent;
 use super::periods::PeriodState;
-use super::{decide, tag_of, Limits, Zone, NO_SLOT};
+use super::{tag_of, Limits, Zone, NO_SLOT};
 use crate::anomaly::Anomaly;
 use crate::calendar::PeriodSlot;
 use crate::error::Error;
-use crate::kernel::{BucketOf, CallReading, Decision, KeyUse, Op, Storage};
+use crate::kernel::{
+    BucketOf, CallReading, Decision, KeyUse, Op, Parts, PeriodQuota, Refill, Storage,
+};
+use std::convert::Infallible;
 use crate::keyed::{Key, KeyPolicy};
 use std::sync::atomic::Ordering;
 
@@ -85,7 +88,20 @@ impl<'a> Storage for ZoneCall<'a> {
     type Key = Named<'a>;
     type Held = Held<'a>;
     type Slot = PeriodSlot;
+    type Pending = Infallible;
     type Decided = Decision;
+    type Bucket<'b>
+        = Refill<'b>
+    where
+        Self: 'b;
+    type Quota<'b>
+        = PeriodQuota<'b, Option<f64>>
+    where
+        Self: 'b;
+    type Tally<'b>
+        = ()
+    where
+        Self: 'b;
 
     fn reconcile(
         &mut self,
@@ -168,14 +184,39 @@ impl<'a> Storage for ZoneCall<'a> {
         }
     }
 
-    fn decide(
+    fn parts<'b>(
+        &'b mut self,
+        _: Held<'a>,
+        state: &'b mut KeyUse<PeriodSlot>,
+        _: u64,
+        reading: &CallReading,
+    ) -> Parts<Refill<'b>, PeriodQuota<'b, Option<f64>>, ()> {
+        let KeyUse {
+            tokens, quota_used, ..
+        } = state;
+        let ends = self
+            .period
+            .filter(|period| period.open)
+            .map(|period| period.end_ms);
+        Parts {
+            bucket: Refill::new(tokens, self.limits.refill_per_second),
+            quota: self
+                .limits
+                .quota_limit
+                .map(|limit| PeriodQuota::new(quota_used, limit, ends, reading.wall_ms)),
+            tally: (),
+        }
+    }
+
+    fn answer(
         &mut self,
         _: Held<'a>,
-        state: &mut KeyUse<PeriodSlot>,
-        n: u64,
-        reading: &CallReading,
+        _: u64,
+        outcome: Result<Decision, Infallible>,
+        _: &CallReading,
     ) -> Decision {
-        decide(&self.limits, state, n, reading.wall_ms, self.period)
+        let Ok(decision) = outcome;
+        decision
     }
 
     fn save(&mut self, held: Held<'a>, state: &KeyUse<PeriodSlot>, op: Op, _: &CallReading) {
