@@ -755,7 +755,12 @@ mod tests {
         };
         let mut tokens = 4.0;
         assert_eq!(
-            decide(Refill::new(&mut tokens, 1.0), 2, Some(&mut quota), &mut counters),
+            decide(
+                Refill::new(&mut tokens, 1.0),
+                2,
+                Some(&mut quota),
+                &mut counters
+            ),
             Err("a store call first")
         );
         assert_eq!(
@@ -764,7 +769,12 @@ mod tests {
         );
         // The bucket refuses first: decided (denied) whatever the quota holds back.
         assert_eq!(
-            decide(Refill::new(&mut tokens, 1.0), 6, Some(&mut quota), &mut counters),
+            decide(
+                Refill::new(&mut tokens, 1.0),
+                6,
+                Some(&mut quota),
+                &mut counters
+            ),
             Ok(Decision::denied(
                 2_000.0,
                 RetryBasis::MonotonicRefill,
@@ -774,7 +784,12 @@ mod tests {
         );
         quota.held = false;
         assert_eq!(
-            decide(Refill::new(&mut tokens, 1.0), 2, Some(&mut quota), &mut counters),
+            decide(
+                Refill::new(&mut tokens, 1.0),
+                2,
+                Some(&mut quota),
+                &mut counters
+            ),
             Ok(Decision::allowed(2.0, Some(3)))
         );
         assert_eq!((quota.used, counters.allowed, counters.denied), (2, 1, 1));

@@ -12,16 +12,17 @@
 //! ([`SharedDecision::NeedsStore`], or a background refill), what to ask ([`ReserveRequest`]),
 //! and takes the answers ([`KeyedLimiter::credit_reservation`]).
 
+use super::policies::{Policy, SpecState};
+use super::slices::Sliced;
+use super::storage::Layers;
 use super::table::NO_PERIOD;
 use super::{slot_i32, KeyBuf, KeyedLimiter, Target};
 use crate::error::Error;
-use super::slices::{SharedBucket, SliceBucket};
-use super::storage::Layers;
 use crate::kernel::{self, CallReading, KeyUse, Parts, Refill};
 use crate::limiter::Decision;
+use crate::limits::{integer_in, MAX_SAFE_INTEGER};
 use crate::quota::OpenPeriod;
 use crate::stats::Counters;
-use crate::limits::{integer_in, MAX_SAFE_INTEGER};
 
 /// One key's reservation.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -67,13 +68,12 @@ pub enum ShareMode {
     FailOpen,
 }
 
-/// A shared consume, decided by the share layer (see [`Layers`]): a call its reservation or its
-/// slice does not cover goes as `mode` says.
+/// A shared consume on a key's own bucket, decided by the share layer (see [`Layers`]): a call
+/// its reservation does not cover goes as `mode` says. (A shared bucket's: `Sliced`,
+/// `slices.rs`.)
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Shared {
     pub(super) mode: ShareMode,
-    /// The key's slice covered the call (set by `parts`): after it, a background fetch may be due.
-    covered: bool,
 }
 
 /// A shared consume's outcome.
@@ -442,7 +442,7 @@ impl KeyedLimiter {
 
     /// The quiet case of a shared consume (see [`KeyedLimiter::try_consume_quiet`]): a held key,
     /// clocks that agree, inside the key's open period. `None` changes nothing.
-    #[inline(always)]
+    #[inline(never)]
     pub fn consume_shared_quiet(
         &mut self,
         index: u32,
@@ -451,7 +451,10 @@ impl KeyedLimiter {
         monotonic_ms: f64,
         wall_ms: f64,
     ) -> Option<SharedDecision> {
-        self.call_quiet(index, n, monotonic_ms, wall_ms, Shared::new(mode))
+        if self.slices.is_some() {
+            return self.call_quiet(index, n, monotonic_ms, wall_ms, Sliced::new(mode));
+        }
+        self.call_quiet(index, n, monotonic_ms, wall_ms, Shared { mode })
     }
 
     /// A shared consume on readings from `clock` (any key, any readings).
@@ -464,7 +467,10 @@ impl KeyedLimiter {
         clock: &mut C,
         anomalies: &mut Vec<crate::anomaly::Anomaly>,
     ) -> Result<SharedDecision, crate::error::Error> {
-        self.consume_with(key, target, n, Shared::new(mode), clock, anomalies)
+        if self.slices.is_some() {
+            return self.consume_with(key, target, n, Sliced::new(mode), clock, anomalies);
+        }
+        self.consume_with(key, target, n, Shared { mode }, clock, anomalies)
     }
 
     /// Right after the store answered, a call the reservation and the store together cannot
@@ -493,6 +499,7 @@ impl KeyedLimiter {
 
     /// After an admission: whether the key's reservation runs low, so that the next one is
     /// fetched in the background (the key is then marked in flight).
+    #[inline(always)]
     fn next_reservation_due(&mut self, index: u32) -> bool {
         let record = &self.table.records[index as usize];
         let Some(quota) = self.policies[record.policy as usize].quota else {
@@ -652,23 +659,12 @@ impl KeyedLimiter {
     }
 }
 
-impl Shared {
-    pub(super) fn new(mode: ShareMode) -> Shared {
-        Shared {
-            mode,
-            covered: false,
-        }
-    }
-}
-
-/// The share layer around the one decision: the key's bucket (its slice of a shared bucket,
-/// `slices.rs`, or its own) and its reservation as its quota ([`ReservedQuota`]); the
-/// reservation follows the key's period and the key was used now. After the decision, the next
-/// reservation is fetched if this one runs low, and the next slice if a covered call left it low.
+/// The share layer around the one decision for a key's own bucket (a shared quota alone): its
+/// reservation is its quota ([`ReservedQuota`], see [`reserved_quota`]).
 impl Layers for Shared {
     type Pending = Step;
     type Decided = SharedDecision;
-    type Bucket<'a> = SharedBucket<'a>;
+    type Bucket<'a> = Refill<'a, Step>;
     type Quota<'a> = ReservedQuota<'a>;
 
     #[inline(always)]
@@ -677,17 +673,15 @@ impl Layers for Shared {
         table: &'a mut KeyedLimiter,
         index: u32,
         state: &'a mut KeyUse<i32>,
-        n: u64,
+        _: u64,
         reading: &CallReading,
-    ) -> Parts<SharedBucket<'a>, ReservedQuota<'a>, &'a mut Counters> {
+    ) -> Parts<Refill<'a, Step>, ReservedQuota<'a>, &'a mut Counters> {
         let KeyedLimiter {
             table: keys,
             policies,
             specs,
             counters,
             share,
-            slices,
-            timeline_ms,
             ..
         } = table;
         let policy = &policies[keys.records[index as usize].policy as usize];
@@ -697,35 +691,18 @@ impl Layers for Shared {
             period_slot,
             ..
         } = state;
-        let bucket = match slices {
-            Some(book) => {
-                let slice = SliceBucket::new(book, index, policy, tokens, n, self.mode, *timeline_ms);
-                self.covered = slice.covered();
-                SharedBucket::Slice(slice)
-            }
-            None => SharedBucket::Here(Refill::new(tokens, policy.refill_per_second)),
-        };
-        let quota = policy.quota.zip(share.as_mut()).map(|(quota, book)| {
-            let reservation = &mut book.reservations[index as usize];
-            if reservation.period_slot != *period_slot {
-                *reservation = Reservation {
-                    in_flight: reservation.in_flight,
-                    ..Reservation::fresh(*period_slot, quota.limit, reading.monotonic_ms)
-                };
-            }
-            reservation.last_used_ms = reading.monotonic_ms;
-            ReservedQuota {
-                reservation,
-                admitted: quota_used,
-                limit: quota.limit,
-                mode: self.mode,
-                ends: &specs[quota.spec as usize].period,
-                wall_ms: reading.wall_ms,
-            }
-        });
         Parts {
-            bucket,
-            quota,
+            bucket: Refill::new(tokens, policy.refill_per_second),
+            quota: reserved_quota(
+                share,
+                specs,
+                policy,
+                index,
+                quota_used,
+                *period_slot,
+                self.mode,
+                reading,
+            ),
             tally: counters,
         }
     }
@@ -739,19 +716,63 @@ impl Layers for Shared {
         outcome: Result<Decision, Step>,
         _: &CallReading,
     ) -> SharedDecision {
-        let answer = match outcome {
+        table.shared_answer(index, n, outcome)
+    }
+}
+
+/// A shared key's reservation as the one decision's quota ([`ReservedQuota`]), `None` for a key
+/// without a quota: the reservation follows the key's period (`period_slot`), and the key was
+/// used now.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn reserved_quota<'a>(
+    share: &'a mut Option<ShareBook>,
+    specs: &'a [SpecState],
+    policy: &Policy,
+    index: u32,
+    admitted: &'a mut u64,
+    period_slot: i32,
+    mode: ShareMode,
+    reading: &CallReading,
+) -> Option<ReservedQuota<'a>> {
+    let (quota, book) = policy.quota.zip(share.as_mut())?;
+    let reservation = &mut book.reservations[index as usize];
+    if reservation.period_slot != period_slot {
+        *reservation = Reservation {
+            in_flight: reservation.in_flight,
+            ..Reservation::fresh(period_slot, quota.limit, reading.monotonic_ms)
+        };
+    }
+    reservation.last_used_ms = reading.monotonic_ms;
+    Some(ReservedQuota {
+        reservation,
+        admitted,
+        limit: quota.limit,
+        mode,
+        ends: &specs[quota.spec as usize].period,
+        wall_ms: reading.wall_ms,
+    })
+}
+
+impl KeyedLimiter {
+    /// What a shared consume answers: its decision (the next reservation fetched in the
+    /// background if this one runs low), or the step its layers took instead.
+    #[inline(always)]
+    pub(super) fn shared_answer(
+        &mut self,
+        index: u32,
+        n: u64,
+        outcome: Result<Decision, Step>,
+    ) -> SharedDecision {
+        match outcome {
             Ok(decision) => SharedDecision::Decided {
                 decision,
-                refill: decision.allowed && table.next_reservation_due(index),
+                refill: decision.allowed && self.next_reservation_due(index),
             },
             Err(Step::Store { lacking }) => SharedDecision::NeedsStore { lacking },
-            Err(Step::ReleaseThenStore) => table.release_then_store(index, n),
+            Err(Step::ReleaseThenStore) => self.release_then_store(index, n),
             Err(Step::Slice) => SharedDecision::NeedsSlice,
-        };
-        if self.covered {
-            table.fetch_if_low(index, table.timeline_ms);
         }
-        answer
     }
 }
 

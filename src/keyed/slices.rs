@@ -24,13 +24,15 @@
 
 use std::collections::HashMap;
 
-use super::share::Step;
+use super::share::{reserved_quota, ReservedQuota, SharedDecision, Step};
+use super::storage::Layers;
 use super::{refresh_record, KeyBuf, KeyedLimiter, Policy, ShareMode};
 use crate::anomaly::Anomaly;
 use crate::bucket::{refill_wait_ms, refilled};
 use crate::error::Error;
-use crate::kernel::{Bucket, BucketOf, Decision, Refill};
+use crate::kernel::{Bucket, BucketOf, CallReading, Decision, KeyUse, Parts};
 use crate::limits::integer_in;
+use crate::stats::Counters;
 
 /// The most a shared bucket's capacity may be (2**31).
 pub const MAX_SHARED_CAPACITY: f64 = 2_147_483_648.0;
@@ -333,6 +335,16 @@ impl KeyedLimiter {
             timeline_ms,
             open_slot,
         );
+    }
+
+    /// A held key's state and its bucket as its slice makes it ([`KeyedLimiter::slice_bucket`]),
+    /// at `timeline_ms`.
+    #[inline(never)]
+    pub(super) fn slice_use(&mut self, index: u32, timeline_ms: f64) -> (KeyUse<i32>, BucketOf) {
+        let Some(bucket) = self.slice_bucket(index, timeline_ms) else {
+            unreachable!("asked of a limiter with a slice book")
+        };
+        (self.table.records[index as usize].key_use(), bucket)
     }
 
     /// A key's bucket as its slice makes it, readied for the refresh rule at `timeline_ms`:
@@ -857,41 +869,92 @@ fn fleet_tokens_of(slice: &Slice, policy: &Policy, timeline_ms: f64) -> f64 {
     )
 }
 
-/// A shared key's bucket as the one decision sees it: its slice of the fleet's bucket
-/// (`share.bucket`), or its own (a shared quota alone).
-pub(super) enum SharedBucket<'a> {
-    Here(Refill<'a, Step>),
-    Slice(SliceBucket<'a>),
+/// A shared consume on a key of a shared bucket (`share.bucket`), decided by the share layer
+/// (see [`Layers`]): its slice is its bucket ([`SliceBucket`]), its reservation its quota; a call
+/// the slice covered may leave a background fetch due.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Sliced {
+    mode: ShareMode,
+    /// The key's slice covered the call (set by `parts`).
+    covered: bool,
 }
 
-impl Bucket for SharedBucket<'_> {
+impl Sliced {
+    pub(super) fn new(mode: ShareMode) -> Sliced {
+        Sliced {
+            mode,
+            covered: false,
+        }
+    }
+}
+
+impl Layers for Sliced {
     type Pending = Step;
+    type Decided = SharedDecision;
+    type Bucket<'a> = SliceBucket<'a>;
+    type Quota<'a> = ReservedQuota<'a>;
+
     #[inline(always)]
-    fn tokens(&mut self) -> &mut f64 {
-        match self {
-            SharedBucket::Here(bucket) => bucket.tokens(),
-            SharedBucket::Slice(bucket) => bucket.tokens(),
+    fn parts<'a>(
+        &'a mut self,
+        table: &'a mut KeyedLimiter,
+        index: u32,
+        state: &'a mut KeyUse<i32>,
+        n: u64,
+        reading: &CallReading,
+    ) -> Parts<SliceBucket<'a>, ReservedQuota<'a>, &'a mut Counters> {
+        let KeyedLimiter {
+            table: keys,
+            policies,
+            specs,
+            counters,
+            share,
+            slices,
+            timeline_ms,
+            ..
+        } = table;
+        let policy = &policies[keys.records[index as usize].policy as usize];
+        let KeyUse {
+            tokens,
+            quota_used,
+            period_slot,
+            ..
+        } = state;
+        let Some(book) = slices else {
+            unreachable!("a shared bucket's limiter has a slice book")
+        };
+        let bucket = SliceBucket::new(book, index, policy, tokens, n, self.mode, *timeline_ms);
+        self.covered = bucket.covered;
+        Parts {
+            bucket,
+            quota: reserved_quota(
+                share,
+                specs,
+                policy,
+                index,
+                quota_used,
+                *period_slot,
+                self.mode,
+                reading,
+            ),
+            tally: counters,
         }
     }
+
     #[inline(always)]
-    fn pending(&mut self, n: u64) -> Result<(), Step> {
-        match self {
-            SharedBucket::Here(_) => Ok(()),
-            SharedBucket::Slice(bucket) => bucket.pending(n),
+    fn answer(
+        &mut self,
+        table: &mut KeyedLimiter,
+        index: u32,
+        n: u64,
+        outcome: Result<Decision, Step>,
+        _: &CallReading,
+    ) -> SharedDecision {
+        let answer = table.shared_answer(index, n, outcome);
+        if self.covered {
+            table.fetch_if_low(index, table.timeline_ms);
         }
-    }
-    #[inline(always)]
-    fn wait_ms(&self, wanted: f64) -> f64 {
-        match self {
-            SharedBucket::Here(bucket) => bucket.wait_ms(wanted),
-            SharedBucket::Slice(bucket) => bucket.wait_ms(wanted),
-        }
-    }
-    #[inline(always)]
-    fn decided(&mut self, n: u64, decision: &Decision) {
-        if let SharedBucket::Slice(bucket) = self {
-            bucket.decided(n, decision);
-        }
+        answer
     }
 }
 
@@ -965,11 +1028,6 @@ impl<'a> SliceBucket<'a> {
             refill_per_second: policy.refill_per_second,
             timeline_ms,
         }
-    }
-
-    /// Whether the slice covered the call.
-    pub(super) fn covered(&self) -> bool {
-        self.covered
     }
 }
 

@@ -9,8 +9,7 @@ use crate::anomaly::{Anomaly, CallDeltas};
 use crate::clock::ClockSource;
 use crate::error::Error;
 use crate::kernel::{
-    Bucket, BucketOf, CallReading, Decision, KeyUse, Op, Parts, PeriodQuota, Quota, Refill,
-    Storage,
+    Bucket, BucketOf, CallReading, Decision, KeyUse, Op, Parts, PeriodQuota, Quota, Refill, Storage,
 };
 use crate::quota::OpenPeriod;
 use crate::stats::Counters;
@@ -138,19 +137,85 @@ impl KeyedLimiter {
 
     /// A held key's state, and its bucket as the refresh rule sees it (a shared bucket's: its
     /// slice, `slices.rs`).
+    #[inline(always)]
     fn use_of(&mut self, index: u32, timeline_ms: f64) -> (KeyUse<i32>, BucketOf) {
-        let bucket = self.slice_bucket(index, timeline_ms).unwrap_or_else(|| {
-            let policy = &self.policies[self.table.records[index as usize].policy as usize];
-            BucketOf {
-                capacity: policy.capacity,
-                refill_per_second: policy.refill_per_second,
-            }
-        });
-        (self.table.records[index as usize].key_use(), bucket)
+        if self.has_slices() {
+            return self.slice_use(index, timeline_ms);
+        }
+        let record = &self.table.records[index as usize];
+        let policy = &self.policies[record.policy as usize];
+        let bucket = BucketOf {
+            capacity: policy.capacity,
+            refill_per_second: policy.refill_per_second,
+        };
+        (record.key_use(), bucket)
     }
 
+    #[inline(always)]
     fn put_use(&mut self, index: u32, state: &KeyUse<i32>) {
         self.table.records[index as usize].set_use(state);
+    }
+}
+
+impl<C: ?Sized, L> TableCall<'_, C, L> {
+    /// [`Storage::load`] of a key not held (apart, so that a held key's stays small on the hot
+    /// path): a consume adds it (dropping the victim room was made for), a status looks at a
+    /// fresh one, a refund at nothing.
+    #[inline(never)]
+    fn load_not_held(
+        &mut self,
+        named: Named<'_>,
+        reading: &CallReading,
+        open_slot: i32,
+    ) -> (Option<u32>, KeyUse<i32>, BucketOf) {
+        let table = &mut *self.table;
+        let index = match named {
+            Named::Held(index) => index,
+            Named::Add(policy, key) => {
+                if let Some(victim) = self.victim {
+                    // Pinned: the victim may be the last key of this very policy.
+                    table.policies[policy as usize].keys += 1;
+                    table.drop_record(victim);
+                    table.counters.evicted += 1;
+                    table.policies[policy as usize].keys -= 1;
+                }
+                table.hold(key, policy, open_slot)
+            }
+            Named::Look(policy) => {
+                let policy = &table.policies[policy as usize];
+                let fresh = KeyUse {
+                    // (A shared bucket's key holds no slice until it asks the store for one.)
+                    tokens: if table.has_slices() {
+                        0.0
+                    } else {
+                        policy.initial_tokens
+                    },
+                    credited_at_ms: reading.timeline_ms,
+                    quota_used: 0,
+                    period_slot: open_slot,
+                };
+                let bucket = BucketOf {
+                    capacity: policy.capacity,
+                    refill_per_second: policy.refill_per_second,
+                };
+                return (None, fresh, bucket);
+            }
+            Named::Absent => {
+                let nothing = KeyUse {
+                    tokens: 0.0,
+                    credited_at_ms: reading.timeline_ms,
+                    quota_used: 0,
+                    period_slot: NO_PERIOD,
+                };
+                let no_bucket = BucketOf {
+                    capacity: 0.0,
+                    refill_per_second: 0.0,
+                };
+                return (None, nothing, no_bucket);
+            }
+        };
+        let (state, bucket) = table.use_of(index, reading.timeline_ms);
+        (Some(index), state, bucket)
     }
 }
 
@@ -265,6 +330,7 @@ where
         Some((reading, open_slot))
     }
 
+    #[inline(always)]
     fn load(
         &mut self,
         named: Named<'k>,
@@ -272,53 +338,10 @@ where
         reading: &CallReading,
         open_slot: i32,
     ) -> (Option<u32>, KeyUse<i32>, BucketOf) {
-        let table = &mut *self.table;
-        let index = match named {
-            Named::Held(index) => index,
-            Named::Add(policy, key) => {
-                if let Some(victim) = self.victim {
-                    // Pinned: the victim may be the last key of this very policy.
-                    table.policies[policy as usize].keys += 1;
-                    table.drop_record(victim);
-                    table.counters.evicted += 1;
-                    table.policies[policy as usize].keys -= 1;
-                }
-                table.hold(key, policy, open_slot)
-            }
-            Named::Look(policy) => {
-                let policy = &table.policies[policy as usize];
-                let fresh = KeyUse {
-                    // (A shared bucket's key holds no slice until it asks the store for one.)
-                    tokens: if table.has_slices() {
-                        0.0
-                    } else {
-                        policy.initial_tokens
-                    },
-                    credited_at_ms: reading.timeline_ms,
-                    quota_used: 0,
-                    period_slot: open_slot,
-                };
-                let bucket = BucketOf {
-                    capacity: policy.capacity,
-                    refill_per_second: policy.refill_per_second,
-                };
-                return (None, fresh, bucket);
-            }
-            Named::Absent => {
-                let nothing = KeyUse {
-                    tokens: 0.0,
-                    credited_at_ms: reading.timeline_ms,
-                    quota_used: 0,
-                    period_slot: NO_PERIOD,
-                };
-                let no_bucket = BucketOf {
-                    capacity: 0.0,
-                    refill_per_second: 0.0,
-                };
-                return (None, nothing, no_bucket);
-            }
+        let Named::Held(index) = named else {
+            return self.load_not_held(named, reading, open_slot);
         };
-        let (state, bucket) = table.use_of(index, reading.timeline_ms);
+        let (state, bucket) = self.table.use_of(index, reading.timeline_ms);
         (Some(index), state, bucket)
     }
 

@@ -110,6 +110,8 @@ impl<C: ClockSource + ?Sized> Storage for OneKey<'_, C> {
         ((), state, bucket)
     }
 
+    /// The decision works on the limiter's own fields, the refreshed state written there first
+    /// (so `save` has nothing left to write after a consume).
     #[inline(always)]
     fn parts<'a>(
         &'a mut self,
@@ -119,14 +121,13 @@ impl<C: ClockSource + ?Sized> Storage for OneKey<'_, C> {
         reading: &CallReading,
     ) -> Parts<Refill<'a>, PeriodQuota<'a, &'a OpenPeriod>, &'a mut Counters> {
         let limiter = &mut *self.limiter;
-        let KeyUse {
-            tokens, quota_used, ..
-        } = state;
+        limiter.tokens = state.tokens;
+        limiter.quota.used = state.quota_used;
         let period = &limiter.quota.period;
         Parts {
-            bucket: Refill::new(tokens, limiter.policy.bucket.refill_per_second),
+            bucket: Refill::new(&mut limiter.tokens, limiter.policy.bucket.refill_per_second),
             quota: limiter.policy.quota.as_ref().map(|quota| {
-                PeriodQuota::new(quota_used, quota.limit, period, reading.wall_ms)
+                PeriodQuota::new(&mut limiter.quota.used, quota.limit, period, reading.wall_ms)
             }),
             tally: &mut limiter.counters,
         }
@@ -145,7 +146,10 @@ impl<C: ClockSource + ?Sized> Storage for OneKey<'_, C> {
     }
 
     #[inline(always)]
-    fn save(&mut self, _: (), state: &KeyUse<()>, _: Op, _: &CallReading) {
+    fn save(&mut self, _: (), state: &KeyUse<()>, op: Op, _: &CallReading) {
+        if let Op::Consume(_) = op {
+            return;
+        }
         self.limiter.tokens = state.tokens;
         self.limiter.quota.used = state.quota_used;
     }

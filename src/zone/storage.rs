@@ -12,8 +12,8 @@ use crate::error::Error;
 use crate::kernel::{
     BucketOf, CallReading, Decision, KeyUse, Op, Parts, PeriodQuota, Refill, Storage,
 };
-use std::convert::Infallible;
 use crate::keyed::{Key, KeyPolicy};
+use std::convert::Infallible;
 use std::sync::atomic::Ordering;
 
 /// A key as a call on the zone names it.
