@@ -1,7 +1,8 @@
 //! A limiter's numbers, checked once, here: a bucket's capacity, refill and initial tokens, a
 //! quota's limit and period (the options of `QuotaClock`, `KeyedQuotaClock` and a zone, and each
-//! key policy), and what a [`LimiterConfig`](crate::limiter::LimiterConfig) adds. The binding
-//! converts and calls; the JS face checks only types. The messages are the contract's.
+//! key policy), what a [`LimiterConfig`](crate::limiter::LimiterConfig) adds, and a shared
+//! bucket's `share.leaseMs`. The binding converts and calls; the JS face checks only types. The
+//! messages are the contract's.
 
 use crate::calendar::{PeriodSpec, RawPeriodSpec};
 use crate::clock::SuspendPolicy;
@@ -142,6 +143,17 @@ pub fn integer_in(
     )))
 }
 
+/// `share.leaseMs`, how long a process may spend a slice of a shared bucket: an integer number
+/// of milliseconds from 1000 to 600000.
+pub fn checked_lease_ms(lease_ms: f64) -> Result<u64, Error> {
+    integer_in(
+        lease_ms,
+        1_000.0..=600_000.0,
+        "share.leaseMs",
+        "an integer number of milliseconds from 1000 to 600000",
+    )
+}
+
 /// `suspendPolicy`: one of [`SuspendPolicy::ALL`]'s names.
 pub fn checked_suspend_policy(name: &str) -> Result<SuspendPolicy, Error> {
     SuspendPolicy::parse(name).ok_or_else(|| {
@@ -246,6 +258,23 @@ mod tests {
         };
         let limits = Limits::checked("", quota_only).unwrap();
         assert!(limits.capacity.is_infinite() && limits.quota.is_some());
+    }
+
+    #[test]
+    fn a_lease_is_a_whole_number_of_milliseconds_from_one_second_to_ten_minutes() {
+        assert_eq!(checked_lease_ms(1_000.0).unwrap(), 1_000);
+        assert_eq!(checked_lease_ms(600_000.0).unwrap(), 600_000);
+        for (bad, received) in [
+            (999.0, "999"),
+            (600_001.0, "600001"),
+            (1_500.5, "1500.5"),
+            (f64::NAN, "NaN"),
+        ] {
+            assert_eq!(
+                checked_lease_ms(bad).unwrap_err().to_string(),
+                format!("share.leaseMs must be an integer number of milliseconds from 1000 to 600000; received {received}")
+            );
+        }
     }
 
     #[test]

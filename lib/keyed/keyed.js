@@ -12,14 +12,12 @@ const { ZoneFace, zoneInput } = require('./zone.js')
 const { KeyedTable } = require('./keyed-table.js')
 const { SharedTable } = require('./shared-table.js')
 const { N_OR_STATUS, DECIDED, NO_ANOMALIES, readDecision } = require('../limiter/native-call.js')
-const { coded, typeError, rangeError, checkNumber, MAX_KEY_UNITS } = require('../common/validate.js')
+const { coded, typeError, checkNumber, MAX_KEY_UNITS } = require('../common/validate.js')
 const { parseShareOptions } = require('../share/options.js')
 const { resolvePolicy, assignPolicies } = require('./key-policy.js')
 
 const KEYED_KEYS = ['policy', 'maxKeys', 'restore', 'share', 'zone']
 const DEFAULT_MAX_KEYS = 1_000_000
-// A snapshot's key count is a u32, and a table of more keys than that would not fit in memory anyway.
-const MAX_MAX_KEYS = 2 ** 32
 // Each limiter has its own result buffer (lib/limiter/native-call.js): in, `n`, the operation and
 // readings taken in JS; out, the status, then the decision.
 const { consume: CONSUME, refund: REFUND } = OPERATION
@@ -68,7 +66,8 @@ class KeyedQuotaClock {
     let maxKeys = DEFAULT_MAX_KEYS
     if (read.maxKeys !== undefined) {
       maxKeys = checkNumber(read.maxKeys, 'maxKeys')
-      if (!(Number.isSafeInteger(maxKeys) && maxKeys >= 1 && maxKeys <= MAX_MAX_KEYS)) throw rangeError('ERR_INVALID_OPTION', 'maxKeys', 'a positive integer no larger than 2**32 (4294967296)', maxKeys)
+      // Its value is the core's to check (src/keyed/mod.rs), here, before the snapshot and the zone.
+      callNative(() => native.keyedCheckOptions({ maxKeys }))
     }
     if (restore !== undefined && !(restore instanceof Uint8Array)) {
       throw typeError('ERR_INVALID_OPTION', 'restore', 'a Uint8Array from snapshot()', restore)

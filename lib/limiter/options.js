@@ -2,8 +2,8 @@
 // The options of a limiter (QuotaClock's, which KeyedQuotaClock shares): read once, defaults
 // applied and types checked here (the native side would refuse a wrong type with an error of its
 // own). Their numeric values (ranges, integers) are checked once, natively, when the limiter is
-// made, with messages of the same form (src/napi/options.rs); the suspend policy's name is
-// checked here, against the native contract's list.
+// made (src/limits.rs); the suspend policy's name is checked here, against the native contract's
+// list.
 
 const { clockArguments, systemClock } = require('../time/clocks.js')
 const { periodSpecInput } = require('../time/calendar.js')

@@ -1,5 +1,7 @@
 //! `keyedCreate`: a keyed limiter made from the JS face's options, checked (`maxKeys`, `share`,
-//! a shared bucket's `leaseMs` and capacities), its snapshot restored, its sharing enabled.
+//! a shared bucket's `leaseMs` and capacities), its snapshot restored, its sharing enabled; and
+//! `keyedCheckOptions`, the same checks of `maxKeys`, `share.leaseUnits` and `share.leaseMs`, for
+//! the JS face to make each where its order of checks puts it (before any clock, policy or store).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -12,12 +14,13 @@ use super::policy::default_policy;
 use super::snapshot::NativeSnapshot;
 use super::{KeyedCell, KeyedState};
 use crate::keyed::{
-    check_lease_ms, check_lease_units, check_max_keys, check_shared_capacity, KeyedConfig,
-    KeyedLimiter, PolicyId, DEFAULT_POLICY,
+    check_lease_units, check_max_keys, check_shared_capacity, KeyedConfig, KeyedLimiter, PolicyId,
+    DEFAULT_POLICY,
 };
+use crate::limits::checked_lease_ms;
 use crate::napi::buffer::{self, ResultBuffer};
 use crate::napi::clock::BoundClock;
-use crate::napi::errors::{from_core, guard, invalid_arg};
+use crate::napi::errors::{from_core, guard, invalid_arg, CodedResult};
 use crate::napi::options::{config_from, ClockInput, LimiterOptions};
 
 /// `keyedCreate`'s input.
@@ -55,6 +58,49 @@ pub struct BucketInput {
     pub lease_ms: f64,
 }
 
+/// `keyedCheckOptions`'s input: the keyed options' values the core checks, each absent or given.
+#[napi(object, object_to_js = false)]
+pub struct KeyedOptionValues {
+    pub max_keys: Option<f64>,
+    pub lease_units: Option<f64>,
+    pub lease_ms: Option<f64>,
+}
+
+/// The checked values, in the order the JS face checks the options: `share` (its `leaseUnits`,
+/// then its `leaseMs`), then `maxKeys`.
+struct CheckedValues {
+    lease_units: Option<u64>,
+    lease_ms: Option<u64>,
+}
+
+fn checked_values(values: &KeyedOptionValues) -> CodedResult<CheckedValues> {
+    let core = |error: crate::error::Error| from_core(&error);
+    let lease_units = values
+        .lease_units
+        .map(check_lease_units)
+        .transpose()
+        .map_err(core)?;
+    let lease_ms = values
+        .lease_ms
+        .map(checked_lease_ms)
+        .transpose()
+        .map_err(core)?;
+    if let Some(max_keys) = values.max_keys {
+        check_max_keys(max_keys).map_err(core)?;
+    }
+    Ok(CheckedValues {
+        lease_units,
+        lease_ms,
+    })
+}
+
+/// Checks the values given (see `KeyedOptionValues`), as `keyedCreate` does: the JS face calls it
+/// with one value at a time, at the place of that option in its order of checks.
+#[napi(js_name = "keyedCheckOptions")]
+pub fn keyed_check_options(env: &Env, values: KeyedOptionValues) -> napi::Result<()> {
+    guard(env, move || checked_values(&values).map(drop))
+}
+
 /// Makes a keyed limiter from `input` (see `KeyedInput`).
 #[napi(js_name = "keyedCreate")]
 pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<NativeKeyed>> {
@@ -76,7 +122,15 @@ pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<N
                 buffer::LENGTH
             )));
         }
-        check_max_keys(max_keys).map_err(|error| from_core(&error))?;
+        // The options' order of checks (the JS face's): share's values, maxKeys, the limits.
+        let checked = checked_values(&KeyedOptionValues {
+            max_keys: Some(max_keys),
+            lease_units: share.as_ref().and_then(|share| share.lease_units),
+            lease_ms: share
+                .as_ref()
+                .and_then(|share| share.bucket.as_ref())
+                .map(|bucket| bucket.lease_ms),
+        })?;
         let limits = config_from(&options)?;
         let defaults = default_policy(&limits);
         let defaults_capacity = defaults.capacity;
@@ -113,23 +167,16 @@ pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<N
                 limiter.release_if_unused(id);
             }
         }
-        if let Some(share) = share {
-            let lease_units = share
-                .lease_units
-                .map(check_lease_units)
-                .transpose()
-                .map_err(|error| from_core(&error))?;
-            limiter.enable_share(lease_units);
-            if let Some(bucket) = share.bucket {
-                let lease_ms = bucket.lease_ms;
-                check_lease_ms(lease_ms).map_err(|error| from_core(&error))?;
+        if share.is_some() {
+            limiter.enable_share(checked.lease_units);
+            if let Some(lease_ms) = checked.lease_ms {
                 check_shared_capacity("", defaults_capacity).map_err(|error| from_core(&error))?;
                 if let Some(restore) = restore_policies {
                     for policy in restore {
                         check_shared_capacity("", policy).map_err(|error| from_core(&error))?;
                     }
                 }
-                limiter.enable_slices(lease_ms);
+                limiter.enable_slices(lease_ms as f64);
             }
         }
         // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.
