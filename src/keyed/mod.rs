@@ -28,9 +28,8 @@ pub use share::{
     check_lease_units, GiveBack, ReserveRequest, ShareBook, ShareMode, SharedDecision,
 };
 pub use slices::{
-    bucket_kept_ms, check_lease_ms, check_shared_capacity, write_off_after_ms, More, Slice,
-    SliceAnswer, SliceBook, SliceRequest, MAX_SHARED_CAPACITY, RECORD_KEPT_AFTER_MS,
-    WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS,
+    bucket_kept_ms, check_shared_capacity, write_off_after_ms, More, Slice, SliceAnswer, SliceBook,
+    SliceRequest, MAX_SHARED_CAPACITY, RECORD_KEPT_AFTER_MS, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS,
 };
 pub use snapshot::{Snapshot, SnapshotError, SnapshotWriter};
 use storage::{Layers, Named, Plain, TableCall};

@@ -37,20 +37,6 @@ use crate::stats::Counters;
 /// The most a shared bucket's capacity may be (2**31).
 pub const MAX_SHARED_CAPACITY: f64 = 2_147_483_648.0;
 
-/// The range of `share.leaseMs` for a shared bucket, in ms.
-pub const LEASE_MS: std::ops::RangeInclusive<f64> = 1_000.0..=600_000.0;
-
-/// `share.leaseMs`: an integer from 1000 to 600000.
-pub fn check_lease_ms(lease_ms: f64) -> Result<(), Error> {
-    integer_in(
-        lease_ms,
-        LEASE_MS,
-        "share.leaseMs",
-        "an integer from 1000 to 600000",
-    )
-    .map(drop)
-}
-
 /// A shared bucket's capacity (`share.bucket`): an integer from 1 to 2**31; `path` names the
 /// policy it belongs to (empty for the options').
 pub fn check_shared_capacity(path: &str, capacity: f64) -> Result<(), Error> {

@@ -127,7 +127,12 @@ impl<C: ClockSource + ?Sized> Storage for OneKey<'_, C> {
         Parts {
             bucket: Refill::new(&mut limiter.tokens, limiter.policy.bucket.refill_per_second),
             quota: limiter.policy.quota.as_ref().map(|quota| {
-                PeriodQuota::new(&mut limiter.quota.used, quota.limit, period, reading.wall_ms)
+                PeriodQuota::new(
+                    &mut limiter.quota.used,
+                    quota.limit,
+                    period,
+                    reading.wall_ms,
+                )
             }),
             tally: &mut limiter.counters,
         }
