@@ -795,6 +795,108 @@ mod tests {
         assert_eq!((quota.used, counters.allowed, counters.denied), (2, 1, 1));
     }
 
+    /// A layer's bucket: its tokens, its own wait (as a shared bucket's fleet wait), a call held
+    /// back while `held`, and the decisions it saw.
+    struct Layer {
+        tokens: f64,
+        wait_ms: f64,
+        held: bool,
+        seen: Vec<bool>,
+    }
+
+    impl Bucket for &mut Layer {
+        type Pending = &'static str;
+        fn tokens(&mut self) -> &mut f64 {
+            &mut self.tokens
+        }
+        fn pending(&mut self, _n: u64) -> Result<(), &'static str> {
+            if self.held {
+                Err("a slice first")
+            } else {
+                Ok(())
+            }
+        }
+        fn wait_ms(&self, _wanted: f64) -> f64 {
+            self.wait_ms
+        }
+        fn decided(&mut self, _n: u64, decision: &Decision) {
+            self.seen.push(decision.allowed);
+        }
+    }
+
+    #[test]
+    fn a_bucket_layer_holds_a_call_back_before_anything_and_its_wait_counts_as_the_buckets() {
+        let mut counters = Counters::default();
+        let mut layer = Layer {
+            tokens: 1.0,
+            wait_ms: 3_000.0,
+            held: true,
+            seen: Vec::new(),
+        };
+        // Held back: nothing taken, counted or seen, the quota not even asked.
+        let mut quota = Held {
+            used: 0,
+            limit: 5,
+            held: true,
+        };
+        assert_eq!(
+            decide(&mut layer, 1, Some(&mut quota), &mut counters),
+            Err("a slice first")
+        );
+        assert_eq!(
+            (layer.tokens, counters, layer.seen.len()),
+            (1.0, Counters::default(), 0)
+        );
+        layer.held = false;
+        // The bucket refuses and the quota admits: the layer's wait.
+        let mut quota = Held {
+            used: 0,
+            limit: 5,
+            held: false,
+        };
+        assert_eq!(
+            decide(&mut layer, 2, Some(&mut quota), &mut counters),
+            Ok(Decision::denied(
+                3_000.0,
+                RetryBasis::MonotonicRefill,
+                1.0,
+                Some(5)
+            ))
+        );
+        // Both refuse: the longer wait, the layer's (3 s) over the quota's (500 ms) ...
+        let mut spent = Held {
+            used: 5,
+            limit: 5,
+            held: false,
+        };
+        assert_eq!(
+            decide(&mut layer, 2, Some(&mut spent), &mut counters),
+            Ok(Decision::denied(
+                3_000.0,
+                RetryBasis::MonotonicRefill,
+                1.0,
+                Some(0)
+            ))
+        );
+        // ... or the quota's when it is the longer.
+        layer.wait_ms = 100.0;
+        assert_eq!(
+            decide(&mut layer, 2, Some(&mut spent), &mut counters),
+            Ok(Decision::denied(
+                500.0,
+                RetryBasis::WallPeriod,
+                1.0,
+                Some(0)
+            ))
+        );
+        assert_eq!(
+            decide(&mut layer, 1, Some(&mut quota), &mut counters),
+            Ok(Decision::allowed(0.0, Some(4)))
+        );
+        assert_eq!(layer.seen, [false, false, false, true]);
+        assert_eq!((counters.allowed, counters.denied), (1, 3));
+    }
+
     #[test]
     fn a_refresh_refills_to_capacity_and_zeroes_the_use_of_an_ended_period() {
         let mut key = KeyUse {

@@ -1,8 +1,9 @@
 //! A limiter's numbers, checked once, here: a bucket's capacity, refill and initial tokens, a
 //! quota's limit and period (the options of `QuotaClock`, `KeyedQuotaClock` and a zone, and each
-//! key policy), what a [`LimiterConfig`](crate::limiter::LimiterConfig) adds, and a shared
-//! bucket's `share.leaseMs`. The binding converts and calls; the JS face checks only types. The
-//! messages are the contract's.
+//! key policy), what a [`LimiterConfig`](crate::limiter::LimiterConfig) adds, a keyed
+//! limiter's and a zone's `maxKeys`, and `share`'s numbers (`leaseUnits`, a shared bucket's
+//! `leaseMs` and capacity; [`KeyedValues::checked`] in the options' order). The binding converts
+//! and calls; the JS face checks only types. The messages are the contract's.
 
 use crate::calendar::{PeriodSpec, RawPeriodSpec};
 use crate::clock::SuspendPolicy;
@@ -154,6 +155,77 @@ pub fn checked_lease_ms(lease_ms: f64) -> Result<u64, Error> {
     )
 }
 
+/// The largest `maxKeys`: 2**32.
+pub const MAX_KEYS: f64 = 4_294_967_296.0;
+
+/// `maxKeys` (a keyed limiter's, or a zone's): a positive integer no larger than 2**32.
+pub fn check_max_keys(max_keys: f64) -> Result<u64, Error> {
+    integer_in(
+        max_keys,
+        1.0..=MAX_KEYS,
+        "maxKeys",
+        "a positive integer no larger than 2**32 (4294967296)",
+    )
+}
+
+/// `share.leaseUnits`: a positive safe integer.
+pub fn check_lease_units(units: f64) -> Result<u64, Error> {
+    integer_in(
+        units,
+        1.0..=MAX_SAFE_INTEGER,
+        "share.leaseUnits",
+        "a positive safe integer",
+    )
+}
+
+/// The most a shared bucket's capacity may be (2**31).
+pub const MAX_SHARED_CAPACITY: f64 = 2_147_483_648.0;
+
+/// A shared bucket's capacity (`share.bucket`): an integer from 1 to 2**31; `path` names the
+/// policy it belongs to (empty for the options').
+pub fn check_shared_capacity(path: &str, capacity: f64) -> Result<(), Error> {
+    integer_in(
+        capacity,
+        1.0..=MAX_SHARED_CAPACITY,
+        format_args!("{path}capacity"),
+        "an integer from 1 to 2**31 (2147483648) for a shared bucket (share.bucket)",
+    )
+    .map(drop)
+}
+
+/// A keyed limiter's own numbers, as given (each absent or given): `maxKeys`, and with `share`,
+/// `share.leaseUnits` and, for a shared bucket, `share.leaseMs`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KeyedValues {
+    pub max_keys: Option<f64>,
+    pub lease_units: Option<f64>,
+    pub lease_ms: Option<f64>,
+}
+
+/// [`KeyedValues`], checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckedKeyedValues {
+    pub max_keys: Option<u64>,
+    pub lease_units: Option<u64>,
+    pub lease_ms: Option<u64>,
+}
+
+impl KeyedValues {
+    /// Checks the values given in the options' order of checks (the JS face's, which reads
+    /// `share` before `maxKeys`): `share.leaseUnits`, `share.leaseMs`, then `maxKeys`. The first
+    /// refused is the error.
+    pub fn checked(&self) -> Result<CheckedKeyedValues, Error> {
+        let lease_units = self.lease_units.map(check_lease_units).transpose()?;
+        let lease_ms = self.lease_ms.map(checked_lease_ms).transpose()?;
+        let max_keys = self.max_keys.map(check_max_keys).transpose()?;
+        Ok(CheckedKeyedValues {
+            max_keys,
+            lease_units,
+            lease_ms,
+        })
+    }
+}
+
 /// `suspendPolicy`: one of [`SuspendPolicy::ALL`]'s names.
 pub fn checked_suspend_policy(name: &str) -> Result<SuspendPolicy, Error> {
     SuspendPolicy::parse(name).ok_or_else(|| {
@@ -290,6 +362,79 @@ mod tests {
                 .unwrap_err()
                 .to_string(),
             "earliestPlausibleWallMs must be a finite number or null; received NaN"
+        );
+    }
+
+    #[test]
+    fn the_share_numbers_are_checked_in_the_core_with_the_contracts_messages() {
+        use crate::error::ErrorCode;
+        assert!(
+            check_shared_capacity("", 1.0).is_ok()
+                && check_shared_capacity("", MAX_SHARED_CAPACITY).is_ok()
+        );
+        let error = check_shared_capacity("policy.", 0.5).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "policy.capacity must be an integer from 1 to 2**31 (2147483648) for a shared bucket (share.bucket); received 0.5"
+        );
+        assert_eq!(
+            check_lease_units(9_007_199_254_740_991.0).unwrap(),
+            (1 << 53) - 1
+        );
+        assert_eq!(
+            check_lease_units(0.0).unwrap_err().to_string(),
+            "share.leaseUnits must be a positive safe integer; received 0"
+        );
+        assert_eq!(check_max_keys(4_294_967_296.0).unwrap(), 1 << 32);
+        for bad in [0.0, 4_294_967_297.0, 2.5, f64::INFINITY] {
+            let error = check_max_keys(bad).unwrap_err();
+            assert_eq!(error.code(), ErrorCode::InvalidOption);
+            assert!(error.to_string().starts_with(
+                "maxKeys must be a positive integer no larger than 2**32 (4294967296); received "
+            ));
+        }
+    }
+
+    #[test]
+    fn a_keyed_limiters_numbers_are_checked_share_first_then_max_keys() {
+        let all_wrong = KeyedValues {
+            max_keys: Some(0.0),
+            lease_units: Some(0.5),
+            lease_ms: Some(10.0),
+        };
+        let first = |values: KeyedValues| values.checked().unwrap_err().to_string();
+        assert!(first(all_wrong).starts_with("share.leaseUnits must be"));
+        let lease_ms_and_max_keys = KeyedValues {
+            lease_units: Some(5.0),
+            ..all_wrong
+        };
+        assert!(first(lease_ms_and_max_keys).starts_with("share.leaseMs must be"));
+        let max_keys = KeyedValues {
+            lease_ms: Some(4_000.0),
+            ..lease_ms_and_max_keys
+        };
+        assert!(first(max_keys).starts_with("maxKeys must be"));
+        let checked = KeyedValues {
+            max_keys: Some(10.0),
+            ..max_keys
+        }
+        .checked()
+        .unwrap();
+        assert_eq!(
+            checked,
+            CheckedKeyedValues {
+                max_keys: Some(10),
+                lease_units: Some(5),
+                lease_ms: Some(4_000),
+            }
+        );
+        assert_eq!(
+            KeyedValues::default().checked().unwrap(),
+            CheckedKeyedValues {
+                max_keys: None,
+                lease_units: None,
+                lease_ms: None,
+            }
         );
     }
 }

@@ -24,12 +24,10 @@ use std::collections::HashMap;
 use memory::IDLE_SCAN_FOR_ROOM;
 pub use policies::{KeyPolicy, PolicyChoice, PolicyId, DEFAULT_POLICY};
 use policies::{Policy, PolicyIdentity, SpecState};
-pub use share::{
-    check_lease_units, GiveBack, ReserveRequest, ShareBook, ShareMode, SharedDecision,
-};
+pub use share::{GiveBack, ReserveRequest, ShareBook, ShareMode, SharedDecision};
 pub use slices::{
-    bucket_kept_ms, check_shared_capacity, write_off_after_ms, More, Slice, SliceAnswer, SliceBook,
-    SliceRequest, MAX_SHARED_CAPACITY, RECORD_KEPT_AFTER_MS, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS,
+    bucket_kept_ms, write_off_after_ms, More, Slice, SliceAnswer, SliceBook, SliceRequest,
+    RECORD_KEPT_AFTER_MS, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS,
 };
 pub use snapshot::{Snapshot, SnapshotError, SnapshotWriter};
 use storage::{Layers, Named, Plain, TableCall};
@@ -45,19 +43,6 @@ use crate::kernel::{self, Answer, KeyUse, Op};
 use crate::limiter::Decision;
 use crate::reconciler::Reconciler;
 use crate::stats::Counters;
-
-/// The largest `maxKeys`: 2**32.
-pub const MAX_KEYS: f64 = 4_294_967_296.0;
-
-/// `maxKeys` (a keyed limiter's, or a zone's): a positive integer no larger than 2**32.
-pub fn check_max_keys(max_keys: f64) -> Result<u64, Error> {
-    crate::limits::integer_in(
-        max_keys,
-        1.0..=MAX_KEYS,
-        "maxKeys",
-        "a positive integer no larger than 2**32 (4294967296)",
-    )
-}
 
 #[derive(Clone, Debug)]
 pub struct KeyedConfig {

@@ -13,16 +13,15 @@
 //! and takes the answers ([`KeyedLimiter::credit_reservation`]).
 
 use super::policies::{Policy, SpecState};
-use super::slices::Sliced;
+use super::slices::{FleetSlice, SliceBook};
 use super::storage::Layers;
 use super::table::NO_PERIOD;
 use super::{slot_i32, KeyBuf, KeyedLimiter, Target};
-use crate::error::Error;
 use crate::kernel::{self, CallReading, KeyUse, Parts, Refill};
 use crate::limiter::Decision;
-use crate::limits::{integer_in, MAX_SAFE_INTEGER};
 use crate::quota::OpenPeriod;
 use crate::stats::Counters;
+use std::marker::PhantomData;
 
 /// One key's reservation.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -68,12 +67,25 @@ pub enum ShareMode {
     FailOpen,
 }
 
-/// A shared consume on a key's own bucket, decided by the share layer (see [`Layers`]): a call
-/// its reservation does not cover goes as `mode` says. (A shared bucket's: `Sliced`,
-/// `slices.rs`.)
+/// A shared consume, decided by the share layer (see [`Layers`]) on the key's bucket `K` (its
+/// own, or its slice of the fleet's): a call its reservation or its slice does not cover goes as
+/// `mode` says.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Shared {
-    pub(super) mode: ShareMode,
+pub(super) struct Shared<K> {
+    mode: ShareMode,
+    /// The key's slice covered the call (set by `parts`).
+    covered: bool,
+    bucket: PhantomData<K>,
+}
+
+impl<K> Shared<K> {
+    fn new(mode: ShareMode) -> Shared<K> {
+        Shared {
+            mode,
+            covered: false,
+            bucket: PhantomData,
+        }
+    }
 }
 
 /// A shared consume's outcome.
@@ -301,16 +313,6 @@ fn lease_units_for(lease_units: Option<u64>, limit: u64) -> u64 {
     lease_units.unwrap_or((limit / 100).max(1))
 }
 
-/// `share.leaseUnits`: a positive safe integer.
-pub fn check_lease_units(units: f64) -> Result<u64, Error> {
-    integer_in(
-        units,
-        1.0..=MAX_SAFE_INTEGER,
-        "share.leaseUnits",
-        "a positive safe integer",
-    )
-}
-
 impl KeyedLimiter {
     /// Makes this a shared limiter (before any call; a restored key's quota use is dropped, as
     /// the store holds it).
@@ -452,9 +454,11 @@ impl KeyedLimiter {
         wall_ms: f64,
     ) -> Option<SharedDecision> {
         if self.slices.is_some() {
-            return self.call_quiet(index, n, monotonic_ms, wall_ms, Sliced::new(mode));
+            let layers = Shared::<FleetSlice>::new(mode);
+            return self.call_quiet(index, n, monotonic_ms, wall_ms, layers);
         }
-        self.call_quiet(index, n, monotonic_ms, wall_ms, Shared { mode })
+        let layers = Shared::<OwnBucket>::new(mode);
+        self.call_quiet(index, n, monotonic_ms, wall_ms, layers)
     }
 
     /// A shared consume on readings from `clock` (any key, any readings).
@@ -468,9 +472,11 @@ impl KeyedLimiter {
         anomalies: &mut Vec<crate::anomaly::Anomaly>,
     ) -> Result<SharedDecision, crate::error::Error> {
         if self.slices.is_some() {
-            return self.consume_with(key, target, n, Sliced::new(mode), clock, anomalies);
+            let layers = Shared::<FleetSlice>::new(mode);
+            return self.consume_with(key, target, n, layers, clock, anomalies);
         }
-        self.consume_with(key, target, n, Shared { mode }, clock, anomalies)
+        let layers = Shared::<OwnBucket>::new(mode);
+        self.consume_with(key, target, n, layers, clock, anomalies)
     }
 
     /// Right after the store answered, a call the reservation and the store together cannot
@@ -659,13 +665,61 @@ impl KeyedLimiter {
     }
 }
 
-/// The share layer around the one decision for a key's own bucket (a shared quota alone): its
-/// reservation is its quota ([`ReservedQuota`], see [`reserved_quota`]).
-impl Layers for Shared {
+/// A shared key's bucket, as the share layer makes it for the one decision: the key's own
+/// ([`OwnBucket`], a shared quota alone) or its slice of the fleet's (`FleetSlice`, `slices.rs`).
+pub(super) trait SharedBucket {
+    type Bucket<'a>: kernel::Bucket<Pending = Step>;
+
+    /// The key's bucket over its record's `tokens` for a consume of `n`, and whether its slice
+    /// covers the call (then a background fetch may be due after it).
+    #[allow(clippy::too_many_arguments)]
+    fn bucket<'a>(
+        slices: &'a mut Option<SliceBook>,
+        index: u32,
+        policy: &Policy,
+        tokens: &'a mut f64,
+        n: u64,
+        mode: ShareMode,
+        timeline_ms: f64,
+    ) -> (Self::Bucket<'a>, bool);
+}
+
+/// The key's own bucket, refilled here.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct OwnBucket;
+
+impl SharedBucket for OwnBucket {
+    type Bucket<'a> = Refill<'a, Step>;
+
+    #[inline(always)]
+    fn bucket<'a>(
+        _: &'a mut Option<SliceBook>,
+        _: u32,
+        policy: &Policy,
+        tokens: &'a mut f64,
+        _: u64,
+        _: ShareMode,
+        _: f64,
+    ) -> (Refill<'a, Step>, bool) {
+        (Refill::new(tokens, policy.refill_per_second), false)
+    }
+}
+
+/// The share layer around the one decision: the key's bucket (`K`) and its reservation as its
+/// quota ([`ReservedQuota`], see [`reserved_quota`]). After the decision, the next reservation
+/// is fetched in the background if this one runs low, and the next slice if the call was
+/// covered and left it low.
+impl<K: SharedBucket> Layers for Shared<K> {
     type Pending = Step;
     type Decided = SharedDecision;
-    type Bucket<'a> = Refill<'a, Step>;
-    type Quota<'a> = ReservedQuota<'a>;
+    type Bucket<'a>
+        = K::Bucket<'a>
+    where
+        K: 'a;
+    type Quota<'a>
+        = ReservedQuota<'a>
+    where
+        K: 'a;
 
     #[inline(always)]
     fn parts<'a>(
@@ -673,15 +727,17 @@ impl Layers for Shared {
         table: &'a mut KeyedLimiter,
         index: u32,
         state: &'a mut KeyUse<i32>,
-        _: u64,
+        n: u64,
         reading: &CallReading,
-    ) -> Parts<Refill<'a, Step>, ReservedQuota<'a>, &'a mut Counters> {
+    ) -> Parts<K::Bucket<'a>, ReservedQuota<'a>, &'a mut Counters> {
         let KeyedLimiter {
             table: keys,
             policies,
             specs,
             counters,
             share,
+            slices,
+            timeline_ms,
             ..
         } = table;
         let policy = &policies[keys.records[index as usize].policy as usize];
@@ -691,18 +747,22 @@ impl Layers for Shared {
             period_slot,
             ..
         } = state;
+        let (bucket, covered) =
+            K::bucket(slices, index, policy, tokens, n, self.mode, *timeline_ms);
+        self.covered = covered;
+        let quota = reserved_quota(
+            share,
+            specs,
+            policy,
+            index,
+            quota_used,
+            *period_slot,
+            self.mode,
+            reading,
+        );
         Parts {
-            bucket: Refill::new(tokens, policy.refill_per_second),
-            quota: reserved_quota(
-                share,
-                specs,
-                policy,
-                index,
-                quota_used,
-                *period_slot,
-                self.mode,
-                reading,
-            ),
+            bucket,
+            quota,
             tally: counters,
         }
     }
@@ -716,7 +776,11 @@ impl Layers for Shared {
         outcome: Result<Decision, Step>,
         _: &CallReading,
     ) -> SharedDecision {
-        table.shared_answer(index, n, outcome)
+        let answer = table.shared_answer(index, n, outcome);
+        if self.covered {
+            table.fetch_if_low(index, table.timeline_ms);
+        }
+        answer
     }
 }
 

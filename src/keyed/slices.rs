@@ -24,30 +24,11 @@
 
 use std::collections::HashMap;
 
-use super::share::{reserved_quota, ReservedQuota, SharedDecision, Step};
-use super::storage::Layers;
+use super::share::{SharedBucket, Step};
 use super::{refresh_record, KeyBuf, KeyedLimiter, Policy, ShareMode};
 use crate::anomaly::Anomaly;
 use crate::bucket::{refill_wait_ms, refilled};
-use crate::error::Error;
-use crate::kernel::{Bucket, BucketOf, CallReading, Decision, KeyUse, Parts};
-use crate::limits::integer_in;
-use crate::stats::Counters;
-
-/// The most a shared bucket's capacity may be (2**31).
-pub const MAX_SHARED_CAPACITY: f64 = 2_147_483_648.0;
-
-/// A shared bucket's capacity (`share.bucket`): an integer from 1 to 2**31; `path` names the
-/// policy it belongs to (empty for the options').
-pub fn check_shared_capacity(path: &str, capacity: f64) -> Result<(), Error> {
-    integer_in(
-        capacity,
-        1.0..=MAX_SHARED_CAPACITY,
-        format_args!("{path}capacity"),
-        "an integer from 1 to 2**31 (2147483648) for a shared bucket (share.bucket)",
-    )
-    .map(drop)
-}
+use crate::kernel::{Bucket, BucketOf, Decision, KeyUse};
 
 /// How much a store call takes beyond what it must (the protocol's `more`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -855,92 +836,30 @@ fn fleet_tokens_of(slice: &Slice, policy: &Policy, timeline_ms: f64) -> f64 {
     )
 }
 
-/// A shared consume on a key of a shared bucket (`share.bucket`), decided by the share layer
-/// (see [`Layers`]): its slice is its bucket ([`SliceBucket`]), its reservation its quota; a call
-/// the slice covered may leave a background fetch due.
+/// A key's slice of the fleet's bucket (`share.bucket`), as the share layer's bucket
+/// ([`SliceBucket`]).
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Sliced {
-    mode: ShareMode,
-    /// The key's slice covered the call (set by `parts`).
-    covered: bool,
-}
+pub(super) struct FleetSlice;
 
-impl Sliced {
-    pub(super) fn new(mode: ShareMode) -> Sliced {
-        Sliced {
-            mode,
-            covered: false,
-        }
-    }
-}
-
-impl Layers for Sliced {
-    type Pending = Step;
-    type Decided = SharedDecision;
+impl SharedBucket for FleetSlice {
     type Bucket<'a> = SliceBucket<'a>;
-    type Quota<'a> = ReservedQuota<'a>;
 
     #[inline(always)]
-    fn parts<'a>(
-        &'a mut self,
-        table: &'a mut KeyedLimiter,
+    fn bucket<'a>(
+        slices: &'a mut Option<SliceBook>,
         index: u32,
-        state: &'a mut KeyUse<i32>,
+        policy: &Policy,
+        tokens: &'a mut f64,
         n: u64,
-        reading: &CallReading,
-    ) -> Parts<SliceBucket<'a>, ReservedQuota<'a>, &'a mut Counters> {
-        let KeyedLimiter {
-            table: keys,
-            policies,
-            specs,
-            counters,
-            share,
-            slices,
-            timeline_ms,
-            ..
-        } = table;
-        let policy = &policies[keys.records[index as usize].policy as usize];
-        let KeyUse {
-            tokens,
-            quota_used,
-            period_slot,
-            ..
-        } = state;
+        mode: ShareMode,
+        timeline_ms: f64,
+    ) -> (SliceBucket<'a>, bool) {
         let Some(book) = slices else {
             unreachable!("a shared bucket's limiter has a slice book")
         };
-        let bucket = SliceBucket::new(book, index, policy, tokens, n, self.mode, *timeline_ms);
-        self.covered = bucket.covered;
-        Parts {
-            bucket,
-            quota: reserved_quota(
-                share,
-                specs,
-                policy,
-                index,
-                quota_used,
-                *period_slot,
-                self.mode,
-                reading,
-            ),
-            tally: counters,
-        }
-    }
-
-    #[inline(always)]
-    fn answer(
-        &mut self,
-        table: &mut KeyedLimiter,
-        index: u32,
-        n: u64,
-        outcome: Result<Decision, Step>,
-        _: &CallReading,
-    ) -> SharedDecision {
-        let answer = table.shared_answer(index, n, outcome);
-        if self.covered {
-            table.fetch_if_low(index, table.timeline_ms);
-        }
-        answer
+        let bucket = SliceBucket::new(book, index, policy, tokens, n, mode, timeline_ms);
+        let covered = bucket.covered;
+        (bucket, covered)
     }
 }
 

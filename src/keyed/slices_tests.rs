@@ -597,42 +597,6 @@ fn a_key_first_seen_is_not_short_after_its_first_take_however_fast_the_refill() 
     }
 }
 
-#[test]
-fn the_share_numbers_are_checked_in_the_core_with_the_contracts_messages() {
-    use crate::error::ErrorCode;
-    // (share.leaseMs: `limits::checked_lease_ms`, tested there.)
-    assert!(
-        check_shared_capacity("", 1.0).is_ok()
-            && check_shared_capacity("", MAX_SHARED_CAPACITY).is_ok()
-    );
-    let error = check_shared_capacity("policy.", 0.5).unwrap_err();
-    assert_eq!(
-        error.to_string(),
-        "policy.capacity must be an integer from 1 to 2**31 (2147483648) for a shared bucket (share.bucket); received 0.5"
-    );
-    assert_eq!(
-        crate::keyed::check_lease_units(9_007_199_254_740_991.0).unwrap(),
-        (1 << 53) - 1
-    );
-    assert_eq!(
-        crate::keyed::check_lease_units(0.0)
-            .unwrap_err()
-            .to_string(),
-        "share.leaseUnits must be a positive safe integer; received 0"
-    );
-    assert_eq!(
-        crate::keyed::check_max_keys(4_294_967_296.0).unwrap(),
-        1 << 32
-    );
-    for bad in [0.0, 4_294_967_297.0, 2.5, f64::INFINITY] {
-        let error = crate::keyed::check_max_keys(bad).unwrap_err();
-        assert_eq!(error.code(), ErrorCode::InvalidOption);
-        assert!(error.to_string().starts_with(
-            "maxKeys must be a positive integer no larger than 2**32 (4294967296); received "
-        ));
-    }
-}
-
 /// A record lost and made again, its fleet clock behind; a process then spends the last of its
 /// slice and asks at once: the store's refill since its last call counts that slice as out
 /// until it was spent (it was spent just now), so the process does not find the bucket full on

@@ -13,11 +13,8 @@ use super::entry::NativeKeyed;
 use super::policy::default_policy;
 use super::snapshot::NativeSnapshot;
 use super::{KeyedCell, KeyedState};
-use crate::keyed::{
-    check_lease_units, check_max_keys, check_shared_capacity, KeyedConfig, KeyedLimiter, PolicyId,
-    DEFAULT_POLICY,
-};
-use crate::limits::checked_lease_ms;
+use crate::keyed::{KeyedConfig, KeyedLimiter, PolicyId, DEFAULT_POLICY};
+use crate::limits::{check_shared_capacity, CheckedKeyedValues, KeyedValues};
 use crate::napi::buffer::{self, ResultBuffer};
 use crate::napi::clock::BoundClock;
 use crate::napi::errors::{from_core, guard, invalid_arg, CodedResult};
@@ -66,32 +63,13 @@ pub struct KeyedOptionValues {
     pub lease_ms: Option<f64>,
 }
 
-/// The checked values, in the order the JS face checks the options: `share` (its `leaseUnits`,
-/// then its `leaseMs`), then `maxKeys`.
-struct CheckedValues {
-    lease_units: Option<u64>,
-    lease_ms: Option<u64>,
-}
-
-fn checked_values(values: &KeyedOptionValues) -> CodedResult<CheckedValues> {
-    let core = |error: crate::error::Error| from_core(&error);
-    let lease_units = values
-        .lease_units
-        .map(check_lease_units)
-        .transpose()
-        .map_err(core)?;
-    let lease_ms = values
-        .lease_ms
-        .map(checked_lease_ms)
-        .transpose()
-        .map_err(core)?;
-    if let Some(max_keys) = values.max_keys {
-        check_max_keys(max_keys).map_err(core)?;
-    }
-    Ok(CheckedValues {
-        lease_units,
-        lease_ms,
-    })
+fn checked_values(values: &KeyedOptionValues) -> CodedResult<CheckedKeyedValues> {
+    let values = KeyedValues {
+        max_keys: values.max_keys,
+        lease_units: values.lease_units,
+        lease_ms: values.lease_ms,
+    };
+    values.checked().map_err(|error| from_core(&error))
 }
 
 /// Checks the values given (see `KeyedOptionValues`), as `keyedCreate` does: the JS face calls it
