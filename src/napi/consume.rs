@@ -7,9 +7,7 @@
 //! converting each argument; a napi-built result object costs more than filling a typed array.
 //! A raw function with zero arguments costs what the floor costs.
 
-use std::ffi::c_void;
 use std::ptr;
-use std::rc::Rc;
 
 use napi::bindgen_prelude::*;
 use napi::sys;
@@ -17,11 +15,10 @@ use napi_derive::napi;
 
 use super::buffer::{self, write_decision};
 use super::clock::BoundClock;
-use super::errors::{coded, guard, internal, invalid_arg, CodedResult};
-use super::raw::{callback_data, function_with_data};
+use super::errors::{guard, internal};
+use super::raw::{callback_data, function_owning, RawCallback};
 use super::registry::{new_registry, Registry};
-use crate::error::ErrorCode;
-use crate::text::js_number;
+use crate::args;
 
 impl Registry {
     /// The hot path: the usual call on a native clock (clocks agree, inside the open quota
@@ -103,20 +100,18 @@ impl Registry {
         if state.error.is_some() {
             state.error = None;
         }
-        // The JS face has checked that `n` is a safe integer; the range check keeps a direct
-        // call from asking for more than the bucket can hold.
-        if !(n >= 1.0 && n <= state.limiter.capacity()) {
-            state.error = Some(invalid_arg(format!(
-                "n must be a positive safe integer no larger than capacity ({}); received {}",
-                js_number(state.limiter.capacity()),
-                js_number(n)
-            )));
-            result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
-            return;
-        }
+        // The JS face has checked `n`; this keeps a direct call from asking for more than the
+        // bucket can hold.
+        let count = match args::count(n, state.limiter.capacity(), "capacity") {
+            Ok(count) => count,
+            Err(error) => {
+                state.error = Some(error.into());
+                return result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
+            }
+        };
         let decided = state
             .limiter
-            .try_consume(n as i64 as u64, &mut clock, &mut state.anomalies);
+            .try_consume(count, &mut clock, &mut state.anomalies);
         match clock.outcome(decided) {
             Ok(Ok(decision)) => {
                 write_decision(result, &decision);
@@ -193,62 +188,34 @@ unsafe fn consume_with<const SUPPLIED: bool>(
     ptr::null_mut()
 }
 
-unsafe extern "C" fn release_registry(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
-    // SAFETY: balances the `Rc::into_raw` in `consume_function`; runs once, when the function dies.
-    drop(unsafe { Rc::from_raw(data as *const Registry) });
+/// A registry's id and its two `tryConsume` functions, which hold it: it lives as long as they do.
+#[napi(object, object_from_js = false)]
+pub struct RegistryFunctions<'env> {
+    pub id: u32,
+    #[napi(ts_type = "() => void")]
+    pub consume: Unknown<'env>,
+    /// The one that takes the readings from the result buffer.
+    #[napi(ts_type = "() => void")]
+    pub consume_supplied: Unknown<'env>,
 }
 
-/// Makes a registry around `result_buffer`: `{ id, consume, consumeSupplied }`, the two
-/// `tryConsume` functions (raw functions of no arguments; `consumeSupplied` takes the readings
-/// from the result buffer).
-#[napi(
-    js_name = "createRegistry",
-    ts_return_type = "{ id: number, consume: () => void, consumeSupplied: () => void }"
-)]
+/// Makes a registry around `result_buffer`, and its `tryConsume` functions (raw functions of no
+/// arguments).
+#[napi(js_name = "createRegistry")]
 pub fn create_registry<'env>(
     env: &'env Env,
     result_buffer: Float64Array,
-) -> napi::Result<Object<'env>> {
+) -> napi::Result<RegistryFunctions<'env>> {
     guard(env, move || {
         let registry = new_registry(env, result_buffer)?;
-        // The two functions hold the registry: it lives as long as they do.
-        let mut made = Object::new(env).map_err(|e| coded(ErrorCode::Internal, e.reason))?;
-        let consume = consume_function(env, &registry, false)?;
-        let consume_supplied = consume_function(env, &registry, true)?;
-        let set = |made: &mut Object, name: &str, value: Unknown<'_>| {
-            made.set_named_property(name, value)
-                .map_err(|e| coded(ErrorCode::Internal, e.reason))
+        let function = |callback: RawCallback| {
+            let refused = "could not create the tryConsume function";
+            function_owning(env, "tryConsume", callback, registry.clone(), refused)
         };
-        made.set_named_property("id", registry.id)
-            .map_err(|e| coded(ErrorCode::Internal, e.reason))?;
-        set(&mut made, "consume", consume)?;
-        set(&mut made, "consumeSupplied", consume_supplied)?;
-        Ok(made)
+        Ok(RegistryFunctions {
+            id: registry.id,
+            consume: function(fast_consume)?,
+            consume_supplied: function(supplied_consume)?,
+        })
     })
-}
-
-/// A `tryConsume` function of the registry (`supplied`: the one that takes the readings from the
-/// result buffer), holding it.
-fn consume_function<'env>(
-    env: &'env Env,
-    registry: &Rc<Registry>,
-    supplied: bool,
-) -> CodedResult<Unknown<'env>> {
-    let data = Rc::into_raw(registry.clone()) as *mut c_void;
-    let callback = if supplied {
-        supplied_consume
-    } else {
-        fast_consume
-    };
-    // SAFETY: `data` lives until `release_registry`, which releases it once.
-    unsafe { function_with_data(env, "tryConsume", callback, data, release_registry) }.ok_or_else(
-        || {
-            // SAFETY: N-API refused, so nothing else owns `data`.
-            drop(unsafe { Rc::from_raw(data as *const Registry) });
-            coded(
-                ErrorCode::Internal,
-                "could not create the tryConsume function",
-            )
-        },
-    )
 }

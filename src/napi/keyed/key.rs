@@ -2,11 +2,10 @@
 
 use std::mem::MaybeUninit;
 
-use napi::bindgen_prelude::*;
 use napi::sys;
 
 use crate::error::ErrorCode;
-use crate::keyed::{words_for, Key, KeyBuf};
+use crate::keyed::{words_for, Key};
 use crate::napi::errors::{coded, CodedResult};
 
 /// Keys are 1 to 256 UTF-16 code units; one more unit tells a longer string.
@@ -103,15 +102,4 @@ impl KeyScratch {
             words: unsafe { std::slice::from_raw_parts(words, words_for(2 * len)) },
         })
     }
-}
-
-/// A key argument of a slow-path method, checked like the hot path checks it.
-pub(super) fn key_argument(env: &Env, value: &Unknown<'_>) -> CodedResult<KeyBuf> {
-    let mut scratch = KeyScratch::new();
-    let key = scratch.read(env.raw(), value.raw())?;
-    Ok(KeyBuf {
-        wide: key.wide,
-        len: key.len,
-        words: key.words.to_vec(),
-    })
 }
