@@ -1,12 +1,9 @@
 //! `tryConsume`'s native half: `createRegistry` makes a registry (`registry`) and its two raw
-//! N-API functions, called with no arguments. The JS face writes `n` and the limiter's index into
-//! the shared result buffer and reads the decision (or what the call needs first) back from it.
-//!
-//! Why this shape (measured, see the benchmark's call-pattern comparison): a `#[napi]` class
-//! method pays napi-derive's per-call glue and borrow tracking; a free function pays for
-//! converting each argument; a napi-built result object costs more than filling a typed array.
-//! A raw function with zero arguments costs what the floor costs.
+//! N-API functions of no arguments (what the floor costs: the benchmark's call-pattern
+//! comparison). The JS face writes `n` and the limiter's index into the shared result buffer and
+//! reads the decision (or what the call needs first) back from it.
 
+use std::cell::RefCell;
 use std::ptr;
 
 use napi::bindgen_prelude::*;
@@ -22,10 +19,8 @@ use crate::args;
 
 impl Registry {
     /// The hot path: the usual call on a native clock (clocks agree, inside the open quota
-    /// period, nothing to report), decided in a small frame with no error or anomaly plumbing
-    /// (measurably fewer instructions per call than the general path). `false` means nothing
-    /// was consumed or written and the general path must take the call; it reads the clocks
-    /// again, which is harmless (nothing was changed by the readings taken here).
+    /// period, nothing to report), decided with no error or anomaly plumbing. `false`: nothing
+    /// was consumed or written, and the general path takes the call (reading the clocks again).
     #[inline(always)]
     fn consume_quiet(&self) -> bool {
         let result = &self.result;
@@ -67,28 +62,19 @@ impl Registry {
         }
     }
 
-    /// The general path: reads `n` and the limiter's index (and with `supplied`, the readings the JS face
-    /// took), decides, writes the decision. No allocation unless an anomaly or an error has to be
-    /// reported.
+    /// The general path (with `supplied`, on the readings the JS face took). No allocation unless
+    /// an anomaly or an error has to be reported.
     #[inline(never)]
     #[cold]
     fn consume(&self, supplied: bool) {
         let result = &self.result;
         // No JS runs during a native call (JS clocks are read by the JS face), so the borrows
-        // below always succeed; they stay checked all the same.
-        let Ok(cells) = self.cells.try_borrow() else {
-            result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
-            return;
-        };
-        // The index is read as a u32; the bounds check is all the guard it needs.
-        let Some(Some(cell)) = cells.get(result.limiter_index()) else {
-            result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
-            return;
-        };
-        let Ok(mut state) = cell.try_borrow_mut() else {
-            // Its state is borrowed elsewhere (cannot happen: no JS runs here).
-            result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
-            return;
+        // always succeed; they stay checked all the same (the index, read as a u32, by bounds).
+        let cells = self.cells.try_borrow();
+        let cell =
+            (cells.as_ref().ok()).and_then(|cells| cells.get(result.limiter_index())?.as_ref());
+        let Some(Ok(mut state)) = cell.map(RefCell::try_borrow_mut) else {
+            return result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
         };
         let state = &mut *state;
         let mut clock = match BoundClock::for_call(&state.clock, result, supplied) {
@@ -152,7 +138,7 @@ unsafe extern "C" fn supplied_consume(
 }
 
 /// # Safety
-/// `env` and `info` are N-API's own, for a function made by `consume_function`.
+/// `env` and `info` are N-API's own, for a function made by `create_registry`.
 #[inline(always)]
 unsafe fn consume_with<const SUPPLIED: bool>(
     env: sys::napi_env,
@@ -163,8 +149,8 @@ unsafe fn consume_with<const SUPPLIED: bool>(
     if data.is_null() {
         return ptr::null_mut();
     }
-    // SAFETY: `data` is an `Rc<Registry>` leaked in `consume_function` and released only by the
-    // function's finalizer, so it is alive while the function can be called.
+    // SAFETY: `data` is the `Rc<Registry>` of `create_registry`, released only by the function's
+    // finalizer, so it is alive while the function can be called.
     let registry = unsafe { &*(data as *const Registry) };
     let decided = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // A const parameter, so that each raw function has a closure of its own, inlined into it
