@@ -7,6 +7,7 @@
 //! (`text`). `napi` imports the core; nothing in the core imports `napi`. See ARCHITECTURE.md.
 
 pub mod anomaly;
+pub mod args;
 pub mod bucket;
 pub mod calendar;
 pub mod clock;

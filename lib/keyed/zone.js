@@ -89,16 +89,6 @@ class ZoneFace extends ImmediateBackend {
     return this.#result
   }
 
-  /** Whether this open made the file (a restore applies only then). */
-  get created() {
-    return callNative(() => native.zoneCreated(this.#native))
-  }
-
-  /** Locks taken over from processes that died holding them (a diagnostic). */
-  get takeovers() {
-    return callNative(() => native.zoneTakeovers(this.#native))
-  }
-
   /** The zone's call function: `call(key)` with `n` and the operation in the result buffer. */
   get call() {
     return this.#call

@@ -9,7 +9,7 @@ use napi::sys;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 
-use super::raw::function_with_data;
+use super::raw::{function_owning, FunctionData};
 use crate::anomaly::Anomaly;
 
 /// An anomaly as callers see it (`decision.anomalies`, `onAnomaly`): the JS face passes these
@@ -141,7 +141,7 @@ unsafe extern "C" fn trampoline(
         return ptr::null_mut();
     };
     let (arguments, data) = ([call.first], call.data);
-    // SAFETY: `data` is the `WeakDispatcher` of `build_dispatcher`, freed only by the finalizer.
+    // SAFETY: `data` is the `WeakDispatcher` of `build_dispatcher`, released only by the finalizer.
     let dispatcher = unsafe { &*(data as *const WeakDispatcher) };
     let mut target = ptr::null_mut();
     let mut receiver = ptr::null_mut();
@@ -166,11 +166,15 @@ unsafe extern "C" fn trampoline(
     ptr::null_mut()
 }
 
-unsafe extern "C" fn release_trampoline(env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
-    // SAFETY: balances the `Box::into_raw` in `build_dispatcher`; runs once.
-    let dispatcher = unsafe { Box::from_raw(data as *mut WeakDispatcher) };
-    // SAFETY: the reference was made on this env.
-    unsafe { sys::napi_delete_reference(env, dispatcher.0) };
+impl FunctionData for WeakDispatcher {
+    fn into_data(self) -> *mut c_void {
+        Box::into_raw(Box::new(self)) as *mut c_void
+    }
+
+    unsafe fn release(env: sys::napi_env, data: *mut c_void) {
+        // SAFETY: per the caller, this balances `into_data`; the reference was made on `env`.
+        unsafe { sys::napi_delete_reference(env, Box::from_raw(data as *mut WeakDispatcher).0) };
+    }
 }
 
 pub(crate) fn build_dispatcher(
@@ -180,18 +184,15 @@ pub(crate) fn build_dispatcher(
     let mut weak = ptr::null_mut();
     // SAFETY: a live env and value; refcount 0 makes the reference weak.
     check_status!(unsafe { sys::napi_create_reference(env.raw(), handler.raw(), 0, &mut weak) })?;
-    let data = Box::into_raw(Box::new(WeakDispatcher(weak))) as *mut c_void;
-    // SAFETY: `data` lives until `release_trampoline`, which frees it once.
-    let Some(function) = (unsafe {
-        function_with_data(env, "deliverAnomaly", trampoline, data, release_trampoline)
-    }) else {
-        // SAFETY: N-API refused, so nothing else owns `data`.
-        let dispatcher = unsafe { Box::from_raw(data as *mut WeakDispatcher) };
-        unsafe { sys::napi_delete_reference(env.raw(), dispatcher.0) };
-        return Err(Error::from_reason(
-            "could not create the anomaly trampoline",
-        ));
-    };
+    let refused = "could not create the anomaly trampoline";
+    let function = function_owning(
+        env,
+        "deliverAnomaly",
+        trampoline,
+        WeakDispatcher(weak),
+        refused,
+    )
+    .map_err(|error| Error::from_reason(error.reason))?;
     // SAFETY: a function value just created on this env.
     let function = unsafe {
         Function::<AnomalyDelivery, Unknown<'static>>::from_napi_value(env.raw(), function.raw())

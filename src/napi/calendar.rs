@@ -3,9 +3,9 @@
 use napi::Env;
 use napi_derive::napi;
 
-use super::errors::{from_core, guard, invalid_arg, CodedResult};
-use crate::calendar::{Period, PeriodSpec, RawPeriodSpec, MAX_WALL_MS};
-use crate::text::js_number;
+use super::errors::{guard, CodedResult};
+use crate::args;
+use crate::calendar::{Period, PeriodSpec, RawPeriodSpec};
 
 #[napi(object)]
 pub struct PeriodSpecInput {
@@ -37,28 +37,24 @@ pub(crate) fn raw_spec(input: &PeriodSpecInput) -> RawPeriodSpec<'_> {
 }
 
 pub(crate) fn parse_spec(input: &PeriodSpecInput, option_path: &str) -> CodedResult<PeriodSpec> {
-    PeriodSpec::parse(&raw_spec(input), option_path).map_err(|error| from_core(&error))
+    Ok(PeriodSpec::parse(&raw_spec(input), option_path)?)
 }
 
-pub(crate) fn period_output(spec: &PeriodSpec, period: &Period) -> PeriodOutput {
+/// `period` of a spec in the zone `time_zone` (chrono-tz's spelling).
+pub(crate) fn period_output(period: &Period, time_zone: &str) -> PeriodOutput {
     PeriodOutput {
         id: period.id.clone(),
         start_ms: period.start_ms,
         end_ms: period.end_ms,
         start_kind: period.start_kind.as_str().to_owned(),
-        time_zone: spec.time_zone_name().to_owned(),
+        time_zone: time_zone.to_owned(),
     }
 }
 
-pub(crate) fn check_wall_ms(wall_ms: f64) -> CodedResult<()> {
-    if wall_ms.is_finite() && wall_ms.abs() <= MAX_WALL_MS {
-        Ok(())
-    } else {
-        Err(invalid_arg(format!(
-            "wallMs must be a finite number of milliseconds within the range of a JS Date (±8.64e+15); received {}",
-            js_number(wall_ms)
-        )))
-    }
+/// The period of `spec` that holds `wall_ms`, a wall reading within the calendar's range.
+pub(crate) fn spec_period(spec: &PeriodSpec, wall_ms: f64) -> CodedResult<PeriodOutput> {
+    let period = spec.period_for(args::wall_ms(wall_ms)?);
+    Ok(period_output(&period, spec.time_zone_name()))
 }
 
 /// the period of `spec` containing `wall_ms`. Never calls into JS.
@@ -70,8 +66,6 @@ pub fn period_for(
     option_path: String,
 ) -> napi::Result<PeriodOutput> {
     guard(env, || {
-        let parsed = parse_spec(&spec, &option_path)?;
-        check_wall_ms(wall_ms)?;
-        Ok(period_output(&parsed, &parsed.period_for(wall_ms)))
+        spec_period(&parse_spec(&spec, &option_path)?, wall_ms)
     })
 }

@@ -42,10 +42,8 @@ pub fn elapsed_realtime_supported() -> bool {
     clock::ELAPSED_REALTIME_SUPPORTED
 }
 
-/// A clock source as a limiter holds it. The binding never holds a JS function: a JS clock (or
-/// a JS elapsed-realtime reader) is read by the JS face, which passes the readings in. So no
-/// user function is a GC root of the native side (a clock that refers back to its limiter is
-/// collected with it), and no JS runs, throws or overflows the stack inside a native call.
+/// A clock source as a limiter holds it: never a JS function (the JS face reads a JS clock and
+/// passes the readings in; ARCHITECTURE.md's resume path says why).
 pub(crate) enum ClockHandle {
     System(SystemClock),
     /// System clocks, with a suspend-inclusive reader written in JS.

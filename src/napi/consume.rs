@@ -1,15 +1,10 @@
 //! `tryConsume`'s native half: `createRegistry` makes a registry (`registry`) and its two raw
-//! N-API functions, called with no arguments. The JS face writes `n` and the limiter's index into
-//! the shared result buffer and reads the decision (or what the call needs first) back from it.
-//!
-//! Why this shape (measured, see the benchmark's call-pattern comparison): a `#[napi]` class
-//! method pays napi-derive's per-call glue and borrow tracking; a free function pays for
-//! converting each argument; a napi-built result object costs more than filling a typed array.
-//! A raw function with zero arguments costs what the floor costs.
+//! N-API functions of no arguments (what the floor costs: the benchmark's call-pattern
+//! comparison). The JS face writes `n` and the limiter's index into the shared result buffer and
+//! reads the decision (or what the call needs first) back from it.
 
-use std::ffi::c_void;
+use std::cell::RefCell;
 use std::ptr;
-use std::rc::Rc;
 
 use napi::bindgen_prelude::*;
 use napi::sys;
@@ -17,18 +12,15 @@ use napi_derive::napi;
 
 use super::buffer::{self, write_decision};
 use super::clock::BoundClock;
-use super::errors::{coded, guard, internal, invalid_arg, CodedResult};
-use super::raw::{callback_data, function_with_data};
+use super::errors::{guard, internal};
+use super::raw::{callback_data, function_owning, RawCallback};
 use super::registry::{new_registry, Registry};
-use crate::error::ErrorCode;
-use crate::text::js_number;
+use crate::args;
 
 impl Registry {
     /// The hot path: the usual call on a native clock (clocks agree, inside the open quota
-    /// period, nothing to report), decided in a small frame with no error or anomaly plumbing
-    /// (measurably fewer instructions per call than the general path). `false` means nothing
-    /// was consumed or written and the general path must take the call; it reads the clocks
-    /// again, which is harmless (nothing was changed by the readings taken here).
+    /// period, nothing to report), decided with no error or anomaly plumbing. `false`: nothing
+    /// was consumed or written, and the general path takes the call (reading the clocks again).
     #[inline(always)]
     fn consume_quiet(&self) -> bool {
         let result = &self.result;
@@ -70,28 +62,19 @@ impl Registry {
         }
     }
 
-    /// The general path: reads `n` and the limiter's index (and with `supplied`, the readings the JS face
-    /// took), decides, writes the decision. No allocation unless an anomaly or an error has to be
-    /// reported.
+    /// The general path (with `supplied`, on the readings the JS face took). No allocation unless
+    /// an anomaly or an error has to be reported.
     #[inline(never)]
     #[cold]
     fn consume(&self, supplied: bool) {
         let result = &self.result;
         // No JS runs during a native call (JS clocks are read by the JS face), so the borrows
-        // below always succeed; they stay checked all the same.
-        let Ok(cells) = self.cells.try_borrow() else {
-            result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
-            return;
-        };
-        // The index is read as a u32; the bounds check is all the guard it needs.
-        let Some(Some(cell)) = cells.get(result.limiter_index()) else {
-            result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
-            return;
-        };
-        let Ok(mut state) = cell.try_borrow_mut() else {
-            // Its state is borrowed elsewhere (cannot happen: no JS runs here).
-            result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
-            return;
+        // always succeed; they stay checked all the same (the index, read as a u32, by bounds).
+        let cells = self.cells.try_borrow();
+        let cell =
+            (cells.as_ref().ok()).and_then(|cells| cells.get(result.limiter_index())?.as_ref());
+        let Some(Ok(mut state)) = cell.map(RefCell::try_borrow_mut) else {
+            return result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
         };
         let state = &mut *state;
         let mut clock = match BoundClock::for_call(&state.clock, result, supplied) {
@@ -103,20 +86,18 @@ impl Registry {
         if state.error.is_some() {
             state.error = None;
         }
-        // The JS face has checked that `n` is a safe integer; the range check keeps a direct
-        // call from asking for more than the bucket can hold.
-        if !(n >= 1.0 && n <= state.limiter.capacity()) {
-            state.error = Some(invalid_arg(format!(
-                "n must be a positive safe integer no larger than capacity ({}); received {}",
-                js_number(state.limiter.capacity()),
-                js_number(n)
-            )));
-            result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
-            return;
-        }
+        // The JS face has checked `n`; this keeps a direct call from asking for more than the
+        // bucket can hold.
+        let count = match args::count(n, state.limiter.capacity(), "capacity") {
+            Ok(count) => count,
+            Err(error) => {
+                state.error = Some(error.into());
+                return result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
+            }
+        };
         let decided = state
             .limiter
-            .try_consume(n as i64 as u64, &mut clock, &mut state.anomalies);
+            .try_consume(count, &mut clock, &mut state.anomalies);
         match clock.outcome(decided) {
             Ok(Ok(decision)) => {
                 write_decision(result, &decision);
@@ -157,7 +138,7 @@ unsafe extern "C" fn supplied_consume(
 }
 
 /// # Safety
-/// `env` and `info` are N-API's own, for a function made by `consume_function`.
+/// `env` and `info` are N-API's own, for a function made by `create_registry`.
 #[inline(always)]
 unsafe fn consume_with<const SUPPLIED: bool>(
     env: sys::napi_env,
@@ -168,8 +149,8 @@ unsafe fn consume_with<const SUPPLIED: bool>(
     if data.is_null() {
         return ptr::null_mut();
     }
-    // SAFETY: `data` is an `Rc<Registry>` leaked in `consume_function` and released only by the
-    // function's finalizer, so it is alive while the function can be called.
+    // SAFETY: `data` is the `Rc<Registry>` of `create_registry`, released only by the function's
+    // finalizer, so it is alive while the function can be called.
     let registry = unsafe { &*(data as *const Registry) };
     let decided = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // A const parameter, so that each raw function has a closure of its own, inlined into it
@@ -193,62 +174,34 @@ unsafe fn consume_with<const SUPPLIED: bool>(
     ptr::null_mut()
 }
 
-unsafe extern "C" fn release_registry(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
-    // SAFETY: balances the `Rc::into_raw` in `consume_function`; runs once, when the function dies.
-    drop(unsafe { Rc::from_raw(data as *const Registry) });
+/// A registry's id and its two `tryConsume` functions, which hold it: it lives as long as they do.
+#[napi(object, object_from_js = false)]
+pub struct RegistryFunctions<'env> {
+    pub id: u32,
+    #[napi(ts_type = "() => void")]
+    pub consume: Unknown<'env>,
+    /// The one that takes the readings from the result buffer.
+    #[napi(ts_type = "() => void")]
+    pub consume_supplied: Unknown<'env>,
 }
 
-/// Makes a registry around `result_buffer`: `{ id, consume, consumeSupplied }`, the two
-/// `tryConsume` functions (raw functions of no arguments; `consumeSupplied` takes the readings
-/// from the result buffer).
-#[napi(
-    js_name = "createRegistry",
-    ts_return_type = "{ id: number, consume: () => void, consumeSupplied: () => void }"
-)]
+/// Makes a registry around `result_buffer`, and its `tryConsume` functions (raw functions of no
+/// arguments).
+#[napi(js_name = "createRegistry")]
 pub fn create_registry<'env>(
     env: &'env Env,
     result_buffer: Float64Array,
-) -> napi::Result<Object<'env>> {
+) -> napi::Result<RegistryFunctions<'env>> {
     guard(env, move || {
         let registry = new_registry(env, result_buffer)?;
-        // The two functions hold the registry: it lives as long as they do.
-        let mut made = Object::new(env).map_err(|e| coded(ErrorCode::Internal, e.reason))?;
-        let consume = consume_function(env, &registry, false)?;
-        let consume_supplied = consume_function(env, &registry, true)?;
-        let set = |made: &mut Object, name: &str, value: Unknown<'_>| {
-            made.set_named_property(name, value)
-                .map_err(|e| coded(ErrorCode::Internal, e.reason))
+        let function = |callback: RawCallback| {
+            let refused = "could not create the tryConsume function";
+            function_owning(env, "tryConsume", callback, registry.clone(), refused)
         };
-        made.set_named_property("id", registry.id)
-            .map_err(|e| coded(ErrorCode::Internal, e.reason))?;
-        set(&mut made, "consume", consume)?;
-        set(&mut made, "consumeSupplied", consume_supplied)?;
-        Ok(made)
+        Ok(RegistryFunctions {
+            id: registry.id,
+            consume: function(fast_consume)?,
+            consume_supplied: function(supplied_consume)?,
+        })
     })
-}
-
-/// A `tryConsume` function of the registry (`supplied`: the one that takes the readings from the
-/// result buffer), holding it.
-fn consume_function<'env>(
-    env: &'env Env,
-    registry: &Rc<Registry>,
-    supplied: bool,
-) -> CodedResult<Unknown<'env>> {
-    let data = Rc::into_raw(registry.clone()) as *mut c_void;
-    let callback = if supplied {
-        supplied_consume
-    } else {
-        fast_consume
-    };
-    // SAFETY: `data` lives until `release_registry`, which releases it once.
-    unsafe { function_with_data(env, "tryConsume", callback, data, release_registry) }.ok_or_else(
-        || {
-            // SAFETY: N-API refused, so nothing else owns `data`.
-            drop(unsafe { Rc::from_raw(data as *const Registry) });
-            coded(
-                ErrorCode::Internal,
-                "could not create the tryConsume function",
-            )
-        },
-    )
 }

@@ -7,32 +7,20 @@ use crate::error::{Error, ErrorCode};
 pub(crate) type CodedError = napi::Error<String>;
 pub(crate) type CodedResult<T> = std::result::Result<T, CodedError>;
 
-/// An error coded `code`, one of the one `ErrorCode` enum's (its class is `names::class_of`'s).
-pub(crate) fn coded(code: impl Code, message: impl Into<String>) -> CodedError {
-    napi::Error::new(code.name().to_owned(), message.into())
-}
-
-/// What `coded` takes as a code: an `ErrorCode`, or its name as a string (a `cargo test`
-/// checks that every `ERR_` name written in `src/` is one of `ErrorCode`'s).
-pub(crate) trait Code {
-    fn name(&self) -> &str;
-}
-
-impl Code for ErrorCode {
-    fn name(&self) -> &str {
-        self.as_str()
-    }
-}
-
-impl Code for &str {
-    fn name(&self) -> &str {
-        self
-    }
+/// An error coded `code` (its class is `names::class_of`'s).
+pub(crate) fn coded(code: ErrorCode, message: impl Into<String>) -> CodedError {
+    napi::Error::new(code.as_str().to_owned(), message.into())
 }
 
 /// A core error, with its code and its message (a clock error naming the JS clock's method).
 pub(crate) fn from_core(error: &Error) -> CodedError {
     coded(error.code(), error.message_naming(js_method).to_string())
+}
+
+impl From<Error> for CodedError {
+    fn from(error: Error) -> CodedError {
+        from_core(&error)
+    }
 }
 
 pub(crate) fn invalid_arg(message: impl Into<String>) -> CodedError {

@@ -9,9 +9,9 @@ use napi_derive::napi;
 
 use super::anomaly::AnomalyOutput;
 use super::buffer::{settle, write_stats};
-use super::calendar::{check_wall_ms, period_output, PeriodOutput};
+use super::calendar::{period_output, spec_period, PeriodOutput};
 use super::clock::BoundClock;
-use super::errors::{coded, from_core, guard, CodedResult};
+use super::errors::{coded, guard, CodedError, CodedResult};
 use super::options::{
     config_from, positive_safe_integer, LimiterInput, LimiterOptions, MAX_SAFE_INTEGER,
 };
@@ -35,6 +35,15 @@ pub struct ErrorOutput {
     pub message: String,
 }
 
+impl From<CodedError> for ErrorOutput {
+    fn from(error: CodedError) -> ErrorOutput {
+        ErrorOutput {
+            code: error.status,
+            message: error.reason,
+        }
+    }
+}
+
 /// Creates a limiter from `input` (see `LimiterInput`) and returns its registry index.
 #[napi(js_name = "createLimiter")]
 pub fn create_limiter(env: &Env, input: LimiterInput<'_>) -> napi::Result<u32> {
@@ -42,8 +51,7 @@ pub fn create_limiter(env: &Env, input: LimiterInput<'_>) -> napi::Result<u32> {
         let registry = registry(input.registry)?;
         let config = config_from(&input.options)?;
         let (clock, supplied) = input.clock.handle()?;
-        let limiter = Limiter::new(config, &mut BoundClock::new(&clock, supplied))
-            .map_err(|e| from_core(&e))?;
+        let limiter = Limiter::new(config, &mut BoundClock::new(&clock, supplied))?;
         let quiet_max_n = limiter.capacity().min(MAX_SAFE_INTEGER);
         registry.insert(RefCell::new(LimiterState {
             limiter,
@@ -95,15 +103,11 @@ pub fn limiter_take_anomalies(
 /// The error of the limiter's last `tryConsume`.
 #[napi(js_name = "limiterTakeError")]
 pub fn limiter_take_error(registry_id: u32, index: u32) -> ErrorOutput {
-    let error = match registry(registry_id)
+    match registry(registry_id)
         .and_then(|registry| registry.with_cell(index, |state| Ok(state.error.take())))
     {
-        Ok(Some(error)) | Err(error) => error,
-        Ok(None) => coded(ErrorCode::Internal, NO_STORED_ERROR),
-    };
-    ErrorOutput {
-        code: error.status,
-        message: error.reason,
+        Ok(Some(error)) | Err(error) => error.into(),
+        Ok(None) => coded(ErrorCode::Internal, NO_STORED_ERROR).into(),
     }
 }
 
@@ -156,7 +160,9 @@ pub fn limiter_status(
                 quota_used: status.quota_used.map(|used| used as f64),
                 quota_remaining: status.quota_remaining.map(|remaining| remaining as f64),
                 period: match (limiter.quota(), &status.period) {
-                    (Some((quota, _)), Some(period)) => Some(period_output(&quota.spec, period)),
+                    (Some((quota, _)), Some(period)) => {
+                        Some(period_output(period, quota.spec.time_zone_name()))
+                    }
                     _ => None,
                 },
             })
@@ -214,14 +220,10 @@ pub fn limiter_period_for(
 ) -> napi::Result<Option<PeriodOutput>> {
     guard(env, || {
         registry(registry_id)?.with_cell(index, |state| {
-            let Some((quota, _)) = state.limiter.quota() else {
-                return Ok(None);
-            };
-            check_wall_ms(wall_ms)?;
-            Ok(Some(period_output(
-                &quota.spec,
-                &quota.spec.period_for(wall_ms),
-            )))
+            let quota = state.limiter.quota();
+            quota
+                .map(|(quota, _)| spec_period(&quota.spec, wall_ms))
+                .transpose()
         })
     })
 }

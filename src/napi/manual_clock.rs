@@ -7,31 +7,9 @@ use std::rc::Rc;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use super::errors::{guard, invalid_arg, CodedResult};
+use super::errors::guard;
+use crate::args::{finite_ms, forward_ms};
 use crate::clock::ManualClock;
-use crate::text::js_number;
-
-fn finite(name: &str, value: f64) -> CodedResult<f64> {
-    if value.is_finite() {
-        Ok(value)
-    } else {
-        Err(invalid_arg(format!(
-            "{name} must be a finite number of milliseconds; received {}",
-            js_number(value)
-        )))
-    }
-}
-
-fn finite_non_negative(name: &str, value: f64) -> CodedResult<f64> {
-    if value.is_finite() && value >= 0.0 {
-        Ok(value)
-    } else {
-        Err(invalid_arg(format!(
-            "{name} must be a finite, non-negative number of milliseconds (use set() to move a component backwards); received {}",
-            js_number(value)
-        )))
-    }
-}
 
 /// The native half of `manualClock()`; limiters given one share its state and read it in Rust.
 #[napi]
@@ -49,32 +27,25 @@ impl NativeManualClock {
         elapsed_realtime_ms: Option<f64>,
     ) -> napi::Result<Self> {
         guard(env, || {
-            Self::checked(monotonic_ms, wall_ms, elapsed_realtime_ms)
-        })
-    }
-
-    fn checked(
-        monotonic_ms: f64,
-        wall_ms: f64,
-        elapsed_realtime_ms: Option<f64>,
-    ) -> CodedResult<Self> {
-        let clock = ManualClock::new(
-            finite("monotonicMs", monotonic_ms)?,
-            finite("wallMs", wall_ms)?,
-            elapsed_realtime_ms
-                .map(|value| finite("elapsedRealtimeMs", value))
-                .transpose()?,
-        );
-        Ok(NativeManualClock {
-            state: Rc::new(RefCell::new(clock)),
+            let clock = ManualClock::new(
+                finite_ms(monotonic_ms, "monotonicMs")?,
+                finite_ms(wall_ms, "wallMs")?,
+                elapsed_realtime_ms
+                    .map(|value| finite_ms(value, "elapsedRealtimeMs"))
+                    .transpose()?,
+            );
+            Ok(NativeManualClock {
+                state: Rc::new(RefCell::new(clock)),
+            })
         })
     }
 
     #[napi]
     pub fn advance(&self, env: &Env, ms: f64) -> napi::Result<()> {
         guard(env, || {
-            let ms = finite_non_negative("advance(ms)", ms)?;
-            self.state.borrow_mut().advance(ms);
+            self.state
+                .borrow_mut()
+                .advance(forward_ms(ms, "advance(ms)")?);
             Ok(())
         })
     }
@@ -82,8 +53,9 @@ impl NativeManualClock {
     #[napi]
     pub fn suspend(&self, env: &Env, ms: f64) -> napi::Result<()> {
         guard(env, || {
-            let ms = finite_non_negative("suspend(ms)", ms)?;
-            self.state.borrow_mut().suspend(ms);
+            self.state
+                .borrow_mut()
+                .suspend(forward_ms(ms, "suspend(ms)")?);
             Ok(())
         })
     }
@@ -91,7 +63,7 @@ impl NativeManualClock {
     #[napi]
     pub fn step_wall(&self, env: &Env, delta_ms: f64) -> napi::Result<()> {
         guard(env, || {
-            let delta_ms = finite("stepWall(deltaMs)", delta_ms)?;
+            let delta_ms = finite_ms(delta_ms, "stepWall(deltaMs)")?;
             self.state.borrow_mut().step_wall(delta_ms);
             Ok(())
         })
@@ -106,40 +78,15 @@ impl NativeManualClock {
         wall_ms: Option<f64>,
         elapsed_realtime_ms: Option<f64>,
     ) -> napi::Result<()> {
+        let finite =
+            |value: Option<f64>, name: &str| value.map(|ms| finite_ms(ms, name)).transpose();
         guard(env, || {
-            self.set_checked(monotonic_ms, wall_ms, elapsed_realtime_ms)
+            let monotonic_ms = finite(monotonic_ms, "set({ monotonicMs })")?;
+            let wall_ms = finite(wall_ms, "set({ wallMs })")?;
+            let elapsed_realtime_ms = finite(elapsed_realtime_ms, "set({ elapsedRealtimeMs })")?;
+            let mut state = self.state.borrow_mut();
+            Ok(state.set(monotonic_ms, wall_ms, elapsed_realtime_ms)?)
         })
-    }
-
-    fn set_checked(
-        &self,
-        monotonic_ms: Option<f64>,
-        wall_ms: Option<f64>,
-        elapsed_realtime_ms: Option<f64>,
-    ) -> CodedResult<()> {
-        let monotonic_ms = monotonic_ms
-            .map(|v| finite("set({ monotonicMs })", v))
-            .transpose()?;
-        let wall_ms = wall_ms.map(|v| finite("set({ wallMs })", v)).transpose()?;
-        let elapsed_realtime_ms = elapsed_realtime_ms
-            .map(|v| finite("set({ elapsedRealtimeMs })", v))
-            .transpose()?;
-        let mut state = self.state.borrow_mut();
-        if elapsed_realtime_ms.is_some() && state.elapsed_realtime_ms.is_none() {
-            return Err(invalid_arg(
-                "set({ elapsedRealtimeMs }) needs a clock with an elapsed-realtime reader: create it with manualClock({ elapsedRealtimeMs: 0 })",
-            ));
-        }
-        if let Some(value) = monotonic_ms {
-            state.monotonic_ms = value;
-        }
-        if let Some(value) = wall_ms {
-            state.wall_ms = value;
-        }
-        if let Some(value) = elapsed_realtime_ms {
-            state.elapsed_realtime_ms = Some(value);
-        }
-        Ok(())
     }
 
     #[napi]

@@ -1,16 +1,4 @@
-//! The only code that knows about JavaScript, by concern:
-//! - `buffer`: the shared result buffer (its layout, statuses and codes, defined here once), and
-//!   `Needs`, what a call asks of the JS face before it can go on;
-//! - `names`: the JS names of the core's values (error classes, a JS clock's methods);
-//! - `contract`: `contract()`, which exports both for the JS face to read at load;
-//! - `options`: the create entry points' input objects and their checks;
-//! - `registry`, `consume`, `limiter`: `QuotaClock`'s registries, its `tryConsume` (and the
-//!   registry's creation with its raw functions), its other entry points; `keyed/`:
-//!   `KeyedQuotaClock`'s;
-//! - `clock`, `manual_clock`, `calendar`, `anomaly`, `errors`, `raw`: clock sources, the manual
-//!   clock, `periodFor`, anomaly delivery, coded errors, raw N-API functions;
-//! - `probes` (cargo feature `probes` only): the benchmark's and the lifecycle tests' probes.
-//!
+//! The only code that knows about JavaScript (its modules: ARCHITECTURE.md's binding table).
 //! `buffer` and `names` are pure Rust, compiled by `cargo test` too; the rest needs Node.
 
 mod buffer;

@@ -3,17 +3,15 @@
 //! made the same way as `tryConsume`: a raw N-API function, no arguments, results in a shared
 //! buffer), the call-pattern and key-conversion probes, and the lifecycle tests' live counts.
 
-use std::ffi::c_void;
 use std::ptr;
 
 use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
 
-use super::errors::{coded, guard};
-use super::raw::{callback_data, function_with_data};
+use super::errors::{guard, invalid_arg};
+use super::raw::{callback_data, function_owning};
 use crate::clock;
-use crate::error::ErrorCode;
 
 unsafe extern "C" fn read_two_clocks(
     env: sys::napi_env,
@@ -22,7 +20,7 @@ unsafe extern "C" fn read_two_clocks(
     // SAFETY: N-API's own env and info.
     let data = unsafe { callback_data(env, info) };
     if !data.is_null() {
-        // SAFETY: `data` is the leaked `Float64Array` of `clock_floor`, alive until the finalizer.
+        // SAFETY: `data` is the boxed `Float64Array` of `clock_floor`, alive until the finalizer.
         let buffer = unsafe { &mut *(data as *mut Float64Array) };
         // SAFETY: only this thread touches the buffer; it has at least two numbers (checked).
         let readings = unsafe { buffer.as_mut() };
@@ -32,29 +30,21 @@ unsafe extern "C" fn read_two_clocks(
     ptr::null_mut()
 }
 
-unsafe extern "C" fn release_buffer(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
-    // SAFETY: balances the `Box::into_raw` in `clock_floor`.
-    drop(unsafe { Box::from_raw(data as *mut Float64Array) });
-}
-
 /// Returns a zero-argument function writing CLOCK_MONOTONIC and CLOCK_REALTIME into `buffer`.
 #[napi(js_name = "clockFloor")]
 pub fn clock_floor<'env>(env: &'env Env, buffer: Float64Array) -> napi::Result<Unknown<'env>> {
     guard(env, move || {
         if buffer.len() < 2 {
-            return Err(coded(
-                ErrorCode::InvalidArg,
-                "the floor needs a buffer of 2 numbers",
-            ));
+            return Err(invalid_arg("the floor needs a buffer of 2 numbers"));
         }
-        let data = Box::into_raw(Box::new(buffer)) as *mut c_void;
-        // SAFETY: `data` lives until `release_buffer`, which frees it once.
-        unsafe { function_with_data(env, "clockFloor", read_two_clocks, data, release_buffer) }
-            .ok_or_else(|| {
-                // SAFETY: N-API refused, so nothing else owns `data`.
-                drop(unsafe { Box::from_raw(data as *mut Float64Array) });
-                coded(ErrorCode::Internal, "could not create the floor function")
-            })
+        let refused = "could not create the floor function";
+        function_owning(
+            env,
+            "clockFloor",
+            read_two_clocks,
+            Box::new(buffer),
+            refused,
+        )
     })
 }
 
@@ -106,7 +96,7 @@ unsafe extern "C" fn read_key(
         return ptr::null_mut();
     }
     let (first, data) = (call.first, call.data);
-    // SAFETY: `data` is the leaked `KeyRead` of `key_probe`, alive until the finalizer.
+    // SAFETY: `data` is the boxed `KeyRead` of `key_probe`, alive until the finalizer.
     let mode = unsafe { *(data as *const KeyRead) };
     let mut len = 0usize;
     // SAFETY (all three): a live env and value, and each buffer's own size.
@@ -152,11 +142,6 @@ unsafe extern "C" fn read_key(
     ptr::null_mut()
 }
 
-unsafe extern "C" fn release_mode(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
-    // SAFETY: balances the `Box::into_raw` in `key_probe`.
-    drop(unsafe { Box::from_raw(data as *mut KeyRead) });
-}
-
 /// A raw one-argument function that reads its string argument `'utf8'`, `'latin1'` or `'utf16'`
 /// into a stack buffer and does nothing else.
 #[napi(js_name = "keyProbe")]
@@ -166,22 +151,10 @@ pub fn key_probe<'env>(env: &'env Env, mode: String) -> napi::Result<Unknown<'en
             "utf8" => KeyRead::Utf8,
             "latin1" => KeyRead::Latin1,
             "utf16" => KeyRead::Utf16,
-            other => {
-                return Err(coded(
-                    ErrorCode::InvalidArg,
-                    format!("unknown key read '{other}'"),
-                ))
-            }
+            other => return Err(invalid_arg(format!("unknown key read '{other}'"))),
         };
-        let data = Box::into_raw(Box::new(mode)) as *mut c_void;
-        // SAFETY: `data` lives until `release_mode`, which frees it once.
-        unsafe { function_with_data(env, "keyProbe", read_key, data, release_mode) }.ok_or_else(
-            || {
-                // SAFETY: N-API refused, so nothing else owns `data`.
-                drop(unsafe { Box::from_raw(data as *mut KeyRead) });
-                coded(ErrorCode::Internal, "could not create the key probe")
-            },
-        )
+        let refused = "could not create the key probe";
+        function_owning(env, "keyProbe", read_key, Box::new(mode), refused)
     })
 }
 

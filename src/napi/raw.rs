@@ -2,13 +2,16 @@
 
 use std::ffi::c_void;
 use std::ptr;
+use std::rc::Rc;
 
 use napi::bindgen_prelude::*;
 use napi::sys;
 
+use super::errors::{coded, CodedResult};
+use crate::error::ErrorCode;
+
 pub(crate) type RawCallback =
     unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
-pub(crate) type RawFinalizer = unsafe extern "C" fn(sys::napi_env, *mut c_void, *mut c_void);
 
 /// The `data` pointer a raw function was created with (null if N-API refuses).
 ///
@@ -77,20 +80,59 @@ pub(crate) unsafe fn one_argument_call(
     })
 }
 
-/// A JS function calling `callback` with `data`, which `finalize` releases once the function has
-/// been collected. `None` if N-API refuses; the caller then still owns `data`.
-///
-/// # Safety
-/// `data` must stay valid until `finalize` runs, and `finalize` must release it exactly once.
-pub(crate) unsafe fn function_with_data<'env>(
+/// What a raw function's `data` owns: released once, by the function's finalizer (or at once, if
+/// N-API refuses to make the function).
+pub(crate) trait FunctionData {
+    fn into_data(self) -> *mut c_void;
+    /// # Safety
+    /// `data` is what `into_data` made, released once, on the env the function was made on.
+    unsafe fn release(env: sys::napi_env, data: *mut c_void);
+}
+
+impl<T> FunctionData for Rc<T> {
+    fn into_data(self) -> *mut c_void {
+        Rc::into_raw(self) as *mut c_void
+    }
+
+    unsafe fn release(_env: sys::napi_env, data: *mut c_void) {
+        // SAFETY: per the caller, this balances `into_data`'s `Rc::into_raw`.
+        drop(unsafe { Rc::from_raw(data as *const T) });
+    }
+}
+
+impl<T> FunctionData for Box<T> {
+    fn into_data(self) -> *mut c_void {
+        Box::into_raw(self) as *mut c_void
+    }
+
+    unsafe fn release(_env: sys::napi_env, data: *mut c_void) {
+        // SAFETY: per the caller, this balances `into_data`'s `Box::into_raw`.
+        drop(unsafe { Box::from_raw(data as *mut T) });
+    }
+}
+
+unsafe extern "C" fn finalize<D: FunctionData>(
+    env: sys::napi_env,
+    data: *mut c_void,
+    _hint: *mut c_void,
+) {
+    // SAFETY: N-API runs a function's finalizer once, on its env, with the function's data.
+    unsafe { D::release(env, data) }
+}
+
+/// A JS function `name` calling `callback` with `data`, which it owns until it is collected
+/// ([`FunctionData`]); if N-API refuses, `data` is released and the error says `refused`.
+pub(crate) fn function_owning<'env, D: FunctionData>(
     env: &'env Env,
     name: &str,
     callback: RawCallback,
-    data: *mut c_void,
-    finalize: RawFinalizer,
-) -> Option<Unknown<'env>> {
+    data: D,
+    refused: &str,
+) -> CodedResult<Unknown<'env>> {
+    let data = data.into_data();
     let mut function = ptr::null_mut();
-    // SAFETY: a live env; `callback` and `finalize` have N-API's signatures; per the caller for `data`.
+    // SAFETY: a live env; `callback` and `finalize` have N-API's signatures, and `data` lives
+    // until `finalize` releases it.
     let ok = unsafe {
         sys::napi_create_function(
             env.raw(),
@@ -104,11 +146,16 @@ pub(crate) unsafe fn function_with_data<'env>(
                 env.raw(),
                 function,
                 data,
-                Some(finalize),
+                Some(finalize::<D>),
                 ptr::null_mut(),
                 ptr::null_mut(),
             ) == sys::Status::napi_ok
     };
-    // SAFETY: `function` is a live value in the current scope.
-    ok.then(|| unsafe { Unknown::from_raw_unchecked(env.raw(), function) })
+    if ok {
+        // SAFETY: `function` is a live value in the current scope.
+        return Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), function) });
+    }
+    // SAFETY: N-API refused, so nothing else owns `data`.
+    unsafe { D::release(env.raw(), data) };
+    Err(coded(ErrorCode::Internal, refused))
 }

@@ -1,8 +1,7 @@
-//! The per-thread registries of `QuotaClock`'s native halves. A limiter is named by its index
-//! in its registry; a registry is one load of the JS face, with its result buffer and the two
-//! `tryConsume` functions that hold it (made in `consume`, which imports this file; nothing here
-//! imports `consume`). Naming limiters by index (instead of a napi class
-//! instance or a function per limiter) keeps an idle limiter under 1 KiB.
+//! The per-thread registries of `QuotaClock`'s native halves: one per load of the JS face, with
+//! its result buffer, held by the two `tryConsume` functions `consume` makes. A limiter is named
+//! by its index (not a napi class instance or a function per limiter: an idle one stays under
+//! 1 KiB).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -50,9 +49,8 @@ pub(crate) struct Registry {
     pub(crate) _result_buffer: Float64Array,
 }
 
-/// This thread's registries, by id: one per load of the JS face (a test runner that re-runs
-/// the module, or several `vm` contexts, get their own, never mixed up). Held weakly: a
-/// registry leaves the table when it is dropped.
+/// This thread's registries, by id (a test runner that re-runs the module, or several `vm`
+/// contexts, get their own). Held weakly: a registry leaves the table when it is dropped.
 #[derive(Default)]
 struct Registries {
     live: HashMap<u32, Weak<Registry>>,
@@ -146,8 +144,7 @@ impl Registry {
 }
 
 /// Makes a registry around `result_buffer` and enters it in this thread's table (hooking the
-/// env's cleanup once per thread). The caller makes the functions that hold it
-/// (`consume::create_registry`).
+/// env's cleanup once per thread).
 pub(crate) fn new_registry(
     env: &Env,
     mut result_buffer: Float64Array,

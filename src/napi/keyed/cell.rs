@@ -1,9 +1,8 @@
 //! What both keyed limiters' bindings (the in-process table's and the zone's) hold the same way:
-//! the cell their raw function points at, the raw `call(key)` itself, the making and releasing of
-//! that function, the borrowing of the state for every other entry point, and `takeError`.
+//! the cell their raw function points at, the raw `call(key)` itself and the function that holds
+//! it, the borrowing of the state for every other entry point, `takeError` and `takeAnomalies`.
 
 use std::cell::RefCell;
-use std::ffi::c_void;
 use std::ptr;
 use std::rc::Rc;
 
@@ -16,9 +15,9 @@ use crate::error::ErrorCode;
 use crate::keyed::Key;
 use crate::napi::anomaly::AnomalyOutput;
 use crate::napi::buffer::{self, ResultBuffer};
-use crate::napi::errors::{coded, internal, CodedError, CodedResult};
+use crate::napi::errors::{coded, guard, internal, CodedError, CodedResult};
 use crate::napi::limiter::ErrorOutput;
-use crate::napi::raw::function_with_data;
+use crate::napi::raw::function_owning;
 use crate::napi::registry::{BUSY, NO_STORED_ERROR};
 
 /// What the raw function's data points at: the state, and the result buffer's address outside
@@ -48,7 +47,7 @@ pub(super) unsafe extern "C" fn raw_call<S: RawState>(
         return ptr::null_mut();
     };
     let (argc, first, data) = (call.argc, call.first, call.data);
-    // SAFETY: `data` is an `Rc<StateCell<S>>` leaked in `call_function` and released only by the
+    // SAFETY: `data` is the `Rc<StateCell<S>>` of `call_function`, released only by the
     // function's finalizer, so it is alive while the function can be called.
     let cell = unsafe { &*(data as *const StateCell<S>) };
     let Ok(mut state) = cell.state.try_borrow_mut() else {
@@ -75,57 +74,58 @@ pub(super) unsafe extern "C" fn raw_call<S: RawState>(
     ptr::null_mut()
 }
 
-unsafe extern "C" fn release_cell<S>(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
-    // SAFETY: balances the `Rc::into_raw` in `call_function`; runs once, when the function dies.
-    drop(unsafe { Rc::from_raw(data as *const StateCell<S>) });
-}
-
 /// The hot path's function `call(key)` on the limiter whose cell is `cell`.
 pub(super) fn call_function<'env, S: RawState>(
     env: &'env Env,
     cell: &Rc<StateCell<S>>,
 ) -> CodedResult<Unknown<'env>> {
-    let data = Rc::into_raw(cell.clone()) as *mut c_void;
-    // SAFETY: `data` lives until `release_cell`, which releases it once.
-    unsafe { function_with_data(env, "call", raw_call::<S>, data, release_cell::<S>) }.ok_or_else(
-        || {
-            // SAFETY: N-API refused, so nothing else owns `data`.
-            drop(unsafe { Rc::from_raw(data as *const StateCell<S>) });
-            coded(ErrorCode::Internal, "could not create the call function")
-        },
-    )
+    let refused = "could not create the call function";
+    function_owning(env, "call", raw_call::<S>, cell.clone(), refused)
 }
 
-/// Runs `body` on the state, refusing a re-entrant call.
-pub(super) fn with_state<S, T>(
-    cell: &StateCell<S>,
-    body: impl FnOnce(&mut S) -> CodedResult<T>,
-) -> CodedResult<T> {
-    let mut state = cell
-        .state
-        .try_borrow_mut()
-        .map_err(|_| coded(ErrorCode::Internal, BUSY))?;
-    body(&mut state)
+impl<S> StateCell<S> {
+    /// Runs `body` on the state (a re-entrant call refused), its error thrown.
+    pub(super) fn with<T>(
+        &self,
+        env: &Env,
+        body: impl FnOnce(&mut S) -> CodedResult<T>,
+    ) -> napi::Result<T> {
+        guard(env, || {
+            let busy = |_| coded(ErrorCode::Internal, BUSY);
+            body(&mut *self.state.try_borrow_mut().map_err(busy)?)
+        })
+    }
+
+    /// [`StateCell::with`] for a call on the JS string `key`, read as the raw call reads it.
+    pub(super) fn with_key<T>(
+        &self,
+        env: &Env,
+        key: &Unknown<'_>,
+        body: impl FnOnce(&mut S, Key<'_>) -> CodedResult<T>,
+    ) -> napi::Result<T> {
+        let mut scratch = KeyScratch::new();
+        self.with(env, |state| {
+            body(state, scratch.read(env.raw(), key.raw())?)
+        })
+    }
 }
 
 /// `takeError`: the error of the last raw call (taken, so it is reported once).
 pub(super) fn take_error<S: RawState>(cell: &StateCell<S>) -> ErrorOutput {
-    let error = match cell.state.try_borrow_mut() {
-        Ok(mut state) => state
-            .error()
-            .take()
-            .unwrap_or_else(|| coded(ErrorCode::Internal, NO_STORED_ERROR)),
-        Err(_) => coded(ErrorCode::Internal, BUSY),
-    };
-    ErrorOutput {
-        code: error.status,
-        message: error.reason,
+    match cell.state.try_borrow_mut() {
+        Ok(mut state) => state.error().take(),
+        Err(_) => Some(coded(ErrorCode::Internal, BUSY)),
     }
+    .unwrap_or_else(|| coded(ErrorCode::Internal, NO_STORED_ERROR))
+    .into()
 }
 
 /// `takeAnomalies`: the anomalies of the last raw call (called only when there were some).
-pub(super) fn take_anomalies<S: RawState>(cell: &StateCell<S>) -> CodedResult<Vec<AnomalyOutput>> {
-    with_state(cell, |state| {
+pub(super) fn take_anomalies<S: RawState>(
+    env: &Env,
+    cell: &StateCell<S>,
+) -> napi::Result<Vec<AnomalyOutput>> {
+    cell.with(env, |state| {
         Ok(state.anomalies().iter().map(AnomalyOutput::from).collect())
     })
 }

@@ -5,17 +5,16 @@ use std::rc::Rc;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use super::cell::{call_function, take_anomalies, take_error, with_state};
-use super::key::key_argument;
+use super::cell::{call_function, take_anomalies, take_error};
 use super::policy::{key_policy, PolicyInput};
 use super::status::KeyStatusOutput;
 use super::{KeyedCell, KeyedState};
 use crate::calendar::PeriodSlot;
-use crate::keyed::{KeyPolicy, Target, DEFAULT_POLICY};
+use crate::keyed::{Key, KeyPolicy, Target, DEFAULT_POLICY};
 use crate::limits::check_shared_capacity;
 use crate::napi::anomaly::AnomalyOutput;
-use crate::napi::buffer::{settle, write_stats, Needs};
-use crate::napi::errors::{from_core, guard, CodedResult};
+use crate::napi::buffer::{settle, write_stats, Needs, Step};
+use crate::napi::errors::{guard, CodedResult};
 use crate::napi::limiter::ErrorOutput;
 use crate::napi::options::positive_safe_integer;
 
@@ -44,12 +43,9 @@ pub fn keyed_call_slow(
     policy: Option<PolicyInput>,
     supplied: bool,
 ) -> napi::Result<()> {
-    guard(env, || {
-        let key = key_argument(env, &key)?;
-        with_state(&limiter.state, |state| {
-            let policy = state.policy_of(policy.as_ref())?;
-            state.run(key.key(), policy, supplied)
-        })
+    limiter.state.with_key(env, &key, |state, key| {
+        let policy = state.policy_of(policy.as_ref())?;
+        state.run(key, policy, supplied)
     })
 }
 
@@ -64,24 +60,12 @@ pub fn keyed_status(
     policy: Option<PolicyInput>,
     supplied: bool,
 ) -> napi::Result<Option<KeyStatusOutput>> {
-    guard(env, || {
-        let key = key_argument(env, &key)?;
-        with_state(&limiter.state, |state| {
-            let policy = state.policy_of(policy.as_ref())?;
-            let target = match (state.limiter.find(key.key()), policy) {
-                (Some(index), _) => Target::Held(index),
-                (None, Some(policy)) => Target::New(state.limiter.intern(policy)),
-                (None, None) if state.has_policy => {
-                    return Ok(settle(&state.result, Err(Needs::Policy)))
-                }
-                (None, None) => Target::New(DEFAULT_POLICY),
-            };
-            let step = state.status_of(target, supplied);
-            if let Target::New(id) = target {
-                state.limiter.release_if_unused(id);
-            }
-            Ok(settle(&state.result, step?))
-        })
+    limiter.state.with_key(env, &key, |state, key| {
+        let policy = state.policy_of(policy.as_ref())?;
+        let step = state.on_target(key, policy, |state, target| {
+            state.status_of(target, supplied)
+        })?;
+        Ok(settle(&state.result, step))
     })
 }
 
@@ -96,14 +80,11 @@ pub fn keyed_give_back(
     n: f64,
     slot: f64,
 ) -> napi::Result<()> {
-    guard(env, || {
-        let key = key_argument(env, &key)?;
+    limiter.state.with_key(env, &key, |state, key| {
         let count = positive_safe_integer(n)?;
         let slot = PeriodSlot::from_number(slot).and_then(PeriodSlot::exact_compact);
-        with_state(&limiter.state, |state| {
-            state.limiter.give_back(key.key(), count, slot);
-            Ok(())
-        })
+        state.limiter.give_back(key, count, slot);
+        Ok(())
     })
 }
 
@@ -114,39 +95,34 @@ pub fn keyed_delete(
     limiter: &External<NativeKeyed>,
     key: Unknown<'_>,
 ) -> napi::Result<bool> {
-    guard(env, || {
-        let key = key_argument(env, &key)?;
-        with_state(&limiter.state, |state| Ok(state.limiter.delete(key.key())))
-    })
+    limiter
+        .state
+        .with_key(env, &key, |state, key| Ok(state.limiter.delete(key)))
 }
 
 #[napi(js_name = "keyedSize")]
 pub fn keyed_size(env: &Env, limiter: &External<NativeKeyed>) -> napi::Result<f64> {
-    guard(env, || {
-        with_state(&limiter.state, |state| Ok(state.limiter.len() as f64))
-    })
+    limiter
+        .state
+        .with(env, |state| Ok(state.limiter.len() as f64))
 }
 
 /// `stats()`: the counters and the keys held, written into the limiter's result buffer. Reads
 /// no clock.
 #[napi(js_name = "keyedStats")]
 pub fn keyed_stats(env: &Env, limiter: &External<NativeKeyed>) -> napi::Result<()> {
-    guard(env, || {
-        with_state(&limiter.state, |state| {
-            write_stats(&state.result, state.limiter.counters(), state.limiter.len());
-            Ok(())
-        })
+    limiter.state.with(env, |state| {
+        write_stats(&state.result, state.limiter.counters(), state.limiter.len());
+        Ok(())
     })
 }
 
 /// `snapshot()`: reads no clock.
 #[napi(js_name = "keyedSnapshot")]
 pub fn keyed_snapshot(env: &Env, limiter: &External<NativeKeyed>) -> napi::Result<Uint8Array> {
-    guard(env, || {
-        with_state(&limiter.state, |state| {
-            Ok(Uint8Array::new(state.limiter.snapshot()))
-        })
-    })
+    limiter
+        .state
+        .with(env, |state| Ok(Uint8Array::new(state.limiter.snapshot())))
 }
 
 /// The anomalies of the last raw call (called only when there were some).
@@ -155,7 +131,7 @@ pub fn keyed_take_anomalies(
     env: &Env,
     limiter: &External<NativeKeyed>,
 ) -> napi::Result<Vec<AnomalyOutput>> {
-    guard(env, || take_anomalies(&limiter.state))
+    take_anomalies(env, &limiter.state)
 }
 
 /// The error of the last raw call.
@@ -172,9 +148,30 @@ impl KeyedState {
         };
         let policy = key_policy(input)?;
         if self.limiter.has_slices() {
-            check_shared_capacity(&format!("{}.", input.path), policy.capacity)
-                .map_err(|error| from_core(&error))?;
+            check_shared_capacity(&format!("{}.", input.path), policy.capacity)?;
         }
         Ok(Some(policy))
+    }
+
+    /// Runs `body` on the key a call is for: held, or to hold with the policy the JS face brought
+    /// (the defaults without a `policy`), that policy released after if no key holds it. Or what
+    /// the JS face must bring first: `policy(key)`.
+    pub(super) fn on_target<T>(
+        &mut self,
+        key: Key<'_>,
+        policy: Option<KeyPolicy>,
+        body: impl FnOnce(&mut Self, Target) -> CodedResult<Step<T>>,
+    ) -> CodedResult<Step<T>> {
+        let target = match (self.limiter.find(key), policy) {
+            (Some(index), _) => Target::Held(index),
+            (None, Some(policy)) => Target::New(self.limiter.intern(policy)),
+            (None, None) if self.has_policy => return Ok(Err(Needs::Policy)),
+            (None, None) => Target::New(DEFAULT_POLICY),
+        };
+        let step = body(self, target);
+        if let Target::New(id) = target {
+            self.limiter.release_if_unused(id);
+        }
+        step
     }
 }

@@ -1,14 +1,7 @@
-//! `KeyedQuotaClock`'s native half: a thin layer over [`KeyedLimiter`].
-//!
-//! The hot path is shaped like `QuotaClock`'s: one raw N-API function per limiter, called with
-//! the key as its only argument; the JS face writes `n` and the operation into the limiter's own
-//! `Float64Array` and reads the decision back from it. The key is read as UTF-16 into a stack
-//! buffer (one copy, exact for every string, lone surrogates included) and stored as Latin-1 when
-//! it fits (see README "Performance" for the alternatives measured).
-//!
-//! Here: the raw call and its quiet cases. The rest of a call (a key not held, a JS clock, a
-//! refund) is `slow.rs`'s; `keyedCreate` is `create.rs`'s, the other entry points `entry.rs`'s;
-//! the slice book's calls are `slices.rs`'s.
+//! `KeyedQuotaClock`'s native half, a thin layer over [`KeyedLimiter`]. Here: the raw call and its
+//! quiet cases, shaped like `QuotaClock`'s (one raw function per limiter, called with the key,
+//! read as UTF-16 by `key.rs`; `n`, the operation and the decision in the limiter's own result
+//! buffer). The rest of a call (a key not held, a JS clock, a refund) is `slow.rs`'s.
 
 mod cell;
 mod create;

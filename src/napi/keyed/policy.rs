@@ -5,10 +5,8 @@ use napi_derive::napi;
 use crate::keyed::KeyPolicy;
 use crate::limiter::LimiterConfig;
 use crate::napi::calendar::PeriodSpecInput;
-use crate::napi::errors::from_core;
-use crate::napi::errors::{invalid_arg, CodedResult};
-use crate::napi::options::{limits_input, MAX_SAFE_INTEGER};
-use crate::text::js_number;
+use crate::napi::errors::CodedResult;
+use crate::napi::options::limits_input;
 
 /// A key's limits as the JS face normalized them (defaults filled in, types checked).
 #[napi(object)]
@@ -34,7 +32,7 @@ pub(super) fn key_policy(input: &PolicyInput) -> CodedResult<KeyPolicy> {
         input.quota_limit,
         input.quota_period.as_ref(),
     );
-    KeyPolicy::checked(&format!("{}.", input.path), limits).map_err(|error| from_core(&error))
+    Ok(KeyPolicy::checked(&format!("{}.", input.path), limits)?)
 }
 
 /// The policy of a key that has none of its own: the limiter's options' limits.
@@ -47,14 +45,5 @@ pub(super) fn default_policy(limits: &LimiterConfig) -> KeyPolicy {
     }
 }
 
-pub(super) fn count_for(n: f64, capacity: f64) -> CodedResult<u64> {
-    if n >= 1.0 && n <= capacity && n <= MAX_SAFE_INTEGER && n.fract() == 0.0 {
-        Ok(n as u64)
-    } else {
-        Err(invalid_arg(format!(
-            "n must be a positive safe integer no larger than the key's capacity ({}); received {}",
-            js_number(capacity),
-            js_number(n)
-        )))
-    }
-}
+/// How a key's `n` check names the capacity it is held to.
+pub(super) const KEY_CAPACITY: &str = "the key's capacity";

@@ -4,13 +4,9 @@
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use super::cell::with_state;
 use super::entry::NativeKeyed;
-use super::key::key_argument;
+use crate::args::units;
 use crate::keyed::{GiveBack, ReserveRequest};
-use crate::napi::errors::{coded, guard, CodedResult};
-use crate::napi::options::MAX_SAFE_INTEGER;
-use crate::text::js_number;
 
 /// A store call's arguments (the store protocol's `reserve`, less the name).
 #[napi(object)]
@@ -82,21 +78,6 @@ fn give_back_outputs(give_backs: Vec<GiveBack>) -> Vec<GiveBackOutput> {
         .collect()
 }
 
-/// A count the JS face passes back (units the store answered, a charge): a safe integer ≥ 0.
-pub(super) fn units(value: f64, what: &str) -> CodedResult<u64> {
-    if (0.0..=MAX_SAFE_INTEGER).contains(&value) && value.fract() == 0.0 {
-        Ok(value as u64)
-    } else {
-        Err(coded(
-            "ERR_INVALID_ARG",
-            format!(
-                "{what} must be a non-negative safe integer; received {}",
-                js_number(value)
-            ),
-        ))
-    }
-}
-
 /// The store call a held key needs, reserving at least `lacking` units (0: a background
 /// refill), or what the `demand` units of the calls waiting for the key lack together; `null`
 /// for a key not held, without a quota, or before its period opened.
@@ -108,19 +89,11 @@ pub fn keyed_share_request(
     lacking: f64,
     demand: f64,
 ) -> napi::Result<Option<ReserveRequestOutput>> {
-    guard(env, || {
-        let key = key_argument(env, &key)?;
-        let lacking = units(lacking, "lacking")?;
-        let demand = units(demand, "demand")?;
-        with_state(&limiter.state, |state| {
-            let Some(index) = state.limiter.find(key.key()) else {
-                return Ok(None);
-            };
-            Ok(state
-                .limiter
-                .reserve_request(index, lacking, demand)
-                .map(request_output))
-        })
+    limiter.state.with_key(env, &key, |state, key| {
+        let (lacking, demand) = (units(lacking, "lacking")?, units(demand, "demand")?);
+        let index = state.limiter.find(key);
+        let request = index.and_then(|index| state.limiter.reserve_request(index, lacking, demand));
+        Ok(request.map(request_output))
     })
 }
 
@@ -134,24 +107,18 @@ pub fn keyed_share_work(
     key: Unknown<'_>,
     demand: f64,
 ) -> napi::Result<ShareWorkOutput> {
-    guard(env, || {
-        let key = key_argument(env, &key)?;
+    limiter.state.with_key(env, &key, |state, key| {
         let demand = units(demand, "demand")?;
-        with_state(&limiter.state, |state| {
-            let refill = match (
-                std::mem::take(&mut state.refill_wanted),
-                state.limiter.find(key.key()),
-            ) {
-                (true, Some(index)) => state
-                    .limiter
-                    .reserve_request(index, 0, demand)
-                    .map(request_output),
-                _ => None,
-            };
-            Ok(ShareWorkOutput {
-                refill,
-                give_backs: give_back_outputs(state.limiter.take_dropped_give_backs()),
-            })
+        let refill = match (
+            std::mem::take(&mut state.refill_wanted),
+            state.limiter.find(key),
+        ) {
+            (true, Some(index)) => state.limiter.reserve_request(index, 0, demand),
+            _ => None,
+        };
+        Ok(ShareWorkOutput {
+            refill: refill.map(request_output),
+            give_backs: give_back_outputs(state.limiter.take_dropped_give_backs()),
         })
     })
 }
@@ -169,23 +136,14 @@ pub fn keyed_share_credit(
     unreserved: f64,
     record_id: f64,
 ) -> napi::Result<bool> {
-    guard(env, || {
-        let key = key_argument(env, &key)?;
+    limiter.state.with_key(env, &key, |state, key| {
         let granted = units(granted, "granted")?;
         let unreserved = units(unreserved, "unreserved")?;
         let record_id = units(record_id, "recordId")?;
-        with_state(&limiter.state, |state| {
-            Ok(match state.limiter.find(key.key()) {
-                Some(index) => state.limiter.credit_reservation(
-                    index,
-                    period_slot,
-                    granted,
-                    unreserved,
-                    record_id,
-                ),
-                None => false,
-            })
-        })
+        Ok(state.limiter.find(key).is_some_and(|index| {
+            let limiter = &mut state.limiter;
+            limiter.credit_reservation(index, period_slot, granted, unreserved, record_id)
+        }))
     })
 }
 
@@ -198,15 +156,12 @@ pub fn keyed_share_failed(
     period_slot: i32,
     charge: f64,
 ) -> napi::Result<()> {
-    guard(env, || {
-        let key = key_argument(env, &key)?;
+    limiter.state.with_key(env, &key, |state, key| {
         let charge = units(charge, "charge")?;
-        with_state(&limiter.state, |state| {
-            if let Some(index) = state.limiter.find(key.key()) {
-                state.limiter.reservation_failed(index, period_slot, charge);
-            }
-            Ok(())
-        })
+        if let Some(index) = state.limiter.find(key) {
+            state.limiter.reservation_failed(index, period_slot, charge);
+        }
+        Ok(())
     })
 }
 
@@ -220,23 +175,18 @@ pub fn keyed_share_give_back(
     idle_ms: f64,
     monotonic_ms: Option<f64>,
 ) -> napi::Result<Vec<GiveBackOutput>> {
-    guard(env, || {
-        with_state(&limiter.state, |state| {
-            let now_ms = state.monotonic_now(monotonic_ms);
-            // An unreadable clock gives back nothing idle (NaN compares false), except on close.
-            Ok(give_back_outputs(
-                state.limiter.give_back_idle(now_ms, idle_ms),
-            ))
-        })
+    limiter.state.with(env, |state| {
+        let now_ms = state.monotonic_now(monotonic_ms);
+        // An unreadable clock gives back nothing idle (NaN compares false), except on close.
+        let give_backs = state.limiter.give_back_idle(now_ms, idle_ms);
+        Ok(give_back_outputs(give_backs))
     })
 }
 
 /// Whether any key holds units it has not admitted (the idle timer is needed).
 #[napi(js_name = "keyedShareHolds")]
 pub fn keyed_share_holds(env: &Env, limiter: &External<NativeKeyed>) -> napi::Result<bool> {
-    guard(env, || {
-        with_state(&limiter.state, |state| {
-            Ok(state.limiter.holds_reservations())
-        })
-    })
+    limiter
+        .state
+        .with(env, |state| Ok(state.limiter.holds_reservations()))
 }

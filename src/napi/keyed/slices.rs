@@ -6,14 +6,12 @@
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use super::cell::with_state;
 use super::entry::NativeKeyed;
-use super::key::key_argument;
-use super::share::units;
 use super::KeyedState;
 use crate::anomaly::Anomaly;
+use crate::args::{finite_from, invalid, units};
 use crate::keyed::{SliceAnswer, SliceRequest};
-use crate::napi::errors::{coded, guard, CodedResult};
+use crate::napi::errors::invalid_arg;
 use crate::napi::registry::notify_listener;
 use crate::text::js_number;
 
@@ -67,22 +65,6 @@ fn output(request: SliceRequest) -> SliceRequestOutput {
     }
 }
 
-/// A finite number (`min`: at least this).
-fn number(value: f64, min: f64, what: &str) -> CodedResult<f64> {
-    if value.is_finite() && value >= min {
-        Ok(value)
-    } else {
-        Err(coded(
-            "ERR_INVALID_ARG",
-            format!(
-                "{what} must be a finite number no less than {}; received {}",
-                js_number(min),
-                js_number(value)
-            ),
-        ))
-    }
-}
-
 impl KeyedState {
     /// A store-clock anomaly goes to `onAnomaly` (it is counted already).
     fn deliver(&self, anomaly: Option<Anomaly>) {
@@ -109,20 +91,17 @@ pub fn keyed_slice_request(
     demand: f64,
     monotonic_ms: Option<f64>,
 ) -> napi::Result<Option<SliceRequestOutput>> {
-    guard(env, || {
-        let key = key_argument(env, &key)?;
+    limiter.state.with_key(env, &key, |state, key| {
         let lacking = units(lacking, "lacking")?;
         let demand = units(demand, "demand")?.max(lacking);
-        with_state(&limiter.state, |state| {
-            let monotonic_ms = state.monotonic_now(monotonic_ms);
-            let Some(index) = state.limiter.find(key.key()) else {
-                return Ok(None);
-            };
-            Ok(state
-                .limiter
-                .slice_request(index, lacking, demand, monotonic_ms)
-                .map(output))
-        })
+        let monotonic_ms = state.monotonic_now(monotonic_ms);
+        let Some(index) = state.limiter.find(key) else {
+            return Ok(None);
+        };
+        let request = state
+            .limiter
+            .slice_request(index, lacking, demand, monotonic_ms);
+        Ok(request.map(output))
     })
 }
 
@@ -138,39 +117,32 @@ pub fn keyed_slice_credit(
     answer: SliceAnswerInput,
     monotonic_ms: Option<f64>,
 ) -> napi::Result<bool> {
-    guard(env, || {
-        let key = key_argument(env, &key)?;
-        let sent_ms = number(sent_ms, f64::MIN, "sentMs")?;
+    limiter.state.with_key(env, &key, |state, key| {
+        let sent_ms = finite_from(sent_ms, f64::MIN, "sentMs")?;
         let answer = SliceAnswer {
             granted: units(answer.granted, "granted")?,
             held: units(answer.held, "held")?,
-            tokens: number(answer.tokens, f64::MIN, "tokens")?,
-            fleet_ms: number(answer.fleet_ms, 0.0, "fleetMs")?,
-            store_now_ms: number(answer.store_now_ms, 0.0, "storeNowMs")?,
+            tokens: finite_from(answer.tokens, f64::MIN, "tokens")?,
+            fleet_ms: finite_from(answer.fleet_ms, 0.0, "fleetMs")?,
+            store_now_ms: finite_from(answer.store_now_ms, 0.0, "storeNowMs")?,
             record_id: units(answer.record_id, "recordId")?,
         };
         if answer.granted > answer.held {
-            return Err(coded(
-                "ERR_INVALID_ARG",
-                format!(
-                    "held must be at least granted; received granted {} and held {}",
-                    js_number(answer.granted as f64),
-                    js_number(answer.held as f64)
-                ),
-            ));
+            let (granted, held) = (answer.granted as f64, answer.held as f64);
+            return Err(invalid_arg(format!(
+                "held must be at least granted; received granted {} and held {}",
+                js_number(granted),
+                js_number(held)
+            )));
         }
-        with_state(&limiter.state, |state| {
-            let monotonic_ms = state.monotonic_now(monotonic_ms);
-            let Some(index) = state.limiter.find(key.key()) else {
-                return Ok(false);
-            };
-            let (credited, anomaly) =
-                state
-                    .limiter
-                    .credit_slice(index, sent_ms, answer, monotonic_ms);
-            state.deliver(anomaly);
-            Ok(credited)
-        })
+        let monotonic_ms = state.monotonic_now(monotonic_ms);
+        let Some(index) = state.limiter.find(key) else {
+            return Ok(false);
+        };
+        let limiter = &mut state.limiter;
+        let (credited, anomaly) = limiter.credit_slice(index, sent_ms, answer, monotonic_ms);
+        state.deliver(anomaly);
+        Ok(credited)
     })
 }
 
@@ -184,16 +156,12 @@ pub fn keyed_slice_failed(
     give: f64,
     charge: f64,
 ) -> napi::Result<()> {
-    guard(env, || {
-        let key = key_argument(env, &key)?;
-        let give = number(give, 0.0, "give")?;
-        let charge = units(charge, "charge")?;
-        with_state(&limiter.state, |state| {
-            if let Some(index) = state.limiter.find(key.key()) {
-                state.limiter.slice_failed(index, give, charge);
-            }
-            Ok(())
-        })
+    limiter.state.with_key(env, &key, |state, key| {
+        let (give, charge) = (finite_from(give, 0.0, "give")?, units(charge, "charge")?);
+        if let Some(index) = state.limiter.find(key) {
+            state.limiter.slice_failed(index, give, charge);
+        }
+        Ok(())
     })
 }
 
@@ -206,15 +174,10 @@ pub fn keyed_slice_short(
     key: Unknown<'_>,
     n: f64,
 ) -> napi::Result<bool> {
-    guard(env, || {
-        let key = key_argument(env, &key)?;
+    limiter.state.with_key(env, &key, |state, key| {
         let n = units(n, "n")?;
-        with_state(&limiter.state, |state| {
-            Ok(state
-                .limiter
-                .find(key.key())
-                .is_some_and(|index| state.limiter.slice_short_for(index, n)))
-        })
+        let index = state.limiter.find(key);
+        Ok(index.is_some_and(|index| state.limiter.slice_short_for(index, n)))
     })
 }
 
@@ -228,32 +191,22 @@ pub fn keyed_slice_give_backs(
     limit: u32,
     monotonic_ms: Option<f64>,
 ) -> napi::Result<Vec<SliceRequestOutput>> {
-    guard(env, || {
+    limiter.state.with(env, |state| {
         if idle_ms.is_nan() || idle_ms < 0.0 {
-            return Err(coded(
-                "ERR_INVALID_ARG",
-                format!(
-                    "idleMs must be a number no less than 0; received {}",
-                    js_number(idle_ms)
-                ),
-            ));
+            return Err(invalid("idleMs", "a number no less than 0", idle_ms).into());
         }
-        with_state(&limiter.state, |state| {
-            let monotonic_ms = state.monotonic_now(monotonic_ms);
-            Ok(state
-                .limiter
-                .slice_give_backs(idle_ms, limit as usize, monotonic_ms)
-                .into_iter()
-                .map(output)
-                .collect())
-        })
+        let monotonic_ms = state.monotonic_now(monotonic_ms);
+        let give_backs = state
+            .limiter
+            .slice_give_backs(idle_ms, limit as usize, monotonic_ms);
+        Ok(give_backs.into_iter().map(output).collect())
     })
 }
 
 /// Whether a key holds a slice (or give-backs wait): the idle timer is needed.
 #[napi(js_name = "keyedSliceHolds")]
 pub fn keyed_slice_holds(env: &Env, limiter: &External<NativeKeyed>) -> napi::Result<bool> {
-    guard(env, || {
-        with_state(&limiter.state, |state| Ok(state.limiter.holds_slices()))
-    })
+    limiter
+        .state
+        .with(env, |state| Ok(state.limiter.holds_slices()))
 }

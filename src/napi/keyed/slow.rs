@@ -2,11 +2,13 @@
 //! asked of the JS face first), a JS clock's readings, a refund, a consume that raised
 //! anomalies. Writes the decision or what the call needs first into the result buffer.
 
-use super::policy::count_for;
+use super::policy::KEY_CAPACITY;
 use super::{share_mode, KeyedState};
-use crate::keyed::{Key, KeyPolicy, SharedDecision, Target, DEFAULT_POLICY};
+use crate::args;
+use crate::error::ErrorCode;
+use crate::keyed::{Key, KeyPolicy, SharedDecision, Target};
 use crate::limiter::Decision;
-use crate::napi::buffer::{self, write_decision, Needs, Step};
+use crate::napi::buffer::{self, write_decision, Step};
 use crate::napi::clock::BoundClock;
 use crate::napi::errors::{coded, invalid_arg, CodedResult};
 use crate::napi::options::positive_safe_integer;
@@ -76,25 +78,14 @@ impl KeyedState {
         policy: Option<KeyPolicy>,
         supplied: bool,
     ) -> CodedResult<Step<Outcome>> {
-        let operation = self.result.get(buffer::OPERATION);
-        let target = match (
-            self.limiter.find(key),
-            operation == buffer::OPERATION_REFUND,
-        ) {
-            (Some(index), _) => Some(Target::Held(index)),
-            // A key not held is not held by a refund either, and no policy is asked.
-            (None, true) => None,
-            (None, false) => match policy {
-                Some(policy) => Some(Target::New(self.limiter.intern(policy))),
-                None if self.has_policy => return Ok(Err(Needs::Policy)),
-                None => Some(Target::New(DEFAULT_POLICY)),
-            },
-        };
-        let outcome = self.step_on(key, target, supplied);
-        if let Some(Target::New(id)) = target {
-            self.limiter.release_if_unused(id);
+        let refund = self.result.get(buffer::OPERATION) == buffer::OPERATION_REFUND;
+        // A refund of a key not held holds no key, and asks no policy.
+        if refund && self.limiter.find(key).is_none() {
+            return self.step_on(key, None, supplied);
         }
-        outcome
+        self.on_target(key, policy, |state, target| {
+            state.step_on(key, Some(target), supplied)
+        })
     }
 
     fn step_on(
@@ -114,14 +105,14 @@ impl KeyedState {
         if (operation == buffer::OPERATION_CONSUME && self.limiter.is_shared())
             || (mode.is_some() && !self.limiter.is_shared())
         {
-            return Err(coded(
-                "ERR_INTERNAL",
-                format!("operation {operation} does not apply to this limiter"),
-            ));
+            let message = format!("operation {operation} does not apply to this limiter");
+            return Err(coded(ErrorCode::Internal, message));
         }
         // The order of checks: n against the key's capacity before any reading.
         let count = match target {
-            Some(target) if consume => count_for(n, self.limiter.capacity_of(target))?,
+            Some(target) if consume => {
+                args::count(n, self.limiter.capacity_of(target), KEY_CAPACITY)?
+            }
             _ => positive_safe_integer(n)?,
         };
         let mut clock = match BoundClock::for_call(&self.clock, &self.result, supplied) {

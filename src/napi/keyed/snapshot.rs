@@ -1,15 +1,12 @@
 //! Restoring from a snapshot: the parsed image and the policies of its keys.
 
-use std::ptr;
-
 use napi::bindgen_prelude::*;
-use napi::sys;
 use napi_derive::napi;
 
 use super::policy::{key_policy, PolicyInput};
-use crate::error::ErrorCode;
-use crate::keyed::{KeyPolicy, Snapshot, SnapshotError};
-use crate::napi::errors::{coded, from_core, guard, invalid_arg, CodedError, CodedResult};
+use crate::error::Error;
+use crate::keyed::{KeyPolicy, Snapshot};
+use crate::napi::errors::{guard, invalid_arg, CodedResult};
 
 /// A snapshot read and validated, with the policies of its keys once the JS face has them. The JS
 /// face holds it as an External (free functions on handles, not `#[napi]` classes: a class costs
@@ -21,10 +18,6 @@ pub struct NativeSnapshot {
     pub(super) choices: Vec<u32>,
 }
 
-pub(super) fn snapshot_error(error: &SnapshotError) -> CodedError {
-    from_core(&error.clone().into())
-}
-
 /// Validates every byte of `bytes` (and that it holds at most `max_keys` keys).
 #[napi(js_name = "snapshotParse")]
 pub fn snapshot_parse(
@@ -33,7 +26,7 @@ pub fn snapshot_parse(
     max_keys: f64,
 ) -> napi::Result<External<NativeSnapshot>> {
     guard(env, || {
-        let snapshot = Snapshot::parse(&bytes, max_keys as u64).map_err(|e| snapshot_error(&e))?;
+        let snapshot = Snapshot::parse(&bytes, max_keys as u64).map_err(Error::from)?;
         Ok(External::new(NativeSnapshot {
             snapshot,
             policies: Vec::new(),
@@ -49,12 +42,17 @@ pub fn snapshot_length(plan: &External<NativeSnapshot>) -> u32 {
 
 /// Key `position` as a JS string (built from its UTF-16 code units: exact for any key).
 #[napi(js_name = "snapshotKeyAt")]
-pub fn snapshot_key_at<'env>(
-    env: &'env Env,
+pub fn snapshot_key_at(
+    env: &Env,
     plan: &External<NativeSnapshot>,
     position: u32,
-) -> napi::Result<Unknown<'env>> {
-    plan.key_at(env, position)
+) -> napi::Result<Utf16String> {
+    guard(env, || {
+        if position as usize >= plan.snapshot.len() {
+            return Err(invalid_arg(format!("no key {position} in this snapshot")));
+        }
+        Ok(plan.snapshot.key(position as usize).to_utf16().into())
+    })
 }
 
 /// The keys' policies: `choices[i]` indexes `policies` (`u32::MAX`: the defaults). All are
@@ -66,61 +64,17 @@ pub fn snapshot_set_policies(
     policies: Vec<PolicyInput>,
     choices: Uint32Array,
 ) -> napi::Result<()> {
-    plan.set_policies(env, policies, choices)
-}
-
-impl NativeSnapshot {
-    pub(super) fn key_at<'env>(
-        &self,
-        env: &'env Env,
-        position: u32,
-    ) -> napi::Result<Unknown<'env>> {
-        guard(env, || {
-            if position as usize >= self.snapshot.len() {
-                return Err(invalid_arg(format!("no key {position} in this snapshot")));
-            }
-            let units = self.snapshot.key(position as usize).to_utf16();
-            let mut value = ptr::null_mut();
-            // SAFETY: a live env; `units` outlives the call, which copies them.
-            let status = unsafe {
-                sys::napi_create_string_utf16(
-                    env.raw(),
-                    units.as_ptr(),
-                    units.len() as isize,
-                    &mut value,
-                )
-            };
-            if status != sys::Status::napi_ok {
-                return Err(coded(ErrorCode::Internal, "could not create a key string"));
-            }
-            // SAFETY: `value` was just created in the current scope.
-            Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) })
-        })
-    }
-
-    pub(super) fn set_policies(
-        &mut self,
-        env: &Env,
-        policies: Vec<PolicyInput>,
-        choices: Uint32Array,
-    ) -> napi::Result<()> {
-        guard(env, || {
-            let parsed = policies
-                .iter()
-                .map(key_policy)
-                .collect::<CodedResult<Vec<_>>>()?;
-            if choices.len() != self.snapshot.len()
-                || choices
-                    .iter()
-                    .any(|&choice| choice != u32::MAX && choice as usize >= parsed.len())
-            {
-                return Err(invalid_arg(
-                    "one policy choice per key, each naming a policy",
-                ));
-            }
-            self.policies = parsed;
-            self.choices = choices.to_vec();
-            Ok(())
-        })
-    }
+    guard(env, || {
+        let policies = policies.iter().map(key_policy);
+        let policies = policies.collect::<CodedResult<Vec<_>>>()?;
+        let names_one = |&choice: &u32| choice == u32::MAX || (choice as usize) < policies.len();
+        if choices.len() != plan.snapshot.len() || !choices.iter().all(names_one) {
+            return Err(invalid_arg(
+                "one policy choice per key, each naming a policy",
+            ));
+        }
+        plan.policies = policies;
+        plan.choices = choices.to_vec();
+        Ok(())
+    })
 }

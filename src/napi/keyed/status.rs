@@ -5,7 +5,7 @@ use napi_derive::napi;
 use super::KeyedState;
 use crate::keyed::{KeyStatus, Target};
 use crate::napi::buffer::Step;
-use crate::napi::calendar::PeriodOutput;
+use crate::napi::calendar::{period_output, PeriodOutput};
 use crate::napi::clock::BoundClock;
 use crate::napi::errors::CodedResult;
 use crate::napi::registry::notify_listener;
@@ -23,19 +23,16 @@ pub struct KeyStatusOutput {
     pub fleet_tokens: Option<f64>,
 }
 
-impl KeyedState {
-    pub(super) fn status_output(status: KeyStatus) -> KeyStatusOutput {
+impl From<KeyStatus> for KeyStatusOutput {
+    fn from(status: KeyStatus) -> KeyStatusOutput {
         KeyStatusOutput {
             tokens: status.tokens,
             quota_used: status.quota_used.map(|used| used as f64),
             quota_remaining: status.quota_remaining.map(|remaining| remaining as f64),
-            period: match (&status.period, status.time_zone) {
-                (Some(period), Some(time_zone)) => Some(PeriodOutput {
-                    time_zone: time_zone.to_owned(),
-                    ..period_output_without_zone(period)
-                }),
-                _ => None,
-            },
+            period: status
+                .period
+                .zip(status.time_zone)
+                .map(|(period, time_zone)| period_output(&period, time_zone)),
             capacity: status.capacity,
             refill_per_second: status.refill_per_second,
             quota_limit: status.quota_limit.map(|limit| limit as f64),
@@ -58,21 +55,10 @@ impl KeyedState {
         };
         let mut anomalies = Vec::new();
         let status = self.limiter.status(target, &mut clock, &mut anomalies);
-        let status = match clock.outcome(status)? {
-            Ok(status) => status,
-            Err(needs) => return Ok(Err(needs)),
-        };
-        notify_listener(self.registry_id, self.anomaly_listener, &anomalies);
-        Ok(Ok(KeyedState::status_output(status)))
-    }
-}
-
-pub(super) fn period_output_without_zone(period: &crate::calendar::Period) -> PeriodOutput {
-    PeriodOutput {
-        id: period.id.clone(),
-        start_ms: period.start_ms,
-        end_ms: period.end_ms,
-        start_kind: period.start_kind.as_str().to_owned(),
-        time_zone: String::new(),
+        let status = clock.outcome(status)?;
+        if status.is_ok() {
+            notify_listener(self.registry_id, self.anomaly_listener, &anomalies);
+        }
+        Ok(status.map(KeyStatusOutput::from))
     }
 }

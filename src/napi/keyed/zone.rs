@@ -11,17 +11,17 @@ use std::rc::Rc;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use super::cell::{call_function, with_state, RawState, StateCell};
-use super::key::key_argument;
-use super::policy::{count_for, default_policy, key_policy, PolicyInput};
+use super::cell::{call_function, RawState, StateCell};
+use super::policy::{default_policy, key_policy, PolicyInput, KEY_CAPACITY};
 use super::snapshot::NativeSnapshot;
 use crate::anomaly::Anomaly;
-use crate::error::{Error as CoreError, ErrorCode};
+use crate::args;
+use crate::error::ErrorCode;
 use crate::keyed::{Key, KeyPolicy, PolicyChoice};
 use crate::limits::check_max_keys;
 use crate::napi::buffer;
 use crate::napi::buffer::{write_decision, ResultBuffer};
-use crate::napi::errors::{coded, from_core, guard, CodedError, CodedResult};
+use crate::napi::errors::{coded, guard, invalid_arg, CodedError, CodedResult};
 use crate::napi::options::{config_from, positive_safe_integer, LimiterOptions};
 use crate::napi::registry::notify_listener;
 use crate::zone::{Operation, Outcome, Zone, ZoneConfig};
@@ -44,7 +44,7 @@ type ZoneCell = StateCell<ZoneState>;
 impl RawState for ZoneState {
     #[inline(always)]
     fn call(&mut self, key: Key<'_>) -> CodedResult<()> {
-        run_raw(self, key)
+        self.run(key, None)
     }
 
     fn error(&mut self) -> &mut Option<CodedError> {
@@ -76,14 +76,6 @@ pub struct ZoneInput<'_javascript_function_scope> {
     pub restore: Option<&'_javascript_function_scope External<NativeSnapshot>>,
 }
 
-fn zone_error(error: crate::zone::ZoneError) -> CodedError {
-    coded(error.code, error.message)
-}
-
-fn closed() -> CodedError {
-    coded(ErrorCode::InvalidArg, "this limiter's zone was closed")
-}
-
 /// Opens (or makes) the zone file named by `input.path`.
 #[napi(js_name = "zoneOpen")]
 pub fn zone_open(env: &Env, input: ZoneInput<'_>) -> napi::Result<External<NativeZone>> {
@@ -105,7 +97,7 @@ fn open(input: ZoneInput<'_>) -> CodedResult<External<NativeZone>> {
     if result_buffer.len() < buffer::LENGTH {
         return Err(coded(ErrorCode::Internal, "the result buffer is too short"));
     }
-    let max_keys = check_max_keys(max_keys).map_err(|error| from_core(&error))?;
+    let max_keys = check_max_keys(max_keys)?;
     let limits = config_from(&options)?;
     let defaults = default_policy(&limits);
     let config = ZoneConfig {
@@ -116,19 +108,13 @@ fn open(input: ZoneInput<'_>) -> CodedResult<External<NativeZone>> {
         max_keys,
         reader,
     };
+    // Each key's policy: its own, or (`u32::MAX`) the defaults.
     let policies: Option<Vec<KeyPolicy>> = restore.map(|plan| {
-        plan.choices
-            .iter()
-            .map(|&choice| {
-                plan.policies
-                    .get(choice as usize)
-                    .cloned()
-                    .unwrap_or_else(|| defaults.clone())
-            })
-            .collect()
+        let policy = |&choice: &u32| plan.policies.get(choice as usize).unwrap_or(&defaults);
+        plan.choices.iter().map(policy).cloned().collect()
     });
     let restore = restore.map(|plan| (&plan.snapshot, policies.as_deref().unwrap_or(&[])));
-    let zone = Zone::open(&config, restore).map_err(zone_error)?;
+    let zone = Zone::open(&config, restore).map_err(|error| coded(error.code, error.message))?;
     // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.
     let address = unsafe { result_buffer.as_mut() }.as_mut_ptr();
     let state = ZoneState {
@@ -149,7 +135,12 @@ fn open(input: ZoneInput<'_>) -> CodedResult<External<NativeZone>> {
     }))
 }
 
+fn closed() -> CodedError {
+    invalid_arg("this limiter's zone was closed")
+}
+
 impl ZoneState {
+    /// The zone, unless it was closed.
     fn zone(&self) -> CodedResult<&Zone> {
         self.zone.as_ref().ok_or_else(closed)
     }
@@ -158,20 +149,12 @@ impl ZoneState {
     fn run(&mut self, key: Key<'_>, policy: Option<KeyPolicy>) -> CodedResult<()> {
         let operation = self.result.get(buffer::OPERATION);
         let n = self.result.get(buffer::N_OR_STATUS);
-        let operation = if operation == buffer::OPERATION_CONSUME {
-            Operation::Consume
+        let (operation, count) = if operation == buffer::OPERATION_CONSUME {
+            (Operation::Consume, 0)
         } else if operation == buffer::OPERATION_REFUND {
-            Operation::Refund
+            (Operation::Refund, positive_safe_integer(n)?)
         } else {
-            return Err(coded(
-                ErrorCode::InvalidArg,
-                format!("unknown operation {operation}"),
-            ));
-        };
-        let count = if operation == Operation::Refund {
-            positive_safe_integer(n)?
-        } else {
-            0
+            return Err(invalid_arg(format!("unknown operation {operation}")));
         };
         self.anomalies.clear();
         let zone = self.zone.as_ref().ok_or_else(closed)?;
@@ -180,10 +163,10 @@ impl ZoneState {
             operation,
             count,
             PolicyChoice::of(policy.as_ref(), self.has_policy),
-            |capacity| count_for(n, capacity).map_err(invalid_count),
+            |capacity| args::count(n, capacity, KEY_CAPACITY),
             &mut self.anomalies,
-        );
-        match outcome.map_err(|error| from_core(&error))? {
+        )?;
+        match outcome {
             Outcome::NeedsPolicy => self
                 .result
                 .set(buffer::N_OR_STATUS, buffer::STATUS_NEEDS_POLICY),
@@ -205,18 +188,6 @@ impl ZoneState {
     }
 }
 
-/// A count refused as the in-process limiter refuses it (its coded error, carried through the core).
-fn invalid_count(error: CodedError) -> CoreError {
-    CoreError::Invalid {
-        code: crate::error::ErrorCode::InvalidArg,
-        message: error.reason,
-    }
-}
-
-fn run_raw(state: &mut ZoneState, key: Key<'_>) -> CodedResult<()> {
-    state.run(key, None)
-}
-
 /// The hot path: a raw function `call(key)` on this zone limiter.
 #[napi(js_name = "zoneCallFunction")]
 pub fn zone_call_function<'env>(
@@ -224,13 +195,6 @@ pub fn zone_call_function<'env>(
     zone: &External<NativeZone>,
 ) -> napi::Result<Unknown<'env>> {
     guard(env, || call_function(env, &zone.cell))
-}
-
-fn with_zone<T>(
-    zone: &External<NativeZone>,
-    body: impl FnOnce(&mut ZoneState) -> CodedResult<T>,
-) -> CodedResult<T> {
-    with_state(&zone.cell, body)
 }
 
 /// A call the raw call left for the JS face to finish: with the key's policy.
@@ -241,13 +205,7 @@ pub fn zone_call_slow(
     key: Unknown<'_>,
     policy: Option<PolicyInput>,
 ) -> napi::Result<()> {
-    guard(env, || {
-        let key = key_argument(env, &key)?;
-        let policy = policy.as_ref().map(key_policy).transpose()?;
-        with_zone(zone, |state| slow(state, key.key(), policy))
+    zone.cell.with_key(env, &key, |state, key| {
+        state.run(key, policy.as_ref().map(key_policy).transpose()?)
     })
-}
-
-fn slow(state: &mut ZoneState, key: Key<'_>, policy: Option<KeyPolicy>) -> CodedResult<()> {
-    state.run(key, policy)
 }
