@@ -444,7 +444,7 @@ impl KeyedLimiter {
 
     /// The quiet case of a shared consume (see [`KeyedLimiter::try_consume_quiet`]): a held key,
     /// clocks that agree, inside the key's open period. `None` changes nothing.
-    #[inline(never)]
+    #[inline(always)]
     pub fn consume_shared_quiet(
         &mut self,
         index: u32,
