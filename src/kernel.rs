@@ -1,9 +1,10 @@
-//! The rules every limiter shares, written once: the decision ([`decide`]), how a key's state is
-//! brought up to the limiter's timeline ([`KeyUse::refresh`]) and when dropping a key changes no
-//! later decision ([`KeyUse::idleness`]); and [`call`], which chains them over a limiter's
-//! [`Storage`]. `QuotaClock`'s limiter keeps its one bucket in its fields, the keyed table a
-//! key's in its records, the zone in shared memory; each hands the rule its state (as a
-//! [`KeyUse`]) and stores the result back. The period rule is
+//! The rules every limiter shares, written once: the decision ([`decide`], on a key's [`Bucket`]
+//! and [`Quota`]), how a key's state is brought up to the limiter's timeline ([`KeyUse::refresh`])
+//! and when dropping a key changes no later decision ([`KeyUse::idleness`]); and [`call`] and
+//! its fast arm [`call_quiet`], which chain them over a limiter's [`Storage`]. `QuotaClock`'s
+//! limiter keeps its one bucket in its fields, the keyed table a key's in its records, the zone in
+//! shared memory; each hands the rules its state (as a [`KeyUse`]) and lends the decision its
+//! parts ([`Storage::parts`]), never deciding itself, and stores the result back. The period rule is
 //! [`OpenPeriod::next`](crate::quota::OpenPeriod::next), the reading rule
 //! [`ReadingRule::read`](crate::reconciler::ReadingRule::read).
 
@@ -229,7 +230,7 @@ pub struct PeriodQuota<'a, E, P = Infallible> {
     pub limit: u64,
     pub ends: E,
     pub wall_ms: f64,
-    pub pending: PhantomData<P>,
+    pending: PhantomData<P>,
 }
 
 impl<'a, E, P> PeriodQuota<'a, E, P> {
