@@ -41,6 +41,12 @@ pub fn count(n: f64, capacity: f64, of: &str) -> Result<u64, Error> {
     checked(ok, "n", what, n).map(|n| n as u64)
 }
 
+/// A refund's or a give-back's `n`: a positive safe integer (the JS face checks it first).
+pub fn positive_count(n: f64) -> Result<u64, Error> {
+    let ok = integer_in(n, 1.0..=MAX_SAFE_INTEGER);
+    checked(ok, "n", || "a positive safe integer".to_owned(), n).map(|n| n as u64)
+}
+
 /// A count passed back (units a store answered, a charge): a safe integer ≥ 0.
 pub fn units(value: f64, name: &str) -> Result<u64, Error> {
     let ok = integer_in(value, 0.0..=MAX_SAFE_INTEGER);

@@ -1,11 +1,11 @@
-//! `contract()`: the result buffer's layout (`buffer`), the JS names of the error codes'
-//! classes (`names`) and the core's lists of the public string unions, for the JS face to read
-//! at load (it copies none of them).
+//! `contract()`: the buffer's layout, the error codes' classes and the core's string unions, read
+//! by the JS face at load (it copies none of them).
 
 use napi_derive::napi;
 
 use super::buffer;
 use super::names::class_of;
+use super::object::objects;
 use crate::anomaly::AnomalyKind;
 use crate::calendar::{PeriodUnit, StartKind, MAX_WALL_MS};
 use crate::clock::SuspendPolicy;
@@ -27,84 +27,65 @@ pub struct BasisEntry {
     pub code: f64,
 }
 
-/// `#[napi(object)]` structs of the layout's numbers, each field with its value (a position
-/// as `at(...)`): a name is written once, where it gets its value. (Docs as `#[doc = "..."]`:
-/// napi-rs copies a `///` line into the generated types with its raw-string quote.)
-macro_rules! numbers {
-    ($($(#[doc = $doc:literal])* $name:ident: $ty:ty { $($field:ident = $value:expr,)+ })+) => {$(
-        $(#[doc = $doc])*
-        #[napi(object)]
-        pub struct $name {
-            $(pub $field: $ty,)+
-        }
-
-        impl $name {
-            fn new() -> $name {
-                $name { $($field: $value,)+ }
-            }
-        }
-    )+};
-}
-
 fn at(position: usize) -> u32 {
     position as u32
 }
 
-numbers! {
+objects! {
     #[doc = "Positions in the result buffer, a `Float64Array` of `length` numbers (see `buffer`)."]
-    BufferPositions: u32 {
-        n_or_status = at(buffer::N_OR_STATUS),
-        allowed = at(buffer::ALLOWED),
-        retry_after_ms = at(buffer::RETRY_AFTER_MS),
-        basis = at(buffer::BASIS),
-        tokens = at(buffer::TOKENS),
-        quota_remaining = at(buffer::QUOTA_REMAINING),
-        limiter = at(buffer::LIMITER),
-        operation = at(buffer::OPERATION),
-        monotonic_ms = at(buffer::MONOTONIC_MS),
-        wall_ms = at(buffer::WALL_MS),
-        elapsed_realtime_ms = at(buffer::ELAPSED_REALTIME_MS),
-        has_elapsed_realtime = at(buffer::HAS_ELAPSED_REALTIME),
-        period_slot = at(buffer::PERIOD_SLOT),
+    BufferPositions from () as _ {
+        n_or_status: u32 = at(buffer::N_OR_STATUS),
+        allowed: u32 = at(buffer::ALLOWED),
+        retry_after_ms: u32 = at(buffer::RETRY_AFTER_MS),
+        basis: u32 = at(buffer::BASIS),
+        tokens: u32 = at(buffer::TOKENS),
+        quota_remaining: u32 = at(buffer::QUOTA_REMAINING),
+        limiter: u32 = at(buffer::LIMITER),
+        operation: u32 = at(buffer::OPERATION),
+        monotonic_ms: u32 = at(buffer::MONOTONIC_MS),
+        wall_ms: u32 = at(buffer::WALL_MS),
+        elapsed_realtime_ms: u32 = at(buffer::ELAPSED_REALTIME_MS),
+        has_elapsed_realtime: u32 = at(buffer::HAS_ELAPSED_REALTIME),
+        period_slot: u32 = at(buffer::PERIOD_SLOT),
     }
 
     #[doc = "The values of the `nOrStatus` position after a call."]
-    BufferStatuses: f64 {
-        decided = buffer::STATUS_DECIDED,
-        decided_with_anomalies = buffer::STATUS_DECIDED_WITH_ANOMALIES,
-        error = buffer::STATUS_ERROR,
-        needs_reader = buffer::STATUS_NEEDS_READER,
-        needs_readings = buffer::STATUS_NEEDS_READINGS,
-        needs_policy = buffer::STATUS_NEEDS_POLICY,
-        needs_store = buffer::STATUS_NEEDS_STORE,
-        decided_with_work = buffer::STATUS_DECIDED_WITH_WORK,
-        needs_slice = buffer::STATUS_NEEDS_SLICE,
+    BufferStatuses from () as _ {
+        decided: f64 = buffer::STATUS_DECIDED,
+        decided_with_anomalies: f64 = buffer::STATUS_DECIDED_WITH_ANOMALIES,
+        error: f64 = buffer::STATUS_ERROR,
+        needs_reader: f64 = buffer::STATUS_NEEDS_READER,
+        needs_readings: f64 = buffer::STATUS_NEEDS_READINGS,
+        needs_policy: f64 = buffer::STATUS_NEEDS_POLICY,
+        needs_store: f64 = buffer::STATUS_NEEDS_STORE,
+        decided_with_work: f64 = buffer::STATUS_DECIDED_WITH_WORK,
+        needs_slice: f64 = buffer::STATUS_NEEDS_SLICE,
     }
 
     #[doc = "The values of the `operation` position."]
-    BufferOperations: f64 {
-        consume = buffer::OPERATION_CONSUME,
-        refund = buffer::OPERATION_REFUND,
-        shared_consume = buffer::OPERATION_SHARED_CONSUME,
-        shared_after_store = buffer::OPERATION_SHARED_AFTER_STORE,
-        shared_fail_open = buffer::OPERATION_SHARED_FAIL_OPEN,
+    BufferOperations from () as _ {
+        consume: f64 = buffer::OPERATION_CONSUME,
+        refund: f64 = buffer::OPERATION_REFUND,
+        shared_consume: f64 = buffer::OPERATION_SHARED_CONSUME,
+        shared_after_store: f64 = buffer::OPERATION_SHARED_AFTER_STORE,
+        shared_fail_open: f64 = buffer::OPERATION_SHARED_FAIL_OPEN,
     }
 
     #[doc = "Where `stats()` writes a limiter's counters (`anomalies`: the first kind's)."]
-    StatsLayout: u32 {
-        allowed = at(buffer::stats::ALLOWED),
-        denied = at(buffer::stats::DENIED),
-        keys = at(buffer::stats::KEYS),
-        evicted = at(buffer::stats::EVICTED),
-        key_limit_refusals = at(buffer::stats::KEY_LIMIT_REFUSALS),
-        anomalies = at(buffer::stats::ANOMALIES),
+    StatsLayout from () as _ {
+        allowed: u32 = at(buffer::stats::ALLOWED),
+        denied: u32 = at(buffer::stats::DENIED),
+        keys: u32 = at(buffer::stats::KEYS),
+        evicted: u32 = at(buffer::stats::EVICTED),
+        key_limit_refusals: u32 = at(buffer::stats::KEY_LIMIT_REFUSALS),
+        anomalies: u32 = at(buffer::stats::ANOMALIES),
     }
 
     #[doc = "The fleet bucket's store terms (`lib/share/protocol.js` checks its copies)."]
-    FleetBucketTerms: f64 {
-        write_off_factor = WRITE_OFF_FACTOR,
-        write_off_margin_ms = WRITE_OFF_MARGIN_MS,
-        kept_after_ms = RECORD_KEPT_AFTER_MS,
+    FleetBucketTerms from () as _ {
+        write_off_factor: f64 = WRITE_OFF_FACTOR,
+        write_off_margin_ms: f64 = WRITE_OFF_MARGIN_MS,
+        kept_after_ms: f64 = RECORD_KEPT_AFTER_MS,
     }
 }
 
@@ -162,12 +143,12 @@ pub fn contract() -> Contract {
         max_wall_ms: MAX_WALL_MS,
         result_buffer: ResultBufferLayout {
             length: at(buffer::LENGTH),
-            positions: BufferPositions::new(),
-            status: BufferStatuses::new(),
-            operation: BufferOperations::new(),
+            positions: BufferPositions::from(()),
+            status: BufferStatuses::from(()),
+            operation: BufferOperations::from(()),
             basis_none: buffer::BASIS_NONE,
         },
-        stats: StatsLayout::new(),
-        fleet_bucket: FleetBucketTerms::new(),
+        stats: StatsLayout::from(()),
+        fleet_bucket: FleetBucketTerms::from(()),
     }
 }

@@ -1,8 +1,5 @@
-//! The inputs of the create entry points: a limiter's options, whose types the JS face checked
-//! (napi-rs would refuse a wrong type with an error of its own) and whose numeric values are
-//! checked here, once, for the JS face and a direct call alike; and the clock it reads. (The JS
-//! face checks the suspend policy's name against the contract, since a JS string does not always
-//! arrive intact; here it is parsed, and a direct call's bad name refused.)
+//! The create entry points' inputs: a limiter's options (types checked by the JS face, values by
+//! the core's `LimiterConfig::checked`) and the clock it reads.
 
 use napi_derive::napi;
 
@@ -14,7 +11,6 @@ use super::manual_clock::NativeManualClock;
 use crate::clock::SystemClock;
 use crate::limiter::LimiterConfig;
 use crate::limits::LimitsInput;
-use crate::text::js_number;
 
 pub(crate) use crate::limits::MAX_SAFE_INTEGER;
 
@@ -130,16 +126,4 @@ pub(crate) fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig
         options.earliest_plausible_wall_ms,
     )
     .map_err(|error| from_core(&error))
-}
-
-/// `n` of `refund`: a positive safe integer (the JS face checks it first; this guards direct calls).
-pub(crate) fn positive_safe_integer(n: f64) -> CodedResult<u64> {
-    if (1.0..=MAX_SAFE_INTEGER).contains(&n) && n.fract() == 0.0 {
-        Ok(n as u64)
-    } else {
-        Err(invalid_arg(format!(
-            "n must be a positive safe integer; received {}",
-            js_number(n)
-        )))
-    }
 }

@@ -1,7 +1,5 @@
-//! Benchmark and test probes, built only with the `probes` cargo feature (never in the published
-//! binary): the benchmark's floor (the cheapest possible native call that reads the two clocks,
-//! made the same way as `tryConsume`: a raw N-API function, no arguments, results in a shared
-//! buffer), the call-pattern and key-conversion probes, and the lifecycle tests' live counts.
+//! Probes (the `probes` feature, never published): the benchmark's floor (two clock reads as a raw
+//! function, as `tryConsume` is), call-pattern and key-conversion probes, the live counts.
 
 use std::ptr;
 

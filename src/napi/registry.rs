@@ -1,7 +1,5 @@
-//! The per-thread registries of `QuotaClock`'s native halves: one per load of the JS face, with
-//! its result buffer, held by the two `tryConsume` functions `consume` makes. A limiter is named
-//! by its index (not a napi class instance or a function per limiter: an idle one stays under
-//! 1 KiB).
+//! The per-thread registries of `QuotaClock`s, one per load of the JS face with its result buffer;
+//! a limiter is an index (no class or function per limiter: an idle one stays under 1 KiB).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -33,9 +31,8 @@ pub(crate) struct LimiterState {
 
 type LimiterCell = RefCell<LimiterState>;
 
-/// One module instance's limiters and its result buffer. It lives as long as the module
-/// instance's `tryConsume` functions (their finalizers release it), and holds nothing that keeps
-/// JS alive but the result buffer: a module loaded again and dropped is collected whole.
+/// One module instance's limiters and result buffer, released with its `tryConsume` functions
+/// (it keeps no JS alive but the buffer: a module loaded again and dropped is collected whole).
 pub(crate) struct Registry {
     pub(crate) id: u32,
     /// Set once by the JS face; routes anomalies to the limiters' handlers.
@@ -49,8 +46,7 @@ pub(crate) struct Registry {
     pub(crate) _result_buffer: Float64Array,
 }
 
-/// This thread's registries, by id (a test runner that re-runs the module, or several `vm`
-/// contexts, get their own). Held weakly: a registry leaves the table when it is dropped.
+/// This thread's registries by id (one per module load or `vm` context), held weakly.
 #[derive(Default)]
 struct Registries {
     live: HashMap<u32, Weak<Registry>>,
@@ -83,8 +79,7 @@ impl Drop for Registry {
     }
 }
 
-/// What taking the last call's error finds when the call stored none: a bug of this package, never
-/// a clock error.
+/// A call that reported an error but stored none: a bug of this package.
 pub(crate) const NO_STORED_ERROR: &str =
     "quota-clock-source internal error (please report it): the call reported an error but stored none";
 
@@ -143,8 +138,7 @@ impl Registry {
     }
 }
 
-/// Makes a registry around `result_buffer` and enters it in this thread's table (hooking the
-/// env's cleanup once per thread).
+/// Makes a registry around `result_buffer`, entered in this thread's table.
 pub(crate) fn new_registry(
     env: &Env,
     mut result_buffer: Float64Array,
@@ -221,8 +215,7 @@ pub fn registry_on_anomaly(
     })
 }
 
-/// Queues anomalies for a listener's `onAnomaly` through the registry's dispatcher (a keyed
-/// limiter shares its module's dispatcher, so its handler is held weakly too).
+/// Queues anomalies for a listener's `onAnomaly` (a keyed limiter shares its module's dispatcher).
 pub(crate) fn notify_listener(registry_id: u32, listener: Option<f64>, anomalies: &[Anomaly]) {
     if listener.is_some() && !anomalies.is_empty() {
         if let Ok(registry) = registry(registry_id) {
@@ -231,8 +224,7 @@ pub(crate) fn notify_listener(registry_id: u32, listener: Option<f64>, anomalies
     }
 }
 
-/// How many limiters this thread's registries hold, and how many registries (module instances)
-/// are alive (for the lifecycle tests' probes).
+/// Limiters held and registries alive on this thread (the lifecycle probes).
 #[cfg(feature = "probes")]
 pub(crate) fn live_counts() -> (u32, u32) {
     REGISTRIES.with(|registries| {

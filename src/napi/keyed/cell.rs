@@ -1,6 +1,5 @@
-//! What both keyed limiters' bindings (the in-process table's and the zone's) hold the same way:
-//! the cell their raw function points at, the raw `call(key)` itself and the function that holds
-//! it, the borrowing of the state for every other entry point, `takeError` and `takeAnomalies`.
+//! What the in-process table's and the zone's bindings share: the cell, the raw `call(key)`, the
+//! state's borrow for every other entry point, `takeError` and `takeAnomalies`.
 
 use std::cell::RefCell;
 use std::ptr;

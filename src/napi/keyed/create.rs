@@ -1,7 +1,5 @@
-//! `keyedCreate`: a keyed limiter made from the JS face's options, checked (`maxKeys`, `share`,
-//! a shared bucket's `leaseMs` and capacities), its snapshot restored, its sharing enabled; and
-//! `keyedCheckOptions`, the same checks of `maxKeys`, `share.leaseUnits` and `share.leaseMs`, for
-//! the JS face to make each where its order of checks puts it (before any clock, policy or store).
+//! `keyedCreate` (options checked, snapshot restored, sharing enabled) and `keyedCheckOptions`
+//! (its checks of `maxKeys` and `share`'s numbers, for the JS face's order of checks).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -10,10 +8,9 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use super::entry::NativeKeyed;
-use super::policy::default_policy;
 use super::snapshot::NativeSnapshot;
 use super::{KeyedCell, KeyedState};
-use crate::keyed::{KeyedConfig, KeyedLimiter, PolicyId, DEFAULT_POLICY};
+use crate::keyed::{KeyedConfig, KeyedLimiter};
 use crate::limits::{check_shared_capacity, CheckedKeyedValues, KeyedValues};
 use crate::napi::buffer::{self, ResultBuffer};
 use crate::napi::clock::BoundClock;
@@ -72,8 +69,7 @@ fn checked_values(values: &KeyedOptionValues) -> CodedResult<CheckedKeyedValues>
     values.checked().map_err(|error| from_core(&error))
 }
 
-/// Checks the values given (see `KeyedOptionValues`), as `keyedCreate` does: the JS face calls it
-/// with one value at a time, at the place of that option in its order of checks.
+/// Checks the values given as `keyedCreate` does (the JS face: one at a time, in its order).
 #[napi(js_name = "keyedCheckOptions")]
 pub fn keyed_check_options(env: &Env, values: KeyedOptionValues) -> napi::Result<()> {
     guard(env, move || checked_values(&values).map(drop))
@@ -110,15 +106,8 @@ pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<N
                 .map(|bucket| bucket.lease_ms),
         })?;
         let limits = config_from(&options)?;
-        let defaults = default_policy(&limits);
+        let defaults = limits.limits();
         let defaults_capacity = defaults.capacity;
-        let restore_policies: Option<Vec<f64>> = restore.map(|restore| {
-            restore
-                .policies
-                .iter()
-                .map(|policy| policy.capacity)
-                .collect()
-        });
         let config = KeyedConfig {
             defaults,
             suspend_policy: limits.suspend_policy,
@@ -129,30 +118,16 @@ pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<N
         let (clock, supplied) = clock.handle()?;
         let mut limiter = KeyedLimiter::new(config, &mut BoundClock::new(&clock, supplied))
             .map_err(|e| from_core(&e))?;
-        if let Some(restore) = restore {
-            let ids: Vec<PolicyId> = restore
-                .policies
-                .iter()
-                .map(|policy| limiter.intern(policy.clone()))
-                .collect();
-            let per_key: Vec<PolicyId> = restore
-                .choices
-                .iter()
-                .map(|&choice| ids.get(choice as usize).copied().unwrap_or(DEFAULT_POLICY))
-                .collect();
-            limiter.restore(&restore.snapshot, &per_key);
-            for id in ids {
-                limiter.release_if_unused(id);
-            }
+        if let Some(plan) = restore {
+            limiter.restore_with(&plan.snapshot, &plan.policies, &plan.choices);
         }
         if share.is_some() {
             limiter.enable_share(checked.lease_units);
             if let Some(lease_ms) = checked.lease_ms {
-                check_shared_capacity("", defaults_capacity).map_err(|error| from_core(&error))?;
-                if let Some(restore) = restore_policies {
-                    for policy in restore {
-                        check_shared_capacity("", policy).map_err(|error| from_core(&error))?;
-                    }
+                let restored = restore.iter().flat_map(|plan| plan.policies.iter());
+                let capacities = restored.map(|policy| policy.capacity);
+                for capacity in std::iter::once(defaults_capacity).chain(capacities) {
+                    check_shared_capacity("", capacity).map_err(|error| from_core(&error))?;
                 }
                 limiter.enable_slices(lease_ms as f64);
             }

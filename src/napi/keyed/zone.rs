@@ -1,7 +1,5 @@
-//! `KeyedQuotaClock` with `zone`: the keyed table in a shared memory-mapped file
-//! (`crate::zone`). Shaped like the in-process limiter's binding: one raw function per limiter,
-//! called with the key; the JS face writes `n` and the operation into the limiter's own
-//! `Float64Array` and reads the decision back from it.
+//! `KeyedQuotaClock` with `zone` (the table in a shared file, `crate::zone`): a raw `call(key)`
+//! per limiter, shaped like the in-process table's, on the limiter's own result buffer.
 
 mod entries;
 
@@ -12,7 +10,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use super::cell::{call_function, RawState, StateCell};
-use super::policy::{default_policy, key_policy, PolicyInput, KEY_CAPACITY};
+use super::policy::{key_policy, PolicyInput, KEY_CAPACITY};
 use super::snapshot::NativeSnapshot;
 use crate::anomaly::Anomaly;
 use crate::args;
@@ -22,7 +20,7 @@ use crate::limits::check_max_keys;
 use crate::napi::buffer;
 use crate::napi::buffer::{write_decision, ResultBuffer};
 use crate::napi::errors::{coded, guard, invalid_arg, CodedError, CodedResult};
-use crate::napi::options::{config_from, positive_safe_integer, LimiterOptions};
+use crate::napi::options::{config_from, LimiterOptions};
 use crate::napi::registry::notify_listener;
 use crate::zone::{Operation, Outcome, Zone, ZoneConfig};
 
@@ -99,7 +97,7 @@ fn open(input: ZoneInput<'_>) -> CodedResult<External<NativeZone>> {
     }
     let max_keys = check_max_keys(max_keys)?;
     let limits = config_from(&options)?;
-    let defaults = default_policy(&limits);
+    let defaults = limits.limits();
     let config = ZoneConfig {
         path,
         defaults: defaults.clone(),
@@ -152,7 +150,7 @@ impl ZoneState {
         let (operation, count) = if operation == buffer::OPERATION_CONSUME {
             (Operation::Consume, 0)
         } else if operation == buffer::OPERATION_REFUND {
-            (Operation::Refund, positive_safe_integer(n)?)
+            (Operation::Refund, args::positive_count(n)?)
         } else {
             return Err(invalid_arg(format!("unknown operation {operation}")));
         };

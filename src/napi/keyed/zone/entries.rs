@@ -4,6 +4,7 @@
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
+use crate::args::positive_count;
 use crate::calendar::PeriodSlot;
 use crate::error::ErrorCode;
 use crate::keyed::PolicyChoice;
@@ -14,7 +15,6 @@ use crate::napi::keyed::cell::{take_anomalies, take_error};
 use crate::napi::keyed::policy::{key_policy, PolicyInput};
 use crate::napi::keyed::status::KeyStatusOutput;
 use crate::napi::limiter::ErrorOutput;
-use crate::napi::options::positive_safe_integer;
 use crate::napi::registry::notify_listener;
 use crate::zone::{Operation, Outcome};
 
@@ -55,7 +55,7 @@ pub fn zone_give_back(
     slot: f64,
 ) -> napi::Result<()> {
     zone.cell.with_key(env, &key, |state, key| {
-        let count = positive_safe_integer(n)?;
+        let count = positive_count(n)?;
         state
             .zone()?
             .give_back(key, count, PeriodSlot::from_number(slot));
