@@ -53,6 +53,16 @@ pub fn units(value: f64, name: &str) -> Result<u64, Error> {
     checked(ok, name, || "a non-negative safe integer".to_owned(), value).map(|v| v as u64)
 }
 
+/// A number (Infinity too) no less than 0.
+pub fn not_negative(value: f64, name: &str) -> Result<f64, Error> {
+    checked(
+        value >= 0.0,
+        name,
+        || "a number no less than 0".to_owned(),
+        value,
+    )
+}
+
 /// A finite number no less than `min`.
 pub fn finite_from(value: f64, min: f64, name: &str) -> Result<f64, Error> {
     let what = || format!("a finite number no less than {}", js_number(min));
@@ -101,6 +111,19 @@ mod tests {
         assert_eq!(
             message(count(1.5, f64::INFINITY, "capacity")),
             "n must be a positive safe integer no larger than capacity (Infinity); received 1.5"
+        );
+        assert_eq!(positive_count(2.0).unwrap(), 2);
+        assert_eq!(
+            message(positive_count(0.0)),
+            "n must be a positive safe integer; received 0"
+        );
+        assert_eq!(
+            not_negative(f64::INFINITY, "idleMs").unwrap(),
+            f64::INFINITY
+        );
+        assert_eq!(
+            message(not_negative(f64::NAN, "idleMs")),
+            "idleMs must be a number no less than 0; received NaN"
         );
         assert_eq!(units(0.0, "held").unwrap(), 0);
         assert_eq!(

@@ -98,8 +98,7 @@ pub(crate) struct Queued {
 /// limiter: each costs an event-loop handle and ~2 KiB):
 /// - `Queued`: what the core hands over;
 /// - `Unknown`: the JS function's return value, ignored;
-/// - `AnomalyDelivery`: the one argument JS receives; the JS face routes it to that limiter's
-///   `onAnomaly`;
+/// - `AnomalyDelivery`: the one argument JS receives (routed to that limiter's `onAnomaly`);
 /// - `Status`: napi's own error status;
 /// - `false`: not callee-handled, no error-first argument;
 /// - `true`: weak, so a pending delivery never keeps the event loop alive.

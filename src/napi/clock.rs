@@ -39,8 +39,7 @@ pub fn elapsed_realtime_supported() -> bool {
     clock::ELAPSED_REALTIME_SUPPORTED
 }
 
-/// A clock source as a limiter holds it: never a JS function (the JS face reads a JS clock and
-/// passes the readings in; ARCHITECTURE.md's resume path says why).
+/// A clock source as a limiter holds it: never a JS function (a JS clock's readings come in).
 pub(crate) enum ClockHandle {
     System(SystemClock),
     /// System clocks, with a suspend-inclusive reader written in JS.
@@ -70,8 +69,7 @@ impl ClockHandle {
     }
 }
 
-/// A [`ClockHandle`] for one call, with the readings supplied; what it records is read only by
-/// [`BoundClock::outcome`].
+/// A [`ClockHandle`] for one call, with the readings supplied.
 pub(crate) struct BoundClock<'a> {
     handle: &'a ClockHandle,
     supplied: Supplied,

@@ -13,20 +13,6 @@ use crate::error::ErrorCode;
 use crate::keyed::{RECORD_KEPT_AFTER_MS, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS};
 use crate::limiter::RetryBasis;
 
-#[napi(object)]
-pub struct ErrorCodeEntry {
-    pub code: String,
-    /// 'QuotaClockError' | 'RangeError' | 'TypeError' | 'Error': the class the JS face throws it as.
-    pub class: String,
-}
-
-#[napi(object)]
-pub struct BasisEntry {
-    pub name: String,
-    /// The value in the result buffer's `basis` position.
-    pub code: f64,
-}
-
 fn at(position: usize) -> u32 {
     position as u32
 }
@@ -89,66 +75,49 @@ objects! {
     }
 }
 
-#[napi(object)]
-pub struct ResultBufferLayout {
-    pub length: u32,
-    pub positions: BufferPositions,
-    pub status: BufferStatuses,
-    pub operation: BufferOperations,
-    /// The `basis` value of a decision whose retryAfterBasis is null.
-    pub basis_none: f64,
-}
+objects! {
+    ErrorCodeEntry from &ErrorCode as code {
+        code: String = code.as_str().to_owned(),
+        #[doc = "'QuotaClockError' | 'RangeError' | 'TypeError' | 'Error': its class in JS."]
+        class: String = class_of(*code).to_owned(),
+    }
 
-#[napi(object)]
-pub struct Contract {
-    pub error_codes: Vec<ErrorCodeEntry>,
-    pub retry_after_basis: Vec<BasisEntry>,
-    pub anomaly_kinds: Vec<String>,
-    pub suspend_policies: Vec<String>,
-    pub period_units: Vec<String>,
-    pub start_kinds: Vec<String>,
-    pub max_wall_ms: f64,
-    pub result_buffer: ResultBufferLayout,
-    pub stats: StatsLayout,
-    pub fleet_bucket: FleetBucketTerms,
+    BasisEntry from &RetryBasis as basis {
+        name: String = basis.as_str().to_owned(),
+        #[doc = "The value in the result buffer's `basis` position."]
+        code: f64 = buffer::basis_code(Some(*basis)),
+    }
+
+    ResultBufferLayout from () as _ {
+        length: u32 = at(buffer::LENGTH),
+        positions: BufferPositions = BufferPositions::from(()),
+        status: BufferStatuses = BufferStatuses::from(()),
+        operation: BufferOperations = BufferOperations::from(()),
+        #[doc = "The `basis` value of a decision whose retryAfterBasis is null."]
+        basis_none: f64 = buffer::BASIS_NONE,
+    }
+
+    #[doc = "The JS↔native contract (see the module doc); a fresh object per call."]
+    Contract from () as _ {
+        error_codes: Vec<ErrorCodeEntry> = ErrorCode::ALL.iter().map(Into::into).collect(),
+        retry_after_basis: Vec<BasisEntry> = RetryBasis::ALL.iter().map(Into::into).collect(),
+        anomaly_kinds: Vec<String> = names(&AnomalyKind::ALL, AnomalyKind::as_str),
+        suspend_policies: Vec<String> = names(&SuspendPolicy::ALL, SuspendPolicy::as_str),
+        period_units: Vec<String> = names(&PeriodUnit::ALL, PeriodUnit::as_str),
+        start_kinds: Vec<String> = names(&StartKind::ALL, StartKind::as_str),
+        max_wall_ms: f64 = MAX_WALL_MS,
+        result_buffer: ResultBufferLayout = ResultBufferLayout::from(()),
+        stats: StatsLayout = StatsLayout::from(()),
+        fleet_bucket: FleetBucketTerms = FleetBucketTerms::from(()),
+    }
 }
 
 fn names<T: Copy>(items: &[T], name: impl Fn(T) -> &'static str) -> Vec<String> {
     items.iter().map(|&item| name(item).to_owned()).collect()
 }
 
-/// The JS↔native contract: error codes (with the class each is thrown as), the string unions'
-/// values, MAX_WALL_MS and the result-buffer layout. A fresh object per call.
+/// The JS↔native contract: read once by the JS face at load.
 #[napi(js_name = "contract")]
 pub fn contract() -> Contract {
-    Contract {
-        error_codes: ErrorCode::ALL
-            .iter()
-            .map(|&code| ErrorCodeEntry {
-                code: code.as_str().to_owned(),
-                class: class_of(code).to_owned(),
-            })
-            .collect(),
-        retry_after_basis: RetryBasis::ALL
-            .iter()
-            .map(|&basis| BasisEntry {
-                name: basis.as_str().to_owned(),
-                code: buffer::basis_code(Some(basis)),
-            })
-            .collect(),
-        anomaly_kinds: names(&AnomalyKind::ALL, AnomalyKind::as_str),
-        suspend_policies: names(&SuspendPolicy::ALL, SuspendPolicy::as_str),
-        period_units: names(&PeriodUnit::ALL, PeriodUnit::as_str),
-        start_kinds: names(&StartKind::ALL, StartKind::as_str),
-        max_wall_ms: MAX_WALL_MS,
-        result_buffer: ResultBufferLayout {
-            length: at(buffer::LENGTH),
-            positions: BufferPositions::from(()),
-            status: BufferStatuses::from(()),
-            operation: BufferOperations::from(()),
-            basis_none: buffer::BASIS_NONE,
-        },
-        stats: StatsLayout::from(()),
-        fleet_bucket: FleetBucketTerms::from(()),
-    }
+    Contract::from(())
 }

@@ -165,9 +165,8 @@ pub fn limiter_refund(
     })
 }
 
-/// Gives back what a decision took, reading no clock (the HTTP middleware's all-or-nothing
-/// rollback): `n` tokens, and `n` quota units if the period of `slot` (the result buffer's
-/// `PERIOD_SLOT` after the decision; NaN: none) is still open.
+/// The HTTP middleware's rollback, reading no clock: `n` tokens, and `n` quota units if the period
+/// of `slot` (`PERIOD_SLOT` after the decision; NaN: none) is still open.
 #[napi(js_name = "limiterGiveBack")]
 pub fn limiter_give_back(
     env: &Env,

@@ -1,7 +1,6 @@
-//! `objects!`: `#[napi(object)]` structs whose every field is written once, with the value it gets
-//! from the source value (`From`; a source `()` for constants). Docs as `#[doc = "..."]`: napi-rs
-//! copies a `///` line met inside a macro with its raw-string quote. A field's type is an ident
-//! and its parameter (`Option` must reach napi-rs as written, or `None` becomes `null`).
+//! `objects!`: `#[napi(object)]` structs, each field written once with its value from the source
+//! (`From`; `()` for constants). Docs as `#[doc = "..."]` (napi-rs keeps a `///`'s raw quote); a
+//! field's type as an ident and its parameter (an `Option` written so, or `None` becomes `null`).
 
 macro_rules! objects {
     ($($(#[doc = $doc:literal])* $name:ident from $source:ty as $from:tt {

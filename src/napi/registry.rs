@@ -86,6 +86,9 @@ pub(crate) const NO_STORED_ERROR: &str =
 pub(crate) const BUSY: &str =
     "the limiter is busy with another call (please report it: no JS runs inside a native call)";
 
+const REGISTRY_BUSY: &str =
+    "the limiter registry is busy (please report it: no JS runs inside a native call)";
+
 impl Registry {
     /// Runs `body` on the limiter at `index` (for the slow paths).
     pub(crate) fn with_cell<T>(
@@ -100,19 +103,14 @@ impl Registry {
         let Some(Some(cell)) = cells.get(index as usize) else {
             return Err(invalid_arg(format!("no limiter at index {index}")));
         };
-        let mut state = cell
-            .try_borrow_mut()
-            .map_err(|_| coded(ErrorCode::Internal, BUSY))?;
+        let busy = |_| coded(ErrorCode::Internal, BUSY);
+        let mut state = cell.try_borrow_mut().map_err(busy)?;
         body(&mut state)
     }
 
     pub(crate) fn insert(&self, cell: LimiterCell) -> CodedResult<u32> {
-        let mut cells = self.cells.try_borrow_mut().map_err(|_| {
-            coded(
-                ErrorCode::Internal,
-                "the limiter registry is busy (please report it: no JS runs inside a native call)",
-            )
-        })?;
+        let busy = |_| coded(ErrorCode::Internal, REGISTRY_BUSY);
+        let mut cells = self.cells.try_borrow_mut().map_err(busy)?;
         let cell = Some(cell);
         match self.free.borrow_mut().pop() {
             Some(index) => {
@@ -152,15 +150,7 @@ pub(crate) fn new_registry(
     if !CLEANUP_HOOKED.with(|hooked| hooked.replace(true)) {
         // Drop the limiters (their JS references and threadsafe functions) while the env lives.
         env.add_env_cleanup_hook((), |()| {
-            let live: Vec<Rc<Registry>> = REGISTRIES.with(|registries| {
-                registries
-                    .borrow()
-                    .live
-                    .values()
-                    .filter_map(Weak::upgrade)
-                    .collect()
-            });
-            for registry in live {
+            for registry in live_registries() {
                 if let Ok(mut cells) = registry.cells.try_borrow_mut() {
                     cells.clear();
                 }
@@ -224,21 +214,23 @@ pub(crate) fn notify_listener(registry_id: u32, listener: Option<f64>, anomalies
     }
 }
 
+fn live_registries() -> Vec<Rc<Registry>> {
+    REGISTRIES.with(|registries| {
+        let registries = registries.borrow();
+        registries.live.values().filter_map(Weak::upgrade).collect()
+    })
+}
+
 /// Limiters held and registries alive on this thread (the lifecycle probes).
 #[cfg(feature = "probes")]
 pub(crate) fn live_counts() -> (u32, u32) {
-    REGISTRIES.with(|registries| {
-        let registries = registries.borrow();
-        let live: Vec<Rc<Registry>> = registries.live.values().filter_map(Weak::upgrade).collect();
-        let limiters = live
-            .iter()
-            .map(|registry| {
-                registry
-                    .cells
-                    .try_borrow()
-                    .map_or(0, |cells| cells.iter().flatten().count())
-            })
-            .sum::<usize>();
-        (limiters as u32, live.len() as u32)
-    })
+    let live = live_registries();
+    let held = |registry: &Rc<Registry>| {
+        let cells = registry.cells.try_borrow();
+        cells.map_or(0, |cells| cells.iter().flatten().count())
+    };
+    (
+        live.iter().map(held).sum::<usize>() as u32,
+        live.len() as u32,
+    )
 }

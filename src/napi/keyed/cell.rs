@@ -19,8 +19,7 @@ use crate::napi::limiter::ErrorOutput;
 use crate::napi::raw::function_owning;
 use crate::napi::registry::{BUSY, NO_STORED_ERROR};
 
-/// What the raw function's data points at: the state, and the result buffer's address outside
-/// it (so a call that finds the state busy can still say so).
+/// The raw function's data: the state, and the result buffer outside it (to say it is busy).
 pub(super) struct StateCell<S> {
     pub(super) result: ResultBuffer,
     pub(super) state: RefCell<S>,

@@ -81,10 +81,8 @@ pub fn keyed_share_work(
 ) -> napi::Result<ShareWorkOutput> {
     limiter.state.with_key(env, &key, |state, key| {
         let demand = units(demand, "demand")?;
-        let refill = match (
-            std::mem::take(&mut state.refill_wanted),
-            state.limiter.find(key),
-        ) {
+        let wanted = std::mem::take(&mut state.refill_wanted);
+        let refill = match (wanted, state.limiter.find(key)) {
             (true, Some(index)) => state.limiter.reserve_request(index, 0, demand),
             _ => None,
         };

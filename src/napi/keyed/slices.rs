@@ -7,7 +7,7 @@ use napi_derive::napi;
 use super::entry::NativeKeyed;
 use super::KeyedState;
 use crate::anomaly::Anomaly;
-use crate::args::{finite_from, invalid, units};
+use crate::args::{finite_from, not_negative, units};
 use crate::keyed::{SliceAnswer, SliceRequest};
 use crate::napi::object::objects;
 use crate::napi::registry::notify_listener;
@@ -159,9 +159,7 @@ pub fn keyed_slice_give_backs(
     monotonic_ms: Option<f64>,
 ) -> napi::Result<Vec<SliceRequestOutput>> {
     limiter.state.with(env, |state| {
-        if idle_ms.is_nan() || idle_ms < 0.0 {
-            return Err(invalid("idleMs", "a number no less than 0", idle_ms).into());
-        }
+        let idle_ms = not_negative(idle_ms, "idleMs")?;
         let monotonic_ms = state.monotonic_now(monotonic_ms);
         let give_backs = state
             .limiter

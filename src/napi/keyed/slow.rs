@@ -132,7 +132,6 @@ impl KeyedState {
     }
 }
 
-/// What a call did.
 enum Outcome {
     Decided(Decision),
     Shared(SharedDecision),

@@ -8,8 +8,7 @@ use crate::error::Error;
 use crate::keyed::{KeyPolicy, Snapshot};
 use crate::napi::errors::{guard, invalid_arg, CodedResult};
 
-/// A snapshot validated, with its keys' policies once given (an External: a `#[napi]` class costs
-/// every load of the addon a few KB that Node-API keeps, measured).
+/// A snapshot validated, with its keys' policies once given (an External: a class costs more).
 pub struct NativeSnapshot {
     pub(super) snapshot: Snapshot,
     /// Distinct policies, and for each key the index of its own (`u32::MAX`: the defaults).

@@ -59,7 +59,6 @@ pub struct NativeZone {
     cell: Rc<ZoneCell>,
 }
 
-/// `zoneOpen`'s input.
 #[napi(object, object_to_js = false)]
 pub struct ZoneInput<'_javascript_function_scope> {
     pub registry: u32,
@@ -80,50 +79,34 @@ pub fn zone_open(env: &Env, input: ZoneInput<'_>) -> napi::Result<External<Nativ
     guard(env, move || open(input))
 }
 
-fn open(input: ZoneInput<'_>) -> CodedResult<External<NativeZone>> {
-    let ZoneInput {
-        registry: registry_id,
-        path,
-        options,
-        max_keys,
-        has_policy,
-        reader,
-        result: mut result_buffer,
-        anomaly_listener,
-        restore,
-    } = input;
-    if result_buffer.len() < buffer::LENGTH {
+fn open(mut input: ZoneInput<'_>) -> CodedResult<External<NativeZone>> {
+    if input.result.len() < buffer::LENGTH {
         return Err(coded(ErrorCode::Internal, "the result buffer is too short"));
     }
-    let max_keys = check_max_keys(max_keys)?;
-    let limits = config_from(&options)?;
-    let defaults = limits.limits();
-    let config = ZoneConfig {
-        path,
-        defaults: defaults.clone(),
-        suspend_policy: limits.suspend_policy,
-        earliest_plausible_wall_ms: limits.earliest_plausible_wall_ms,
-        max_keys,
-        reader,
-    };
+    let max_keys = check_max_keys(input.max_keys)?;
+    let limits = config_from(&input.options)?;
+    let config = ZoneConfig::of(input.path, &limits, max_keys, input.reader);
+    let defaults = &config.defaults;
     // Each key's policy: its own, or (`u32::MAX`) the defaults.
-    let policies: Option<Vec<KeyPolicy>> = restore.map(|plan| {
-        let policy = |&choice: &u32| plan.policies.get(choice as usize).unwrap_or(&defaults);
+    let policies: Option<Vec<KeyPolicy>> = input.restore.map(|plan| {
+        let policy = |&choice: &u32| plan.policies.get(choice as usize).unwrap_or(defaults);
         plan.choices.iter().map(policy).cloned().collect()
     });
-    let restore = restore.map(|plan| (&plan.snapshot, policies.as_deref().unwrap_or(&[])));
+    let restore = input
+        .restore
+        .map(|plan| (&plan.snapshot, policies.as_deref().unwrap_or(&[])));
     let zone = Zone::open(&config, restore).map_err(|error| coded(error.code, error.message))?;
     // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.
-    let address = unsafe { result_buffer.as_mut() }.as_mut_ptr();
+    let address = unsafe { input.result.as_mut() }.as_mut_ptr();
     let state = ZoneState {
         zone: Some(zone),
         anomalies: Vec::new(),
         error: None,
-        registry_id,
-        anomaly_listener,
-        has_policy,
+        registry_id: input.registry,
+        anomaly_listener: input.anomaly_listener,
+        has_policy: input.has_policy,
         result: ResultBuffer(address),
-        _result_buffer: result_buffer,
+        _result_buffer: input.result,
     };
     Ok(External::new(NativeZone {
         cell: Rc::new(ZoneCell {

@@ -1,5 +1,4 @@
-//! A zone's entry points besides its raw call: `status(key)`, the give-back, `delete`, `size`,
-//! `snapshot`, `close`, `stats`, and taking anomalies and errors.
+//! A zone's entry points besides its raw call.
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -20,8 +19,7 @@ use crate::zone::{Operation, Outcome};
 
 use super::*;
 
-/// `status(key)`; `None` when the JS face must call `policy(key)` first (the result buffer's
-/// status says so, as after a raw call).
+/// `status(key)`; `None` when the JS face must call `policy(key)` first.
 #[napi(js_name = "zoneStatus")]
 pub fn zone_status(
     env: &Env,
@@ -89,8 +87,7 @@ pub fn zone_close(env: &Env, zone: &External<NativeZone>) -> napi::Result<()> {
     })
 }
 
-/// `stats()`: this limiter's counters (its own calls, in this process) and the zone's key count,
-/// written into the result buffer as `keyedStats` writes them.
+/// `stats()`: this process's counters and the zone's key count, as `keyedStats` writes them.
 #[napi(js_name = "zoneStats")]
 pub fn zone_stats(env: &Env, zone: &External<NativeZone>) -> napi::Result<()> {
     zone.cell.with(env, |state| {
