@@ -41,10 +41,26 @@ pub fn count(n: f64, capacity: f64, of: &str) -> Result<u64, Error> {
     checked(ok, "n", what, n).map(|n| n as u64)
 }
 
+/// A refund's or a give-back's `n`: a positive safe integer (the JS face checks it first).
+pub fn positive_count(n: f64) -> Result<u64, Error> {
+    let ok = integer_in(n, 1.0..=MAX_SAFE_INTEGER);
+    checked(ok, "n", || "a positive safe integer".to_owned(), n).map(|n| n as u64)
+}
+
 /// A count passed back (units a store answered, a charge): a safe integer ≥ 0.
 pub fn units(value: f64, name: &str) -> Result<u64, Error> {
     let ok = integer_in(value, 0.0..=MAX_SAFE_INTEGER);
     checked(ok, name, || "a non-negative safe integer".to_owned(), value).map(|v| v as u64)
+}
+
+/// A number (Infinity too) no less than 0.
+pub fn not_negative(value: f64, name: &str) -> Result<f64, Error> {
+    checked(
+        value >= 0.0,
+        name,
+        || "a number no less than 0".to_owned(),
+        value,
+    )
 }
 
 /// A finite number no less than `min`.
@@ -95,6 +111,19 @@ mod tests {
         assert_eq!(
             message(count(1.5, f64::INFINITY, "capacity")),
             "n must be a positive safe integer no larger than capacity (Infinity); received 1.5"
+        );
+        assert_eq!(positive_count(2.0).unwrap(), 2);
+        assert_eq!(
+            message(positive_count(0.0)),
+            "n must be a positive safe integer; received 0"
+        );
+        assert_eq!(
+            not_negative(f64::INFINITY, "idleMs").unwrap(),
+            f64::INFINITY
+        );
+        assert_eq!(
+            message(not_negative(f64::NAN, "idleMs")),
+            "idleMs must be a number no less than 0; received NaN"
         );
         assert_eq!(units(0.0, "held").unwrap(), 0);
         assert_eq!(

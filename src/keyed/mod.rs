@@ -40,7 +40,7 @@ use crate::calendar::{Period, PeriodSlot, SpecIdentity};
 use crate::clock::{ClockSource, SuspendPolicy, Unread};
 use crate::error::Error;
 use crate::kernel::{self, Answer, KeyUse, Op};
-use crate::limiter::Decision;
+use crate::limiter::{Decision, LimiterConfig};
 use crate::reconciler::Reconciler;
 use crate::stats::Counters;
 
@@ -52,6 +52,19 @@ pub struct KeyedConfig {
     /// `None` turns the plausibility check off.
     pub earliest_plausible_wall_ms: Option<f64>,
     pub max_keys: usize,
+}
+
+impl KeyedConfig {
+    /// A keyed limiter's settings from its options' (`max_keys` checked already; more keys than
+    /// memory could ever hold are as good as no bound).
+    pub fn of(limits: &LimiterConfig, max_keys: f64) -> KeyedConfig {
+        KeyedConfig {
+            defaults: limits.limits(),
+            suspend_policy: limits.suspend_policy,
+            earliest_plausible_wall_ms: limits.earliest_plausible_wall_ms,
+            max_keys: max_keys.min(usize::MAX as f64) as usize,
+        }
+    }
 }
 
 /// Which key a call is for: one held (its record index) or one to hold with a policy.

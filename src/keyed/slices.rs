@@ -27,8 +27,11 @@ use std::collections::HashMap;
 use super::share::{SharedBucket, Step};
 use super::{refresh_record, KeyBuf, KeyedLimiter, Policy, ShareMode};
 use crate::anomaly::Anomaly;
+use crate::args::{finite_from, units};
 use crate::bucket::{refill_wait_ms, refilled};
+use crate::error::{Error, ErrorCode};
 use crate::kernel::{Bucket, BucketOf, Decision, KeyUse};
+use crate::text::js_number;
 
 /// How much a store call takes beyond what it must (the protocol's `more`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -184,6 +187,33 @@ pub struct SliceAnswer {
     pub fleet_ms: f64,
     pub store_now_ms: f64,
     pub record_id: u64,
+}
+
+impl SliceAnswer {
+    /// The answer's numbers checked, in this order (`ERR_INVALID_ARG`); `held` covers `granted`.
+    pub fn checked(
+        [granted, held, tokens, fleet_ms, store_now_ms, record_id]: [f64; 6],
+    ) -> Result<SliceAnswer, Error> {
+        let answer = SliceAnswer {
+            granted: units(granted, "granted")?,
+            held: units(held, "held")?,
+            tokens: finite_from(tokens, f64::MIN, "tokens")?,
+            fleet_ms: finite_from(fleet_ms, 0.0, "fleetMs")?,
+            store_now_ms: finite_from(store_now_ms, 0.0, "storeNowMs")?,
+            record_id: units(record_id, "recordId")?,
+        };
+        if answer.granted > answer.held {
+            return Err(Error::Invalid {
+                code: ErrorCode::InvalidArg,
+                message: format!(
+                    "held must be at least granted; received granted {} and held {}",
+                    js_number(granted),
+                    js_number(held)
+                ),
+            });
+        }
+        Ok(answer)
+    }
 }
 
 /// The last store answer's times, on the timeline (the store-clock check).

@@ -662,3 +662,19 @@ fn a_slice_spent_just_before_its_call_counts_as_out_for_the_refill_until_then() 
         "a window admitted {worst} over the bound: {admitted:?}"
     );
 }
+
+#[test]
+fn an_answer_holding_less_than_it_granted_is_refused_naming_both() {
+    let numbers = |granted, held| [granted, held, 0.0, 0.0, 0.0, 1.0];
+    assert_eq!(SliceAnswer::checked(numbers(2.0, 3.0)).unwrap().held, 3);
+    let error = SliceAnswer::checked(numbers(3.0, 2.0)).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "held must be at least granted; received granted 3 and held 2"
+    );
+    let error = SliceAnswer::checked(numbers(-1.0, 2.0)).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "granted must be a non-negative safe integer; received -1"
+    );
+}

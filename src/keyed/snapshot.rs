@@ -14,7 +14,7 @@
 use std::collections::HashSet;
 
 use super::table::{pack, words_for, Key, KeyTable};
-use super::{slot_i32, KeyedLimiter, PolicyId, DEFAULT_POLICY, NO_PERIOD};
+use super::{slot_i32, KeyPolicy, KeyedLimiter, PolicyId, DEFAULT_POLICY, NO_PERIOD};
 use crate::calendar::{PeriodSpec, PeriodUnit, RawPeriodSpec};
 use crate::error::Error;
 
@@ -167,6 +167,17 @@ impl KeyedLimiter {
         let checksum = crc32fast::hash(&out);
         out.extend_from_slice(&checksum.to_le_bytes());
         out
+    }
+
+    /// [`restore`](Self::restore) with the policies saved beside the snapshot: key `i`'s is
+    /// `policies[choices[i]]` (any other choice: the defaults); those no key holds are released.
+    pub fn restore_with(&mut self, snapshot: &Snapshot, policies: &[KeyPolicy], choices: &[u32]) {
+        let ids: Vec<PolicyId> = policies.iter().map(|p| self.intern(p.clone())).collect();
+        let choice = |&choice: &u32| ids.get(choice as usize).copied().unwrap_or(DEFAULT_POLICY);
+        self.restore(snapshot, &choices.iter().map(choice).collect::<Vec<_>>());
+        for id in ids {
+            self.release_if_unused(id);
+        }
     }
 
     /// Holds the snapshot's keys (on a limiter no call has been made on yet), each with its policy

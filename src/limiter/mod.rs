@@ -29,6 +29,16 @@ pub struct LimiterConfig {
 }
 
 impl LimiterConfig {
+    /// The limits alone: a keyed limiter's policy for a key without its own.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            capacity: self.capacity,
+            refill_per_second: self.refill_per_second,
+            initial_tokens: self.initial_tokens,
+            quota: self.quota.clone(),
+        }
+    }
+
     /// The options' limits, suspend policy and plausibility floor, checked in that order
     /// ([`crate::limits`]), with the contract's messages.
     pub fn checked(

@@ -9,45 +9,28 @@ use napi::sys;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 
+use super::object::objects;
 use super::raw::{function_owning, FunctionData};
 use crate::anomaly::Anomaly;
 
-/// An anomaly as callers see it (`decision.anomalies`, `onAnomaly`): the JS face passes these
-/// objects on as they are. The fields every kind has come first; a kind's own fields are set only
-/// on that kind (napi-rs leaves a `None` field out of the object).
-#[napi(object)]
-#[derive(Clone)]
-pub struct AnomalyOutput {
-    pub kind: String,
-    pub detail: String,
-    pub monotonic_delta_ms: f64,
-    pub wall_delta_ms: f64,
-    pub credited_ms: f64,
-    pub suspended_ms: Option<f64>,
-    pub step_ms: Option<f64>,
-    pub skipped: Option<f64>,
-    pub period_id: Option<String>,
-}
-
-impl From<&Anomaly> for AnomalyOutput {
-    fn from(anomaly: &Anomaly) -> AnomalyOutput {
-        AnomalyOutput {
-            kind: anomaly.kind.as_str().to_owned(),
-            detail: anomaly.detail.clone(),
-            monotonic_delta_ms: anomaly.monotonic_delta_ms,
-            wall_delta_ms: anomaly.wall_delta_ms,
-            credited_ms: anomaly.credited_ms,
-            suspended_ms: anomaly.suspended_ms,
-            step_ms: anomaly.step_ms,
-            skipped: anomaly.skipped.map(|count| count as f64),
-            period_id: anomaly.period_id.clone(),
-        }
+objects! {
+    #[doc = "An anomaly as callers see it (`decision.anomalies`, `onAnomaly`), passed on by the JS"]
+    #[doc = "face as it is: a kind's own fields are set only on that kind (a `None` is left out)."]
+    AnomalyOutput from &Anomaly as anomaly {
+        kind: String = anomaly.kind.as_str().to_owned(),
+        detail: String = anomaly.detail.clone(),
+        monotonic_delta_ms: f64 = anomaly.monotonic_delta_ms,
+        wall_delta_ms: f64 = anomaly.wall_delta_ms,
+        credited_ms: f64 = anomaly.credited_ms,
+        suspended_ms: Option<f64> = anomaly.suspended_ms,
+        step_ms: Option<f64> = anomaly.step_ms,
+        skipped: Option<f64> = anomaly.skipped.map(|count| count as f64),
+        period_id: Option<String> = anomaly.period_id.clone(),
     }
 }
 
-/// One anomaly for one limiter's `onAnomaly`, named by the listener id the JS face gave it.
-/// `dropped`: set on the delivery that empties this thread's backlog after deliveries were
-/// dropped (how many), so the JS face warns once.
+/// One anomaly for one listener's `onAnomaly`; `dropped`: how many deliveries were dropped, set
+/// once the backlog empties.
 #[napi(object)]
 pub struct AnomalyDelivery {
     pub listener: f64,
@@ -115,17 +98,13 @@ pub(crate) struct Queued {
 /// limiter: each costs an event-loop handle and ~2 KiB):
 /// - `Queued`: what the core hands over;
 /// - `Unknown`: the JS function's return value, ignored;
-/// - `AnomalyDelivery`: the one argument JS receives; the JS face routes it to that limiter's
-///   `onAnomaly`;
+/// - `AnomalyDelivery`: the one argument JS receives (routed to that limiter's `onAnomaly`);
 /// - `Status`: napi's own error status;
 /// - `false`: not callee-handled, no error-first argument;
 /// - `true`: weak, so a pending delivery never keeps the event loop alive.
 ///
-/// Calls are `NonBlocking` and queue to the next turn of the creating thread's event loop, so a
-/// handler never runs inside `tryConsume`. The function it calls is a native trampoline that
-/// holds the JS dispatcher weakly: a threadsafe function holds its function as a GC root, and
-/// the JS dispatcher closes over the whole JS face, which would then never be collected (a module
-/// loaded again and again would leak each copy).
+/// Calls are `NonBlocking` (a handler never runs inside a call). It calls a native trampoline
+/// holding the JS dispatcher weakly: held as a GC root, it would keep the whole JS face alive.
 pub(crate) type AnomalyDispatcher =
     ThreadsafeFunction<Queued, Unknown<'static>, AnomalyDelivery, Status, false, true>;
 

@@ -4,6 +4,7 @@ use napi::Env;
 use napi_derive::napi;
 
 use super::errors::{guard, CodedResult};
+use super::object::objects;
 use crate::args;
 use crate::calendar::{Period, PeriodSpec, RawPeriodSpec};
 
@@ -16,13 +17,15 @@ pub struct PeriodSpecInput {
     pub anchor_time: Option<String>,
 }
 
-#[napi(object)]
-pub struct PeriodOutput {
-    pub id: String,
-    pub start_ms: f64,
-    pub end_ms: f64,
-    pub start_kind: String,
-    pub time_zone: String,
+objects! {
+    #[doc = "A period of a spec in its zone (chrono-tz's spelling)."]
+    PeriodOutput from (Period, &str) as (period, time_zone) {
+        id: String = period.id,
+        start_ms: f64 = period.start_ms,
+        end_ms: f64 = period.end_ms,
+        start_kind: String = period.start_kind.as_str().to_owned(),
+        time_zone: String = time_zone.to_owned(),
+    }
 }
 
 /// A period spec's fields as the core parses them.
@@ -40,21 +43,10 @@ pub(crate) fn parse_spec(input: &PeriodSpecInput, option_path: &str) -> CodedRes
     Ok(PeriodSpec::parse(&raw_spec(input), option_path)?)
 }
 
-/// `period` of a spec in the zone `time_zone` (chrono-tz's spelling).
-pub(crate) fn period_output(period: &Period, time_zone: &str) -> PeriodOutput {
-    PeriodOutput {
-        id: period.id.clone(),
-        start_ms: period.start_ms,
-        end_ms: period.end_ms,
-        start_kind: period.start_kind.as_str().to_owned(),
-        time_zone: time_zone.to_owned(),
-    }
-}
-
 /// The period of `spec` that holds `wall_ms`, a wall reading within the calendar's range.
 pub(crate) fn spec_period(spec: &PeriodSpec, wall_ms: f64) -> CodedResult<PeriodOutput> {
     let period = spec.period_for(args::wall_ms(wall_ms)?);
-    Ok(period_output(&period, spec.time_zone_name()))
+    Ok(PeriodOutput::from((period, spec.time_zone_name())))
 }
 
 /// the period of `spec` containing `wall_ms`. Never calls into JS.

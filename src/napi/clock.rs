@@ -1,6 +1,5 @@
-//! Clock sources as the binding holds them: the system clocks and manual clocks
-//! (`manual_clock`) are read in Rust; a JS clock is read by the JS face, which passes the
-//! readings in.
+//! Clock sources as the binding holds them: system and manual clocks read in Rust, a JS clock's
+//! readings passed in by the JS face.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -22,9 +21,7 @@ pub fn system_wall_ms() -> f64 {
     clock::wall_ms()
 }
 
-/// The host's suspend-inclusive clock in ms (Linux `CLOCK_BOOTTIME`, macOS `mach_continuous_time`,
-/// Windows `QueryInterruptTimePrecise`); the JS face hands out a reader only where
-/// `elapsedRealtimeSupported()`.
+/// The host's suspend-inclusive clock in ms (read only where `elapsedRealtimeSupported()`).
 #[napi(js_name = "elapsedRealtimeMs")]
 pub fn elapsed_realtime_ms() -> f64 {
     clock::elapsed_realtime_ms()
@@ -42,8 +39,7 @@ pub fn elapsed_realtime_supported() -> bool {
     clock::ELAPSED_REALTIME_SUPPORTED
 }
 
-/// A clock source as a limiter holds it: never a JS function (the JS face reads a JS clock and
-/// passes the readings in; ARCHITECTURE.md's resume path says why).
+/// A clock source as a limiter holds it: never a JS function (a JS clock's readings come in).
 pub(crate) enum ClockHandle {
     System(SystemClock),
     /// System clocks, with a suspend-inclusive reader written in JS.
@@ -73,9 +69,7 @@ impl ClockHandle {
     }
 }
 
-/// A [`ClockHandle`] for one call, with the readings the JS face supplied. What it records of
-/// the call (`taken`, `reader_wanted`) is read only by [`BoundClock::outcome`]: the one place a
-/// call that stopped for the JS reader becomes [`Needs::Reader`].
+/// A [`ClockHandle`] for one call, with the readings supplied.
 pub(crate) struct BoundClock<'a> {
     handle: &'a ClockHandle,
     supplied: Supplied,
@@ -96,8 +90,7 @@ impl<'a> BoundClock<'a> {
         }
     }
 
-    /// The clock of one call: with the readings the JS face wrote into `result` (`supplied`), or
-    /// read natively. A JS clock nothing was supplied for needs its readings first.
+    /// The clock of one call: the readings in `result` if `supplied`, else read natively.
     pub fn for_call(
         handle: &'a ClockHandle,
         result: &ResultBuffer,
@@ -109,9 +102,8 @@ impl<'a> BoundClock<'a> {
         Ok(BoundClock::new(handle, result.readings(supplied)))
     }
 
-    /// A core call's outcome on this clock: its value; what the JS face must bring first, when
-    /// the call stopped for the JS reader (it changed nothing: resume on the readings it took);
-    /// or its error, coded.
+    /// A core call's outcome: its value, the JS reader it stopped for (resume on the readings
+    /// taken), or its error, coded.
     pub fn outcome<T>(&self, outcome: std::result::Result<T, CoreError>) -> CodedResult<Step<T>> {
         match outcome {
             Ok(value) => Ok(Ok(value)),

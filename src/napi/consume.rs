@@ -1,7 +1,5 @@
-//! `tryConsume`'s native half: `createRegistry` makes a registry (`registry`) and its two raw
-//! N-API functions of no arguments (what the floor costs: the benchmark's call-pattern
-//! comparison). The JS face writes `n` and the limiter's index into the shared result buffer and
-//! reads the decision (or what the call needs first) back from it.
+//! `tryConsume`'s native half: `createRegistry`'s registry and its two raw functions of no
+//! arguments, on the registry's result buffer (`n` and the limiter in, the decision out).
 
 use std::cell::RefCell;
 use std::ptr;

@@ -1,5 +1,4 @@
-//! Coded errors across the boundary: the JS face turns `code` into the right class
-//! (`QuotaClockError`, `RangeError`).
+//! Coded errors across the boundary (the JS face turns `code` into the right class).
 
 use super::names::js_method;
 use crate::error::{Error, ErrorCode};
@@ -40,8 +39,7 @@ pub(crate) fn internal(payload: &(dyn std::any::Any + Send)) -> CodedError {
     )
 }
 
-/// Runs `body` with panics caught, and throws its error as a JS `Error` whose `code` is the
-/// error's code (napi-rs only returns errors coded with its own statuses).
+/// Runs `body` with panics caught and throws its error with its `code` (napi-rs would not).
 pub(crate) fn guard<T>(env: &napi::Env, body: impl FnOnce() -> CodedResult<T>) -> napi::Result<T> {
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body))
         .unwrap_or_else(|payload| Err(internal(payload.as_ref())));

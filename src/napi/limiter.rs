@@ -1,6 +1,4 @@
-//! `QuotaClock`'s native entry points other than `tryConsume` (see `consume`): create (and its
-//! options' check alone), release, the last call's anomalies and error, `status()`, `refund()`
-//! and `periodFor()`.
+//! `QuotaClock`'s entry points other than `tryConsume` (`consume`).
 
 use std::cell::RefCell;
 
@@ -9,38 +7,29 @@ use napi_derive::napi;
 
 use super::anomaly::AnomalyOutput;
 use super::buffer::{settle, write_stats};
-use super::calendar::{period_output, spec_period, PeriodOutput};
+use super::calendar::{spec_period, PeriodOutput};
 use super::clock::BoundClock;
 use super::errors::{coded, guard, CodedError, CodedResult};
-use super::options::{
-    config_from, positive_safe_integer, LimiterInput, LimiterOptions, MAX_SAFE_INTEGER,
-};
+use super::object::objects;
+use super::options::{config_from, LimiterInput, LimiterOptions, MAX_SAFE_INTEGER};
 use super::registry::{registry, LimiterState, NO_STORED_ERROR};
 use crate::anomaly::Anomaly;
+use crate::args::positive_count;
 use crate::calendar::PeriodSlot;
 use crate::error::{Error as CoreError, ErrorCode};
-use crate::limiter::Limiter;
+use crate::limiter::{Limiter, Status};
 
-#[napi(object)]
-pub struct StatusOutput {
-    pub tokens: f64,
-    pub quota_used: Option<f64>,
-    pub quota_remaining: Option<f64>,
-    pub period: Option<PeriodOutput>,
-}
+objects! {
+    StatusOutput from (Status, Option<&str>) as (status, time_zone) {
+        tokens: f64 = status.tokens,
+        quota_used: Option<f64> = status.quota_used.map(|used| used as f64),
+        quota_remaining: Option<f64> = status.quota_remaining.map(|left| left as f64),
+        period: Option<PeriodOutput> = status.period.zip(time_zone).map(PeriodOutput::from),
+    }
 
-#[napi(object)]
-pub struct ErrorOutput {
-    pub code: String,
-    pub message: String,
-}
-
-impl From<CodedError> for ErrorOutput {
-    fn from(error: CodedError) -> ErrorOutput {
-        ErrorOutput {
-            code: error.status,
-            message: error.reason,
-        }
+    ErrorOutput from CodedError as error {
+        code: String = error.status,
+        message: String = error.reason,
     }
 }
 
@@ -64,15 +53,13 @@ pub fn create_limiter(env: &Env, input: LimiterInput<'_>) -> napi::Result<u32> {
     })
 }
 
-/// Checks a limiter's options (as `createLimiter` does first) without making a limiter: a keyed
-/// limiter restoring a snapshot checks them before it calls the user's policy for the saved keys.
+/// Checks a limiter's options as `createLimiter` does, making none (before a snapshot's policies).
 #[napi(js_name = "checkLimiterOptions")]
 pub fn check_limiter_options(env: &Env, options: LimiterOptions) -> napi::Result<()> {
     guard(env, || config_from(&options).map(drop))
 }
 
-/// Frees a limiter's index (the JS face calls it when the limiter's object has been collected) and returns
-/// the limiter's anomaly listener id, if it had one.
+/// Frees a collected limiter's index; returns its anomaly listener id, if any.
 #[napi(js_name = "releaseLimiter")]
 pub fn release_limiter(registry_id: u32, index: u32) -> Option<f64> {
     let registry = registry(registry_id).ok()?;
@@ -111,10 +98,8 @@ pub fn limiter_take_error(registry_id: u32, index: u32) -> ErrorOutput {
     }
 }
 
-/// Runs `call` on the limiter at `index` on its clock (with the readings the JS face wrote into
-/// the registry's result buffer, when `supplied`), delivers the anomalies it raised, and writes
-/// the status into the result buffer: decided (with the value returned), or what the call needs
-/// first (nothing changed; `None` returned), as the raw `tryConsume` does.
+/// Runs `call` on the limiter at `index` on its clock (readings from the buffer if `supplied`),
+/// delivers its anomalies and writes the status, as the raw `tryConsume` does (`None`: needs).
 fn reconciled_call<T>(
     registry_id: u32,
     index: u32,
@@ -143,8 +128,7 @@ fn reconciled_call<T>(
     Ok(settle(result, step))
 }
 
-/// `status()`, with the readings in the registry's result buffer when `supplied`; `None` when the
-/// call needs something first (the result buffer's status says what).
+/// `status()`; `None` when the call needs something first (the buffer's status says what).
 #[napi(js_name = "limiterStatus")]
 pub fn limiter_status(
     env: &Env,
@@ -155,23 +139,15 @@ pub fn limiter_status(
     guard(env, || {
         reconciled_call(registry_id, index, supplied, |limiter, clock, anomalies| {
             let status = limiter.status(clock, anomalies)?;
-            Ok(StatusOutput {
-                tokens: status.tokens,
-                quota_used: status.quota_used.map(|used| used as f64),
-                quota_remaining: status.quota_remaining.map(|remaining| remaining as f64),
-                period: match (limiter.quota(), &status.period) {
-                    (Some((quota, _)), Some(period)) => {
-                        Some(period_output(period, quota.spec.time_zone_name()))
-                    }
-                    _ => None,
-                },
-            })
+            let time_zone = limiter
+                .quota()
+                .map(|(quota, _)| quota.spec.time_zone_name());
+            Ok(StatusOutput::from((status, time_zone)))
         })
     })
 }
 
-/// `refund(n)`: reconciles, then gives back `n` tokens and quota units; with the readings in the
-/// registry's result buffer when `supplied`. The status is in the result buffer.
+/// `refund(n)`: reconciles, then gives back `n` tokens and quota units (status in the buffer).
 #[napi(js_name = "limiterRefund")]
 pub fn limiter_refund(
     env: &Env,
@@ -181,7 +157,7 @@ pub fn limiter_refund(
     supplied: bool,
 ) -> napi::Result<()> {
     guard(env, || {
-        let count = positive_safe_integer(n)?;
+        let count = positive_count(n)?;
         reconciled_call(registry_id, index, supplied, |limiter, clock, anomalies| {
             limiter.refund(count, clock, anomalies)
         })
@@ -189,9 +165,8 @@ pub fn limiter_refund(
     })
 }
 
-/// Gives back what a decision took, reading no clock (the HTTP middleware's all-or-nothing
-/// rollback): `n` tokens, and `n` quota units if the period of `slot` (the result buffer's
-/// `PERIOD_SLOT` after the decision; NaN: none) is still open.
+/// The HTTP middleware's rollback, reading no clock: `n` tokens, and `n` quota units if the period
+/// of `slot` (`PERIOD_SLOT` after the decision; NaN: none) is still open.
 #[napi(js_name = "limiterGiveBack")]
 pub fn limiter_give_back(
     env: &Env,
@@ -201,7 +176,7 @@ pub fn limiter_give_back(
     slot: f64,
 ) -> napi::Result<()> {
     guard(env, || {
-        let count = positive_safe_integer(n)?;
+        let count = positive_count(n)?;
         let slot = PeriodSlot::from_number(slot);
         registry(registry_id)?.with_cell(index, |state| {
             state.limiter.give_back(count, slot);
@@ -228,8 +203,7 @@ pub fn limiter_period_for(
     })
 }
 
-/// `stats()`: the limiter's counters, written into its registry's result buffer (one key, no
-/// eviction, no refusal). Reads no clock.
+/// `stats()`, written into the registry's result buffer (no clock read).
 #[napi(js_name = "limiterStats")]
 pub fn limiter_stats(env: &Env, registry_id: u32, index: u32) -> napi::Result<()> {
     guard(env, || {

@@ -1,5 +1,4 @@
-//! `manualClock()`'s native half: a clock that moves only when told, read in Rust by the
-//! limiters given it (they share its state).
+//! `manualClock()`'s native half: a clock that moves only when told, read in Rust.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -10,11 +9,23 @@ use napi_derive::napi;
 use super::errors::guard;
 use crate::args::{finite_ms, forward_ms};
 use crate::clock::ManualClock;
+use crate::error::Error as CoreError;
 
 /// The native half of `manualClock()`; limiters given one share its state and read it in Rust.
 #[napi]
 pub struct NativeManualClock {
     pub(crate) state: Rc<RefCell<ManualClock>>,
+}
+
+impl NativeManualClock {
+    /// Runs `body` on the clock, its error thrown.
+    fn moved(
+        &self,
+        env: &Env,
+        body: impl FnOnce(&mut ManualClock) -> std::result::Result<(), CoreError>,
+    ) -> Result<()> {
+        guard(env, || Ok(body(&mut self.state.borrow_mut())?))
+    }
 }
 
 #[napi]
@@ -42,31 +53,20 @@ impl NativeManualClock {
 
     #[napi]
     pub fn advance(&self, env: &Env, ms: f64) -> napi::Result<()> {
-        guard(env, || {
-            self.state
-                .borrow_mut()
-                .advance(forward_ms(ms, "advance(ms)")?);
-            Ok(())
-        })
+        let ms = forward_ms(ms, "advance(ms)");
+        self.moved(env, |clock| ms.map(|ms| clock.advance(ms)))
     }
 
     #[napi]
     pub fn suspend(&self, env: &Env, ms: f64) -> napi::Result<()> {
-        guard(env, || {
-            self.state
-                .borrow_mut()
-                .suspend(forward_ms(ms, "suspend(ms)")?);
-            Ok(())
-        })
+        let ms = forward_ms(ms, "suspend(ms)");
+        self.moved(env, |clock| ms.map(|ms| clock.suspend(ms)))
     }
 
     #[napi]
     pub fn step_wall(&self, env: &Env, delta_ms: f64) -> napi::Result<()> {
-        guard(env, || {
-            let delta_ms = finite_ms(delta_ms, "stepWall(deltaMs)")?;
-            self.state.borrow_mut().step_wall(delta_ms);
-            Ok(())
-        })
+        let delta_ms = finite_ms(delta_ms, "stepWall(deltaMs)");
+        self.moved(env, |clock| delta_ms.map(|ms| clock.step_wall(ms)))
     }
 
     /// Moves any component to an absolute value; all are checked before any moves.
@@ -80,12 +80,11 @@ impl NativeManualClock {
     ) -> napi::Result<()> {
         let finite =
             |value: Option<f64>, name: &str| value.map(|ms| finite_ms(ms, name)).transpose();
-        guard(env, || {
+        self.moved(env, |clock| {
             let monotonic_ms = finite(monotonic_ms, "set({ monotonicMs })")?;
             let wall_ms = finite(wall_ms, "set({ wallMs })")?;
             let elapsed_realtime_ms = finite(elapsed_realtime_ms, "set({ elapsedRealtimeMs })")?;
-            let mut state = self.state.borrow_mut();
-            Ok(state.set(monotonic_ms, wall_ms, elapsed_realtime_ms)?)
+            clock.set(monotonic_ms, wall_ms, elapsed_realtime_ms)
         })
     }
 

@@ -23,6 +23,8 @@ mod limiter;
 #[cfg(not(test))]
 mod manual_clock;
 #[cfg(not(test))]
+mod object;
+#[cfg(not(test))]
 mod options;
 #[cfg(all(feature = "probes", not(test)))]
 mod probes;

@@ -1,8 +1,5 @@
-//! The inputs of the create entry points: a limiter's options, whose types the JS face checked
-//! (napi-rs would refuse a wrong type with an error of its own) and whose numeric values are
-//! checked here, once, for the JS face and a direct call alike; and the clock it reads. (The JS
-//! face checks the suspend policy's name against the contract, since a JS string does not always
-//! arrive intact; here it is parsed, and a direct call's bad name refused.)
+//! The create entry points' inputs: a limiter's options (types checked by the JS face, values by
+//! the core's `LimiterConfig::checked`) and the clock it reads.
 
 use napi_derive::napi;
 
@@ -14,12 +11,10 @@ use super::manual_clock::NativeManualClock;
 use crate::clock::SystemClock;
 use crate::limiter::LimiterConfig;
 use crate::limits::LimitsInput;
-use crate::text::js_number;
 
 pub(crate) use crate::limits::MAX_SAFE_INTEGER;
 
-/// Options after the JS face has checked their types and applied defaults; their values are
-/// checked by [`config_from`].
+/// Options as the JS face typed and defaulted them (values checked by [`config_from`]).
 #[napi(object)]
 pub struct LimiterOptions {
     pub capacity: f64,
@@ -35,8 +30,7 @@ pub struct LimiterOptions {
     pub earliest_plausible_wall_ms: Option<f64>,
 }
 
-/// The clock a limiter reads, and the starting readings the JS face took of a clock it reads.
-/// (The lifetime is the call's; napi-derive's generated conversions name it so.)
+/// The clock a limiter reads, and the starting readings the JS face took of a JS clock.
 #[napi(object, object_to_js = false)]
 pub struct ClockInput<'_javascript_function_scope> {
     /// 'system' | 'system-native-reader' | 'system-reader' | 'manual' | 'js' | 'js-reader'. The JS
@@ -49,20 +43,6 @@ pub struct ClockInput<'_javascript_function_scope> {
     pub elapsed_realtime_ms: Option<f64>,
 }
 
-impl ClockInput<'_> {
-    /// The clock to hold, and the starting readings to take with it.
-    pub(crate) fn handle(&self) -> CodedResult<(ClockHandle, Supplied)> {
-        let clock = clock_handle(&self.kind, self.manual)?;
-        let supplied = Supplied {
-            monotonic_ms: self.monotonic_ms,
-            wall_ms: self.wall_ms,
-            elapsed_realtime_ms: self.elapsed_realtime_ms,
-        };
-        Ok((clock, supplied))
-    }
-}
-
-/// `createLimiter`'s input.
 #[napi(object, object_to_js = false)]
 pub struct LimiterInput<'_javascript_function_scope> {
     /// The registry (`createRegistry`'s `id`) to hold the limiter.
@@ -73,30 +53,35 @@ pub struct LimiterInput<'_javascript_function_scope> {
     pub anomaly_listener: Option<f64>,
 }
 
-/// The clock a limiter reads.
-fn clock_handle(clock_kind: &str, manual: Option<&NativeManualClock>) -> CodedResult<ClockHandle> {
-    Ok(match clock_kind {
-        "system" => ClockHandle::System(SystemClock {
-            with_elapsed_realtime: false,
-        }),
-        "system-native-reader" => ClockHandle::System(SystemClock {
-            with_elapsed_realtime: true,
-        }),
-        "system-reader" => ClockHandle::SystemWithReader,
-        "manual" => ClockHandle::Manual(
-            manual
-                .ok_or_else(|| invalid_arg("a manual clock is missing"))?
-                .state
-                .clone(),
-        ),
-        "js" => ClockHandle::Js { has_reader: false },
-        "js-reader" => ClockHandle::Js { has_reader: true },
-        other => return Err(invalid_arg(format!("unknown clock kind '{other}'"))),
-    })
+impl ClockInput<'_> {
+    /// The clock to hold, and the starting readings to take with it.
+    pub(crate) fn handle(&self) -> CodedResult<(ClockHandle, Supplied)> {
+        let clock = match self.kind.as_str() {
+            "system" => ClockHandle::System(SystemClock {
+                with_elapsed_realtime: false,
+            }),
+            "system-native-reader" => ClockHandle::System(SystemClock {
+                with_elapsed_realtime: true,
+            }),
+            "system-reader" => ClockHandle::SystemWithReader,
+            "manual" => match self.manual {
+                Some(manual) => ClockHandle::Manual(manual.state.clone()),
+                None => return Err(invalid_arg("a manual clock is missing")),
+            },
+            "js" => ClockHandle::Js { has_reader: false },
+            "js-reader" => ClockHandle::Js { has_reader: true },
+            other => return Err(invalid_arg(format!("unknown clock kind '{other}'"))),
+        };
+        let supplied = Supplied {
+            monotonic_ms: self.monotonic_ms,
+            wall_ms: self.wall_ms,
+            elapsed_realtime_ms: self.elapsed_realtime_ms,
+        };
+        Ok((clock, supplied))
+    }
 }
 
-/// Limits as the binding receives them, for the core's check
-/// ([`Limits::checked`](crate::limits::Limits::checked)).
+/// Limits as the binding receives them, for [`Limits::checked`](crate::limits::Limits::checked).
 pub(crate) fn limits_input<'a>(
     bucket: Option<bool>,
     capacity: f64,
@@ -130,16 +115,4 @@ pub(crate) fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig
         options.earliest_plausible_wall_ms,
     )
     .map_err(|error| from_core(&error))
-}
-
-/// `n` of `refund`: a positive safe integer (the JS face checks it first; this guards direct calls).
-pub(crate) fn positive_safe_integer(n: f64) -> CodedResult<u64> {
-    if (1.0..=MAX_SAFE_INTEGER).contains(&n) && n.fract() == 0.0 {
-        Ok(n as u64)
-    } else {
-        Err(invalid_arg(format!(
-            "n must be a positive safe integer; received {}",
-            js_number(n)
-        )))
-    }
 }

@@ -1,7 +1,4 @@
-//! Benchmark and test probes, built only with the `probes` cargo feature (never in the published
-//! binary): the benchmark's floor (the cheapest possible native call that reads the two clocks,
-//! made the same way as `tryConsume`: a raw N-API function, no arguments, results in a shared
-//! buffer), the call-pattern and key-conversion probes, and the lifecycle tests' live counts.
+//! Probes (the `probes` feature, never published): the benchmark's floor, call patterns, keys.
 
 use std::ptr;
 
@@ -48,8 +45,7 @@ pub fn clock_floor<'env>(env: &'env Env, buffer: Float64Array) -> napi::Result<U
     })
 }
 
-/// For the benchmark's call-pattern comparison: the same two clock reads as a `#[napi]` class
-/// method (napi-derive's generated glue, per-call borrow tracking included).
+/// The same two clock reads as a `#[napi]` class method (napi-derive's glue, for comparison).
 #[napi]
 pub struct ClockProbe {
     reads: u64,
@@ -99,51 +95,25 @@ unsafe extern "C" fn read_key(
     // SAFETY: `data` is the boxed `KeyRead` of `key_probe`, alive until the finalizer.
     let mode = unsafe { *(data as *const KeyRead) };
     let mut len = 0usize;
-    // SAFETY (all three): a live env and value, and each buffer's own size.
+    // Each branch reads into its own stack buffer, as a key read would.
+    macro_rules! read {
+        ($read:ident, $buffer:expr) => {{
+            let mut buffer = $buffer;
+            let (at, size) = (buffer.as_mut_ptr().cast(), buffer.len());
+            // SAFETY: a live env and value, and the buffer's own size.
+            unsafe { sys::$read(env, first, at, size, &mut len) }
+        }};
+    }
     let read = match mode {
-        KeyRead::Utf8 => {
-            let mut bytes = [0u8; 772];
-            unsafe {
-                sys::napi_get_value_string_utf8(
-                    env,
-                    first,
-                    bytes.as_mut_ptr().cast(),
-                    bytes.len(),
-                    &mut len,
-                )
-            }
-        }
-        KeyRead::Latin1 => {
-            let mut bytes = [0u8; 258];
-            unsafe {
-                sys::napi_get_value_string_latin1(
-                    env,
-                    first,
-                    bytes.as_mut_ptr().cast(),
-                    bytes.len(),
-                    &mut len,
-                )
-            }
-        }
-        KeyRead::Utf16 => {
-            let mut units = [0u16; 258];
-            unsafe {
-                sys::napi_get_value_string_utf16(
-                    env,
-                    first,
-                    units.as_mut_ptr(),
-                    units.len(),
-                    &mut len,
-                )
-            }
-        }
+        KeyRead::Utf8 => read!(napi_get_value_string_utf8, [0u8; 772]),
+        KeyRead::Latin1 => read!(napi_get_value_string_latin1, [0u8; 258]),
+        KeyRead::Utf16 => read!(napi_get_value_string_utf16, [0u16; 258]),
     };
     std::hint::black_box((read, len));
     ptr::null_mut()
 }
 
-/// A raw one-argument function that reads its string argument `'utf8'`, `'latin1'` or `'utf16'`
-/// into a stack buffer and does nothing else.
+/// A raw function that only reads its string argument (`'utf8'`, `'latin1'` or `'utf16'`).
 #[napi(js_name = "keyProbe")]
 pub fn key_probe<'env>(env: &'env Env, mode: String) -> napi::Result<Unknown<'env>> {
     guard(env, move || {

@@ -1,7 +1,5 @@
-//! The per-thread registries of `QuotaClock`'s native halves: one per load of the JS face, with
-//! its result buffer, held by the two `tryConsume` functions `consume` makes. A limiter is named
-//! by its index (not a napi class instance or a function per limiter: an idle one stays under
-//! 1 KiB).
+//! The per-thread registries of `QuotaClock`s, one per load of the JS face with its result buffer;
+//! a limiter is an index (no class or function per limiter: an idle one stays under 1 KiB).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -33,9 +31,8 @@ pub(crate) struct LimiterState {
 
 type LimiterCell = RefCell<LimiterState>;
 
-/// One module instance's limiters and its result buffer. It lives as long as the module
-/// instance's `tryConsume` functions (their finalizers release it), and holds nothing that keeps
-/// JS alive but the result buffer: a module loaded again and dropped is collected whole.
+/// One module instance's limiters and result buffer, released with its `tryConsume` functions
+/// (it keeps no JS alive but the buffer: a module loaded again and dropped is collected whole).
 pub(crate) struct Registry {
     pub(crate) id: u32,
     /// Set once by the JS face; routes anomalies to the limiters' handlers.
@@ -49,8 +46,7 @@ pub(crate) struct Registry {
     pub(crate) _result_buffer: Float64Array,
 }
 
-/// This thread's registries, by id (a test runner that re-runs the module, or several `vm`
-/// contexts, get their own). Held weakly: a registry leaves the table when it is dropped.
+/// This thread's registries by id (one per module load or `vm` context), held weakly.
 #[derive(Default)]
 struct Registries {
     live: HashMap<u32, Weak<Registry>>,
@@ -83,13 +79,15 @@ impl Drop for Registry {
     }
 }
 
-/// What taking the last call's error finds when the call stored none: a bug of this package, never
-/// a clock error.
+/// A call that reported an error but stored none: a bug of this package.
 pub(crate) const NO_STORED_ERROR: &str =
     "quota-clock-source internal error (please report it): the call reported an error but stored none";
 
 pub(crate) const BUSY: &str =
     "the limiter is busy with another call (please report it: no JS runs inside a native call)";
+
+const REGISTRY_BUSY: &str =
+    "the limiter registry is busy (please report it: no JS runs inside a native call)";
 
 impl Registry {
     /// Runs `body` on the limiter at `index` (for the slow paths).
@@ -105,19 +103,14 @@ impl Registry {
         let Some(Some(cell)) = cells.get(index as usize) else {
             return Err(invalid_arg(format!("no limiter at index {index}")));
         };
-        let mut state = cell
-            .try_borrow_mut()
-            .map_err(|_| coded(ErrorCode::Internal, BUSY))?;
+        let busy = |_| coded(ErrorCode::Internal, BUSY);
+        let mut state = cell.try_borrow_mut().map_err(busy)?;
         body(&mut state)
     }
 
     pub(crate) fn insert(&self, cell: LimiterCell) -> CodedResult<u32> {
-        let mut cells = self.cells.try_borrow_mut().map_err(|_| {
-            coded(
-                ErrorCode::Internal,
-                "the limiter registry is busy (please report it: no JS runs inside a native call)",
-            )
-        })?;
+        let busy = |_| coded(ErrorCode::Internal, REGISTRY_BUSY);
+        let mut cells = self.cells.try_borrow_mut().map_err(busy)?;
         let cell = Some(cell);
         match self.free.borrow_mut().pop() {
             Some(index) => {
@@ -143,8 +136,7 @@ impl Registry {
     }
 }
 
-/// Makes a registry around `result_buffer` and enters it in this thread's table (hooking the
-/// env's cleanup once per thread).
+/// Makes a registry around `result_buffer`, entered in this thread's table.
 pub(crate) fn new_registry(
     env: &Env,
     mut result_buffer: Float64Array,
@@ -158,15 +150,7 @@ pub(crate) fn new_registry(
     if !CLEANUP_HOOKED.with(|hooked| hooked.replace(true)) {
         // Drop the limiters (their JS references and threadsafe functions) while the env lives.
         env.add_env_cleanup_hook((), |()| {
-            let live: Vec<Rc<Registry>> = REGISTRIES.with(|registries| {
-                registries
-                    .borrow()
-                    .live
-                    .values()
-                    .filter_map(Weak::upgrade)
-                    .collect()
-            });
-            for registry in live {
+            for registry in live_registries() {
                 if let Ok(mut cells) = registry.cells.try_borrow_mut() {
                     cells.clear();
                 }
@@ -221,8 +205,7 @@ pub fn registry_on_anomaly(
     })
 }
 
-/// Queues anomalies for a listener's `onAnomaly` through the registry's dispatcher (a keyed
-/// limiter shares its module's dispatcher, so its handler is held weakly too).
+/// Queues anomalies for a listener's `onAnomaly` (a keyed limiter shares its module's dispatcher).
 pub(crate) fn notify_listener(registry_id: u32, listener: Option<f64>, anomalies: &[Anomaly]) {
     if listener.is_some() && !anomalies.is_empty() {
         if let Ok(registry) = registry(registry_id) {
@@ -231,22 +214,23 @@ pub(crate) fn notify_listener(registry_id: u32, listener: Option<f64>, anomalies
     }
 }
 
-/// How many limiters this thread's registries hold, and how many registries (module instances)
-/// are alive (for the lifecycle tests' probes).
-#[cfg(feature = "probes")]
-pub(crate) fn live_counts() -> (u32, u32) {
+fn live_registries() -> Vec<Rc<Registry>> {
     REGISTRIES.with(|registries| {
         let registries = registries.borrow();
-        let live: Vec<Rc<Registry>> = registries.live.values().filter_map(Weak::upgrade).collect();
-        let limiters = live
-            .iter()
-            .map(|registry| {
-                registry
-                    .cells
-                    .try_borrow()
-                    .map_or(0, |cells| cells.iter().flatten().count())
-            })
-            .sum::<usize>();
-        (limiters as u32, live.len() as u32)
+        registries.live.values().filter_map(Weak::upgrade).collect()
     })
+}
+
+/// Limiters held and registries alive on this thread (the lifecycle probes).
+#[cfg(feature = "probes")]
+pub(crate) fn live_counts() -> (u32, u32) {
+    let live = live_registries();
+    let held = |registry: &Rc<Registry>| {
+        let cells = registry.cells.try_borrow();
+        cells.map_or(0, |cells| cells.iter().flatten().count())
+    };
+    (
+        live.iter().map(held).sum::<usize>() as u32,
+        live.len() as u32,
+    )
 }

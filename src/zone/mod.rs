@@ -52,7 +52,7 @@ use crate::clock::{self, ReaderBaseline, SuspendPolicy};
 use crate::error::Error;
 use crate::kernel::{self, Answer, Idleness, KeyUse, Op};
 use crate::keyed::{Key, KeyBuf, KeyPolicy, KeyStatus, PolicyChoice, Snapshot};
-use crate::limiter::Decision;
+use crate::limiter::{Decision, LimiterConfig};
 use crate::quota::QuotaPolicy;
 use crate::reconciler::ReadingRule;
 
@@ -66,6 +66,20 @@ pub struct ZoneConfig {
     pub max_keys: u64,
     /// The clock has CLOCK_BOOTTIME as its elapsed-realtime reader.
     pub reader: bool,
+}
+
+impl ZoneConfig {
+    /// A zone's options from a limiter's (`max_keys` checked already).
+    pub fn of(path: String, limits: &LimiterConfig, max_keys: u64, reader: bool) -> ZoneConfig {
+        ZoneConfig {
+            path,
+            defaults: limits.limits(),
+            suspend_policy: limits.suspend_policy,
+            earliest_plausible_wall_ms: limits.earliest_plausible_wall_ms,
+            max_keys,
+            reader,
+        }
+    }
 }
 
 /// What a call does to a key.

@@ -1,6 +1,5 @@
-//! What both keyed limiters' bindings (the in-process table's and the zone's) hold the same way:
-//! the cell their raw function points at, the raw `call(key)` itself and the function that holds
-//! it, the borrowing of the state for every other entry point, `takeError` and `takeAnomalies`.
+//! What the in-process table's and the zone's bindings share: the cell, the raw `call(key)`, the
+//! state's borrow for every other entry point, `takeError` and `takeAnomalies`.
 
 use std::cell::RefCell;
 use std::ptr;
@@ -20,8 +19,7 @@ use crate::napi::limiter::ErrorOutput;
 use crate::napi::raw::function_owning;
 use crate::napi::registry::{BUSY, NO_STORED_ERROR};
 
-/// What the raw function's data points at: the state, and the result buffer's address outside
-/// it (so a call that finds the state busy can still say so).
+/// The raw function's data: the state, and the result buffer outside it (to say it is busy).
 pub(super) struct StateCell<S> {
     pub(super) result: ResultBuffer,
     pub(super) state: RefCell<S>,

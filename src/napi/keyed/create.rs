@@ -1,7 +1,5 @@
-//! `keyedCreate`: a keyed limiter made from the JS face's options, checked (`maxKeys`, `share`,
-//! a shared bucket's `leaseMs` and capacities), its snapshot restored, its sharing enabled; and
-//! `keyedCheckOptions`, the same checks of `maxKeys`, `share.leaseUnits` and `share.leaseMs`, for
-//! the JS face to make each where its order of checks puts it (before any clock, policy or store).
+//! `keyedCreate` (options checked, snapshot restored, sharing enabled) and `keyedCheckOptions`
+//! (its checks of `maxKeys` and `share`'s numbers, for the JS face's order of checks).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -10,17 +8,15 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use super::entry::NativeKeyed;
-use super::policy::default_policy;
 use super::snapshot::NativeSnapshot;
 use super::{KeyedCell, KeyedState};
-use crate::keyed::{KeyedConfig, KeyedLimiter, PolicyId, DEFAULT_POLICY};
+use crate::keyed::{KeyedConfig, KeyedLimiter};
 use crate::limits::{check_shared_capacity, CheckedKeyedValues, KeyedValues};
 use crate::napi::buffer::{self, ResultBuffer};
 use crate::napi::clock::BoundClock;
-use crate::napi::errors::{from_core, guard, invalid_arg, CodedResult};
+use crate::napi::errors::{guard, invalid_arg, CodedResult};
 use crate::napi::options::{config_from, ClockInput, LimiterOptions};
 
-/// `keyedCreate`'s input.
 #[napi(object, object_to_js = false)]
 pub struct KeyedInput<'_javascript_function_scope> {
     /// The registry (`createRegistry`'s `id`) whose anomaly dispatcher it shares.
@@ -69,11 +65,10 @@ fn checked_values(values: &KeyedOptionValues) -> CodedResult<CheckedKeyedValues>
         lease_units: values.lease_units,
         lease_ms: values.lease_ms,
     };
-    values.checked().map_err(|error| from_core(&error))
+    Ok(values.checked()?)
 }
 
-/// Checks the values given (see `KeyedOptionValues`), as `keyedCreate` does: the JS face calls it
-/// with one value at a time, at the place of that option in its order of checks.
+/// Checks the values given as `keyedCreate` does (the JS face: one at a time, in its order).
 #[napi(js_name = "keyedCheckOptions")]
 pub fn keyed_check_options(env: &Env, values: KeyedOptionValues) -> napi::Result<()> {
     guard(env, move || checked_values(&values).map(drop))
@@ -81,96 +76,52 @@ pub fn keyed_check_options(env: &Env, values: KeyedOptionValues) -> napi::Result
 
 /// Makes a keyed limiter from `input` (see `KeyedInput`).
 #[napi(js_name = "keyedCreate")]
-pub fn keyed_create(env: &Env, input: KeyedInput<'_>) -> napi::Result<External<NativeKeyed>> {
-    let KeyedInput {
-        registry: registry_id,
-        options,
-        max_keys,
-        has_policy,
-        result: mut result_buffer,
-        clock,
-        anomaly_listener,
-        restore,
-        share,
-    } = input;
+pub fn keyed_create(env: &Env, mut input: KeyedInput<'_>) -> napi::Result<External<NativeKeyed>> {
     guard(env, move || {
-        if result_buffer.len() < buffer::LENGTH {
+        if input.result.len() < buffer::LENGTH {
             return Err(invalid_arg(format!(
                 "the result buffer needs {} numbers",
                 buffer::LENGTH
             )));
         }
         // The options' order of checks (the JS face's): share's values, maxKeys, the limits.
+        let share = input.share.as_ref();
         let checked = checked_values(&KeyedOptionValues {
-            max_keys: Some(max_keys),
-            lease_units: share.as_ref().and_then(|share| share.lease_units),
-            lease_ms: share
-                .as_ref()
-                .and_then(|share| share.bucket.as_ref())
-                .map(|bucket| bucket.lease_ms),
+            max_keys: Some(input.max_keys),
+            lease_units: share.and_then(|share| share.lease_units),
+            lease_ms: share.and_then(|share| Some(share.bucket.as_ref()?.lease_ms)),
         })?;
-        let limits = config_from(&options)?;
-        let defaults = default_policy(&limits);
-        let defaults_capacity = defaults.capacity;
-        let restore_policies: Option<Vec<f64>> = restore.map(|restore| {
-            restore
-                .policies
-                .iter()
-                .map(|policy| policy.capacity)
-                .collect()
-        });
-        let config = KeyedConfig {
-            defaults,
-            suspend_policy: limits.suspend_policy,
-            earliest_plausible_wall_ms: limits.earliest_plausible_wall_ms,
-            // More keys than memory could ever hold are as good as no bound.
-            max_keys: max_keys.min(usize::MAX as f64) as usize,
-        };
-        let (clock, supplied) = clock.handle()?;
-        let mut limiter = KeyedLimiter::new(config, &mut BoundClock::new(&clock, supplied))
-            .map_err(|e| from_core(&e))?;
-        if let Some(restore) = restore {
-            let ids: Vec<PolicyId> = restore
-                .policies
-                .iter()
-                .map(|policy| limiter.intern(policy.clone()))
-                .collect();
-            let per_key: Vec<PolicyId> = restore
-                .choices
-                .iter()
-                .map(|&choice| ids.get(choice as usize).copied().unwrap_or(DEFAULT_POLICY))
-                .collect();
-            limiter.restore(&restore.snapshot, &per_key);
-            for id in ids {
-                limiter.release_if_unused(id);
-            }
+        let config = KeyedConfig::of(&config_from(&input.options)?, input.max_keys);
+        let defaults_capacity = config.defaults.capacity;
+        let (clock, supplied) = input.clock.handle()?;
+        let mut limiter = KeyedLimiter::new(config, &mut BoundClock::new(&clock, supplied))?;
+        if let Some(plan) = input.restore {
+            limiter.restore_with(&plan.snapshot, &plan.policies, &plan.choices);
         }
         if share.is_some() {
             limiter.enable_share(checked.lease_units);
             if let Some(lease_ms) = checked.lease_ms {
-                check_shared_capacity("", defaults_capacity).map_err(|error| from_core(&error))?;
-                if let Some(restore) = restore_policies {
-                    for policy in restore {
-                        check_shared_capacity("", policy).map_err(|error| from_core(&error))?;
-                    }
+                let restored = input.restore.iter().flat_map(|plan| plan.policies.iter());
+                let capacities = restored.map(|policy| policy.capacity);
+                for capacity in std::iter::once(defaults_capacity).chain(capacities) {
+                    check_shared_capacity("", capacity)?;
                 }
                 limiter.enable_slices(lease_ms as f64);
             }
         }
         // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.
-        let address = unsafe { result_buffer.as_mut() }.as_mut_ptr();
-        let result = ResultBuffer(address);
+        let address = unsafe { input.result.as_mut() }.as_mut_ptr();
         let state = KeyedState {
             limiter,
             clock,
             anomalies: Vec::new(),
             error: None,
-            registry_id,
-            anomaly_listener,
-            has_policy,
+            registry_id: input.registry,
+            anomaly_listener: input.anomaly_listener,
+            has_policy: input.has_policy,
             refill_wanted: false,
-            result,
-            _result_buffer: result_buffer,
+            result: ResultBuffer(address),
+            _result_buffer: input.result,
         };
         Ok(External::new(NativeKeyed {
             state: Rc::new(KeyedCell {

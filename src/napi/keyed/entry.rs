@@ -9,6 +9,7 @@ use super::cell::{call_function, take_anomalies, take_error};
 use super::policy::{key_policy, PolicyInput};
 use super::status::KeyStatusOutput;
 use super::{KeyedCell, KeyedState};
+use crate::args::positive_count;
 use crate::calendar::PeriodSlot;
 use crate::keyed::{Key, KeyPolicy, Target, DEFAULT_POLICY};
 use crate::limits::check_shared_capacity;
@@ -16,7 +17,6 @@ use crate::napi::anomaly::AnomalyOutput;
 use crate::napi::buffer::{settle, write_stats, Needs, Step};
 use crate::napi::errors::{guard, CodedResult};
 use crate::napi::limiter::ErrorOutput;
-use crate::napi::options::positive_safe_integer;
 
 /// A keyed limiter as the JS face holds it (an External, as [`NativeSnapshot`](super::snapshot::NativeSnapshot)).
 pub struct NativeKeyed {
@@ -32,9 +32,7 @@ pub fn keyed_call_function<'env>(
     guard(env, || call_function(env, &limiter.state))
 }
 
-/// A `tryConsume` or `refund` the raw call could not finish: with what the JS face brought
-/// (the key's policy, readings in the result buffer). Writes a status or the decision into
-/// the buffer; throws what no decision can be made for.
+/// A `tryConsume` or `refund` the raw call could not finish, with what the JS face brought.
 #[napi(js_name = "keyedCallSlow")]
 pub fn keyed_call_slow(
     env: &Env,
@@ -49,9 +47,7 @@ pub fn keyed_call_slow(
     })
 }
 
-/// `status(key)` (for a key not held, what a fresh key of its policy would have, without holding
-/// it), with the readings in the limiter's result buffer when `supplied`; `None` when the call
-/// needs something first (the result buffer's status says what, as after a raw call).
+/// `status(key)` (a key not held: a fresh key's, not held); `None`: see the buffer's status.
 #[napi(js_name = "keyedStatus")]
 pub fn keyed_status(
     env: &Env,
@@ -69,9 +65,7 @@ pub fn keyed_status(
     })
 }
 
-/// Gives back what a decision for `key` took, reading no clock (the HTTP middleware's
-/// all-or-nothing rollback): `n` tokens, and `n` quota units if the period of `slot` (the result
-/// buffer's `PERIOD_SLOT` after the decision) is still the key's open period.
+/// The middleware's rollback of a decision for `key` (no clock read): see `limiterGiveBack`.
 #[napi(js_name = "keyedGiveBack")]
 pub fn keyed_give_back(
     env: &Env,
@@ -81,7 +75,7 @@ pub fn keyed_give_back(
     slot: f64,
 ) -> napi::Result<()> {
     limiter.state.with_key(env, &key, |state, key| {
-        let count = positive_safe_integer(n)?;
+        let count = positive_count(n)?;
         let slot = PeriodSlot::from_number(slot).and_then(PeriodSlot::exact_compact);
         state.limiter.give_back(key, count, slot);
         Ok(())
@@ -107,8 +101,7 @@ pub fn keyed_size(env: &Env, limiter: &External<NativeKeyed>) -> napi::Result<f6
         .with(env, |state| Ok(state.limiter.len() as f64))
 }
 
-/// `stats()`: the counters and the keys held, written into the limiter's result buffer. Reads
-/// no clock.
+/// `stats()`, written into the limiter's result buffer (no clock read).
 #[napi(js_name = "keyedStats")]
 pub fn keyed_stats(env: &Env, limiter: &External<NativeKeyed>) -> napi::Result<()> {
     limiter.state.with(env, |state| {
@@ -153,9 +146,8 @@ impl KeyedState {
         Ok(Some(policy))
     }
 
-    /// Runs `body` on the key a call is for: held, or to hold with the policy the JS face brought
-    /// (the defaults without a `policy`), that policy released after if no key holds it. Or what
-    /// the JS face must bring first: `policy(key)`.
+    /// Runs `body` on the key held, or to hold with the policy brought (released if unused after),
+    /// or asks for `policy(key)` first.
     pub(super) fn on_target<T>(
         &mut self,
         key: Key<'_>,

@@ -3,7 +3,6 @@
 use napi_derive::napi;
 
 use crate::keyed::KeyPolicy;
-use crate::limiter::LimiterConfig;
 use crate::napi::calendar::PeriodSpecInput;
 use crate::napi::errors::CodedResult;
 use crate::napi::options::limits_input;
@@ -33,16 +32,6 @@ pub(super) fn key_policy(input: &PolicyInput) -> CodedResult<KeyPolicy> {
         input.quota_period.as_ref(),
     );
     Ok(KeyPolicy::checked(&format!("{}.", input.path), limits)?)
-}
-
-/// The policy of a key that has none of its own: the limiter's options' limits.
-pub(super) fn default_policy(limits: &LimiterConfig) -> KeyPolicy {
-    KeyPolicy {
-        capacity: limits.capacity,
-        refill_per_second: limits.refill_per_second,
-        initial_tokens: limits.initial_tokens,
-        quota: limits.quota.clone(),
-    }
 }
 
 /// How a key's `n` check names the capacity it is held to.

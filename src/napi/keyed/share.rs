@@ -1,5 +1,4 @@
-//! A shared limiter's book-keeping calls (`share`): what a store call asks, its answer, the
-//! give-backs. The store calls themselves are the JS face's; none of these is on the hot path.
+//! A shared limiter's reservation calls (`share`; the store calls are the JS face's).
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -7,37 +6,38 @@ use napi_derive::napi;
 use super::entry::NativeKeyed;
 use crate::args::units;
 use crate::keyed::{GiveBack, ReserveRequest};
+use crate::napi::object::objects;
 
-/// A store call's arguments (the store protocol's `reserve`, less the name).
-#[napi(object)]
-pub struct ReserveRequestOutput {
-    /// Identifies the period in `keyedShareCredit` / `keyedShareFailed`.
-    pub period_slot: i32,
-    pub period_id: String,
-    pub period_end_ms: f64,
-    pub limit: f64,
-    pub lease_units: f64,
-    pub lacking: f64,
-    pub charge: f64,
-    /// Units the key holds unadmitted as the call is made.
-    pub held: f64,
-    /// Units reserved in the period and not given back, less `charge`.
-    pub owned: f64,
-    /// The identity of the record the key reserved in (0: none yet).
-    pub record_id: f64,
-}
+objects! {
+    #[doc = "A store call's arguments (the store protocol's `reserve`, less the name)."]
+    ReserveRequestOutput from ReserveRequest as request {
+        #[doc = "Identifies the period in `keyedShareCredit` / `keyedShareFailed`."]
+        period_slot: i32 = request.period_slot,
+        period_id: String = request.period_id,
+        period_end_ms: f64 = request.period_end_ms,
+        limit: f64 = request.limit as f64,
+        lease_units: f64 = request.lease_units as f64,
+        lacking: f64 = request.lacking as f64,
+        charge: f64 = request.charge as f64,
+        #[doc = "Units the key holds unadmitted as the call is made."]
+        held: f64 = request.held as f64,
+        #[doc = "Units reserved in the period and not given back, less `charge`."]
+        owned: f64 = request.owned as f64,
+        #[doc = "The identity of the record the key reserved in (0: none yet)."]
+        record_id: f64 = request.record_id as f64,
+    }
 
-/// Units a key gives back to the store for one period, and failOpen units still to charge;
-/// `key` as UTF-16 code units.
-#[napi(object)]
-pub struct GiveBackOutput {
-    pub key: Uint16Array,
-    pub period_id: String,
-    pub period_end_ms: f64,
-    pub units: f64,
-    pub charge: f64,
-    /// The identity of the record the units were reserved in (0: none known).
-    pub record_id: f64,
+    #[doc = "Units a key gives back to the store for one period, and failOpen units still to"]
+    #[doc = "charge; `key` as UTF-16 code units."]
+    GiveBackOutput from GiveBack as give_back {
+        key: Uint16Array = Uint16Array::new(give_back.key.key().to_utf16()),
+        period_id: String = give_back.period_id,
+        period_end_ms: f64 = give_back.period_end_ms,
+        units: f64 = give_back.units as f64,
+        charge: f64 = give_back.charge as f64,
+        #[doc = "The identity of the record the units were reserved in (0: none known)."]
+        record_id: f64 = give_back.record_id as f64,
+    }
 }
 
 /// What the share driver has to do after a decided consume of `key`.
@@ -49,38 +49,12 @@ pub struct ShareWorkOutput {
     pub give_backs: Vec<GiveBackOutput>,
 }
 
-fn request_output(request: ReserveRequest) -> ReserveRequestOutput {
-    ReserveRequestOutput {
-        period_slot: request.period_slot,
-        period_id: request.period_id,
-        period_end_ms: request.period_end_ms,
-        limit: request.limit as f64,
-        lease_units: request.lease_units as f64,
-        lacking: request.lacking as f64,
-        charge: request.charge as f64,
-        held: request.held as f64,
-        owned: request.owned as f64,
-        record_id: request.record_id as f64,
-    }
-}
-
 fn give_back_outputs(give_backs: Vec<GiveBack>) -> Vec<GiveBackOutput> {
-    give_backs
-        .into_iter()
-        .map(|give_back| GiveBackOutput {
-            key: Uint16Array::new(give_back.key.key().to_utf16()),
-            period_id: give_back.period_id,
-            period_end_ms: give_back.period_end_ms,
-            units: give_back.units as f64,
-            charge: give_back.charge as f64,
-            record_id: give_back.record_id as f64,
-        })
-        .collect()
+    give_backs.into_iter().map(GiveBackOutput::from).collect()
 }
 
-/// The store call a held key needs, reserving at least `lacking` units (0: a background
-/// refill), or what the `demand` units of the calls waiting for the key lack together; `null`
-/// for a key not held, without a quota, or before its period opened.
+/// The store call a held key needs (`lacking`: at least; 0, a refill; `demand`: what waiting
+/// calls need); `null` for a key not held, without a quota, or before its period opened.
 #[napi(js_name = "keyedShareRequest")]
 pub fn keyed_share_request(
     env: &Env,
@@ -93,13 +67,11 @@ pub fn keyed_share_request(
         let (lacking, demand) = (units(lacking, "lacking")?, units(demand, "demand")?);
         let index = state.limiter.find(key);
         let request = index.and_then(|index| state.limiter.reserve_request(index, lacking, demand));
-        Ok(request.map(request_output))
+        Ok(request.map(ReserveRequestOutput::from))
     })
 }
 
-/// After a decided shared consume of `key`: its background refill (if the decision asked for
-/// one; for what the `demand` units of calls waiting for the key lack, if any) and the
-/// give-backs of dropped keys.
+/// After a decided shared consume: `key`'s refill (if asked for) and dropped keys' give-backs.
 #[napi(js_name = "keyedShareWork")]
 pub fn keyed_share_work(
     env: &Env,
@@ -109,23 +81,20 @@ pub fn keyed_share_work(
 ) -> napi::Result<ShareWorkOutput> {
     limiter.state.with_key(env, &key, |state, key| {
         let demand = units(demand, "demand")?;
-        let refill = match (
-            std::mem::take(&mut state.refill_wanted),
-            state.limiter.find(key),
-        ) {
+        let wanted = std::mem::take(&mut state.refill_wanted);
+        let refill = match (wanted, state.limiter.find(key)) {
             (true, Some(index)) => state.limiter.reserve_request(index, 0, demand),
             _ => None,
         };
         Ok(ShareWorkOutput {
-            refill: refill.map(request_output),
+            refill: refill.map(ReserveRequestOutput::from),
             give_backs: give_back_outputs(state.limiter.take_dropped_give_backs()),
         })
     })
 }
 
-/// A store answer for `key`'s call made for `periodSlot`, from the record of identity `recordId`
-/// (0: none named): true if the units were credited to its reservation; false if they are not
-/// the key's (it was dropped, or its period moved on) and must go back to the store.
+/// A store answer for `key`'s call for `periodSlot`: false if the units are not the key's any
+/// more (dropped, or its period moved on) and must go back to the store.
 #[napi(js_name = "keyedShareCredit")]
 pub fn keyed_share_credit(
     env: &Env,
@@ -165,9 +134,7 @@ pub fn keyed_share_failed(
     })
 }
 
-/// The give-backs of keys idle for `idleMs` on the limiter's monotonic clock (every key with
-/// `idleMs` 0), and of keys dropped. `monotonicMs`: a JS clock's reading (native clocks are read
-/// here).
+/// The give-backs of keys idle for `idleMs` (0: every key) and of keys dropped.
 #[napi(js_name = "keyedShareGiveBack")]
 pub fn keyed_share_give_back(
     env: &Env,

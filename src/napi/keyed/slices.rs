@@ -1,7 +1,5 @@
-//! A limiter's slice book calls (`share.bucket`): what a store call for a key's slice sends, its
-//! answer, a failed call, the give-backs of idle and dropped keys. The store calls themselves are
-//! the JS face's; none of these is on the hot path. Times (`sentMs`) are the limiter's timeline
-//! as these calls gave them; `monotonicMs` is a JS clock's reading (a native clock is read here).
+//! A shared bucket's slice book calls (`share.bucket`; the store calls are the JS face's). `sentMs`
+//! is on the limiter's timeline; `monotonicMs`, a JS clock's reading (a native clock is read here).
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -9,31 +7,31 @@ use napi_derive::napi;
 use super::entry::NativeKeyed;
 use super::KeyedState;
 use crate::anomaly::Anomaly;
-use crate::args::{finite_from, invalid, units};
+use crate::args::{finite_from, not_negative, units};
 use crate::keyed::{SliceAnswer, SliceRequest};
-use crate::napi::errors::invalid_arg;
+use crate::napi::object::objects;
 use crate::napi::registry::notify_listener;
-use crate::text::js_number;
 
-/// What a store call for a key's slice sends (the store's `bucketTake`, less the name, instance
-/// and leaseMs); `key` as UTF-16 code units.
-#[napi(object)]
-pub struct SliceRequestOutput {
-    pub key: Uint16Array,
-    pub capacity: f64,
-    pub refill_per_second: f64,
-    pub want: f64,
-    pub more: f64,
-    pub held: f64,
-    pub give: f64,
-    pub charge: f64,
-    pub fleet_ms: f64,
-    pub record_id: f64,
-    pub most: f64,
-    /// The timeline as the call is sent: pass it back to `keyedSliceCredit`.
-    pub sent_ms: f64,
-    /// How long before the send the slice was last spent from.
-    pub spent_ms: f64,
+objects! {
+    #[doc = "What a store call for a key's slice sends (the store's `bucketTake`, less the name,"]
+    #[doc = "instance and leaseMs); `key` as UTF-16 code units."]
+    SliceRequestOutput from SliceRequest as request {
+        key: Uint16Array = Uint16Array::new(request.key.key().to_utf16()),
+        capacity: f64 = request.capacity as f64,
+        refill_per_second: f64 = request.refill_per_second,
+        want: f64 = request.want as f64,
+        more: f64 = request.more as u8 as f64,
+        held: f64 = request.held as f64,
+        give: f64 = request.give,
+        charge: f64 = request.charge as f64,
+        fleet_ms: f64 = request.fleet_ms,
+        record_id: f64 = request.record_id as f64,
+        most: f64 = request.most as f64,
+        #[doc = "The timeline as the call is sent: pass it back to `keyedSliceCredit`."]
+        sent_ms: f64 = request.sent_ms,
+        #[doc = "How long before the send the slice was last spent from."]
+        spent_ms: f64 = request.spent_ms,
+    }
 }
 
 /// The store's answer to a `bucketTake`.
@@ -45,24 +43,6 @@ pub struct SliceAnswerInput {
     pub fleet_ms: f64,
     pub store_now_ms: f64,
     pub record_id: f64,
-}
-
-fn output(request: SliceRequest) -> SliceRequestOutput {
-    SliceRequestOutput {
-        key: Uint16Array::new(request.key.key().to_utf16()),
-        capacity: request.capacity as f64,
-        refill_per_second: request.refill_per_second,
-        want: request.want as f64,
-        more: request.more as u8 as f64,
-        held: request.held as f64,
-        give: request.give,
-        charge: request.charge as f64,
-        fleet_ms: request.fleet_ms,
-        record_id: request.record_id as f64,
-        most: request.most as f64,
-        sent_ms: request.sent_ms,
-        spent_ms: request.spent_ms,
-    }
 }
 
 impl KeyedState {
@@ -78,10 +58,8 @@ impl KeyedState {
     }
 }
 
-/// What a store call for `key`'s slice sends, taking at least `lacking` tokens (0: a background
-/// fetch) and, beyond, what the calls waiting for it need together (`demand`) if the bucket has
-/// it; marks the key in flight. `null`: the key is not held, the limiter has no shared
-/// bucket, or (a background fetch) none is due.
+/// The store call for `key`'s slice (`lacking`: at least; 0, a background fetch; `demand`: what
+/// waiting calls need), the key then in flight; `null` if none is due or the key is not held.
 #[napi(js_name = "keyedSliceRequest")]
 pub fn keyed_slice_request(
     env: &Env,
@@ -101,13 +79,11 @@ pub fn keyed_slice_request(
         let request = state
             .limiter
             .slice_request(index, lacking, demand, monotonic_ms);
-        Ok(request.map(output))
+        Ok(request.map(SliceRequestOutput::from))
     })
 }
 
-/// A `bucketTake` answer for `key` (sent at `sentMs`): true if the key's slice took it; false
-/// if the key is not held any more (or has no shared bucket): the JS face gives the answer's
-/// `held` tokens back.
+/// A `bucketTake` answer for `key`: false if no slice took it (the JS face gives `held` back).
 #[napi(js_name = "keyedSliceCredit")]
 pub fn keyed_slice_credit(
     env: &Env,
@@ -119,22 +95,16 @@ pub fn keyed_slice_credit(
 ) -> napi::Result<bool> {
     limiter.state.with_key(env, &key, |state, key| {
         let sent_ms = finite_from(sent_ms, f64::MIN, "sentMs")?;
-        let answer = SliceAnswer {
-            granted: units(answer.granted, "granted")?,
-            held: units(answer.held, "held")?,
-            tokens: finite_from(answer.tokens, f64::MIN, "tokens")?,
-            fleet_ms: finite_from(answer.fleet_ms, 0.0, "fleetMs")?,
-            store_now_ms: finite_from(answer.store_now_ms, 0.0, "storeNowMs")?,
-            record_id: units(answer.record_id, "recordId")?,
-        };
-        if answer.granted > answer.held {
-            let (granted, held) = (answer.granted as f64, answer.held as f64);
-            return Err(invalid_arg(format!(
-                "held must be at least granted; received granted {} and held {}",
-                js_number(granted),
-                js_number(held)
-            )));
-        }
+        let a = &answer;
+        let numbers = [
+            a.granted,
+            a.held,
+            a.tokens,
+            a.fleet_ms,
+            a.store_now_ms,
+            a.record_id,
+        ];
+        let answer = SliceAnswer::checked(numbers)?;
         let monotonic_ms = state.monotonic_now(monotonic_ms);
         let Some(index) = state.limiter.find(key) else {
             return Ok(false);
@@ -146,8 +116,7 @@ pub fn keyed_slice_credit(
     })
 }
 
-/// `key`'s store call failed: it may be asked again; the give-back (`give` tokens) and the
-/// failOpen units (`charge`) it carried go with the next one.
+/// `key`'s store call failed: its `give` and `charge` go with the next one.
 #[napi(js_name = "keyedSliceFailed")]
 pub fn keyed_slice_failed(
     env: &Env,
@@ -165,8 +134,7 @@ pub fn keyed_slice_failed(
     })
 }
 
-/// Whether the store's bucket, as last heard of and refilled since, holds fewer than `n` for
-/// `key` (a waiting call that the last answer did not cover is then denied, not sent again).
+/// Whether the store's bucket, as last heard of and refilled since, holds fewer than `n`.
 #[napi(js_name = "keyedSliceShort")]
 pub fn keyed_slice_short(
     env: &Env,
@@ -181,8 +149,7 @@ pub fn keyed_slice_short(
     })
 }
 
-/// The give-backs due, at most `limit`: keys dropped since the last time, and keys idle for
-/// `idleMs` (0: every key, for close()); the keys sent are in flight.
+/// At most `limit` give-backs due: keys dropped, and keys idle for `idleMs` (0: every key).
 #[napi(js_name = "keyedSliceGiveBacks")]
 pub fn keyed_slice_give_backs(
     env: &Env,
@@ -192,14 +159,15 @@ pub fn keyed_slice_give_backs(
     monotonic_ms: Option<f64>,
 ) -> napi::Result<Vec<SliceRequestOutput>> {
     limiter.state.with(env, |state| {
-        if idle_ms.is_nan() || idle_ms < 0.0 {
-            return Err(invalid("idleMs", "a number no less than 0", idle_ms).into());
-        }
+        let idle_ms = not_negative(idle_ms, "idleMs")?;
         let monotonic_ms = state.monotonic_now(monotonic_ms);
         let give_backs = state
             .limiter
             .slice_give_backs(idle_ms, limit as usize, monotonic_ms);
-        Ok(give_backs.into_iter().map(output).collect())
+        Ok(give_backs
+            .into_iter()
+            .map(SliceRequestOutput::from)
+            .collect())
     })
 }
 

@@ -1,6 +1,5 @@
-//! The keyed call the raw function could not finish on its own: a key not held (its policy
-//! asked of the JS face first), a JS clock's readings, a refund, a consume that raised
-//! anomalies. Writes the decision or what the call needs first into the result buffer.
+//! A keyed call the raw function could not finish (a key not held, a JS clock, a refund, a
+//! consume with anomalies): the decision, or what it needs first, into the result buffer.
 
 use super::policy::KEY_CAPACITY;
 use super::{share_mode, KeyedState};
@@ -11,12 +10,10 @@ use crate::limiter::Decision;
 use crate::napi::buffer::{self, write_decision, Step};
 use crate::napi::clock::BoundClock;
 use crate::napi::errors::{coded, invalid_arg, CodedResult};
-use crate::napi::options::positive_safe_integer;
 use crate::napi::registry::notify_listener;
 
 impl KeyedState {
-    /// Sends the call's anomalies to the listener and marks the status (unless the call waits
-    /// on the store).
+    /// Sends the call's anomalies to the listener and marks the status.
     fn report(&self) {
         if !self.anomalies.is_empty() {
             // A shared consume that needs the store keeps its status (the anomalies still go to
@@ -37,11 +34,8 @@ impl KeyedState {
         }
     }
 
-    /// Any call: the operation and `n` in the result buffer; `policy`, what the JS face's call of
-    /// `policy(key)` returned (for a key not held); `supplied`, the readings are in the buffer
-    /// (a JS clock's, or a call resumed after the JS reader). Writes the decision, or what the
-    /// call needs from the JS face first (nothing read or changed): the policy, the readings, the
-    /// reader.
+    /// Any call (its operation and `n` in the buffer), with what `policy(key)` returned and the
+    /// readings if `supplied`: writes the decision, or what it needs first (nothing changed).
     pub(super) fn run(
         &mut self,
         key: Key<'_>,
@@ -113,7 +107,7 @@ impl KeyedState {
             Some(target) if consume => {
                 args::count(n, self.limiter.capacity_of(target), KEY_CAPACITY)?
             }
-            _ => positive_safe_integer(n)?,
+            _ => args::positive_count(n)?,
         };
         let mut clock = match BoundClock::for_call(&self.clock, &self.result, supplied) {
             Ok(clock) => clock,
@@ -138,7 +132,6 @@ impl KeyedState {
     }
 }
 
-/// What a call did.
 enum Outcome {
     Decided(Decision),
     Shared(SharedDecision),

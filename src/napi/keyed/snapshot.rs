@@ -8,9 +8,7 @@ use crate::error::Error;
 use crate::keyed::{KeyPolicy, Snapshot};
 use crate::napi::errors::{guard, invalid_arg, CodedResult};
 
-/// A snapshot read and validated, with the policies of its keys once the JS face has them. The JS
-/// face holds it as an External (free functions on handles, not `#[napi]` classes: a class costs
-/// every load of the addon a few KB that Node-API keeps with the load's environment, measured).
+/// A snapshot validated, with its keys' policies once given (an External: a class costs more).
 pub struct NativeSnapshot {
     pub(super) snapshot: Snapshot,
     /// Distinct policies, and for each key the index of its own (`u32::MAX`: the defaults).
@@ -55,8 +53,7 @@ pub fn snapshot_key_at(
     })
 }
 
-/// The keys' policies: `choices[i]` indexes `policies` (`u32::MAX`: the defaults). All are
-/// validated before any is kept.
+/// The keys' policies (`choices[i]` indexes `policies`; `u32::MAX`: the defaults), all checked.
 #[napi(js_name = "snapshotSetPolicies")]
 pub fn snapshot_set_policies(
     env: &Env,

@@ -1,43 +1,26 @@
 //! `status(key)`.
 
-use napi_derive::napi;
-
 use super::KeyedState;
 use crate::keyed::{KeyStatus, Target};
 use crate::napi::buffer::Step;
-use crate::napi::calendar::{period_output, PeriodOutput};
+use crate::napi::calendar::PeriodOutput;
 use crate::napi::clock::BoundClock;
 use crate::napi::errors::CodedResult;
+use crate::napi::object::objects;
 use crate::napi::registry::notify_listener;
 
-#[napi(object)]
-pub struct KeyStatusOutput {
-    pub tokens: f64,
-    pub quota_used: Option<f64>,
-    pub quota_remaining: Option<f64>,
-    pub period: Option<PeriodOutput>,
-    pub capacity: f64,
-    pub refill_per_second: f64,
-    pub quota_limit: Option<f64>,
-    /// A shared bucket's key (`share.bucket`): the store's tokens as last heard of, refilled since.
-    pub fleet_tokens: Option<f64>,
-}
-
-impl From<KeyStatus> for KeyStatusOutput {
-    fn from(status: KeyStatus) -> KeyStatusOutput {
-        KeyStatusOutput {
-            tokens: status.tokens,
-            quota_used: status.quota_used.map(|used| used as f64),
-            quota_remaining: status.quota_remaining.map(|remaining| remaining as f64),
-            period: status
-                .period
-                .zip(status.time_zone)
-                .map(|(period, time_zone)| period_output(&period, time_zone)),
-            capacity: status.capacity,
-            refill_per_second: status.refill_per_second,
-            quota_limit: status.quota_limit.map(|limit| limit as f64),
-            fleet_tokens: status.fleet_tokens,
-        }
+objects! {
+    KeyStatusOutput from KeyStatus as status {
+        tokens: f64 = status.tokens,
+        quota_used: Option<f64> = status.quota_used.map(|used| used as f64),
+        quota_remaining: Option<f64> = status.quota_remaining.map(|left| left as f64),
+        period: Option<PeriodOutput> = status.period.zip(status.time_zone).map(PeriodOutput::from),
+        capacity: f64 = status.capacity,
+        refill_per_second: f64 = status.refill_per_second,
+        quota_limit: Option<f64> = status.quota_limit.map(|limit| limit as f64),
+        #[doc = "A shared bucket's key (`share.bucket`): the store's tokens as last heard of,"]
+        #[doc = "refilled since."]
+        fleet_tokens: Option<f64> = status.fleet_tokens,
     }
 }
 

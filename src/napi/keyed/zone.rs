@@ -1,7 +1,5 @@
-//! `KeyedQuotaClock` with `zone`: the keyed table in a shared memory-mapped file
-//! (`crate::zone`). Shaped like the in-process limiter's binding: one raw function per limiter,
-//! called with the key; the JS face writes `n` and the operation into the limiter's own
-//! `Float64Array` and reads the decision back from it.
+//! `KeyedQuotaClock` with `zone` (the table in a shared file, `crate::zone`): a raw `call(key)`
+//! per limiter, shaped like the in-process table's, on the limiter's own result buffer.
 
 mod entries;
 
@@ -12,7 +10,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use super::cell::{call_function, RawState, StateCell};
-use super::policy::{default_policy, key_policy, PolicyInput, KEY_CAPACITY};
+use super::policy::{key_policy, PolicyInput, KEY_CAPACITY};
 use super::snapshot::NativeSnapshot;
 use crate::anomaly::Anomaly;
 use crate::args;
@@ -22,7 +20,7 @@ use crate::limits::check_max_keys;
 use crate::napi::buffer;
 use crate::napi::buffer::{write_decision, ResultBuffer};
 use crate::napi::errors::{coded, guard, invalid_arg, CodedError, CodedResult};
-use crate::napi::options::{config_from, positive_safe_integer, LimiterOptions};
+use crate::napi::options::{config_from, LimiterOptions};
 use crate::napi::registry::notify_listener;
 use crate::zone::{Operation, Outcome, Zone, ZoneConfig};
 
@@ -61,7 +59,6 @@ pub struct NativeZone {
     cell: Rc<ZoneCell>,
 }
 
-/// `zoneOpen`'s input.
 #[napi(object, object_to_js = false)]
 pub struct ZoneInput<'_javascript_function_scope> {
     pub registry: u32,
@@ -82,50 +79,34 @@ pub fn zone_open(env: &Env, input: ZoneInput<'_>) -> napi::Result<External<Nativ
     guard(env, move || open(input))
 }
 
-fn open(input: ZoneInput<'_>) -> CodedResult<External<NativeZone>> {
-    let ZoneInput {
-        registry: registry_id,
-        path,
-        options,
-        max_keys,
-        has_policy,
-        reader,
-        result: mut result_buffer,
-        anomaly_listener,
-        restore,
-    } = input;
-    if result_buffer.len() < buffer::LENGTH {
+fn open(mut input: ZoneInput<'_>) -> CodedResult<External<NativeZone>> {
+    if input.result.len() < buffer::LENGTH {
         return Err(coded(ErrorCode::Internal, "the result buffer is too short"));
     }
-    let max_keys = check_max_keys(max_keys)?;
-    let limits = config_from(&options)?;
-    let defaults = default_policy(&limits);
-    let config = ZoneConfig {
-        path,
-        defaults: defaults.clone(),
-        suspend_policy: limits.suspend_policy,
-        earliest_plausible_wall_ms: limits.earliest_plausible_wall_ms,
-        max_keys,
-        reader,
-    };
+    let max_keys = check_max_keys(input.max_keys)?;
+    let limits = config_from(&input.options)?;
+    let config = ZoneConfig::of(input.path, &limits, max_keys, input.reader);
+    let defaults = &config.defaults;
     // Each key's policy: its own, or (`u32::MAX`) the defaults.
-    let policies: Option<Vec<KeyPolicy>> = restore.map(|plan| {
-        let policy = |&choice: &u32| plan.policies.get(choice as usize).unwrap_or(&defaults);
+    let policies: Option<Vec<KeyPolicy>> = input.restore.map(|plan| {
+        let policy = |&choice: &u32| plan.policies.get(choice as usize).unwrap_or(defaults);
         plan.choices.iter().map(policy).cloned().collect()
     });
-    let restore = restore.map(|plan| (&plan.snapshot, policies.as_deref().unwrap_or(&[])));
+    let restore = input
+        .restore
+        .map(|plan| (&plan.snapshot, policies.as_deref().unwrap_or(&[])));
     let zone = Zone::open(&config, restore).map_err(|error| coded(error.code, error.message))?;
     // SAFETY: the JS thread owns the buffer; `_result_buffer` keeps it alive.
-    let address = unsafe { result_buffer.as_mut() }.as_mut_ptr();
+    let address = unsafe { input.result.as_mut() }.as_mut_ptr();
     let state = ZoneState {
         zone: Some(zone),
         anomalies: Vec::new(),
         error: None,
-        registry_id,
-        anomaly_listener,
-        has_policy,
+        registry_id: input.registry,
+        anomaly_listener: input.anomaly_listener,
+        has_policy: input.has_policy,
         result: ResultBuffer(address),
-        _result_buffer: result_buffer,
+        _result_buffer: input.result,
     };
     Ok(External::new(NativeZone {
         cell: Rc::new(ZoneCell {
@@ -152,7 +133,7 @@ impl ZoneState {
         let (operation, count) = if operation == buffer::OPERATION_CONSUME {
             (Operation::Consume, 0)
         } else if operation == buffer::OPERATION_REFUND {
-            (Operation::Refund, positive_safe_integer(n)?)
+            (Operation::Refund, args::positive_count(n)?)
         } else {
             return Err(invalid_arg(format!("unknown operation {operation}")));
         };

@@ -1,15 +1,11 @@
-//! What the JS face calls the core's values: the class each error code is thrown as, the method a
-//! JS clock has for each reading, and the lists of the public string unions that `contract()`
-//! exports. The core knows none of these names.
-// Pure: `cargo test` compiles it (and its tests) without the binding around it.
+//! The JS names of the core's values (the core knows none): each error code's class, a JS clock's
+//! method per reading. Pure: `cargo test` compiles it (and its tests) without the binding.
 #![cfg_attr(test, allow(dead_code))]
 
 use crate::error::{ErrorCode, Reading};
 
-/// The JavaScript class an error code is thrown as: `QuotaClockError` (the clocks, the key
-/// table, a store or a user's callback failed the call), `RangeError` (a value out of range; the
-/// JS face throws `TypeError` for a wrong type), `TypeError` (a call this limiter does not take)
-/// or `Error` (a bug of this package, or something missing from the installation).
+/// The JS class an error code is thrown as: `QuotaClockError` (the call failed), `RangeError` (a
+/// value out of range), `TypeError` (a call this limiter does not take) or `Error` (a bug).
 pub(crate) fn class_of(code: ErrorCode) -> &'static str {
     match code {
         ErrorCode::MonotonicRegression

@@ -1,9 +1,9 @@
-//! A zone's entry points besides its raw call: `status(key)`, the give-back, `delete`, `size`,
-//! `snapshot`, `close`, `stats`, and taking anomalies and errors.
+//! A zone's entry points besides its raw call.
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
+use crate::args::positive_count;
 use crate::calendar::PeriodSlot;
 use crate::error::ErrorCode;
 use crate::keyed::PolicyChoice;
@@ -14,14 +14,12 @@ use crate::napi::keyed::cell::{take_anomalies, take_error};
 use crate::napi::keyed::policy::{key_policy, PolicyInput};
 use crate::napi::keyed::status::KeyStatusOutput;
 use crate::napi::limiter::ErrorOutput;
-use crate::napi::options::positive_safe_integer;
 use crate::napi::registry::notify_listener;
 use crate::zone::{Operation, Outcome};
 
 use super::*;
 
-/// `status(key)`; `None` when the JS face must call `policy(key)` first (the result buffer's
-/// status says so, as after a raw call).
+/// `status(key)`; `None` when the JS face must call `policy(key)` first.
 #[napi(js_name = "zoneStatus")]
 pub fn zone_status(
     env: &Env,
@@ -55,7 +53,7 @@ pub fn zone_give_back(
     slot: f64,
 ) -> napi::Result<()> {
     zone.cell.with_key(env, &key, |state, key| {
-        let count = positive_safe_integer(n)?;
+        let count = positive_count(n)?;
         state
             .zone()?
             .give_back(key, count, PeriodSlot::from_number(slot));
@@ -89,8 +87,7 @@ pub fn zone_close(env: &Env, zone: &External<NativeZone>) -> napi::Result<()> {
     })
 }
 
-/// `stats()`: this limiter's counters (its own calls, in this process) and the zone's key count,
-/// written into the result buffer as `keyedStats` writes them.
+/// `stats()`: this process's counters and the zone's key count, as `keyedStats` writes them.
 #[napi(js_name = "zoneStats")]
 pub fn zone_stats(env: &Env, zone: &External<NativeZone>) -> napi::Result<()> {
     zone.cell.with(env, |state| {
