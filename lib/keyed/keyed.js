@@ -66,7 +66,7 @@ class KeyedQuotaClock {
     let maxKeys = DEFAULT_MAX_KEYS
     if (read.maxKeys !== undefined) {
       maxKeys = checkNumber(read.maxKeys, 'maxKeys')
-      // Its value is the core's to check (src/keyed/mod.rs), here, before the snapshot and the zone.
+      // Its value is the core's to check (src/limits.rs), here, before the snapshot and the zone.
       callNative(() => native.keyedCheckOptions({ maxKeys }))
     }
     if (restore !== undefined && !(restore instanceof Uint8Array)) {

@@ -1,8 +1,8 @@
 'use strict'
 // The `share` option of a KeyedQuotaClock, checked (ERR_INVALID_OPTION naming share.<field>) and
 // normalized with its defaults; lib/share/driver.js drives the store calls it describes. The values
-// the native side receives (leaseUnits, leaseMs) are checked there (src/keyed/share.rs,
-// src/limits.rs), each at its place in this order of checks; those only JS uses, here.
+// the native side receives (leaseUnits, leaseMs) are checked there (src/limits.rs), each at its
+// place in this order of checks; those only JS uses, here.
 
 const native = require('../native/native.js')
 const { callNative } = require('../native/errors.js')
