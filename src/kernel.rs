@@ -591,7 +591,6 @@ pub trait Storage {
         held: Self::Held,
         n: u64,
         outcome: Result<Decision, Self::Pending>,
-        reading: &CallReading,
     ) -> Self::Decided;
 
     /// Writes the state back after `op` (a storage may leave a status's refresh unwritten).
@@ -679,7 +678,7 @@ fn consume<S: Storage>(
     } = storage.parts(held, &mut state, n, reading);
     let outcome = decide(bucket, n, quota, tally);
     storage.save(held, &state, op, reading);
-    storage.answer(held, n, outcome, reading)
+    storage.answer(held, n, outcome)
 }
 
 #[cfg(test)]
@@ -1023,13 +1022,7 @@ mod tests {
             }
         }
 
-        fn answer(
-            &mut self,
-            _: (),
-            _: u64,
-            outcome: Result<Decision, Infallible>,
-            _: &CallReading,
-        ) -> Decision {
+        fn answer(&mut self, _: (), _: u64, outcome: Result<Decision, Infallible>) -> Decision {
             self.steps.push("answer");
             let Ok(decision) = outcome;
             decision

@@ -774,7 +774,6 @@ impl<K: SharedBucket> Layers for Shared<K> {
         index: u32,
         n: u64,
         outcome: Result<Decision, Step>,
-        _: &CallReading,
     ) -> SharedDecision {
         let answer = table.shared_answer(index, n, outcome);
         if self.covered {

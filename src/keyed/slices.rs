@@ -887,8 +887,42 @@ impl SharedBucket for FleetSlice {
         let Some(book) = slices else {
             unreachable!("a shared bucket's limiter has a slice book")
         };
-        let bucket = SliceBucket::new(book, index, policy, tokens, n, mode, timeline_ms);
-        let covered = bucket.covered;
+        // The slice's books: used now, busy or not, its demand; a covered call's spend.
+        let lease_ms = book.lease_ms;
+        let slice = &mut book.slices[index as usize];
+        slice.busy = timeline_ms - slice.last_used_ms < lease_ms / 2.0;
+        slice.last_used_ms = timeline_ms;
+        slice.demand += n as f64;
+        let covered = *tokens >= n as i64 as f64 && timeline_ms < slice.lease_end_ms;
+        let (mut outage, mut denied_here, mut fleet_wait_ms) = (None, false, 0.0);
+        if covered {
+            slice.spent_at_ms = timeline_ms;
+        } else if mode == ShareMode::FailOpen {
+            let (open, at) = slice.open.unwrap_or((policy.capacity, timeline_ms));
+            outage = Some(refilled(
+                open,
+                timeline_ms - at,
+                policy.refill_per_second,
+                policy.capacity,
+            ));
+        } else {
+            denied_here = timeline_ms < slice.short_until_ms || mode == ShareMode::AfterStore;
+            if denied_here {
+                let fleet = fleet_tokens_of(slice, policy, timeline_ms);
+                // (A denial waits at least 1 ms, even when the estimate holds `n` already.)
+                fleet_wait_ms = refill_wait_ms(fleet, n as f64, policy.refill_per_second).max(1.0);
+            }
+        }
+        let bucket = SliceBucket {
+            tokens,
+            slice,
+            covered,
+            outage,
+            denied_here,
+            fleet_wait_ms,
+            refill_per_second: policy.refill_per_second,
+            timeline_ms,
+        };
         (bucket, covered)
     }
 }
@@ -912,58 +946,6 @@ pub(super) struct SliceBucket<'a> {
     fleet_wait_ms: f64,
     refill_per_second: f64,
     timeline_ms: f64,
-}
-
-impl<'a> SliceBucket<'a> {
-    /// The key's slice for a consume of `n` in `mode` at `timeline_ms`, its books kept (used now,
-    /// busy or not, its demand; a covered call's spend).
-    #[inline(always)]
-    pub(super) fn new(
-        book: &'a mut SliceBook,
-        index: u32,
-        policy: &Policy,
-        tokens: &'a mut f64,
-        n: u64,
-        mode: ShareMode,
-        timeline_ms: f64,
-    ) -> SliceBucket<'a> {
-        let lease_ms = book.lease_ms;
-        let slice = &mut book.slices[index as usize];
-        slice.busy = timeline_ms - slice.last_used_ms < lease_ms / 2.0;
-        slice.last_used_ms = timeline_ms;
-        slice.demand += n as f64;
-        let covered = *tokens >= n as i64 as f64 && timeline_ms < slice.lease_end_ms;
-        let (mut outage, mut denied_here, mut fleet_wait_ms) = (None, false, 0.0);
-        if covered {
-            slice.spent_at_ms = timeline_ms;
-        } else if mode == ShareMode::FailOpen {
-            let (open, at) = slice.open.unwrap_or((policy.capacity, timeline_ms));
-            outage = Some(refilled(
-                open,
-                timeline_ms - at,
-                policy.refill_per_second,
-                policy.capacity,
-            ));
-        } else {
-            denied_here = timeline_ms < slice.short_until_ms || mode == ShareMode::AfterStore;
-            if denied_here {
-                let lacking = n as f64 - fleet_tokens_of(slice, policy, timeline_ms);
-                fleet_wait_ms = (lacking * 1000.0 / policy.refill_per_second)
-                    .ceil()
-                    .max(1.0);
-            }
-        }
-        SliceBucket {
-            tokens,
-            slice,
-            covered,
-            outage,
-            denied_here,
-            fleet_wait_ms,
-            refill_per_second: policy.refill_per_second,
-            timeline_ms,
-        }
-    }
 }
 
 impl Bucket for SliceBucket<'_> {

@@ -55,7 +55,6 @@ pub(super) trait Layers {
         index: u32,
         n: u64,
         outcome: Result<Decision, Self::Pending>,
-        reading: &CallReading,
     ) -> Self::Decided;
 }
 
@@ -107,7 +106,6 @@ impl Layers for Plain {
         _: u32,
         _: u64,
         outcome: Result<Decision, Infallible>,
-        _: &CallReading,
     ) -> Decision {
         let Ok(decision) = outcome;
         decision
@@ -365,12 +363,11 @@ where
         held: Option<u32>,
         n: u64,
         outcome: Result<Decision, L::Pending>,
-        reading: &CallReading,
     ) -> L::Decided {
         let Some(index) = held else {
             unreachable!("a consume names a key it holds or adds")
         };
-        self.layers.answer(self.table, index, n, outcome, reading)
+        self.layers.answer(self.table, index, n, outcome)
     }
 
     fn save(&mut self, held: Option<u32>, state: &KeyUse<i32>, op: Op, reading: &CallReading) {

@@ -139,13 +139,7 @@ impl<C: ClockSource + ?Sized> Storage for OneKey<'_, C> {
     }
 
     #[inline(always)]
-    fn answer(
-        &mut self,
-        _: (),
-        _: u64,
-        outcome: Result<Decision, Infallible>,
-        _: &CallReading,
-    ) -> Decision {
+    fn answer(&mut self, _: (), _: u64, outcome: Result<Decision, Infallible>) -> Decision {
         let Ok(decision) = outcome;
         decision
     }

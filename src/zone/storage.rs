@@ -208,13 +208,7 @@ impl<'a> Storage for ZoneCall<'a> {
         }
     }
 
-    fn answer(
-        &mut self,
-        _: Held<'a>,
-        _: u64,
-        outcome: Result<Decision, Infallible>,
-        _: &CallReading,
-    ) -> Decision {
+    fn answer(&mut self, _: Held<'a>, _: u64, outcome: Result<Decision, Infallible>) -> Decision {
         let Ok(decision) = outcome;
         decision
     }
