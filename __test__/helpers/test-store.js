@@ -36,17 +36,23 @@ const outOf = (record, except) => {
   return sum
 }
 
-/** Step 4 of bucketTake (lib/share/protocol.js): others past their margin are written off; old tombstones forgotten. */
-function writeOff(record, except) {
+/**
+ * Step 4 of bucketTake (lib/share/protocol.js): others past their margin at the fleet clock,
+ * moved there from `before`, get one more margin, once, when the move passed it at once; otherwise
+ * they are written off, spent for good.
+ */
+function writeOff(record, except, before = record.F) {
   let gone = 0
   let goneUntil = -Infinity
   for (const [y, holder] of record.holders) {
     if (y === except || writeOffAt(holder) >= record.F) continue
-    if (holder.o > 0) {
-      gone += holder.o
-      goneUntil = Math.max(goneUntil, writeOffAt(holder))
-      record.holders.set(y, { o: 0, w: holder.w + holder.o, a: record.F, l: holder.l })
-    } else record.holders.delete(y)
+    if (record.F - before > writeOffAfterMs(holder.l) && !holder.e) {
+      record.holders.set(y, { ...holder, a: record.F, e: true })
+      continue
+    }
+    gone += holder.o
+    goneUntil = Math.max(goneUntil, writeOffAt(holder))
+    record.holders.delete(y)
   }
   return { gone, goneUntil }
 }
@@ -74,12 +80,11 @@ function bucketTakeNow(records, now, request) {
   const before = record.F
   record.F = moved
   record.S = now
-  const { gone, goneUntil } = writeOff(record, me)
+  const { gone, goneUntil } = writeOff(record, me, before)
   const mine = record.holders.get(me)
   const prev = lost ? 0 : (mine?.o ?? 0)
-  const written = lost ? 0 : (mine?.w ?? 0)
   const keep = Math.min(held, prev)
-  const back = Math.min(give, prev - keep + written)
+  const back = Math.min(give, prev - keep)
   // The refill, piece by piece: X's slice counts as out in full until it was last spent from
   // (spentMs before now), what X keeps and gives back until now; the slices written off now
   // until their margin passed. Then what X gives back, under C minus what is out.
@@ -104,7 +109,7 @@ function bucketTakeNow(records, now, request) {
   if (most > 0 && granted > Math.max(least, most)) granted = Math.max(least, most)
   record.tk -= granted
   const slice = keep + granted
-  if (slice > 0) record.holders.set(me, { o: slice, w: 0, a: record.F, l: leaseMs })
+  if (slice > 0) record.holders.set(me, { o: slice, a: record.F, l: leaseMs })
   else record.holders.delete(me)
   let longest = leaseMs
   for (const holder of record.holders.values()) longest = Math.max(longest, holder.l)
@@ -128,7 +133,7 @@ function bucketReadNow(records, now, { name, key }) {
   return bucketView(record, tokens, out)
 }
 
-/** bucketFill at store time now: the written-off dropped (F not moved), tk = C - out. */
+/** bucketFill at store time now: the slices past their margin written off (F not moved), tk = C - out. */
 function bucketFillNow(records, now, { name, key }) {
   const record = records.get(bucketId(name, key))
   if (record === undefined || record.expiresAtMs <= now) return null

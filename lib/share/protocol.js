@@ -55,7 +55,8 @@
 //   F   the fleet clock (ms) at the record's last move      S   store time at that move
 //   id  identity (a positive integer < 2**48, made when the record is created)
 //   per instance X: o:X tokens out to X in its slice; a:X the fleet clock when X's last call
-//     reached the store; l:X X's leaseMs; w:X tokens of X's slice written off (below)
+//     reached the store (or the fleet clock when its slice had one more margin, step 4); l:X X's
+//     leaseMs; e:X set when X's slice had that one more margin (absent: not)
 //   out = sum of o:Y;  writeOff(Y) = a:Y + 1.1 * l:Y + 1000 (fleet ms)
 //
 //   bucketTake({ name, key, capacity, refillPerSecond, instance, leaseMs, want, more, held, give,
@@ -82,11 +83,15 @@
 //     3. the fleet clock moves: byStore = F + max(0, now - S)
 //          byCaller = fleetMs >= 0 and not lost ? fleetMs : F + C / R * 1000
 //          F' = max(F, min(byStore, byCaller));  the refill waits for steps 4 and 5
-//     4. write-off: every other instance Y with o:Y > 0 and writeOff(Y) < F': w:Y += o:Y, o:Y
-//        deleted (spent), a:Y = F'; every other Y holding only w:Y with writeOff(Y) < F': forgotten.
+//     4. write-off: every other instance Y with o:Y > 0 and writeOff(Y) < F':
+//          F' - F > 1.1 * l:Y + 1000 and no e:Y (this move alone passed the margin: the key left
+//          alone, or the store away, that long): one more margin, once: a:Y = F', e:Y = 1;
+//          else written off, spent for good: o:Y, a:Y, l:Y, e:Y deleted (tokens Y reports later
+//          do not go back: once the room they held has been refilled, they would be admitted
+//          twice).
 //        gone = the tokens so written off, goneUntil = the latest writeOff(Y) among them (F if none)
-//     5. X's report: prev = lost ? 0 : o:X;  written = lost ? 0 : w:X (then deleted)
-//          keep = min(held, prev);  back = min(give, prev - keep + written);  o:X = keep
+//     5. X's report: prev = lost ? 0 : o:X  (0 too when X's slice was written off)
+//          keep = min(held, prev);  back = min(give, prev - keep);  o:X = keep
 //        then the refill from F to F', piece by piece between the marks
 //          spentUntil = clamp(F' - spentMs),  goneUntil = clamp(goneUntil)   (clamp: into [F, F'])
 //        over each piece [a, b] (a < b):  room = C - others - (a < goneUntil ? gone : 0)
@@ -106,19 +111,16 @@
 //          it runs low, so that no process ends a burst holding what the others lack)
 //          most > 0: granted = min(granted, max(w, most))
 //          tk -= granted;  o:X += granted
-//     8. o:X > 0: a:X = F, l:X = leaseMs;  else o:X, a:X, l:X deleted
+//     8. o:X > 0: a:X = F, l:X = leaseMs, e:X deleted;  else o:X, a:X, l:X, e:X deleted
 //     9. the record expires max(C / R * 1000, 1.1 * L + 1000) + 60000 ms of store time from now,
 //        L the longest leaseMs of the instances it lists (X's included)
 //   and answers granted, held = o:X, tokens = tk, fleetMs = F, storeNowMs = now, recordId = id,
 //   others = k. checkBucketAnswer below refuses anything else (ERR_STORE_RESPONSE).
-//   Two amendments to the first draft of these steps:
-//   - w:X (steps 4, 5): a live instance whose slice was written off (a store outage longer than
-//     its margin: the first caller after it moves the fleet clock past every margin) still gives
-//     its unspent tokens back at its next call, so a store outage loses live processes nothing;
-//     the tombstone lives one more margin of fleet time, so a dead instance's is gone soon after.
-//   - the answer's check is held <= request.held + granted, not held <= capacity: after a
-//     capacity cut an instance may keep a slice larger than the new capacity (step 2 has made tk
-//     negative by as much, so tk + out <= C still holds and the refill pays it back).
+//   X learns that its slice was written off from the answer: held = o:X is then only what this
+//   call granted, and X keeps no more than held - granted of its slice. The answer's check is
+//   held <= request.held + granted, not held <= capacity: after a capacity cut an instance may
+//   keep a slice larger than the new capacity (step 2 has made tk negative by as much, so
+//   tk + out <= C still holds and the refill pays it back).
 //
 //   The operator's view (quotaAdmin: bucket, fill), answering { capacity, refillPerSecond, tokens,
 //   out, expiresAt (ms since the epoch) } or null when there is no record:

@@ -4,7 +4,8 @@
 //   { _id: 'bucket:' + part(name) + ':' + part(key)   (distinct from the quota records', which
 //          start with a digit, and from the retired cells documents' 'b:'),
 //     name, key, C, R, tk (a double), F, S, rid (the record's identity),
-//     h: { <X>: { o: tokens out, w: tokens written off, a: fleet ms of X's last call, l: leaseMs } }
+//     h: { <X>: { o: tokens out, a: fleet ms of X's last call (or of the call that gave its slice
+//                 one more margin), l: leaseMs, e: true when its slice had that one more margin } }
 //          (instance ids are field names, as in the cells documents: the driver's are hex),
 //     ans: { g, h, k, n }   the latest take's granted, held, others and store time, read back from
 //                           its own update
@@ -37,28 +38,34 @@ const entries = (field) => ({ $objectToArray: { $ifNull: [field, EMPTY] } })
 const othersOf = (me) => ({ $filter: { input: entries('$h'), cond: { $ne: ['$$this.k', me] } } })
 const sumOut = (list) => ({ $sum: { $map: { input: list, in: '$$this.v.o' } } })
 const writeOffAt = (holder) => ({ $add: [`${holder}.a`, { $multiply: [WRITE_OFF_FACTOR, `${holder}.l`] }, WRITE_OFF_MARGIN_MS] })
-const TEMPORARY = ['_now', '_lost', '_out', '_F', '_gone', '_goneUntil', '_spentUntil', '_m1', '_m2', '_prev', '_written', '_others', '_keep', '_back', '_k', '_granted', '_slice', '_longest']
+const TEMPORARY = ['_now', '_lost', '_out', '_F', '_gone', '_goneUntil', '_spentUntil', '_m1', '_m2', '_prev', '_others', '_keep', '_back', '_k', '_granted', '_slice', '_longest']
 
-/** Step 4 (lib/share/protocol.js), judged at the fleet clock `at`: others past their margin written off, old tombstones forgotten. */
-function writeOffStage(me, at = '$F') {
+// Whether a holder past its margin gets one more margin instead (step 4): the fleet clock moved
+// from `from` to `at` by more than a margin at once, and the holder has not had one more yet.
+const extended = (holder, from, at) => ({
+  $and: [{ $gt: [{ $subtract: [at, from] }, { $add: [{ $multiply: [WRITE_OFF_FACTOR, `${holder}.l`] }, WRITE_OFF_MARGIN_MS] }] }, { $ne: [`${holder}.e`, true] }],
+})
+
+/**
+ * Step 4 (lib/share/protocol.js), judged at the fleet clock `at`, moved there from `from`: the
+ * others past their margin get one more margin, once, when the move passed it at once; otherwise
+ * they are written off, spent for good (removed from the record).
+ */
+function writeOffStage(me, at = '$F', from = at) {
   const judged = {
     $cond: [
       { $and: [{ $ne: ['$$this.k', me] }, { $lt: [writeOffAt('$$this.v'), at] }] },
-      {
-        $cond: [
-          { $gt: ['$$this.v.o', 0] },
-          { k: '$$this.k', v: { o: 0, w: { $add: ['$$this.v.w', '$$this.v.o'] }, a: at, l: '$$this.v.l' } },
-          null,
-        ],
-      },
+      { $cond: [extended('$$this.v', from, at), { k: '$$this.k', v: { o: '$$this.v.o', a: at, l: '$$this.v.l', e: true } }, null] },
       '$$this',
     ],
   }
   return { $set: { h: { $arrayToObject: { $filter: { input: { $map: { input: entries('$h'), in: judged } }, cond: { $ne: ['$$this', null] } } } } } }
 }
 
-/** The others past their margin at the fleet clock `_F` that hold tokens (step 4). */
-const goneOf = (me) => ({ $filter: { input: othersOf(me), cond: { $and: [{ $lt: [writeOffAt('$$this.v'), '$_F'] }, { $gt: ['$$this.v.o', 0] }] } } })
+/** The others written off at the fleet clock `_F`, moved there from `F` (step 4). */
+const goneOf = (me) => ({
+  $filter: { input: othersOf(me), cond: { $and: [{ $lt: [writeOffAt('$$this.v'), '$_F'] }, { $gt: ['$$this.v.o', 0] }, { $not: [extended('$$this.v', '$F', '$_F')] }] } },
+})
 
 /**
  * Step 5's refill over the fleet clock from `from` to `to`, capped by C minus what is out then:
@@ -118,18 +125,17 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
         _spentUntil: { $min: ['$_F', { $max: ['$F', { $subtract: ['$_F', spentMs] }] }] },
       },
     },
-    writeOffStage(me, '$_F'),
+    writeOffStage(me, '$_F', '$F'),
     // 5. X's report
     {
       $set: {
         _prev: { $cond: ['$_lost', 0, { $ifNull: [`$h.${me}.o`, 0] }] },
-        _written: { $cond: ['$_lost', 0, { $ifNull: [`$h.${me}.w`, 0] }] },
         _others: sumOut(othersOf(me)),
         _k: { $size: { $filter: { input: othersOf(me), cond: { $gt: ['$$this.v.o', 0] } } } },
       },
     },
     { $set: { _keep: { $min: [held, '$_prev'] } } },
-    { $set: { _back: { $min: [give, { $add: [{ $subtract: ['$_prev', '$_keep'] }, '$_written'] }] } } },
+    { $set: { _back: { $min: [give, { $subtract: ['$_prev', '$_keep'] }] } } },
     // the refill piece by piece (from F to the nearer of the two marks, on to the other, on to F')
     { $set: { _m1: { $min: ['$_spentUntil', '$_goneUntil'] }, _m2: { $max: ['$_spentUntil', '$_goneUntil'] } } },
     refillStage('$F', '$_m1'),
@@ -144,7 +150,7 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
     // 8. X's slice
     {
       $set: {
-        h: { $cond: [{ $gt: ['$_slice', 0] }, { $mergeObjects: [without, { [me]: { o: '$_slice', w: 0, a: '$F', l: leaseMs } }] }, without] },
+        h: { $cond: [{ $gt: ['$_slice', 0] }, { $mergeObjects: [without, { [me]: { o: '$_slice', a: '$F', l: leaseMs } }] }, without] },
       },
     },
     // 9. the expiry, and the answer

@@ -491,7 +491,7 @@ impl KeyedLimiter {
         // unspent, counted as out, while the other processes' calls are denied and the bucket's
         // refill stops at its cap.
         let demand_ms = timeline_ms - slice.demand_since_ms;
-        let floor_ms = (lease_ms / 8.0).min(1000.0);
+        let floor_ms = denial_floor_ms(lease_ms, &policy);
         let spendable = if slice.waited && slice.busy && demand_ms > 0.0 {
             (slice.demand / demand_ms * floor_ms * 1.5).ceil() as u64
         } else {
@@ -573,9 +573,9 @@ impl KeyedLimiter {
         slice.fleet_tokens = answer.tokens;
         slice.fleet_at_ms = timeline_ms;
         slice.fleet_ms = answer.fleet_ms;
-        let floor_ms = (lease_ms / 8.0).min(1000.0);
+        let floor_ms = denial_floor_ms(lease_ms, policy);
         // Draining: a slice that is small (under a quarter of the bucket), came within
-        // min(leaseMs / 8, 1 s) of the call before and is no more than twice what the bucket
+        // the denial floor of the call before and is no more than twice what the bucket
         // refilled in between: this key lives off the refill, its calls spending it as it comes.
         // Treated as short, so the key costs a bounded number of store calls a second instead of
         // one for every few tokens. (A burst sharing out the last tokens of a full bucket takes
@@ -606,7 +606,7 @@ impl KeyedLimiter {
         if (answer.tokens < 1.0 || draining) && asking {
             // The bucket is empty (this call took its last tokens, or it had too few): the key
             // is saturated. Once the slice is spent, it is denied here until the bucket holds a
-            // token again, for at least min(leaseMs / 8, 1 s) and at most 1 s; then this process
+            // token again, for at least its denial floor and at most 1 s; then this process
             // takes all there is, so that the refill of the wait is not lost to the bucket's cap.
             //
             // Every process waits alike, 1.3 times that floor (at most 1 s): the processes a
@@ -682,11 +682,12 @@ impl KeyedLimiter {
             if slice.in_flight {
                 continue;
             }
-            // A busy or saturated key gone quiet (not used for min(leaseMs / 8, 1 s)) tells the
+            // A busy or saturated key gone quiet (not used for its denial floor) tells the
             // store its spent slice is spent: counted as out, it would cap the refill for the
             // processes the traffic moved to. (A key used now and then, whose slices are the one
             // token its calls lacked, needs no word.)
-            let quiet_ms = (lease_ms / 8.0).min(1000.0);
+            let policy = &self.policies[self.table.records[index as usize].policy as usize];
+            let quiet_ms = denial_floor_ms(lease_ms, policy);
             let quiet = reports_when_quiet(&slice)
                 && tokens < 1.0
                 && timeline_ms - slice.last_used_ms >= quiet_ms;
@@ -768,6 +769,15 @@ impl KeyedLimiter {
             .count_anomalies(std::slice::from_ref(&anomaly));
         Some(anomaly)
     }
+}
+
+/// How long a saturated key is denied here at least (SPEC §15):
+/// `min(leaseMs / 8, 1 s, C / (2R))`. The last term keeps a bucket that refills in less than a
+/// second from being capped at `C` while its processes wait, so it still admits its rate.
+fn denial_floor_ms(lease_ms: f64, policy: &Policy) -> f64 {
+    (lease_ms / 8.0)
+        .min(1000.0)
+        .min(policy.capacity / policy.refill_per_second * 500.0)
 }
 
 /// Whether a key with `tokens` left in its slice asks the store in the background, no store call

@@ -39,6 +39,8 @@ struct Holder {
     out: u64,
     at: f64,
     lease: f64,
+    /// Given one more margin by a move of the fleet clock past its margin at once.
+    extended: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -94,16 +96,23 @@ impl Store {
         record.fleet = moved;
         record.store_at = now;
         let fleet = record.fleet;
-        // Write-offs: the latest margin passed (the refill counts them as out until then).
+        // Write-offs, spent for good: the latest margin passed (the refill counts them as out
+        // until then). A move past a margin at once gives the slice one more margin, once.
         let mut written_off = 0.0;
         let mut written_until = before;
         record.holders.retain(|y, h| {
-            let keep = *y == me || h.at + write_off_after_ms(h.lease) >= fleet;
-            if !keep {
-                written_off += h.out as f64;
-                written_until = written_until.max(h.at + write_off_after_ms(h.lease));
+            let margin = write_off_after_ms(h.lease);
+            if *y == me || h.at + margin >= fleet {
+                return true;
             }
-            keep
+            if fleet - before > margin && !h.extended {
+                h.at = fleet;
+                h.extended = true;
+                return true;
+            }
+            written_off += h.out as f64;
+            written_until = written_until.max(h.at + margin);
+            false
         });
         let prev = if lost {
             0
@@ -156,6 +165,7 @@ impl Store {
                 out: keep,
                 at: fleet,
                 lease,
+                extended: false,
             },
         );
         let room = record.capacity - out(record);

@@ -1,0 +1,93 @@
+'use strict'
+
+// SPEC §15 "No budget stranded" and "Slices, decided locally", measured with child processes
+// (helpers/fleet-worker.js) on real stores, every call logged:
+// - a bucket that refills in less than a second still admits its rate: the local denial of a
+//   saturated key lasts at least min(leaseMs / 8, 1 s, C / (2R)), not so long that the store's
+//   bucket caps its refill at C meanwhile (issue 44: C 10, R 50/s admitted 0.21 of one bucket);
+// - equally hungry processes share: when each of k processes receives more than R / k of a
+//   saturated key's requests, each admits at least 40% of an equal share of what the fleet admits
+//   over any 2 s after the first second (issue 44: 43, 1 and 1 of 45).
+
+const { after, before, describe, test } = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { startRedisServer } = require('./helpers/redis-server.js')
+const { startMongoServer } = require('./helpers/mongo-server.js')
+const { stopFleet } = require('./helpers/shared-fleet.js')
+const { assertBucket, unsharedAdmits } = require('./helpers/fleet-check.js')
+const { startFleet, roundRobin, sleep } = require('./helpers/fleet-procs.js')
+
+let unique = 0
+const freshName = (label) => `rate-${label}-${process.pid}-${++unique}`
+
+describe('a shared bucket admits its rate, fairly (SPEC §15)', () => {
+  let redis
+  let mongo
+  let work
+  const dbName = `fleet_rate_${process.pid}`
+
+  before(async () => {
+    ;[redis, mongo] = await Promise.all([startRedisServer(), startMongoServer()])
+    work = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-fleet-rate-'))
+  })
+
+  after(() => stopFleet({ redis, mongo, servers: [], work }))
+
+  const STORES = {
+    ioredis: () => ({ client: 'ioredis', url: redis.url }),
+    mongo: () => ({ client: 'mongo', url: mongo.uri, dbName }),
+  }
+
+  const fleetOf = (storeKind, label, count, limiter, share = {}) =>
+    startFleet({
+      count,
+      store: STORES[storeKind](),
+      limiter,
+      share: { name: freshName(label), idleMs: 60_000, timeoutMs: 3_000, ...share },
+      dir: work,
+      label: freshName(label),
+    })
+
+  for (const count of [1, 3]) {
+    test(`C 10, R 50/s, default leaseMs, ${count} process(es) saturated at 2·R: at least 90% of one bucket (ioredis)`, { timeout: 60_000 }, async () => {
+      const limits = { capacity: 10, refillPerSecond: 50 }
+      const fleet = await fleetOf('ioredis', `fast-${count}`, count, limits)
+      await roundRobin(fleet.workers, 'k', 2 * limits.refillPerSecond)
+      await sleep(4_000)
+      await fleet.stopAll()
+      const calls = fleet.calls()
+      assertBucket(fleet.units('k'), limits)
+      const admitted = fleet.units('k').length
+      const yardstick = unsharedAdmits(calls.map((c) => c.lo), limits)
+      assert.ok(admitted >= 0.9 * yardstick, `the fleet admitted ${admitted}; one bucket would admit ${yardstick} of the same ${calls.length} arrivals`)
+      await fleet.killAll()
+    })
+  }
+
+  for (const [storeKind, count] of [['ioredis', 3], ['ioredis', 2], ['mongo', 2]]) {
+    test(`${count} equally hungry processes (${storeKind}, C = R = 20/s, each at 0.75·R): none starved over any 2 s after the first`, { timeout: 60_000 }, async () => {
+      const limits = { capacity: 20, refillPerSecond: 20 }
+      const fleet = await fleetOf(storeKind, `fair-${count}`, count, limits)
+      // Each process its own arrivals (not interleaved), each more than R / k.
+      const start = BigInt(Math.round((Number(process.hrtime.bigint()) / 1e6 + 300) * 1e6))
+      await Promise.all(fleet.workers.map((worker, p) => worker.call('traffic', { key: 'k', perSecond: 0.75 * limits.refillPerSecond, phase: p / (7 * count), startNs: String(start) })))
+      await sleep(4_300)
+      await fleet.stopAll()
+      const startMs = Number(start) / 1e6
+      assertBucket(fleet.units('k'), limits)
+      const perProcess = fleet.logs.map((log) => fleet.workers.length && require('./helpers/fleet-check.js').readCalls([log]).filter((c) => c.outcome === 'A'))
+      // Windows of 2 s, starting every 250 ms from the first second on.
+      for (let from = startMs + 1_000; from + 2_000 <= startMs + 4_000; from += 250) {
+        const admitted = perProcess.map((calls) => calls.filter((c) => c.lo >= from && c.hi <= from + 2_000).reduce((n, c) => n + c.n, 0))
+        const total = admitted.reduce((a, b) => a + b, 0)
+        for (const mine of admitted) {
+          assert.ok(mine >= 0.4 * (total / count) - 1, `over [${Math.round(from - startMs)}, +2 s] the processes admitted ${admitted.join(', ')}: one is starved`)
+        }
+      }
+      await fleet.killAll()
+    })
+  }
+})
