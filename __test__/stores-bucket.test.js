@@ -148,7 +148,7 @@ function stepsOn(label, variant) {
       assert.deepEqual({ ...view, expiresAt: 0 }, { capacity: 10, refillPerSecond: 10, tokens: 4, out: 6, expiresAt: 0 })
     })
 
-    test('4. another holder is written off after 1.1 * leaseMs + 1000 fleet ms, and its unspent tokens still come back once', async () => {
+    test('4. another holder is written off after 1.1 * leaseMs + 1000 fleet ms, spent for good: what it reports later does not come back', async () => {
       const { ops } = v()
       const name = freshName()
       // leaseMs 1: written off past 1001.1 fleet ms after its call reached the store.
@@ -163,11 +163,39 @@ function stepsOn(label, variant) {
       const micro = (x) => Math.round(x * 1e6) / 1e6
       assert.deepEqual([late.granted, micro(late.tokens), late.others, late.fleetMs], [0, 0.0018, 0, 1_002])
       assert.equal((await ops.bucketRead({ name, key: 'k' })).out, 0)
-      // A was alive all along (a store outage, say): its report gives back what it did not spend.
+      // A comes back (it was paused): what it reports keeping or giving back goes nowhere, and
+      // the answer tells it its slice is gone (held 0).
       const report = await ops.bucketTake(takeOf(name, frozen(late, { want: 0, held: 10, give: 7 })))
-      assert.deepEqual([report.granted, report.held, micro(report.tokens), report.others], [0, 0, 7.0018, 0])
-      const twice = await ops.bucketTake(takeOf(name, frozen(late, { want: 0, give: 7 })))
-      assert.equal(micro(twice.tokens), 7.0018, 'a written-off slice comes back once')
+      assert.deepEqual([report.granted, report.held, micro(report.tokens), report.others], [0, 0, 0.0018, 0])
+      assert.equal((await ops.bucketRead({ name, key: 'k' })).out, 0)
+    })
+
+    test('4. a call that moves the fleet clock past a margin at once gives the slice one more margin, once: its holder can still report', async () => {
+      const { ops } = v()
+      const name = freshName()
+      // C 10, R 1 (C / R = 10 s). A takes 6 with leaseMs 1 (margin 1001.1 fleet ms).
+      const a = await ops.bucketTake(takeOf(name, { refillPerSecond: 1, want: 6, leaseMs: 1 }))
+      await pass(1_600)
+      // B's first call moves the fleet clock 1500 ms at once, past A's margin: A keeps its slice,
+      // with one more margin from the new fleet clock.
+      const jump = await ops.bucketTake(takeOf(name, { instance: 'B', refillPerSecond: 1, want: 0, fleetMs: 1_500, recordId: a.recordId }))
+      assert.deepEqual([jump.fleetMs, jump.others], [1_500, 1])
+      assert.equal((await ops.bucketRead({ name, key: 'k' })).out, 6)
+      // A reports within that margin: its unspent tokens go back.
+      const report = await ops.bucketTake(takeOf(name, frozen(a, { refillPerSecond: 1, want: 0, held: 0, give: 5, fleetMs: 1_600 })))
+      assert.deepEqual([report.held, report.others], [0, 0])
+      assert.ok(report.tokens >= 4 + 5 - 1e-9, `A's 5 unspent tokens came back: ${report.tokens}`)
+      // Once: another holder, jumped past twice without a call of its own, is written off.
+      const c = await ops.bucketTake(takeOf(name, { instance: 'C', refillPerSecond: 1, want: 2, leaseMs: 1, fleetMs: 1_600, recordId: a.recordId }))
+      assert.equal(c.granted, 2)
+      await pass(1_200)
+      const first = await ops.bucketTake(takeOf(name, { instance: 'B', refillPerSecond: 1, want: 0, fleetMs: 2_700, recordId: a.recordId }))
+      assert.equal(first.others, 1, 'C had one more margin')
+      await pass(1_200)
+      const second = await ops.bucketTake(takeOf(name, { instance: 'B', refillPerSecond: 1, want: 0, fleetMs: 3_800, recordId: a.recordId }))
+      assert.equal(second.others, 0, 'C was written off at the second jump')
+      const back = await ops.bucketTake(takeOf(name, frozen(c, { refillPerSecond: 1, want: 0, held: 2, give: 0, fleetMs: 3_900 })))
+      assert.equal(back.held, 0, 'C keeps nothing of a slice written off')
     })
 
     test('5. held keeps at most the slice, give returns at most the rest, and a renewal keeps its lease', async () => {
