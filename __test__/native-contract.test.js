@@ -190,12 +190,13 @@ test('the JS face keeps no copy of the contract: no list or buffer position is s
   }
 })
 
-test("the fleet bucket's store terms in lib/share/protocol.js are the core's (write-off margin, record expiry)", () => {
+test("the fleet bucket's store terms in lib/share/protocol.js are the core's (write-off margin, record expiry, hunger)", () => {
   const protocol = require('../lib/share/protocol.js')
   assert.deepEqual(contract.fleetBucket, {
     writeOffFactor: protocol.WRITE_OFF_FACTOR,
     writeOffMarginMs: protocol.WRITE_OFF_MARGIN_MS,
     keptAfterMs: protocol.BUCKET_KEPT_AFTER_MS,
+    hungryMs: protocol.HUNGRY_MS,
   })
   assert.equal(protocol.writeOffAfterMs(4_000), 4_000 * contract.fleetBucket.writeOffFactor + contract.fleetBucket.writeOffMarginMs)
   assert.equal(protocol.bucketKeptMs(100, 1, 4_000), 100_000 + contract.fleetBucket.keptAfterMs)

@@ -267,6 +267,27 @@ function stepsOn(label, variant) {
       near(f.tokens, 0.5)
     })
 
+    test('7. all there is, asked after a wait, is shared with the instances that found the bucket short within HUNGRY_MS', async () => {
+      const { ops } = v()
+      const name = freshName()
+      const base = { capacity: 10, refillPerSecond: 10 }
+      // A takes the whole bucket and reports it spent at once: empty, nothing out.
+      const a = await ops.bucketTake(takeOf(name, { ...base, want: 10 }))
+      await ops.bucketTake(takeOf(name, frozen(a, { ...base, want: 0, held: 0, spentMs: 1e12 })))
+      // B is denied: it found the bucket short.
+      const b = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'B', want: 1 })))
+      assert.equal(b.granted, 0)
+      await pass(600)
+      // C, after its wait, asks for all there is: it takes its share, B's is left in the store.
+      const c = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'C', want: 0, more: 2, fleetMs: a.fleetMs + 600 })))
+      const there = c.tokens + c.granted
+      assert.ok(there >= 5, `the refill of 600 ms: ${there}`)
+      assert.equal(c.granted, 1 + Math.floor((there - 1) / 2), `C took ${c.granted} of ${there}`)
+      // B, still hungry, finds its share.
+      const b2 = await ops.bucketTake(takeOf(name, frozen(b, { ...base, instance: 'B', want: 0, more: 2, fleetMs: c.fleetMs })))
+      assert.ok(b2.granted >= Math.floor(there / 2) - 1, `B took ${b2.granted}`)
+    })
+
     test("2. a capacity change is the request's: fewer leaves tk at most C - out (below zero if need be), more adds no tokens", async () => {
       const { ops } = v()
       const name = freshName()

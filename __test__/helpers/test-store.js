@@ -4,7 +4,7 @@
 // late. The Redis and MongoDB stores have tests of their own against real servers.
 
 const { KeyedQuotaClock, manualClock } = require('../..')
-const { makeQuotaStore, checkBucketAnswer, checkBucketUsage, newRecordId, writeOffAfterMs, bucketKeptMs } = require('../../lib/share/protocol.js')
+const { makeQuotaStore, checkBucketAnswer, checkBucketUsage, newRecordId, writeOffAfterMs, bucketKeptMs, HUNGRY_MS } = require('../../lib/share/protocol.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12)
 const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
@@ -64,7 +64,7 @@ function bucketTakeNow(records, now, request) {
   let created = false
   if (record === undefined || record.expiresAtMs <= now) {
     const id = request.newId ?? newRecordId()
-    record = { C: capacity, R: refillPerSecond, tk: recordId !== 0 ? 0 : capacity, F: 0, S: now, id, holders: new Map() }
+    record = { C: capacity, R: refillPerSecond, tk: recordId !== 0 ? 0 : capacity, F: 0, S: now, id, holders: new Map(), hungry: new Map() }
     records.set(bucketId(name, key), record)
     created = true
   }
@@ -103,11 +103,16 @@ function bucketTakeNow(records, now, request) {
   record.tk = Math.min(record.C - others - keep, record.tk + back)
   record.tk -= charge
   const k = [...record.holders].filter(([y, holder]) => y !== me && holder.o > 0).length
+  for (const [y, d] of record.hungry) if (y !== me && d < record.F - HUNGRY_MS) record.hungry.delete(y)
+  const hungry = [...record.hungry.keys()].filter((y) => y !== me)
+  const sharing = k + hungry.filter((y) => !(record.holders.get(y)?.o > 0)).length
   const least = more > 0 ? Math.max(want, 1) : want
   let granted = 0
-  if (record.tk >= least) granted = least + (more === 0 ? 0 : more === 1 ? Math.floor(Math.min((record.tk - least) / (k + 1), record.C / (k + 2))) : Math.floor(record.tk - least))
+  if (record.tk >= least) granted = least + (more === 0 ? 0 : more === 1 ? Math.floor(Math.min((record.tk - least) / (sharing + 1), record.C / (sharing + 2))) : Math.floor((record.tk - least) / (hungry.length + 1)))
   if (most > 0 && granted > Math.max(least, most)) granted = Math.max(least, most)
   record.tk -= granted
+  if ((least > 0 && granted === 0) || (granted > 0 && record.tk < 1)) record.hungry.set(me, record.F)
+  else record.hungry.delete(me)
   const slice = keep + granted
   if (slice > 0) record.holders.set(me, { o: slice, a: record.F, l: leaseMs })
   else record.holders.delete(me)

@@ -56,7 +56,8 @@
 //   id  identity (a positive integer < 2**48, made when the record is created)
 //   per instance X: o:X tokens out to X in its slice; a:X the fleet clock when X's last call
 //     reached the store (or the fleet clock when its slice had one more margin, step 4); l:X X's
-//     leaseMs; e:X set when X's slice had that one more margin (absent: not)
+//     leaseMs; e:X set when X's slice had that one more margin (absent: not); d:X the fleet clock
+//     at X's latest call that found the bucket short (absent: none within HUNGRY_MS)
 //   out = sum of o:Y;  writeOff(Y) = a:Y + 1.1 * l:Y + 1000 (fleet ms)
 //
 //   bucketTake({ name, key, capacity, refillPerSecond, instance, leaseMs, want, more, held, give,
@@ -103,15 +104,22 @@
 //        it, and X spend it and a full bucket at once);  F = F', S = now;
 //        tk = min(C - others - keep, tk + back)
 //     6. charge: tk -= charge
-//     7. take: k = the number of other instances with o:Y > 0;  w = max(want, more > 0 ? 1 : 0)
+//     7. take: k = the number of other instances with o:Y > 0;  hungry = the number of other
+//          instances with d:Y >= F - HUNGRY_MS (the others' older d:Y deleted);  s = the number
+//          of other instances in either;  w = max(want, more > 0 ? 1 : 0)
 //          tk < w: granted = 0
-//          else granted = w + (more == 0 ? 0 : more == 1 ? floor(min((tk - w) / (k + 1), C / (k + 2))) : floor(tk - w))
+//          else granted = w + (more == 0 ? 0 : more == 1 ? floor(min((tk - w) / (s + 1), C / (s + 2)))
+//                                                     : floor((tk - w) / (hungry + 1)))
 //          (a fair share: of the capacity while the bucket is full, so busy processes sharing it
 //          out take a few slices each, not a shrinking fraction every time; of what is left when
-//          it runs low, so that no process ends a burst holding what the others lack)
+//          it runs low, so that no process ends a burst holding what the others lack; and of a
+//          saturated bucket's refill, among the processes that found it short lately, so that
+//          whoever asks first after a refill does not take it all, period after period)
 //          most > 0: granted = min(granted, max(w, most))
 //          tk -= granted;  o:X += granted
-//     8. o:X > 0: a:X = F, l:X = leaseMs, e:X deleted;  else o:X, a:X, l:X, e:X deleted
+//          d:X = F when X found the bucket short (w > 0 and granted = 0, or granted > 0 and
+//          tk < 1 after it), else deleted
+//     8. o:X > 0: a:X = F, l:X = leaseMs, e:X deleted;  else o:X, a:X, l:X, e:X deleted (d:X kept)
 //     9. the record expires max(C / R * 1000, 1.1 * L + 1000) + 60000 ms of store time from now,
 //        L the longest leaseMs of the instances it lists (X's included)
 //   and answers granted, held = o:X, tokens = tk, fleetMs = F, storeNowMs = now, recordId = id,
@@ -147,6 +155,9 @@ const RECORD_GRACE_MS = 600_000
 const WRITE_OFF_FACTOR = 1.1
 const WRITE_OFF_MARGIN_MS = 1_000
 const BUCKET_KEPT_AFTER_MS = 60_000
+// How long (fleet ms) an instance that found the bucket short counts among those that share its
+// refill (step 7): a saturated key's processes ask again within a second.
+const HUNGRY_MS = 1_000
 
 /** Fleet ms after a slice's call reached the store when the store writes it off. */
 function writeOffAfterMs(leaseMs) {
@@ -325,6 +336,7 @@ module.exports = {
   WRITE_OFF_FACTOR,
   WRITE_OFF_MARGIN_MS,
   BUCKET_KEPT_AFTER_MS,
+  HUNGRY_MS,
   writeOffAfterMs,
   bucketKeptMs,
 }

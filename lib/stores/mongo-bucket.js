@@ -5,7 +5,9 @@
 //          start with a digit, and from the retired cells documents' 'b:'),
 //     name, key, C, R, tk (a double), F, S, rid (the record's identity),
 //     h: { <X>: { o: tokens out, a: fleet ms of X's last call (or of the call that gave its slice
-//                 one more margin), l: leaseMs, e: true when its slice had that one more margin } }
+//                 one more margin), l: leaseMs, e: true when its slice had that one more margin,
+//                 d: the fleet ms of X's latest call that found the bucket short (-1: none) }
+//          (an instance holding no slice is listed as { o: 0, d } while it is hungry) }
 //          (instance ids are field names, as in the cells documents: the driver's are hex),
 //     ans: { g, h, k, n }   the latest take's granted, held, others and store time, read back from
 //                           its own update
@@ -19,7 +21,7 @@
 // update without upsert (lib/stores/mongo.js says why); the first take of a fresh document makes
 // the bucket, as step 1 of the protocol does.
 
-const { checkBucketAnswer, checkBucketUsage, newRecordId, writeOffAfterMs, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS, BUCKET_KEPT_AFTER_MS } = require('../share/protocol.js')
+const { checkBucketAnswer, checkBucketUsage, newRecordId, writeOffAfterMs, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS, BUCKET_KEPT_AFTER_MS, HUNGRY_MS } = require('../share/protocol.js')
 const { QuotaClockError } = require('../native/errors.js')
 const { describe } = require('../common/validate.js')
 const { part } = require('./record-key.js')
@@ -38,7 +40,7 @@ const entries = (field) => ({ $objectToArray: { $ifNull: [field, EMPTY] } })
 const othersOf = (me) => ({ $filter: { input: entries('$h'), cond: { $ne: ['$$this.k', me] } } })
 const sumOut = (list) => ({ $sum: { $map: { input: list, in: '$$this.v.o' } } })
 const writeOffAt = (holder) => ({ $add: [`${holder}.a`, { $multiply: [WRITE_OFF_FACTOR, `${holder}.l`] }, WRITE_OFF_MARGIN_MS] })
-const TEMPORARY = ['_now', '_lost', '_out', '_F', '_gone', '_goneUntil', '_spentUntil', '_m1', '_m2', '_prev', '_others', '_keep', '_back', '_k', '_granted', '_slice', '_longest']
+const TEMPORARY = ['_now', '_lost', '_out', '_F', '_gone', '_goneUntil', '_spentUntil', '_m1', '_m2', '_prev', '_others', '_keep', '_back', '_k', '_hungry', '_sharing', '_hungryMe', '_granted', '_slice', '_longest']
 
 // Whether a holder past its margin gets one more margin instead (step 4): the fleet clock moved
 // from `from` to `at` by more than a margin at once, and the holder has not had one more yet.
@@ -52,12 +54,20 @@ const extended = (holder, from, at) => ({
  * they are written off, spent for good (removed from the record).
  */
 function writeOffStage(me, at = '$F', from = at) {
+  const other = { $ne: ['$$this.k', me] }
+  const holds = { $gt: ['$$this.v.o', 0] }
   const judged = {
-    $cond: [
-      { $and: [{ $ne: ['$$this.k', me] }, { $lt: [writeOffAt('$$this.v'), at] }] },
-      { $cond: [extended('$$this.v', from, at), { k: '$$this.k', v: { o: '$$this.v.o', a: at, l: '$$this.v.l', e: true } }, null] },
-      '$$this',
-    ],
+    $switch: {
+      branches: [
+        {
+          case: { $and: [other, holds, { $lt: [writeOffAt('$$this.v'), at] }] },
+          then: { $cond: [extended('$$this.v', from, at), { k: '$$this.k', v: { o: '$$this.v.o', a: at, l: '$$this.v.l', e: true, d: { $ifNull: ['$$this.v.d', -1] } } }, null] },
+        },
+        // an instance holding nothing, no longer hungry: forgotten
+        { case: { $and: [other, { $not: [holds] }, { $lt: [{ $ifNull: ['$$this.v.d', -1] }, { $subtract: [at, HUNGRY_MS] }] }] }, then: null },
+      ],
+      default: '$$this',
+    },
   }
   return { $set: { h: { $arrayToObject: { $filter: { input: { $map: { input: entries('$h'), in: judged } }, cond: { $ne: ['$$this', null] } } } } } }
 }
@@ -87,7 +97,13 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
   const byCaller = fleetMs >= 0 ? { $cond: ['$_lost', refillAll, fleetMs] } : refillAll
   const least = more > 0 ? Math.max(want, 1) : want
   const beyond = { $subtract: ['$tk', least] }
-  const unlimited = more === 0 ? 0 : more === 1 ? { $floor: { $min: [{ $divide: [beyond, { $add: ['$_k', 1] }] }, { $divide: ['$C', { $add: ['$_k', 2] }] }] } } : { $floor: beyond }
+  const unlimited =
+    more === 0
+      ? 0
+      : more === 1
+        ? { $floor: { $min: [{ $divide: [beyond, { $add: ['$_sharing', 1] }] }, { $divide: ['$C', { $add: ['$_sharing', 2] }] }] } }
+        : { $floor: { $divide: [beyond, { $add: ['$_hungry', 1] }] } }
+  const hungryOther = { $let: { vars: { d: { $ifNull: ['$$this.v.d', -1] } }, in: { $and: [{ $gte: ['$$d', 0] }, { $gte: ['$$d', { $subtract: ['$F', HUNGRY_MS] }] }] } } }
   // (`most` > 0: the take stops there; `least` <= most as the request is checked.)
   const extra = most > 0 ? { $max: [0, { $min: [unlimited, most - least] }] } : unlimited
   const without = { $arrayToObject: othersOf(me) }
@@ -144,13 +160,29 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
     { $set: { F: '$_F', S: '$_now' } },
     // 6. failOpen's charge (after what X gives back, under C minus what is out)
     { $set: { tk: { $subtract: [{ $min: [{ $subtract: [{ $subtract: ['$C', '$_others'] }, '$_keep'] }, { $add: ['$tk', '$_back'] }] }, charge] } } },
-    // 7. the take
-    { $set: { _granted: { $cond: [{ $gte: ['$tk', least] }, { $add: [least, extra] }, 0] } } },
-    { $set: { tk: { $subtract: ['$tk', '$_granted'] }, _slice: { $add: ['$_keep', '$_granted'] } } },
-    // 8. X's slice
+    // 7. the take: shared among the others holding a slice or hungry lately
     {
       $set: {
-        h: { $cond: [{ $gt: ['$_slice', 0] }, { $mergeObjects: [without, { [me]: { o: '$_slice', a: '$F', l: leaseMs } }] }, without] },
+        _hungry: { $size: { $filter: { input: othersOf(me), cond: hungryOther } } },
+        _sharing: { $size: { $filter: { input: othersOf(me), cond: { $or: [{ $gt: ['$$this.v.o', 0] }, hungryOther] } } } },
+      },
+    },
+    { $set: { _granted: { $cond: [{ $gte: ['$tk', least] }, { $add: [least, extra] }, 0] } } },
+    { $set: { tk: { $subtract: ['$tk', '$_granted'] }, _slice: { $add: ['$_keep', '$_granted'] } } },
+    // X found the bucket short: denied, or it took the last whole token
+    { $set: { _hungryMe: { $or: [{ $and: [least > 0, { $eq: ['$_granted', 0] }] }, { $and: [{ $gt: ['$_granted', 0] }, { $lt: ['$tk', 1] }] }] } } },
+    // 8. X's slice (and X listed with nothing while it is hungry)
+    {
+      $set: {
+        h: {
+          $switch: {
+            branches: [
+              { case: { $gt: ['$_slice', 0] }, then: { $mergeObjects: [without, { [me]: { o: '$_slice', a: '$F', l: leaseMs, d: { $cond: ['$_hungryMe', '$F', -1] } } }] } },
+              { case: '$_hungryMe', then: { $mergeObjects: [without, { [me]: { o: 0, d: '$F' } }] } },
+            ],
+            default: without,
+          },
+        },
       },
     },
     // 9. the expiry, and the answer

@@ -7,12 +7,14 @@
 //   o:<X>, a:<X>, l:<X>, e:<X>   per instance: tokens out, fleet ms of its last call (or of the
 //                                call that gave its slice one more margin), leaseMs, 1 when its
 //                                slice had that one more margin (absent: not)
+//   d:<X>                        the fleet ms of X's latest call that found the bucket short
+//                                (absent: none within HUNGRY_MS)
 // Store time is TIME in ms, fractional. Floats (tk, F, S) are kept and answered as text written
 // with 17 significant digits (Lua numbers become integers in replies), so nothing is rounded. A
 // script reads the record with one HGETALL and writes it back whole: a record lists a few
 // instances, so each script is a few microseconds.
 
-const { checkBucketAnswer, checkBucketUsage, newRecordId, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS, BUCKET_KEPT_AFTER_MS } = require('../share/protocol.js')
+const { checkBucketAnswer, checkBucketUsage, newRecordId, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS, BUCKET_KEPT_AFTER_MS, HUNGRY_MS } = require('../share/protocol.js')
 const { part } = require('./record-key.js')
 
 const COMMON = `
@@ -25,7 +27,7 @@ local function write_off_after(lease) return ${WRITE_OFF_FACTOR} * lease + ${WRI
 local function load(key)
   local all = redis.call('HGETALL', key)
   if #all == 0 then return nil end
-  local r = { v = {}, o = {}, a = {}, l = {}, e = {} }
+  local r = { v = {}, o = {}, a = {}, l = {}, e = {}, d = {} }
   for at = 1, #all, 2 do
     local field, value = all[at], all[at + 1]
     local kind, who = string.sub(field, 1, 2), string.sub(field, 3)
@@ -33,6 +35,7 @@ local function load(key)
     elseif kind == 'a:' then r.a[who] = tonumber(value)
     elseif kind == 'l:' then r.l[who] = tonumber(value)
     elseif kind == 'e:' then r.e[who] = tonumber(value)
+    elseif kind == 'd:' then r.d[who] = tonumber(value)
     else r.v[field] = value end
   end
   r.C, r.R, r.tk, r.F, r.S, r.i = tonumber(r.v.C), tonumber(r.v.R), tonumber(r.v.tk), tonumber(r.v.F), tonumber(r.v.S), r.v.i
@@ -67,6 +70,7 @@ local function store(key, r)
   local fields = { 'C', r.C, 'R', text(r.R), 'tk', text(r.tk), 'F', text(r.F), 'S', text(r.S), 'i', r.i }
   for y, o in pairs(r.o) do fields[#fields + 1] = 'o:' .. y; fields[#fields + 1] = o end
   for y, e in pairs(r.e) do fields[#fields + 1] = 'e:' .. y; fields[#fields + 1] = e end
+  for y, d in pairs(r.d) do fields[#fields + 1] = 'd:' .. y; fields[#fields + 1] = text(d) end
   for y, a in pairs(r.a) do fields[#fields + 1] = 'a:' .. y; fields[#fields + 1] = text(a) end
   for y, l in pairs(r.l) do fields[#fields + 1] = 'l:' .. y; fields[#fields + 1] = l end
   redis.call('DEL', key)
@@ -101,7 +105,7 @@ local created = false
 if not r then
   local tk = capacity
   if known ~= '0' then tk = 0 end
-  r = { C = capacity, R = refill, tk = tk, F = 0, S = now, i = ARGV[12], o = {}, a = {}, l = {}, e = {} }
+  r = { C = capacity, R = refill, tk = tk, F = 0, S = now, i = ARGV[12], o = {}, a = {}, l = {}, e = {}, d = {} }
   created = true
 end
 local lost = known ~= '0' and (created or r.i ~= known)
@@ -146,20 +150,32 @@ r.tk = math.min(r.C - others - keep, r.tk + back)
 -- 6. failOpen's charge
 r.tk = r.tk - charge
 -- 7. the take
-local k = 0
+-- k: the others holding a slice; hungry: the others short within HUNGRY_MS; sharing: both
+local k, hungry = 0, 0
 for y, o in pairs(r.o) do if y ~= me and o > 0 then k = k + 1 end end
+local sharing = k
+for y, d in pairs(r.d) do
+  if y ~= me and d >= r.F - ${HUNGRY_MS} then
+    hungry = hungry + 1
+    if not r.o[y] then sharing = sharing + 1 end
+  elseif y ~= me then
+    r.d[y] = nil
+  end
+end
 local least = want
 if more > 0 then least = math.max(want, 1) end
 local granted = 0
 if r.tk >= least then
   local extra = 0
-  if more == 1 then extra = math.floor(math.min((r.tk - least) / (k + 1), r.C / (k + 2))) elseif more == 2 then extra = math.floor(r.tk - least) end
+  if more == 1 then extra = math.floor(math.min((r.tk - least) / (sharing + 1), r.C / (sharing + 2))) elseif more == 2 then extra = math.floor((r.tk - least) / (hungry + 1)) end
 local most = tonumber(ARGV[13])
 if most > 0 and least + extra > most then extra = math.max(0, most - least) end
   granted = least + extra
 end
 r.tk = r.tk - granted
 local mine = keep + granted
+-- X found the bucket short (denied, or it took the last whole token): hungry for HUNGRY_MS
+if (least > 0 and granted == 0) or (granted > 0 and r.tk < 1) then r.d[me] = r.F else r.d[me] = nil end
 -- 8. X's slice
 if mine > 0 then
   r.o[me], r.a[me], r.l[me], r.e[me] = mine, r.F, lease, nil

@@ -48,6 +48,9 @@ pub enum More {
     All = 2,
 }
 
+/// [`Slice::all_most`] of a call that does not take all there is.
+const NOT_ALL: u32 = u32::MAX;
+
 /// One key's slice; its tokens left are the record's `tokens`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Slice {
@@ -72,7 +75,7 @@ pub struct Slice {
     /// then, so the store's refill counts it as out until then (the request's `spent_ms`).
     pub spent_at_ms: f64,
     /// The size of the last slice taken (a background fetch is due below half of it).
-    pub last_granted: u64,
+    pub last_granted: u32,
     /// The identity of the store record (0: none yet).
     pub record_id: u64,
     /// The store may count tokens out to this process for the key.
@@ -109,6 +112,10 @@ pub struct Slice {
     /// brings is spent by the call that asked, and no background fetch follows (a key first
     /// seen costs one store call).
     pub first: bool,
+    /// The call under way takes all there is up to this `most` (0: no limit, saturating at
+    /// `u32::MAX`; `NOT_ALL`: it does not take all): an answer that leaves tokens short of that
+    /// left them to the processes that found the bucket short lately, and this one is short too.
+    pub all_most: u32,
     /// The failOpen outage bucket `(tokens, credited_at_ms)` (capacity `C`, refill `R`).
     pub open: Option<(f64, f64)>,
 }
@@ -138,6 +145,7 @@ impl Slice {
             demand_since_ms: now_ms,
             asking: false,
             first: false,
+            all_most: NOT_ALL,
             open: None,
         }
     }
@@ -526,6 +534,11 @@ impl KeyedLimiter {
         slice.store_holds = true;
         slice.first = more == More::Nothing && want > 0;
         slice.asking = want > 0 || more != More::Nothing;
+        slice.all_most = if more == More::All {
+            u32::try_from(most).unwrap_or(u32::MAX - 1)
+        } else {
+            NOT_ALL
+        };
         Some(SliceRequest {
             key,
             capacity: policy.capacity as u64,
@@ -598,12 +611,24 @@ impl KeyedLimiter {
         if answer.granted > 0 {
             let first = std::mem::take(&mut slice.first);
             slice.report_first = first && answer.granted > 1;
-            slice.last_granted = if first { 0 } else { answer.granted };
+            // (A grant is at most the capacity, at most 2**31.)
+            slice.last_granted = if first {
+                0
+            } else {
+                u32::try_from(answer.granted).unwrap_or(u32::MAX)
+            };
             slice.short_until_ms = f64::NEG_INFINITY;
             slice.waited = false;
         }
         let asking = std::mem::take(&mut slice.asking);
-        if (answer.tokens < 1.0 || draining) && asking {
+        // All there is, less than asked for and tokens left: the rest is the other hungry
+        // processes' share of the refill (the store's step 7).
+        let most = std::mem::replace(&mut slice.all_most, NOT_ALL);
+        let left_to_others = most != NOT_ALL
+            && answer.granted > 0
+            && answer.tokens >= 1.0
+            && (most == 0 || answer.granted < u64::from(most));
+        if (answer.tokens < 1.0 || draining || left_to_others) && asking {
             // The bucket is empty (this call took its last tokens, or it had too few): the key
             // is saturated. Once the slice is spent, it is denied here until the bucket holds a
             // token again, for at least its denial floor and at most 1 s; then this process
@@ -831,6 +856,8 @@ pub const WRITE_OFF_FACTOR: f64 = 1.1;
 pub const WRITE_OFF_MARGIN_MS: f64 = 1_000.0;
 /// How long a bucket record outlives its refill and write-off margins (bucketTake step 9).
 pub const RECORD_KEPT_AFTER_MS: f64 = 60_000.0;
+/// How long (fleet ms) an instance that found the bucket short shares its refill (step 7).
+pub const HUNGRY_MS: f64 = 1_000.0;
 
 /// Fleet ms after a slice's call reached the store when the store writes it off.
 pub fn write_off_after_ms(lease_ms: f64) -> f64 {
