@@ -68,6 +68,49 @@ describe('a shared bucket admits its rate, fairly (SPEC §15)', () => {
     })
   }
 
+  // A seeded generator, so every run spreads the requests alike.
+  function random(seed) {
+    let state = seed >>> 0
+    return () => {
+      state = (state * 1_664_525 + 1_013_904_223) >>> 0
+      return state / 2 ** 32
+    }
+  }
+
+  test('a burst of C requests from fresh clients, each request to a process at random of three, on full buckets: at least 0.9·C each (ioredis)', { timeout: 120_000 }, async () => {
+    // The recipe's limit: 100 requests, refilled over 15 minutes.
+    const limits = { capacity: 100, refillPerSecond: 100 / 900 }
+    const fleet = await fleetOf('ioredis', 'random-spread', 3, limits)
+    const pick = random(44)
+    const results = []
+    for (let client = 0; client < 12; client++) {
+      let admitted = 0
+      for (let i = 0; i < limits.capacity; i++) {
+        const worker = fleet.workers[Math.floor(pick() * 3)]
+        const { decision } = await worker.call('consume', { key: `client-${client}` })
+        if (decision && decision.allowed) admitted++
+      }
+      results.push(admitted)
+    }
+    assert.ok(results.every((admitted) => admitted >= 0.9 * limits.capacity), `admitted of ${limits.capacity} per client: ${results.join(', ')}`)
+    await fleet.killAll()
+  })
+
+  test('a concurrent burst of C requests from fresh clients spread at random over three processes, on full buckets: at least 0.9·C each (ioredis)', { timeout: 120_000 }, async () => {
+    const limits = { capacity: 100, refillPerSecond: 100 / 900 }
+    const fleet = await fleetOf('ioredis', 'random-concurrent', 3, limits)
+    const pick = random(45)
+    const results = []
+    for (let client = 0; client < 8; client++) {
+      const counts = [0, 0, 0]
+      for (let i = 0; i < limits.capacity; i++) counts[Math.floor(pick() * 3)]++
+      const bursts = await Promise.all(fleet.workers.map((worker, p) => (counts[p] > 0 ? worker.call('burst', { key: `client-${client}`, count: counts[p] }) : { admitted: 0 })))
+      results.push(bursts.reduce((sum, burst) => sum + burst.admitted, 0))
+    }
+    assert.ok(results.every((admitted) => admitted >= 0.9 * limits.capacity), `admitted of ${limits.capacity} per client: ${results.join(', ')}`)
+    await fleet.killAll()
+  })
+
   for (const [storeKind, count] of [['ioredis', 3], ['ioredis', 2], ['mongo', 2]]) {
     test(`${count} equally hungry processes (${storeKind}, C = R = 20/s, each at 0.75·R): none starved over any 2 s after the first`, { timeout: 60_000 }, async () => {
       const limits = { capacity: 20, refillPerSecond: 20 }

@@ -247,14 +247,17 @@ function stepsOn(label, variant) {
       const a = await ops.bucketTake(takeOf(name, { ...base, want: 10, fleetMs: 0 }))
       assert.deepEqual([a.granted, a.tokens, a.others], [10, 90, 0])
       const b = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'B', want: 0, more: 1 })))
-      // A fair share: C / (k + 2), at most (tk - w) / (k + 1) of what the bucket has left.
-      assert.deepEqual([b.granted, b.tokens, b.others], [1 + Math.floor(Math.min(89 / 2, 100 / 3)), 56, 1])
+      // A fair share: C / (4 (k + 2)), at most (tk - w) / (4 (k + 1)) of what the bucket has left.
+      const bGranted = 1 + Math.floor(Math.min(89 / 8, 100 / 12))
+      assert.deepEqual([b.granted, b.tokens, b.others], [bGranted, 90 - bGranted, 1])
       const c = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'C', want: 5, more: 1 })))
-      assert.deepEqual([c.granted, c.tokens, c.others], [5 + Math.floor(Math.min(51 / 3, 100 / 4)), 34, 2])
-      const tooMuch = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'D', want: 35, more: 2 })))
-      assert.deepEqual([tooMuch.granted, tooMuch.held, tooMuch.tokens, tooMuch.others], [0, 0, 34, 3])
+      const cGranted = 5 + Math.floor(Math.min((b.tokens - 5) / 12, 100 / 16))
+      assert.deepEqual([c.granted, c.tokens, c.others], [cGranted, b.tokens - cGranted, 2])
+      const rest = c.tokens
+      const tooMuch = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'D', want: rest + 1, more: 2 })))
+      assert.deepEqual([tooMuch.granted, tooMuch.held, tooMuch.tokens, tooMuch.others], [0, 0, rest, 3])
       const d = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'D', want: 0, more: 2, give: 0.5 })))
-      assert.deepEqual([d.granted, d.held, d.tokens, d.others], [34, 34, 0, 3])
+      assert.deepEqual([d.granted, d.held, d.tokens, d.others], [rest, rest, 0, 3])
       const e = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'E', want: 1 })))
       assert.deepEqual([e.granted, e.held, e.tokens, e.others], [0, 0, 0, 4])
       const renewal = await ops.bucketTake(takeOf(name, frozen(a, { ...base, want: 0, held: 10 })))

@@ -108,7 +108,7 @@ function bucketTakeNow(records, now, request) {
   const sharing = k + hungry.filter((y) => !(record.holders.get(y)?.o > 0)).length
   const least = more > 0 ? Math.max(want, 1) : want
   let granted = 0
-  if (record.tk >= least) granted = least + (more === 0 ? 0 : more === 1 ? Math.floor(Math.min((record.tk - least) / (sharing + 1), record.C / (sharing + 2))) : Math.floor((record.tk - least) / (hungry.length + 1)))
+  if (record.tk >= least) granted = least + (more === 0 ? 0 : more === 1 ? Math.floor(Math.min((record.tk - least) / (4 * (sharing + 1)), record.C / (4 * (sharing + 2)))) : Math.floor((record.tk - least) / (hungry.length + 1)))
   if (most > 0 && granted > Math.max(least, most)) granted = Math.max(least, most)
   record.tk -= granted
   if ((least > 0 && granted === 0) || (granted > 0 && record.tk < 1)) record.hungry.set(me, record.F)

@@ -101,7 +101,7 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
     more === 0
       ? 0
       : more === 1
-        ? { $floor: { $min: [{ $divide: [beyond, { $add: ['$_sharing', 1] }] }, { $divide: ['$C', { $add: ['$_sharing', 2] }] }] } }
+        ? { $floor: { $min: [{ $divide: [beyond, { $multiply: [4, { $add: ['$_sharing', 1] }] }] }, { $divide: ['$C', { $multiply: [4, { $add: ['$_sharing', 2] }] }] }] } }
         : { $floor: { $divide: [beyond, { $add: ['$_hungry', 1] }] } }
   const hungryOther = { $let: { vars: { d: { $ifNull: ['$$this.v.d', -1] } }, in: { $and: [{ $gte: ['$$d', 0] }, { $gte: ['$$d', { $subtract: ['$F', HUNGRY_MS] }] }] } } }
   // (`most` > 0: the take stops there; `least` <= most as the request is checked.)

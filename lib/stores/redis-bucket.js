@@ -167,7 +167,7 @@ if more > 0 then least = math.max(want, 1) end
 local granted = 0
 if r.tk >= least then
   local extra = 0
-  if more == 1 then extra = math.floor(math.min((r.tk - least) / (sharing + 1), r.C / (sharing + 2))) elseif more == 2 then extra = math.floor((r.tk - least) / (hungry + 1)) end
+  if more == 1 then extra = math.floor(math.min((r.tk - least) / (4 * (sharing + 1)), r.C / (4 * (sharing + 2)))) elseif more == 2 then extra = math.floor((r.tk - least) / (hungry + 1)) end
 local most = tonumber(ARGV[13])
 if most > 0 and least + extra > most then extra = math.max(0, most - least) end
   granted = least + extra

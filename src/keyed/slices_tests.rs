@@ -197,8 +197,8 @@ impl Store {
             let rest = record.tokens - w as f64;
             let unlimited = w + match request.more {
                 More::Nothing => 0,
-                More::Share => (rest / (sharing + 1.0))
-                    .min(record.capacity / (sharing + 2.0))
+                More::Share => (rest / (4.0 * (sharing + 1.0)))
+                    .min(record.capacity / (4.0 * (sharing + 2.0)))
                     .floor() as u64,
                 More::All => (rest / (hungry + 1.0)).floor() as u64,
             };
