@@ -247,11 +247,12 @@ function stepsOn(label, variant) {
       const a = await ops.bucketTake(takeOf(name, { ...base, want: 10, fleetMs: 0 }))
       assert.deepEqual([a.granted, a.tokens, a.others], [10, 90, 0])
       const b = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'B', want: 0, more: 1 })))
-      // A fair share: C / (4 (k + 2)), at most (tk - w) / (4 (k + 1)) of what the bucket has left.
-      const bGranted = 1 + Math.floor(Math.min(89 / 8, 100 / 12))
+      // A quarter of a fair share (the refill of SHARE_REFILL_MS is less): fair = C / (k + 2),
+      // at most (tk - w) / (k + 1) of what the bucket has left.
+      const bGranted = 1 + Math.floor(Math.min(89 / 2, 100 / 3) / 4)
       assert.deepEqual([b.granted, b.tokens, b.others], [bGranted, 90 - bGranted, 1])
       const c = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'C', want: 5, more: 1 })))
-      const cGranted = 5 + Math.floor(Math.min((b.tokens - 5) / 12, 100 / 16))
+      const cGranted = 5 + Math.floor(Math.min((b.tokens - 5) / 3, 100 / 4) / 4)
       assert.deepEqual([c.granted, c.tokens, c.others], [cGranted, b.tokens - cGranted, 2])
       const rest = c.tokens
       const tooMuch = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'D', want: rest + 1, more: 2 })))

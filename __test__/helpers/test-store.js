@@ -4,7 +4,7 @@
 // late. The Redis and MongoDB stores have tests of their own against real servers.
 
 const { KeyedQuotaClock, manualClock } = require('../..')
-const { makeQuotaStore, checkBucketAnswer, checkBucketUsage, newRecordId, writeOffAfterMs, bucketKeptMs, HUNGRY_MS } = require('../../lib/share/protocol.js')
+const { makeQuotaStore, checkBucketAnswer, checkBucketUsage, newRecordId, writeOffAfterMs, bucketKeptMs, HUNGRY_MS, SHARE_REFILL_MS } = require('../../lib/share/protocol.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12)
 const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
@@ -57,6 +57,9 @@ function writeOff(record, except, before = record.F) {
   return { gone, goneUntil }
 }
 
+/** Step 7's share of a busy key: a quarter of the fair share, but not less than the refill of SHARE_REFILL_MS. */
+const share = (fair, refillPerSecond) => Math.floor(Math.min(fair, Math.max(fair / 4, (refillPerSecond * SHARE_REFILL_MS) / 1000)))
+
 /** bucketTake on a Map of records at store time now: lib/share/protocol.js's steps one by one. */
 function bucketTakeNow(records, now, request) {
   const { name, key, capacity, refillPerSecond, instance: me, leaseMs, want, more, held, give, charge, fleetMs, recordId, most = 0, spentMs = 0 } = request
@@ -108,7 +111,7 @@ function bucketTakeNow(records, now, request) {
   const sharing = k + hungry.filter((y) => !(record.holders.get(y)?.o > 0)).length
   const least = more > 0 ? Math.max(want, 1) : want
   let granted = 0
-  if (record.tk >= least) granted = least + (more === 0 ? 0 : more === 1 ? Math.floor(Math.min((record.tk - least) / (4 * (sharing + 1)), record.C / (4 * (sharing + 2)))) : Math.floor((record.tk - least) / (hungry.length + 1)))
+  if (record.tk >= least) granted = least + (more === 0 ? 0 : more === 1 ? share(Math.min((record.tk - least) / (sharing + 1), record.C / (sharing + 2)), record.R) : Math.floor((record.tk - least) / (hungry.length + 1)))
   if (most > 0 && granted > Math.max(least, most)) granted = Math.max(least, most)
   record.tk -= granted
   if ((least > 0 && granted === 0) || (granted > 0 && record.tk < 1)) record.hungry.set(me, record.F)

@@ -108,11 +108,14 @@
 //          instances with d:Y >= F - HUNGRY_MS (the others' older d:Y deleted);  s = the number
 //          of other instances in either;  w = max(want, more > 0 ? 1 : 0)
 //          tk < w: granted = 0
-//          else granted = w + (more == 0 ? 0 : more == 1 ? floor(min((tk - w) / (s + 1), C / (s + 2)))
+//          else granted = w + (more == 0 ? 0 : more == 1 ? floor(min(fair, max(fair / 4, R * SHARE_REFILL_MS / 1000)))
 //                                                     : floor((tk - w) / (hungry + 1)))
+//            with fair = min((tk - w) / (s + 1), C / (s + 2))
 //          (a fair share: of the capacity while the bucket is full, so busy processes sharing it
 //          out take a few slices each, not a shrinking fraction every time; of what is left when
-//          it runs low, so that no process ends a burst holding what the others lack; and of a
+//          it runs low, so that no process ends a burst holding what the others lack; a quarter
+//          of it, so that a burst spread at random over the processes strands little in their
+//          slices, unless the bucket refills that much within SHARE_REFILL_MS; and of a
 //          saturated bucket's refill, among the processes that found it short lately, so that
 //          whoever asks first after a refill does not take it all, period after period)
 //          most > 0: granted = min(granted, max(w, most))
@@ -158,6 +161,9 @@ const BUCKET_KEPT_AFTER_MS = 60_000
 // How long (fleet ms) an instance that found the bucket short counts among those that share its
 // refill (step 7): a saturated key's processes ask again within a second.
 const HUNGRY_MS = 1_000
+// A busy key's share (step 7) is a quarter of a fair share, but not less than what the bucket
+// refills in SHARE_REFILL_MS.
+const SHARE_REFILL_MS = 250
 
 /** Fleet ms after a slice's call reached the store when the store writes it off. */
 function writeOffAfterMs(leaseMs) {
@@ -337,6 +343,7 @@ module.exports = {
   WRITE_OFF_MARGIN_MS,
   BUCKET_KEPT_AFTER_MS,
   HUNGRY_MS,
+  SHARE_REFILL_MS,
   writeOffAfterMs,
   bucketKeptMs,
 }

@@ -21,7 +21,7 @@
 // update without upsert (lib/stores/mongo.js says why); the first take of a fresh document makes
 // the bucket, as step 1 of the protocol does.
 
-const { checkBucketAnswer, checkBucketUsage, newRecordId, writeOffAfterMs, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS, BUCKET_KEPT_AFTER_MS, HUNGRY_MS } = require('../share/protocol.js')
+const { checkBucketAnswer, checkBucketUsage, newRecordId, writeOffAfterMs, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS, BUCKET_KEPT_AFTER_MS, HUNGRY_MS, SHARE_REFILL_MS } = require('../share/protocol.js')
 const { QuotaClockError } = require('../native/errors.js')
 const { describe } = require('../common/validate.js')
 const { part } = require('./record-key.js')
@@ -101,7 +101,12 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
     more === 0
       ? 0
       : more === 1
-        ? { $floor: { $min: [{ $divide: [beyond, { $multiply: [4, { $add: ['$_sharing', 1] }] }] }, { $divide: ['$C', { $multiply: [4, { $add: ['$_sharing', 2] }] }] }] } }
+        ? {
+            $let: {
+              vars: { fair: { $min: [{ $divide: [beyond, { $add: ['$_sharing', 1] }] }, { $divide: ['$C', { $add: ['$_sharing', 2] }] }] } },
+              in: { $floor: { $min: ['$$fair', { $max: [{ $divide: ['$$fair', 4] }, { $multiply: ['$R', SHARE_REFILL_MS / 1000] }] }] } },
+            },
+          }
         : { $floor: { $divide: [beyond, { $add: ['$_hungry', 1] }] } }
   const hungryOther = { $let: { vars: { d: { $ifNull: ['$$this.v.d', -1] } }, in: { $and: [{ $gte: ['$$d', 0] }, { $gte: ['$$d', { $subtract: ['$F', HUNGRY_MS] }] }] } } }
   // (`most` > 0: the take stops there; `least` <= most as the request is checked.)

@@ -14,7 +14,7 @@
 // script reads the record with one HGETALL and writes it back whole: a record lists a few
 // instances, so each script is a few microseconds.
 
-const { checkBucketAnswer, checkBucketUsage, newRecordId, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS, BUCKET_KEPT_AFTER_MS, HUNGRY_MS } = require('../share/protocol.js')
+const { checkBucketAnswer, checkBucketUsage, newRecordId, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS, BUCKET_KEPT_AFTER_MS, HUNGRY_MS, SHARE_REFILL_MS } = require('../share/protocol.js')
 const { part } = require('./record-key.js')
 
 const COMMON = `
@@ -167,7 +167,8 @@ if more > 0 then least = math.max(want, 1) end
 local granted = 0
 if r.tk >= least then
   local extra = 0
-  if more == 1 then extra = math.floor(math.min((r.tk - least) / (4 * (sharing + 1)), r.C / (4 * (sharing + 2)))) elseif more == 2 then extra = math.floor((r.tk - least) / (hungry + 1)) end
+  if more == 1 then local fair = math.min((r.tk - least) / (sharing + 1), r.C / (sharing + 2))
+    extra = math.floor(math.min(fair, math.max(fair / 4, r.R * ${SHARE_REFILL_MS} / 1000))) elseif more == 2 then extra = math.floor((r.tk - least) / (hungry + 1)) end
 local most = tonumber(ARGV[13])
 if most > 0 and least + extra > most then extra = math.max(0, most - least) end
   granted = least + extra

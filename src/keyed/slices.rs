@@ -858,6 +858,10 @@ pub const WRITE_OFF_MARGIN_MS: f64 = 1_000.0;
 pub const RECORD_KEPT_AFTER_MS: f64 = 60_000.0;
 /// How long (fleet ms) an instance that found the bucket short shares its refill (step 7).
 pub const HUNGRY_MS: f64 = 1_000.0;
+/// A busy key's share (step 7) is a quarter of a fair share, so that a burst spread over the
+/// processes strands little in their slices, but not less than the refill of this many ms (a
+/// fast bucket's slices are spent within it anyway).
+pub const SHARE_REFILL_MS: f64 = 250.0;
 
 /// Fleet ms after a slice's call reached the store when the store writes it off.
 pub fn write_off_after_ms(lease_ms: f64) -> f64 {

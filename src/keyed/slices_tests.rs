@@ -197,9 +197,11 @@ impl Store {
             let rest = record.tokens - w as f64;
             let unlimited = w + match request.more {
                 More::Nothing => 0,
-                More::Share => (rest / (4.0 * (sharing + 1.0)))
-                    .min(record.capacity / (4.0 * (sharing + 2.0)))
-                    .floor() as u64,
+                More::Share => {
+                    let fair = (rest / (sharing + 1.0)).min(record.capacity / (sharing + 2.0));
+                    fair.min((fair / 4.0).max(record.refill * SHARE_REFILL_MS / 1000.0))
+                        .floor() as u64
+                }
                 More::All => (rest / (hungry + 1.0)).floor() as u64,
             };
             if request.most > 0 {
