@@ -196,7 +196,6 @@ test("the fleet bucket's store terms in lib/share/protocol.js are the core's (wr
     writeOffFactor: protocol.WRITE_OFF_FACTOR,
     writeOffMarginMs: protocol.WRITE_OFF_MARGIN_MS,
     keptAfterMs: protocol.BUCKET_KEPT_AFTER_MS,
-    hungryMs: protocol.HUNGRY_MS,
     shareRefillMs: protocol.SHARE_REFILL_MS,
   })
   assert.equal(protocol.writeOffAfterMs(4_000), 4_000 * contract.fleetBucket.writeOffFactor + contract.fleetBucket.writeOffMarginMs)

@@ -271,10 +271,12 @@ function stepsOn(label, variant) {
       near(f.tokens, 0.5)
     })
 
-    test('7. all there is, asked after a wait, is shared with the instances that found the bucket short within HUNGRY_MS', async () => {
+    test('7. all there is, asked after a wait, is shared with the instances that found the bucket short, during their local denial', async () => {
       const { ops } = v()
       const name = freshName()
-      const base = { capacity: 10, refillPerSecond: 10 }
+      // leaseMs 10,000: a denial of 1.3 * min(1,250, 1,000, C / (2R) = 500) ms, and B hungry for
+      // 650 * 1.25 + 50 = 862.5 fleet ms (lib/share/protocol.js, hungerMs).
+      const base = { capacity: 10, refillPerSecond: 10, leaseMs: 10_000 }
       // A takes the whole bucket and reports it spent at once: empty, nothing out.
       const a = await ops.bucketTake(takeOf(name, { ...base, want: 10 }))
       await ops.bucketTake(takeOf(name, frozen(a, { ...base, want: 0, held: 0, spentMs: 1e12 })))
@@ -290,6 +292,19 @@ function stepsOn(label, variant) {
       // B, still hungry, finds its share.
       const b2 = await ops.bucketTake(takeOf(name, frozen(b, { ...base, instance: 'B', want: 0, more: 2, fleetMs: c.fleetMs })))
       assert.ok(b2.granted >= Math.floor(there / 2) - 1, `B took ${b2.granted}`)
+      // Past its hunger, an instance that asks no more is not counted: D takes all there is.
+      await pass(1_000)
+      const d = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'D', want: 0, more: 2, fleetMs: c.fleetMs + 1_000 })))
+      assert.ok(d.tokens < 1, `D left ${d.tokens} to nobody`)
+    })
+
+    test('7. hungerMs is the local denial of src/keyed/slices.rs, a quarter more and 50 ms', () => {
+      const { hungerMs } = require('../lib/share/protocol.js')
+      // (C 10, R 10, leaseMs 10,000, empty: 1.3 * 500 ms; C 20, R 20, leaseMs 1,000: 1.3 * 125 ms;
+      // a slow refill: the wait for a token, at most 1 s.)
+      for (const [args, denial] of [[[10_000, 10, 10, 0], 650], [[1_000, 20, 20, 0.5], 162.5], [[10_000, 100, 0.1, 0], 1_000], [[4_000, 100, 1.25, 0], 800]]) {
+        near(hungerMs(...args), denial * 1.25 + 50, 1e-9)
+      }
     })
 
     test("2. a capacity change is the request's: fewer leaves tk at most C - out (below zero if need be), more adds no tokens", async () => {

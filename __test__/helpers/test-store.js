@@ -4,7 +4,7 @@
 // late. The Redis and MongoDB stores have tests of their own against real servers.
 
 const { KeyedQuotaClock, manualClock } = require('../..')
-const { makeQuotaStore, checkBucketAnswer, checkBucketUsage, newRecordId, writeOffAfterMs, bucketKeptMs, HUNGRY_MS, SHARE_REFILL_MS } = require('../../lib/share/protocol.js')
+const { makeQuotaStore, checkBucketAnswer, checkBucketUsage, newRecordId, writeOffAfterMs, bucketKeptMs, hungerMs, SHARE_REFILL_MS } = require('../../lib/share/protocol.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12)
 const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
@@ -106,7 +106,7 @@ function bucketTakeNow(records, now, request) {
   record.tk = Math.min(record.C - others - keep, record.tk + back)
   record.tk -= charge
   const k = [...record.holders].filter(([y, holder]) => y !== me && holder.o > 0).length
-  for (const [y, d] of record.hungry) if (y !== me && d < record.F - HUNGRY_MS) record.hungry.delete(y)
+  for (const [y, until] of record.hungry) if (y !== me && until < record.F) record.hungry.delete(y)
   const hungry = [...record.hungry.keys()].filter((y) => y !== me)
   const sharing = k + hungry.filter((y) => !(record.holders.get(y)?.o > 0)).length
   const least = more > 0 ? Math.max(want, 1) : want
@@ -114,7 +114,7 @@ function bucketTakeNow(records, now, request) {
   if (record.tk >= least) granted = least + (more === 0 ? 0 : more === 1 ? share(Math.min((record.tk - least) / (sharing + 1), record.C / (sharing + 2)), record.R) : Math.floor((record.tk - least) / (hungry.length + 1)))
   if (most > 0 && granted > Math.max(least, most)) granted = Math.max(least, most)
   record.tk -= granted
-  if ((least > 0 && granted === 0) || (granted > 0 && record.tk < 1)) record.hungry.set(me, record.F)
+  if ((least > 0 && granted === 0) || (granted > 0 && record.tk < 1)) record.hungry.set(me, record.F + hungerMs(leaseMs, record.C, record.R, record.tk))
   else record.hungry.delete(me)
   const slice = keep + granted
   if (slice > 0) record.holders.set(me, { o: slice, a: record.F, l: leaseMs })

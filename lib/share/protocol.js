@@ -56,8 +56,8 @@
 //   id  identity (a positive integer < 2**48, made when the record is created)
 //   per instance X: o:X tokens out to X in its slice; a:X the fleet clock when X's last call
 //     reached the store (or the fleet clock when its slice had one more margin, step 4); l:X X's
-//     leaseMs; e:X set when X's slice had that one more margin (absent: not); d:X the fleet clock
-//     at X's latest call that found the bucket short (absent: none within HUNGRY_MS)
+//     leaseMs; e:X set when X's slice had that one more margin (absent: not); d:X until when (fleet
+//     ms) X counts as hungry: it found the bucket short (absent: not hungry)
 //   out = sum of o:Y;  writeOff(Y) = a:Y + 1.1 * l:Y + 1000 (fleet ms)
 //
 //   bucketTake({ name, key, capacity, refillPerSecond, instance, leaseMs, want, more, held, give,
@@ -105,7 +105,7 @@
 //        tk = min(C - others - keep, tk + back)
 //     6. charge: tk -= charge
 //     7. take: k = the number of other instances with o:Y > 0;  hungry = the number of other
-//          instances with d:Y >= F - HUNGRY_MS (the others' older d:Y deleted);  s = the number
+//          instances with d:Y >= F (the others' older d:Y deleted);  s = the number
 //          of other instances in either;  w = max(want, more > 0 ? 1 : 0)
 //          tk < w: granted = 0
 //          else granted = w + (more == 0 ? 0 : more == 1 ? floor(min(fair, max(fair / 4, R * SHARE_REFILL_MS / 1000)))
@@ -120,8 +120,8 @@
 //          whoever asks first after a refill does not take it all, period after period)
 //          most > 0: granted = min(granted, max(w, most))
 //          tk -= granted;  o:X += granted
-//          d:X = F when X found the bucket short (w > 0 and granted = 0, or granted > 0 and
-//          tk < 1 after it), else deleted
+//          d:X = F + hungerMs(leaseMs, C, R, tk) when X found the bucket short (w > 0 and
+//          granted = 0, or granted > 0 and tk < 1 after it), else deleted
 //     8. o:X > 0: a:X = F, l:X = leaseMs, e:X deleted;  else o:X, a:X, l:X, e:X deleted (d:X kept)
 //     9. the record expires max(C / R * 1000, 1.1 * L + 1000) + 60000 ms of store time from now,
 //        L the longest leaseMs of the instances it lists (X's included)
@@ -159,8 +159,14 @@ const WRITE_OFF_FACTOR = 1.1
 const WRITE_OFF_MARGIN_MS = 1_000
 const BUCKET_KEPT_AFTER_MS = 60_000
 // How long (fleet ms) an instance that found the bucket short counts among those that share its
-// refill (step 7): a saturated key's processes ask again within a second.
-const HUNGRY_MS = 1_000
+// refill (step 7): its local denial (src/keyed/slices.rs, local_denial_ms: until the bucket holds
+// a token, at least 1.3 times min(leaseMs / 8, 1 s, C / (2R)), at most 1 s), with room for its
+// next call to reach the store (a quarter more, and 50 ms). The store scripts write it out.
+function hungerMs(leaseMs, capacity, refillPerSecond, tokens) {
+  const floorMs = Math.min(leaseMs / 8, 1_000, (capacity / refillPerSecond) * 500)
+  const waitMs = (Math.max(0, 1 - tokens) * 1_000) / refillPerSecond
+  return Math.min(Math.max(waitMs, Math.min(1.3 * floorMs, 1_000)), 1_000) * 1.25 + 50
+}
 // A busy key's share (step 7) is a quarter of a fair share, but not less than what the bucket
 // refills in SHARE_REFILL_MS.
 const SHARE_REFILL_MS = 250
@@ -342,7 +348,7 @@ module.exports = {
   WRITE_OFF_FACTOR,
   WRITE_OFF_MARGIN_MS,
   BUCKET_KEPT_AFTER_MS,
-  HUNGRY_MS,
+  hungerMs,
   SHARE_REFILL_MS,
   writeOffAfterMs,
   bucketKeptMs,

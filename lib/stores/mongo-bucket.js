@@ -6,7 +6,7 @@
 //     name, key, C, R, tk (a double), F, S, rid (the record's identity),
 //     h: { <X>: { o: tokens out, a: fleet ms of X's last call (or of the call that gave its slice
 //                 one more margin), l: leaseMs, e: true when its slice had that one more margin,
-//                 d: the fleet ms of X's latest call that found the bucket short (-1: none) }
+//                 d: until when (fleet ms) X counts as hungry (-1: not) }
 //          (an instance holding no slice is listed as { o: 0, d } while it is hungry) }
 //          (instance ids are field names, as in the cells documents: the driver's are hex),
 //     ans: { g, h, k, n }   the latest take's granted, held, others and store time, read back from
@@ -21,7 +21,7 @@
 // update without upsert (lib/stores/mongo.js says why); the first take of a fresh document makes
 // the bucket, as step 1 of the protocol does.
 
-const { checkBucketAnswer, checkBucketUsage, newRecordId, writeOffAfterMs, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS, BUCKET_KEPT_AFTER_MS, HUNGRY_MS, SHARE_REFILL_MS } = require('../share/protocol.js')
+const { checkBucketAnswer, checkBucketUsage, newRecordId, writeOffAfterMs, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS, BUCKET_KEPT_AFTER_MS, SHARE_REFILL_MS } = require('../share/protocol.js')
 const { QuotaClockError } = require('../native/errors.js')
 const { describe } = require('../common/validate.js')
 const { part } = require('./record-key.js')
@@ -64,7 +64,7 @@ function writeOffStage(me, at = '$F', from = at) {
           then: { $cond: [extended('$$this.v', from, at), { k: '$$this.k', v: { o: '$$this.v.o', a: at, l: '$$this.v.l', e: true, d: { $ifNull: ['$$this.v.d', -1] } } }, null] },
         },
         // an instance holding nothing, no longer hungry: forgotten
-        { case: { $and: [other, { $not: [holds] }, { $lt: [{ $ifNull: ['$$this.v.d', -1] }, { $subtract: [at, HUNGRY_MS] }] }] }, then: null },
+        { case: { $and: [other, { $not: [holds] }, { $lt: [{ $ifNull: ['$$this.v.d', -1] }, at] }] }, then: null },
       ],
       default: '$$this',
     },
@@ -108,7 +108,11 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
             },
           }
         : { $floor: { $divide: [beyond, { $add: ['$_hungry', 1] }] } }
-  const hungryOther = { $let: { vars: { d: { $ifNull: ['$$this.v.d', -1] } }, in: { $and: [{ $gte: ['$$d', 0] }, { $gte: ['$$d', { $subtract: ['$F', HUNGRY_MS] }] }] } } }
+  const hungryOther = { $gte: [{ $ifNull: ['$$this.v.d', -1] }, '$F'] }
+  // hungerMs (lib/share/protocol.js) of the tokens left after the take
+  const floorMs = { $min: [leaseMs / 8, 1_000, { $multiply: [{ $divide: ['$C', '$R'] }, 500] }] }
+  const waitMs = { $divide: [{ $multiply: [{ $max: [0, { $subtract: [1, '$tk'] }] }, 1_000] }, '$R'] }
+  const hungerUntil = { $add: ['$F', { $multiply: [{ $min: [{ $max: [waitMs, { $min: [{ $multiply: [1.3, floorMs] }, 1_000] }] }, 1_000] }, 1.25] }, 50] }
   // (`most` > 0: the take stops there; `least` <= most as the request is checked.)
   const extra = most > 0 ? { $max: [0, { $min: [unlimited, most - least] }] } : unlimited
   const without = { $arrayToObject: othersOf(me) }
@@ -175,15 +179,24 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
     { $set: { _granted: { $cond: [{ $gte: ['$tk', least] }, { $add: [least, extra] }, 0] } } },
     { $set: { tk: { $subtract: ['$tk', '$_granted'] }, _slice: { $add: ['$_keep', '$_granted'] } } },
     // X found the bucket short: denied, or it took the last whole token
-    { $set: { _hungryMe: { $or: [{ $and: [least > 0, { $eq: ['$_granted', 0] }] }, { $and: [{ $gt: ['$_granted', 0] }, { $lt: ['$tk', 1] }] }] } } },
+    {
+      $set: {
+        _hungryMe: {
+          $or: [
+            { $and: [least > 0, { $eq: ['$_granted', 0] }] },
+            { $and: [{ $gt: ['$_granted', 0] }, { $lt: ['$tk', 1] }] },
+          ],
+        },
+      },
+    },
     // 8. X's slice (and X listed with nothing while it is hungry)
     {
       $set: {
         h: {
           $switch: {
             branches: [
-              { case: { $gt: ['$_slice', 0] }, then: { $mergeObjects: [without, { [me]: { o: '$_slice', a: '$F', l: leaseMs, d: { $cond: ['$_hungryMe', '$F', -1] } } }] } },
-              { case: '$_hungryMe', then: { $mergeObjects: [without, { [me]: { o: 0, d: '$F' } }] } },
+              { case: { $gt: ['$_slice', 0] }, then: { $mergeObjects: [without, { [me]: { o: '$_slice', a: '$F', l: leaseMs, d: { $cond: ['$_hungryMe', hungerUntil, -1] } } }] } },
+              { case: '$_hungryMe', then: { $mergeObjects: [without, { [me]: { o: 0, d: hungerUntil } }] } },
             ],
             default: without,
           },

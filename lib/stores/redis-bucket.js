@@ -7,14 +7,13 @@
 //   o:<X>, a:<X>, l:<X>, e:<X>   per instance: tokens out, fleet ms of its last call (or of the
 //                                call that gave its slice one more margin), leaseMs, 1 when its
 //                                slice had that one more margin (absent: not)
-//   d:<X>                        the fleet ms of X's latest call that found the bucket short
-//                                (absent: none within HUNGRY_MS)
+//   d:<X>                        until when (fleet ms) X counts as hungry (absent: not)
 // Store time is TIME in ms, fractional. Floats (tk, F, S) are kept and answered as text written
 // with 17 significant digits (Lua numbers become integers in replies), so nothing is rounded. A
 // script reads the record with one HGETALL and writes it back whole: a record lists a few
 // instances, so each script is a few microseconds.
 
-const { checkBucketAnswer, checkBucketUsage, newRecordId, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS, BUCKET_KEPT_AFTER_MS, HUNGRY_MS, SHARE_REFILL_MS } = require('../share/protocol.js')
+const { checkBucketAnswer, checkBucketUsage, newRecordId, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS, BUCKET_KEPT_AFTER_MS, SHARE_REFILL_MS } = require('../share/protocol.js')
 const { part } = require('./record-key.js')
 
 const COMMON = `
@@ -150,12 +149,12 @@ r.tk = math.min(r.C - others - keep, r.tk + back)
 -- 6. failOpen's charge
 r.tk = r.tk - charge
 -- 7. the take
--- k: the others holding a slice; hungry: the others short within HUNGRY_MS; sharing: both
+-- k: the others holding a slice; hungry: the others hungry now; sharing: both
 local k, hungry = 0, 0
 for y, o in pairs(r.o) do if y ~= me and o > 0 then k = k + 1 end end
 local sharing = k
 for y, d in pairs(r.d) do
-  if y ~= me and d >= r.F - ${HUNGRY_MS} then
+  if y ~= me and d >= r.F then
     hungry = hungry + 1
     if not r.o[y] then sharing = sharing + 1 end
   elseif y ~= me then
@@ -175,8 +174,15 @@ if most > 0 and least + extra > most then extra = math.max(0, most - least) end
 end
 r.tk = r.tk - granted
 local mine = keep + granted
--- X found the bucket short (denied, or it took the last whole token): hungry for HUNGRY_MS
-if (least > 0 and granted == 0) or (granted > 0 and r.tk < 1) then r.d[me] = r.F else r.d[me] = nil end
+-- X found the bucket short (denied, or it took the last whole token): hungry for its local
+-- denial (lib/share/protocol.js, hungerMs)
+if (least > 0 and granted == 0) or (granted > 0 and r.tk < 1) then
+  local floor = math.min(lease / 8, 1000, r.C / r.R * 500)
+  local wait = math.max(0, 1 - r.tk) * 1000 / r.R
+  r.d[me] = r.F + math.min(math.max(wait, math.min(1.3 * floor, 1000)), 1000) * 1.25 + 50
+else
+  r.d[me] = nil
+end
 -- 8. X's slice
 if mine > 0 then
   r.o[me], r.a[me], r.l[me], r.e[me] = mine, r.F, lease, nil

@@ -26,8 +26,8 @@ pub use policies::{KeyPolicy, PolicyChoice, PolicyId, DEFAULT_POLICY};
 use policies::{Policy, PolicyIdentity, SpecState};
 pub use share::{GiveBack, ReserveRequest, ShareBook, ShareMode, SharedDecision};
 pub use slices::{
-    bucket_kept_ms, write_off_after_ms, More, Slice, SliceAnswer, SliceBook, SliceRequest,
-    HUNGRY_MS, RECORD_KEPT_AFTER_MS, SHARE_REFILL_MS, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS,
+    bucket_kept_ms, hunger_ms, write_off_after_ms, More, Slice, SliceAnswer, SliceBook,
+    SliceRequest, RECORD_KEPT_AFTER_MS, SHARE_REFILL_MS, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS,
 };
 pub use snapshot::{Snapshot, SnapshotError, SnapshotWriter};
 use storage::{Layers, Named, Plain, TableCall};

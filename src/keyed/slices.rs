@@ -629,22 +629,17 @@ impl KeyedLimiter {
             && answer.tokens >= 1.0
             && (most == 0 || answer.granted < u64::from(most));
         if (answer.tokens < 1.0 || draining || left_to_others) && asking {
-            // The bucket is empty (this call took its last tokens, or it had too few): the key
-            // is saturated. Once the slice is spent, it is denied here until the bucket holds a
-            // token again, for at least its denial floor and at most 1 s; then this process
-            // takes all there is, so that the refill of the wait is not lost to the bucket's cap.
-            //
-            // Every process waits alike, 1.3 times that floor (at most 1 s): the processes a
-            // saturated key's traffic reaches then each ask once a period, and the tokens out
-            // (slices spent and not yet reported, which the store counts as out) plus those in
-            // the store are at most what the bucket refills in one period, so its cap does not
-            // stop the refill while R times the period is within C. (Waits drawn at random each
-            // time made the periods uneven: a process asking after a long one found the others'
-            // spent slices capping the refill, and the fleet admitted 80-90% of R.) Who asks
-            // first in a period takes most of its refill; the others take what came since.
-            let wait_ms = (1.0 - answer.tokens).max(0.0) * 1000.0 / policy.refill_per_second;
-            let least_ms = (floor_ms * 1.3).min(1000.0);
-            slice.short_until_ms = timeline_ms + wait_ms.clamp(least_ms, 1000.0);
+            // The bucket is empty (this call took its last tokens, or it had too few, or the
+            // rest is the other hungry processes' share): the key is saturated. Once the slice is
+            // spent, it is denied here (`local_denial_ms`); then this process takes all there is
+            // (its share of it), so that the refill of the wait is not lost to the bucket's cap.
+            slice.short_until_ms = timeline_ms
+                + local_denial_ms(
+                    lease_ms,
+                    policy.capacity,
+                    policy.refill_per_second,
+                    answer.tokens,
+                );
             slice.waited = true;
             slice.report_spent = answer.granted as f64 >= 0.75 * policy.capacity;
         }
@@ -800,9 +795,35 @@ impl KeyedLimiter {
 /// `min(leaseMs / 8, 1 s, C / (2R))`. The last term keeps a bucket that refills in less than a
 /// second from being capped at `C` while its processes wait, so it still admits its rate.
 fn denial_floor_ms(lease_ms: f64, policy: &Policy) -> f64 {
+    floor_ms(lease_ms, policy.capacity, policy.refill_per_second)
+}
+
+fn floor_ms(lease_ms: f64, capacity: f64, refill_per_second: f64) -> f64 {
     (lease_ms / 8.0)
         .min(1000.0)
-        .min(policy.capacity / policy.refill_per_second * 500.0)
+        .min(capacity / refill_per_second * 500.0)
+}
+
+/// How long a key the store found short (`tokens` left after the answer) is denied here: until
+/// the bucket holds a token again, for at least 1.3 times the floor and at most 1 s.
+///
+/// Every process waits alike: the processes a saturated key's traffic reaches then each ask once
+/// a period, and the tokens out (slices spent and not yet reported, which the store counts as
+/// out) plus those in the store are at most what the bucket refills in one period, so its cap
+/// does not stop the refill. (Waits drawn at random each time made the periods uneven: a process
+/// asking after a long one found the others' spent slices capping the refill, and the fleet
+/// admitted 80-90% of R.)
+pub fn local_denial_ms(lease_ms: f64, capacity: f64, refill_per_second: f64, tokens: f64) -> f64 {
+    let wait_ms = (1.0 - tokens).max(0.0) * 1000.0 / refill_per_second;
+    let least_ms = (floor_ms(lease_ms, capacity, refill_per_second) * 1.3).min(1000.0);
+    wait_ms.clamp(least_ms, 1000.0)
+}
+
+/// How long (fleet ms) the store counts an instance that found the bucket short among those
+/// that share its refill (bucketTake step 7): the instance's local denial, with room for its
+/// next call to reach the store (a quarter more, and 50 ms).
+pub fn hunger_ms(lease_ms: f64, capacity: f64, refill_per_second: f64, tokens: f64) -> f64 {
+    local_denial_ms(lease_ms, capacity, refill_per_second, tokens) * 1.25 + 50.0
 }
 
 /// Whether a key with `tokens` left in its slice asks the store in the background, no store call
@@ -856,8 +877,6 @@ pub const WRITE_OFF_FACTOR: f64 = 1.1;
 pub const WRITE_OFF_MARGIN_MS: f64 = 1_000.0;
 /// How long a bucket record outlives its refill and write-off margins (bucketTake step 9).
 pub const RECORD_KEPT_AFTER_MS: f64 = 60_000.0;
-/// How long (fleet ms) an instance that found the bucket short shares its refill (step 7).
-pub const HUNGRY_MS: f64 = 1_000.0;
 /// A busy key's share (step 7) is a quarter of a fair share, so that a burst spread over the
 /// processes strands little in their slices, but not less than the refill of this many ms (a
 /// fast bucket's slices are spent within it anyway).

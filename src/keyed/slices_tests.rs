@@ -52,7 +52,7 @@ struct Record {
     store_at: f64,
     id: u64,
     holders: HashMap<u32, Holder>,
-    /// The fleet ms of each instance's latest call that found the bucket short.
+    /// Until when (fleet ms) each instance that found the bucket short counts as hungry.
     hungry: HashMap<u32, f64>,
 }
 
@@ -179,9 +179,7 @@ impl Store {
             .iter()
             .filter(|(y, h)| **y != me && h.out > 0)
             .count() as f64;
-        record
-            .hungry
-            .retain(|y, d| *y == me || *d >= fleet - HUNGRY_MS);
+        record.hungry.retain(|y, until| *y == me || *until >= fleet);
         let hungry = record.hungry.keys().filter(|y| **y != me).count() as f64;
         let sharing = others
             + record
@@ -212,7 +210,8 @@ impl Store {
         };
         record.tokens -= granted as f64;
         if (w > 0 && granted == 0) || (granted > 0 && record.tokens < 1.0) {
-            record.hungry.insert(me, fleet);
+            let until = fleet + hunger_ms(lease, record.capacity, record.refill, record.tokens);
+            record.hungry.insert(me, until);
         } else {
             record.hungry.remove(&me);
         }
@@ -707,4 +706,19 @@ fn an_answer_holding_less_than_it_granted_is_refused_naming_both() {
         error.to_string(),
         "granted must be a non-negative safe integer; received -1"
     );
+}
+
+/// The store's hunger window is the process's local denial, a quarter more and 50 ms; the same
+/// values as `hungerMs`'s test in `__test__/stores-bucket.test.js`.
+#[test]
+fn the_hunger_window_is_the_local_denial_a_quarter_more_and_50_ms() {
+    for ((lease, capacity, refill, tokens), denial) in [
+        ((10_000.0, 10.0, 10.0, 0.0), 650.0),
+        ((1_000.0, 20.0, 20.0, 0.5), 162.5),
+        ((10_000.0, 100.0, 0.1, 0.0), 1_000.0),
+        ((4_000.0, 100.0, 1.25, 0.0), 800.0),
+    ] {
+        let hunger = hunger_ms(lease, capacity, refill, tokens);
+        assert!((hunger - (denial * 1.25 + 50.0)).abs() < 1e-9, "{hunger}");
+    }
 }
