@@ -256,14 +256,14 @@ export interface KeyedOptions {
   share?: ShareOptions
   /**
    * One limiter for every process of the host: the keys, open periods and clock reconciliation live
-   * in this memory-mapped file (e.g. `/dev/shm/api-limits`), made at the first open. Later opens must
+   * in this memory-mapped file (e.g. `/dev/shm/api-limits`), made by the first limiter on it. Later limiters on it must
    * have the same options (else `RangeError` `ERR_ZONE_MISMATCH` naming the first that differs); only `systemClock()` can drive it. Linux only.
    */
   zone?: ZoneOptions
 }
 
 export interface ZoneOptions {
-  /** The zone file: every limiter opened with the same path is one limiter. */
+  /** The zone file: every limiter made with the same path is one limiter. */
   path: string
 }
 
