@@ -27,7 +27,7 @@
 //   (lib/share/bucket.js), then, with a quota, for the quota's units as above.
 
 const { QuotaClockError, internalError } = require('../native/errors.js')
-const { checkReserveAnswer, storeOperations } = require('./protocol.js')
+const { storeOperations } = require('./protocol.js')
 const { thrownText } = require('../common/validate.js')
 const { randomBytes } = require('node:crypto')
 const native = require('../native/native.js')
@@ -274,14 +274,8 @@ class ShareDriver {
     return flyStoreCall(this.#flights, key, {
       call: (roundTrip) => this.#ops.reserve(args, roundTrip),
       failed: () => native.keyedShareFailed(this.#handle, key, request.periodSlot, request.charge),
-      answered: (answer, fail, flight) => {
-        let checked
-        try {
-          checked = checkReserveAnswer(answer, args)
-        } catch (error) {
-          return fail(error)
-        }
-        const { granted, unreserved, recordId } = checked
+      // (The store checked its answer, lib/share/protocol.js's checkReserveAnswer.)
+      answered: ({ granted, unreserved, recordId }, fail, flight) => {
         this.#outage.answered()
         this.#stats.reserved += granted
         let credited = false

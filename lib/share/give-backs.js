@@ -4,7 +4,6 @@
 // bounded by share.timeoutMs, counted in the driver's store counters; close() waits for their
 // outcomes.
 
-const { checkReserveAnswer } = require('./protocol.js')
 const { withTimeout, quietTimer } = require('../common/timeout.js')
 const { startStoreCall, outcomeOf, OK } = require('./store-call.js')
 const native = require('../native/native.js')
@@ -82,7 +81,7 @@ class GiveBacks {
     // (It holds nothing after the give-back it follows; recordId 0: a lost record is noticed and
     // charged by the key's next reservation, which knows what it owns.)
     const request = { name: this.#name, key, periodId, limit: 0, leaseUnits: 0, lacking: 0, charge, expiresAtMs: periodEndMs, instance: this.#instance, held: 0, owned: 0, recordId: 0 }
-    return this.#track((roundTrip) => this.#ops.reserve(request, roundTrip), (answer) => checkReserveAnswer(answer, request))
+    return this.#track((roundTrip) => this.#ops.reserve(request, roundTrip), () => {})
   }
 
   /** Runs a store call (lib/share/store-call.js) whose outcome close() waits for (undefined when done, else its error). */
