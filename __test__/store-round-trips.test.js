@@ -7,15 +7,14 @@
 // a fleet bucket's takes (the first one creating the record) and give-backs, quotaAdmin's five
 // operations, a throttle's checks.
 
-const { describe, test, before, after } = require('node:test')
+const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
 const Redis = require('ioredis')
 const { MongoClient } = require('mongodb')
 const { KeyedQuotaClock, createThrottle, periodFor } = require('quota-clock-source')
 const { redisStore, mongoStore, quotaAdmin } = require('quota-clock-source/shared')
 const { roundTripsSent } = require('../lib/share/store-call.js')
-const { startRedisServer } = require('./helpers/redis-server.js')
-const { startMongoServer } = require('./helpers/mongo-server.js')
+const { suiteServers, scriptCalls } = require('./helpers/server-counts.js')
 
 const MONTH = { unit: 'month', timeZone: 'UTC' }
 const unique = (what) => `${what}-${process.pid}-${Date.now()}`
@@ -52,30 +51,12 @@ async function adminWorkload(store, before = async () => {}) {
 }
 
 describe('one round trip counted once, by the one store-call primitive', () => {
-  let redis
-  let mongo
-  before(async () => {
-    ;[redis, mongo] = await Promise.all([startRedisServer(), startMongoServer()])
-  })
-  after(async () => {
-    await Promise.allSettled([redis?.stop(), mongo?.stop()])
-  })
-
-  /** EVALSHA + EVAL calls the server counted since `CONFIG RESETSTAT`. */
-  async function scriptCalls(admin) {
-    const info = await admin.info('commandstats')
-    let calls = 0
-    for (const command of ['evalsha', 'eval']) {
-      const line = new RegExp(`^cmdstat_${command}:calls=(\\d+)`, 'm').exec(info)
-      if (line) calls += Number(line[1])
-    }
-    return calls
-  }
+  const servers = suiteServers()
 
   /** A Redis client for the store and one to read the server's counts, reset. */
   async function redisPair() {
-    const admin = new Redis({ host: redis.host, port: redis.port })
-    const client = new Redis({ host: redis.host, port: redis.port })
+    const admin = new Redis({ host: servers.redis.host, port: servers.redis.port })
+    const client = new Redis({ host: servers.redis.host, port: servers.redis.port })
     await admin.script('FLUSH')
     await admin.config('RESETSTAT')
     return { admin, client, close: () => Promise.all([client.quit(), admin.quit()]) }
@@ -83,7 +64,7 @@ describe('one round trip counted once, by the one store-call primitive', () => {
 
   /** A MongoDB client whose sent commands are listed (those the package sends for a store or a throttle). */
   async function mongoClient() {
-    const client = new MongoClient(mongo.uri, { monitorCommands: true, serverSelectionTimeoutMS: 10_000 })
+    const client = new MongoClient(servers.mongo.uri, { monitorCommands: true, serverSelectionTimeoutMS: 10_000 })
     await client.connect()
     const sent = []
     client.on('commandStarted', (event) => {

@@ -7,6 +7,7 @@
 const { withTimeout, quietTimer } = require('../common/timeout.js')
 const { startStoreCall, outcomeOf, OK } = require('./store-call.js')
 const native = require('../native/native.js')
+const { keyText } = require('./key-flights.js')
 
 class GiveBacks {
   #handle
@@ -59,7 +60,7 @@ class GiveBacks {
   sendAll(giveBacks) {
     const sent = []
     for (const giveBack of giveBacks) {
-      const key = String.fromCharCode(...giveBack.key)
+      const key = keyText(giveBack.key)
       // (Units 0 and no charge: the store is told this limiter holds nothing for the key now.)
       if (giveBack.units > 0 || giveBack.charge === 0) sent.push(this.send({ key, periodId: giveBack.periodId, units: giveBack.units, recordId: giveBack.recordId }))
       if (giveBack.charge > 0) sent.push(this.#charge(key, giveBack))
