@@ -58,7 +58,7 @@
 //   id  identity (a positive integer < 2**48, made when the record is created)
 //   per instance X: o:X tokens out to X in its slice; a:X the fleet clock when X's last call
 //     reached the store; l:X X's leaseMs; w:X tokens of X's slice written off (below)
-//   out = sum of o:Y;  writeOff(Y) = a:Y + 1.1 * l:Y + 1000 (fleet ms)
+//   out = sum of o:Y;  writeOff(Y) = a:Y + WRITE_OFF_FACTOR * l:Y + WRITE_OFF_MARGIN_MS (fleet ms)
 //
 //   bucketTake({ name, key, capacity, refillPerSecond, instance, leaseMs, want, more, held, give,
 //                charge, fleetMs, recordId, newId })
@@ -109,7 +109,8 @@
 //          most > 0: granted = min(granted, max(w, most))
 //          tk -= granted;  o:X += granted
 //     8. o:X > 0: a:X = F, l:X = leaseMs;  else o:X, a:X, l:X deleted
-//     9. the record expires max(C / R * 1000, 1.1 * L + 1000) + 60000 ms of store time from now,
+//     9. the record expires max(C / R * 1000, WRITE_OFF_FACTOR * L + WRITE_OFF_MARGIN_MS) + RECORD_KEPT_AFTER_MS
+//        ms of store time from now (bucketTerms.keptAfterTake),
 //        L the longest leaseMs of the instances it lists (X's included)
 //   and answers granted, held = o:X, tokens = tk, fleetMs = F, storeNowMs = now, recordId = id,
 //   others = k. checkBucketAnswer below refuses anything else (ERR_STORE_RESPONSE).

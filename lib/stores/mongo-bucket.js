@@ -5,7 +5,7 @@
 //          start with a digit, and from the retired cells documents' 'b:'),
 //     name, key, C, R, tk (a double), F, S, rid (the record's identity),
 //     h: { <X>: { o: tokens out, w: tokens written off, a: fleet ms of X's last call, l: leaseMs } }
-//          (instance ids are field names, as in the cells documents: the driver's are hex),
+//          (instance ids are field names: the driver's are hex),
 //     ans: { g, h, k, n }   the latest take's granted, held, others and store time, read back from
 //                           its own update
 //     expiresAt }           a Date for the TTL index, bucketTerms.keptAfterTake (lib/share/protocol.js)
