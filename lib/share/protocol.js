@@ -4,9 +4,11 @@
 // kept out of reach (a WeakMap keyed by the public store object), not as properties a caller could
 // forge or replace.
 //
-// Operations (every one resolves or rejects; none throws synchronously). reserve and giveBack take
-// an optional second argument, `roundTrip()`, which they call as they send each request to the
-// store (the driver's stats().store.calls counts round trips, docs/metrics.md):
+// Operations (every one resolves or rejects; none throws synchronously). Each takes an optional
+// second argument, `roundTrip()`, which it calls as it sends each request to the store
+// (lib/share/store-call.js counts round trips: stats().store.calls, docs/metrics.md). Each checks
+// its answer before it answers (checkReserveAnswer, checkRecordAnswer, checkBucketAnswer,
+// checkBucketUsage below); its callers read it as it is:
 //
 //   reserve({ name, key, periodId, limit, leaseUnits, lacking, charge, expiresAtMs,
 //             instance, held, owned, recordId })
@@ -56,7 +58,7 @@
 //   id  identity (a positive integer < 2**48, made when the record is created)
 //   per instance X: o:X tokens out to X in its slice; a:X the fleet clock when X's last call
 //     reached the store; l:X X's leaseMs; w:X tokens of X's slice written off (below)
-//   out = sum of o:Y;  writeOff(Y) = a:Y + 1.1 * l:Y + 1000 (fleet ms)
+//   out = sum of o:Y;  writeOff(Y) = a:Y + WRITE_OFF_FACTOR * l:Y + WRITE_OFF_MARGIN_MS (fleet ms)
 //
 //   bucketTake({ name, key, capacity, refillPerSecond, instance, leaseMs, want, more, held, give,
 //                charge, fleetMs, recordId, newId })
@@ -107,7 +109,8 @@
 //          most > 0: granted = min(granted, max(w, most))
 //          tk -= granted;  o:X += granted
 //     8. o:X > 0: a:X = F, l:X = leaseMs;  else o:X, a:X, l:X deleted
-//     9. the record expires max(C / R * 1000, 1.1 * L + 1000) + 60000 ms of store time from now,
+//     9. the record expires max(C / R * 1000, WRITE_OFF_FACTOR * L + WRITE_OFF_MARGIN_MS) + RECORD_KEPT_AFTER_MS
+//        ms of store time from now (bucketTerms.keptAfterTake),
 //        L the longest leaseMs of the instances it lists (X's included)
 //   and answers granted, held = o:X, tokens = tk, fleetMs = F, storeNowMs = now, recordId = id,
 //   others = k. checkBucketAnswer below refuses anything else (ERR_STORE_RESPONSE).
@@ -129,6 +132,7 @@
 
 const { randomInt } = require('node:crypto')
 const { QuotaClockError } = require('../native/errors.js')
+const { CONTRACT } = require('../native/contract.js')
 
 const operations = new WeakMap()
 
@@ -138,22 +142,35 @@ const KEEP_GRANTED_MS = 400 * 86_400_000
 // the period's end the caller sent has passed by the store's clock (the caller's clock runs
 // behind): deleted at once, every later reservation would start again from 0.
 const RECORD_GRACE_MS = 600_000
-// The fleet bucket's terms (the native contract's fleetBucket; a test holds these to it): a slice
+// The fleet bucket's terms, the core's (src/keyed/slices.rs) read from the native contract: a slice
 // is written off WRITE_OFF_FACTOR * leaseMs + WRITE_OFF_MARGIN_MS fleet ms after its call reached
-// the store, and a record is kept max(C / R s, the longest write-off) + BUCKET_KEPT_AFTER_MS of
+// the store, and a record is kept max(C / R s, the longest write-off) + RECORD_KEPT_AFTER_MS of
 // store time after a take.
-const WRITE_OFF_FACTOR = 1.1
-const WRITE_OFF_MARGIN_MS = 1_000
-const BUCKET_KEPT_AFTER_MS = 60_000
+const { writeOffFactor: WRITE_OFF_FACTOR, writeOffMarginMs: WRITE_OFF_MARGIN_MS, recordKeptAfterMs: RECORD_KEPT_AFTER_MS } = CONTRACT.fleetBucket
+
+/**
+ * The two formulas of the fleet bucket's terms, written once over an arithmetic `a` (`add`, `mul`,
+ * `div`, `max` on its own values): JS numbers here (JS_ARITHMETIC), Lua expressions in
+ * lib/stores/redis-bucket.js, pipeline expressions in lib/stores/mongo-bucket.js.
+ */
+const bucketTerms = {
+  /** Fleet ms after a slice's call reached the store when the store writes it off. */
+  writeOffAfter: (a, leaseMs) => a.add(a.mul(WRITE_OFF_FACTOR, leaseMs), WRITE_OFF_MARGIN_MS),
+  /** How long the store keeps a bucket record after a take (step 9). */
+  keptAfterTake: (a, capacity, refillPerSecond, longestLeaseMs) =>
+    a.add(a.max(a.mul(a.div(capacity, refillPerSecond), 1000), bucketTerms.writeOffAfter(a, longestLeaseMs)), RECORD_KEPT_AFTER_MS),
+}
+
+const JS_ARITHMETIC = { add: (x, y) => x + y, mul: (x, y) => x * y, div: (x, y) => x / y, max: Math.max }
 
 /** Fleet ms after a slice's call reached the store when the store writes it off. */
 function writeOffAfterMs(leaseMs) {
-  return WRITE_OFF_FACTOR * leaseMs + WRITE_OFF_MARGIN_MS
+  return bucketTerms.writeOffAfter(JS_ARITHMETIC, leaseMs)
 }
 
 /** How long the store keeps a bucket record after a take (step 9). */
 function bucketKeptMs(capacity, refillPerSecond, longestLeaseMs) {
-  return Math.max((capacity / refillPerSecond) * 1000, writeOffAfterMs(longestLeaseMs)) + BUCKET_KEPT_AFTER_MS
+  return bucketTerms.keptAfterTake(JS_ARITHMETIC, capacity, refillPerSecond, longestLeaseMs)
 }
 // Record identities: random positive integers below 2^48.
 const MAX_RECORD_ID = 2 ** 48
@@ -320,9 +337,7 @@ module.exports = {
   newRecordId,
   KEEP_GRANTED_MS,
   RECORD_GRACE_MS,
-  WRITE_OFF_FACTOR,
-  WRITE_OFF_MARGIN_MS,
-  BUCKET_KEPT_AFTER_MS,
+  bucketTerms,
   writeOffAfterMs,
   bucketKeptMs,
 }
