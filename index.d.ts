@@ -256,14 +256,14 @@ export interface KeyedOptions {
   share?: ShareOptions
   /**
    * One limiter for every process of the host: the keys, open periods and clock reconciliation live
-   * in this memory-mapped file (e.g. `/dev/shm/api-limits`), made at the first open. Later opens must
+   * in this memory-mapped file (e.g. `/dev/shm/api-limits`), made by the first limiter on it. Later limiters on it must
    * have the same options (else `RangeError` `ERR_ZONE_MISMATCH` naming the first that differs); only `systemClock()` can drive it. Linux only.
    */
   zone?: ZoneOptions
 }
 
 export interface ZoneOptions {
-  /** The zone file: every limiter opened with the same path is one limiter. */
+  /** The zone file: every limiter made with the same path is one limiter. */
   path: string
 }
 
@@ -290,7 +290,7 @@ export interface ShareOptions {
   idleMs?: number
   /** Longest wait for one store call (ms); default 300. Only a store call that fails or goes unanswered this long makes the store unavailable. */
   timeoutMs?: number
-  /** Store unavailable: allow as if the quota had room (true; charged to the store later) or reject `ERR_STORE_UNAVAILABLE` (false, default). With `bucket`, calls the slice held here does not cover are decided by a local bucket of the key's capacity and refill, and what it admitted is taken from the store's bucket once the store answers. */
+  /** Store unavailable: allow as if the quota had room (true; charged to the store later) or reject `ERR_STORE_UNAVAILABLE` (false, default). With `bucket`, calls the slice taken here does not cover are decided by a local bucket of the key's capacity and refill, and what it admitted is taken from the store's bucket once the store answers. */
   failOpen?: boolean
   /** true: each key's bucket is one bucket for every instance too, kept in the store and taken in slices; every capacity must then be an integer 1..2**31. Default false. */
   bucket?: boolean

@@ -44,8 +44,10 @@ const TARGETS = [
 /** Checked only: cargo check does not link, so MSVC needs no CRT. */
 const CHECK_ONLY = [{ triple: 'x86_64-pc-windows-msvc', platform: 'win32-x64-msvc' }]
 
-/** The suites that need no server: clocks, calendar, quota, keyed, anomalies. */
-const SUITES = ['clock-sources', 'reconcile', 'calendar', 'period-hold', 'quota-alone', 'keyed', 'anomalies'].map((name) => `__test__/${name}.test.js`)
+/** The suites that need no server: clocks, calendar, quota, keyed, anomalies (`build-platforms.test.js` checks each exists). */
+const SUITES = ['time-clock-sources', 'time-reconcile', 'time-calendar', 'time-period-hold', 'limiter-quota-alone', 'keyed', 'time-anomalies'].map(
+  (name) => `__test__/${name}.test.js`,
+)
 
 /** Suites a runner cannot run, and why (the table says so). */
 const NOT_UNDER = {
@@ -499,4 +501,4 @@ function main() {
 
 if (require.main === module) main()
 
-module.exports = { qemuNode, muslNode, wineNode, TARGETS }
+module.exports = { qemuNode, muslNode, wineNode, TARGETS, SUITES, NOT_UNDER }

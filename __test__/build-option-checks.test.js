@@ -126,3 +126,20 @@ test('with the native checks standing aside, JavaScript refuses no out-of-range 
   for (const options of limits) assert.equal(made(QuotaClock, options), reached, `QuotaClock ${JSON.stringify(options)}`)
   for (const options of keyed) assert.equal(made(KeyedQuotaClock, options), reached, `KeyedQuotaClock ${JSON.stringify(options, (k, v) => (k === 'store' ? 'store' : v))}`)
 })
+
+test("QuotaClock's refund leaves the value of its n to the native side, which checks it before any clock is read", (t) => {
+  const limiter = new QuotaClock({ capacity: 10, refillPerSecond: 1, suspendPolicy: 'ignore', clock: manualClock({ monotonicMs: 0, wallMs: 0 }) })
+  const reached = new Error('the native side was reached')
+  const saved = native.limiterRefund
+  t.after(() => {
+    native.limiterRefund = saved
+  })
+  native.limiterRefund = () => {
+    throw reached
+  }
+  for (const n of [0, -1, 1.5, 2 ** 53, NaN, Infinity, -0]) {
+    assert.throws(() => limiter.refund(n), (error) => error === reached, `refund(${n})`)
+  }
+  // A value that is no number never crosses: the same RangeError, from the face.
+  assert.throws(() => limiter.refund('2'), { code: 'ERR_INVALID_ARG', name: 'RangeError', message: 'n must be a positive safe integer; received "2"' })
+})

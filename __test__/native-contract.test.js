@@ -192,13 +192,16 @@ test('the JS face keeps no copy of the contract: no list or buffer position is s
 
 test("the fleet bucket's store terms in lib/share/protocol.js are the core's (write-off margin, record expiry, hunger)", () => {
   const protocol = require('../lib/share/protocol.js')
-  assert.deepEqual(contract.fleetBucket, {
-    writeOffFactor: protocol.WRITE_OFF_FACTOR,
-    writeOffMarginMs: protocol.WRITE_OFF_MARGIN_MS,
-    keptAfterMs: protocol.BUCKET_KEPT_AFTER_MS,
-    shareRefillMs: protocol.SHARE_REFILL_MS,
-  })
-  assert.equal(protocol.writeOffAfterMs(4_000), 4_000 * contract.fleetBucket.writeOffFactor + contract.fleetBucket.writeOffMarginMs)
-  assert.equal(protocol.bucketKeptMs(100, 1, 4_000), 100_000 + contract.fleetBucket.keptAfterMs)
-  assert.equal(protocol.bucketKeptMs(1, 100, 4_000), protocol.writeOffAfterMs(4_000) + contract.fleetBucket.keptAfterMs)
+  const { writeOffFactor, writeOffMarginMs, recordKeptAfterMs } = contract.fleetBucket
+  assert.deepEqual(Object.keys(contract.fleetBucket).sort(), ['recordKeptAfterMs', 'shareRefillMs', 'writeOffFactor', 'writeOffMarginMs'])
+  assert.equal(protocol.SHARE_REFILL_MS, contract.fleetBucket.shareRefillMs)
+  assert.equal(protocol.writeOffAfterMs(4_000), 4_000 * writeOffFactor + writeOffMarginMs)
+  assert.equal(protocol.bucketKeptMs(100, 1, 4_000), 100_000 + recordKeptAfterMs)
+  assert.equal(protocol.bucketKeptMs(1, 100, 4_000), protocol.writeOffAfterMs(4_000) + recordKeptAfterMs)
+  // The Lua script and the pipeline write the terms through bucketTerms, never a term themselves.
+  for (const file of ['lib/stores/redis-bucket.js', 'lib/stores/mongo-bucket.js']) {
+    const source = fs.readFileSync(path.join(ROOT, file), 'utf8')
+    assert.match(source, /bucketTerms\.keptAfterTake\(/, `${file} keeps its record by bucketTerms.keptAfterTake`)
+    assert.doesNotMatch(source, /WRITE_OFF_FACTOR|WRITE_OFF_MARGIN_MS|KEPT_AFTER_MS|\b1\.1\b/, `${file} writes a term itself`)
+  }
 })

@@ -3,7 +3,7 @@
 // quotaAdmin (docs/operating-quotas.md) against a real redis-server (ioredis and node-redis) and the MongoDB wire
 // server, with several limiters on their own clients sharing one quota: usage, grant and reset
 // answer the QuotaUsage of the record; `used - held` is what the limiters admitted; a grant is
-// seen within a second by a key denied as exhausted; reset keeps the leases the instances hold;
+// seen within a second by a key denied as exhausted; reset keeps what the instances reserved and have not admitted;
 // none touches another key, name or period. And the local denial of an exhausted key: a flood
 // costs about one store call a second per limiter.
 

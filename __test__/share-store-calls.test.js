@@ -6,15 +6,14 @@
 // MongoDB driver's command events, for a shared quota limiter's reservations, refills, give-backs
 // on delete and close.
 
-const { describe, test, before, after } = require('node:test')
+const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
 const Redis = require('ioredis')
 const { createClient } = require('redis')
 const { MongoClient } = require('mongodb')
 const { KeyedQuotaClock } = require('quota-clock-source')
 const { redisStore, mongoStore } = require('quota-clock-source/shared')
-const { startRedisServer } = require('./helpers/redis-server.js')
-const { startMongoServer } = require('./helpers/mongo-server.js')
+const { suiteServers, scriptCalls } = require('./helpers/server-counts.js')
 
 const MONTH = { unit: 'month', timeZone: 'UTC' }
 
@@ -36,34 +35,16 @@ async function workload(store, { midway = async () => {} } = {}) {
 }
 
 describe('stats().store.calls is one per store round trip', () => {
-  let redis
-  let mongo
-  before(async () => {
-    ;[redis, mongo] = await Promise.all([startRedisServer(), startMongoServer()])
-  })
-  after(async () => {
-    await Promise.allSettled([redis?.stop(), mongo?.stop()])
-  })
-
-  /** EVALSHA + EVAL calls the server counted since `CONFIG RESETSTAT`. */
-  async function scriptCalls(admin) {
-    const info = await admin.info('commandstats')
-    let calls = 0
-    for (const command of ['evalsha', 'eval']) {
-      const line = new RegExp(`^cmdstat_${command}:calls=(\\d+)`, 'm').exec(info)
-      if (line) calls += Number(line[1])
-    }
-    return calls
-  }
+  const servers = suiteServers()
 
   const clients = {
     ioredis: async () => {
-      const client = new Redis({ host: redis.host, port: redis.port, lazyConnect: true })
+      const client = new Redis({ host: servers.redis.host, port: servers.redis.port, lazyConnect: true })
       await client.connect()
       return { client, quit: () => client.quit() }
     },
     'node-redis': async () => {
-      const client = createClient({ url: redis.url })
+      const client = createClient({ url: servers.redis.url })
       await client.connect()
       return { client, quit: () => client.close() }
     },
@@ -71,7 +52,7 @@ describe('stats().store.calls is one per store round trip', () => {
 
   for (const [kind, open] of Object.entries(clients)) {
     test(`Redis (${kind}): calls equals the server's EVALSHA and EVAL count, NOSCRIPT retries included`, async () => {
-      const admin = new Redis({ host: redis.host, port: redis.port })
+      const admin = new Redis({ host: servers.redis.host, port: servers.redis.port })
       const { client, quit } = await open()
       try {
         await admin.script('FLUSH')
@@ -88,7 +69,7 @@ describe('stats().store.calls is one per store round trip', () => {
   }
 
   test('MongoDB: calls equals the commands the driver sent for the limiter (a new record: find, create, reserve)', async () => {
-    const client = new MongoClient(mongo.uri, { monitorCommands: true, serverSelectionTimeoutMS: 10_000 })
+    const client = new MongoClient(servers.mongo.uri, { monitorCommands: true, serverSelectionTimeoutMS: 10_000 })
     await client.connect()
     const sent = []
     client.on('commandStarted', (event) => {

@@ -75,9 +75,11 @@ test('share options are checked, each error naming share.<field>, and nothing is
   }
   assert.throws(make({ store: t.store, name: 'a', failOpen: 'yes' }), named(TypeError, 'failOpen'))
   assert.throws(make({ store: t.store, name: 'a', leaseunits: 5 }), named(TypeError, 'leaseunits'))
-  // leaseMs is the shared bucket's: without bucket: true it is refused, not silently unused.
+  // leaseMs is the fleet bucket's: without bucket: true it is refused, not silently unused; the
+  // message says what it is in the glossary's word (a slice's lease).
   for (const bucket of [undefined, false]) {
-    assert.throws(make({ store: t.store, name: 'a', leaseMs: 10_000, bucket }), (error) => named(TypeError, 'leaseMs')(error) && /needs share\.bucket: true/.test(error.message))
+    const message = /^share\.leaseMs needs share\.bucket: true \(it is how long a fleet bucket's slice may be spent\); received share\.leaseMs 10000 and share\.bucket /
+    assert.throws(make({ store: t.store, name: 'a', leaseMs: 10_000, bucket }), (error) => named(TypeError, 'leaseMs')(error) && message.test(error.message))
   }
   // A key whose value is undefined counts as absent.
   new KeyedQuotaClock({ ...base, share: { store: t.store, name: 'a', leaseUnits: undefined } })

@@ -94,7 +94,8 @@ async function main() {
     assert.equal((await local.consume('tenant')).allowed, true)
     const first = await shared.consume('tenant')
     assert.equal(first.allowed, true)
-    assert.equal(storeStatsOf(shared).calls, 1)
+    // One reservation: one round trip, two on a server that has not loaded the script yet (EVALSHA, then EVAL).
+    assert.ok([1, 2].includes(storeStatsOf(shared).calls), `${storeStatsOf(shared).calls} store calls for one reservation`)
     const peerAnswer = await peer.consume('tenant')
     assert.equal(peerAnswer.consumedPoints, 1)
     await compareCovered({

@@ -5,7 +5,7 @@
 // the application's, as the optional peer dependency it is: ioredis, else redis, for --redis;
 // mongodb for --mongo; looked up from the working directory first, then from this package.
 // The store must answer within DEADLINE_MS of the command's start, connection included, or the
-// command exits 1; it exits by then whatever the client library keeps open (a client that
+// command exits 1; it exits by then whatever the client library keeps running (a client that
 // reconnects, a socket to a hung server). A store that answers with an error is not unreachable:
 // the line says what it answered.
 
@@ -179,7 +179,7 @@ const untilMs = (sinceStartMs) => Math.max(0, Math.ceil(sinceStartMs - performan
 /**
  * Ends the process once the line is printed and the exit status set (a timer runs after the
  * promise callbacks that do both), at the latest by EXIT_BY_MS; `ms` 0: at once. The timer keeps
- * nothing alive: a process with nothing open ends before it.
+ * nothing alive: a process with nothing left to run ends before it.
  */
 function exitBy(ms) {
   setTimeout(() => process.exit(), ms).unref()

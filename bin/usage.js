@@ -8,7 +8,7 @@ module.exports = storeCommand(
   "a shared quota's use for one key and period: admitted, held, granted",
   `Prints what the store has for the key in the period: the limit the latest reservation was
 judged against, units granted on top of it, units used (taken from the store and not given
-back) and, of those, units held by instances and not admitted yet. used - held is what the
+back) and, of those, units instances reserved and have not admitted yet. used - held is what the
 instances admitted (exact once they are idle or closed).`,
   NONE,
   (admin, key, period) => admin.usage(key, period),

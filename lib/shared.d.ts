@@ -69,7 +69,7 @@ export interface QuotaUsage {
   extra: number
   /** Units taken from the store and not given back. */
   used: number
-  /** Of `used`, units instances hold and have not admitted yet (as of each one's last store call). */
+  /** Of `used`, units instances reserved and have not admitted yet (as of each one's last store call). */
   held: number
   /** When the store forgets the record (ms since the epoch); `null`: no record. */
   expiresAt: number | null
@@ -113,7 +113,7 @@ export interface QuotaAdmin {
    * grant may still have landed: check `usage(key, periodId)` before retrying.
    */
   grant(key: string, periodId: string, units: number): Promise<QuotaUsage>
-  /** Sets `used` to what instances still hold, and `extra` to 0. */
+  /** Sets `used` to what instances reserved and have not admitted, and `extra` to 0. */
   reset(key: string, periodId: string): Promise<QuotaUsage>
   /** The shared bucket of `key` as the store has it now; moves nothing. */
   bucket(key: string): Promise<BucketUsage>

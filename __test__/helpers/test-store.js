@@ -4,7 +4,7 @@
 // late. The Redis and MongoDB stores have tests of their own against real servers.
 
 const { KeyedQuotaClock, manualClock } = require('../..')
-const { makeQuotaStore, checkBucketAnswer, checkBucketUsage, newRecordId, writeOffAfterMs, bucketKeptMs, hungerMs, SHARE_REFILL_MS } = require('../../lib/share/protocol.js')
+const { makeQuotaStore, checkReserveAnswer, checkBucketAnswer, checkBucketUsage, newRecordId, writeOffAfterMs, bucketKeptMs, hungerMs, SHARE_REFILL_MS } = require('../../lib/share/protocol.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12)
 const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
@@ -207,7 +207,7 @@ function testStore() {
   const store = makeQuotaStore('redis', {
     reserve(request) {
       calls.reserve.push({ ...request })
-      return answer(() => (control.answer !== undefined ? control.answer : reserveNow(request)))
+      return answer(() => checkReserveAnswer(control.answer !== undefined ? control.answer : reserveNow(request), request))
     },
     giveBack(request) {
       calls.giveBack.push({ ...request })

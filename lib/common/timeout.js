@@ -33,10 +33,10 @@ function storeDeadline(ms, expired) {
   let handle
   let check
   // (The immediates stay referenced: an unreferenced one waits for the loop's next wake-up. Each
-  // holds the loop for one turn only; the timer, unreferenced, never keeps the process alive.)
+  // keeps the loop for one turn only; the timer, unreferenced, never keeps the process alive.)
   const start = setImmediate(() => {
     handle = setTimeout(() => {
-      // An immediate runs after the poll phase has read what the sockets hold.
+      // An immediate runs after the poll phase has read what the sockets received.
       check = setImmediate(() => cancelled || expired())
     }, ms)
     handle.unref()

@@ -63,14 +63,6 @@ function unknownKey(known, path, key, value, code) {
   return coded(TypeError, code, `unknown option '${where}'${hint}; expected one of ${known.map((name) => `'${name}'`).join(', ')}; received ${describe(value)}`)
 }
 
-/** Refuses keys that are not options (a key whose value is undefined counts as absent). */
-function refuseUnknownKeys(object, known, path, code = 'ERR_INVALID_OPTION') {
-  for (const key of Object.keys(object)) {
-    if (object[key] === undefined || known.includes(key)) continue
-    throw unknownKey(known, path, key, object[key], code)
-  }
-}
-
 /**
  * The options of `object`: its own enumerable string-keyed properties (what `{ ...object }`
  * copies), each read once, into an object with no prototype. Nothing inherited is an option (a
@@ -127,4 +119,4 @@ const MAX_NAME_LENGTH = 128
 const MAX_KEY_UNITS = 256
 const MAX_TIMER_MS = 2 ** 31 - 1
 
-module.exports = { coded, describe, thrownText, isPlainObject, refuseUnknownKeys, readOptions, typeError, rangeError, checkNumber, checkFinite, own, MAX_NAME_LENGTH, MAX_KEY_UNITS, MAX_TIMER_MS }
+module.exports = { coded, describe, thrownText, isPlainObject, readOptions, typeError, rangeError, checkNumber, checkFinite, own, MAX_NAME_LENGTH, MAX_KEY_UNITS, MAX_TIMER_MS }

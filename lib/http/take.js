@@ -4,7 +4,7 @@
 
 const { QuotaClockError } = require('../native/errors.js')
 const { thrownText } = require('../common/validate.js')
-const { withTimeout } = require('../common/timeout.js')
+const { storeCallWithin, NOT_COUNTED } = require('../share/store-call.js')
 const { THROTTLE_LIMITS } = require('./options.js')
 const { giveBack } = require('./give-back.js')
 const { isError } = require('./plan.js')
@@ -42,15 +42,12 @@ function throttleUnavailable(entry, err) {
   })
 }
 
-/** throttle.check within entry.timeoutMs; a late answer is ignored. */
+/**
+ * throttle.check within entry.timeoutMs (lib/share/store-call.js; its round trips are the
+ * throttle's to count); a late answer is ignored.
+ */
 function checkWithin(entry, key) {
-  let pending
-  try {
-    pending = Promise.resolve(entry.throttle.check(key, entry.limits))
-  } catch (err) {
-    pending = Promise.reject(err)
-  }
-  return withTimeout(pending, entry.timeoutMs, () => {
+  return storeCallWithin(() => entry.throttle.check(key, entry.limits), NOT_COUNTED, entry.timeoutMs, () => {
     throw new ThrottleTimeout(entry)
   })
 }

@@ -43,7 +43,7 @@ class KeyedTable extends ImmediateBackend {
         clock: { kind, manual, monotonicMs, wallMs, elapsedRealtimeMs },
         anomalyListener,
         restore: plan,
-        // share.bucket: every key's bucket is the fleet's, in the store; a slice of it held here on leases of share.leaseMs.
+        // share.bucket: every key's bucket is the fleet's, in the store; a slice of it taken here, spendable for share.leaseMs.
         share: share === undefined ? undefined : { leaseUnits: share.leaseUnits, bucket: share.bucket ? { leaseMs: share.leaseMs } : undefined },
       }),
     )

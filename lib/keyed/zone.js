@@ -1,6 +1,6 @@
 'use strict'
 // KeyedQuotaClock with `zone: { path }`: the keyed table in a memory-mapped file shared by every
-// process of the host that opens it (docs/zone.md). The JS face checks the option and the
+// process of the host that makes a limiter on it (docs/zone.md). The JS face checks the option and the
 // clock; the Rust core (src/zone/) holds the keys, the open periods and the reconciliation.
 
 const native = require('../native/native.js')

@@ -104,19 +104,33 @@ function parseOptions(given, moreKeys = []) {
   }
 }
 
-/** `n` of tryConsume: anything but a positive safe integer ≤ capacity is a RangeError, whatever its type. */
+/**
+ * `n` of tryConsume: anything but a positive safe integer ≤ capacity is a RangeError, whatever its
+ * type. Checked here, not only natively: the native quiet path reads `n` from the result buffer and
+ * takes any number from 1 to capacity, a fraction too (src/napi/consume.rs).
+ */
 function checkCount(n, capacity) {
   if (!(typeof n === 'number' && Number.isSafeInteger(n) && n >= 1 && n <= capacity)) {
     throw rangeError('ERR_INVALID_ARG', 'n', capacity === Infinity ? 'a positive safe integer' : `a positive safe integer no larger than capacity (${capacity})`, n)
   }
 }
 
-/** `n` of refund: a positive safe integer (no capacity bound: the bucket caps what comes back). */
+/**
+ * `n` of a keyed call: a positive safe integer, whatever its type (the keyed quiet path, like
+ * QuotaClock's, takes any number from 1 to the key's capacity: src/napi/keyed/mod.rs).
+ */
 function checkPositiveCount(n) {
   if (!(typeof n === 'number' && Number.isSafeInteger(n) && n >= 1)) {
     throw rangeError('ERR_INVALID_ARG', 'n', 'a positive safe integer', n)
   }
 }
 
+/**
+ * `n` of QuotaClock's refund: its type only (a number crosses to the native side, which checks its
+ * value before it reads a clock: src/args.rs); anything else is the same RangeError.
+ */
+function checkRefundCount(n) {
+  if (typeof n !== 'number') throw rangeError('ERR_INVALID_ARG', 'n', 'a positive safe integer', n)
+}
 
-module.exports = { parseOptions, quotaInput, bucketOptions, noBucketToFill, checkCount, checkPositiveCount }
+module.exports = { parseOptions, quotaInput, bucketOptions, noBucketToFill, checkCount, checkPositiveCount, checkRefundCount }

@@ -21,7 +21,8 @@
 const { QuotaClockError, internalError } = require('../native/errors.js')
 const { thrownText } = require('../common/validate.js')
 const { withTimeout, storeDeadline } = require('../common/timeout.js')
-const { flyStoreCall, outcomeOf, OK } = require('./store-call.js')
+const { outcomeOf, OK } = require('./store-call.js')
+const { KeyFlights, keyText } = require('./key-flights.js')
 const native = require('../native/native.js')
 const { NEEDS_SLICE } = require('./need.js')
 
@@ -31,11 +32,6 @@ const { sharedConsume: SHARED_CONSUME, sharedAfterStore: AFTER_STORE, sharedFail
 const MAX_ROUNDS = 8
 // At most this many give-backs in flight at once (the rest wait for the next turn of the timer).
 const GIVE_BACKS_AT_ONCE = 32
-
-/** A key handed over by the binding as UTF-16 code units. */
-function keyText(units) {
-  return String.fromCharCode(...units)
-}
 
 class BucketDriver {
   #handle
@@ -47,16 +43,11 @@ class BucketDriver {
   #leaseMs
   #idleMs
   #timeoutMs
-  #failOpen
   #decide
   #readMonotonic
-  // The key's store call under way (a take or a give-back), one per key.
-  #flights = new Map()
-  // Units the calls waiting for a key want together.
-  #demand = new Map()
-  #timer
-  // Bumped by close(): answers after it are given back.
-  #generation = 0
+  // The key's store call under way (a take or a give-back), its demand, the give-back timer, the
+  // close generation, the outage path.
+  #keys
   // Give-backs' outcomes close() waits for (undefined: done, else the error).
   #pending = new Set()
   // Give-backs sent and not settled (at most GIVE_BACKS_AT_ONCE).
@@ -76,9 +67,14 @@ class BucketDriver {
     this.#leaseMs = options.leaseMs
     this.#idleMs = Math.min(options.idleMs, options.leaseMs / 2)
     this.#timeoutMs = options.timeoutMs
-    this.#failOpen = options.failOpen
     this.#decide = decide
     this.#readMonotonic = readMonotonic
+    // Gives back what idle keys hold, and what dropped keys held; stops when nothing is held.
+    const tick = () => {
+      this.#pump(this.#idleMs)
+      return native.keyedSliceHolds(this.#handle)
+    }
+    this.#keys = new KeyFlights(shared, { timeoutMs: options.timeoutMs, failOpen: options.failOpen, idleMs: this.#idleMs }, tick)
   }
 
   /**
@@ -88,12 +84,14 @@ class BucketDriver {
    */
   async acquire(key, n) {
     const deadline = performance.now() + this.#timeoutMs
-    this.#demand.set(key, (this.#demand.get(key) ?? 0) + n)
+    const keys = this.#keys
+    keys.addDemand(key, n)
     try {
       for (let round = 0; ; round++) {
         const startedMs = performance.now()
-        let flight = this.#flights.get(key)
-        if (flight !== undefined && flight.timedOut && !flight.abandoned(this.#timeoutMs)) return this.#unavailable(key, n, flight, 0)
+        const hanging = keys.hanging(key)
+        if (hanging !== undefined) return this.#unavailable(key, n, hanging, 0)
+        let flight = keys.flights.get(key)
         let taking = flight !== undefined && !flight.timedOut && flight.take
         if (!taking && flight !== undefined && !flight.timedOut) {
           // A give-back under way: the take follows it (one store call per key at a time).
@@ -103,7 +101,7 @@ class BucketDriver {
           continue
         }
         if (!taking) {
-          const request = native.keyedSliceRequest(this.#handle, key, n, this.#demand.get(key) ?? n, this.#readMonotonic())
+          const request = native.keyedSliceRequest(this.#handle, key, n, keys.demand(key), this.#readMonotonic())
           if (request == null) {
             // The key was dropped (maxKeys) since the call began: held again by deciding anew.
             const decision = this.#decide(key, n, SHARED_CONSUME)
@@ -123,9 +121,7 @@ class BucketDriver {
         if (round >= MAX_ROUNDS || deadline - performance.now() <= 0 || native.keyedSliceShort(this.#handle, key, n)) return this.#final(key, n)
       }
     } finally {
-      const units = (this.#demand.get(key) ?? n) - n
-      if (units > 0) this.#demand.set(key, units)
-      else this.#demand.delete(key)
+      keys.addDemand(key, -n)
     }
   }
 
@@ -146,19 +142,14 @@ class BucketDriver {
 
   /** The store is unavailable for this call: failOpen decides it by a local bucket of C and R. */
   #unavailable(key, n, flight, waitedMs) {
-    if (flight.error !== undefined && flight.error.code === 'ERR_STORE_RESPONSE' && flight.error instanceof QuotaClockError) throw flight.error
-    const why = flight.why(this.#timeoutMs)
-    this.#outage.failed(
-      () =>
-        `quota store of share "${this.#name}" unavailable (${why}); calls that the slices held here do not cover are ${this.#failOpen ? 'decided by a local bucket (failOpen)' : 'refused with ERR_STORE_UNAVAILABLE'} until it answers again`,
-    )
-    if (this.#failOpen) return this.#settled(key, n, this.#decide(key, n, FAIL_OPEN))
-    throw flight.unavailable(this.#name, why, waitedMs)
+    const failOpen = () => this.#settled(key, n, this.#decide(key, n, FAIL_OPEN))
+    return this.#keys.unavailable(flight, waitedMs, failOpen, 'calls that the slices held here do not cover', 'decided by a local bucket (failOpen)')
   }
 
   /** The store call a request of the slice book describes (`take`: it takes tokens; else a give-back). */
   #fly(key, request, take) {
-    const generation = this.#generation
+    const keys = this.#keys
+    const generation = keys.generation
     const args = {
       name: this.#name,
       key,
@@ -176,15 +167,15 @@ class BucketDriver {
       most: request.most,
       spentMs: request.spentMs,
     }
-    const flight = flyStoreCall(this.#flights, key, {
+    const flight = keys.fly(key, {
       call: (roundTrip) => this.#ops.bucketTake(args, roundTrip),
       failed: () => native.keyedSliceFailed(this.#handle, key, request.give, request.charge),
       answered: (answer) => {
         this.#outage.answered()
         if (request.give > 0) this.#stats.returned += request.give
         this.#stats.reserved += answer.granted
-        const credited = generation === this.#generation && native.keyedSliceCredit(this.#handle, key, request.sentMs, answer, this.#readMonotonic())
-        if (credited) this.#arm()
+        const credited = generation === keys.generation && native.keyedSliceCredit(this.#handle, key, request.sentMs, answer, this.#readMonotonic())
+        if (credited) keys.arm()
         else if (answer.held > 0) {
           // Not the key's any more (dropped, or the limiter was closed): the tokens go back.
           const giveBack = { ...request, want: 0, more: 0, held: 0, give: answer.held, charge: 0, fleetMs: -1, recordId: answer.recordId, most: 0 }
@@ -192,8 +183,6 @@ class BucketDriver {
         }
         return OK
       },
-      timeoutMs: this.#timeoutMs,
-      stats: this.#stats,
     })
     flight.take = take
     return flight
@@ -201,7 +190,7 @@ class BucketDriver {
 
   /** After a covered decision that left the key's slice low: the next slice, in the background. */
   afterDecision(key) {
-    if (this.#flights.has(key)) return
+    if (this.#keys.flights.has(key)) return
     let request
     try {
       request = native.keyedSliceRequest(this.#handle, key, 0, 0, this.#readMonotonic())
@@ -209,23 +198,6 @@ class BucketDriver {
       return // an unreadable clock: the call that needs the slice asks
     }
     if (request != null) this.#fly(key, request, true)
-  }
-
-  /** The give-back timer runs only while slices are held. */
-  #arm() {
-    if (this.#timer !== undefined) return
-    const every = Math.max(5, Math.floor(this.#idleMs / 4))
-    this.#timer = setInterval(() => this.#tick(), every)
-    this.#timer.unref()
-  }
-
-  /** Gives back what idle keys hold, and what dropped keys held; stops when nothing is held. */
-  #tick() {
-    this.#pump(this.#idleMs)
-    if (!native.keyedSliceHolds(this.#handle) && this.#timer !== undefined) {
-      clearInterval(this.#timer)
-      this.#timer = undefined
-    }
   }
 
   /**
@@ -255,7 +227,7 @@ class BucketDriver {
 
   /** One give-back, after the key's store call under way; close() waits for its outcome. */
   #giveBack(key, request) {
-    const before = this.#flights.get(key)
+    const before = this.#keys.flights.get(key)
     const send = () => outcomeOf(this.#fly(key, request, false), this.#timeoutMs)
     const outcome = before === undefined ? send() : before.done.then(send)
     this.#pending.add(outcome)
@@ -275,12 +247,8 @@ class BucketDriver {
    * stays usable.
    */
   async close() {
-    await Promise.all([...this.#flights.values()].map((flight) => flight.done))
-    this.#generation++
-    if (this.#timer !== undefined) {
-      clearInterval(this.#timer)
-      this.#timer = undefined
-    }
+    await this.#keys.settled()
+    this.#keys.closing()
     this.#pump(0)
     let failed
     while (this.#pending.size > 0) {

@@ -27,14 +27,14 @@
 //   (lib/share/bucket.js), then, with a quota, for the quota's units as above.
 
 const { QuotaClockError, internalError } = require('../native/errors.js')
-const { checkReserveAnswer, storeOperations } = require('./protocol.js')
+const { storeOperations } = require('./protocol.js')
 const { thrownText } = require('../common/validate.js')
 const { randomBytes } = require('node:crypto')
 const native = require('../native/native.js')
 const { OutageWarning } = require('../common/outage.js')
-const { MAX_TIMER_MS } = require('./options.js')
 const { GiveBacks } = require('./give-backs.js')
-const { flyStoreCall, OK, reserveArgs } = require('./store-call.js')
+const { OK, reserveArgs } = require('./store-call.js')
+const { KeyFlights } = require('./key-flights.js')
 const { ExhaustedMarks } = require('./exhausted-marks.js')
 const { BucketDriver } = require('./bucket.js')
 const { UnclaimedAnswers } = require('./unclaimed.js')
@@ -45,17 +45,13 @@ class ShareDriver {
   #handle
   #ops
   #name
-  #idleMs
   #timeoutMs
-  #failOpen
   #decide
-  #readMonotonic
   #readPeriodSlot
-  #flights = new Map()
-  #demand = new Map()
-  #idleTimer
-  // Bumped by close(): answers to store calls made before it are given back, not credited.
-  #generation = 0
+  // The key's reservation call under way, its demand, the idle give-back timer, the close
+  // generation (answers to store calls made before close() are given back, not credited), the
+  // outage path.
+  #keys
   #giveBacks
   // Answers that wait for a call to claim them (a key dropped while calls wait for it).
   #unclaimed
@@ -82,16 +78,12 @@ class ShareDriver {
     this.#name = options.name
     this.#giveBacks = new GiveBacks(handle, this.#ops, options.name, this.#instance, this.#stats, this.#outage, options.timeoutMs)
     this.#unclaimed = new UnclaimedAnswers(this.#giveBacks)
-    this.#idleMs = options.idleMs
     this.#timeoutMs = options.timeoutMs
-    this.#failOpen = options.failOpen
     this.#decide = decide
-    this.#readMonotonic = readMonotonic
     this.#readPeriodSlot = readPeriodSlot
-    if (options.bucket) {
-      const shared = { handle, ops: this.#ops, name: options.name, instance: this.#instance, stats: this.#stats, outage: this.#outage }
-      this.#bucket = new BucketDriver(shared, options, decide, readMonotonic)
-    }
+    const shared = { handle, ops: this.#ops, name: options.name, instance: this.#instance, stats: this.#stats, outage: this.#outage }
+    this.#keys = new KeyFlights(shared, options, () => this.#giveBacks.sendIdle(options.idleMs, readMonotonic))
+    if (options.bucket) this.#bucket = new BucketDriver(shared, options, decide, readMonotonic)
   }
 
   /** Whether the limiter's buckets are the fleet's (`share.bucket`). */
@@ -107,9 +99,9 @@ class ShareDriver {
   /** After a decision that was not the plain covered one: a background refill, dropped keys' give-backs. */
   afterDecision(key) {
     // (With calls waiting for the key, the refill asks for what they lack together.)
-    const { refill, giveBacks } = native.keyedShareWork(this.#handle, key, this.#demand.get(key) ?? 0)
+    const { refill, giveBacks } = native.keyedShareWork(this.#handle, key, this.#keys.demand(key))
     if (refill != null) {
-      if (this.#flights.has(key)) native.keyedShareFailed(this.#handle, key, refill.periodSlot, refill.charge)
+      if (this.#keys.flights.has(key)) native.keyedShareFailed(this.#handle, key, refill.periodSlot, refill.charge)
       else this.#fly(key, refill)
     }
     this.#giveBacks.sendAll(giveBacks)
@@ -165,7 +157,7 @@ class ShareDriver {
     if (isNeed(decision)) return undefined
     // The native decision that sent this call here marked the key in flight, for a store call
     // it does not make: unmarked, the key can be idle and tell the store it holds nothing.
-    if (!this.#flights.has(key)) native.keyedShareFailed(this.#handle, key, this.#readPeriodSlot(), 0)
+    if (!this.#keys.flights.has(key)) native.keyedShareFailed(this.#handle, key, this.#readPeriodSlot(), 0)
     if (taken !== undefined) taken.period = this.#readPeriodSlot()
     return decision
   }
@@ -180,21 +172,17 @@ class ShareDriver {
   #countDemand(waiting, counted) {
     if (waiting.counted === counted) return
     waiting.counted = counted
-    const demand = this.#demand
-    const units = (demand.get(waiting.key) ?? 0) + (counted ? waiting.n : -waiting.n)
-    if (units > 0) demand.set(waiting.key, units)
-    else demand.delete(waiting.key)
+    this.#keys.addDemand(waiting.key, counted ? waiting.n : -waiting.n)
   }
 
   async #uncovered(key, n, lacking, waiting) {
     // Each round waits for one store call, at most timeoutMs.
     for (;;) {
       const roundStartMs = performance.now()
-      let flight = this.#flights.get(key)
-      if (flight !== undefined && flight.timedOut && !flight.abandoned(this.#timeoutMs)) {
-        // The key's store call is hanging or failing: fail at once, queue nothing.
-        return this.#unavailable(key, n, flight, 0, waiting)
-      }
+      // The key's store call is hanging or failing: fail at once, queue nothing.
+      const hanging = this.#keys.hanging(key)
+      if (hanging !== undefined) return this.#unavailable(key, n, hanging, 0, waiting)
+      let flight = this.#keys.flights.get(key)
       if (flight === undefined || flight.timedOut) {
         const next = this.#requestFor(key, n, lacking)
         if (next.decision !== undefined) return this.#decided(next.decision, waiting)
@@ -221,12 +209,12 @@ class ShareDriver {
    * decide the call at once: `{ decision }`.
    */
   #requestFor(key, n, lacking) {
-    let request = native.keyedShareRequest(this.#handle, key, lacking, this.#demand.get(key))
+    let request = native.keyedShareRequest(this.#handle, key, lacking, this.#keys.demand(key))
     if (request == null) {
       const held = this.#decide(key, n, SHARED_CONSUME)
       // (The key held again may need a slice of its fleet bucket first.)
       if (!isNeed(held) || held.kind === 'slice') return { decision: held }
-      request = native.keyedShareRequest(this.#handle, key, held.lacking, this.#demand.get(key))
+      request = native.keyedShareRequest(this.#handle, key, held.lacking, this.#keys.demand(key))
       if (request == null) throw internalError('no reservation request for a key that needs one')
     }
     return { request }
@@ -246,7 +234,7 @@ class ShareDriver {
       credited = native.keyedShareCredit(this.#handle, key, request.periodSlot, granted, unreserved, recordId)
       return credited ? this.#decide(key, n, AFTER_STORE) : held
     } finally {
-      if (credited) this.#armIdleTimer()
+      if (credited) this.#keys.arm()
       else if (granted > 0) this.#giveBacks.send({ key, periodId: request.periodId, units: granted, recordId })
     }
   }
@@ -254,64 +242,37 @@ class ShareDriver {
   /** The store is unavailable for this call: failOpen decides it as if the quota had room. */
   #unavailable(key, n, flight, waitedMs, waiting) {
     this.#countDemand(waiting, false)
-    if (flight.error !== undefined && flight.error.code === 'ERR_STORE_RESPONSE' && flight.error instanceof QuotaClockError) throw flight.error
-    const why = flight.why(this.#timeoutMs)
-    this.#outage.failed(
-      () => `quota store of share "${this.#name}" unavailable (${why}); calls that reservations do not cover are ${this.#failOpen ? 'allowed (failOpen)' : 'refused with ERR_STORE_UNAVAILABLE'} until it answers again`,
-    )
-    if (this.#failOpen) {
+    const failOpen = () => {
       const decision = this.#decided(this.#decide(key, n, FAIL_OPEN), waiting)
-      this.#armIdleTimer() // what it owes the store is charged by the next store call, or when idle
+      this.#keys.arm() // what it owes the store is charged by the next store call, or when idle
       return decision
     }
-    throw flight.unavailable(this.#name, why, waitedMs)
+    return this.#keys.unavailable(flight, waitedMs, failOpen, 'calls that reservations do not cover', 'allowed (failOpen)')
   }
 
   /** Makes the store call a request describes; its answer is credited whenever it comes. */
   #fly(key, request) {
-    const generation = this.#generation
+    const keys = this.#keys
+    const generation = keys.generation
     const args = reserveArgs(this.#name, this.#instance, key, request)
-    return flyStoreCall(this.#flights, key, {
+    return keys.fly(key, {
       call: (roundTrip) => this.#ops.reserve(args, roundTrip),
       failed: () => native.keyedShareFailed(this.#handle, key, request.periodSlot, request.charge),
-      answered: (answer, fail, flight) => {
-        let checked
-        try {
-          checked = checkReserveAnswer(answer, args)
-        } catch (error) {
-          return fail(error)
-        }
-        const { granted, unreserved, recordId } = checked
+      // (The store checked its answer, lib/share/protocol.js's checkReserveAnswer.)
+      answered: ({ granted, unreserved, recordId }, fail, flight) => {
         this.#outage.answered()
         this.#stats.reserved += granted
         let credited = false
-        if (generation === this.#generation) credited = native.keyedShareCredit(this.#handle, key, request.periodSlot, granted, unreserved, recordId)
+        if (generation === keys.generation) credited = native.keyedShareCredit(this.#handle, key, request.periodSlot, granted, unreserved, recordId)
         else native.keyedShareFailed(this.#handle, key, request.periodSlot, 0) // (charged: nothing owed)
-        if (credited) this.#armIdleTimer()
-        else if (generation === this.#generation && this.#demand.has(key)) this.#unclaimed.keep(flight, key, request, granted, unreserved, recordId)
+        if (credited) keys.arm()
+        else if (generation === keys.generation && keys.waitedFor(key)) this.#unclaimed.keep(flight, key, request, granted, unreserved, recordId)
         // Not the key's any more (dropped, another period, or the limiter was closed): back it goes.
         else if (granted > 0) this.#giveBacks.send({ key, periodId: request.periodId, units: granted, recordId })
         this.#exhausted.note(key, granted, unreserved, request.lacking)
         return OK
       },
-      timeoutMs: this.#timeoutMs,
-      stats: this.#stats,
     })
-  }
-
-  /** Idle give-back runs only while some key holds units. */
-  #armIdleTimer() {
-    if (this.#idleTimer !== undefined) return
-    const every = Math.min(MAX_TIMER_MS, Math.max(5, Math.floor(this.#idleMs / 4)))
-    this.#idleTimer = setInterval(() => this.#giveBackIdle(), every)
-    this.#idleTimer.unref()
-  }
-
-  #giveBackIdle() {
-    if (!this.#giveBacks.sendIdle(this.#idleMs, this.#readMonotonic)) {
-      clearInterval(this.#idleTimer)
-      this.#idleTimer = undefined
-    }
   }
 
   /** Give-backs of keys deleted (called after delete()). */
@@ -334,16 +295,11 @@ class ShareDriver {
   }
 
   async #closeQuota() {
-    this.#generation++
+    this.#keys.closing()
     this.#exhausted.clear()
-    if (this.#idleTimer !== undefined) {
-      clearInterval(this.#idleTimer)
-      this.#idleTimer = undefined
-    }
     this.#giveBacks.sendAll(native.keyedShareGiveBack(this.#handle, 0, undefined))
     // Answers still to come are given back as they land (bounded by timeoutMs for close's wait).
-    const flights = [...this.#flights.values()].map((flight) => flight.done)
-    await Promise.all(flights)
+    await this.#keys.settled()
     this.#unclaimed.returnAll()
     const outcomes = await this.#giveBacks.outcomes()
     const failed = outcomes.find((outcome) => outcome !== undefined)

@@ -4,10 +4,10 @@
 // bounded by share.timeoutMs, counted in the driver's store counters; close() waits for their
 // outcomes.
 
-const { checkReserveAnswer } = require('./protocol.js')
 const { withTimeout, quietTimer } = require('../common/timeout.js')
 const { startStoreCall, outcomeOf, OK } = require('./store-call.js')
 const native = require('../native/native.js')
+const { keyText } = require('./key-flights.js')
 
 class GiveBacks {
   #handle
@@ -31,7 +31,7 @@ class GiveBacks {
     this.#timeoutMs = timeoutMs
   }
 
-  /** Gives back what keys idle for `idleMs` hold; returns whether the book still holds units. */
+  /** Gives back the units of keys idle for `idleMs`; returns whether the book still has units. */
   sendIdle(idleMs, readMonotonic) {
     let giveBacks
     try {
@@ -60,8 +60,8 @@ class GiveBacks {
   sendAll(giveBacks) {
     const sent = []
     for (const giveBack of giveBacks) {
-      const key = String.fromCharCode(...giveBack.key)
-      // (Units 0 and no charge: the store is told this limiter holds nothing for the key now.)
+      const key = keyText(giveBack.key)
+      // (Units 0 and no charge: the store is told this limiter has nothing unadmitted for the key.)
       if (giveBack.units > 0 || giveBack.charge === 0) sent.push(this.send({ key, periodId: giveBack.periodId, units: giveBack.units, recordId: giveBack.recordId }))
       if (giveBack.charge > 0) sent.push(this.#charge(key, giveBack))
     }
@@ -79,10 +79,10 @@ class GiveBacks {
    * that asks for nothing (leaseUnits and lacking 0) and carries the charge.
    */
   #charge(key, { periodId, periodEndMs, charge }) {
-    // (It holds nothing after the give-back it follows; recordId 0: a lost record is noticed and
+    // (It has nothing unadmitted after the give-back it follows; recordId 0: a lost record is noticed and
     // charged by the key's next reservation, which knows what it owns.)
     const request = { name: this.#name, key, periodId, limit: 0, leaseUnits: 0, lacking: 0, charge, expiresAtMs: periodEndMs, instance: this.#instance, held: 0, owned: 0, recordId: 0 }
-    return this.#track((roundTrip) => this.#ops.reserve(request, roundTrip), (answer) => checkReserveAnswer(answer, request))
+    return this.#track((roundTrip) => this.#ops.reserve(request, roundTrip), () => {})
   }
 
   /** Runs a store call (lib/share/store-call.js) whose outcome close() waits for (undefined when done, else its error). */

@@ -34,9 +34,9 @@ function parseShareOptions(share) {
   if (typeof failOpen !== 'boolean') throw typeError('ERR_INVALID_OPTION', 'share.failOpen', 'a boolean', failOpen)
   const bucket = read.bucket === undefined ? false : read.bucket
   if (typeof bucket !== 'boolean') throw typeError('ERR_INVALID_OPTION', 'share.bucket', 'a boolean', bucket)
-  // leaseMs is how long a shared bucket's cells are held: without one it would be silently unused.
+  // leaseMs is how long a fleet bucket's slice may be spent: without one it would be silently unused.
   if (read.leaseMs !== undefined && !bucket) {
-    throw coded(TypeError, 'ERR_INVALID_OPTION', `share.leaseMs needs share.bucket: true (it is how long a shared bucket's cells are held); received share.leaseMs ${describe(read.leaseMs)} and share.bucket ${describe(read.bucket)}`)
+    throw coded(TypeError, 'ERR_INVALID_OPTION', `share.leaseMs needs share.bucket: true (it is how long a fleet bucket's slice may be spent); received share.leaseMs ${describe(read.leaseMs)} and share.bucket ${describe(read.bucket)}`)
   }
   const leaseMs = read.leaseMs === undefined ? DEFAULT_LEASE_MS : checkedNatively('leaseMs', read.leaseMs, 'an integer number of milliseconds from 1000 to 600000')
   return { store: read.store, name, leaseUnits, idleMs, timeoutMs, failOpen, bucket, leaseMs }

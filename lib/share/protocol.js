@@ -4,9 +4,11 @@
 // kept out of reach (a WeakMap keyed by the public store object), not as properties a caller could
 // forge or replace.
 //
-// Operations (every one resolves or rejects; none throws synchronously). reserve and giveBack take
-// an optional second argument, `roundTrip()`, which they call as they send each request to the
-// store (the driver's stats().store.calls counts round trips, docs/metrics.md):
+// Operations (every one resolves or rejects; none throws synchronously). Each takes an optional
+// second argument, `roundTrip()`, which it calls as it sends each request to the store
+// (lib/share/store-call.js counts round trips: stats().store.calls, docs/metrics.md). Each checks
+// its answer before it answers (checkReserveAnswer, checkRecordAnswer, checkBucketAnswer,
+// checkBucketUsage below); its callers read it as it is:
 //
 //   reserve({ name, key, periodId, limit, leaseUnits, lacking, charge, expiresAtMs,
 //             instance, held, owned, recordId })
@@ -58,7 +60,7 @@
 //     reached the store (or the fleet clock when its slice had one more margin, step 4); l:X X's
 //     leaseMs; e:X set when X's slice had that one more margin (absent: not); d:X until when (fleet
 //     ms) X counts as hungry: it found the bucket short (absent: not hungry)
-//   out = sum of o:Y;  writeOff(Y) = a:Y + 1.1 * l:Y + 1000 (fleet ms)
+//   out = sum of o:Y;  writeOff(Y) = a:Y + WRITE_OFF_FACTOR * l:Y + WRITE_OFF_MARGIN_MS (fleet ms)
 //
 //   bucketTake({ name, key, capacity, refillPerSecond, instance, leaseMs, want, more, held, give,
 //                charge, fleetMs, recordId, newId })
@@ -123,7 +125,8 @@
 //          d:X = F + hungerMs(leaseMs, C, R, tk) when X found the bucket short (w > 0 and
 //          granted = 0, or granted > 0 and tk < 1 after it), else deleted
 //     8. o:X > 0: a:X = F, l:X = leaseMs, e:X deleted;  else o:X, a:X, l:X, e:X deleted (d:X kept)
-//     9. the record expires max(C / R * 1000, 1.1 * L + 1000) + 60000 ms of store time from now,
+//     9. the record expires max(C / R * 1000, WRITE_OFF_FACTOR * L + WRITE_OFF_MARGIN_MS) + RECORD_KEPT_AFTER_MS
+//        ms of store time from now (bucketTerms.keptAfterTake),
 //        L the longest leaseMs of the instances it lists (X's included)
 //   and answers granted, held = o:X, tokens = tk, fleetMs = F, storeNowMs = now, recordId = id,
 //   others = k. checkBucketAnswer below refuses anything else (ERR_STORE_RESPONSE).
@@ -142,6 +145,7 @@
 
 const { randomInt } = require('node:crypto')
 const { QuotaClockError } = require('../native/errors.js')
+const { CONTRACT } = require('../native/contract.js')
 
 const operations = new WeakMap()
 
@@ -151,13 +155,19 @@ const KEEP_GRANTED_MS = 400 * 86_400_000
 // the period's end the caller sent has passed by the store's clock (the caller's clock runs
 // behind): deleted at once, every later reservation would start again from 0.
 const RECORD_GRACE_MS = 600_000
-// The fleet bucket's terms (the native contract's fleetBucket; a test holds these to it): a slice
+// The fleet bucket's terms, the core's (src/keyed/slices.rs) read from the native contract: a slice
 // is written off WRITE_OFF_FACTOR * leaseMs + WRITE_OFF_MARGIN_MS fleet ms after its call reached
-// the store, and a record is kept max(C / R s, the longest write-off) + BUCKET_KEPT_AFTER_MS of
+// the store, and a record is kept max(C / R s, the longest write-off) + RECORD_KEPT_AFTER_MS of
 // store time after a take.
-const WRITE_OFF_FACTOR = 1.1
-const WRITE_OFF_MARGIN_MS = 1_000
-const BUCKET_KEPT_AFTER_MS = 60_000
+const {
+  writeOffFactor: WRITE_OFF_FACTOR,
+  writeOffMarginMs: WRITE_OFF_MARGIN_MS,
+  recordKeptAfterMs: RECORD_KEPT_AFTER_MS,
+  shareRefillMs: SHARE_REFILL_MS,
+} = CONTRACT.fleetBucket
+// (SHARE_REFILL_MS: a busy key's share, step 7, is a quarter of a fair share, but not less than
+// what the bucket refills in that many ms.)
+
 // How long (fleet ms) an instance that found the bucket short counts among those that share its
 // refill (step 7): its local denial (src/keyed/slices.rs, local_denial_ms: until the bucket holds
 // a token, at least 1.3 times min(leaseMs / 8, 1 s, C / (2R)), at most 1 s), with room for its
@@ -167,18 +177,30 @@ function hungerMs(leaseMs, capacity, refillPerSecond, tokens) {
   const waitMs = (Math.max(0, 1 - tokens) * 1_000) / refillPerSecond
   return Math.min(Math.max(waitMs, Math.min(1.3 * floorMs, 1_000)), 1_000) * 1.25 + 50
 }
-// A busy key's share (step 7) is a quarter of a fair share, but not less than what the bucket
-// refills in SHARE_REFILL_MS.
-const SHARE_REFILL_MS = 250
+
+/**
+ * The two formulas of the fleet bucket's terms, written once over an arithmetic `a` (`add`, `mul`,
+ * `div`, `max` on its own values): JS numbers here (JS_ARITHMETIC), Lua expressions in
+ * lib/stores/redis-bucket.js, pipeline expressions in lib/stores/mongo-bucket.js.
+ */
+const bucketTerms = {
+  /** Fleet ms after a slice's call reached the store when the store writes it off. */
+  writeOffAfter: (a, leaseMs) => a.add(a.mul(WRITE_OFF_FACTOR, leaseMs), WRITE_OFF_MARGIN_MS),
+  /** How long the store keeps a bucket record after a take (step 9). */
+  keptAfterTake: (a, capacity, refillPerSecond, longestLeaseMs) =>
+    a.add(a.max(a.mul(a.div(capacity, refillPerSecond), 1000), bucketTerms.writeOffAfter(a, longestLeaseMs)), RECORD_KEPT_AFTER_MS),
+}
+
+const JS_ARITHMETIC = { add: (x, y) => x + y, mul: (x, y) => x * y, div: (x, y) => x / y, max: Math.max }
 
 /** Fleet ms after a slice's call reached the store when the store writes it off. */
 function writeOffAfterMs(leaseMs) {
-  return WRITE_OFF_FACTOR * leaseMs + WRITE_OFF_MARGIN_MS
+  return bucketTerms.writeOffAfter(JS_ARITHMETIC, leaseMs)
 }
 
 /** How long the store keeps a bucket record after a take (step 9). */
 function bucketKeptMs(capacity, refillPerSecond, longestLeaseMs) {
-  return Math.max((capacity / refillPerSecond) * 1000, writeOffAfterMs(longestLeaseMs)) + BUCKET_KEPT_AFTER_MS
+  return bucketTerms.keptAfterTake(JS_ARITHMETIC, capacity, refillPerSecond, longestLeaseMs)
 }
 // Record identities: random positive integers below 2^48.
 const MAX_RECORD_ID = 2 ** 48
@@ -345,9 +367,7 @@ module.exports = {
   newRecordId,
   KEEP_GRANTED_MS,
   RECORD_GRACE_MS,
-  WRITE_OFF_FACTOR,
-  WRITE_OFF_MARGIN_MS,
-  BUCKET_KEPT_AFTER_MS,
+  bucketTerms,
   hungerMs,
   SHARE_REFILL_MS,
   writeOffAfterMs,

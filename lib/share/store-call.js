@@ -1,13 +1,17 @@
 'use strict'
-// The one store-call primitive of a shared limiter: a store call counted (stats().store: calls,
-// one per round trip; errors unless it timed out; timeouts), bounded by share.timeoutMs, abandoned
-// after ten timeouts, and tracked until it settles (close() waits for it). `startStoreCall` makes
-// one (a give-back, a charge); `flyStoreCall` makes one a key's only store call under way (a
-// quota's reservation, a fleet bucket's take or give-back). A `StoreFlight` says how it ended,
-// when it started, and keeps the answer for a key dropped while calls wait.
+// The one store-call primitive of the package: `sendStoreCall` sends every store call (a shared
+// limiter's, quotaAdmin's, a throttle's database calls, rateLimit's throttle checks) and counts its
+// round trips, once each; `storeCallWithin` bounds one by a timeout.
+//
+// On it, a shared limiter's store calls: counted in stats().store (calls, one per round trip;
+// errors unless it timed out; timeouts), bounded by share.timeoutMs, abandoned after ten timeouts,
+// and tracked until they settle (close() waits for them). `startStoreCall` makes one (a give-back,
+// a charge); `flyStoreCall` makes one a key's only store call under way (a quota's reservation, a
+// fleet bucket's take or give-back). A `StoreFlight` says how it ended, when it started, and keeps
+// the answer for a key dropped while calls wait.
 
 const { QuotaClockError, toPublicError } = require('../native/errors.js')
-const { withTimeout, storeDeadline } = require('../common/timeout.js')
+const { withTimeout, storeDeadline, timer } = require('../common/timeout.js')
 const { thrownText } = require('../common/validate.js')
 
 // A flight's outcomes.
@@ -18,6 +22,54 @@ const TIMED_OUT = 'timed-out'
 // timeouts old (a client that never settles its promise must not stop the key for good).
 const ABANDON_AFTER_TIMEOUTS = 10
 const MIN_ABANDON_MS = 1_000
+
+// Every round trip this process made to a store (through sendStoreCall).
+const sent = { calls: 0 }
+
+/**
+ * Sends one store call, `send(roundTrip)`, and resolves to its answer (a synchronous throw is a
+ * rejection). Its round trips are counted in `counter.calls` (when given) and in the process's count
+ * (roundTripsSent): the first when the call is sent, each later one as the store reports it
+ * (`roundTrip()`, which a store operation calls as it sends each request: EVAL after a NOSCRIPT,
+ * MongoDB's create-then-update; lib/share/protocol.js). `counter` NOT_COUNTED: a call to something
+ * that counts its own round trips here (a throttle's check), counted nowhere.
+ */
+function sendStoreCall(send, counter) {
+  if (counter === NOT_COUNTED) return sendUncounted(send)
+  let trips = 0
+  const roundTrip = () => {
+    trips++
+    if (trips > 1) count(counter)
+  }
+  count(counter)
+  return sendUncounted(() => send(roundTrip))
+}
+
+// A counter that counts nothing (sendStoreCall).
+const NOT_COUNTED = Object.freeze({ calls: 0 })
+
+function sendUncounted(send) {
+  try {
+    return Promise.resolve(send())
+  } catch (error) {
+    return Promise.reject(error)
+  }
+}
+
+function count(counter) {
+  sent.calls++
+  if (counter !== undefined) counter.calls++
+}
+
+/** sendStoreCall bounded by `timeoutMs` (withTimeout, a `deadline` of lib/common/timeout.js): `late()` answers past it. */
+function storeCallWithin(send, counter, timeoutMs, late, deadline = timer) {
+  return withTimeout(sendStoreCall(send, counter), timeoutMs, late, deadline)
+}
+
+/** How many round trips this process made to stores through sendStoreCall (every store call of the package). */
+function roundTripsSent() {
+  return sent.calls
+}
 
 /** The store's reserve call a request of the reservation book describes (`instance`: this limiter's id). */
 function reserveArgs(name, instance, key, request) {
@@ -109,13 +161,7 @@ class StoreFlight {
  */
 function startStoreCall({ call, answered, failed = () => {}, timeoutMs, stats, onSettled = () => {} }) {
   const flight = new StoreFlight()
-  stats.calls++
-  let promise
-  try {
-    promise = Promise.resolve(call(roundTripCounter(stats)))
-  } catch (error) {
-    promise = Promise.reject(error)
-  }
+  const promise = sendStoreCall(call, stats)
   const fail = (error) => {
     if (!flight.timedOut) stats.errors++ // (a call is a timeout or an error, never both)
     failed(error)
@@ -157,18 +203,4 @@ function asError(value) {
   return new QuotaClockError('ERR_CALLBACK', `quota store threw a non-Error value: ${thrownText(value)}`, { cause: value })
 }
 
-/**
- * The round-trip hook a store operation is given (lib/share/protocol.js): `stats.calls` counts each
- * round trip to the store (docs/metrics.md). The first is counted when the call is made; the store
- * reports each one it sends, and those after the first (EVAL after a NOSCRIPT, MongoDB's
- * create-then-reserve) are added as they go.
- */
-function roundTripCounter(stats) {
-  let trips = 0
-  return () => {
-    trips++
-    if (trips > 1) stats.calls++
-  }
-}
-
-module.exports = { StoreFlight, startStoreCall, flyStoreCall, outcomeOf, asError, reserveArgs, OK }
+module.exports = { sendStoreCall, storeCallWithin, roundTripsSent, NOT_COUNTED, StoreFlight, startStoreCall, flyStoreCall, outcomeOf, asError, reserveArgs, OK }

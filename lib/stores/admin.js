@@ -11,11 +11,10 @@ const { QuotaClockError } = require('../native/errors.js')
 const { isQuotaStore, storeOperations, newRecordId } = require('../share/protocol.js')
 const { coded, describe, isPlainObject, readOptions, typeError, thrownText, MAX_NAME_LENGTH, MAX_KEY_UNITS, MAX_TIMER_MS } = require('../common/validate.js')
 const { isPeriodId } = require('../time/calendar.js')
-const { withTimeout } = require('../common/timeout.js')
+const { storeCallWithin } = require('../share/store-call.js')
 
 // How long an operation may wait for the store, unless options.timeoutMs says otherwise.
 const DEFAULT_TIMEOUT_MS = 5_000
-// The largest timer delay Node accepts (about 24.8 days).
 
 function invalidArg(ErrorClass, name, expected, value) {
   return coded(ErrorClass, 'ERR_INVALID_ARG', `${name} must be ${expected}; received ${describe(value)}`)
@@ -68,30 +67,36 @@ function refusedGrant(key, periodId, units, allowance) {
  * out, expiresAt } (capacity, refillPerSecond and expiresAt null, tokens and out 0, when the store
  * has no bucket record of the key).
  */
-function bucketMethods(ops, name, timeoutMs) {
-  async function run(operation, what, key) {
+function bucketMethods(name, run) {
+  const view = (operation, what) => async (key) => {
     checkText(key, 'key', MAX_KEY_UNITS)
-    let bucket
-    try {
-      bucket = await withTimeout(ops[operation]({ name, key }), timeoutMs, () => {
-        throw new QuotaClockError('ERR_STORE_UNAVAILABLE', `quota store of share "${name}" did not answer ${what} for key ${describe(key)} within ${timeoutMs} ms`)
-      })
-    } catch (error) {
-      if (error instanceof QuotaClockError && error.code === 'ERR_STORE_UNAVAILABLE') throw error
-      if (error instanceof QuotaClockError && error.code === 'ERR_STORE_RESPONSE') throw error
-      throw new QuotaClockError('ERR_STORE_UNAVAILABLE', `quota store of share "${name}" failed to answer ${what} for key ${describe(key)}: ${thrownText(error)}`, {
-        cause: error,
-      })
-    }
-    return bucket === null
-      ? { name, key, capacity: null, refillPerSecond: null, tokens: 0, out: 0, expiresAt: null }
-      : { name, key, ...bucket }
+    const bucket = await run(operation, { key }, `${what} for key ${describe(key)}`)
+    return bucket === null ? { name, key, capacity: null, refillPerSecond: null, tokens: 0, out: 0, expiresAt: null } : { name, key, ...bucket }
   }
-  return {
-    bucket: async (key) => run('bucketRead', 'bucket', key),
-    fill: async (key) => run('bucketFill', 'fill', key),
+  return { bucket: view('bucketRead', 'bucket'), fill: view('bucketFill', 'fill') }
+}
+
+/**
+ * Runs one store operation of share `name` (lib/share/store-call.js), for at most timeoutMs: its
+ * answer, ERR_STORE_RESPONSE as the store threw it, or ERR_STORE_UNAVAILABLE (`says`: the
+ * operation and its record, for the message; `afterTimeout`: what the caller should know then).
+ */
+function storeRunner(ops, name, timeoutMs) {
+  return async function run(operation, fields, says, afterTimeout = '') {
+    let answer
+    try {
+      answer = await storeCallWithin((roundTrip) => ops[operation]({ name, ...fields }, roundTrip), undefined, timeoutMs, () => TIMED_OUT)
+    } catch (error) {
+      if (error instanceof QuotaClockError && error.code === 'ERR_STORE_RESPONSE') throw error
+      throw new QuotaClockError('ERR_STORE_UNAVAILABLE', `quota store of share "${name}" failed to answer ${says}: ${thrownText(error)}`, { cause: error })
+    }
+    if (answer === TIMED_OUT) throw new QuotaClockError('ERR_STORE_UNAVAILABLE', `quota store of share "${name}" did not answer ${says} within ${timeoutMs} ms${afterTimeout}`)
+    return answer
   }
 }
+
+// What a store call that did not answer within timeoutMs resolves to.
+const TIMED_OUT = Symbol('timed out')
 
 /** The operator's view of the shared quota `name` in `store` (a store made by redisStore / mongoStore). */
 function quotaAdmin(store, options) {
@@ -104,26 +109,15 @@ function quotaAdmin(store, options) {
   checkTimeout(timeoutMs)
   const ops = storeOperations(store)
 
-  /** Runs one store operation on (key, periodId), for at most timeoutMs; its record as a QuotaUsage. */
-  async function run(operation, key, periodId, fields) {
-    let record
-    try {
-      record = await withTimeout(ops[operation]({ name, key, periodId, ...fields }), timeoutMs, () => {
-        // A grant sent may be applied after the wait ends: retrying blindly could grant twice.
-        const landed = operation === 'grant' ? `; the grant may still have landed: check with usage(${describe(key)}, '${periodId}') before granting again` : ''
-        throw new QuotaClockError('ERR_STORE_UNAVAILABLE', `quota store of share "${name}" did not answer ${operation} for key ${describe(key)} in ${periodId} within ${timeoutMs} ms${landed}`)
-      })
-    } catch (error) {
-      if (error instanceof QuotaClockError && error.code === 'ERR_STORE_UNAVAILABLE' && error.cause === undefined) throw error
-      if (error instanceof QuotaClockError && error.code === 'ERR_STORE_RESPONSE') throw error
-      throw new QuotaClockError('ERR_STORE_UNAVAILABLE', `quota store of share "${name}" failed to answer ${operation} for key ${describe(key)} in ${periodId}: ${thrownText(error)}`, {
-        cause: error,
-      })
-    }
+  const run = storeRunner(ops, name, timeoutMs)
+
+  /** One store operation on (key, periodId): its record as a QuotaUsage. */
+  async function quota(operation, key, periodId, fields) {
+    // A grant sent may be applied after the wait ends: retrying blindly could grant twice.
+    const landed = operation === 'grant' ? `; the grant may still have landed: check with usage(${describe(key)}, '${periodId}') before granting again` : ''
+    const record = await run(operation, { key, periodId, ...fields }, `${operation} for key ${describe(key)} in ${periodId}`, landed)
     if (record !== null && record.refused !== undefined) throw refusedGrant(key, periodId, fields.units, record.refused)
-    return record === null
-      ? { name, key, periodId, limit: null, extra: 0, used: 0, held: 0, expiresAt: null }
-      : { name, key, periodId, ...record }
+    return record === null ? { name, key, periodId, limit: null, extra: 0, used: 0, held: 0, expiresAt: null } : { name, key, periodId, ...record }
   }
 
   /** The record's (key, periodId), checked in the arguments' order. */
@@ -133,19 +127,19 @@ function quotaAdmin(store, options) {
   }
 
   return Object.freeze({
-    ...bucketMethods(ops, name, timeoutMs),
+    ...bucketMethods(name, run),
     usage: async (key, periodId) => {
       record(key, periodId)
-      return run('usage', key, periodId, {})
+      return quota('usage', key, periodId, {})
     },
     grant: async (key, periodId, units) => {
       record(key, periodId)
       checkUnits(units)
-      return run('grant', key, periodId, { units, recordId: newRecordId() })
+      return quota('grant', key, periodId, { units, recordId: newRecordId() })
     },
     reset: async (key, periodId) => {
       record(key, periodId)
-      return run('reset', key, periodId, {})
+      return quota('reset', key, periodId, {})
     },
   })
 }

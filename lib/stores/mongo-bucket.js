@@ -8,10 +8,10 @@
 //                 one more margin), l: leaseMs, e: true when its slice had that one more margin,
 //                 d: until when (fleet ms) X counts as hungry (-1: not) }
 //          (an instance holding no slice is listed as { o: 0, d } while it is hungry) }
-//          (instance ids are field names, as in the cells documents: the driver's are hex),
+//          (instance ids are field names: the driver's are hex),
 //     ans: { g, h, k, n }   the latest take's granted, held, others and store time, read back from
 //                           its own update
-//     expiresAt }           a Date for the TTL index, bucketKeptMs (lib/share/protocol.js)
+//     expiresAt }           a Date for the TTL index, bucketTerms.keptAfterTake (lib/share/protocol.js)
 //                           of store time after the latest take
 // Store time is `$$NOW` turned into ms by `$toLong` before any arithmetic: the MongoDB-compatible
 // test server compares and adds Date values computed from $$NOW wrongly, while $toLong of $$NOW is
@@ -21,13 +21,11 @@
 // update without upsert (lib/stores/mongo.js says why); the first take of a fresh document makes
 // the bucket, as step 1 of the protocol does.
 
-const { checkBucketAnswer, checkBucketUsage, newRecordId, writeOffAfterMs, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS, BUCKET_KEPT_AFTER_MS, SHARE_REFILL_MS } = require('../share/protocol.js')
-const { QuotaClockError } = require('../native/errors.js')
+const { checkBucketAnswer, checkBucketUsage, newRecordId, writeOffAfterMs, bucketTerms, SHARE_REFILL_MS } = require('../share/protocol.js')
 const { describe } = require('../common/validate.js')
+const { storeResponse, documentOf, createThenUpdate } = require('./mongo-calls.js')
 const { part } = require('./record-key.js')
 
-const DUPLICATE_KEY = 11000
-const ATTEMPTS = 3
 const AFTER = { returnDocument: 'after', includeResultMetadata: true }
 const UPSERT = { upsert: true }
 // A fresh document no take has made a bucket of yet is kept this long.
@@ -39,13 +37,15 @@ const EMPTY = { $literal: {} }
 const entries = (field) => ({ $objectToArray: { $ifNull: [field, EMPTY] } })
 const othersOf = (me) => ({ $filter: { input: entries('$h'), cond: { $ne: ['$$this.k', me] } } })
 const sumOut = (list) => ({ $sum: { $map: { input: list, in: '$$this.v.o' } } })
-const writeOffAt = (holder) => ({ $add: [`${holder}.a`, { $multiply: [WRITE_OFF_FACTOR, `${holder}.l`] }, WRITE_OFF_MARGIN_MS] })
+// The fleet bucket's terms (lib/share/protocol.js) written as pipeline expressions.
+const PIPELINE = { add: (x, y) => ({ $add: [x, y] }), mul: (x, y) => ({ $multiply: [x, y] }), div: (x, y) => ({ $divide: [x, y] }), max: (x, y) => ({ $max: [x, y] }) }
+const writeOffAt = (holder) => ({ $add: [`${holder}.a`, bucketTerms.writeOffAfter(PIPELINE, `${holder}.l`)] })
 const TEMPORARY = ['_now', '_lost', '_out', '_F', '_gone', '_goneUntil', '_spentUntil', '_m1', '_m2', '_prev', '_others', '_keep', '_back', '_k', '_hungry', '_sharing', '_hungryMe', '_granted', '_slice', '_longest']
 
 // Whether a holder past its margin gets one more margin instead (step 4): the fleet clock moved
 // from `from` to `at` by more than a margin at once, and the holder has not had one more yet.
 const extended = (holder, from, at) => ({
-  $and: [{ $gt: [{ $subtract: [at, from] }, { $add: [{ $multiply: [WRITE_OFF_FACTOR, `${holder}.l`] }, WRITE_OFF_MARGIN_MS] }] }, { $ne: [`${holder}.e`, true] }],
+  $and: [{ $gt: [{ $subtract: [at, from] }, bucketTerms.writeOffAfter(PIPELINE, `${holder}.l`)] }, { $ne: [`${holder}.e`, true] }],
 })
 
 /**
@@ -207,7 +207,7 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
     { $set: { _longest: { $max: [leaseMs, { $max: { $map: { input: entries('$h'), in: '$$this.v.l' } } }] } } },
     {
       $set: {
-        expiresAt: { $toDate: { $add: ['$_now', { $ceil: { $max: [{ $multiply: [{ $divide: ['$C', '$R'] }, 1000] }, { $add: [{ $multiply: [WRITE_OFF_FACTOR, '$_longest'] }, WRITE_OFF_MARGIN_MS] }] } }, BUCKET_KEPT_AFTER_MS] } },
+        expiresAt: { $toDate: { $add: ['$_now', { $ceil: bucketTerms.keptAfterTake(PIPELINE, '$C', '$R', '$_longest') }] } },
         ans: { g: '$_granted', h: '$_slice', k: '$_k', n: '$_now' },
       },
     },
@@ -216,10 +216,6 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
 }
 
 const FILL = [writeOffStage(null), { $set: { tk: { $subtract: ['$C', sumOut(entries('$h'))] } } }]
-
-function storeResponse(message) {
-  return new QuotaClockError('ERR_STORE_RESPONSE', message)
-}
 
 /** A bucket document as the operator's view answers it, its tokens refilled to store time `now` (or as they are). */
 function viewOf(document, name, now) {
@@ -237,34 +233,24 @@ function viewOf(document, name, now) {
 /** The three operations for a mongoStore over `records()` (the collection, asked for on first use). */
 function bucketOperations(records) {
   return {
-    // roundTrip(): called before each request after the first (stats().store.calls counts round trips).
     async bucketTake(request, roundTrip = () => {}) {
       const { name, key } = request
       const _id = documentId(name, key)
       const pipeline = takePipeline(request)
-      for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
-        if (attempt > 0) roundTrip()
-        const reply = await records().findOneAndUpdate({ _id }, pipeline, AFTER)
-        if (typeof reply !== 'object' || reply === null || !('value' in reply)) {
-          throw storeResponse(`quota store (MongoDB) answered a bucket request for "${name}" with ${describe(reply)}; expected a findOneAndUpdate result`)
-        }
-        const document = reply.value
-        if (document !== null) {
-          const a = document.ans ?? {}
-          return checkBucketAnswer(
-            { granted: a.g, held: a.h, tokens: document.tk, fleetMs: document.F, storeNowMs: a.n, recordId: document.rid, others: a.k },
-            request,
-          )
-        }
-        try {
+      const document = await createThenUpdate(
+        async () => {
+          roundTrip()
+          return documentOf(await records().findOneAndUpdate({ _id }, pipeline, AFTER), `a bucket request for "${name}"`)
+        },
+        () => {
           const rid = request.newId ?? newRecordId()
           roundTrip()
-          await records().updateOne({ _id }, { $setOnInsert: { name, key, rid, fresh: true, expiresAt: new Date(Date.now() + FRESH_KEPT_MS) } }, UPSERT)
-        } catch (error) {
-          if (!error || error.code !== DUPLICATE_KEY) throw error
-        }
-      }
-      throw storeResponse(`quota store (MongoDB) lost the bucket record of "${name}" for key ${describe(key)}: not found after ${ATTEMPTS} attempts to create it`)
+          return records().updateOne({ _id }, { $setOnInsert: { name, key, rid, fresh: true, expiresAt: new Date(Date.now() + FRESH_KEPT_MS) } }, UPSERT)
+        },
+        (attempts) => storeResponse(`quota store (MongoDB) lost the bucket record of "${name}" for key ${describe(key)}: not found after ${attempts} attempts to create it`),
+      )
+      const a = document.ans ?? {}
+      return checkBucketAnswer({ granted: a.g, held: a.h, tokens: document.tk, fleetMs: document.F, storeNowMs: a.n, recordId: document.rid, others: a.k }, request)
     },
     // One aggregate: the document and the store's time, read together; nothing written.
     async bucketRead({ name, key }) {
@@ -275,11 +261,9 @@ function bucketOperations(records) {
     },
     async bucketFill({ name, key }) {
       const reply = await records().findOneAndUpdate({ _id: documentId(name, key), fresh: { $ne: true } }, FILL, AFTER)
-      if (typeof reply !== 'object' || reply === null || !('value' in reply)) {
-        throw storeResponse(`quota store (MongoDB) answered a bucket fill for "${name}" with ${describe(reply)}; expected a findOneAndUpdate result`)
-      }
-      return viewOf(reply.value, name, undefined)
+      return viewOf(documentOf(reply, `a bucket fill for "${name}"`), name, undefined)
     },
+
   }
 }
 

@@ -21,27 +21,21 @@
 // The fleet bucket's records and operations are in lib/stores/mongo-bucket.js (bucketTake,
 // bucketRead, bucketFill), in the same collection.
 //
-// A document is created first, with count 0 ($setOnInsert, a racing creator's duplicate-key error
-// tolerated), and only then reserved from by an update without upsert: an upsert that races
-// another may be answered without its document on some MongoDB-compatible servers, and a grant
-// whose answer is lost would be stranded.
+// A document is created first, with count 0, and only then reserved from by an update without
+// upsert (createThenUpdate, lib/stores/mongo-calls.js): a grant whose answer is lost would be stranded.
 
 const { makeQuotaStore, checkReserveAnswer, checkRecordAnswer, checkRefusedGrant, clamped, instanceFields, newRecordId, KEEP_GRANTED_MS, RECORD_GRACE_MS } = require('../share/protocol.js')
-const { QuotaClockError } = require('../native/errors.js')
 const { describe } = require('../common/validate.js')
+const { ATTEMPTS, isDuplicateKey, storeResponse, documentOf, createThenUpdate } = require('./mongo-calls.js')
 const { recordKey } = require('./record-key.js')
 const { bucketOperations } = require('./mongo-bucket.js')
 const { invalid, readStoreOptions, checkText } = require('./options.js')
 
 const DEFAULT_COLLECTION = 'quota_shares'
 const MAX_COLLECTION_LENGTH = 120
-// One create-then-reserve is enough unless the document is removed in between (a TTL sweep, a
-// drop): a few tries, then the store is misbehaving.
-const ATTEMPTS = 3
-const DUPLICATE_KEY = 11000
-// A period end already past (this process's clock runs behind the others') keeps the record this
-// long after the write, as the Redis store does. From this process's clock: the test server
-// compares dates computed from $$NOW wrongly, and a lag shorter than this is covered either way.
+// A period end already past (this process's clock runs behind the others') keeps the record
+// RECORD_GRACE_MS after the write, as the Redis store does. From this process's clock: the test
+// server compares dates computed from $$NOW wrongly, and a lag shorter than this is covered either way.
 const WITH_DOCUMENT = { returnDocument: 'after', includeResultMetadata: true }
 const noTrip = () => {}
 const UPSERT = { upsert: true }
@@ -107,18 +101,6 @@ const GIVE_BACK = (units, instance) => [
   { $set: { count: { $max: [0, { $subtract: [{ $ifNull: ['$count', 0] }, units] }] }, ...(instance === '' ? {} : { [`held.${instance}`]: '$$REMOVE' }) } },
 ]
 
-function storeResponse(message) {
-  return new QuotaClockError('ERR_STORE_RESPONSE', message)
-}
-
-/** The document of a findOneAndUpdate answer, from driver 5 (a ModifyResult) and 6+ alike. */
-function documentOf(reply, name) {
-  if (typeof reply !== 'object' || reply === null || !('value' in reply)) {
-    throw storeResponse(`quota store (MongoDB) answered a reservation for "${name}" with ${describe(reply)}; expected a findOneAndUpdate result`)
-  }
-  return reply.value
-}
-
 /** A quota store on MongoDB, for the official driver's Db (mongodb >= 5). */
 function mongoStore(db, options) {
   if (typeof db !== 'object' || db === null || typeof db.collection !== 'function' || typeof db.databaseName !== 'string') {
@@ -150,21 +132,19 @@ function mongoStore(db, options) {
       const _id = recordKey(name, key, periodId)
       const expiresAt = new Date(Math.ceil(expiresAtMs))
       const pipeline = reservePipeline(request, expiresAt, new Date(Date.now() + RECORD_GRACE_MS))
-      for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
-        roundTrip()
-        const document = documentOf(await records().findOneAndUpdate({ _id }, pipeline, WITH_DOCUMENT), name)
-        if (document !== null) {
-          const unreserved = typeof document.count === 'number' ? clamped(Math.max(0, request.limit + (document.extra ?? 0) - document.count)) : document.count
-          return checkReserveAnswer({ granted: document.granted, unreserved, recordId: document.rid }, request)
-        }
-        try {
+      const document = await createThenUpdate(
+        async () => {
           roundTrip()
-          await records().updateOne({ _id }, { $setOnInsert: { name, key, periodId, count: 0, expiresAt, rid: newRecordId() } }, UPSERT)
-        } catch (error) {
-          if (!error || error.code !== DUPLICATE_KEY) throw error
-        }
-      }
-      throw storeResponse(`quota store (MongoDB) lost the record of "${name}" for key ${describe(key)} in ${periodId}: not found after ${ATTEMPTS} attempts to create it`)
+          return documentOf(await records().findOneAndUpdate({ _id }, pipeline, WITH_DOCUMENT), `a reservation for "${name}"`)
+        },
+        () => {
+          roundTrip()
+          return records().updateOne({ _id }, { $setOnInsert: { name, key, periodId, count: 0, expiresAt, rid: newRecordId() } }, UPSERT)
+        },
+        (attempts) => storeResponse(`quota store (MongoDB) lost the record of "${name}" for key ${describe(key)} in ${periodId}: not found after ${attempts} attempts to create it`),
+      )
+      const unreserved = typeof document.count === 'number' ? clamped(Math.max(0, request.limit + (document.extra ?? 0) - document.count)) : document.count
+      return checkReserveAnswer({ granted: document.granted, unreserved, recordId: document.rid }, request)
     },
     async giveBack(request, roundTrip = noTrip) {
       const { name, key, periodId, units } = request
@@ -177,7 +157,7 @@ function mongoStore(db, options) {
     async usage({ name, key, periodId }) {
       return recordOf(await records().findOne({ _id: recordKey(name, key, periodId) }), name)
     },
-    async grant({ name, key, periodId, units, recordId }) {
+    async grant({ name, key, periodId, units, recordId }, roundTrip = noTrip) {
       const _id = recordKey(name, key, periodId)
       const update = {
         $inc: { extra: units },
@@ -188,11 +168,13 @@ function mongoStore(db, options) {
       const fits = { _id, $expr: { $lte: [allowanceOf('$$ROOT'), Number.MAX_SAFE_INTEGER - units] } }
       for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
         try {
-          const document = documentOf(await records().findOneAndUpdate(fits, update, { ...WITH_DOCUMENT, upsert: true }), name)
+          roundTrip()
+          const document = documentOf(await records().findOneAndUpdate(fits, update, { ...WITH_DOCUMENT, upsert: true }), `a grant for "${name}"`)
           if (document !== null) return recordOf(document, name)
         } catch (error) {
-          if (!error || error.code !== DUPLICATE_KEY) throw error
+          if (!isDuplicateKey(error)) throw error
           // A record that does not fit, or a racing creator's: refused if it does not fit, else again.
+          roundTrip()
           const found = await records().findOne({ _id })
           if (found !== null && !(allowance(found) <= Number.MAX_SAFE_INTEGER - units)) {
             return checkRefusedGrant({ refused: clamped(allowance(found)) }, name)
@@ -202,7 +184,7 @@ function mongoStore(db, options) {
       throw storeResponse(`quota store (MongoDB) lost the record of "${name}" for key ${describe(key)} in ${periodId}: not found after ${ATTEMPTS} attempts to grant`)
     },
     async reset({ name, key, periodId }) {
-      return recordOf(documentOf(await records().findOneAndUpdate({ _id: recordKey(name, key, periodId) }, RESET, WITH_DOCUMENT), name), name)
+      return recordOf(documentOf(await records().findOneAndUpdate({ _id: recordKey(name, key, periodId) }, RESET, WITH_DOCUMENT), `a reset for "${name}"`), name)
     },
     ...bucketOperations(records),
   })

@@ -13,8 +13,11 @@
 // script reads the record with one HGETALL and writes it back whole: a record lists a few
 // instances, so each script is a few microseconds.
 
-const { checkBucketAnswer, checkBucketUsage, newRecordId, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS, BUCKET_KEPT_AFTER_MS, SHARE_REFILL_MS } = require('../share/protocol.js')
+const { checkBucketAnswer, checkBucketUsage, newRecordId, bucketTerms, SHARE_REFILL_MS } = require('../share/protocol.js')
 const { part } = require('./record-key.js')
+
+// The fleet bucket's terms (lib/share/protocol.js) written as Lua expressions.
+const LUA = { add: (x, y) => `(${x} + ${y})`, mul: (x, y) => `(${x} * ${y})`, div: (x, y) => `(${x} / ${y})`, max: (x, y) => `math.max(${x}, ${y})` }
 
 const COMMON = `
 local function now_ms()
@@ -22,7 +25,7 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 end
 local function text(x) return string.format('%.17g', x) end
-local function write_off_after(lease) return ${WRITE_OFF_FACTOR} * lease + ${WRITE_OFF_MARGIN_MS} end
+local function write_off_after(lease) return ${bucketTerms.writeOffAfter(LUA, 'lease')} end
 local function load(key)
   local all = redis.call('HGETALL', key)
   if #all == 0 then return nil end
@@ -193,7 +196,7 @@ end
 local longest = lease
 for _, l in pairs(r.l) do longest = math.max(longest, l) end
 store(KEYS[1], r)
-redis.call('PEXPIRE', KEYS[1], math.ceil(math.max(r.C / r.R * 1000, write_off_after(longest)) + ${BUCKET_KEPT_AFTER_MS}))
+redis.call('PEXPIRE', KEYS[1], math.ceil(${bucketTerms.keptAfterTake(LUA, 'r.C', 'r.R', 'longest')}))
 return { granted, mine, text(r.tk), text(r.F), text(now), r.i, k }
 `
 
@@ -241,8 +244,8 @@ function bucketOperations({ prefix, evaluate, script }) {
   const fillScript = script(FILL)
   const recordOf = (name, key) => `${prefix}b:${part(name)}:${part(key)}`
 
-  async function view(scriptOf, { name, key }) {
-    const reply = await evaluate(scriptOf, [recordOf(name, key)], [])
+  async function view(scriptOf, { name, key }, roundTrip) {
+    const reply = await evaluate(scriptOf, [recordOf(name, key)], [], roundTrip)
     if (Array.isArray(reply) && reply.length === 0) return checkBucketUsage(null, name)
     if (!Array.isArray(reply) || reply.length !== 5) return checkBucketUsage(reply, name)
     const [capacity, refillPerSecond, tokens, out, expiresAt] = reply.map(numberOf)
@@ -269,8 +272,8 @@ function bucketOperations({ prefix, evaluate, script }) {
           : reply
       return checkBucketAnswer(answer, request)
     },
-    bucketRead: (request) => view(readScript, request),
-    bucketFill: (request) => view(fillScript, request),
+    bucketRead: (request, roundTrip) => view(readScript, request, roundTrip),
+    bucketFill: (request, roundTrip) => view(fillScript, request, roundTrip),
   }
 }
 

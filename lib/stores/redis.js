@@ -227,8 +227,8 @@ function redisStore(client, options) {
   const keyOf = ({ name, key, periodId }) => prefix + recordKey(name, key, periodId)
 
   /** Runs an operator's script; answers the record after it, or null (a refused grant: { refused: allowance }). */
-  async function view(scriptOf, request, args) {
-    const reply = await evaluate(scriptOf, [keyOf(request)], args)
+  async function view(scriptOf, request, args, roundTrip) {
+    const reply = await evaluate(scriptOf, [keyOf(request)], args, roundTrip)
     if (Array.isArray(reply) && reply.length === 1 && Number(reply[0]) === 0) return checkRecordAnswer(null, request.name)
     if (Array.isArray(reply) && reply.length === 2 && Number(reply[0]) === 2) return checkRefusedGrant({ refused: clamped(reply[1]) }, request.name)
     if (!Array.isArray(reply) || reply.length !== 6) return checkRecordAnswer(reply, request.name)
@@ -252,9 +252,9 @@ function redisStore(client, options) {
       const { instance, recordId } = instanceFields(request)
       await evaluate(SCRIPTS.giveBack, [keyOf(request)], [request.units, instance, recordId].map(String), roundTrip)
     },
-    usage: (request) => view(SCRIPTS.usage, request, []),
-    grant: (request) => view(SCRIPTS.grant, request, [request.units, request.recordId, KEEP_GRANTED_MS].map(String)),
-    reset: (request) => view(SCRIPTS.reset, request, []),
+    usage: (request, roundTrip) => view(SCRIPTS.usage, request, [], roundTrip),
+    grant: (request, roundTrip) => view(SCRIPTS.grant, request, [request.units, request.recordId, KEEP_GRANTED_MS].map(String), roundTrip),
+    reset: (request, roundTrip) => view(SCRIPTS.reset, request, [], roundTrip),
     ...bucketOperations({ prefix, evaluate, script }),
   })
 }

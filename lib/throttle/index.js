@@ -17,6 +17,8 @@ const { coded, describe, isPlainObject, readOptions, thrownText } = require('../
 const { periodFor } = require('../time/calendar.js')
 const { MAX_WALL_MS } = require('../native/contract.js')
 const { didYouMeanTimeZone } = require('../common/did-you-mean.js')
+const { ATTEMPTS, isDuplicateKey, storeResponse, createThenUpdate } = require('../stores/mongo-calls.js')
+const { sendStoreCall } = require('../share/store-call.js')
 
 const COLLECTION = 'throttle'
 const MINUTE_MS = 60_000
@@ -32,8 +34,6 @@ const OPTION_NAMES = ['db', 'timeZone', 'time', 'clock']
 const INCREMENT = { $inc: { n: 1 } }
 const RETURN_AFTER = { returnDocument: 'after' }
 const UPSERT_RETURN_AFTER = { upsert: true, returnDocument: 'after' }
-// A bounded number of tries at the create-then-increment dance; more means the store misbehaves.
-const STORE_ATTEMPTS = 3
 // The largest distance from the epoch a Date can hold (ECMA-262 time values).
 const MAX_DATE_MS = MAX_WALL_MS
 
@@ -43,29 +43,15 @@ function invalidArg(ErrorClass, message) {
   return coded(ErrorClass, 'ERR_INVALID_ARG', message)
 }
 
-/** The store answered something that is not what was asked for: never read as an allowance. */
-function storeResponseError(message) {
-  return new QuotaClockError('ERR_STORE_RESPONSE', message)
-}
-
 /** A database call that threw or rejected (with anything at all); the duplicate-key race is the caller's. */
 function storeUnavailable(what, error) {
   return new QuotaClockError('ERR_STORE_UNAVAILABLE', `throttle: the database failed ${what}: ${thrownText(error)}`, { cause: error })
 }
 
-const DUPLICATE_KEY = 11000
-function isDuplicateKey(error) {
-  try {
-    return error !== null && typeof error === 'object' && error.code === DUPLICATE_KEY
-  } catch {
-    return false
-  }
-}
-
-/** Runs one database call; anything it throws or rejects with comes out coded (11000 as it is). */
+/** Runs one database call (one round trip, lib/share/store-call.js); anything it throws or rejects with comes out coded (11000 as it is). */
 async function storeCall(what, call) {
   try {
-    return await call()
+    return await sendStoreCall(call)
   } catch (error) {
     if (isDuplicateKey(error)) throw error
     throw storeUnavailable(what, error)
@@ -75,16 +61,16 @@ async function storeCall(what, call) {
 /** A counter's count as the store answered it: a non-negative safe integer, or ERR_STORE_RESPONSE. */
 function countOf(doc, _id) {
   if (!isPlainObject(doc)) {
-    throw storeResponseError(`throttle: the database answered the counter ${JSON.stringify(_id)} with ${describe(doc)}, not a counter document`)
+    throw storeResponse(`throttle: the database answered the counter ${JSON.stringify(_id)} with ${describe(doc)}, not a counter document`)
   }
   let n
   try {
     n = doc.n
   } catch (error) {
-    throw storeResponseError(`throttle: counter ${JSON.stringify(_id)} could not be read: ${thrownText(error)}`)
+    throw storeResponse(`throttle: counter ${JSON.stringify(_id)} could not be read: ${thrownText(error)}`)
   }
   if (!Number.isSafeInteger(n) || n < 0) {
-    throw storeResponseError(`throttle: counter ${JSON.stringify(_id)} holds n = ${describe(n)}; a counter's count is a non-negative safe integer`)
+    throw storeResponse(`throttle: counter ${JSON.stringify(_id)} holds n = ${describe(n)}; a counter's count is a non-negative safe integer`)
   }
   return n
 }
@@ -158,7 +144,7 @@ function unwrap(reply) {
   try {
     if (isPlainObject(reply) && 'lastErrorObject' in reply && 'value' in reply && 'ok' in reply) return reply.value
   } catch (error) {
-    throw storeResponseError(`throttle: the database's answer could not be read: ${thrownText(error)}`)
+    throw storeResponse(`throttle: the database's answer could not be read: ${thrownText(error)}`)
   }
   return reply ?? null
 }
@@ -246,7 +232,7 @@ function createThrottle(options) {
   // into a small per-key document (a per-key document spreads the writes across keys).
   // skewMs = server time - local time at the midpoint of the round trip.
   async function serverClock(clockId) {
-    for (let attempt = 0; attempt < STORE_ATTEMPTS; attempt++) {
+    for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
       const sentMs = localNow()
       let reply
       try {
@@ -266,38 +252,30 @@ function createThrottle(options) {
       const doc = unwrap(reply)
       if (doc === null) continue // a racing upsert may answer without the document: retry
       if (!isPlainObject(doc) || !(doc.now instanceof Date) || !Number.isFinite(doc.now.getTime())) {
-        throw storeResponseError(`throttle: the database did not return its time for '$$NOW' (received ${describe(isPlainObject(doc) ? doc.now : doc)})`)
+        throw storeResponse(`throttle: the database did not return its time for '$$NOW' (received ${describe(isPlainObject(doc) ? doc.now : doc)})`)
       }
       const serverMs = doc.now.getTime()
       const roundTripMs = receivedMs - sentMs
       return { serverMs, skewMs: serverMs - (sentMs + roundTripMs / 2), roundTripMs }
     }
-    throw storeResponseError(`throttle: the database did not return the clock document after ${STORE_ATTEMPTS} attempts`)
+    throw storeResponse(`throttle: the database did not return the clock document after ${ATTEMPTS} attempts`)
   }
 
-  // Atomically counts one attempt in the counter `_id` and returns the new count. Increment
-  // first; only when the counter does not exist yet, create it at n = 0 ($setOnInsert, a racing
-  // creator's E11000 is fine) and increment again. No read-modify-write, so concurrent attempts
-  // each get their own count.
+  // Atomically counts one attempt in the counter `_id` and returns the new count: an increment,
+  // the counter made at n = 0 first when it does not exist (createThenUpdate). No read-modify-write,
+  // so concurrent attempts each get their own count.
   async function increment(_id, unit, endMs) {
     const filter = { _id }
     const collection = throttleCollection()
-    for (let attempt = 0; attempt < STORE_ATTEMPTS; attempt++) {
-      const doc = unwrap(await storeCall('counting an attempt', () => collection.findOneAndUpdate(filter, INCREMENT, RETURN_AFTER)))
-      if (doc !== null) return countOf(doc, _id)
-      try {
-        await storeCall('creating a counter', () =>
-          collection.findOneAndUpdate(
-            filter,
-            { $setOnInsert: { n: 0, expires_at: new Date(Math.min(endMs, MAX_DATE_MS)), window: unit } },
-            UPSERT_RETURN_AFTER,
-          ),
-        )
-      } catch (err) {
-        if (!isDuplicateKey(err)) throw err
-      }
-    }
-    throw storeResponseError(`throttle: counter ${JSON.stringify(_id)} could not be created after ${STORE_ATTEMPTS} attempts`)
+    const doc = await createThenUpdate(
+      async () => unwrap(await storeCall('counting an attempt', () => collection.findOneAndUpdate(filter, INCREMENT, RETURN_AFTER))),
+      () =>
+        storeCall('creating a counter', () =>
+          collection.findOneAndUpdate(filter, { $setOnInsert: { n: 0, expires_at: new Date(Math.min(endMs, MAX_DATE_MS)), window: unit } }, UPSERT_RETURN_AFTER),
+        ),
+      (attempts) => storeResponse(`throttle: counter ${JSON.stringify(_id)} could not be created after ${attempts} attempts`),
+    )
+    return countOf(doc, _id)
   }
 
   function counterId(encodedKey, unit, windowId) {

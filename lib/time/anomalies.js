@@ -1,7 +1,7 @@
 'use strict'
 // Anomaly delivery to onAnomaly handlers. Each limiter with a handler gets a listener id; one
 // threadsafe function per module instance delivers { listener, anomaly } and `listeners` routes
-// it to the limiter, held weakly (so a handler that refers to its own limiter does not keep it
+// it to the limiter, referred to weakly (so a handler that refers to its own limiter does not keep it
 // alive), whose handler gets it. Ids are never reused: an anomaly still queued for a collected
 // limiter is dropped rather than delivered to a newer one. An anomaly is the native object as
 // made (src/napi/anomaly.rs: the fields every kind has, then those of its kind); the JS face
@@ -20,7 +20,7 @@ const handlers = new WeakMap()
 let nextListener = 1
 const listenerIds = new FinalizationRegistry((listener) => listeners.delete(listener))
 
-/** Gives a limiter a listener id for its onAnomaly handler; both are held weakly. */
+/** Gives a limiter a listener id for its onAnomaly handler; both are referred to weakly. */
 function registerListener(limiter, onAnomaly) {
   const listener = nextListener++
   handlers.set(limiter, onAnomaly)

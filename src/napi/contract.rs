@@ -67,11 +67,11 @@ objects! {
         anomalies: u32 = at(buffer::stats::ANOMALIES),
     }
 
-    #[doc = "The fleet bucket's store terms (`lib/share/protocol.js` checks its copies)."]
+    #[doc = "The fleet bucket's store terms, which `lib/share/protocol.js` reads (the Lua script and the MongoDB pipeline take them from there)."]
     FleetBucketTerms from () as _ {
         write_off_factor: f64 = WRITE_OFF_FACTOR,
         write_off_margin_ms: f64 = WRITE_OFF_MARGIN_MS,
-        kept_after_ms: f64 = RECORD_KEPT_AFTER_MS,
+        record_kept_after_ms: f64 = RECORD_KEPT_AFTER_MS,
         share_refill_ms: f64 = SHARE_REFILL_MS,
     }
 }
