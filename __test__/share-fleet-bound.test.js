@@ -19,7 +19,7 @@ const { startRedisServer } = require('./helpers/redis-server.js')
 const { startMongoServer } = require('./helpers/mongo-server.js')
 const { stopFleet } = require('./helpers/shared-fleet.js')
 const { assertBucket } = require('./helpers/fleet-check.js')
-const { startFleet, roundRobin, sleep } = require('./helpers/fleet-procs.js')
+const { startFleet, sleep } = require('./helpers/fleet-procs.js')
 
 const C = 10
 const R = 5
