@@ -7,8 +7,9 @@
 // the bucket: once the room they held has been refilled, they would be admitted twice. The bound
 // C + R·Δ·1.001 (helpers/fleet-check.js) must hold over the merged logs of both processes.
 //
-// Reproduces the probe of issue 44: C 10, R 5/s, leaseMs 1,000, a holder of 5 unspent tokens
-// paused for 5 s: 17 units in 560 ms against a bound of 12.8, every run, before the fix.
+// Reproduces the probe of issue 44 (C 10, R 5/s, leaseMs 1,000, a holder of 5 unspent tokens
+// paused for 5 s: 17 units in 560 ms against a bound of 12.8, every run, before the fix); here
+// C 20, as a busy key's share is smaller now.
 
 const { after, before, describe, test } = require('node:test')
 const assert = require('node:assert/strict')
@@ -17,11 +18,13 @@ const os = require('node:os')
 const path = require('node:path')
 const { startRedisServer } = require('./helpers/redis-server.js')
 const { startMongoServer } = require('./helpers/mongo-server.js')
+const { startDelayProxy } = require('./helpers/delay-proxy.js')
 const { stopFleet } = require('./helpers/shared-fleet.js')
 const { assertBucket } = require('./helpers/fleet-check.js')
 const { startFleet, sleep } = require('./helpers/fleet-procs.js')
 
-const C = 10
+// (C 20: a busy key's second call takes a quarter of a fair share, 1 + 2, and keeps 2.)
+const C = 20
 const R = 5
 const LEASE_MS = 1_000
 const LIMITS = { capacity: C, refillPerSecond: R }
@@ -51,23 +54,25 @@ describe('a slice written off while its holder was paused is spent for good (SPE
     mongo: () => ({ client: 'mongo', url: mongo.uri, dbName }),
   }
 
-  /** Two workers; the first takes a slice and keeps unspent tokens of it. */
-  async function holderAndDrainer(storeKind, label) {
+  /** Two workers; the first (on `holderStore`, if given) takes a slice and keeps unspent tokens of it. */
+  async function holderAndDrainer(storeKind, label, holderStore) {
     const fleet = await startFleet({
-      count: 2,
+      count: 0,
       store: STORES[storeKind](),
       limiter: LIMITS,
       share: { name: freshName(label), leaseMs: LEASE_MS, idleMs: 60_000, timeoutMs: 3_000 },
       dir: work,
       label: freshName(label),
     })
+    await fleet.add(holderStore)
+    await fleet.add()
     const [holder] = fleet.workers
     // The first call takes what it lacks; the second, a busy key's, takes a share beyond it.
     for (let i = 0; i < 4; i++) {
       const { decision } = await holder.call('consume', { key: 'k' })
       assert.ok(decision && decision.allowed, 'the holder is admitted on a full bucket')
       const { status } = await holder.call('status', { key: 'k' })
-      if (status.tokens >= 3) return fleet
+      if (status.tokens >= 2) return fleet
     }
     throw new Error('the holder kept no unspent tokens to pause with')
   }
@@ -111,7 +116,7 @@ describe('a slice written off while its holder was paused is spent for good (SPE
   }
 
   for (const storeKind of ['ioredis', 'node-redis', 'mongo']) {
-    test(`${storeKind}: a holder stopped (SIGSTOP) past its margin gives back a slice written off: the bound holds (C 10, R 5/s, leaseMs 1,000)`, { timeout: 60_000 }, async () => {
+    test(`${storeKind}: a holder stopped (SIGSTOP) past its margin gives back a slice written off: the bound holds (C 20, R 5/s, leaseMs 1,000)`, { timeout: 60_000 }, async () => {
       await pausedThenGivesBack(await holderAndDrainer(storeKind, `stop-${storeKind}`), stopped)
     })
   }
@@ -120,4 +125,22 @@ describe('a slice written off while its holder was paused is spent for good (SPE
       await pausedThenGivesBack(await holderAndDrainer(storeKind, `busy-${storeKind}`), blocked)
     })
   }
+
+  test('ioredis: a holder whose connection to the store stalled past its margin gives back a slice written off: the bound holds', { timeout: 60_000 }, async () => {
+    const proxy = await startDelayProxy({ host: redis.host, port: redis.port })
+    try {
+      const fleet = await holderAndDrainer('ioredis', 'stalled', { client: 'ioredis', url: proxy.url })
+      const stalledConnection = async (holder, during) => {
+        proxy.stall()
+        try {
+          await during()
+        } finally {
+          proxy.resume()
+        }
+      }
+      await pausedThenGivesBack(fleet, stalledConnection)
+    } finally {
+      await proxy.close()
+    }
+  })
 })
