@@ -358,7 +358,7 @@ fn module_paths(files: &[(String, String)]) -> BTreeMap<String, Vec<String>> {
             rest = &rest[at + "#[path = \"".len()..];
             let Some(end) = rest.find('"') else { break };
             let file = format!("{dir}{}", &rest[..end]);
-            let after = rest[end..].trim_start_matches(|c: char| c == '"' || c == ']');
+            let after = rest[end..].trim_start_matches(['"', ']']);
             let name = after
                 .trim_start()
                 .strip_prefix("mod ")
