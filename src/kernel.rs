@@ -14,7 +14,7 @@ use std::marker::PhantomData;
 use crate::anomaly::{Anomaly, CallDeltas};
 use crate::bucket::{given_back, refill_wait_ms, refilled};
 use crate::error::Error;
-use crate::quota::{wait_until_ms, OpenPeriod};
+use crate::quota::{remaining, wait_until_ms, OpenPeriod};
 use crate::stats::Counters;
 
 /// Which wait a denial reports.
@@ -250,7 +250,7 @@ impl<E: PeriodEnd, P> Quota for PeriodQuota<'_, E, P> {
     type Pending = P;
     #[inline(always)]
     fn admits(&self, n: u64) -> bool {
-        n <= self.limit.saturating_sub(*self.used)
+        n <= remaining(self.limit, *self.used)
     }
     #[inline(always)]
     fn take(&mut self, n: u64) {
@@ -258,7 +258,7 @@ impl<E: PeriodEnd, P> Quota for PeriodQuota<'_, E, P> {
     }
     #[inline(always)]
     fn remaining(&self) -> u64 {
-        self.limit.saturating_sub(*self.used)
+        remaining(self.limit, *self.used)
     }
     #[inline(always)]
     fn wait_ms(&self) -> f64 {

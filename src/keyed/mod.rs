@@ -45,7 +45,6 @@ pub use table::{words_for, Key, KeyBuf};
 use table::{KeyTable, List, Record, NO_PERIOD};
 
 use crate::anomaly::Anomaly;
-use crate::bucket::refilled;
 use crate::calendar::{Period, PeriodSlot, SpecIdentity};
 use crate::clock::{ClockSource, SuspendPolicy, Unread};
 use crate::error::Error;
@@ -409,13 +408,13 @@ impl KeyedLimiter {
         else {
             unreachable!("a status reports")
         };
-        // A shared key's remaining is the store's view plus the local reservation (see share.rs).
+        // A shared key's remaining is the store's view plus the local reservation (see share/reservation.rs).
         let quota_remaining = policy.quota.map(|quota| match target {
             Target::Held(index) if self.share.is_some() => {
                 self.sync_reservation(index);
                 self.shared_remaining(index)
             }
-            _ => quota.limit.saturating_sub(quota_used),
+            _ => crate::quota::remaining(quota.limit, quota_used),
         });
         let state = policy.quota.map(|quota| &self.specs[quota.spec as usize]);
         Ok(KeyStatus {

@@ -8,7 +8,7 @@ use super::reservation::{Reservation, ShareBook};
 use super::slice::{fleet_tokens_of, Slice, SliceBook};
 use super::{ShareMode, SharedDecision, Step};
 use crate::bucket::{refill_wait_ms, refilled};
-use crate::kernel::{self, Bucket, CallReading, KeyUse, Parts, Refill};
+use crate::kernel::{self, Bucket, CallReading, KeyUse, Parts, PeriodEnd, Refill};
 use crate::keyed::policies::{Policy, SpecState};
 use crate::keyed::storage::Layers;
 use crate::keyed::KeyedLimiter;

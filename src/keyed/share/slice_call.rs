@@ -6,6 +6,7 @@
 use super::slice::{forget_if_expired, proposal, spent_ms, Slice};
 use super::terms::{More, SliceAnswer, SliceRequest};
 use crate::anomaly::Anomaly;
+use crate::bucket::refill_wait_ms;
 use crate::keyed::KeyedLimiter;
 
 impl KeyedLimiter {
@@ -211,7 +212,7 @@ impl KeyedLimiter {
             // time made the periods uneven: a process asking after a long one found the others'
             // spent slices capping the refill, and the fleet admitted 80-90% of R.) Who asks
             // first in a period takes most of its refill; the others take what came since.
-            let wait_ms = (1.0 - answer.tokens).max(0.0) * 1000.0 / policy.refill_per_second;
+            let wait_ms = refill_wait_ms(answer.tokens, 1.0, policy.refill_per_second);
             let least_ms = (floor_ms * 1.3).min(1000.0);
             slice.short_until_ms = timeline_ms + wait_ms.clamp(least_ms, 1000.0);
             slice.waited = true;
