@@ -122,7 +122,7 @@ impl Tally for () {
 }
 
 /// A key's bucket as the decision sees it: the tokens a decision takes from and how long a call
-/// they do not cover waits; a layer around it (a shared bucket's slice, `keyed/slices.rs`) may
+/// they do not cover waits; a layer around it (a shared bucket's slice, `keyed/share/layer.rs`) may
 /// hold a call back before its decision ([`Bucket::pending`]) and keep books after it.
 pub trait Bucket {
     /// What the bucket's holder does instead of a decision ([`Bucket::pending`]).
@@ -174,7 +174,7 @@ impl<P> Bucket for Refill<'_, P> {
 }
 
 /// The quota part of a decision, however it is counted: a period's use against its limit here
-/// ([`PeriodQuota`]), or a shared key's reservation (the share layer's, `keyed/share.rs`).
+/// ([`PeriodQuota`]), or a shared key's reservation (the share layer's, `keyed/share/layer.rs`).
 pub trait Quota {
     /// What the quota's holder does instead of a decision ([`Quota::pending`]); `Infallible`
     /// for a quota that always lets the decision be made.
