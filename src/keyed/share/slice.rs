@@ -432,9 +432,11 @@ impl KeyedLimiter {
             // token its calls lacked, needs no word.)
             let policy = &self.policies[self.table.records[index as usize].policy as usize];
             let quiet_ms = denial_floor_ms(lease_ms, policy.capacity, policy.refill_per_second);
+            // (`idle_ms` 0, every key, is close(): every spent slice the store counts is
+            // reported at once, so that nothing is out once close() resolves.)
             let quiet = reports_when_quiet(&slice)
                 && tokens < 1.0
-                && timeline_ms - slice.hold.last_used_ms >= quiet_ms;
+                && (idle_ms == 0.0 || timeline_ms - slice.hold.last_used_ms >= quiet_ms);
             if !(slice.holds(tokens) || quiet) {
                 continue;
             }
