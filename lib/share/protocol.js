@@ -157,6 +157,9 @@ function bucketKeptMs(capacity, refillPerSecond, longestLeaseMs) {
 }
 // Record identities: random positive integers below 2^48.
 const MAX_RECORD_ID = 2 ** 48
+// The largest fleet clock and store time (ms) a sound bucket record holds: 2^48 ms is 8,900
+// years, and a millisecond added to it is still exact (a record with F = 1e300 would never refill).
+const MAX_CLOCK_MS = 2 ** 48
 
 /** A new record identity. */
 function newRecordId() {
@@ -225,17 +228,30 @@ const MAX_BUCKET_CAPACITY = 2 ** 31
 function checkBucketAnswer(answer, request) {
   const a = typeof answer === 'object' && answer !== null ? answer : {}
   const { granted, held, tokens, fleetMs, storeNowMs, recordId, others } = a
+  const repaired = a.repaired === undefined ? false : a.repaired
   const capacity = request.capacity
   const ok =
-    isCount(granted) && isCount(held) && isCount(others) &&
+    typeof repaired === 'boolean' && isCount(granted) && isCount(held) && isCount(others) &&
     (granted === 0 || granted >= request.want) && granted <= capacity && held >= granted && held - granted <= request.held &&
     typeof tokens === 'number' && Number.isFinite(tokens) && tokens <= capacity &&
     isAmount(fleetMs) && isAmount(storeNowMs) && isCount(recordId) && recordId > 0
   if (!ok) {
     throw badAnswer('a bucket request', request.name, answer,
-      '{ granted, held, tokens, fleetMs, storeNowMs, recordId, others }: granted, held and others non-negative safe integers, granted 0 or at least want and at most capacity, held from granted to granted plus the held kept, tokens finite and at most capacity, fleetMs and storeNowMs finite non-negative, recordId a positive integer')
+      '{ granted, held, tokens, fleetMs, storeNowMs, recordId, others, repaired }: granted, held and others non-negative safe integers, granted 0 or at least want and at most capacity, held from granted to granted plus the held kept, tokens finite and at most capacity, fleetMs and storeNowMs finite non-negative, recordId a positive integer, repaired a boolean')
   }
-  return { granted, held, tokens, fleetMs, storeNowMs, recordId, others }
+  return { granted, held, tokens, fleetMs, storeNowMs, recordId, others, repaired }
+}
+
+/**
+ * The operator's view of a bucket record that is not one (`why`: what is wrong): ERR_STORE_RESPONSE
+ * naming the record (`where`: its key or document id in the store).
+ */
+function unsoundBucketRecord(store, where, name, key, why) {
+  return new QuotaClockError(
+    'ERR_STORE_RESPONSE',
+    `quota store (${store}) holds ${describe(where)} for the bucket of "${name}" key ${describe(key)}, and it is not a bucket record (${why}): ` +
+      'the next take of the key replaces it with an empty bucket of a new identity, and fill (quotaAdmin.fill, quota-clock-source fill) with a full one',
+  )
 }
 
 /**
@@ -316,6 +332,7 @@ module.exports = {
   clamped,
   checkBucketAnswer,
   checkBucketUsage,
+  unsoundBucketRecord,
   instanceFields,
   newRecordId,
   KEEP_GRANTED_MS,
@@ -325,4 +342,7 @@ module.exports = {
   BUCKET_KEPT_AFTER_MS,
   writeOffAfterMs,
   bucketKeptMs,
+  MAX_RECORD_ID,
+  MAX_CLOCK_MS,
+  MAX_BUCKET_CAPACITY,
 }
