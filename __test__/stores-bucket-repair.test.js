@@ -26,7 +26,7 @@ const REPAIRED = 'QUOTA_CLOCK_STORE_RECORD_REPAIRED'
 let unique = 0
 const freshName = (label) => `${label}-${process.pid}-${++unique}`
 const part = (text) => `${Buffer.byteLength(text)}:${text}`
-const redisName = (name, key) => `qcs:b:${part(name)}:${part(key)}`
+const redisName = (name, key) => `qcs:{${part(name)}:${part(key)}}:b`
 const mongoId = (name, key) => `bucket:${part(name)}:${part(key)}`
 const isStoreResponse = (error) => error instanceof QuotaClockError && error.code === 'ERR_STORE_RESPONSE'
 

@@ -1,8 +1,9 @@
 'use strict'
 // The fleet bucket's operations on Redis (lib/share/protocol.js: bucketTake, bucketRead,
 // bucketFill), each one Lua script on one key. The record of (name, key) is a hash at
-// <prefix>b:<part(name)>:<part(key)> (lib/stores/record-key.js), with no hash tag: the records of
-// one name's keys spread over a cluster's slots, as the keys' traffic does.
+// <prefix>{<name and key>}:b (lib/stores/record-key.js: redisBucketKey), its hash tag the (name,
+// key) pair alone with its braces escaped: in the slot of the key's quota records, while the
+// records of one name's keys spread over a cluster's slots, as the keys' traffic does.
 //   C, R, tk, F, S, i    capacity, refill per second, tokens, fleet clock, store time, identity
 //   o:<X>, a:<X>, l:<X>, w:<X>   per instance: tokens out, fleet ms of its last call, leaseMs,
 //                                tokens written off (absent: 0)
@@ -12,7 +13,7 @@
 // instances, so each script is a few microseconds.
 
 const { checkBucketAnswer, checkBucketUsage, unsoundBucketRecord, newRecordId, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS, BUCKET_KEPT_AFTER_MS, MAX_CLOCK_MS, MAX_BUCKET_CAPACITY, MAX_RECORD_ID } = require('../share/protocol.js')
-const { part } = require('./record-key.js')
+const { redisBucketKey } = require('./record-key.js')
 
 const COMMON = `
 local function now_ms()
@@ -269,7 +270,7 @@ function bucketOperations({ prefix, evaluate, script }) {
   const takeScript = script(TAKE)
   const readScript = script(READ)
   const fillScript = script(FILL)
-  const recordOf = (name, key) => `${prefix}b:${part(name)}:${part(key)}`
+  const recordOf = (name, key) => prefix + redisBucketKey(name, key)
 
   async function view(scriptOf, { name, key }, args) {
     const record = recordOf(name, key)
