@@ -363,7 +363,7 @@ describe('the fleet bucket store operations', () => {
     assert.deepEqual([await clients.ioCluster.exists(redisKey(name, 'k0')), await clients.ioCluster.exists(redisKey(name, 'k1'))], [1, 1])
   })
 
-  // (Before the record names had a tag of their own, each of these landed 3000 / 0 / 0.)
+  // (Braces of a user's forming the tag would put all 3,000 of each case on one node.)
   const SPREAD_CASES = [
     ['keys u{x}N of a plain name', 'plain', (i) => `u{x}${i}`],
     ['keys uN of a name api{v1}', 'api{v1}', (i) => `u${i}`],

@@ -57,10 +57,16 @@
 //   per instance X: o:X tokens out to X in its slice; a:X the fleet clock when X's last call
 //     reached the store; l:X X's leaseMs; w:X tokens of X's slice written off (below)
 //   out = sum of o:Y;  writeOff(Y) = a:Y + 1.1 * l:Y + 1000 (fleet ms)
+//   A record is sound when C is an integer in 1..2**31, R a finite number > 0, tk a finite number
+//   in [-(2**53 - 1), C], F and S finite numbers in [0, 2**48] (MAX_CLOCK_MS), id an integer in
+//   [1, 2**48), and each instance listed has o:X an integer and w:X a number in [0, 2**53 - 1],
+//   a:X in [0, 2**48] and l:X an integer in 1..2**31. Anything else under the record's name (a
+//   field missing, text, nan, an infinity, 1e300; on Redis a key of another type) is not a record
+//   (SPEC §15 "Failures"): a take treats it as lost (step 1), the operator's view names it.
 //
 //   bucketTake({ name, key, capacity, refillPerSecond, instance, leaseMs, want, more, held, give,
 //                charge, fleetMs, recordId, newId })
-//     -> Promise<{ granted, held, tokens, fleetMs, storeNowMs, recordId, others }>
+//     -> Promise<{ granted, held, tokens, fleetMs, storeNowMs, recordId, others, repaired }>
 //     want     integer >= 0: take at least this or nothing (0: a give-back or renewal only)
 //     more     0: nothing beyond want; 1: a fair share beyond it; 2: everything there is
 //     held     unspent tokens of X's slice that X keeps (their lease renewed)
@@ -75,9 +81,13 @@
 //     newId    an identity for the record if this call creates it (optional: the store makes
 //              one when absent), so a store script needs no randomness
 //   One atomic step:
-//     1. no record: create it: C = capacity, R = refillPerSecond, id = newId, F = 0, S = now,
-//        tk = recordId != 0 ? 0 : capacity    (a record X knew and the store lost comes back EMPTY)
-//        lost = recordId != 0 and (the record was just created or id != recordId)
+//     1. repaired = the record's name holds something that is not a sound record; it is dropped
+//        (rewritten whole at the end of the step, whatever its type was)
+//        no record: create it: C = capacity, R = refillPerSecond, id = newId, F = 0, S = now,
+//        tk = recordId != 0 or repaired ? 0 : capacity    (a record X knew and the store lost, or
+//        one that was not a record, comes back EMPTY, never refilled by what it held)
+//        fill's stand-in (id only, marked full): made so, keeping its id, with tk = capacity
+//        lost = repaired or (recordId != 0 and (the record was just created or id != recordId))
 //     2. C != capacity or R != refillPerSecond: take the request's; tk = min(tk, C - out)
 //     3. the fleet clock moves: byStore = F + max(0, now - S)
 //          byCaller = fleetMs >= 0 and not lost ? fleetMs : F + C / R * 1000
@@ -110,7 +120,9 @@
 //     9. the record expires max(C / R * 1000, 1.1 * L + 1000) + 60000 ms of store time from now,
 //        L the longest leaseMs of the instances it lists (X's included)
 //   and answers granted, held = o:X, tokens = tk, fleetMs = F, storeNowMs = now, recordId = id,
-//   others = k. checkBucketAnswer below refuses anything else (ERR_STORE_RESPONSE).
+//   others = k, repaired (a boolean; absent: false). checkBucketAnswer below refuses anything else
+//   (ERR_STORE_RESPONSE). The driver emits one QUOTA_CLOCK_STORE_RECORD_REPAIRED warning for each
+//   answer that says repaired: a repaired record is sound after, so each corruption warns once.
 //   Two amendments to the first draft of these steps:
 //   - w:X (steps 4, 5): a live instance whose slice was written off (a store outage longer than
 //     its margin: the first caller after it moves the fleet clock past every margin) still gives
@@ -125,7 +137,11 @@
 //   bucketRead({ name, key }) moves nothing: G = F + min(max(0, now - S), C / R * 1000);
 //     out = sum of o:Y over Y with writeOff(Y) >= G;
 //     tokens = tk >= C - out ? tk : min(C - out, tk + (G - F) * R / 1000)
+//     a record that is not sound: ERR_STORE_RESPONSE naming it (unsoundBucketRecord); a stand-in: null
 //   bucketFill({ name, key }) one atomic step: step 4 judged at F (F not moved); tk = C - out.
+//     A record that is not sound is replaced: C and R sound: by { C, R, tk = C, F = 0, S = now,
+//     a new id, no instances }; else by fill's stand-in (a new id, marked full: answered as null),
+//     which the next take makes a full bucket of. Either keeps the record's TTL (or gets one).
 
 const { randomInt } = require('node:crypto')
 const { QuotaClockError } = require('../native/errors.js')

@@ -13,7 +13,8 @@
 //   quota record    {<slot(name)>:<slot(key)>}:<periodId>    {3:api:9:tenant:42}:2024-03
 //   bucket record   {<slot(name)>:<slot(key)>}:b             {3:api:9:tenant:42}:b
 // slot(text) is part(text) after '%' → '%25', '{' → '%7B', '}' → '%7D' (u{x}1 is 9:u%7Bx%7D1).
-// A period id starts with a digit, so no record suffix meets one.
+// A period id starts with a digit, so no letter suffix meets one: a later per-key record (a
+// block, read in the same round trip on a Cluster) takes a letter of its own in the same slot.
 //
 // part(): lengths are UTF-8 bytes (what redis-cli and mongosh show). A string that is not
 // well-formed Unicode (a lone surrogate, which UTF-8 cannot carry: it would arrive as U+FFFD and
