@@ -1,6 +1,6 @@
 'use strict'
 
-// A fleet bucket record that is not one (SPEC §15 "Failures"): a field missing, not a finite number
+// A fleet bucket record that is not one: a field missing, not a finite number
 // in range, or a key of another type. On Redis and on the MongoDB wire server, for each corruption:
 // the next take treats the record as lost (it comes back EMPTY with a new identity, once, and says
 // so), the record it leaves is sound (read, taken from, refilled, its TTL the usual one); the

@@ -182,7 +182,7 @@ class BucketDriver {
       answered: (answer) => {
         this.#outage.answered()
         if (answer.repaired) {
-          // The store found a record that was not a bucket record and made it anew, empty (SPEC §15).
+          // The store found a record that was not a bucket record and made it anew, empty.
           warn(
             `quota store of share "${this.#name}" held a bucket record for key ${describe(key)} that was not one (a field missing, not a number in range, or a key of another type); ` +
               'it was replaced by an empty bucket of a new identity, which refills from now',

@@ -62,7 +62,7 @@
 //   [1, 2**48), and each instance listed has o:X an integer and w:X a number in [0, 2**53 - 1],
 //   a:X in [0, 2**48] and l:X an integer in 1..2**31. Anything else under the record's name (a
 //   field missing, text, nan, an infinity, 1e300; on Redis a key of another type) is not a record
-//   (SPEC §15 "Failures"): a take treats it as lost (step 1), the operator's view names it.
+//   (docs/several-instances.md, failures): a take treats it as lost (step 1), the operator's view names it.
 //
 //   bucketTake({ name, key, capacity, refillPerSecond, instance, leaseMs, want, more, held, give,
 //                charge, fleetMs, recordId, newId })

@@ -51,7 +51,7 @@ const sumOut = (list) => ({ $sum: { $map: { input: list, in: '$$this.v.o' } } })
 const writeOffAt = (holder) => ({ $add: [`${holder}.a`, { $multiply: [WRITE_OFF_FACTOR, `${holder}.l`] }, WRITE_OFF_MARGIN_MS] })
 const TEMPORARY = ['_now', '_bad', '_lost', '_out', '_F', '_gone', '_goneUntil', '_spentUntil', '_m1', '_m2', '_prev', '_written', '_others', '_keep', '_back', '_k', '_granted', '_slice', '_longest']
 
-// A sound bucket document (SPEC §15 "Failures"): each field a number (NaN and infinities fail the
+// A sound bucket document (lib/share/protocol.js): each field a number (NaN and infinities fail the
 // range), in its range, whole where it counts; `h` an object of holders { o, w, a, l }. Each
 // check is guarded by $cond, so a field of another type is judged, never an error of the pipeline.
 const MAX_SAFE = Number.MAX_SAFE_INTEGER
