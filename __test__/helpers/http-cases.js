@@ -7,7 +7,7 @@ const { describe, it, after } = require('node:test')
 const assert = require('node:assert/strict')
 
 const { KeyedQuotaClock, QuotaClock, manualClock, createThrottle, memoryDb } = require('../..')
-const { FRAMEWORKS, ERROR_STATUS, start, replyText } = require('./http-frameworks.js')
+const { FRAMEWORKS, ERROR_STATUS, start, textOnLimited } = require('./http-frameworks.js')
 const { items } = require('./http-servers.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12) // 16.5 days before February
@@ -25,16 +25,18 @@ function keyedOn(options = {}) {
   return new KeyedQuotaClock({ capacity: 5, refillPerSecond: 0.5, suspendPolicy: 'ignore', clock: manualClock({ wallMs: NOON }), ...options })
 }
 
-const byClient = (req) => req.headers['x-client']
-
-async function problem(response) {
-  assert.equal(response.headers.get('content-type'), 'application/problem+json')
-  return response.json()
-}
-
 /** Defines the cases for one framework of ./http-frameworks.js. */
 function defineCases(kind) {
   const framework = FRAMEWORKS[kind]
+  // What the cases' callbacks read of a request: its URL, a header (Hono's Context has neither as Node's).
+  const urlOf = framework.urlOf ?? ((req) => req.url)
+  const headerOf = framework.headerOf ?? ((req, name) => req.headers[name])
+  const byClient = (req) => headerOf(req, 'x-client')
+
+  async function problem(response) {
+    assert.equal(response.headers.get('content-type'), framework.problemType ?? 'application/problem+json')
+    return response.json()
+  }
   describe(`rateLimit's behaviour on ${kind}`, () => {
     const servers = []
     async function serve(options, settings) {
@@ -134,7 +136,7 @@ function defineCases(kind) {
 
     it('skip, sync or async: true passes with nothing taken and no headers; `async () => false` does not skip', async () => {
       const limiter = limiterOn({ capacity: 1 })
-      const server = await serve({ limiter, skip: async (req) => req.url === '/?health' })
+      const server = await serve({ limiter, skip: async (req) => urlOf(req) === '/?health' })
       for (let i = 0; i < 3; i++) {
         const response = await server.get('/?health')
         assert.equal(response.status, 200)
@@ -206,13 +208,7 @@ function defineCases(kind) {
 
     it('onLimited replaces the 429; it gets the decision and the violated items, with the headers set', async () => {
       const seen = []
-      const server = await serve({
-        limiter: limiterOn({ capacity: 1 }),
-        onLimited: (req, res, info) => {
-          seen.push(info)
-          replyText(kind, res, 429, 'slow down')
-        },
-      })
+      const server = await serve({ limiter: limiterOn({ capacity: 1 }), onLimited: textOnLimited(kind, 429, 'slow down', (info) => seen.push(info)) })
       await server.get()
       const response = await server.get()
       assert.equal(response.status, 429)

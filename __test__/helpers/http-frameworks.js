@@ -1,8 +1,9 @@
 'use strict'
 // Real servers for the behavioural cases every framework adapter must pass (./http-cases.js):
-// rateLimit on Express 5, Express 4 and plain node:http, and the Fastify plugin on a real socket
-// and through Fastify's inject. Each is started from rateLimit's options and answers through the
-// fetch API's Response. (Not a test file: node --test runs *.test.js.)
+// rateLimit on Express 5, Express 4 and plain node:http, the Fastify plugin on a real socket and
+// through Fastify's inject, the Koa and Hono middleware, and the NestJS guard on its Express and
+// Fastify platforms. Each is started from rateLimit's options and answers through the fetch API's
+// Response. (Not a test file: node --test runs *.test.js.)
 
 const http = require('node:http')
 const express5 = require('express')
@@ -64,6 +65,103 @@ function closeServer(server) {
     })
 }
 
+function koaApp(options, { trustProxy, state }) {
+  const Koa = require('koa')
+  const { rateLimit: koaRateLimit } = require('../../lib/koa.js')
+  const app = new Koa()
+  app.proxy = Boolean(trustProxy)
+  app.silent = true
+  app.use(async (ctx, next) => {
+    try {
+      await next()
+    } catch (err) {
+      ctx.status = ERROR_STATUS
+      ctx.body = errorBody(err)
+    }
+  })
+  app.use(koaRateLimit(options))
+  app.use((ctx) => {
+    state.hits++
+    ctx.body = 'hello'
+  })
+  return http.createServer(app.callback())
+}
+
+async function honoServer(options, { trustProxy, state }) {
+  const { Hono } = require('hono')
+  const { serve } = require('@hono/node-server')
+  const { rateLimit: honoRateLimit } = require('../../lib/hono.js')
+  const app = new Hono()
+  app.onError((err, c) => c.json(errorBody(err), ERROR_STATUS))
+  // Hono has no trust proxy: a proxy-aware app hands the forwarded address over as the request's ip.
+  if (trustProxy) {
+    app.use(async (c, next) => {
+      c.env.incoming.ip = lastForwarded(c.env.incoming)
+      await next()
+    })
+  }
+  app.use(honoRateLimit(options))
+  app.get('/', (c) => {
+    state.hits++
+    return c.text('hello')
+  })
+  const server = await new Promise((resolve) => {
+    const started = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(started))
+  })
+  return server
+}
+
+/** A Nest application (decorators applied by hand: no TypeScript) with rateLimit's guard on every route. */
+async function nestApp(platform, options, { trustProxy, state }) {
+  require('reflect-metadata')
+  const { Module, Controller, Get, Catch, HttpException } = require('@nestjs/common')
+  const { NestFactory, BaseExceptionFilter } = require('@nestjs/core')
+  const { RateLimitGuard } = require('../../lib/nestjs.js')
+  const guard = new RateLimitGuard(options)
+  class HelloController {
+    hello() {
+      state.hits++
+      return 'hello'
+    }
+  }
+  decorateMethod(HelloController, 'hello', [Get('/')])
+  Reflect.decorate([Controller()], HelloController)
+  class AppModule {}
+  Reflect.decorate([Module({ controllers: [HelloController] })], AppModule)
+  // HttpExceptions (the guard's 429 and 503) as Nest answers them; any other error as ERROR_STATUS.
+  class ErrorFilter extends BaseExceptionFilter {
+    catch(exception, host) {
+      if (exception instanceof HttpException) return super.catch(exception, host)
+      const adapter = this.applicationRef
+      const response = host.switchToHttp().getResponse()
+      if (adapter.isHeadersSent(response)) return adapter.end(response)
+      return adapter.reply(response, errorBody(exception), ERROR_STATUS)
+    }
+  }
+  Reflect.decorate([Catch()], ErrorFilter)
+  let adapter
+  if (platform === 'fastify') {
+    const { FastifyAdapter } = require('@nestjs/platform-fastify')
+    adapter = new FastifyAdapter({ trustProxy: Boolean(trustProxy) })
+  } else {
+    const { ExpressAdapter } = require('@nestjs/platform-express')
+    adapter = new ExpressAdapter()
+    if (trustProxy) adapter.set('trust proxy', true)
+  }
+  const app = await NestFactory.create(AppModule, adapter, { logger: false, abortOnError: false })
+  app.useGlobalGuards(guard)
+  app.useGlobalFilters(new ErrorFilter(app.getHttpAdapter()))
+  await app.listen(0, '127.0.0.1')
+  return app
+}
+
+/** Applies method decorators by hand, as TypeScript's emitted code does. */
+function decorateMethod(Class, name, decorators) {
+  const descriptor = Object.getOwnPropertyDescriptor(Class.prototype, name)
+  const decorated = Reflect.decorate(decorators, Class.prototype, name, descriptor)
+  Object.defineProperty(Class.prototype, name, decorated ?? descriptor)
+}
+
 const FRAMEWORKS = {
   'Express 5': {
     async start(options, settings) {
@@ -120,13 +218,74 @@ const FRAMEWORKS = {
   },
 }
 
+Object.assign(FRAMEWORKS, {
+  Koa: {
+    koa: true,
+    async start(options, settings) {
+      const server = koaApp(options, settings)
+      return overSocket(await listen(server), closeServer(server), settings.state)
+    },
+  },
+  Hono: {
+    hono: true,
+    // Hono's Context has no url or Node headers: the cases' callbacks read them through these.
+    urlOf: (c) => {
+      const url = new URL(c.req.url)
+      return url.pathname + url.search
+    },
+    headerOf: (c, name) => c.req.header(name),
+    async start(options, settings) {
+      const server = await honoServer(options, settings)
+      return overSocket(`http://127.0.0.1:${server.address().port}`, closeServer(server), settings.state)
+    },
+  },
+  'NestJS (Express)': {
+    nest: true,
+    // Nest's exception filter sends the problem body, as JSON.
+    problemType: 'application/json; charset=utf-8',
+    async start(options, settings) {
+      const app = await nestApp('express', options, settings)
+      return overSocket(await app.getUrl(), () => app.close(), settings.state)
+    },
+  },
+  'NestJS (Fastify)': {
+    nest: true,
+    problemType: 'application/json; charset=utf-8',
+    fastify: true,
+    async start(options, settings) {
+      const app = await nestApp('fastify', options, settings)
+      return overSocket(await app.getUrl(), () => app.close(), settings.state)
+    },
+  },
+})
+
 /** Starts `kind` with rateLimit's `options`; resolves to { get(path?, init?), close(), state: { hits } }. */
 function start(kind, options, { trustProxy = false } = {}) {
   return FRAMEWORKS[kind].start(options, { trustProxy, state: { hits: 0 } })
 }
 
+/** An onLimited that answers `status` with `text` as `kind` writes a response (Hono: the Response it returns), telling `seen` its info. */
+function textOnLimited(kind, status, text, seen) {
+  if (FRAMEWORKS[kind].hono) {
+    return (c, info) => {
+      seen(info)
+      return c.text(text, status)
+    }
+  }
+  return (req, res, info) => {
+    seen(info)
+    replyText(kind, res, status, text)
+  }
+}
+
 /** How a framework's onLimited writes its own response. */
 function replyText(kind, res, status, text) {
+  if (FRAMEWORKS[kind].koa) {
+    res.status = status
+    res.set('Content-Type', 'text/plain')
+    res.body = text
+    return
+  }
   if (FRAMEWORKS[kind].fastify) {
     res.code(status).header('content-type', 'text/plain').send(text)
     return
@@ -136,4 +295,4 @@ function replyText(kind, res, status, text) {
   res.end(text)
 }
 
-module.exports = { FRAMEWORKS, ERROR_STATUS, start, replyText }
+module.exports = { FRAMEWORKS, ERROR_STATUS, start, replyText, textOnLimited }
