@@ -10,6 +10,9 @@ const express5 = require('express')
 const express4 = require('express4')
 const { rateLimit } = require('../../lib/http.js')
 
+// `options` is rateLimit's options, or an array of them: that many rateLimits, in order, on every route.
+const each = (options) => (Array.isArray(options) ? options : [options])
+
 // What reached the error path: Express's error handler (next(err)) and Fastify's (done(err)) both
 // answer 599 with the error's fields; node:http without next answers the middleware's own 500.
 const ERROR_STATUS = 599
@@ -28,9 +31,10 @@ function lastForwarded(req) {
 function expressApp(express, options, { trustProxy, state }) {
   const app = express()
   if (trustProxy) app.set('trust proxy', true)
-  app.use(rateLimit(options))
+  for (const one of each(options)) app.use(rateLimit(one))
   app.get('/', (req, res) => {
     state.hits++
+    state.result = req.rateLimit
     res.send('hello')
   })
   app.use((err, req, res, _next) => res.status(ERROR_STATUS).json(errorBody(err))) // arity 4: Express's error handler
@@ -40,9 +44,10 @@ function expressApp(express, options, { trustProxy, state }) {
 async function fastifyApp(options, { trustProxy, state }) {
   const app = require('fastify')({ trustProxy: Boolean(trustProxy) })
   app.setErrorHandler((err, request, reply) => reply.code(ERROR_STATUS).send(errorBody(err)))
-  await app.register(require('../../lib/fastify.js'), options)
-  app.get('/', async () => {
+  for (const one of each(options)) await app.register(require('../../lib/fastify.js'), one)
+  app.get('/', async (request) => {
     state.hits++
+    state.result = request.rateLimit
     return 'hello'
   })
   return app
@@ -79,9 +84,10 @@ function koaApp(options, { trustProxy, state }) {
       ctx.body = errorBody(err)
     }
   })
-  app.use(koaRateLimit(options))
+  for (const one of each(options)) app.use(koaRateLimit(one))
   app.use((ctx) => {
     state.hits++
+    state.result = ctx.state.rateLimit
     ctx.body = 'hello'
   })
   return http.createServer(app.callback())
@@ -100,9 +106,10 @@ async function honoServer(options, { trustProxy, state }) {
       await next()
     })
   }
-  app.use(honoRateLimit(options))
+  for (const one of each(options)) app.use(honoRateLimit(one))
   app.get('/', (c) => {
     state.hits++
+    state.result = c.get('rateLimit')
     return c.text('hello')
   })
   const server = await new Promise((resolve) => {
@@ -114,16 +121,18 @@ async function honoServer(options, { trustProxy, state }) {
 /** A Nest application (decorators applied by hand: no TypeScript) with rateLimit's guard on every route. */
 async function nestApp(platform, options, { trustProxy, state }) {
   require('reflect-metadata')
-  const { Module, Controller, Get, Catch, HttpException } = require('@nestjs/common')
+  const { Module, Controller, Get, Req, Catch, HttpException } = require('@nestjs/common')
   const { NestFactory, BaseExceptionFilter } = require('@nestjs/core')
   const { RateLimitGuard } = require('../../lib/nestjs.js')
-  const guard = new RateLimitGuard(options)
+  const guards = each(options).map((one) => new RateLimitGuard(one))
   class HelloController {
-    hello() {
+    hello(request) {
       state.hits++
+      state.result = request.rateLimit
       return 'hello'
     }
   }
+  Req()(HelloController.prototype, 'hello', 0)
   decorateMethod(HelloController, 'hello', [Get('/')])
   Reflect.decorate([Controller()], HelloController)
   class AppModule {}
@@ -149,7 +158,7 @@ async function nestApp(platform, options, { trustProxy, state }) {
     if (trustProxy) adapter.set('trust proxy', true)
   }
   const app = await NestFactory.create(AppModule, adapter, { logger: false, abortOnError: false })
-  app.useGlobalGuards(guard)
+  app.useGlobalGuards(...guards)
   app.useGlobalFilters(new ErrorFilter(app.getHttpAdapter()))
   await app.listen(0, '127.0.0.1')
   return app
@@ -178,12 +187,15 @@ const FRAMEWORKS = {
   'node:http': {
     withoutNext: true,
     async start(options, { trustProxy, state }) {
-      const middleware = rateLimit(options)
+      const middlewares = each(options).map(rateLimit)
       const server = http.createServer(async (req, res) => {
         if (trustProxy) req.ip = lastForwarded(req) ?? req.socket.remoteAddress
-        await middleware(req, res)
-        if (res.writableEnded) return
+        for (const middleware of middlewares) {
+          await middleware(req, res)
+          if (res.writableEnded) return
+        }
         state.hits++
+        state.result = req.rateLimit
         res.end('hello')
       })
       return overSocket(await listen(server), closeServer(server), state)
