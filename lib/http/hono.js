@@ -18,14 +18,19 @@ const { requirePeer } = require('../common/peer.js')
 // application without it is told at once, as every adapter's is.
 requirePeer('hono', 'hono', 'hono >= 4, served by @hono/node-server', () => require('hono'))
 
-// The lists this package's middleware wrote on a Context (Hono has no getter for a header not yet
-// in a Response): another rateLimit on the same route appends to them.
+// Headers go on the Node response (`c.env.outgoing`, @hono/node-server's), as Express's do: Node
+// merges them into the Response's when it is written, and a Response made without headers of its
+// own keeps Hono's fast path. Served another way, on the Context (`c.header`), with the lists this
+// package wrote kept in its variables (Hono has no getter for a header not yet in a Response), so
+// that another rateLimit on the same route appends to them.
 const WRITTEN = Symbol('quota-clock-source RateLimit lists')
 
 /** A request's way through the decision: where it went, and the Response that answers it when limited. */
 class HonoStep {
   constructor(c) {
     this.c = c
+    const outgoing = c.env?.outgoing
+    this.outgoing = outgoing !== undefined && outgoing !== null && typeof outgoing.setHeader === 'function' ? outgoing : undefined
     this.passed = false
     this.failed = false
     this.error = undefined
@@ -34,7 +39,11 @@ class HonoStep {
   }
 }
 
-/** The address the default key reads: the Node request @hono/node-server hands over as `c.env.incoming`. */
+/**
+ * What the default key reads: the address of the connection @hono/node-server hands over as
+ * `c.env.incoming` (its `ip` when a proxy-aware layer set one). Its headers are not read: Node
+ * builds them on first access, and Hono has no trusted-proxy setting a warning could point to.
+ */
 function clientOf(c) {
   const incoming = c.env?.incoming
   if (incoming === undefined || incoming === null) {
@@ -44,16 +53,21 @@ function clientOf(c) {
       'rateLimit: the request has no client address: the default key reads the connection of @hono/node-server (c.env.incoming); serve the app with it, or give `key`',
     )
   }
-  return incoming
+  return { ip: incoming.ip ?? incoming.socket?.remoteAddress }
 }
 
 // `step` is a HonoStep: the decision's response object and its continuation.
 const HONO_IO = {
   setHeader(step, name, value) {
+    if (step.outgoing !== undefined) {
+      step.outgoing.setHeader(name, value)
+      return
+    }
     step.c.header(name, value)
-    ;(step.c[WRITTEN] ??= new Map()).set(name, value)
+    const written = step.c.get(WRITTEN) ?? new Map()
+    step.c.set(WRITTEN, written.set(name, value))
   },
-  getHeader: (step, name) => step.c[WRITTEN]?.get(name),
+  getHeader: (step, name) => (step.outgoing !== undefined ? step.outgoing.getHeader(name) : step.c.get(WRITTEN)?.get(name)),
   sendProblem(step, status, problem) {
     step.response = step.c.body(JSON.stringify(problem), status, { 'Content-Type': PROBLEM_CONTENT_TYPE })
   },

@@ -29,7 +29,8 @@ const KOA_IO = {
   setHeader(response, name, value) {
     response.set(name, value)
   },
-  getHeader: (response, name) => response.get(name),
+  // (Node's response itself: Koa's response.get copies every header to answer one.)
+  getHeader: (response, name) => response.res.getHeader(name),
   sendProblem(response, status, problem) {
     response.status = status
     // The type first: Koa keeps a Content-Type already set when the body is assigned.
