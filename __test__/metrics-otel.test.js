@@ -11,6 +11,7 @@ const { metrics } = require('@opentelemetry/api')
 const { QuotaClock, KeyedQuotaClock, manualClock } = require('..')
 const { registerOtelMetrics } = require('quota-clock-source/otel')
 const { warningsDuring } = require('./helpers/warnings.js')
+const { testStore, sharedLimiter } = require('./helpers/test-store.js')
 
 class OnDemandReader extends MetricReader {
   async onForceFlush() {}
@@ -57,6 +58,7 @@ describe('registerOtelMetrics', () => {
     assert.equal(points['quota_clock.keys {"limiter":"single"}'], 1)
     assert.equal(points['quota_clock.key_limit_refusals {"limiter":"api"}'], 1)
     assert.equal(points['quota_clock.evictions {"limiter":"api"}'], 0)
+    assert.equal(points['quota_clock.blocks {"limiter":"api"}'], 0)
     assert.equal(points['quota_clock.anomalies {"limiter":"api","kind":"suspend"}'], 0)
     assert.equal(points['quota_clock.store.calls {"limiter":"api","outcome":"ok"}'], undefined, 'store calls only for a shared limiter')
     // Read again at the next collection: the limiter's totals now.
@@ -104,6 +106,28 @@ describe('registerOtelMetrics', () => {
     open.tryConsume('b')
     const after = await collect(reader)
     assert.notEqual(after['quota_clock.decisions {"limiter":"open","result":"allowed"}'], 2, 'the limiter is no longer read')
+  })
+
+  test('a shared limiter reports quota_clock.store.calls by outcome (ok, error)', async () => {
+    const { reader, meter } = provider()
+    const t = testStore()
+    const { limiter: tenants } = sharedLimiter(t, { leaseUnits: 1 }, { capacity: 100, quota: { limit: 1000, period: { unit: 'day', timeZone: 'UTC' } } })
+    try {
+      registerOtelMetrics({ limiters: { tenants }, meter })
+      await tenants.consume('a')
+      t.control.mode = 'fail'
+      await assert.rejects(tenants.consume('b'), { code: 'ERR_STORE_UNAVAILABLE' })
+      const { store } = tenants.stats()
+      const points = await collect(reader)
+      assert.equal(points['quota_clock.store.calls {"limiter":"tenants","outcome":"error"}'], store.errors)
+      assert.equal(store.errors, 1)
+      assert.equal(points['quota_clock.store.calls {"limiter":"tenants","outcome":"ok"}'], store.calls - store.errors - store.timeouts)
+      assert.equal(points['quota_clock.store.calls {"limiter":"tenants","outcome":"timeout"}'], 0)
+    } finally {
+      t.control.mode = 'ok'
+      t.release()
+      await tenants.close()
+    }
   })
 
   test('bad options are ERR_INVALID_OPTION', () => {

@@ -2,10 +2,12 @@
 // `npm run bench:frameworks`: what a rate limiter costs a hello-world Koa, Hono (@hono/node-server)
 // and NestJS (Express platform) app, ours beside each framework's popular limiter and no limiter.
 //
-// For each framework: no limiter; its popular limiter (koa-ratelimit 6 with its memory driver,
+// For each framework: no limiter; a no-op middleware (for Nest a guard: the layer any limiter costs
+// the framework); its popular limiter (koa-ratelimit 6 with its memory driver,
 // hono-rate-limiter with its memory store and draft-7 headers, @nestjs/throttler 6 as a global
 // guard), each keyed by the client address with a limit no run reaches; ours (draft-11 headers,
-// a KeyedQuotaClock keyed by the default client key). autocannon on 127.0.0.1, many short rounds,
+// a KeyedQuotaClock keyed by the default client key), and ours with `headers: false` (the decision
+// alone). autocannon on 127.0.0.1, many short rounds,
 // the cases shuffled in each (the machine is shared and noisy: every comparison is paired within a
 // round); the servers run in a child process that reports process.cpuUsage(), so each case's
 // server CPU per request is measured, and its extra over the same framework's no-limiter case.
@@ -34,7 +36,7 @@ const ONLY = process.env.BENCH_FRAMEWORKS_ONLY
 for (const name of Object.keys(FRAMEWORKS)) if (ONLY !== undefined && ONLY !== name) delete FRAMEWORKS[name]
 // A no-op middleware (a guard, for Nest) is the layer any limiter costs the framework, shown for reference.
 const CASES = Object.entries(FRAMEWORKS).flatMap(([framework, { peer }]) =>
-  ['no limiter', 'no-op middleware', peer, 'ours'].map((limiter) => ({ framework, limiter, name: `${framework}: ${limiter}` })),
+  ['no limiter', 'no-op middleware', peer, 'ours', 'ours, headers: false'].map((limiter) => ({ framework, limiter, name: `${framework}: ${limiter}` })),
 )
 
 const keyed = () => {
@@ -49,7 +51,7 @@ function koaServer(limiter) {
   const http = require('node:http')
   const Koa = require('koa')
   const app = new Koa()
-  if (limiter === 'ours') app.use(require('../lib/koa.js').rateLimit({ limiter: keyed() }))
+  if (limiter.startsWith('ours')) app.use(require('../lib/koa.js').rateLimit({ limiter: keyed(), headers: limiter === 'ours' && 'draft-11' }))
   else if (limiter === 'no-op middleware') app.use((ctx, next) => next())
   else if (limiter !== 'no limiter') app.use(require('koa-ratelimit')({ driver: 'memory', db: new Map(), duration: 60_000, max: HUGE, id: (ctx) => ctx.ip }))
   app.use((ctx) => {
@@ -62,7 +64,7 @@ function honoServer(limiter) {
   const { Hono } = require('hono')
   const { createAdaptorServer } = require('@hono/node-server')
   const app = new Hono()
-  if (limiter === 'ours') app.use(require('../lib/hono.js').rateLimit({ limiter: keyed() }))
+  if (limiter.startsWith('ours')) app.use(require('../lib/hono.js').rateLimit({ limiter: keyed(), headers: limiter === 'ours' && 'draft-11' }))
   else if (limiter === 'no-op middleware') app.use((c, next) => next())
   else if (limiter !== 'no limiter') {
     const { rateLimiter } = require('hono-rate-limiter')
@@ -86,9 +88,9 @@ async function nestServer(limiter) {
   Reflect.decorate([Controller()], HelloController)
   const imports = []
   const providers = []
-  if (limiter === 'ours') {
+  if (limiter.startsWith('ours')) {
     const { RateLimitGuard } = require('../lib/nestjs.js')
-    providers.push({ provide: APP_GUARD, useValue: new RateLimitGuard({ limiter: keyed() }) })
+    providers.push({ provide: APP_GUARD, useValue: new RateLimitGuard({ limiter: keyed(), headers: limiter === 'ours' && 'draft-11' }) })
   } else if (limiter === 'no-op middleware') {
     providers.push({ provide: APP_GUARD, useValue: { canActivate: () => true } })
   } else if (limiter !== 'no limiter') {

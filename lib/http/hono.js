@@ -107,17 +107,22 @@ function honoOptions(options) {
   }
 }
 
+/** After the decision: the request's error thrown, the 429's Response, or next() (then refundIf's look at the handler's Response). */
+function settle(step, c, next) {
+  if (step.failed) throw step.error
+  if (!step.passed) return step.response
+  if (step.finished === undefined) return next()
+  return next().then(() => step.finished(c.res))
+}
+
 function rateLimit(options) {
   const decide = createDecider(honoOptions(options), HONO_IO)
-  return async function quotaClockRateLimit(c, next) {
+  // Not an async function: a request decided without awaiting goes on without a promise of its own.
+  return function quotaClockRateLimit(c, next) {
     const step = new HonoStep(c)
     const pending = decide(c, step, step)
-    if (pending !== undefined) await pending
-    if (step.failed) throw step.error
-    if (!step.passed) return step.response
-    await next()
-    if (step.finished !== undefined) step.finished(c.res)
-    return undefined
+    if (pending === undefined) return settle(step, c, next)
+    return pending.then(() => settle(step, c, next))
   }
 }
 

@@ -59,7 +59,8 @@ function registerOtelMetrics(options) {
       for (const [kind, count] of Object.entries(stats.anomalies)) result.observe(instruments.anomalies, count, { limiter, kind })
       result.observe(instruments.evictions, stats.evicted, { limiter })
       if (isCount(stats.keyLimitRefusals)) result.observe(instruments.keyLimitRefusals, stats.keyLimitRefusals, { limiter })
-      if (isCount(stats.blocks)) result.observe(instruments.blocks, stats.blocks, { limiter })
+      // (A limiter that cannot block keys has started none.)
+      result.observe(instruments.blocks, isCount(stats.blocks) ? stats.blocks : 0, { limiter })
       if (entry.shared) {
         const { calls, errors, timeouts } = stats.store
         result.observe(instruments.storeCalls, Math.max(0, calls - errors - timeouts), { limiter, outcome: 'ok' })
