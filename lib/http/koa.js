@@ -26,10 +26,11 @@ class KoaStep {
 
 // `response` is Koa's ctx.response; `step` a KoaStep.
 const KOA_IO = {
+  // Node's response itself, as Koa's response.set and .get end up using it: for one string value
+  // they build arrays (set) or copy every header (get) first.
   setHeader(response, name, value) {
-    response.set(name, value)
+    if (!response.res.headersSent) response.res.setHeader(name, value)
   },
-  // (Node's response itself: Koa's response.get copies every header to answer one.)
   getHeader: (response, name) => response.res.getHeader(name),
   sendProblem(response, status, problem) {
     response.status = status
