@@ -1,7 +1,7 @@
 'use strict'
-// quota-clock-source/otel: registerOtelMetrics reports what registerMetrics reports (SPEC §17,
-// §20), through @opentelemetry/api, read at collection time: checked with the OpenTelemetry SDK's
-// MeterProvider and a reader that collects on demand.
+// quota-clock-source/otel: registerOtelMetrics reports what registerMetrics reports, through
+// @opentelemetry/api, read at collection time: checked with the OpenTelemetry SDK's MeterProvider
+// and a reader that collects on demand.
 
 const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')

@@ -7,7 +7,7 @@ const { describe, it, after } = require('node:test')
 const assert = require('node:assert/strict')
 
 const { KeyedQuotaClock, QuotaClock, manualClock, createThrottle, memoryDb } = require('../..')
-const { FRAMEWORKS, ERROR_STATUS, start, textOnLimited } = require('./http-frameworks.js')
+const { FRAMEWORKS, ERROR_STATUS, start, textOnLimited, headerOf, problemTypeOf } = require('./http-frameworks.js')
 const { items } = require('./http-servers.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12) // 16.5 days before February
@@ -39,11 +39,10 @@ function defineCases(kind) {
   const framework = FRAMEWORKS[kind]
   // What the cases' callbacks read of a request: its URL, a header (Hono's Context has neither as Node's).
   const urlOf = framework.urlOf ?? ((req) => req.url)
-  const headerOf = framework.headerOf ?? ((req, name) => req.headers[name])
-  const byClient = (req) => headerOf(req, 'x-client')
+  const byClient = (req) => headerOf(kind, req, 'x-client')
 
   async function problem(response) {
-    assert.equal(response.headers.get('content-type'), framework.problemType ?? 'application/problem+json')
+    assert.equal(response.headers.get('content-type'), problemTypeOf(kind))
     return response.json()
   }
   describe(`rateLimit's behaviour on ${kind}`, () => {

@@ -271,6 +271,17 @@ Object.assign(FRAMEWORKS, {
   },
 })
 
+/** A request header as `kind`'s callbacks read it from the framework's request object (Hono's Context has no Node headers). */
+function headerOf(kind, req, name) {
+  const framework = FRAMEWORKS[kind]
+  return framework.headerOf === undefined ? req.headers[name] : framework.headerOf(req, name)
+}
+
+/** The Content-Type of `kind`'s problem answers (NestJS's exception filter sends the problem as JSON). */
+function problemTypeOf(kind) {
+  return FRAMEWORKS[kind].problemType ?? 'application/problem+json'
+}
+
 /** Starts `kind` with rateLimit's `options`; resolves to { get(path?, init?), close(), state: { hits } }. */
 function start(kind, options, { trustProxy = false } = {}) {
   return FRAMEWORKS[kind].start(options, { trustProxy, state: { hits: 0 } })
@@ -307,4 +318,4 @@ function replyText(kind, res, status, text) {
   res.end(text)
 }
 
-module.exports = { FRAMEWORKS, ERROR_STATUS, start, replyText, textOnLimited }
+module.exports = { FRAMEWORKS, ERROR_STATUS, start, replyText, textOnLimited, headerOf, problemTypeOf }

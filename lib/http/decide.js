@@ -18,7 +18,7 @@
 //   io.onFinish(res, done)                calls done(finalRes?) once the response is finished (refundIf)
 //   io.clientOf(req)                      what the default key reads the client address from
 //
-// Entries in `mode: 'shadow'` (SPEC §20) are decided and take what they admit, but their denial
+// Entries in `mode: 'shadow'` (docs/http.md) are decided and take what they admit, but their denial
 // never denies the request: it is handed to onShadowLimited, and they write no header items.
 //
 // A request whose callbacks answer synchronously and whose limits are all in-process limiters is

@@ -15,7 +15,7 @@ const { OutageWarning } = require('../common/outage.js')
 const OPTION_NAMES = ['limiter', 'limits', 'key', 'cost', 'name', 'headers', 'skip', 'onLimited', 'mode', 'onShadowLimited', 'refundIf']
 const LIMITER_ENTRY_NAMES = ['limiter', 'key', 'cost', 'name', 'mode']
 const THROTTLE_ENTRY_NAMES = ['throttle', 'limits', 'key', 'name', 'timeoutMs', 'failOpen', 'mode']
-// An entry's mode (SPEC §20): 'enforce' denies the request; 'shadow' is decided and counted, never denies.
+// An entry's mode (docs/http.md): 'enforce' denies the request; 'shadow' is decided and counted, never denies.
 const MODES = ['enforce', 'shadow']
 const THROTTLE_LIMITS = [
   // The throttle checks the longest window first; its items are listed in that order too.
