@@ -24,3 +24,8 @@ export default app
 
 // @ts-expect-error express-rate-limit's option is not one of rateLimit's
 rateLimit({ limiter, windowMs: 60_000 })
+
+// An app that does not declare the variables still takes the middleware.
+const plain = new Hono()
+plain.use(rateLimit({ limiter }))
+plain.get('/', (c) => c.text('ok'))
