@@ -49,8 +49,8 @@ declare namespace fastifyRateLimit {
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** quota-clock-source/fastify: the decision of the request. */
-    rateLimit?: RateLimitResult | undefined
+    /** quota-clock-source/fastify: the decision of the request (null on a route the plugin does not limit). */
+    rateLimit?: RateLimitResult | null | undefined
   }
   interface FastifyContextConfig {
     /** quota-clock-source/fastify: `false` opts the route out; an object gives it options of its own. */

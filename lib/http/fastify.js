@@ -84,6 +84,8 @@ function hookOf(decide) {
 async function quotaClockFastify(fastify, options) {
   // Bad options throw here, so `await app.register(plugin, options)` rejects with ERR_INVALID_OPTION.
   const pluginHook = hookOf(createDecider(options, FASTIFY_IO))
+  // request.rateLimit declared up front, as Fastify asks of a request property (one object shape).
+  if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', null)
   fastify.addHook('onRoute', (route) => {
     const override = route.config?.[ROUTE_CONFIG]
     if (override === false) return
