@@ -1,7 +1,8 @@
 'use strict'
 
 // The quota stores of quota-clock-source/shared against real servers: redis-server (through
-// ioredis and node-redis, and a one-node Redis Cluster through both clients' cluster classes) and
+// ioredis, iovalkey and node-redis, and a one-node Redis Cluster through ioredis's and node-redis's
+// cluster classes) and
 // the MongoDB wire-compatible test server through the official driver. Every store must keep the
 // one reservation rule a shared limiter relies on (lib/share/protocol.js): reserve atomically, never
 // past the limit, an eighth of what is left at most, what the caller lacks at least; count failOpen
@@ -10,6 +11,7 @@
 const { after, before, describe, test } = require('node:test')
 const assert = require('node:assert/strict')
 const Redis = require('ioredis')
+const Valkey = require('iovalkey')
 const { createClient, createCluster } = require('redis')
 const { MongoClient } = require('mongodb')
 const { redisStore, mongoStore } = require('quota-clock-source/shared')
@@ -56,6 +58,7 @@ describe('quota stores on real servers', () => {
   let redisCluster
   let mongo
   let ioredis
+  let iovalkey
   let nodeRedis
   let ioCluster
   let nodeCluster
@@ -67,6 +70,8 @@ describe('quota stores on real servers', () => {
     ;[redis, redisCluster, mongo] = await Promise.all([startRedisServer(), startRedisServer({ cluster: true }), startMongoServer()])
     ioredis = new Redis({ host: redis.host, port: redis.port, lazyConnect: true })
     await ioredis.connect()
+    iovalkey = new Valkey({ host: redis.host, port: redis.port, lazyConnect: true })
+    await iovalkey.connect()
     nodeRedis = createClient({ url: redis.url })
     await nodeRedis.connect()
     ioCluster = new Redis.Cluster([{ host: redisCluster.host, port: redisCluster.port }])
@@ -78,7 +83,7 @@ describe('quota stores on real servers', () => {
   })
 
   after(async () => {
-    await Promise.allSettled([ioredis?.quit(), nodeRedis?.close(), ioCluster?.quit(), nodeCluster?.close(), mongoClient?.close()])
+    await Promise.allSettled([ioredis?.quit(), iovalkey?.quit(), nodeRedis?.close(), ioCluster?.quit(), nodeCluster?.close(), mongoClient?.close()])
     await Promise.allSettled([redis?.stop(), redisCluster?.stop(), mongo?.stop()])
   })
 
@@ -95,6 +100,7 @@ describe('quota stores on real servers', () => {
   variants.push(
     { label: 'Redis through ioredis', make: (options) => redisStore(ioredis, options), ...redisRecord(() => ioredis, 'qcs:') },
     { label: 'Redis through node-redis', make: (options) => redisStore(nodeRedis, options), ...redisRecord(() => ioredis, 'qcs:') },
+    { label: 'Redis through iovalkey', make: (options) => redisStore(iovalkey, options), ...redisRecord(() => ioredis, 'qcs:') },
     { label: 'a Redis Cluster through ioredis', make: (options) => redisStore(ioCluster, options), ...redisRecord(() => ioCluster, 'qcs:') },
     { label: 'a Redis Cluster through node-redis', make: (options) => redisStore(nodeCluster, options), ...redisRecord(() => ioCluster, 'qcs:') },
     {

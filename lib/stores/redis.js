@@ -178,7 +178,7 @@ const SPREAD_ARGUMENTS = 4_096
  */
 function commandRunner(client) {
   if (typeof client !== 'object' || client === null) return undefined
-  // ioredis Redis and Cluster: isCluster is their own flag; call() routes by the script's key. A
+  // ioredis Redis and Cluster (and iovalkey's, its fork): isCluster is their own flag; call() routes by the script's key. A
   // long argument list (a renewal of many keys: hundreds of thousands of arguments would overflow
   // the stack spread into the call) goes as one array, which ioredis flattens.
   if (typeof client.isCluster === 'boolean' && typeof client.call === 'function') {
