@@ -91,7 +91,9 @@ function stepsOn(label, variant) {
       // A record of another identity is lost to the caller too.
       const other = await ops.bucketTake(takeOf(name, { want: 0, held: 1, give: 1, recordId: a.recordId }))
       assert.deepEqual([other.held, other.recordId], [0, back.recordId])
-      near(other.tokens, 0, 0.1) // (a lost caller's fleetMs is not used: the store's elapsed time refills)
+      // (A lost caller's fleetMs is not used: the store's elapsed time refills, 2 a second; a loaded
+      // machine's MongoDB may take a few hundred ms between the two calls.)
+      near(other.tokens, 0, 1)
     })
 
     test('3. the fleet clock moves to min(store elapsed, the caller fleetMs), never backwards; a caller without fleetMs at most C / R s', async () => {

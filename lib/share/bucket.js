@@ -166,6 +166,7 @@ class BucketDriver {
       recordId: request.recordId,
       most: request.most,
       spentMs: request.spentMs,
+      spend: request.spend,
     }
     const flight = keys.fly(key, {
       call: (roundTrip) => this.#ops.bucketTake(args, roundTrip),
@@ -186,7 +187,7 @@ class BucketDriver {
         if (credited) keys.arm()
         else if (answer.held > 0) {
           // Not the key's any more (dropped, or the limiter was closed): the tokens go back.
-          const giveBack = { ...request, want: 0, more: 0, held: 0, give: answer.held, charge: 0, fleetMs: -1, recordId: answer.recordId, most: 0 }
+          const giveBack = { ...request, want: 0, more: 0, held: 0, give: answer.held, charge: 0, fleetMs: -1, recordId: answer.recordId, most: 0, spend: false }
           queueMicrotask(() => this.#giveBack(key, giveBack))
         }
         return OK

@@ -82,6 +82,8 @@
 //     most     the most the take brings (0: no limit beyond the sizing below; at least want)
 //     spentMs  how long before the call (X's monotonic ms, >= 0) X last spent from its slice:
 //              what X spent of it was spent by then (optional, 0)
+//     spend    true: the asking call spends what this take grants at once (a take of only what it
+//              lacks; optional, false), so the store records none of it as out to X
 //     newId    an identity for the record if this call creates it (optional: the store makes
 //              one when absent), so a store script needs no randomness
 //   One atomic step:
@@ -134,7 +136,9 @@
 //          tk -= granted;  o:X += granted
 //          d:X = F + hungerMs(leaseMs, C, R, tk) when X found the bucket short (w > 0 and
 //          granted = 0, or granted > 0 and tk < 1 after it), else deleted
-//     8. o:X > 0: a:X = F, l:X = leaseMs, e:X deleted;  else o:X, a:X, l:X, e:X deleted (d:X kept)
+//     8. spend (the asking call spends what this take grants at once): o:X -= granted, none of it
+//        recorded (the answer's held still counts it; X lets what the call did not spend lapse)
+//        o:X > 0: a:X = F, l:X = leaseMs, e:X deleted;  else o:X, a:X, l:X, e:X deleted (d:X kept)
 //     9. the record expires max(C / R * 1000, WRITE_OFF_FACTOR * L + WRITE_OFF_MARGIN_MS) + RECORD_KEPT_AFTER_MS
 //        ms of store time from now (bucketTerms.keptAfterTake),
 //        L the longest leaseMs of the instances it lists (X's included)

@@ -42,7 +42,7 @@ const sumOut = (list) => ({ $sum: { $map: { input: list, in: '$$this.v.o' } } })
 // The fleet bucket's terms (lib/share/protocol.js) written as pipeline expressions.
 const PIPELINE = { add: (x, y) => ({ $add: [x, y] }), mul: (x, y) => ({ $multiply: [x, y] }), div: (x, y) => ({ $divide: [x, y] }), max: (x, y) => ({ $max: [x, y] }) }
 const writeOffAt = (holder) => ({ $add: [`${holder}.a`, bucketTerms.writeOffAfter(PIPELINE, `${holder}.l`)] })
-const TEMPORARY = ['_now', '_bad', '_lost', '_out', '_F', '_gone', '_goneUntil', '_spentUntil', '_m1', '_m2', '_prev', '_others', '_keep', '_back', '_k', '_hungry', '_sharing', '_hungryMe', '_granted', '_slice', '_longest']
+const TEMPORARY = ['_now', '_bad', '_lost', '_out', '_F', '_gone', '_goneUntil', '_spentUntil', '_m1', '_m2', '_prev', '_others', '_keep', '_back', '_k', '_hungry', '_sharing', '_hungryMe', '_granted', '_slice', '_recorded', '_longest']
 
 // A sound bucket document (lib/share/protocol.js): each field a number (NaN and infinities fail the
 // range), in its range, whole where it counts; `h` an object of holders { o, a, l, e?, d? } (a and
@@ -160,7 +160,7 @@ function refillStage(from, to) {
 }
 
 /** bucketTake's steps as one update pipeline. */
-function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, more, held, give, charge, fleetMs, recordId: known, most = 0, spentMs = 0 }, newId) {
+function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, more, held, give, charge, fleetMs, recordId: known, most = 0, spentMs = 0, spend = false }, newId) {
   const fresh = { $eq: ['$fresh', true] }
   // A fresh document, or one that is not a bucket (`_bad`), is made the bucket anew.
   const made = { $or: [fresh, '$_bad'] }
@@ -252,7 +252,8 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
       },
     },
     { $set: { _granted: { $cond: [{ $gte: ['$tk', least] }, { $add: [least, extra] }, 0] } } },
-    { $set: { tk: { $subtract: ['$tk', '$_granted'] }, _slice: { $add: ['$_keep', '$_granted'] } } },
+    // (a take the asking call spends at once, spend, is not recorded)
+    { $set: { tk: { $subtract: ['$tk', '$_granted'] }, _slice: { $add: ['$_keep', '$_granted'] }, _recorded: spend ? '$_keep' : { $add: ['$_keep', '$_granted'] } } },
     // X found the bucket short: denied, or it took the last whole token
     {
       $set: {
@@ -270,7 +271,7 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
         h: {
           $switch: {
             branches: [
-              { case: { $gt: ['$_slice', 0] }, then: { $mergeObjects: [without, { [me]: { o: '$_slice', a: '$F', l: leaseMs, d: { $cond: ['$_hungryMe', hungerUntil, -1] } } }] } },
+              { case: { $gt: ['$_recorded', 0] }, then: { $mergeObjects: [without, { [me]: { o: '$_recorded', a: '$F', l: leaseMs, d: { $cond: ['$_hungryMe', hungerUntil, -1] } } }] } },
               { case: '$_hungryMe', then: { $mergeObjects: [without, { [me]: { o: 0, d: hungerUntil } }] } },
             ],
             default: without,

@@ -11,8 +11,9 @@
 //   d:<X>                        until when (fleet ms) X counts as hungry (absent: not)
 // Store time is TIME in ms, fractional. Floats (tk, F, S) are kept and answered as text written
 // with 17 significant digits (Lua numbers become integers in replies), so nothing is rounded. A
-// script reads the record with one HGETALL and writes it back whole: a record lists a few
-// instances, so each script is a few microseconds.
+// script reads the record with one HGETALL and writes it back with one HSET (an HDEL first only for
+// fields it no longer has), then PEXPIRE: a record lists a few instances, and a key whose takes
+// are spent by the calls that made them (a long tail of client addresses) lists none.
 
 const { checkBucketAnswer, checkBucketUsage, unsoundBucketRecord, newRecordId, bucketTerms, SHARE_REFILL_MS, MAX_CLOCK_MS, MAX_BUCKET_CAPACITY, MAX_RECORD_ID } = require('../share/protocol.js')
 const { redisBucketKey } = require('./record-key.js')
@@ -58,9 +59,10 @@ local function load(key)
   local all = redis.pcall('HGETALL', key)
   if type(all) ~= 'table' or all.err then return false, 'a key of another type' end
   if #all == 0 then return nil end
-  local r = { v = {}, o = {}, a = {}, l = {}, e = {}, d = {} }
+  local r = { v = {}, o = {}, a = {}, l = {}, e = {}, d = {}, fields = {} }
   for at = 1, #all, 2 do
     local field, value = all[at], all[at + 1]
+    r.fields[#r.fields + 1] = field
     local kind, who = string.sub(field, 1, 2), string.sub(field, 3)
     if kind == 'o:' then r.o[who] = tonumber(value)
     elseif kind == 'a:' then r.a[who] = tonumber(value)
@@ -110,7 +112,15 @@ local function store(key, r)
   for y, d in pairs(r.d) do fields[#fields + 1] = 'd:' .. y; fields[#fields + 1] = text(d) end
   for y, a in pairs(r.a) do fields[#fields + 1] = 'a:' .. y; fields[#fields + 1] = text(a) end
   for y, l in pairs(r.l) do fields[#fields + 1] = 'l:' .. y; fields[#fields + 1] = l end
-  redis.call('DEL', key)
+  -- The fields the record had and no longer has go (none, for a key whose instances hold nothing).
+  if r.replace then
+    redis.call('DEL', key)
+  elseif r.fields then
+    local written, gone = {}, {}
+    for at = 1, #fields, 2 do written[fields[at]] = true end
+    for _, field in ipairs(r.fields) do if not written[field] then gone[#gone + 1] = field end end
+    if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
+  end
   redis.call('HSET', key, unpack(fields))
 end
 -- PEXPIRETIME (Redis 7) is exact; before it, the server's time plus PTTL. -1: none.
@@ -128,7 +138,7 @@ end
 `
 
 // KEYS[1] the record. ARGV: capacity, refillPerSecond, instance, leaseMs, want, more, held, give,
-// charge, fleetMs, recordId ('0': none), newId, most (0: no limit), spentMs. Answers { granted, held, tokens, fleetMs, now,
+// charge, fleetMs, recordId ('0': none), newId, most (0: no limit), spentMs, spend ('1': not recorded). Answers { granted, held, tokens, fleetMs, now,
 // identity, others }.
 const TAKE = `${COMMON}
 local capacity, refill, me, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
@@ -144,7 +154,8 @@ local created = false
 if not r or r.placeholder then
   local tk, id = capacity, ARGV[12]
   if r then id = r.i elseif known ~= '0' or repaired then tk = 0 end
-  r = { C = capacity, R = refill, tk = tk, F = 0, S = now, i = id, o = {}, a = {}, l = {}, e = {}, d = {} }
+  -- (replace: what the key held, not a record or fill's stand-in, goes whole)
+  r = { C = capacity, R = refill, tk = tk, F = 0, S = now, i = id, o = {}, a = {}, l = {}, e = {}, d = {}, replace = r ~= nil }
   created = true
 end
 local lost = repaired or (known ~= '0' and (created or r.i ~= known))
@@ -223,9 +234,11 @@ if (least > 0 and granted == 0) or (granted > 0 and r.tk < 1) then
 else
   r.d[me] = nil
 end
--- 8. X's slice
-if mine > 0 then
-  r.o[me], r.a[me], r.l[me], r.e[me] = mine, r.F, lease, nil
+-- 8. X's slice; a take the asking call spends at once (spend) is not recorded
+local recorded = mine
+if ARGV[15] == '1' then recorded = keep end
+if recorded > 0 then
+  r.o[me], r.a[me], r.l[me], r.e[me] = recorded, r.F, lease, nil
 else
   r.o[me], r.a[me], r.l[me], r.e[me] = nil, nil, nil, nil
 end
@@ -316,7 +329,7 @@ function bucketOperations({ prefix, evaluate, script }) {
     async bucketTake(request, roundTrip) {
       const { name, key, capacity, refillPerSecond, instance, leaseMs, want, more, held, give, charge, fleetMs, recordId } = request
       const newId = request.newId ?? newRecordId()
-      const args = [capacity, refillPerSecond, instance, leaseMs, want, more, held, give, charge, fleetMs, recordId, newId, request.most ?? 0, request.spentMs ?? 0].map(String)
+      const args = [capacity, refillPerSecond, instance, leaseMs, want, more, held, give, charge, fleetMs, recordId, newId, request.most ?? 0, request.spentMs ?? 0, request.spend ? 1 : 0].map(String)
       const reply = await evaluate(takeScript, [recordOf(name, key)], args, roundTrip)
       const answer =
         Array.isArray(reply) && reply.length === 8
