@@ -400,6 +400,11 @@ impl Bucket for SliceBucket<'_> {
     }
     #[inline(always)]
     fn decided(&mut self, n: u64, decision: &Decision) {
+        // The call a take it spends at once was for: what it does not spend is no token the store
+        // counts as out to this process, so it is never spent later.
+        if std::mem::take(&mut self.slice.spend_pending) && !decision.allowed {
+            *self.tokens = 0.0;
+        }
         if let Some(tokens) = self.outage {
             self.slice.set_outage(Some((tokens, self.timeline_ms)));
             if decision.allowed {

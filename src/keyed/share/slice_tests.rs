@@ -726,3 +726,53 @@ fn the_hunger_window_is_the_local_denial_a_quarter_more_and_50_ms() {
         assert!((hunger - (denial * 1.25 + 50.0)).abs() < 1e-9, "{hunger}");
     }
 }
+
+/// The idle give-backs take time in proportion to what is due, not to the keys held: with 800
+/// keys each holding a slice and used just now, the first pass after their answers looks at each
+/// once and queues it again for when it may be idle; passes before then look at none; once they
+/// are idle, every slice goes back. (A scan of the whole table each pass cost a process of 80,000
+/// busy keys 28 s of CPU, issue 44.)
+#[test]
+fn the_idle_give_backs_look_only_at_the_keys_due() {
+    let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
+    let mut limiter = fleet(bucket(100.0, 1.0), 10_000.0, &mut clock);
+    let mut stores: Vec<Store> = (0..800).map(|_| Store::default()).collect();
+    for (k, store) in stores.iter_mut().enumerate() {
+        let key = format!("k{k}");
+        for _ in 0..2 {
+            match consume(&mut limiter, &mut clock, &key, 1, ShareMode::Reserved) {
+                SharedDecision::NeedsSlice => {
+                    let index = at(&limiter, &key);
+                    let request = limiter.slice_request(index, 1, 1, 0.0).unwrap();
+                    let answer = store.take(0, 10_000.0, &request, 0.0);
+                    assert!(limiter.credit_slice(index, 0.0, answer, 0.0).0);
+                    consume(&mut limiter, &mut clock, &key, 1, ShareMode::AfterStore);
+                }
+                SharedDecision::Decided { .. } => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+    let book = limiter.slices.as_ref().unwrap();
+    let queued = book.terms.due.len();
+    assert!(queued >= 800, "{queued} keys queued");
+    // 100 ms on: none idle yet (idleMs 5,000); each looked at once, queued again for later.
+    assert!(limiter
+        .slice_give_backs(5_000.0, usize::MAX, 100.0)
+        .is_empty());
+    let book = limiter.slices.as_ref().unwrap();
+    let Some(&std::cmp::Reverse((next_ms, _))) = book.terms.due.peek() else {
+        panic!("nothing queued")
+    };
+    assert!(next_ms >= 5_000, "next look at {next_ms} ms");
+    // Before then, a pass looks at nothing: the queue is as it was.
+    let before = book.terms.due.len();
+    assert!(limiter
+        .slice_give_backs(5_000.0, usize::MAX, 4_000.0)
+        .is_empty());
+    assert_eq!(limiter.slices.as_ref().unwrap().terms.due.len(), before);
+    // Idle: every slice goes back.
+    let sent = limiter.slice_give_backs(5_000.0, usize::MAX, 5_100.0);
+    assert_eq!(sent.len(), 800);
+    assert!(sent.iter().all(|request| request.give > 0.0));
+}

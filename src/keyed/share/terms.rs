@@ -142,10 +142,6 @@ pub const RECORD_KEPT_AFTER_MS: f64 = 60_000.0;
 /// ms (a fast bucket's slices are spent within it anyway).
 pub const SHARE_REFILL_MS: f64 = 250.0;
 
-/// How long (timeline ms) a take of only what its asking call lacks stays spendable after its
-/// answer: that call is decided at once; the store records none of it (bucketTake step 8).
-pub const SPEND_WITHIN_MS: f64 = 1.0;
-
 /// How long a saturated key is denied here at least (SPEC §15):
 /// `min(leaseMs / 8, 1 s, C / (2R))`. The last term keeps a bucket that refills in less than a
 /// second from being capped at `C` while its processes wait, so it still admits its rate.
