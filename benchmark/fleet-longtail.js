@@ -140,7 +140,7 @@ async function settle(library, workers) {
 }
 
 /** One library's run on a fresh redis-server. */
-async function runLibrary(library, schedule, say) {
+async function runLibrary(library, schedule) {
   const redis = await startRedisServer()
   const client = new Redis(redis.url, { lazyConnect: true })
   await client.connect()
@@ -254,7 +254,7 @@ async function longTail(say = (line) => console.log(line)) {
   const results = []
   for (const library of LIBRARIES) {
     const load = os.loadavg()[0]
-    const result = await runLibrary(library, schedule, say)
+    const result = await runLibrary(library, schedule)
     result.load = [load, os.loadavg()[0]]
     results.push(result)
     const versions = [library.pkg, library.also].filter(Boolean).map((name) => `${name} ${versionOf(name)}`).join(', ')
