@@ -7,9 +7,12 @@
 //                           third of them) -> { op: 'warmed', ms, counts }
 //   { op: 'run', startNs }  this process's part of the arrivals, each at its time after startNs
 //                           (process.hrtime, the same clock in every process), not awaited one by
-//                           one -> once every call has settled { op: 'ran', marks, counts, lag, latency }
+//                           one -> once every call has settled { op: 'ran', marks, counts, lag,
+//                           latency (of the window's calls), loop (event-loop delay in the window) }
 //   { op: 'stats' }         -> { op: 'stats', store } (ours: stats().store; the peers: null)
 // Every reply goes to the parent with process.send; the parent kills the process at the end.
+
+const { monitorEventLoopDelay } = require('node:perf_hooks')
 
 const C = 100
 const WINDOW_S = 900
@@ -147,9 +150,14 @@ async function child() {
     const latencies = []
     const lag = { max: 0, sum: 0, n: 0 }
     const inFlight = new Set()
+    const loopDelay = monitorEventLoopDelay({ resolution: 10 })
     let next = 0
     return new Promise((resolve) => {
-      const mark = () => marks.push({ cpu: process.cpuUsage(), sent: { ...sent }, issued: counts.calls, atMs: now() })
+      const mark = () => {
+        marks.push({ cpu: process.cpuUsage(), sent: { ...sent }, issued: counts.calls, atMs: now() })
+        if (marks.length === 1) loopDelay.enable()
+        else loopDelay.disable()
+      }
       const tick = () => {
         const t = now()
         while (next < mine.length && all.at[mine[next]] <= t) {
@@ -175,7 +183,8 @@ async function child() {
         Promise.all(inFlight).then(() => {
           latencies.sort((a, b) => a - b)
           const at = (q) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN
-          resolve({ marks, counts: { ...counts }, lag: { maxMs: lag.max, meanMs: lag.sum / Math.max(1, lag.n) }, latency: { p50: at(0.5), p99: at(0.99) } })
+          const loop = { p99: loopDelay.percentile(99) / 1e6, max: loopDelay.max / 1e6 }
+          resolve({ marks, counts: { ...counts }, lag: { maxMs: lag.max, meanMs: lag.sum / Math.max(1, lag.n) }, latency: { p50: at(0.5), p99: at(0.99) }, loop })
         })
       }
       setTimeout(tick, Math.max(0, -now()))
