@@ -216,9 +216,8 @@ async function runLibrary(library, schedule, say) {
     }
     for (const s of store) assert.equal(s.errors + s.timeouts, 0, `${library.label}: store errors or timeouts ${JSON.stringify(s)}`)
 
+    // The requests the processes started in the window (those scheduled in it, when none starts late).
     const requests = results.reduce((a, r) => a + r.marks[1].issued - r.marks[0].issued, 0)
-    const inWindow = schedule.at.filter((t) => t >= marksMs[0] && t < marksMs[1]).length
-    assert.equal(requests, inWindow, `${library.label}: ${requests} requests in the window, ${inWindow} scheduled`)
     const sent = {}
     for (const r of results) {
       for (const [name, n] of Object.entries(delta(r.marks[0].sent, r.marks[1].sent))) sent[name.toLowerCase()] = (sent[name.toLowerCase()] ?? 0) + n
@@ -229,6 +228,7 @@ async function runLibrary(library, schedule, say) {
     return {
       library,
       requests,
+      scheduled: schedule.at.filter((t) => t >= marksMs[0] && t < marksMs[1]).length,
       warmMs,
       settled,
       reniced,
@@ -271,7 +271,7 @@ async function longTail(say = (line) => console.log(line)) {
     result.load = [load, os.loadavg()[0]]
     results.push(result)
     const versions = [library.pkg, library.also].filter(Boolean).map((name) => `${name} ${versionOf(name)}`).join(', ')
-    say(`  ${library.label} (${versions}): ${fmt(result.requests)} requests measured; calls started late by ${fmt(result.lagMeanMs, 1)} ms on average, ${fmt(result.lagMaxMs)} ms at most; marks within ${fmt(result.markSkewMs)} ms of Redis's readings; redis-server ${result.reniced ? 'at nice -10' : 'at normal priority'}; load average ${result.load.map((x) => x.toFixed(1)).join(' -> ')}`)
+    say(`  ${library.label} (${versions}): ${fmt(result.requests)} requests measured (${fmt(result.scheduled)} scheduled in the window); calls started late by ${fmt(result.lagMeanMs, 1)} ms on average, ${fmt(result.lagMaxMs)} ms at most; marks within ${fmt(result.markSkewMs)} ms of Redis's readings; redis-server ${result.reniced ? 'at nice -10' : 'at normal priority'}; load average ${result.load.map((x) => x.toFixed(1)).join(' -> ')}`)
   }
   const peers = results.filter((r) => r.library.id !== 'ours')
   const ours = results.find((r) => r.library.id === 'ours')

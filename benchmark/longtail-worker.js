@@ -138,7 +138,11 @@ async function child() {
     return { ms: performance.now() - started, counts: { ...counts } }
   }
 
-  /** Runs this process's arrivals; a mark (CPU, commands sent, calls issued) as the schedule passes each of config.marksMs. */
+  /**
+   * Runs this process's arrivals; a mark (CPU, commands sent, calls issued) at each of
+   * config.marksMs after the start, by a timer: the parent reads Redis's counters at the same
+   * times, so both count the same stretch of time even when calls start late.
+   */
   function run(startNs) {
     reset()
     const all = arrivals(config)
@@ -152,17 +156,23 @@ async function child() {
     const inFlight = new Set()
     const loopDelay = monitorEventLoopDelay({ resolution: 10 })
     let next = 0
-    return new Promise((resolve) => {
-      const mark = () => {
+    let marked
+    const allMarked = new Promise((resolve) => (marked = resolve))
+    for (const markMs of config.marksMs) {
+      setTimeout(() => {
         marks.push({ cpu: process.cpuUsage(), sent: { ...sent }, issued: counts.calls, atMs: now() })
         if (marks.length === 1) loopDelay.enable()
-        else loopDelay.disable()
-      }
+        if (marks.length === config.marksMs.length) {
+          loopDelay.disable()
+          marked()
+        }
+      }, Math.max(0, markMs - now()))
+    }
+    return new Promise((resolve) => {
       const tick = () => {
         const t = now()
         while (next < mine.length && all.at[mine[next]] <= t) {
           const i = mine[next++]
-          while (marks.length < config.marksMs.length && all.at[i] >= config.marksMs[marks.length]) mark()
           const late = t - all.at[i]
           lag.max = Math.max(lag.max, late)
           lag.sum += late
@@ -179,8 +189,7 @@ async function child() {
           setTimeout(tick, Math.max(1, all.at[mine[next]] - now()))
           return
         }
-        while (marks.length < config.marksMs.length) mark()
-        Promise.all(inFlight).then(() => {
+        Promise.all([allMarked, ...inFlight]).then(() => {
           latencies.sort((a, b) => a - b)
           const at = (q) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN
           const loop = { p99: loopDelay.percentile(99) / 1e6, max: loopDelay.max / 1e6 }
