@@ -172,7 +172,7 @@ async function runLibrary(library, schedule, say) {
     const warmMs = nowMs() - warmStarted
     for (const w of warmed) {
       assert.equal(w.counts.errors, 0, `${library.label}: warm-up errors, the first: ${w.counts.firstError}`)
-      assert.equal(w.counts.admitted, ADDRESSES, `${library.label}: warm-up admitted ${w.counts.admitted} of ${ADDRESSES}`)
+      assert.equal(w.counts.admitted, ADDRESSES, `${library.label}: warm-up admitted ${w.counts.admitted} of ${ADDRESSES}, the first denied ${JSON.stringify(w.counts.firstDenied)}`)
     }
     const settled = await settle(library, workers)
     say(`  ${library.label}: the burst of ${LIMIT + 1} answered right; warm-up ${fmt(warmMs / 1000, 1)} s (${fmt(ADDRESSES * PROCESSES)} requests, all admitted), settled ${settled < 0 ? `NOT within ${fmt(-settled / 1000, 1)} s` : `after ${fmt(settled / 1000, 1)} s`}`)
@@ -201,7 +201,8 @@ async function runLibrary(library, schedule, say) {
     const overload = 'a store call timed out: this machine could not keep up with the rate (a quieter machine, or fewer BENCH_LONGTAIL_ADDRESSES)'
     for (const r of results) assert.equal(r.counts.errors, 0, `${library.label}: errors in the run, the first: ${r.counts.firstError}${/ERR_STORE_UNAVAILABLE|timeoutMs/.test(r.counts.firstError) ? `\n${overload}` : ''}`)
     const runAdmitted = results.reduce((a, r) => a + r.counts.admitted, 0)
-    assert.equal(runAdmitted, calls, `${library.label}: admitted ${runAdmitted} of ${calls} requests, every address under its limit`)
+    const denied = results.map((r, i) => `process ${i}: ${r.counts.denied} denied, the first ${JSON.stringify(r.counts.firstDenied)}`).join('\n')
+    assert.equal(runAdmitted, calls, `${library.label}: admitted ${runAdmitted} of ${calls} requests, every address under its limit\n${denied}`)
     if (library.key) {
       const expected = new Int32Array(ADDRESSES).fill(WARM_REQUESTS)
       for (const a of schedule.who) expected[a]++

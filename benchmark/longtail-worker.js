@@ -57,7 +57,7 @@ function arrivals({ seed, addresses, periodMs, durationMs, processes }) {
   }
 }
 
-/** `consume(key)` for one library, resolving to true (admitted) or false (denied); rejects on a store error. */
+/** `consume(key)` for one library, resolving to true (admitted) or what it said (denied); rejects on a store error. */
 async function makeLimiter(library, client) {
   if (library === 'ours') {
     const { KeyedQuotaClock } = require('..')
@@ -71,7 +71,11 @@ async function makeLimiter(library, client) {
       maxKeys: 1_000_000,
       share: { store: redisStore(client), name: 'per-ip', bucket: true, timeoutMs: 10_000 },
     })
-    return { consume: async (key) => (await limiter.consume(key)).allowed, stats: () => limiter.stats().store }
+    const consume = async (key) => {
+      const decision = await limiter.consume(key)
+      return decision.allowed || { ...decision, status: limiter.status(key) }
+    }
+    return { consume, stats: () => limiter.stats().store }
   }
   if (library === 'express-rate-limit') {
     // What express-rate-limit's middleware does with its store: init once, then one increment a
@@ -79,7 +83,11 @@ async function makeLimiter(library, client) {
     const { RedisStore } = require('rate-limit-redis')
     const store = new RedisStore({ sendCommand: (...args) => client.call(...args) })
     await store.init({ windowMs: WINDOW_S * 1000, limit: C })
-    return { consume: async (key) => (await store.increment(key)).totalHits <= C, stats: () => null }
+    const consume = async (key) => {
+      const hits = await store.increment(key)
+      return hits.totalHits <= C || hits
+    }
+    return { consume, stats: () => null }
   }
   if (library === 'rate-limiter-flexible') {
     const { RateLimiterRedis, RateLimiterRes } = require('rate-limiter-flexible')
@@ -89,7 +97,7 @@ async function makeLimiter(library, client) {
         limiter.consume(key).then(
           () => true,
           (rejection) => {
-            if (rejection instanceof RateLimiterRes) return false
+            if (rejection instanceof RateLimiterRes) return { ...rejection }
             throw rejection
           },
         ),
@@ -112,18 +120,22 @@ async function child() {
     return sendCommand.call(this, command, stream)
   }
   const limiter = await makeLimiter(config.library, client)
-  const counts = { calls: 0, admitted: 0, denied: 0, errors: 0, firstError: undefined }
-  const tally = (promise) => {
+  const counts = { calls: 0, admitted: 0, denied: 0, errors: 0, firstError: undefined, firstDenied: [] }
+  const tally = (promise, key) => {
     counts.calls++
     return promise.then(
-      (admitted) => (admitted ? counts.admitted++ : counts.denied++),
+      (answer) => {
+        if (answer === true) return counts.admitted++
+        counts.denied++
+        if (counts.firstDenied.length < 5) counts.firstDenied.push({ key, atMs: Math.round(performance.now()), answer })
+      },
       (error) => {
         counts.errors++
         counts.firstError ??= String(error?.stack ?? error)
       },
     )
   }
-  const reset = () => Object.assign(counts, { calls: 0, admitted: 0, denied: 0, errors: 0, firstError: undefined })
+  const reset = () => Object.assign(counts, { calls: 0, admitted: 0, denied: 0, errors: 0, firstError: undefined, firstDenied: [] })
 
   async function warm() {
     reset()
@@ -132,7 +144,7 @@ async function child() {
     const from = Math.floor((config.index * n) / config.processes)
     for (let i = 0; i < n; i += 500) {
       const batch = []
-      for (let j = i; j < Math.min(i + 500, n); j++) batch.push(tally(limiter.consume(address((from + j) % n))))
+      for (let j = i; j < Math.min(i + 500, n); j++) batch.push(tally(limiter.consume(address((from + j) % n)), address((from + j) % n)))
       await Promise.all(batch)
     }
     return { ms: performance.now() - started, counts: { ...counts } }
@@ -179,7 +191,7 @@ async function child() {
           lag.n++
           const measured = marks.length === 1
           const issued = performance.now()
-          const call = tally(limiter.consume(address(all.who[i]))).then(() => {
+          const call = tally(limiter.consume(address(all.who[i])), address(all.who[i])).then(() => {
             if (measured) latencies.push(performance.now() - issued)
             inFlight.delete(call)
           })
@@ -203,8 +215,8 @@ async function child() {
   process.on('message', async (message) => {
     if (message.op === 'one') {
       reset()
-      await tally(limiter.consume(message.key))
-      process.send({ op: 'one', admitted: counts.admitted === 1, error: counts.firstError })
+      await tally(limiter.consume(message.key), message.key)
+      process.send({ op: 'one', admitted: counts.admitted === 1, error: counts.firstError, denied: counts.firstDenied[0] })
     } else if (message.op === 'warm') {
       process.send({ op: 'warmed', ...(await warm()) })
     } else if (message.op === 'run') {
