@@ -272,7 +272,7 @@ async function longTail(say = (line) => console.log(line)) {
     result.load = [load, os.loadavg()[0]]
     results.push(result)
     const versions = [library.pkg, library.also].filter(Boolean).map((name) => `${name} ${versionOf(name)}`).join(', ')
-    say(`  ${library.label} (${versions}): ${fmt(result.requests)} requests measured (${fmt(result.scheduled)} scheduled in the window); calls started late by ${fmt(result.lagMeanMs, 1)} ms on average, ${fmt(result.lagMaxMs)} ms at most; marks within ${fmt(result.markSkewMs)} ms of Redis's readings; redis-server ${result.reniced ? 'at nice -10' : 'at normal priority'}; load average ${result.load.map((x) => x.toFixed(1)).join(' -> ')}`)
+    say(`  ${library.label} (${versions}): ${fmt(result.requests)} requests measured (${fmt(result.scheduled)} scheduled in the window); calls started late by ${fmt(result.lagMeanMs, 1)} ms on average, ${fmt(result.lagMaxMs)} ms at most; marks within ${fmt(result.markSkewMs)} ms of Redis's readings${result.markSkewMs > 500 ? ' (a process\'s loop was held up: its figures and Redis\'s cover different stretches of time, not to be compared)' : ''}; redis-server ${result.reniced ? 'at nice -10' : 'at normal priority'}; load average ${result.load.map((x) => x.toFixed(1)).join(' -> ')}`)
   }
   const peers = results.filter((r) => r.library.id !== 'ours')
   const ours = results.find((r) => r.library.id === 'ours')
