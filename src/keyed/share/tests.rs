@@ -37,7 +37,12 @@ fn index(limiter: &KeyedLimiter, text: &str) -> u32 {
 }
 
 /// The store's answer to `request`.
-fn answer(request: &ReserveRequest, granted: u64, unreserved: u64, record_id: u64) -> ReserveAnswer {
+fn answer(
+    request: &ReserveRequest,
+    granted: u64,
+    unreserved: u64,
+    record_id: u64,
+) -> ReserveAnswer {
     ReserveAnswer {
         lacking: request.lacking,
         granted,
@@ -54,7 +59,12 @@ fn grant(limiter: &mut KeyedLimiter, text: &str, lacking: u64, room: &mut u64) -
     let granted = if *room >= want { want } else { 0 };
     *room -= granted;
     let now_ms = limiter.reconciler.last_monotonic_ms;
-    assert!(limiter.credit_reservation(at, request.period_slot, answer(&request, granted, *room, 0), now_ms));
+    assert!(limiter.credit_reservation(
+        at,
+        request.period_slot,
+        answer(&request, granted, *room, 0),
+        now_ms
+    ));
     granted
 }
 
@@ -157,7 +167,12 @@ fn units_left_that_cannot_cover_the_call_go_back_before_the_store_is_asked_again
     let at = index(&limiter, "a");
     let request = limiter.reserve_request(at, 1, 1).unwrap();
     // 5 granted, the last 5 of the period: 95 were taken by others.
-    assert!(limiter.credit_reservation(at, request.period_slot, answer(&request, 5, 0, 0), clock.monotonic_ms));
+    assert!(limiter.credit_reservation(
+        at,
+        request.period_slot,
+        answer(&request, 5, 0, 0),
+        clock.monotonic_ms
+    ));
     for _ in 0..4 {
         consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
     }
@@ -194,10 +209,25 @@ fn an_answer_that_leaves_the_key_nothing_denies_its_uncovered_calls_here_for_a_s
     let at = index(&limiter, "a");
     let request = limiter.reserve_request(at, 1, 1).unwrap();
     // Nothing granted, nothing unreserved: the key is short for QUOTA_SHORT_MS.
-    assert!(limiter.credit_reservation(at, request.period_slot, answer(&request, 0, 0, 0), clock.monotonic_ms));
-    assert!(limiter.reservation(at).unwrap().hold.is_short(limiter.timeline_ms));
+    assert!(limiter.credit_reservation(
+        at,
+        request.period_slot,
+        answer(&request, 0, 0, 0),
+        clock.monotonic_ms
+    ));
+    assert!(limiter
+        .reservation(at)
+        .unwrap()
+        .hold
+        .is_short(limiter.timeline_ms));
     clock.advance(QUOTA_SHORT_MS - 1.0);
-    let denial = decided(consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved));
+    let denial = decided(consume(
+        &mut limiter,
+        &mut clock,
+        "a",
+        1,
+        ShareMode::Reserved,
+    ));
     assert!(!denial.allowed);
     assert_eq!(denial.retry_after_basis, Some(RetryBasis::WallPeriod));
     // Decided here: the key is not marked in flight for a store call nobody makes.
@@ -218,12 +248,40 @@ fn a_short_key_admits_what_its_reservation_covers_and_asks_the_store_as_right_af
     let at = index(&limiter, "a");
     let request = limiter.reserve_request(at, 1, 1).unwrap();
     // 3 granted, the last of the store's: short (none unreserved), 3 held here.
-    assert!(limiter.credit_reservation(at, request.period_slot, answer(&request, 3, 0, 0), clock.monotonic_ms));
-    assert!(decided(consume(&mut limiter, &mut clock, "a", 2, ShareMode::Reserved)).allowed);
+    assert!(limiter.credit_reservation(
+        at,
+        request.period_slot,
+        answer(&request, 3, 0, 0),
+        clock.monotonic_ms
+    ));
+    assert!(
+        decided(consume(
+            &mut limiter,
+            &mut clock,
+            "a",
+            2,
+            ShareMode::Reserved
+        ))
+        .allowed
+    );
     // The last unit covers a call of 1.
-    assert!(decided(consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved)).allowed);
+    assert!(
+        decided(consume(
+            &mut limiter,
+            &mut clock,
+            "a",
+            1,
+            ShareMode::Reserved
+        ))
+        .allowed
+    );
     let request = limiter.reserve_request(at, 0, 0).unwrap();
-    assert!(limiter.credit_reservation(at, request.period_slot, answer(&request, 2, 0, 0), clock.monotonic_ms));
+    assert!(limiter.credit_reservation(
+        at,
+        request.period_slot,
+        answer(&request, 2, 0, 0),
+        clock.monotonic_ms
+    ));
     // 2 left here, 3 wanted, none in the store: the 2 go back first (split units are not lost
     // between processes), and the call asks the store for all 3, as right after an answer.
     assert_eq!(
@@ -237,8 +295,22 @@ fn a_short_key_admits_what_its_reservation_covers_and_asks_the_store_as_right_af
     consume(&mut limiter, &mut clock, "b", 4, ShareMode::Reserved);
     let at = index(&limiter, "b");
     let request = limiter.reserve_request(at, 4, 4).unwrap();
-    assert!(limiter.credit_reservation(at, request.period_slot, answer(&request, 0, 3, 0), clock.monotonic_ms));
-    assert!(!decided(consume(&mut limiter, &mut clock, "b", 4, ShareMode::Reserved)).allowed);
+    assert!(limiter.credit_reservation(
+        at,
+        request.period_slot,
+        answer(&request, 0, 3, 0),
+        clock.monotonic_ms
+    ));
+    assert!(
+        !decided(consume(
+            &mut limiter,
+            &mut clock,
+            "b",
+            4,
+            ShareMode::Reserved
+        ))
+        .allowed
+    );
     assert_eq!(
         consume(&mut limiter, &mut clock, "b", 3, ShareMode::Reserved),
         SharedDecision::NeedsStore { lacking: 3 }
@@ -252,11 +324,25 @@ fn a_grant_that_leaves_units_clears_the_short_mark_and_so_does_giving_everything
     consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
     let at = index(&limiter, "a");
     let request = limiter.reserve_request(at, 1, 1).unwrap();
-    assert!(limiter.credit_reservation(at, request.period_slot, answer(&request, 0, 0, 0), clock.monotonic_ms));
+    assert!(limiter.credit_reservation(
+        at,
+        request.period_slot,
+        answer(&request, 0, 0, 0),
+        clock.monotonic_ms
+    ));
     // An operator's grant: the next answer (a refill's, lacking nothing) leaves units.
     let refill = limiter.reserve_request(at, 0, 0).unwrap();
-    assert!(limiter.credit_reservation(at, refill.period_slot, answer(&refill, 0, 25, 0), clock.monotonic_ms));
-    assert!(!limiter.reservation(at).unwrap().hold.is_short(limiter.timeline_ms));
+    assert!(limiter.credit_reservation(
+        at,
+        refill.period_slot,
+        answer(&refill, 0, 25, 0),
+        clock.monotonic_ms
+    ));
+    assert!(!limiter
+        .reservation(at)
+        .unwrap()
+        .hold
+        .is_short(limiter.timeline_ms));
     assert_eq!(
         consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved),
         SharedDecision::NeedsStore { lacking: 1 }
@@ -264,8 +350,22 @@ fn a_grant_that_leaves_units_clears_the_short_mark_and_so_does_giving_everything
     // Short again (30 lacking, 25 unreserved); everything given back (close()): the next call
     // asks the store at once.
     let request = limiter.reserve_request(at, 30, 30).unwrap();
-    assert!(limiter.credit_reservation(at, request.period_slot, answer(&request, 0, 25, 0), clock.monotonic_ms));
-    assert!(!decided(consume(&mut limiter, &mut clock, "a", 30, ShareMode::Reserved)).allowed);
+    assert!(limiter.credit_reservation(
+        at,
+        request.period_slot,
+        answer(&request, 0, 25, 0),
+        clock.monotonic_ms
+    ));
+    assert!(
+        !decided(consume(
+            &mut limiter,
+            &mut clock,
+            "a",
+            30,
+            ShareMode::Reserved
+        ))
+        .allowed
+    );
     limiter.give_back_idle(clock.monotonic_ms, 0.0);
     assert_eq!(
         consume(&mut limiter, &mut clock, "a", 30, ShareMode::Reserved),
@@ -323,7 +423,12 @@ fn after_a_refill_that_came_too_late_the_next_is_asked_for_at_an_eighth_and_brin
     let at = index(&limiter, "a");
     let request = limiter.reserve_request(at, 0, 0).unwrap();
     assert_eq!(request.lease_units, 501);
-    assert!(limiter.credit_reservation(at, request.period_slot, answer(&request, 501, room - 501, 0), clock.monotonic_ms));
+    assert!(limiter.credit_reservation(
+        at,
+        request.period_slot,
+        answer(&request, 501, room - 501, 0),
+        clock.monotonic_ms
+    ));
     room -= 501;
     assert_eq!(
         left_when_refill_is_asked(&mut limiter, &mut clock),
@@ -339,13 +444,23 @@ fn after_a_refill_that_came_too_late_the_next_is_asked_for_at_an_eighth_and_brin
         consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved),
         SharedDecision::NeedsStore { lacking: 1 }
     );
-    assert!(limiter.credit_reservation(at, request.period_slot, answer(&request, 501, room - 501, 0), clock.monotonic_ms));
+    assert!(limiter.credit_reservation(
+        at,
+        request.period_slot,
+        answer(&request, 501, room - 501, 0),
+        clock.monotonic_ms
+    ));
     // The next fetch is asked for at an eighth of a lease, and tops up to one lease (never past it).
     assert_eq!(left_when_refill_is_asked(&mut limiter, &mut clock), 124);
     let request = limiter.reserve_request(at, 0, 0).unwrap();
     assert_eq!(request.lease_units, 876);
     // That one came in time: the one after it is asked for below half again.
-    assert!(limiter.credit_reservation(at, request.period_slot, answer(&request, 876, 1_000_000, 0), clock.monotonic_ms));
+    assert!(limiter.credit_reservation(
+        at,
+        request.period_slot,
+        answer(&request, 876, 1_000_000, 0),
+        clock.monotonic_ms
+    ));
     assert_eq!(left_when_refill_is_asked(&mut limiter, &mut clock), 499);
 }
 
@@ -422,7 +537,12 @@ fn a_new_period_starts_the_reservation_over_and_a_late_answer_for_the_old_one_is
         consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved),
         SharedDecision::NeedsStore { lacking: 1 }
     );
-    assert!(!limiter.credit_reservation(at, request.period_slot, answer(&request, 10, 90, 0), clock.monotonic_ms));
+    assert!(!limiter.credit_reservation(
+        at,
+        request.period_slot,
+        answer(&request, 10, 90, 0),
+        clock.monotonic_ms
+    ));
     assert_eq!(limiter.reservation(at).unwrap().reserved, 0);
 }
 
@@ -597,13 +717,23 @@ fn a_request_says_what_the_key_holds_what_it_owns_and_the_record_it_reserved_in(
     let at = index(&limiter, "a");
     let first = limiter.reserve_request(at, 3, 3).unwrap();
     assert_eq!((first.held, first.owned, first.record_id), (0, 0, 0));
-    assert!(limiter.credit_reservation(at, first.period_slot, answer(&first, 10, 90, 77), clock.monotonic_ms));
+    assert!(limiter.credit_reservation(
+        at,
+        first.period_slot,
+        answer(&first, 10, 90, 77),
+        clock.monotonic_ms
+    ));
     consume(&mut limiter, &mut clock, "a", 3, ShareMode::AfterStore);
     // 10 reserved, 3 admitted: 7 held, 10 owned, in record 77.
     let next = limiter.reserve_request(at, 0, 0).unwrap();
     assert_eq!((next.held, next.owned, next.record_id), (7, 10, 77));
     // An answer naming no record keeps the one known.
-    assert!(limiter.credit_reservation(at, next.period_slot, answer(&next, 0, 90, 0), clock.monotonic_ms));
+    assert!(limiter.credit_reservation(
+        at,
+        next.period_slot,
+        answer(&next, 0, 90, 0),
+        clock.monotonic_ms
+    ));
     assert_eq!(limiter.reservation(at).unwrap().hold.record_id, 77);
     // A give-back names the record its units were reserved in; what was admitted stays owned.
     let back = limiter.give_back_idle(f64::INFINITY, 0.0);
@@ -619,7 +749,12 @@ fn a_key_the_store_counts_as_holding_units_tells_it_0_when_let_go_even_with_none
     consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
     let at = index(&limiter, "a");
     let request = limiter.reserve_request(at, 1, 1).unwrap();
-    assert!(limiter.credit_reservation(at, request.period_slot, answer(&request, 4, 96, 9), clock.monotonic_ms));
+    assert!(limiter.credit_reservation(
+        at,
+        request.period_slot,
+        answer(&request, 4, 96, 9),
+        clock.monotonic_ms
+    ));
     for _ in 0..4 {
         consume(&mut limiter, &mut clock, "a", 1, ShareMode::AfterStore);
     }
