@@ -193,12 +193,31 @@ fn units_left_that_cannot_cover_the_call_go_back_before_the_store_is_asked_again
     assert!(!decision.allowed);
 }
 
-/// A shared consume's decision (panics on a step instead).
-fn decided(outcome: SharedDecision) -> Decision {
-    match outcome {
-        SharedDecision::Decided { decision, .. } => decision,
+/// A `Reserved` consume of `n` on `text`: whether it was decided and allowed (panics on a step).
+fn allowed(limiter: &mut KeyedLimiter, clock: &mut ManualClock, text: &str, n: u64) -> bool {
+    match consume(limiter, clock, text, n, ShareMode::Reserved) {
+        SharedDecision::Decided { decision, .. } => decision.allowed,
         other => panic!("decided, not {other:?}"),
     }
+}
+
+/// The store answers a call for `text` that lacks `lacking` units (0: a refill): `granted`
+/// units, `unreserved` left after them.
+fn answered(limiter: &mut KeyedLimiter, clock: &ManualClock, text: &str, answer_of: [u64; 3]) {
+    let [lacking, granted, unreserved] = answer_of;
+    let at = index(limiter, text);
+    let request = limiter.reserve_request(at, lacking, lacking).unwrap();
+    let answer = answer(&request, granted, unreserved, 0);
+    assert!(limiter.credit_reservation(at, request.period_slot, answer, clock.monotonic_ms));
+}
+
+fn is_short(limiter: &KeyedLimiter, text: &str) -> bool {
+    let hold = limiter.reservation(index(limiter, text)).unwrap().hold;
+    hold.is_short(limiter.timeline_ms)
+}
+
+fn needs_store(lacking: u64) -> SharedDecision {
+    SharedDecision::NeedsStore { lacking }
 }
 
 #[test]
@@ -206,38 +225,24 @@ fn an_answer_that_leaves_the_key_nothing_denies_its_uncovered_calls_here_for_a_s
     let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
     let mut limiter = shared(1_000.0, 100, Some(5), &mut clock);
     consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
-    let at = index(&limiter, "a");
-    let request = limiter.reserve_request(at, 1, 1).unwrap();
     // Nothing granted, nothing unreserved: the key is short for QUOTA_SHORT_MS.
-    assert!(limiter.credit_reservation(
-        at,
-        request.period_slot,
-        answer(&request, 0, 0, 0),
-        clock.monotonic_ms
-    ));
-    assert!(limiter
-        .reservation(at)
-        .unwrap()
-        .hold
-        .is_short(limiter.timeline_ms));
+    answered(&mut limiter, &clock, "a", [1, 0, 0]);
+    assert!(is_short(&limiter, "a"));
     clock.advance(QUOTA_SHORT_MS - 1.0);
-    let denial = decided(consume(
-        &mut limiter,
-        &mut clock,
-        "a",
-        1,
-        ShareMode::Reserved,
-    ));
-    assert!(!denial.allowed);
-    assert_eq!(denial.retry_after_basis, Some(RetryBasis::WallPeriod));
+    let SharedDecision::Decided { decision, .. } =
+        consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved)
+    else {
+        panic!("decided here");
+    };
+    assert!(!decision.allowed);
+    assert_eq!(decision.retry_after_basis, Some(RetryBasis::WallPeriod));
     // Decided here: the key is not marked in flight for a store call nobody makes.
+    let at = index(&limiter, "a");
     assert!(!limiter.reservation(at).unwrap().hold.in_flight);
     // The second is over: the call asks the store again.
     clock.advance(1.0);
-    assert_eq!(
-        consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved),
-        SharedDecision::NeedsStore { lacking: 1 }
-    );
+    let asked = consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    assert_eq!(asked, needs_store(1));
 }
 
 #[test]
@@ -245,76 +250,24 @@ fn a_short_key_admits_what_its_reservation_covers_and_asks_the_store_as_right_af
     let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
     let mut limiter = shared(1_000.0, 100, Some(5), &mut clock);
     consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
-    let at = index(&limiter, "a");
-    let request = limiter.reserve_request(at, 1, 1).unwrap();
     // 3 granted, the last of the store's: short (none unreserved), 3 held here.
-    assert!(limiter.credit_reservation(
-        at,
-        request.period_slot,
-        answer(&request, 3, 0, 0),
-        clock.monotonic_ms
-    ));
-    assert!(
-        decided(consume(
-            &mut limiter,
-            &mut clock,
-            "a",
-            2,
-            ShareMode::Reserved
-        ))
-        .allowed
-    );
-    // The last unit covers a call of 1.
-    assert!(
-        decided(consume(
-            &mut limiter,
-            &mut clock,
-            "a",
-            1,
-            ShareMode::Reserved
-        ))
-        .allowed
-    );
-    let request = limiter.reserve_request(at, 0, 0).unwrap();
-    assert!(limiter.credit_reservation(
-        at,
-        request.period_slot,
-        answer(&request, 2, 0, 0),
-        clock.monotonic_ms
-    ));
+    answered(&mut limiter, &clock, "a", [1, 3, 0]);
+    assert!(allowed(&mut limiter, &mut clock, "a", 2));
+    assert!(allowed(&mut limiter, &mut clock, "a", 1));
+    answered(&mut limiter, &clock, "a", [0, 2, 0]);
     // 2 left here, 3 wanted, none in the store: the 2 go back first (split units are not lost
     // between processes), and the call asks the store for all 3, as right after an answer.
-    assert_eq!(
-        consume(&mut limiter, &mut clock, "a", 3, ShareMode::Reserved),
-        SharedDecision::NeedsStore { lacking: 3 }
-    );
+    let asked = consume(&mut limiter, &mut clock, "a", 3, ShareMode::Reserved);
+    assert_eq!(asked, needs_store(3));
     assert_eq!(limiter.take_dropped_give_backs()[0].units, 2);
 
     // A store that had units left at its answer (too few for this call) is asked for fewer.
     let mut limiter = shared(1_000.0, 100, Some(5), &mut clock);
     consume(&mut limiter, &mut clock, "b", 4, ShareMode::Reserved);
-    let at = index(&limiter, "b");
-    let request = limiter.reserve_request(at, 4, 4).unwrap();
-    assert!(limiter.credit_reservation(
-        at,
-        request.period_slot,
-        answer(&request, 0, 3, 0),
-        clock.monotonic_ms
-    ));
-    assert!(
-        !decided(consume(
-            &mut limiter,
-            &mut clock,
-            "b",
-            4,
-            ShareMode::Reserved
-        ))
-        .allowed
-    );
-    assert_eq!(
-        consume(&mut limiter, &mut clock, "b", 3, ShareMode::Reserved),
-        SharedDecision::NeedsStore { lacking: 3 }
-    );
+    answered(&mut limiter, &clock, "b", [4, 0, 3]);
+    assert!(!allowed(&mut limiter, &mut clock, "b", 4));
+    let asked = consume(&mut limiter, &mut clock, "b", 3, ShareMode::Reserved);
+    assert_eq!(asked, needs_store(3));
 }
 
 #[test]
@@ -322,55 +275,19 @@ fn a_grant_that_leaves_units_clears_the_short_mark_and_so_does_giving_everything
     let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
     let mut limiter = shared(1_000.0, 100, Some(5), &mut clock);
     consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
-    let at = index(&limiter, "a");
-    let request = limiter.reserve_request(at, 1, 1).unwrap();
-    assert!(limiter.credit_reservation(
-        at,
-        request.period_slot,
-        answer(&request, 0, 0, 0),
-        clock.monotonic_ms
-    ));
+    answered(&mut limiter, &clock, "a", [1, 0, 0]);
     // An operator's grant: the next answer (a refill's, lacking nothing) leaves units.
-    let refill = limiter.reserve_request(at, 0, 0).unwrap();
-    assert!(limiter.credit_reservation(
-        at,
-        refill.period_slot,
-        answer(&refill, 0, 25, 0),
-        clock.monotonic_ms
-    ));
-    assert!(!limiter
-        .reservation(at)
-        .unwrap()
-        .hold
-        .is_short(limiter.timeline_ms));
-    assert_eq!(
-        consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved),
-        SharedDecision::NeedsStore { lacking: 1 }
-    );
+    answered(&mut limiter, &clock, "a", [0, 0, 25]);
+    assert!(!is_short(&limiter, "a"));
+    let asked = consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    assert_eq!(asked, needs_store(1));
     // Short again (30 lacking, 25 unreserved); everything given back (close()): the next call
     // asks the store at once.
-    let request = limiter.reserve_request(at, 30, 30).unwrap();
-    assert!(limiter.credit_reservation(
-        at,
-        request.period_slot,
-        answer(&request, 0, 25, 0),
-        clock.monotonic_ms
-    ));
-    assert!(
-        !decided(consume(
-            &mut limiter,
-            &mut clock,
-            "a",
-            30,
-            ShareMode::Reserved
-        ))
-        .allowed
-    );
+    answered(&mut limiter, &clock, "a", [30, 0, 25]);
+    assert!(!allowed(&mut limiter, &mut clock, "a", 30));
     limiter.give_back_idle(clock.monotonic_ms, 0.0);
-    assert_eq!(
-        consume(&mut limiter, &mut clock, "a", 30, ShareMode::Reserved),
-        SharedDecision::NeedsStore { lacking: 30 }
-    );
+    let asked = consume(&mut limiter, &mut clock, "a", 30, ShareMode::Reserved);
+    assert_eq!(asked, needs_store(30));
 }
 
 #[test]
