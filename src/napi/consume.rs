@@ -42,8 +42,9 @@ impl Registry {
         }
         // SAFETY: 1 ≤ n ≤ 2^53 - 1 (checked above), so it fits an i64.
         let count = unsafe { n.to_int_unchecked::<i64>() };
-        // A fraction is the general path's to refuse (`args::count`, the contract's error).
-        if count as f64 != n {
+        // A fraction (its whole part below it) is the general path's to refuse (`args::count`,
+        // the contract's error).
+        if (count as f64) < n {
             return false;
         }
         let Some((monotonic_ms, wall_ms)) = state.clock.native_readings() else {
