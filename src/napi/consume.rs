@@ -40,6 +40,9 @@ impl Registry {
         if !(n >= 1.0 && n <= state.quiet_max_n) {
             return false;
         }
+        let Some((monotonic_ms, wall_ms)) = state.clock.native_readings() else {
+            return false;
+        };
         // SAFETY: 1 ≤ n ≤ 2^53 - 1 (checked above), so it fits an i64.
         let count = unsafe { n.to_int_unchecked::<i64>() };
         // A fraction (its whole part below it) is the general path's to refuse (`args::count`,
@@ -47,9 +50,6 @@ impl Registry {
         if (count as f64) < n {
             return false;
         }
-        let Some((monotonic_ms, wall_ms)) = state.clock.native_readings() else {
-            return false;
-        };
         let count = count as u64;
         match state
             .limiter

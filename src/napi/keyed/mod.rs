@@ -106,6 +106,7 @@ impl KeyedState {
         {
             return None;
         }
+        let (monotonic_ms, wall_ms) = self.clock.native_readings()?;
         // SAFETY: 1 ≤ n ≤ 2^53 - 1 (checked above), so it fits an i64.
         let count = unsafe { n.to_int_unchecked::<i64>() };
         // A fraction (its whole part below it) is the general path's to refuse (`args::count`,
@@ -113,7 +114,6 @@ impl KeyedState {
         if (count as f64) < n {
             return None;
         }
-        let (monotonic_ms, wall_ms) = self.clock.native_readings()?;
         Some((count as u64, monotonic_ms, wall_ms))
     }
 
