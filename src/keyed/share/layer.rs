@@ -70,7 +70,8 @@ impl kernel::Quota for ReservedQuota<'_> {
     type Pending = Step;
 
     /// Not known short: no more than this process's limit for the key, and (right after the
-    /// store answered) covered or no more than the reservation and the store together have.
+    /// store answered, or while the key is short) covered or no more than the reservation and
+    /// the store together have.
     #[inline(always)]
     fn admits(&self, n: u64) -> bool {
         let short = n > self.limit
