@@ -50,33 +50,18 @@ pub(in crate::keyed) struct ReservedQuota<'a> {
     /// The open period, which a refused call waits out from `wall_ms`.
     ends: &'a OpenPeriod,
     wall_ms: f64,
-    /// The limiter's timeline, against which the key's short mark is read.
-    timeline_ms: f64,
-}
-
-impl ReservedQuota<'_> {
-    /// Whether a call not covered is decided on the store's last answer: right after it
-    /// (`AfterStore`), or a `Reserved` call while the key is short
-    /// ([`is_short`](super::book::StoreHold::is_short)).
-    #[inline(always)]
-    fn on_answer(&self) -> bool {
-        self.mode == ShareMode::AfterStore
-            || (self.mode == ShareMode::Reserved
-                && self.reservation.hold.is_short(self.timeline_ms))
-    }
 }
 
 impl kernel::Quota for ReservedQuota<'_> {
     type Pending = Step;
 
     /// Not known short: no more than this process's limit for the key, and (right after the
-    /// store answered, or while the key is short) covered or no more than the reservation and
-    /// the store together have.
+    /// store answered) covered or no more than the reservation and the store together have.
     #[inline(always)]
     fn admits(&self, n: u64) -> bool {
         let short = n > self.limit
-            || (n > self.reservation.left(*self.admitted)
-                && self.on_answer()
+            || (self.mode == ShareMode::AfterStore
+                && n > self.reservation.left(*self.admitted)
                 && self.remaining() < n);
         !short
     }
@@ -89,7 +74,7 @@ impl kernel::Quota for ReservedQuota<'_> {
     fn pending(&mut self, n: u64, admits: bool) -> Result<(), Step> {
         let left = self.reservation.left(*self.admitted);
         if !admits {
-            if left > 0 && n <= self.limit && self.on_answer() {
+            if self.mode == ShareMode::AfterStore && left > 0 && n <= self.limit {
                 return Err(Step::ReleaseThenStore);
             }
             return Ok(());
@@ -254,7 +239,8 @@ impl<K: SharedBucket> Layers for Shared<K> {
 
 /// A shared key's reservation as the one decision's quota ([`ReservedQuota`]), `None` for a key
 /// without a quota: the reservation follows the key's period (`period_slot`), and the key was
-/// used now.
+/// used now. While the key is short ([`is_short`](super::book::StoreHold::is_short)), a `Reserved` call is decided as
+/// `AfterStore`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(in crate::keyed) fn reserved_quota<'a>(
@@ -271,6 +257,12 @@ pub(in crate::keyed) fn reserved_quota<'a>(
     let reservation = &mut book.entries[index as usize];
     reservation.follow(period_slot, quota.limit);
     reservation.hold.last_used_ms = reading.monotonic_ms;
+    // A key the store's last answer left short: a call not covered is decided on that answer.
+    let mode = if mode == ShareMode::Reserved && reservation.hold.is_short(reading.timeline_ms) {
+        ShareMode::AfterStore
+    } else {
+        mode
+    };
     Some(ReservedQuota {
         reservation,
         admitted,
@@ -278,7 +270,6 @@ pub(in crate::keyed) fn reserved_quota<'a>(
         mode,
         ends: &specs[quota.spec as usize].period,
         wall_ms: reading.wall_ms,
-        timeline_ms: reading.timeline_ms,
     })
 }
 
