@@ -175,7 +175,8 @@ async function coveredCase(client, say) {
   assert.equal((await local.consume('tenant')).allowed, true)
   assert.equal((await shared.consume('tenant')).allowed, true)
   assert.equal((await shared.consume('tenant')).allowed, true)
-  assert.ok(shared.status('tenant').tokens > 2 ** 29, 'alone, the process holds a large slice')
+  // (Its second call is a busy key's: a quarter of a fair share, C / 2 / 4 = 2**28.)
+  assert.ok(shared.status('tenant').tokens > 2 ** 27, 'alone, the process holds a large slice')
   assert.equal((await peer.consume('tenant')).consumedPoints, 1)
   const callsBefore = shared.stats().store.calls
   say('')

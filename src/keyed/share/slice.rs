@@ -44,9 +44,6 @@ pub const NOT_ALL: u32 = u32::MAX;
 pub struct Slice {
     /// The timeline when the lease ends: the last answered call's send time plus `leaseMs`.
     pub lease_end_ms: f64,
-    /// The key is denied here, with no store call, until this timeline (the store said the
-    /// bucket was short); then the next call takes all there is ([`More::All`]).
-    pub short_until_ms: f64,
     /// The store's tokens at its last answer (may be below zero after a failOpen charge), and
     /// the timeline when that answer came (-inf: none yet).
     pub fleet_tokens: f64,
@@ -113,7 +110,6 @@ impl Slice {
     fn fresh(now_ms: f64) -> Slice {
         Slice {
             lease_end_ms: f64::NEG_INFINITY,
-            short_until_ms: f64::NEG_INFINITY,
             fleet_tokens: 0.0,
             fleet_at_ms: f64::NEG_INFINITY,
             fleet_ms: -1.0,

@@ -210,7 +210,7 @@ impl KeyedLimiter {
             } else {
                 u32::try_from(answer.granted).unwrap_or(u32::MAX)
             };
-            slice.short_until_ms = f64::NEG_INFINITY;
+            slice.hold.clear_short();
             slice.waited = false;
         }
         let asking = std::mem::take(&mut slice.asking);
@@ -226,13 +226,15 @@ impl KeyedLimiter {
             // rest is the other hungry processes' share): the key is saturated. Once the slice
             // is spent, it is denied here (`local_denial_ms`); then this process takes all there
             // is (its share of it), so that the refill of the wait is not lost to the bucket's cap.
-            slice.short_until_ms = timeline_ms
-                + local_denial_ms(
-                    lease_ms,
-                    policy.capacity,
-                    policy.refill_per_second,
-                    answer.tokens,
-                );
+            slice.hold.mark_short(
+                timeline_ms
+                    + local_denial_ms(
+                        lease_ms,
+                        policy.capacity,
+                        policy.refill_per_second,
+                        answer.tokens,
+                    ),
+            );
             slice.waited = true;
             slice.report_spent = answer.granted as f64 >= 0.75 * policy.capacity;
         }
@@ -264,7 +266,7 @@ fn fetch_wanted(slice: &Slice, tokens: f64, timeline_ms: f64, lease_ms: f64) -> 
     if slice.report_spent && tokens < 1.0 {
         return true;
     }
-    if timeline_ms < slice.short_until_ms || slice.last_granted == 0 {
+    if slice.hold.is_short(timeline_ms) || slice.last_granted == 0 {
         return false;
     }
     // At most one background fetch a key every leaseMs / 16 (a bucket being shared out among

@@ -32,6 +32,32 @@ pub struct ReserveRequest {
     pub record_id: u64,
 }
 
+/// The store's answer to a `reserve`, as the JS face hands it over (checked by the store's
+/// adapter, lib/share/protocol.js).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReserveAnswer {
+    /// The units the call asked for at least (the request's `lacking`).
+    pub lacking: u64,
+    pub granted: u64,
+    /// What the store has unreserved after the answer.
+    pub unreserved: u64,
+    /// The identity of the record the units were reserved in (0: the store named none).
+    pub record_id: u64,
+}
+
+impl ReserveAnswer {
+    /// Whether the answer leaves the key nothing: none unreserved, or none granted to a call
+    /// that lacked units. The key is then short for [`QUOTA_SHORT_MS`].
+    pub fn leaves_short(&self) -> bool {
+        self.unreserved == 0 || (self.granted == 0 && self.lacking > 0)
+    }
+}
+
+/// How long a key whose reservation's store answer left it nothing is denied here (its calls
+/// not covered decided on that answer, with no store call): a flood on it costs about one store
+/// call a second, and an operator's grant is seen within a second.
+pub const QUOTA_SHORT_MS: f64 = 1_000.0;
+
 /// Units to return to the store for one key's period (`units`), and failOpen units still to be
 /// added to its count (`charge`, what the returned units could not cancel out).
 #[derive(Clone, Debug, PartialEq)]
