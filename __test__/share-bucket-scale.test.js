@@ -4,9 +4,13 @@
 // the store up. One limiter takes a slice of 40,000 keys (two consumes each, so each keeps
 // unspent tokens), then goes idle: the give-backs of all of them start together. While they run,
 // the first consumes of new keys must all be decided (none ERR_STORE_UNAVAILABLE, at the default
-// timeoutMs of 300 ms), each background store operation is one short script on one key (none in
-// Redis's SLOWLOG at 10 ms; at most a few in a thousand at 1 ms, which a loaded machine's
-// scheduler alone can cause), and another client's PING never waits behind a queue of them.
+// timeoutMs of 300 ms), each background store operation is one short script on one key, and
+// another client's PING never waits behind a queue of them. The latencies are judged against a
+// baseline taken in the same run, so that a loaded machine's scheduler (which stops Redis in the
+// middle of any script) is not taken for ours: a trivial script another client runs alongside
+// (none of ours in Redis's SLOWLOG past 10 ms or twice the trivial one's worst plus 5 ms; at most
+// a few in a thousand at 1 ms, or as many as the trivial one's share), and the PINGs before the
+// give-backs start (PING's p99 while they run under 50 ms or three times that baseline).
 
 const { after, before, test } = require('node:test')
 const assert = require('node:assert/strict')
@@ -15,6 +19,9 @@ const { startRedisServer } = require('./helpers/redis-server.js')
 const { KeyedQuotaClock } = require('..')
 const { redisStore } = require('../lib/shared.js')
 
+// The baseline: a script that does next to nothing, run by another client alongside ours.
+const TRIVIAL = "return redis.call('TIME')"
+const TRIVIAL_BATCH = 50
 const KEYS = 40_000
 const BATCH = 500
 
@@ -70,11 +77,19 @@ test('many keys given back at once: new keys are still decided, and no store ope
   const idleFrom = performance.now() + 600
   const outcomes = []
   const pings = []
+  const pingsBefore = []
+  let trivialRuns = 0
   let k = 0
   while (performance.now() < idleFrom + 4_000) {
     const started = performance.now()
     await admin.ping()
-    pings.push(performance.now() - started)
+    ;(started < idleFrom - 100 ? pingsBefore : pings).push(performance.now() - started)
+    // (As many trivial scripts as the give-backs run, about: a scheduler that stops Redis now and
+    // then stops it as often in one as in the other.)
+    const pipeline = admin.pipeline()
+    for (let i = 0; i < TRIVIAL_BATCH; i++) pipeline.eval(TRIVIAL, 0)
+    await pipeline.exec()
+    trivialRuns += TRIVIAL_BATCH
     if (performance.now() > idleFrom) {
       outcomes.push(await fresh.consume(`new:${k++}`).then((d) => (d.allowed ? 'A' : 'D'), (error) => error.code))
     }
@@ -85,13 +100,19 @@ test('many keys given back at once: new keys are still decided, and no store ope
   assert.ok(given > 1_000, `the give-backs ran meanwhile (${given} scripts)`)
   assert.ok(outcomes.length > 100, `${outcomes.length} first consumes`)
   assert.deepEqual(outcomes.filter((o) => o !== 'A'), [], 'every first consume of a new key on a healthy store is admitted')
-  const slow = await admin.call('SLOWLOG', 'GET', '1000')
-  const ours = slow.filter((entry) => /^eval/i.test(String(entry[3]?.[0])))
-  assert.deepEqual(ours.filter((entry) => entry[2] >= 10_000), [], 'no script of ours ran 10 ms')
-  assert.ok(ours.length <= Math.max(3, given / 200), `${ours.length} of ${given} scripts ran 1 ms or more`)
-  pings.sort((a, b) => a - b)
-  const p99 = pings[Math.floor(pings.length * 0.99)]
-  assert.ok(p99 < 50, `another client's PING p99 ${p99.toFixed(1)} ms while the give-backs ran`)
+  const slow = await admin.call('SLOWLOG', 'GET', '100000')
+  const scripts = slow.filter((entry) => /^eval/i.test(String(entry[3]?.[0])))
+  const trivial = scripts.filter((entry) => String(entry[3]?.[1]) === TRIVIAL)
+  const ours = scripts.filter((entry) => String(entry[3]?.[1]) !== TRIVIAL)
+  const trivialWorstUs = Math.max(0, ...trivial.map((entry) => entry[2]))
+  const limitUs = Math.max(10_000, 2 * trivialWorstUs + 5_000)
+  assert.deepEqual(ours.filter((entry) => entry[2] >= limitUs), [], `no script of ours ran ${limitUs / 1000} ms (the trivial script's worst: ${trivialWorstUs / 1000} ms)`)
+  const allowed = Math.max(3, given / 200, ((trivial.length + 1) / trivialRuns) * given * 2)
+  assert.ok(ours.length <= allowed, `${ours.length} of ${given} scripts ran 1 ms or more (the trivial script: ${trivial.length} of ${trivialRuns})`)
+  const p99Of = (times) => [...times].sort((a, b) => a - b)[Math.floor(times.length * 0.99)]
+  const p99 = p99Of(pings)
+  const before = p99Of(pingsBefore)
+  assert.ok(p99 < Math.max(50, 3 * before), `another client's PING p99 ${p99.toFixed(1)} ms while the give-backs ran (${before.toFixed(1)} ms before them)`)
   await fresh.close()
   await limiter.close()
   assert.equal(limiter.stats().store.errors, 0)
