@@ -130,6 +130,16 @@ class SharedTable {
     return held
   }
 
+  /** As the table's; a key the store reported exhausted asks it again at its next call. */
+  refreshPolicy(key) {
+    this.#table.refreshPolicy(key)
+    this.#driver.policyRefreshed(key)
+  }
+
+  setPolicyTtl(ttlMs) {
+    this.#table.setPolicyTtl(ttlMs)
+  }
+
   get size() {
     return this.#table.size
   }

@@ -16,6 +16,7 @@ const { checkNumber, coded } = require('../common/validate.js')
 const { readStats } = require('../native/stats.js')
 const { AT } = require('../native/contract.js')
 const { toPeriod } = require('../time/calendar.js')
+const { normalizePolicy } = require('./key-limits.js')
 
 // A limiter's native state is freed once its object has been collected.
 const indexes = new FinalizationRegistry((index) => native.releaseLimiter(REGISTRY, index))
@@ -33,6 +34,8 @@ class QuotaClock {
   #capacity
   #refillPerSecond
   #quotaLimit
+  // The limits in force as the options gave them (setLimits merges new ones over them).
+  #limits
   // The JsClock of a limiter that reads a clock (or systemClock's reader) in JS; one field, so
   // that the others stay small.
   #js
@@ -50,6 +53,7 @@ class QuotaClock {
     this.#capacity = limiterOptions.capacity
     this.#refillPerSecond = limiterOptions.refillPerSecond
     this.#quotaLimit = limiterOptions.quotaPeriod !== undefined ? limiterOptions.quotaLimit : null
+    this.#limits = { ...limiterOptions, initialTokensGiven: false }
     rememberLimiter(this, clockArgs, true) // for the HTTP middleware
   }
 
@@ -100,6 +104,30 @@ class QuotaClock {
       return RESULT[N_OR_STATUS]
     }
     const final = (status) => (status === DECIDED ? toStatus(read, this.#capacity, this.#refillPerSecond, this.#quotaLimit) : RESUME)
+    return resume(again(undefined, false), RESULT, this.#js, final, noPolicy, again)
+  }
+
+  /**
+   * New limits now (SPEC §18): a KeyPolicy whose fields left out keep their values (`quota: null`
+   * removes the quota). Reads and reconciles like status(), carries what was used over, and
+   * answers status() under the new limits. Invalid limits throw and change nothing.
+   */
+  setLimits(limits) {
+    const { capacity, refillPerSecond, initialTokens, bucket, quotaLimit, quotaPeriod } = normalizePolicy(limits, 'limits', this.#limits, 'a KeyPolicy object { capacity?, refillPerSecond?, initialTokens?, quota? }')
+    const input = { capacity, refillPerSecond, initialTokens, bucket, quotaLimit, quotaPeriod }
+    let read
+    const again = (_, supplied) => {
+      read = callLimiter(this.#js, () => native.limiterSetLimits(REGISTRY, this.#index, input, supplied))
+      return RESULT[N_OR_STATUS]
+    }
+    const final = (status) => {
+      if (status !== DECIDED) return RESUME
+      this.#limits = { ...this.#limits, ...input }
+      this.#capacity = capacity
+      this.#refillPerSecond = refillPerSecond
+      this.#quotaLimit = quotaPeriod !== undefined ? quotaLimit : null
+      return toStatus(read, capacity, refillPerSecond, this.#quotaLimit)
+    }
     return resume(again(undefined, false), RESULT, this.#js, final, noPolicy, again)
   }
 

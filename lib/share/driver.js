@@ -294,6 +294,11 @@ class ShareDriver {
     if (failed !== undefined) throw failed
   }
 
+  /** A key's policy (every key's without one) is asked again: a limit it changes is sent with its next store call. */
+  policyRefreshed(key) {
+    this.#exhausted.forget(key)
+  }
+
   async #closeQuota() {
     this.#keys.closing()
     this.#exhausted.clear()

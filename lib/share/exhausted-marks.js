@@ -37,6 +37,12 @@ class ExhaustedMarks {
     this.#sweepAt = Math.max(MIN_EXHAUSTED_SWEEP, 2 * marks.size)
   }
 
+  /** Forgets `key`'s mark (every key's without one): its next call asks the store again. */
+  forget(key) {
+    if (key === undefined) this.#marks.clear()
+    else this.#marks.delete(key)
+  }
+
   clear() {
     this.#marks.clear()
   }
