@@ -1170,6 +1170,9 @@ mod tests {
         assert_eq!((state.quota_used, state.period_slot), (0, -1));
         let mut state = used;
         state.carry_over(bucket(false), bucket(true), 7);
-        assert_eq!((state.quota_used, state.period_slot, state.tokens), (0, 7, 4.0));
+        assert_eq!(
+            (state.quota_used, state.period_slot, state.tokens),
+            (0, 7, 4.0)
+        );
     }
 }

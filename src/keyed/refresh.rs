@@ -73,7 +73,11 @@ impl KeyedLimiter {
         };
         // The timeline this call reaches when the clocks agree (a plain compare: NaN is never due).
         let elapsed_ms = (monotonic_ms - self.reconciler.last_monotonic_ms).max(0.0);
-        let asked_at_ms = clock.asked_at_ms.get(index as usize).copied().unwrap_or(0.0);
+        let asked_at_ms = clock
+            .asked_at_ms
+            .get(index as usize)
+            .copied()
+            .unwrap_or(0.0);
         self.timeline_ms + elapsed_ms - asked_at_ms >= clock.ttl_ms
     }
 
@@ -156,8 +160,156 @@ impl KeyedLimiter {
         if let Some(clock) = &mut self.refresh.ttl {
             clock.asked_at_ms[index as usize] = self.timeline_ms;
         }
-        let limit = |quota: Option<super::policies::PolicyQuota>| quota.map_or(0, |quota| quota.limit);
+        let limit =
+            |quota: Option<super::policies::PolicyQuota>| quota.map_or(0, |quota| quota.limit);
         self.reservation_limit_changed(index, limit(old.quota), limit(new.quota));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::super::tests::{key, policy, spec, DAY_MS, JAN_15_2024};
+    use super::super::{KeyedConfig, Target, DEFAULT_POLICY};
+    use super::*;
+    use crate::clock::{ManualClock, SuspendPolicy};
+    use crate::quota::QuotaPolicy;
+
+    #[derive(Clone, Debug)]
+    enum Step {
+        Consume(u64),
+        Advance(f64),
+        /// A new plan (capacity, quota limit), put in force at a random moment.
+        Refresh(f64, u64),
+        /// A plan with another period spec (a week), the use carried into it.
+        Weekly(u64),
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            6 => (1u64..4).prop_map(Step::Consume),
+            3 => (0.0..(8.0 * 3_600_000.0)).prop_map(Step::Advance),
+            2 => (1.0..20.0f64, 0u64..30).prop_map(|(capacity, limit)| Step::Refresh(capacity.floor(), limit)),
+            1 => (0u64..60).prop_map(Step::Weekly),
+        ]
+    }
+
+    fn limiter(clock: &mut ManualClock) -> KeyedLimiter {
+        let config = KeyedConfig {
+            defaults: policy(10.0, Some(10)),
+            suspend_policy: SuspendPolicy::Ignore,
+            earliest_plausible_wall_ms: None,
+            max_keys: 4,
+        };
+        KeyedLimiter::new(config, clock).unwrap()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// SPEC §18: a policy refreshed at random moments never lets a key's use in a period
+        /// exceed the largest limit in force during that period (nothing is reserved here).
+        #[test]
+        fn a_policy_refreshed_at_random_moments_never_admits_past_the_largest_limit_in_force(
+            steps in proptest::collection::vec(step(), 1..120),
+        ) {
+            let mut clock = ManualClock::new(0.0, JAN_15_2024 + 12.0 * 3_600_000.0, None);
+            let mut keyed = limiter(&mut clock);
+            let tenant = key("tenant");
+            // The key's use since it last started at zero, the period it counts in, and the
+            // largest limit in force since then.
+            let (mut used, mut counted_in, mut largest) = (0u64, None::<(bool, String)>, 10u64);
+            let (mut weekly, mut limit) = (false, 10u64);
+            let period_of = |keyed: &mut KeyedLimiter, clock: &mut ManualClock, weekly: bool| {
+                let target = keyed.find(tenant.key()).map_or(Target::New(DEFAULT_POLICY), Target::Held);
+                let status = keyed.status(target, clock, &mut Vec::new()).unwrap();
+                (weekly, status.period.unwrap().id)
+            };
+            for step in steps {
+                match step {
+                    Step::Consume(n) => {
+                        let target = keyed.find(tenant.key()).map_or(Target::New(DEFAULT_POLICY), Target::Held);
+                        if n as f64 > keyed.capacity_of(target) {
+                            continue;
+                        }
+                        let decision = keyed
+                            .try_consume(tenant.key(), target, n, &mut clock, &mut Vec::new())
+                            .unwrap();
+                        let period = period_of(&mut keyed, &mut clock, weekly);
+                        if counted_in.as_ref() != Some(&period) {
+                            // A new period of the same spec: its use starts at zero.
+                            (used, counted_in, largest) = (0, Some(period), limit);
+                        }
+                        if decision.allowed {
+                            used += n;
+                        }
+                        prop_assert!(used <= largest, "{used} admitted in {counted_in:?}, largest limit {largest}");
+                    }
+                    Step::Advance(ms) => clock.advance(ms),
+                    Step::Refresh(..) | Step::Weekly(..) => {
+                        let Some(index) = keyed.find(tenant.key()) else {
+                            continue;
+                        };
+                        // Brought to this reading under the old limits first: a period that
+                        // ended took its use with it.
+                        let before = period_of(&mut keyed, &mut clock, weekly);
+                        if counted_in.as_ref() != Some(&before) {
+                            (used, largest) = (0, limit);
+                        }
+                        let (new, new_limit) = match step {
+                            Step::Refresh(capacity, new_limit) => {
+                                weekly = false;
+                                (policy(capacity, Some(new_limit)), new_limit)
+                            }
+                            Step::Weekly(new_limit) => {
+                                weekly = true;
+                                let mut new = policy(10.0, None);
+                                new.quota = Some(QuotaPolicy::new(new_limit, spec("week", "UTC")));
+                                (new, new_limit)
+                            }
+                            Step::Consume(_) | Step::Advance(_) => unreachable!("matched above"),
+                        };
+                        keyed.renew_policy(index, new, &mut clock, &mut Vec::new()).unwrap();
+                        limit = new_limit;
+                        // The use carries whole into the new spec's open period.
+                        counted_in = Some(period_of(&mut keyed, &mut clock, weekly));
+                        largest = largest.max(limit);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_refresh_keeps_what_the_key_used_of_its_bucket_and_its_quota() {
+        let mut clock = ManualClock::new(0.0, JAN_15_2024 + DAY_MS / 2.0, None);
+        let mut keyed = limiter(&mut clock);
+        let tenant = key("tenant");
+        let decision = keyed
+            .try_consume(
+                tenant.key(),
+                Target::New(DEFAULT_POLICY),
+                6,
+                &mut clock,
+                &mut Vec::new(),
+            )
+            .unwrap();
+        assert!(decision.allowed);
+        let index = keyed.find(tenant.key()).unwrap();
+        keyed.mark_policy_due(Some(tenant.key()));
+        assert!(keyed.policy_due(index, f64::NAN));
+        keyed
+            .renew_policy(index, policy(30.0, Some(8)), &mut clock, &mut Vec::new())
+            .unwrap();
+        assert!(!keyed.policy_due(index, f64::NAN));
+        let status = keyed
+            .status(Target::Held(index), &mut clock, &mut Vec::new())
+            .unwrap();
+        assert_eq!(
+            (status.tokens, status.quota_used, status.quota_remaining),
+            (24.0, Some(6), Some(2))
+        );
     }
 }

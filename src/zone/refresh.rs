@@ -122,7 +122,12 @@ impl Zone {
         let (_, recon) = self.read_recon();
         let mut state = read_state(record);
         let timeline_ms = recon.timeline_ms.max(state.credited_at_ms);
-        refresh(&old, &mut state, timeline_ms, old.spec.map(|spec| self.read_period(spec)));
+        refresh(
+            &old,
+            &mut state,
+            timeline_ms,
+            old.spec.map(|spec| self.read_period(spec)),
+        );
         let open_slot = new
             .spec
             .map(|spec| self.read_period(spec))

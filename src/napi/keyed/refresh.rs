@@ -22,7 +22,11 @@ pub fn keyed_check_policy_ttl(env: &Env, ttl_ms: f64) -> napi::Result<()> {
 
 /// `policyTtlMs`: a held key's policy is asked again once that long has passed on the timeline.
 #[napi(js_name = "keyedSetPolicyTtl")]
-pub fn keyed_set_policy_ttl(env: &Env, limiter: &External<NativeKeyed>, ttl_ms: f64) -> napi::Result<()> {
+pub fn keyed_set_policy_ttl(
+    env: &Env,
+    limiter: &External<NativeKeyed>,
+    ttl_ms: f64,
+) -> napi::Result<()> {
     limiter.state.with(env, |state| {
         state.limiter.set_policy_ttl(check_policy_ttl_ms(ttl_ms)?);
         Ok(())

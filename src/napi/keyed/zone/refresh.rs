@@ -27,7 +27,11 @@ pub fn zone_refresh_policy(
 
 /// `policyTtlMs` in this process.
 #[napi(js_name = "zoneSetPolicyTtl")]
-pub fn zone_set_policy_ttl(env: &Env, zone: &External<NativeZone>, ttl_ms: f64) -> napi::Result<()> {
+pub fn zone_set_policy_ttl(
+    env: &Env,
+    zone: &External<NativeZone>,
+    ttl_ms: f64,
+) -> napi::Result<()> {
     zone.cell.with(env, |state| {
         state.zone()?.set_policy_ttl(check_policy_ttl_ms(ttl_ms)?);
         Ok(())
