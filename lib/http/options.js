@@ -160,6 +160,7 @@ function parseLimiterEntry(entry, what, defaults) {
     // key ''), else one per key.
     recordPerKey: keyed && !sameLimitsForEveryKey,
     records: new Map(),
+    limitsGeneration: 0,
   }
 }
 

@@ -5,7 +5,7 @@
 const native = require('../native/native.js')
 const { registerListener } = require('../time/anomalies.js')
 const { callNative } = require('../native/errors.js')
-const { rememberLimiter, rememberClosed } = require('../limiter/limiter-facts.js')
+const { rememberLimiter, rememberClosed, rememberLimitsChanged } = require('../limiter/limiter-facts.js')
 const { parseOptions, checkPositiveCount } = require('../limiter/options.js')
 const { AT, OPERATION } = require('../native/contract.js')
 const { ZoneFace, zoneInput } = require('./zone.js')
@@ -177,6 +177,7 @@ class KeyedQuotaClock {
   refreshPolicy(key) {
     if (key !== undefined) checkKey(key)
     this.#backend.refreshPolicy(key)
+    rememberLimitsChanged(this)
   }
 
   /** Drops the key and all its state (a shared key's unused units go back to the store); true if it was held. Reads no clock. */

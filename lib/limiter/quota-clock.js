@@ -11,7 +11,7 @@ const { callNative } = require('../native/errors.js')
 const { parseOptions, checkCount, checkRefundCount } = require('./options.js')
 const { RESULT, LIMITER_INDEX, REGISTRY, consume, consumeSupplied } = require('../native/registry.js')
 const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NO_ANOMALIES, RESUME, readDecision, resume, noPolicy, failure, callLimiter, toStatus } = require('./native-call.js')
-const { rememberLimiter } = require('./limiter-facts.js')
+const { rememberLimiter, rememberLimitsChanged } = require('./limiter-facts.js')
 const { checkNumber, coded } = require('../common/validate.js')
 const { readStats } = require('../native/stats.js')
 const { AT } = require('../native/contract.js')
@@ -126,6 +126,7 @@ class QuotaClock {
       this.#capacity = capacity
       this.#refillPerSecond = refillPerSecond
       this.#quotaLimit = quotaPeriod !== undefined ? quotaLimit : null
+      rememberLimitsChanged(this)
       return toStatus(read, capacity, refillPerSecond, this.#quotaLimit)
     }
     return resume(again(undefined, false), RESULT, this.#js, final, noPolicy, again)
