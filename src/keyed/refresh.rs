@@ -151,6 +151,12 @@ impl KeyedLimiter {
             shape(new.capacity, new.quota.is_some()),
             open_slot,
         );
+        if self.slices.is_some() {
+            // A shared bucket's tokens here are this process's slice: the store carries the
+            // bucket over at the key's next store call, which sends the new capacity and refill.
+            state.tokens = record.tokens;
+        }
+        let record = &mut self.table.records[index as usize];
         record.set_use(&state);
         record.policy = new_id;
         record.flags &= !FLAG_POLICY_DUE;
