@@ -1,5 +1,5 @@
 'use strict'
-// The types of limits that change while running (SPEC §18), as a TypeScript user meets them:
+// The types of limits that change while running, as a TypeScript user meets them:
 // live-limits-usage.ts compiles under --strict, wrong-limits.ts fails for the one reason it was
 // written for.
 

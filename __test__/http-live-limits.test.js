@@ -1,6 +1,6 @@
 'use strict'
 // The HTTP headers report the limits in force from the next request after setLimits or
-// refreshPolicy (SPEC §18), on a plain node:http server.
+// refreshPolicy, on a plain node:http server.
 
 const test = require('node:test')
 const assert = require('node:assert/strict')

@@ -1,5 +1,5 @@
 'use strict'
-// KeyedQuotaClock#refreshPolicy and policyTtlMs (SPEC §18), on the in-process table, manual clocks.
+// KeyedQuotaClock#refreshPolicy and policyTtlMs, on the in-process table, manual clocks.
 
 const test = require('node:test')
 const assert = require('node:assert/strict')

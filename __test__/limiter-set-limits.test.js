@@ -1,5 +1,5 @@
 'use strict'
-// QuotaClock#setLimits (SPEC §18): new limits now, with what the limiter used carried over.
+// QuotaClock#setLimits: new limits now, with what the limiter used carried over.
 
 const test = require('node:test')
 const assert = require('node:assert/strict')

@@ -1,5 +1,5 @@
 'use strict'
-// Limits that change while running (SPEC §18) with `share` and `share.bucket`, against the
+// Limits that change while running with `share` and `share.bucket`, against the
 // in-process store that implements the store protocol (__test__/helpers/test-store.js).
 
 const test = require('node:test')

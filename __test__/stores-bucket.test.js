@@ -307,7 +307,7 @@ function stepsOn(label, variant) {
       }
     })
 
-    test("2. a plan change is the request's (SPEC §18): tk = min(C' - out, tk + C' - C), below zero if need be", async () => {
+    test("2. a plan change is the request's, what was used staying used: tk = min(C' - out, tk + C' - C), below zero if need be", async () => {
       const { ops } = v()
       const name = freshName()
       const a = await ops.bucketTake(takeOf(name, { refillPerSecond: 0.001, want: 6 }))

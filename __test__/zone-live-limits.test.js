@@ -1,5 +1,5 @@
 'use strict'
-// refreshPolicy and policyTtlMs in a zone (SPEC §18): the key's limits are in the zone, so a
+// refreshPolicy and policyTtlMs in a zone: the key's limits are in the zone, so a
 // refresh made in one process applies in every process of the host.
 
 const test = require('node:test')

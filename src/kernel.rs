@@ -462,7 +462,7 @@ pub struct LimitsShape {
 }
 
 impl<S: Copy + PartialEq> KeyUse<S> {
-    /// The carry-over rule (SPEC §18): a key's state, already brought to a reading under its old
+    /// The carry-over rule: a key's state, already brought to a reading under its old
     /// limits `from`, as it stands under `to`, whose quota's open period is `open_slot`. What was
     /// used stays used: a bucket keeps what it lacked of full (`tokens + C' − C`, within
     /// `0..=C'`), a new bucket starts full, a quota's use carries whole into the new open period,

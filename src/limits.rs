@@ -184,7 +184,7 @@ pub fn check_lease_units(units: f64) -> Result<u64, Error> {
     )
 }
 
-/// `policyTtlMs` (SPEC §18): how long a held key's policy holds before it is asked again, a
+/// `policyTtlMs`: how long a held key's policy holds before it is asked again, a
 /// positive safe integer of milliseconds.
 pub fn check_policy_ttl_ms(ttl_ms: f64) -> Result<u64, Error> {
     integer_in(

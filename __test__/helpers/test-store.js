@@ -99,7 +99,7 @@ function bucketTakeNow(records, now, request) {
     if (record.tk < room) record.tk = Math.min(room, record.tk + ((to - from) * record.R) / 1000)
   }
   record.tk = Math.min(record.C - others - keep, record.tk + back)
-  // Step 5b, a plan change (SPEC §18): refilled at the old rate up to now, what was used stays used.
+  // Step 5b, a plan change: refilled at the old rate up to now, what was used stays used.
   if (record.C !== capacity || record.R !== refillPerSecond) {
     record.tk = Math.min(capacity - others - keep, record.tk + capacity - record.C)
     record.C = capacity

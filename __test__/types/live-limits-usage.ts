@@ -1,4 +1,4 @@
-// Limits that change while running (SPEC §18): must compile under --strict.
+// Limits that change while running: must compile under --strict.
 import { KeyedQuotaClock, QuotaClock, type KeyPolicy, type Status } from 'quota-clock-source'
 
 const plans = new Map<string, KeyPolicy>([['acme', { quota: { limit: 10_000, period: { unit: 'month', timeZone: 'UTC' } } }]])

@@ -106,7 +106,7 @@ function fits(record, tokens, quotaRemaining) {
 function recordFor(entry, key, tokens, quotaRemaining) {
   const recordKey = entry.recordPerKey ? key : ''
   let record = entry.records.get(recordKey)
-  // Limits changed while running (SPEC §18): every record is read again.
+  // Limits changed while running: every record is read again.
   const generation = limitsGeneration(entry.limiter)
   if (generation !== entry.limitsGeneration) {
     entry.records.clear()

@@ -171,7 +171,7 @@ class KeyedQuotaClock {
 
   /**
    * Asks `policy(key)` again at the key's next call of any kind, and puts what it answers in force
-   * with what the key used carried over (SPEC §18); without a key, every key held now. A key not
+   * with what the key used carried over; without a key, every key held now. A key not
    * held: nothing happens.
    */
   refreshPolicy(key) {

@@ -51,8 +51,8 @@ function isClosed(limiter) {
   return closed.has(limiter)
 }
 
-// How many times a limiter's limits were changed while running (setLimits, refreshPolicy; SPEC
-// §18): the HTTP middleware reads the limits in force again when it moved.
+// How many times a limiter's limits were changed while running (setLimits, refreshPolicy; see
+// docs/keyed.md, "Changing a plan"): the HTTP middleware reads the limits in force again when it moved.
 const limitChanges = new WeakMap()
 
 /** Called when `limiter`'s limits change (or may, at a key's next call). */

@@ -108,7 +108,7 @@ class QuotaClock {
   }
 
   /**
-   * New limits now (SPEC §18): a KeyPolicy whose fields left out keep their values (`quota: null`
+   * New limits now: a KeyPolicy whose fields left out keep their values (`quota: null`
    * removes the quota). Reads and reconciles like status(), carries what was used over, and
    * answers status() under the new limits. Invalid limits throw and change nothing.
    */

@@ -82,7 +82,7 @@
 //     1. no record: create it: C = capacity, R = refillPerSecond, id = newId, F = 0, S = now,
 //        tk = recordId != 0 ? 0 : capacity    (a record X knew and the store lost comes back EMPTY)
 //        lost = recordId != 0 and (the record was just created or id != recordId)
-//     2. C != capacity or R != refillPerSecond: a plan change, taken at step 5b (SPEC §18)
+//     2. C != capacity or R != refillPerSecond: a plan change, taken at step 5b
 //     3. the fleet clock moves: byStore = F + max(0, now - S)
 //          byCaller = fleetMs >= 0 and not lost ? fleetMs : F + C / R * 1000
 //          F' = max(F, min(byStore, byCaller));  the refill waits for steps 4 and 5

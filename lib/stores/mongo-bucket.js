@@ -161,7 +161,7 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
     { $set: { F: '$_F', S: '$_now' } },
     // what X gives back, under C minus what is out
     { $set: { tk: { $min: [{ $subtract: [{ $subtract: ['$C', '$_others'] }, '$_keep'] }, { $add: ['$tk', '$_back'] }] } } },
-    // 5b. a plan change (SPEC §18): what was used stays used
+    // 5b. a plan change: what was used stays used
     {
       $set: {
         tk: {

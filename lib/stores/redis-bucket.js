@@ -145,7 +145,7 @@ for p = 1, 3 do
   end
 end
 r.tk = math.min(r.C - others - keep, r.tk + back)
--- 5b. a plan change (SPEC §18): what was used stays used
+-- 5b. a plan change: what was used stays used
 if r.C ~= capacity or r.R ~= refill then
   r.tk = math.min(capacity - others - keep, r.tk + capacity - r.C)
   r.C, r.R = capacity, refill

@@ -1,4 +1,4 @@
-//! A held key's policy asked again (SPEC §18): `refreshPolicy` marks keys, `policyTtlMs` makes a
+//! A held key's policy asked again: `refreshPolicy` marks keys, `policyTtlMs` makes a
 //! key's policy due once that long has passed on the timeline since it was asked, and a due key's
 //! next call puts the new policy in force with what the key used carried over
 //! ([`KeyUse::carry_over`]).
@@ -215,7 +215,7 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
 
-        /// SPEC §18: a policy refreshed at random moments never lets a key's use in a period
+        /// A policy refreshed at random moments never lets a key's use in a period
         /// exceed the largest limit in force during that period (nothing is reserved here).
         #[test]
         fn a_policy_refreshed_at_random_moments_never_admits_past_the_largest_limit_in_force(

@@ -1,4 +1,4 @@
-//! `setLimits` (SPEC §18): new limits for the one key, now, with what it used carried over.
+//! `setLimits`: new limits for the one key, now, with what it used carried over.
 
 use super::{Limiter, LimiterPolicy, Status};
 use crate::anomaly::Anomaly;

@@ -178,7 +178,7 @@ pub struct Slot {
 }
 pub const META_WIDE: u64 = 1 << 16;
 pub const META_CURRENT: u64 = 1 << 17;
-/// The key's `policy` is asked again at its next call, in whichever process (SPEC §18).
+/// The key's `policy` is asked again at its next call, in whichever process.
 pub const META_POLICY_DUE: u64 = 1 << 18;
 
 /// A slot's `meta` word: the key's length in bytes (bits 0..16), [`META_WIDE`] (UTF-16 key),
@@ -271,7 +271,7 @@ pub struct Offsets {
     pub groups: usize,
     pub slots: usize,
     /// One word per slot: the timeline (f64 bits) at which its key's policy was last asked
-    /// (`policyTtlMs`, SPEC §18).
+    /// (`policyTtlMs`).
     pub policy_asked: usize,
     pub long_keys: usize,
     pub file_size: usize,

@@ -1,4 +1,4 @@
-//! A held key's policy asked again in a zone (SPEC §18). The mark ([`META_POLICY_DUE`]) and when
+//! A held key's policy asked again in a zone. The mark ([`META_POLICY_DUE`]) and when
 //! each key's policy was last asked live in the file, so a refresh made in one process applies in
 //! every process of the host; the process whose call meets a due key asks its own `policy` (every
 //! process passes the same one) and writes the new limits, under the key's group lock.

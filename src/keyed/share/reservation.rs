@@ -193,7 +193,7 @@ impl KeyedLimiter {
             .map(|quota| quota.limit)
     }
 
-    /// A held key's limit changed from `old` to `new` (SPEC §18): the store's room as last heard
+    /// A held key's limit changed from `old` to `new`: the store's room as last heard
     /// of moves with it, until the key's next store call (which sends the new limit) says.
     pub(in crate::keyed) fn reservation_limit_changed(&mut self, index: u32, old: u64, new: u64) {
         if let Some(reservation) = self

@@ -1,4 +1,4 @@
-//! `refreshPolicy` and `policyTtlMs` (SPEC §18): marking held keys, and a due key's new policy
+//! `refreshPolicy` and `policyTtlMs`: marking held keys, and a due key's new policy
 //! put in force before its call.
 
 use napi::bindgen_prelude::*;

@@ -1,4 +1,4 @@
-//! A zone's `refreshPolicy` and `policyTtlMs` (SPEC §18): the marks live in the zone file.
+//! A zone's `refreshPolicy` and `policyTtlMs`: the marks live in the zone file.
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
