@@ -40,9 +40,13 @@ function rule(count, { limit, leaseUnits, lacking, charge }) {
   return { count: charged + granted, answer: { granted, unreserved: room - granted } }
 }
 
-/** The documented Redis key of a record: <prefix><name bytes>:<name>:<key bytes>:<key>:<periodId>. */
+/** The documented Redis key of a record: <prefix>{<slot(name)>:<slot(key)>}:<periodId>, slot(t) = <bytes>:<t with % { } escaped>. */
 function redisKey(prefix, name, key, periodId) {
-  return `${prefix}${Buffer.byteLength(name)}:${name}:${Buffer.byteLength(key)}:${key}:${periodId}`
+  const slot = (text) => {
+    const escaped = text.replace(/[%{}]/g, (c) => ({ '%': '%25', '{': '%7B', '}': '%7D' })[c])
+    return `${Buffer.byteLength(escaped)}:${escaped}`
+  }
+  return `${prefix}{${slot(name)}:${slot(key)}}:${periodId}`
 }
 
 const byAnswer = (a, b) => a.granted - b.granted || a.unreserved - b.unreserved
@@ -293,12 +297,12 @@ describe('quota stores on real servers', () => {
   }
 
   describe('Redis specifics', () => {
-    test('a record lives at <prefix><name bytes>:<name>:<key bytes>:<key>:<periodId>, as a hash that expires by itself', async () => {
+    test('a record lives at <prefix>{<name bytes>:<name>:<key bytes>:<key>}:<periodId>, as a hash that expires by itself', async () => {
       const name = `${freshName()}:plán`
       const ops = storeOperations(redisStore(ioredis))
       await ops.reserve(request({ name, key: 'tenant:42', periodId: '2024-03-15', limit: 100, expiresAtMs: Date.now() + 400 }))
       const key = redisKey('qcs:', name, 'tenant:42', '2024-03-15')
-      assert.match(key, /^qcs:\d+:q-\d+-\d+:plán:9:tenant:42:2024-03-15$/)
+      assert.match(key, /^qcs:\{\d+:q-\d+-\d+:plán:9:tenant:42\}:2024-03-15$/)
       const { i: identity, ...fields } = await ioredis.hgetall(key)
       assert.match(identity, /^[1-9]\d*$/, 'the identity made when the record was created')
       assert.deepEqual(fields, { c: '10', l: '100', e: String(await ioredis.pexpiretime(key)) })
@@ -529,8 +533,8 @@ describe('making a store', () => {
       await storeOperations(redisStore(cluster)).reserve(request({ name: 'api', key: 'k', periodId: '2024', limit: 8, leaseUnits: 1 }))
     }
     assert.deepEqual(seen, [
-      ['qcs:3:api:1:k:2024', false, 'qcs:3:api:1:k:2024'],
-      ['qcs:3:api:1:k:2024', false, 'qcs:3:api:1:k:2024'],
+      ['qcs:{3:api:1:k}:2024', false, 'qcs:{3:api:1:k}:2024'],
+      ['qcs:{3:api:1:k}:2024', false, 'qcs:{3:api:1:k}:2024'],
     ])
   })
 

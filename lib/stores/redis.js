@@ -8,7 +8,9 @@
 // The fleet bucket's operations are in lib/stores/redis-bucket.js (bucketTake, bucketRead,
 // bucketFill).
 //
-// The record of (name, key, periodId) is a hash at <prefix><recordKey> (lib/stores/record-key.js):
+// The record of (name, key, periodId) is a hash at <prefix>{<name and key>}:<periodId>
+// (lib/stores/record-key.js: redisQuotaKey; the braces are a Redis Cluster hash tag of the
+// (name, key) pair alone, its own braces escaped, so a key's records share a slot and keys spread):
 //   c           the units counted in the period (reserved and not given back, and charged by
 //               failOpen decisions): `used`
 //   x           units granted on top of the limit for the period (quotaAdmin.grant): `extra`
@@ -27,7 +29,7 @@
 const { createHash } = require('node:crypto')
 const { makeQuotaStore, checkReserveAnswer, checkRecordAnswer, checkRefusedGrant, clamped, instanceFields, newRecordId, KEEP_GRANTED_MS, RECORD_GRACE_MS } = require('../share/protocol.js')
 const { describe } = require('../common/validate.js')
-const { recordKey } = require('./record-key.js')
+const { redisQuotaKey } = require('./record-key.js')
 const { bucketOperations } = require('./redis-bucket.js')
 const { invalid, readStoreOptions, checkText } = require('./options.js')
 
@@ -224,7 +226,7 @@ function redisStore(client, options) {
     }
   }
 
-  const keyOf = ({ name, key, periodId }) => prefix + recordKey(name, key, periodId)
+  const keyOf = ({ name, key, periodId }) => prefix + redisQuotaKey(name, key, periodId)
 
   /** Runs an operator's script; answers the record after it, or null (a refused grant: { refused: allowance }). */
   async function view(scriptOf, request, args, roundTrip) {
