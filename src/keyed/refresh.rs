@@ -63,6 +63,7 @@ impl KeyedLimiter {
         self.refresh.armed && self.policy_due_armed(index, monotonic_ms)
     }
 
+    #[cold]
     #[inline(never)]
     fn policy_due_armed(&self, index: u32, monotonic_ms: f64) -> bool {
         if self.table.records[index as usize].flags & FLAG_POLICY_DUE != 0 {
