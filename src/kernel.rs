@@ -12,7 +12,7 @@ use std::convert::Infallible;
 use std::marker::PhantomData;
 
 use crate::anomaly::{Anomaly, CallDeltas};
-use crate::bucket::{given_back, refill_wait_ms, refilled};
+use crate::bucket::{carried_tokens, given_back, refill_wait_ms, refilled};
 use crate::error::Error;
 use crate::quota::{remaining, wait_until_ms, OpenPeriod};
 use crate::stats::Counters;
@@ -416,6 +416,16 @@ impl<S: Copy + PartialEq> KeyUse<S> {
         }
     }
 
+    /// The carry-over rule: the state under old limits `from` as it stands under `to` (open period
+    /// `open_slot`): what was used stays used, a quota's use carries whole, a quota gone takes it.
+    pub fn carry_over(&mut self, from: LimitsShape, to: LimitsShape, open_slot: S) {
+        self.tokens = carried_tokens(self.tokens, from.capacity, to.capacity);
+        self.period_slot = open_slot;
+        if !(from.quota && to.quota) {
+            self.quota_used = 0;
+        }
+    }
+
     /// The give-back rule (a refund, and the HTTP middleware's all-or-nothing rollback): `n`
     /// tokens back, up to `capacity`, and `n` quota units back (never below zero) only when they
     /// were taken in the period `taken_in` and that period is still the key's and the open one
@@ -453,41 +463,11 @@ impl<S: Copy + PartialEq> KeyUse<S> {
     }
 }
 
-/// A key's limits as the carry-over rule reads them (`capacity` infinite: no bucket; `quota`
-/// false: no quota).
+/// A key's limits as the carry-over rule reads them (capacity infinite: no bucket).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LimitsShape {
     pub capacity: f64,
     pub quota: bool,
-}
-
-impl<S: Copy + PartialEq> KeyUse<S> {
-    /// The carry-over rule: a key's state, already brought to a reading under its old
-    /// limits `from`, as it stands under `to`, whose quota's open period is `open_slot`. What was
-    /// used stays used: a bucket keeps what it lacked of full (`tokens + C' − C`, within
-    /// `0..=C'`), a new bucket starts full, a quota's use carries whole into the new open period,
-    /// and a quota taken away takes its use with it.
-    #[inline]
-    pub fn carry_over(&mut self, from: LimitsShape, to: LimitsShape, open_slot: S) {
-        self.tokens = carried_tokens(self.tokens, from.capacity, to.capacity);
-        self.period_slot = open_slot;
-        if !(from.quota && to.quota) {
-            self.quota_used = 0;
-        }
-    }
-}
-
-/// Tokens under a new capacity `to` of a bucket that held `tokens` of `from` (either infinite:
-/// no bucket). A plan change never hands out tokens and never takes more than the cut.
-#[inline]
-pub fn carried_tokens(tokens: f64, from: f64, to: f64) -> f64 {
-    if to == f64::INFINITY {
-        return f64::INFINITY;
-    }
-    if from == f64::INFINITY {
-        return to;
-    }
-    (tokens + to - from).clamp(0.0, to)
 }
 
 /// What a call asks of a key.
@@ -1133,21 +1113,6 @@ mod tests {
         assert!(call(&mut storage, (), Op::Consume(1), &mut Vec::new()).is_err());
         assert_eq!(storage.steps, ["reconcile"]);
         assert_eq!(storage.state.tokens, 1.0);
-    }
-
-    #[test]
-    fn a_plan_change_keeps_what_was_used_of_the_bucket() {
-        assert_eq!(carried_tokens(3.0, 10.0, 50.0), 43.0);
-        assert_eq!(carried_tokens(3.0, 10.0, 5.0), 0.0);
-        assert_eq!(carried_tokens(9.0, 10.0, 5.0), 4.0);
-        assert_eq!(carried_tokens(10.0, 10.0, 4.0), 4.0);
-        assert_eq!(carried_tokens(2.5, 10.0, 10.0), 2.5);
-    }
-
-    #[test]
-    fn a_new_bucket_starts_full_and_a_bucket_taken_away_is_gone() {
-        assert_eq!(carried_tokens(f64::INFINITY, f64::INFINITY, 7.0), 7.0);
-        assert_eq!(carried_tokens(0.0, 10.0, f64::INFINITY), f64::INFINITY);
     }
 
     #[test]
