@@ -34,8 +34,8 @@ class QuotaClock {
   #capacity
   #refillPerSecond
   #quotaLimit
-  // The limits in force as the options gave them (setLimits merges new ones over them).
-  #limits
+  // The quota's period spec in force as the options gave it (setLimits keeps it when it is left out).
+  #quotaPeriod
   // The JsClock of a limiter that reads a clock (or systemClock's reader) in JS; one field, so
   // that the others stay small.
   #js
@@ -53,7 +53,7 @@ class QuotaClock {
     this.#capacity = limiterOptions.capacity
     this.#refillPerSecond = limiterOptions.refillPerSecond
     this.#quotaLimit = limiterOptions.quotaPeriod !== undefined ? limiterOptions.quotaLimit : null
-    this.#limits = { ...limiterOptions, initialTokensGiven: false }
+    this.#quotaPeriod = limiterOptions.quotaPeriod
     rememberLimiter(this, clockArgs, true) // for the HTTP middleware
   }
 
@@ -113,7 +113,16 @@ class QuotaClock {
    * answers status() under the new limits. Invalid limits throw and change nothing.
    */
   setLimits(limits) {
-    const { capacity, refillPerSecond, initialTokens, bucket, quotaLimit, quotaPeriod } = normalizePolicy(limits, 'limits', this.#limits, 'a KeyPolicy object { capacity?, refillPerSecond?, initialTokens?, quota? }')
+    const inForce = {
+      capacity: this.#capacity,
+      refillPerSecond: this.#refillPerSecond,
+      initialTokens: this.#capacity,
+      bucket: this.#capacity !== Infinity,
+      quotaLimit: this.#quotaLimit ?? undefined,
+      quotaPeriod: this.#quotaPeriod,
+      initialTokensGiven: false,
+    }
+    const { capacity, refillPerSecond, initialTokens, bucket, quotaLimit, quotaPeriod } = normalizePolicy(limits, 'limits', inForce, 'a KeyPolicy object { capacity?, refillPerSecond?, initialTokens?, quota? }')
     const input = { capacity, refillPerSecond, initialTokens, bucket, quotaLimit, quotaPeriod }
     let read
     const again = (_, supplied) => {
@@ -122,7 +131,7 @@ class QuotaClock {
     }
     const final = (status) => {
       if (status !== DECIDED) return RESUME
-      this.#limits = { ...this.#limits, ...input }
+      this.#quotaPeriod = quotaPeriod
       this.#capacity = capacity
       this.#refillPerSecond = refillPerSecond
       this.#quotaLimit = quotaPeriod !== undefined ? quotaLimit : null
