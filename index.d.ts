@@ -219,6 +219,14 @@ export class QuotaClock {
   refund(n?: number): void
   /** Reads and reconciles the clocks like `tryConsume`, consuming nothing; also the limits in force. */
   status(): Status
+  /**
+   * New limits now (a plan change): fields left out keep their values, `quota: null` removes the
+   * quota. Reads and reconciles like `status()`, carries what was used over (a bucket keeps what it
+   * lacked of full, within `0..capacity`; the quota's use counts whole in the new spec's open
+   * period; `initialTokens` is not applied) and answers `status()` under the new limits. Invalid
+   * limits throw like the constructor's options and change nothing.
+   */
+  setLimits(limits: KeyPolicy): Status
   /** Decisions and anomalies since construction (`keys` 1, `evicted` and `keyLimitRefusals` 0, no `store`); reads no clock. */
   stats(): LimiterStats
   /** The limiter's own period spec applied to `wallMs`; `null` without a quota. */
@@ -250,6 +258,12 @@ export interface KeyedOptions {
   policy?: (key: string) => KeyPolicy | undefined
   /** Positive integer ≤ 2**32, default 1,000,000. */
   maxKeys?: number
+  /**
+   * A held key's `policy` is asked again once this long (ms, a positive safe integer) has passed on
+   * the limiter's timeline since it was last asked, and its answer put in force with what the key
+   * used carried over (see `refreshPolicy`). Default: never.
+   */
+  policyTtlMs?: number
   /** A `snapshot()` taken earlier: its keys are held again (with `zone`: only when the file is created). */
   restore?: Uint8Array
   /** The quota of each key shared by every instance through a store (see docs/several-instances.md). */
@@ -315,6 +329,13 @@ export class KeyedQuotaClock {
   refund(key: string, n?: number): void
   /** The key's status with its limits in force; for a key not held, what a fresh key would have (it is not held by this). */
   status(key: string): Status
+  /**
+   * Asks `policy(key)` again at the key's next call of any kind (`tryConsume`, `consume`, `refund`,
+   * `status`) and puts its answer in force with what the key used carried over; without a key,
+   * every key held now. A key not held: nothing happens. In a zone, the refresh applies in every
+   * process; with `share`, the new limit goes with the key's next store call.
+   */
+  refreshPolicy(key?: string): void
   /** Drops the key and all its state; `true` if it was held. */
   delete(key: string): boolean
   /** Keys held now (idle keys may be dropped at any time). */

@@ -309,7 +309,7 @@ function stepsOn(label, variant) {
       }
     })
 
-    test("2. a capacity change is the request's: fewer leaves tk at most C - out (below zero if need be), more adds no tokens", async () => {
+    test("2. a plan change is the request's, what was used staying used: tk = min(C' - out, tk + C' - C), below zero if need be", async () => {
       const { ops } = v()
       const name = freshName()
       const a = await ops.bucketTake(takeOf(name, { refillPerSecond: 0.001, want: 6 }))
@@ -319,9 +319,24 @@ function stepsOn(label, variant) {
       const tiny = await ops.bucketTake(takeOf(name, frozen(a, { capacity: 3, refillPerSecond: 0.001, want: 0, held: 6 })))
       assert.deepEqual([tiny.held, tiny.tokens], [6, -3], 'X keeps its slice; the bucket owes it')
       const larger = await ops.bucketTake(takeOf(name, frozen(a, { capacity: 20, refillPerSecond: 0.5, want: 0, held: 6 })))
-      assert.deepEqual([larger.held, larger.tokens], [6, -3])
+      assert.deepEqual([larger.held, larger.tokens], [6, 14], 'what was used stays used: -3 + 20 - 3, at most 20 - 6')
       const view = await ops.bucketRead({ name, key: 'k' })
       assert.deepEqual([view.capacity, view.refillPerSecond, view.out], [20, 0.5, 6])
+    })
+
+    test('2. a plan change is refilled at the old rate up to the call that brings it, then carried over', async () => {
+      const { ops } = v()
+      const name = freshName()
+      const a = await ops.bucketTake(takeOf(name, { want: 10 }))
+      // A spent its slice: the bucket is empty and nothing is out.
+      const spent = await ops.bucketTake(takeOf(name, frozen(a, { want: 0 })))
+      assert.deepEqual([spent.held, spent.tokens], [0, 0])
+      await pass(1_000)
+      const upgraded = await ops.bucketTake(takeOf(name, { instance: 'B', capacity: 20, refillPerSecond: 1_000, want: 0 }))
+      // 1 s at the old 2 a second, then the 10 more of the new capacity: not a full new bucket.
+      near(upgraded.tokens, 2 + 10, 0.3)
+      const view = await ops.bucketRead({ name, key: 'k' })
+      assert.deepEqual([view.capacity, view.refillPerSecond], [20, 1_000])
     })
 
     test('9. the record expires max(C / R, 1.1 * the longest lease + 1 s) + 60 s of store time after a take', async () => {

@@ -59,6 +59,20 @@ pub fn refilled(tokens: f64, elapsed_ms: f64, refill_per_second: f64, capacity: 
     }
 }
 
+/// Tokens under a new capacity `to` of a bucket that held `tokens` of `from` (either infinite:
+/// no bucket): `tokens + to − from` within `0..=to`, a new bucket full. A plan change never hands
+/// out tokens and never takes more than the cut (docs/keyed.md, "Changing a plan").
+#[inline]
+pub fn carried_tokens(tokens: f64, from: f64, to: f64) -> f64 {
+    if to == f64::INFINITY {
+        return f64::INFINITY;
+    }
+    if from == f64::INFINITY {
+        return to;
+    }
+    (tokens + to - from).clamp(0.0, to)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,5 +137,20 @@ mod tests {
         let bucket = limits(10.0, f64::MAX);
         assert_eq!(bucket.credit(2.0, f64::MAX), 10.0);
         assert_eq!(refilled(2.0, 1e300, 1e300, 10.0), 10.0);
+    }
+
+    #[test]
+    fn a_plan_change_keeps_what_was_used_of_the_bucket() {
+        assert_eq!(carried_tokens(3.0, 10.0, 50.0), 43.0);
+        assert_eq!(carried_tokens(3.0, 10.0, 5.0), 0.0);
+        assert_eq!(carried_tokens(9.0, 10.0, 5.0), 4.0);
+        assert_eq!(carried_tokens(10.0, 10.0, 4.0), 4.0);
+        assert_eq!(carried_tokens(2.5, 10.0, 10.0), 2.5);
+    }
+
+    #[test]
+    fn a_new_bucket_starts_full_and_a_bucket_taken_away_is_gone() {
+        assert_eq!(carried_tokens(f64::INFINITY, f64::INFINITY, 7.0), 7.0);
+        assert_eq!(carried_tokens(0.0, 10.0, f64::INFINITY), f64::INFINITY);
     }
 }

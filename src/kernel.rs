@@ -12,7 +12,7 @@ use std::convert::Infallible;
 use std::marker::PhantomData;
 
 use crate::anomaly::{Anomaly, CallDeltas};
-use crate::bucket::{given_back, refill_wait_ms, refilled};
+use crate::bucket::{carried_tokens, given_back, refill_wait_ms, refilled};
 use crate::error::Error;
 use crate::quota::{remaining, wait_until_ms, OpenPeriod};
 use crate::stats::Counters;
@@ -432,6 +432,16 @@ impl<S: Copy + PartialEq> KeyUse<S> {
         }
     }
 
+    /// The carry-over rule: the state under old limits `from` as it stands under `to` (open period
+    /// `open_slot`): what was used stays used, a quota's use carries whole, a quota gone takes it.
+    pub fn carry_over(&mut self, from: LimitsShape, to: LimitsShape, open_slot: S) {
+        self.tokens = carried_tokens(self.tokens, from.capacity, to.capacity);
+        self.period_slot = open_slot;
+        if !(from.quota && to.quota) {
+            self.quota_used = 0;
+        }
+    }
+
     /// The give-back rule (a refund, and the HTTP middleware's all-or-nothing rollback): `n`
     /// tokens back, up to `capacity`, and `n` quota units back (never below zero) only when they
     /// were taken in the period `taken_in` and that period is still the key's and the open one
@@ -467,6 +477,13 @@ impl<S: Copy + PartialEq> KeyUse<S> {
             has_use,
         }
     }
+}
+
+/// A key's limits as the carry-over rule reads them (capacity infinite: no bucket).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LimitsShape {
+    pub capacity: f64,
+    pub quota: bool,
 }
 
 /// What a call asks of a key.
@@ -1112,5 +1129,31 @@ mod tests {
         assert!(call(&mut storage, (), Op::Consume(1), &mut Vec::new()).is_err());
         assert_eq!(storage.steps, ["reconcile"]);
         assert_eq!(storage.state.tokens, 1.0);
+    }
+
+    #[test]
+    fn quota_use_carries_whole_into_the_new_spec_and_goes_with_the_quota() {
+        let bucket = |quota| LimitsShape {
+            capacity: 10.0,
+            quota,
+        };
+        let used = KeyUse {
+            tokens: 4.0,
+            credited_at_ms: 5.0,
+            quota_used: 9,
+            period_slot: 3,
+        };
+        let mut state = used;
+        state.carry_over(bucket(true), bucket(true), 7);
+        assert_eq!((state.quota_used, state.period_slot), (9, 7));
+        let mut state = used;
+        state.carry_over(bucket(true), bucket(false), -1);
+        assert_eq!((state.quota_used, state.period_slot), (0, -1));
+        let mut state = used;
+        state.carry_over(bucket(false), bucket(true), 7);
+        assert_eq!(
+            (state.quota_used, state.period_slot, state.tokens),
+            (0, 7, 4.0)
+        );
     }
 }

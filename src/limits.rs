@@ -184,6 +184,17 @@ pub fn check_lease_units(units: f64) -> Result<u64, Error> {
     )
 }
 
+/// `policyTtlMs`: how long a held key's policy holds before it is asked again, a
+/// positive safe integer of milliseconds.
+pub fn check_policy_ttl_ms(ttl_ms: f64) -> Result<u64, Error> {
+    integer_in(
+        ttl_ms,
+        1.0..=MAX_SAFE_INTEGER,
+        "policyTtlMs",
+        "a positive safe integer (milliseconds)",
+    )
+}
+
 /// The most a shared bucket's capacity may be (2**31).
 pub const MAX_SHARED_CAPACITY: f64 = 2_147_483_648.0;
 

@@ -72,11 +72,6 @@ function bucketTakeNow(records, now, request) {
     created = true
   }
   const lost = recordId !== 0 && (created || record.id !== recordId)
-  if (record.C !== capacity || record.R !== refillPerSecond) {
-    record.C = capacity
-    record.R = refillPerSecond
-    record.tk = Math.min(record.tk, record.C - outOf(record))
-  }
   const byStore = record.F + Math.max(0, now - record.S)
   const byCaller = fleetMs >= 0 && !lost ? fleetMs : record.F + (record.C / record.R) * 1000
   const moved = Math.max(record.F, Math.min(byStore, byCaller))
@@ -104,6 +99,12 @@ function bucketTakeNow(records, now, request) {
     if (record.tk < room) record.tk = Math.min(room, record.tk + ((to - from) * record.R) / 1000)
   }
   record.tk = Math.min(record.C - others - keep, record.tk + back)
+  // Step 5b, a plan change: refilled at the old rate up to now, what was used stays used.
+  if (record.C !== capacity || record.R !== refillPerSecond) {
+    record.tk = Math.min(capacity - others - keep, record.tk + capacity - record.C)
+    record.C = capacity
+    record.R = refillPerSecond
+  }
   record.tk -= charge
   const k = [...record.holders].filter(([y, holder]) => y !== me && holder.o > 0).length
   for (const [y, until] of record.hungry) if (y !== me && until < record.F) record.hungry.delete(y)

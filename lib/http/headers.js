@@ -15,6 +15,8 @@
 // cost, and quoting a handful of names at configuration does not justify the package's first
 // runtime dependency. The tests parse every header with that library instead.
 
+const { limitsGeneration } = require('../limiter/limiter-facts.js')
+
 // sf-integer range (RFC 9651 §3.3.1); larger values are written as this maximum.
 const MAX_SF_INTEGER = 999_999_999_999_999
 // The limits in force for a key are re-read from `status` at least this often (a key's policy can
@@ -104,6 +106,13 @@ function fits(record, tokens, quotaRemaining) {
 function recordFor(entry, key, tokens, quotaRemaining) {
   const recordKey = entry.recordPerKey ? key : ''
   let record = entry.records.get(recordKey)
+  // Limits changed while running: every record is read again.
+  const generation = limitsGeneration(entry.limiter)
+  if (generation !== entry.limitsGeneration) {
+    entry.records.clear()
+    entry.limitsGeneration = generation
+    record = undefined
+  }
   if (record !== undefined && !record.readsWall) return record
   const wallNowMs = readWall(entry)
   if (record === undefined || wallNowMs >= record.staleAtMs || (entry.recordPerKey && !fits(record, tokens, quotaRemaining))) {

@@ -172,6 +172,7 @@ function parseLimiterEntry(entry, what, defaults) {
     // key ''), else one per key.
     recordPerKey: keyed && !sameLimitsForEveryKey,
     records: new Map(),
+    limitsGeneration: 0,
   }
 }
 

@@ -5,47 +5,10 @@
 
 const native = require('../native/native.js')
 const { callNative } = require('../native/errors.js')
-const { quotaInput, bucketOptions, noBucketToFill } = require('../limiter/options.js')
-const { coded, isPlainObject, readOptions, typeError, checkNumber, thrownText } = require('../common/validate.js')
+const { normalizePolicy } = require('../limiter/key-limits.js')
+const { coded, thrownText } = require('../common/validate.js')
 
-const POLICY_KEYS = ['capacity', 'refillPerSecond', 'initialTokens', 'quota']
 const DEFAULT_CHOICE = 0xffffffff
-
-/**
- * A KeyPolicy merged with the defaults, type-checked; its values are checked natively (once).
- * The bucket: `capacity` or `refillPerSecond` alone overrides that one of the defaults' bucket;
- * with defaults that have no bucket (a quota alone), a key gets one only with both, and neither
- * keeps it quota-only.
- */
-function normalizePolicy(policy, path, defaults) {
-  if (policy === undefined) return { ...defaults, path }
-  if (!isPlainObject(policy)) throw typeError('ERR_INVALID_OPTION', path, 'a KeyPolicy object { capacity?, refillPerSecond?, initialTokens?, quota? } or undefined', policy)
-  // Read once, own properties only (a getter that throws is ERR_INVALID_OPTION with its error as cause).
-  policy = readOptions(policy, POLICY_KEYS, path)
-  let { capacity, refillPerSecond, bucket } = defaults
-  if (!bucket && (policy.capacity !== undefined || policy.refillPerSecond !== undefined)) {
-    ;({ capacity, refillPerSecond, bucket } = bucketOptions(policy.capacity, policy.refillPerSecond, true, `${path}.`))
-  } else {
-    if (policy.capacity !== undefined) capacity = checkNumber(policy.capacity, `${path}.capacity`)
-    if (policy.refillPerSecond !== undefined) refillPerSecond = checkNumber(policy.refillPerSecond, `${path}.refillPerSecond`)
-  }
-  let initialTokens
-  if (policy.initialTokens !== undefined) {
-    if (!bucket) throw noBucketToFill(`${path}.initialTokens`, policy.initialTokens)
-    initialTokens = checkNumber(policy.initialTokens, `${path}.initialTokens`)
-  }
-  // The limiter's own initialTokens if it set one (never above this key's capacity), else a full bucket.
-  else initialTokens = defaults.initialTokensGiven ? Math.min(defaults.initialTokens, capacity) : capacity
-  let { quotaLimit, quotaPeriod } = defaults
-  if (policy.quota === null) {
-    if (!bucket) throw coded(TypeError, 'ERR_INVALID_OPTION', `${path}.quota is null and the key has no bucket (the limiter's defaults are a quota alone): give it capacity and refillPerSecond, or a quota`)
-    quotaLimit = undefined
-    quotaPeriod = undefined
-  } else if (policy.quota !== undefined) {
-    ;({ quotaLimit, quotaPeriod } = quotaInput(policy.quota, `${path}.quota`, 'an object { limit, period } or null'))
-  }
-  return { capacity, refillPerSecond, initialTokens, bucket, quotaLimit, quotaPeriod, path }
-}
 
 /** Calls the user's policy for a key and normalizes what it returned. */
 function resolvePolicy(policy, key, defaults) {

@@ -116,6 +116,17 @@ class KeyedTable extends ImmediateBackend {
     return callNative(() => native.keyedDelete(this.#native, key))
   }
 
+  /** Marks a held key's policy (every held key's without one) to be asked again at its next call. */
+  refreshPolicy(key) {
+    if (key === undefined) callNative(() => native.keyedRefreshEveryPolicy(this.#native))
+    else callNative(() => native.keyedRefreshPolicy(this.#native, key))
+  }
+
+  /** policyTtlMs: a held key's policy is asked again once that long has passed on the limiter's timeline. */
+  setPolicyTtl(ttlMs) {
+    callNative(() => native.keyedSetPolicyTtl(this.#native, ttlMs))
+  }
+
   get size() {
     return callNative(() => native.keyedSize(this.#native))
   }

@@ -5,7 +5,7 @@
 const native = require('../native/native.js')
 const { registerListener } = require('../time/anomalies.js')
 const { callNative } = require('../native/errors.js')
-const { rememberLimiter, rememberClosed } = require('../limiter/limiter-facts.js')
+const { rememberLimiter, rememberClosed, rememberLimitsChanged } = require('../limiter/limiter-facts.js')
 const { parseOptions, checkCount } = require('../limiter/options.js')
 const { AT, OPERATION } = require('../native/contract.js')
 const { ZoneFace, zoneInput } = require('./zone.js')
@@ -16,7 +16,7 @@ const { coded, typeError, checkNumber, MAX_KEY_UNITS } = require('../common/vali
 const { parseShareOptions } = require('../share/options.js')
 const { resolvePolicy, assignPolicies } = require('./key-policy.js')
 
-const KEYED_KEYS = ['policy', 'maxKeys', 'restore', 'share', 'zone']
+const KEYED_KEYS = ['policy', 'maxKeys', 'restore', 'share', 'zone', 'policyTtlMs']
 const DEFAULT_MAX_KEYS = 1_000_000
 // Each limiter has its own result buffer (lib/limiter/native-call.js): in, `n`, the operation and
 // readings taken in JS; out, the status, then the decision.
@@ -41,6 +41,14 @@ function argumentError(key, n) {
   return undefined
 }
 
+/** `policyTtlMs`: a number (its value is the core's to check), or undefined. */
+function policyTtlOf(ttlMs) {
+  if (ttlMs === undefined) return undefined
+  checkNumber(ttlMs, 'policyTtlMs')
+  callNative(() => native.keyedCheckPolicyTtl(ttlMs))
+  return ttlMs
+}
+
 let takenPeriodOf
 let giveBackKeyed
 let consumeTakenOf
@@ -63,6 +71,7 @@ class KeyedQuotaClock {
       throw coded(TypeError, 'ERR_INVALID_OPTION', 'zone and share cannot be used together: a zone is one limiter for the processes of one host, share one quota for every instance; pick one')
     }
     if (policy !== undefined && typeof policy !== 'function') throw typeError('ERR_INVALID_OPTION', 'policy', 'a function (key) => KeyPolicy | undefined', policy)
+    const policyTtlMs = policyTtlOf(read.policyTtlMs)
     let maxKeys = DEFAULT_MAX_KEYS
     if (read.maxKeys !== undefined) {
       maxKeys = checkNumber(read.maxKeys, 'maxKeys')
@@ -90,6 +99,7 @@ class KeyedQuotaClock {
       const args = { limiterOptions, clockArgs, maxKeys, policy, plan, listener, resolvePolicy: policyOf }
       this.#backend = share === undefined ? new KeyedTable(args) : new SharedTable(this, args, share)
     }
+    if (policyTtlMs !== undefined) this.#backend.setPolicyTtl(policyTtlMs)
     // The keyed call path (tryConsume, refund) runs on the backend's call functions and buffer.
     this.#call = this.#backend.call
     this.#tryCall = this.#backend.tryCall
@@ -157,6 +167,17 @@ class KeyedQuotaClock {
   status(key) {
     checkKey(key)
     return this.#backend.status(key)
+  }
+
+  /**
+   * Asks `policy(key)` again at the key's next call of any kind, and puts what it answers in force
+   * with what the key used carried over; without a key, every key held now. A key not
+   * held: nothing happens.
+   */
+  refreshPolicy(key) {
+    if (key !== undefined) checkKey(key)
+    this.#backend.refreshPolicy(key)
+    rememberLimitsChanged(this)
   }
 
   /** Drops the key and all its state (a shared key's unused units go back to the store); true if it was held. Reads no clock. */

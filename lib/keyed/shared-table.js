@@ -130,6 +130,15 @@ class SharedTable {
     return held
   }
 
+  /** As the table's (a key the store left short asks it again at its next call under a changed limit: the core's reservation clears its mark). */
+  refreshPolicy(key) {
+    this.#table.refreshPolicy(key)
+  }
+
+  setPolicyTtl(ttlMs) {
+    this.#table.setPolicyTtl(ttlMs)
+  }
+
   get size() {
     return this.#table.size
   }

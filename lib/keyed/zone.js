@@ -143,6 +143,16 @@ class ZoneFace extends ImmediateBackend {
     return callNative(() => native.zoneDelete(this.#native, key))
   }
 
+  /** Marks a held key's policy (every held key's without one) to be asked again at its next call, in every process of the zone. */
+  refreshPolicy(key) {
+    callNative(() => native.zoneRefreshPolicy(this.#native, key))
+  }
+
+  /** policyTtlMs, in this process. */
+  setPolicyTtl(ttlMs) {
+    callNative(() => native.zoneSetPolicyTtl(this.#native, ttlMs))
+  }
+
   get size() {
     return callNative(() => native.zoneSize(this.#native))
   }

@@ -51,4 +51,18 @@ function isClosed(limiter) {
   return closed.has(limiter)
 }
 
-module.exports = { rememberLimiter, rememberClosed, isClosed, isLimiter, limiterFacts }
+// How many times a limiter's limits were changed while running (setLimits, refreshPolicy; see
+// docs/keyed.md, "Changing a plan"): the HTTP middleware reads the limits in force again when it moved.
+const limitChanges = new WeakMap()
+
+/** Called when `limiter`'s limits change (or may, at a key's next call). */
+function rememberLimitsChanged(limiter) {
+  limitChanges.set(limiter, (limitChanges.get(limiter) ?? 0) + 1)
+}
+
+/** How many times `limiter`'s limits were changed (0: never). */
+function limitsGeneration(limiter) {
+  return limitChanges.get(limiter) ?? 0
+}
+
+module.exports = { rememberLimiter, rememberClosed, isClosed, isLimiter, limiterFacts, rememberLimitsChanged, limitsGeneration }

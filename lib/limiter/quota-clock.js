@@ -11,11 +11,12 @@ const { callNative } = require('../native/errors.js')
 const { parseOptions, checkCount } = require('./options.js')
 const { RESULT, LIMITER_INDEX, REGISTRY, consume, consumeSupplied } = require('../native/registry.js')
 const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NO_ANOMALIES, RESUME, readDecision, resume, noPolicy, failure, callLimiter, toStatus } = require('./native-call.js')
-const { rememberLimiter } = require('./limiter-facts.js')
+const { rememberLimiter, rememberLimitsChanged } = require('./limiter-facts.js')
 const { checkNumber, coded } = require('../common/validate.js')
 const { readStats } = require('../native/stats.js')
 const { AT } = require('../native/contract.js')
 const { toPeriod } = require('../time/calendar.js')
+const { normalizePolicy } = require('./key-limits.js')
 
 // A limiter's native state is freed once its object has been collected.
 const indexes = new FinalizationRegistry((index) => native.releaseLimiter(REGISTRY, index))
@@ -33,6 +34,8 @@ class QuotaClock {
   #capacity
   #refillPerSecond
   #quotaLimit
+  // The quota's period spec in force as the options gave it (setLimits keeps it when it is left out).
+  #quotaPeriod
   // The JsClock of a limiter that reads a clock (or systemClock's reader) in JS; one field, so
   // that the others stay small.
   #js
@@ -50,6 +53,7 @@ class QuotaClock {
     this.#capacity = limiterOptions.capacity
     this.#refillPerSecond = limiterOptions.refillPerSecond
     this.#quotaLimit = limiterOptions.quotaPeriod !== undefined ? limiterOptions.quotaLimit : null
+    this.#quotaPeriod = limiterOptions.quotaPeriod
     rememberLimiter(this, clockArgs, true) // for the HTTP middleware
   }
 
@@ -100,6 +104,40 @@ class QuotaClock {
       return RESULT[N_OR_STATUS]
     }
     const final = (status) => (status === DECIDED ? toStatus(read, this.#capacity, this.#refillPerSecond, this.#quotaLimit) : RESUME)
+    return resume(again(undefined, false), RESULT, this.#js, final, noPolicy, again)
+  }
+
+  /**
+   * New limits now: a KeyPolicy whose fields left out keep their values (`quota: null`
+   * removes the quota). Reads and reconciles like status(), carries what was used over, and
+   * answers status() under the new limits. Invalid limits throw and change nothing.
+   */
+  setLimits(limits) {
+    const inForce = {
+      capacity: this.#capacity,
+      refillPerSecond: this.#refillPerSecond,
+      initialTokens: this.#capacity,
+      bucket: this.#capacity !== Infinity,
+      quotaLimit: this.#quotaLimit ?? undefined,
+      quotaPeriod: this.#quotaPeriod,
+      initialTokensGiven: false,
+    }
+    const { capacity, refillPerSecond, initialTokens, bucket, quotaLimit, quotaPeriod } = normalizePolicy(limits, 'limits', inForce, 'a KeyPolicy object { capacity?, refillPerSecond?, initialTokens?, quota? }')
+    const input = { capacity, refillPerSecond, initialTokens, bucket, quotaLimit, quotaPeriod }
+    let read
+    const again = (_, supplied) => {
+      read = callLimiter(this.#js, () => native.limiterSetLimits(REGISTRY, this.#index, input, supplied))
+      return RESULT[N_OR_STATUS]
+    }
+    const final = (status) => {
+      if (status !== DECIDED) return RESUME
+      this.#quotaPeriod = quotaPeriod
+      this.#capacity = capacity
+      this.#refillPerSecond = refillPerSecond
+      this.#quotaLimit = quotaPeriod !== undefined ? quotaLimit : null
+      rememberLimitsChanged(this)
+      return toStatus(read, capacity, refillPerSecond, this.#quotaLimit)
+    }
     return resume(again(undefined, false), RESULT, this.#js, final, noPolicy, again)
   }
 

@@ -94,7 +94,7 @@
 //        one that was not a record, comes back EMPTY, never refilled by what it held)
 //        fill's stand-in (id only, marked full): made so, keeping its id, with tk = capacity
 //        lost = repaired or (recordId != 0 and (the record was just created or id != recordId))
-//     2. C != capacity or R != refillPerSecond: take the request's; tk = min(tk, C - out)
+//     2. C != capacity or R != refillPerSecond: a plan change, taken at step 5b
 //     3. the fleet clock moves: byStore = F + max(0, now - S)
 //          byCaller = fleetMs >= 0 and not lost ? fleetMs : F + C / R * 1000
 //          F' = max(F, min(byStore, byCaller));  the refill waits for steps 4 and 5
@@ -117,6 +117,9 @@
 //        would cost the refill, not counting one spent just now would let the bucket refill under
 //        it, and X spend it and a full bucket at once);  F = F', S = now;
 //        tk = min(C - others - keep, tk + back)
+//     5b. a plan change (step 2), refilled at the old C and R up to now: what was used stays
+//        used: tk = min(capacity - others - keep, tk + capacity - C);  C = capacity,
+//        R = refillPerSecond
 //     6. charge: tk -= charge
 //     7. take: k = the number of other instances with o:Y > 0;  hungry = the number of other
 //          instances with d:Y >= F (the others' older d:Y deleted);  s = the number
@@ -147,7 +150,7 @@
 //   X learns that its slice was written off from the answer: held = o:X is then only what this
 //   call granted, and X keeps no more than held - granted of its slice. The answer's check is
 //   held <= request.held + granted, not held <= capacity: after a capacity cut an instance may
-//   keep a slice larger than the new capacity (step 2 has made tk negative by as much, so
+//   keep a slice larger than the new capacity (step 5b has made tk negative by as much, so
 //   tk + out <= C still holds and the refill pays it back).
 //   The answer also says repaired (a boolean; absent: false): the driver emits one
 //   QUOTA_CLOCK_STORE_RECORD_REPAIRED warning for each answer that says so; a repaired record is

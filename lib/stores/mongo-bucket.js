@@ -42,7 +42,7 @@ const sumOut = (list) => ({ $sum: { $map: { input: list, in: '$$this.v.o' } } })
 // The fleet bucket's terms (lib/share/protocol.js) written as pipeline expressions.
 const PIPELINE = { add: (x, y) => ({ $add: [x, y] }), mul: (x, y) => ({ $multiply: [x, y] }), div: (x, y) => ({ $divide: [x, y] }), max: (x, y) => ({ $max: [x, y] }) }
 const writeOffAt = (holder) => ({ $add: [`${holder}.a`, bucketTerms.writeOffAfter(PIPELINE, `${holder}.l`)] })
-const TEMPORARY = ['_now', '_bad', '_lost', '_out', '_F', '_gone', '_goneUntil', '_spentUntil', '_m1', '_m2', '_prev', '_others', '_keep', '_back', '_k', '_hungry', '_sharing', '_hungryMe', '_granted', '_slice', '_recorded', '_longest']
+const TEMPORARY = ['_now', '_bad', '_lost', '_F', '_gone', '_goneUntil', '_spentUntil', '_m1', '_m2', '_prev', '_others', '_keep', '_back', '_k', '_hungry', '_sharing', '_hungryMe', '_granted', '_slice', '_recorded', '_longest']
 
 // A sound bucket document (lib/share/protocol.js): each field a number (NaN and infinities fail the
 // range), in its range, whole where it counts; `h` an object of holders { o, a, l, e?, d? } (a and
@@ -206,15 +206,7 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
         full: '$$REMOVE',
       },
     },
-    // 2. the request's capacity and refill
-    { $set: { _out: sumOut(entries('$h')) } },
-    {
-      $set: {
-        tk: { $cond: [{ $or: [{ $ne: ['$C', capacity] }, { $ne: ['$R', refillPerSecond] }] }, { $min: ['$tk', { $subtract: [capacity, '$_out'] }] }, '$tk'] },
-        C: capacity,
-        R: refillPerSecond,
-      },
-    },
+    // 2. the request's capacity and refill: at 5b, once refilled at the old ones
     // 3. the fleet clock (the refill waits for the write-offs and X's report, step 5 applies it piece by piece)
     { $set: { _F: { $max: ['$F', { $min: [{ $add: ['$F', { $max: [0, { $subtract: ['$_now', '$S'] }] }] }, byCaller] }] } } },
     // 4. the others past their margin (what they held, and the latest margin passed, first)
@@ -242,8 +234,24 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
     refillStage('$_m1', '$_m2'),
     refillStage('$_m2', '$_F'),
     { $set: { F: '$_F', S: '$_now' } },
-    // 6. failOpen's charge (after what X gives back, under C minus what is out)
-    { $set: { tk: { $subtract: [{ $min: [{ $subtract: [{ $subtract: ['$C', '$_others'] }, '$_keep'] }, { $add: ['$tk', '$_back'] }] }, charge] } } },
+    // what X gives back, under C minus what is out
+    { $set: { tk: { $min: [{ $subtract: [{ $subtract: ['$C', '$_others'] }, '$_keep'] }, { $add: ['$tk', '$_back'] }] } } },
+    // 5b. a plan change: what was used stays used
+    {
+      $set: {
+        tk: {
+          $cond: [
+            { $or: [{ $ne: ['$C', capacity] }, { $ne: ['$R', refillPerSecond] }] },
+            { $min: [{ $subtract: [{ $subtract: [capacity, '$_others'] }, '$_keep'] }, { $add: ['$tk', { $subtract: [capacity, '$C'] }] }] },
+            '$tk',
+          ],
+        },
+        C: capacity,
+        R: refillPerSecond,
+      },
+    },
+    // 6. failOpen's charge
+    { $set: { tk: { $subtract: ['$tk', charge] } } },
     // 7. the take: shared among the others holding a slice or hungry lately
     {
       $set: {

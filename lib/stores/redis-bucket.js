@@ -159,11 +159,7 @@ if not r or r.placeholder then
   created = true
 end
 local lost = repaired or (known ~= '0' and (created or r.i ~= known))
--- 2. the request's capacity and refill
-if r.C ~= capacity or r.R ~= refill then
-  r.C, r.R = capacity, refill
-  r.tk = math.min(r.tk, r.C - out_of(r, nil))
-end
+-- 2. the request's capacity and refill: at 5b, once refilled at the old ones
 -- 3. the fleet clock
 local by_store = r.F + math.max(0, now - r.S)
 local by_caller = r.F + r.C / r.R * 1000
@@ -197,6 +193,11 @@ for p = 1, 3 do
   end
 end
 r.tk = math.min(r.C - others - keep, r.tk + back)
+-- 5b. a plan change: what was used stays used
+if r.C ~= capacity or r.R ~= refill then
+  r.tk = math.min(capacity - others - keep, r.tk + capacity - r.C)
+  r.C, r.R = capacity, refill
+end
 -- 6. failOpen's charge
 r.tk = r.tk - charge
 -- 7. the take

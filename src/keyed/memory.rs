@@ -74,6 +74,7 @@ impl KeyedLimiter {
         self.table.push_front(index, &mut self.main);
         self.reservation_held(index);
         self.slice_held(index);
+        self.policy_asked_at_hold(index);
         index
     }
 
@@ -81,6 +82,7 @@ impl KeyedLimiter {
     pub(super) fn drop_record(&mut self, index: u32) {
         self.reservation_dropped(index);
         self.slice_dropped(index);
+        self.policy_clock_dropped(index);
         let record = self.table.records[index as usize];
         let mut lists = RecordLists {
             main: &mut self.main,

@@ -13,6 +13,7 @@
 
 mod memory;
 mod policies;
+mod refresh;
 mod share;
 
 mod snapshot;
@@ -124,6 +125,8 @@ pub struct KeyedLimiter {
     /// A limiter with `share.bucket`: every key's slice of the fleet's bucket (one per record);
     /// `None` otherwise.
     slices: Option<SliceBook>,
+    /// When held keys' policies are asked again (`refresh.rs`).
+    refresh: refresh::Refresh,
 }
 
 impl KeyedLimiter {
@@ -151,6 +154,7 @@ impl KeyedLimiter {
             counters: Counters::default(),
             share: None,
             slices: None,
+            refresh: refresh::Refresh::default(),
         };
         let default = limiter.intern(config.defaults);
         debug_assert_eq!(default, DEFAULT_POLICY);

@@ -20,6 +20,8 @@ const FLAG_WIDE: u8 = 1;
 const FLAG_LONG: u8 = 2;
 /// The record is on its period spec's parked list, not on the main recency list.
 pub const FLAG_PARKED: u8 = 4;
+/// The key's `policy` is asked again at its next call (`refreshPolicy`).
+pub const FLAG_POLICY_DUE: u8 = 8;
 
 /// Words holding `len` bytes.
 #[inline(always)]

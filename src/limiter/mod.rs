@@ -14,6 +14,7 @@ use crate::reconciler::Reconciler;
 use crate::stats::Counters;
 use storage::OneKey;
 
+mod set_limits;
 mod storage;
 
 /// A limiter's options, checked: made by [`LimiterConfig::checked`] (tests build them directly).
@@ -252,13 +253,18 @@ impl Limiter {
         anomalies: &mut Vec<Anomaly>,
     ) -> Result<Status, Error> {
         self.call(Op::Status, clock, anomalies)?;
+        Ok(self.current_status())
+    }
+
+    /// The status as of the last call (its readings already taken in).
+    fn current_status(&self) -> Status {
         let quota = self.quota();
-        Ok(Status {
+        Status {
             tokens: self.tokens,
             quota_used: quota.map(|(_, state)| state.used),
             quota_remaining: quota.map(|(policy, state)| state.remaining(policy)),
             period: quota.and_then(|(_, state)| state.period.open.clone()),
-        })
+        }
     }
 }
 

@@ -11,7 +11,9 @@ use super::calendar::{spec_period, PeriodOutput};
 use super::clock::BoundClock;
 use super::errors::{coded, guard, CodedError, CodedResult};
 use super::object::objects;
-use super::options::{config_from, LimiterInput, LimiterOptions, MAX_SAFE_INTEGER};
+use super::options::{
+    config_from, new_limits, LimiterInput, LimiterOptions, NewLimits, MAX_SAFE_INTEGER,
+};
 use super::registry::{registry, LimiterState, NO_STORED_ERROR};
 use crate::anomaly::Anomaly;
 use crate::args::positive_count;
@@ -144,6 +146,35 @@ pub fn limiter_status(
                 .map(|(quota, _)| quota.spec.time_zone_name());
             Ok(StatusOutput::from((status, time_zone)))
         })
+    })
+}
+
+/// `setLimits(limits)`: the limits checked (nothing changes if they are refused), then the
+/// clocks reconciled and the limits put in force with what was used carried over; answers the
+/// status under them (`None`: see the buffer's status).
+#[napi(js_name = "limiterSetLimits")]
+pub fn limiter_set_limits(
+    env: &Env,
+    registry_id: u32,
+    index: u32,
+    limits: NewLimits,
+    supplied: bool,
+) -> napi::Result<Option<StatusOutput>> {
+    guard(env, || {
+        let limits = new_limits(&limits)?;
+        let status = reconciled_call(registry_id, index, supplied, |limiter, clock, anomalies| {
+            let status = limiter.set_limits(limits, clock, anomalies)?;
+            let time_zone = limiter
+                .quota()
+                .map(|(quota, _)| quota.spec.time_zone_name());
+            Ok(StatusOutput::from((status, time_zone)))
+        })?;
+        // The quiet path's bound on `n` follows the capacity in force.
+        registry(registry_id)?.with_cell(index, |state| {
+            state.quiet_max_n = state.limiter.capacity().min(MAX_SAFE_INTEGER);
+            Ok(())
+        })?;
+        Ok(status)
     })
 }
 

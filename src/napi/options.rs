@@ -116,3 +116,28 @@ pub(crate) fn config_from(options: &LimiterOptions) -> CodedResult<LimiterConfig
     )
     .map_err(|error| from_core(&error))
 }
+
+/// `setLimits`'s limits as the JS face merged them with the ones in force (types checked).
+#[napi(object)]
+pub struct NewLimits {
+    pub capacity: f64,
+    pub refill_per_second: f64,
+    pub initial_tokens: f64,
+    /// `false`: no bucket (a quota alone).
+    pub bucket: Option<bool>,
+    pub quota_limit: Option<f64>,
+    pub quota_period: Option<PeriodSpecInput>,
+}
+
+/// [`NewLimits`]' values, checked like the constructor's options.
+pub(crate) fn new_limits(input: &NewLimits) -> CodedResult<crate::limits::Limits> {
+    let limits = limits_input(
+        input.bucket,
+        input.capacity,
+        input.refill_per_second,
+        input.initial_tokens,
+        input.quota_limit,
+        input.quota_period.as_ref(),
+    );
+    crate::limits::Limits::checked("limits.", limits).map_err(|error| from_core(&error))
+}

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU16, AtomicU64};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"QCSZONE\0");
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// Slots per group: a key lives in the group its hash picks; the group's lock guards its slots.
 pub const GROUP_SLOTS: usize = 32;
@@ -178,6 +178,8 @@ pub struct Slot {
 }
 pub const META_WIDE: u64 = 1 << 16;
 pub const META_CURRENT: u64 = 1 << 17;
+/// The key's `policy` is asked again at its next call, in whichever process.
+pub const META_POLICY_DUE: u64 = 1 << 18;
 
 /// A slot's `meta` word: the key's length in bytes (bits 0..16), [`META_WIDE`] (UTF-16 key),
 /// [`META_CURRENT`] (which state buffer is current), the spec index + 1 (bits 24..32; 0: no
@@ -268,6 +270,9 @@ pub struct Offsets {
     pub specs: usize,
     pub groups: usize,
     pub slots: usize,
+    /// One word per slot: the timeline (f64 bits) at which its key's policy was last asked
+    /// (`policyTtlMs`).
+    pub policy_asked: usize,
     pub long_keys: usize,
     pub file_size: usize,
 }
@@ -283,10 +288,11 @@ impl Offsets {
         let groups_at = round_up(specs + SPECS * std::mem::size_of::<SpecEntry>(), 4096);
         let slots = groups_at.checked_add(groups.checked_mul(std::mem::size_of::<Group>())?)?;
         let slot_count = groups.checked_mul(GROUP_SLOTS)?;
-        let long_keys = round_up(
+        let policy_asked = round_up(
             slots.checked_add(slot_count.checked_mul(std::mem::size_of::<Slot>())?)?,
-            4096,
+            64,
         );
+        let long_keys = round_up(policy_asked.checked_add(slot_count.checked_mul(8)?)?, 4096);
         let file_size = round_up(
             long_keys.checked_add(slot_count.checked_mul(LONG_KEY_BYTES)?)?,
             4096,
@@ -296,6 +302,7 @@ impl Offsets {
             specs,
             groups: groups_at,
             slots,
+            policy_asked,
             long_keys,
             file_size,
         })

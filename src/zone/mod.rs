@@ -19,6 +19,7 @@ mod open;
 mod options;
 mod periods;
 mod recon;
+mod refresh;
 mod storage;
 #[cfg(test)]
 mod tests;
@@ -225,6 +226,8 @@ pub struct Zone {
     pub created: bool,
     /// What this limiter (in this process) has done, for `stats()`.
     counters: RefCell<crate::stats::Counters>,
+    /// `policyTtlMs` in this process (`refresh.rs`).
+    policy_ttl_ms: std::cell::Cell<Option<f64>>,
 }
 
 // SAFETY: the mapping is shared memory reached only as `InMapping` types (atomics, and the
@@ -328,7 +331,7 @@ impl Zone {
             }
             let guard = self.lock_group(group);
             if let Some(slot) = self.find_in(group, key, hash) {
-                let outcome = self.call_held(group, slot, operation, n, count, anomalies);
+                let outcome = self.call_held(group, slot, (operation, n, policy), count, anomalies);
                 drop(guard);
                 return outcome;
             }
@@ -344,7 +347,7 @@ impl Zone {
         let high_guard = (high != low).then(|| self.lock_group(high));
         for group in [low, high] {
             if let Some(slot) = self.find_in(group, key, hash) {
-                let outcome = self.call_held(group, slot, operation, n, count, anomalies);
+                let outcome = self.call_held(group, slot, (operation, n, policy), count, anomalies);
                 drop(high_guard);
                 drop(low_guard);
                 return outcome;
@@ -395,16 +398,18 @@ impl Zone {
         outcome
     }
 
-    /// A call on a held key (its group locked).
+    /// A call on a held key (its group locked), its policy renewed first when it is due.
     fn call_held(
         &self,
         group: usize,
         slot: usize,
-        operation: Operation,
-        n: u64,
+        (operation, n, policy): (Operation, u64, PolicyChoice<'_>),
         count: impl FnOnce(f64) -> Result<u64, Error>,
         anomalies: &mut Vec<Anomaly>,
     ) -> Result<Outcome, Error> {
+        if let Some(outcome) = self.renew_if_due(group, slot, policy, anomalies)? {
+            return Ok(outcome);
+        }
         let limits = self.limits_of(self.slot(group, slot));
         let op = match operation {
             Operation::Consume => Op::Consume(count(limits.capacity)?),

@@ -86,6 +86,7 @@ impl Zone {
             specs: (0..SPECS).map(|_| OnceCell::new()).collect(),
             created: false,
             counters: RefCell::default(),
+            policy_ttl_ms: std::cell::Cell::new(None),
         };
         zone.seat = zone.claim_seat().ok_or_else(|| {
             ZoneError::invalid(format!(

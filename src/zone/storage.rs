@@ -228,6 +228,7 @@ impl<'a> Storage for ZoneCall<'a> {
             } => {
                 zone.write_identity(group, slot, key, hash, policy, self.limits.spec);
                 write_state(zone.slot(group, slot), *state);
+                zone.policy_asked(group, slot, state.credited_at_ms);
                 #[cfg(test)]
                 if super::PANIC_BEFORE_TAG.with(|armed| armed.replace(false)) {
                     panic!("a panic between the key count and the tag (a test's)");

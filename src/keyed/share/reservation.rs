@@ -193,6 +193,23 @@ impl KeyedLimiter {
             .map(|quota| quota.limit)
     }
 
+    /// A held key's limit changed from `old` to `new`: the store's room as last heard
+    /// of moves with it, until the key's next store call (which sends the new limit) says.
+    pub(in crate::keyed) fn reservation_limit_changed(&mut self, index: u32, old: u64, new: u64) {
+        if let Some(reservation) = self
+            .share
+            .as_mut()
+            .and_then(|book| book.entries.get_mut(index as usize))
+        {
+            let room = i128::from(reservation.store_unreserved) + i128::from(new) - i128::from(old);
+            reservation.store_unreserved = room.clamp(0, i128::from(u64::MAX)) as u64;
+            // A key the store left short asks it again at its next call under a changed limit.
+            if new != old {
+                reservation.hold.clear_short();
+            }
+        }
+    }
+
     /// A new record's reservation (called by `hold`).
     pub(in crate::keyed) fn reservation_held(&mut self, index: u32) {
         let record = self.table.records[index as usize];

@@ -58,7 +58,7 @@ pub fn keyed_status(
 ) -> napi::Result<Option<KeyStatusOutput>> {
     limiter.state.with_key(env, &key, |state, key| {
         let policy = state.policy_of(policy.as_ref())?;
-        let step = state.on_target(key, policy, |state, target| {
+        let step = state.on_target(key, policy, supplied, |state, target| {
             state.status_of(target, supplied)
         })?;
         Ok(settle(&state.result, step))
@@ -152,10 +152,14 @@ impl KeyedState {
         &mut self,
         key: Key<'_>,
         policy: Option<KeyPolicy>,
+        supplied: bool,
         body: impl FnOnce(&mut Self, Target) -> CodedResult<Step<T>>,
     ) -> CodedResult<Step<T>> {
         let target = match (self.limiter.find(key), policy) {
-            (Some(index), _) => Target::Held(index),
+            (Some(index), policy) => match self.renew_if_due(index, policy, supplied)? {
+                Ok(()) => Target::Held(index),
+                Err(needs) => return Ok(Err(needs)),
+            },
             (None, Some(policy)) => Target::New(self.limiter.intern(policy)),
             (None, None) if self.has_policy => return Ok(Err(Needs::Policy)),
             (None, None) => Target::New(DEFAULT_POLICY),

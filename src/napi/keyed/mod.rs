@@ -8,6 +8,7 @@ mod create;
 mod entry;
 mod key;
 mod policy;
+mod refresh;
 mod share;
 mod slices;
 mod slow;
@@ -107,6 +108,9 @@ impl KeyedState {
             return None;
         }
         let (monotonic_ms, wall_ms) = self.clock.native_readings()?;
+        if self.limiter.policy_due(index, monotonic_ms) {
+            return None;
+        }
         // SAFETY: 1 ≤ n ≤ 2^53 - 1 (checked above), so it fits an i64.
         let count = unsafe { n.to_int_unchecked::<i64>() };
         // A fraction (its whole part below it) is the general path's to refuse (`args::count`,

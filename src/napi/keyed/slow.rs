@@ -79,7 +79,7 @@ impl KeyedState {
         if refund && self.limiter.find(key).is_none() {
             return self.step_on(key, None, supplied);
         }
-        self.on_target(key, policy, |state, target| {
+        self.on_target(key, policy, supplied, |state, target| {
             state.step_on(key, Some(target), supplied)
         })
     }

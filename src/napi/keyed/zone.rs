@@ -2,6 +2,7 @@
 //! per limiter, shaped like the in-process table's, on the limiter's own result buffer.
 
 mod entries;
+mod refresh;
 
 use std::cell::RefCell;
 use std::rc::Rc;
