@@ -15,7 +15,7 @@ use crate::anomaly::{Anomaly, CallDeltas};
 use crate::bucket::{carried_tokens, given_back, refill_wait_ms, refilled};
 use crate::error::Error;
 use crate::quota::{remaining, wait_until_ms, OpenPeriod};
-use crate::stats::Counters;
+pub use crate::stats::Tally;
 
 /// Which wait a denial reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,42 +83,6 @@ pub(crate) fn longer_wait(bucket_wait_ms: f64, quota_wait_ms: Option<f64>) -> (f
         }
         _ => (bucket_wait_ms, RetryBasis::MonotonicRefill),
     }
-}
-
-/// Where a decision is counted: the in-process limiters' `stats()` counters, or nowhere (the
-/// zone counts each call's outcome once, around the decision).
-pub trait Tally {
-    fn allowed(&mut self);
-    fn denied(&mut self);
-}
-
-impl Tally for Counters {
-    #[inline(always)]
-    fn allowed(&mut self) {
-        self.allowed += 1;
-    }
-    #[inline(always)]
-    fn denied(&mut self) {
-        self.denied += 1;
-    }
-}
-
-impl<T: Tally> Tally for &mut T {
-    #[inline(always)]
-    fn allowed(&mut self) {
-        (**self).allowed();
-    }
-    #[inline(always)]
-    fn denied(&mut self) {
-        (**self).denied();
-    }
-}
-
-impl Tally for () {
-    #[inline(always)]
-    fn allowed(&mut self) {}
-    #[inline(always)]
-    fn denied(&mut self) {}
 }
 
 /// A key's bucket as the decision sees it: the tokens a decision takes from and how long a call
@@ -717,6 +681,7 @@ fn consume<S: Storage>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::Counters;
 
     /// A quota of `used` of `limit` that holds back every call the bucket admits while `held`.
     struct Held {

@@ -44,6 +44,42 @@ impl Counters {
     }
 }
 
+/// Where a decision is counted: the in-process limiters' `stats()` counters, or nowhere (the
+/// zone counts each call's outcome once, around the decision).
+pub trait Tally {
+    fn allowed(&mut self);
+    fn denied(&mut self);
+}
+
+impl Tally for Counters {
+    #[inline(always)]
+    fn allowed(&mut self) {
+        self.allowed += 1;
+    }
+    #[inline(always)]
+    fn denied(&mut self) {
+        self.denied += 1;
+    }
+}
+
+impl<T: Tally> Tally for &mut T {
+    #[inline(always)]
+    fn allowed(&mut self) {
+        (**self).allowed();
+    }
+    #[inline(always)]
+    fn denied(&mut self) {
+        (**self).denied();
+    }
+}
+
+impl Tally for () {
+    #[inline(always)]
+    fn allowed(&mut self) {}
+    #[inline(always)]
+    fn denied(&mut self) {}
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
