@@ -73,6 +73,7 @@ pub(crate) fn basis_code(basis: Option<RetryBasis>) -> f64 {
         None => BASIS_NONE,
         Some(RetryBasis::MonotonicRefill) => 1.0,
         Some(RetryBasis::WallPeriod) => 2.0,
+        Some(RetryBasis::Block) => 3.0,
     }
 }
 
