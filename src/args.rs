@@ -2,11 +2,9 @@
 //! consume's or a refund's `n`, the units a store answered, milliseconds. The options' checks are
 //! `limits`'s; the JS face checks only types, and the binding converts and calls.
 
-use std::ops::RangeInclusive;
-
 use crate::calendar::MAX_WALL_MS;
 use crate::error::{Error, ErrorCode};
-use crate::limits::MAX_SAFE_INTEGER;
+use crate::limits::{is_integer_in, MAX_SAFE_INTEGER};
 use crate::text::js_number;
 
 /// "`name` must be `what`; received `value`" (the form of every argument's message).
@@ -26,14 +24,10 @@ fn checked(ok: bool, name: &str, what: impl FnOnce() -> String, value: f64) -> R
     }
 }
 
-fn integer_in(value: f64, range: RangeInclusive<f64>) -> bool {
-    range.contains(&value) && value.fract() == 0.0
-}
-
 /// A consume's `n`: a positive safe integer no larger than `capacity` (`of`: how the message
 /// names it, `capacity` or `the key's capacity`).
 pub fn count(n: f64, capacity: f64, of: &str) -> Result<u64, Error> {
-    let ok = n <= capacity && integer_in(n, 1.0..=MAX_SAFE_INTEGER);
+    let ok = n <= capacity && is_integer_in(n, 1.0..=MAX_SAFE_INTEGER);
     let what = || {
         let capacity = js_number(capacity);
         format!("a positive safe integer no larger than {of} ({capacity})")
@@ -43,13 +37,13 @@ pub fn count(n: f64, capacity: f64, of: &str) -> Result<u64, Error> {
 
 /// A refund's or a give-back's `n`: a positive safe integer (the JS face checks it first).
 pub fn positive_count(n: f64) -> Result<u64, Error> {
-    let ok = integer_in(n, 1.0..=MAX_SAFE_INTEGER);
+    let ok = is_integer_in(n, 1.0..=MAX_SAFE_INTEGER);
     checked(ok, "n", || "a positive safe integer".to_owned(), n).map(|n| n as u64)
 }
 
 /// A count passed back (units a store answered, a charge): a safe integer ≥ 0.
 pub fn units(value: f64, name: &str) -> Result<u64, Error> {
-    let ok = integer_in(value, 0.0..=MAX_SAFE_INTEGER);
+    let ok = is_integer_in(value, 0.0..=MAX_SAFE_INTEGER);
     checked(ok, name, || "a non-negative safe integer".to_owned(), value).map(|v| v as u64)
 }
 

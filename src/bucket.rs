@@ -14,12 +14,6 @@ impl BucketLimits {
     pub fn credit(&self, tokens: f64, elapsed_ms: f64) -> f64 {
         refilled(tokens, elapsed_ms, self.refill_per_second, self.capacity)
     }
-
-    /// `tokens` with `n` taken earlier given back, up to capacity.
-    #[inline]
-    pub fn give_back(&self, tokens: f64, n: f64) -> f64 {
-        given_back(tokens, n, self.capacity)
-    }
 }
 
 /// The smaller of `value` and `limit`, neither of them NaN: `f64::min` without its NaN handling,
@@ -87,7 +81,7 @@ mod tests {
             tokens,
             "no refill for a negative time"
         );
-        assert_eq!(bucket.give_back(9.5, 3.0), 10.0);
+        assert_eq!(given_back(9.5, 3.0, bucket.capacity), 10.0);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::marker::PhantomData;
 use crate::anomaly::{Anomaly, CallDeltas};
 use crate::bucket::{given_back, refill_wait_ms, refilled};
 use crate::error::Error;
-use crate::quota::{wait_until_ms, OpenPeriod};
+use crate::quota::{remaining, wait_until_ms, OpenPeriod};
 use crate::stats::Counters;
 
 /// Which wait a denial reports.
@@ -130,7 +130,7 @@ impl Tally for () {
 }
 
 /// A key's bucket as the decision sees it: the tokens a decision takes from and how long a call
-/// they do not cover waits; a layer around it (a shared bucket's slice, `keyed/slices.rs`) may
+/// they do not cover waits; a layer around it (a shared bucket's slice, `keyed/share/layer.rs`) may
 /// hold a call back before its decision ([`Bucket::pending`]) and keep books after it.
 pub trait Bucket {
     /// What the bucket's holder does instead of a decision ([`Bucket::pending`]).
@@ -182,7 +182,7 @@ impl<P> Bucket for Refill<'_, P> {
 }
 
 /// The quota part of a decision, however it is counted: a period's use against its limit here
-/// ([`PeriodQuota`]), or a shared key's reservation (the share layer's, `keyed/share.rs`).
+/// ([`PeriodQuota`]), or a shared key's reservation (the share layer's, `keyed/share/layer.rs`).
 pub trait Quota {
     /// What the quota's holder does instead of a decision ([`Quota::pending`]); `Infallible`
     /// for a quota that always lets the decision be made.
@@ -258,7 +258,7 @@ impl<E: PeriodEnd, P> Quota for PeriodQuota<'_, E, P> {
     type Pending = P;
     #[inline(always)]
     fn admits(&self, n: u64) -> bool {
-        n <= self.limit.saturating_sub(*self.used)
+        n <= remaining(self.limit, *self.used)
     }
     #[inline(always)]
     fn take(&mut self, n: u64) {
@@ -266,7 +266,7 @@ impl<E: PeriodEnd, P> Quota for PeriodQuota<'_, E, P> {
     }
     #[inline(always)]
     fn remaining(&self) -> u64 {
-        self.limit.saturating_sub(*self.used)
+        remaining(self.limit, *self.used)
     }
     #[inline(always)]
     fn wait_ms(&self) -> f64 {

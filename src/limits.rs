@@ -127,6 +127,12 @@ fn checked_quota(
     }
 }
 
+/// Whether `value` is an integer in `range`: the one test of every integer option and argument.
+#[inline(always)]
+pub fn is_integer_in(value: f64, range: std::ops::RangeInclusive<f64>) -> bool {
+    range.contains(&value) && value.fract() == 0.0
+}
+
 /// `value` when it is an integer in `range`; else `InvalidOption`: "`name` must be `what`;
 /// received `value`" (the form of every option's message).
 pub fn integer_in(
@@ -135,7 +141,7 @@ pub fn integer_in(
     name: impl std::fmt::Display,
     what: &str,
 ) -> Result<u64, Error> {
-    if range.contains(&value) && value.fract() == 0.0 {
+    if is_integer_in(value, range) {
         return Ok(value as u64);
     }
     Err(Error::invalid_option(format!(

@@ -5,7 +5,14 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::anomaly::{Anomaly, CallDeltas};
-use crate::calendar::{Period, PeriodSlot, PeriodSpec};
+use crate::calendar::{inside_period, Period, PeriodSlot, PeriodSpec};
+
+/// The units a quota of `limit` has left after `used` (never below 0): the one rule for every
+/// holder of a quota's count.
+#[inline(always)]
+pub fn remaining(limit: u64, used: u64) -> u64 {
+    limit.saturating_sub(used)
+}
 
 /// What the period rule reads of an open period, however its holder stores it.
 #[derive(Clone, Copy, Debug)]
@@ -22,7 +29,7 @@ pub struct PeriodView {
 impl PeriodView {
     #[inline(always)]
     pub fn contains(&self, wall_ms: f64) -> bool {
-        wall_ms >= self.start_ms && wall_ms < self.end_ms
+        inside_period(wall_ms, self.start_ms, self.end_ms)
     }
 }
 
@@ -242,14 +249,6 @@ impl OpenPeriod {
     pub fn hold(&mut self) {
         self.regression_reported = false;
     }
-
-    /// `ceil(periodEnd - wallNow)`: when the open period ends (never negative, even for a wall
-    /// reading past the calendar's range).
-    pub fn wait_ms(&self, wall_ms: f64) -> f64 {
-        self.open
-            .as_ref()
-            .map_or(0.0, |open| wait_until_ms(open.end_ms, wall_ms))
-    }
 }
 
 /// `ceil(periodEnd - wallNow)`, never negative (even for a wall reading past the calendar's
@@ -306,6 +305,6 @@ impl QuotaState {
     }
 
     pub fn remaining(&self, policy: &QuotaPolicy) -> u64 {
-        policy.limit.saturating_sub(self.used)
+        remaining(policy.limit, self.used)
     }
 }

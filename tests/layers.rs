@@ -334,3 +334,237 @@ fn the_checks_see_a_cycle_and_a_grouped_import() {
     );
     assert!(cycle(&graph).is_some(), "a → b → a");
 }
+
+/// The module path of each core file (`keyed/share.rs` → `keyed::share`, `keyed/mod.rs` →
+/// `keyed`, `lib.rs` → the crate), a `#[path = "f.rs"] mod m;` declaration giving the file `f.rs`
+/// beside its declaring file the declarer's path plus `m`.
+fn module_paths(files: &[(String, String)]) -> BTreeMap<String, Vec<String>> {
+    let mut paths = BTreeMap::new();
+    for (path, _) in files {
+        let mut segments: Vec<String> = path
+            .trim_end_matches(".rs")
+            .split('/')
+            .map(str::to_owned)
+            .collect();
+        if matches!(segments.last().map(String::as_str), Some("mod" | "lib")) {
+            segments.pop();
+        }
+        paths.insert(path.clone(), segments);
+    }
+    for (path, text) in files {
+        let dir = path.rfind('/').map_or("", |at| &path[..=at]);
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("#[path = \"") {
+            rest = &rest[at + "#[path = \"".len()..];
+            let Some(end) = rest.find('"') else { break };
+            let file = format!("{dir}{}", &rest[..end]);
+            let after = rest[end..].trim_start_matches(['"', ']']);
+            let name = after
+                .trim_start()
+                .strip_prefix("mod ")
+                .and_then(|text| identifier_after(text.trim_start()));
+            if let (Some(name), Some(declarer)) = (name, paths.get(path).cloned()) {
+                let mut segments = declarer;
+                segments.push(name.to_owned());
+                paths.insert(file, segments);
+            }
+        }
+    }
+    paths
+}
+
+/// The paths in `text` that start with `crate::`, `super::` or `self::`, as their segments
+/// (`use super::{a::B, c}` gives `super a B` and `super c`).
+fn module_references(text: &str) -> Vec<Vec<String>> {
+    fn path_at(text: &str, prefix: Vec<String>, out: &mut Vec<Vec<String>>) {
+        let mut segments = prefix;
+        let mut rest = text;
+        loop {
+            rest = rest.trim_start();
+            if let Some(group) = rest.strip_prefix('{') {
+                let mut depth = 1;
+                let mut start = 0;
+                for (i, c) in group.char_indices() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' | ',' if depth == 1 => {
+                            path_at(&group[start..i], segments.clone(), out);
+                            start = i + 1;
+                            if c == '}' {
+                                break;
+                            }
+                        }
+                        '}' => depth -= 1,
+                        _ => {}
+                    }
+                }
+                return;
+            }
+            let Some(name) = identifier_after(rest) else {
+                break;
+            };
+            segments.push(name.to_owned());
+            rest = &rest[name.len()..];
+            match rest.strip_prefix("::") {
+                Some(after) => rest = after,
+                None => break,
+            }
+        }
+        out.push(segments);
+    }
+    let mut found = Vec::new();
+    for prefix in ["crate::", "super::", "self::"] {
+        for (at, _) in text.match_indices(prefix) {
+            let before = text[..at].chars().last();
+            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+                continue; // `xcrate::`, or a `super::` inside a longer path
+            }
+            path_at(&text[at..], Vec::new(), &mut found);
+        }
+    }
+    found
+}
+
+/// The core's files (`src/napi/` aside) and the files each names through `crate::`, `super::`
+/// and `self::` paths, tests included. A file names the file of the longest module its path
+/// goes through; a module's own file naming its parts (a `mod.rs` or `lib.rs` its children, a
+/// file its test module) lists them, and is no import.
+fn core_file_graph(files: &[(String, String)]) -> BTreeMap<String, BTreeSet<String>> {
+    let files: Vec<&(String, String)> = files
+        .iter()
+        .filter(|(path, _)| !path.starts_with("napi/"))
+        .collect();
+    let owned: Vec<(String, String)> = files.iter().map(|&f| f.clone()).collect();
+    let paths = module_paths(&owned);
+    let file_of: BTreeMap<&Vec<String>, &String> =
+        paths.iter().map(|(file, module)| (module, file)).collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (path, text) in &owned {
+        let own = &paths[path];
+        let imports = graph.entry(path.clone()).or_default();
+        for reference in module_references(&code(text)) {
+            let mut module: Vec<String> = Vec::new();
+            let mut segments = reference.iter().peekable();
+            match segments.peek().map(|s| s.as_str()) {
+                Some("crate") => {
+                    segments.next();
+                }
+                Some("self") => {
+                    segments.next();
+                    module = own.clone();
+                }
+                _ => module = own.clone(),
+            }
+            while segments.peek().is_some_and(|s| *s == "super") {
+                segments.next();
+                module.pop();
+            }
+            module.extend(segments.cloned());
+            let named = (0..=module.len())
+                .rev()
+                .find_map(|len| file_of.get(&module[..len].to_vec()).copied());
+            let Some(named) = named else { continue };
+            let part = paths[named].starts_with(own) && named != path;
+            if named != path && !part {
+                imports.insert(named.clone());
+            }
+        }
+    }
+    graph
+}
+
+#[test]
+fn the_cores_files_import_one_another_without_a_cycle() {
+    let graph = core_file_graph(&src());
+    assert!(graph.contains_key("kernel.rs") && graph.contains_key("keyed/mod.rs"));
+    assert_eq!(cycle(&graph), None, "the core's files: {graph:#?}");
+}
+
+/// The kernel bar: no file of `src/` has more than this many lines before its tests.
+const LINES_BEFORE_TESTS_AT_MOST: usize = 700;
+
+/// The lines of a file before its tests: those before a `#[cfg(test)]` that opens a module, all
+/// of them for a file that is itself a test module (`tests.rs`, `*_tests.rs`, under `tests/`).
+fn lines_before_tests(path: &str, text: &str) -> usize {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    if name == "tests.rs" || name.ends_with("_tests.rs") || path.contains("/tests/") {
+        return 0;
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    lines
+        .iter()
+        .enumerate()
+        .position(|(at, line)| {
+            line.trim() == "#[cfg(test)]"
+                && lines[at + 1..]
+                    .iter()
+                    .map(|line| line.trim())
+                    .find(|line| !line.starts_with("#["))
+                    .is_some_and(|line| line.contains("mod "))
+        })
+        .unwrap_or(lines.len())
+}
+
+#[test]
+fn no_file_has_more_than_700_lines_before_its_tests() {
+    let over: Vec<(String, usize)> = src()
+        .into_iter()
+        .map(|(path, text)| {
+            let lines = lines_before_tests(&path, &text);
+            (path, lines)
+        })
+        .filter(|(_, lines)| *lines > LINES_BEFORE_TESTS_AT_MOST)
+        .collect();
+    assert!(
+        over.is_empty(),
+        "over {LINES_BEFORE_TESTS_AT_MOST} lines before the tests: {over:?}"
+    );
+}
+
+#[test]
+fn the_file_checks_see_super_paths_a_cycle_and_the_length() {
+    let files =
+        vec![
+        ("lib.rs".to_owned(), "mod k; pub use k::a::A;".to_owned()),
+        ("k/mod.rs".to_owned(), "mod a; mod b; use a::A;".to_owned()),
+        (
+            "k/a.rs".to_owned(),
+            "use super::{b::B, Top}; fn f() {}\n#[cfg(test)]\n#[path = \"a_tests.rs\"]\nmod tests;"
+                .to_owned(),
+        ),
+        ("k/a_tests.rs".to_owned(), "use super::f; use crate::k::b::g;".to_owned()),
+        ("k/b.rs".to_owned(), "fn g() { crate::k::a::f() }".to_owned()),
+        ("k/c.rs".to_owned(), "use super::super::k::b;".to_owned()),
+    ];
+    let graph = core_file_graph(&files);
+    assert_eq!(
+        graph["k/a.rs"].iter().collect::<Vec<_>>(),
+        ["k/b.rs", "k/mod.rs"],
+        "a grouped `super::` path; its test module is a part of it: {graph:?}"
+    );
+    assert_eq!(
+        graph["k/a_tests.rs"].iter().collect::<Vec<_>>(),
+        ["k/a.rs", "k/b.rs"]
+    );
+    assert!(
+        graph["k/mod.rs"].is_empty() && graph["lib.rs"].is_empty(),
+        "parts: {graph:?}"
+    );
+    assert_eq!(graph["k/c.rs"].iter().collect::<Vec<_>>(), ["k/b.rs"]);
+    assert_eq!(
+        cycle(&graph),
+        Some(vec![
+            "k/a.rs".to_owned(),
+            "k/b.rs".to_owned(),
+            "k/a.rs".to_owned()
+        ])
+    );
+    let long = "fn f() {}\n".repeat(LINES_BEFORE_TESTS_AT_MOST + 1);
+    assert_eq!(
+        lines_before_tests("k/a.rs", &long),
+        LINES_BEFORE_TESTS_AT_MOST + 1
+    );
+    let tested = format!("fn f() {{}}\n#[cfg(test)]\nmod tests {{\n{long}}}\n");
+    assert_eq!(lines_before_tests("k/a.rs", &tested), 1);
+    assert_eq!(lines_before_tests("k/a_tests.rs", &long), 0);
+}

@@ -2,7 +2,7 @@
 // The driver of a fleet bucket (`share.bucket`): the store calls that take slices of a
 // key's bucket, which lives in the store. The slice book (per key: the slice's tokens, its lease,
 // a store call under way, the fleet's tokens as last heard of, the fleet-clock reading, failOpen)
-// is native (src/keyed/slices.rs); this file asks the store what the book says is needed and hands
+// is native (src/keyed/share/slice.rs); this file asks the store what the book says is needed and hands
 // the answers back.
 //
 // - A consume its slice covers is decided in one native call and never comes here; nor does one

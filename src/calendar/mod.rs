@@ -137,11 +137,18 @@ impl PeriodSlot {
     }
 }
 
+/// Whether `wall_ms` falls inside the period `[start_ms, end_ms)`: the one rule for every holder
+/// of a period's bounds.
+#[inline(always)]
+pub fn inside_period(wall_ms: f64, start_ms: f64, end_ms: f64) -> bool {
+    wall_ms >= start_ms && wall_ms < end_ms
+}
+
 impl Period {
     /// Whether `wall_ms` falls inside `[start_ms, end_ms)`.
     #[inline]
     pub fn contains(&self, wall_ms: f64) -> bool {
-        wall_ms >= self.start_ms && wall_ms < self.end_ms
+        inside_period(wall_ms, self.start_ms, self.end_ms)
     }
 }
 

@@ -14,7 +14,7 @@
 mod memory;
 mod policies;
 mod share;
-mod slices;
+
 mod snapshot;
 mod storage;
 mod table;
@@ -24,18 +24,27 @@ use std::collections::HashMap;
 use memory::IDLE_SCAN_FOR_ROOM;
 pub use policies::{KeyPolicy, PolicyChoice, PolicyId, DEFAULT_POLICY};
 use policies::{Policy, PolicyIdentity, SpecState};
-pub use share::{GiveBack, ReserveRequest, ShareBook, ShareMode, SharedDecision};
-pub use slices::{
-    bucket_kept_ms, write_off_after_ms, More, Slice, SliceAnswer, SliceBook, SliceRequest,
-    RECORD_KEPT_AFTER_MS, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS,
+pub use share::{
+    bucket_kept_ms, write_off_after_ms, GiveBack, More, Reservation, ReserveRequest, ShareBook,
+    ShareMode, SharedDecision, Slice, SliceAnswer, SliceBook, SliceRequest, RECORD_KEPT_AFTER_MS,
+    WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS,
 };
+use share::{FleetSlice, OwnBucket, Shared};
+
+/// A shared key's bucket kind ([`KeyedLimiter::bucket_kind`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BucketKind {
+    /// Its own, refilled here (a shared quota alone).
+    Own,
+    /// Its slice of the fleet's bucket (`share.bucket`).
+    FleetSlice,
+}
 pub use snapshot::{Snapshot, SnapshotError, SnapshotWriter};
 use storage::{Layers, Named, Plain, TableCall};
 pub use table::{words_for, Key, KeyBuf};
 use table::{KeyTable, List, Record, NO_PERIOD};
 
 use crate::anomaly::Anomaly;
-use crate::bucket::refilled;
 use crate::calendar::{Period, PeriodSlot, SpecIdentity};
 use crate::clock::{ClockSource, SuspendPolicy, Unread};
 use crate::error::Error;
@@ -258,6 +267,62 @@ impl KeyedLimiter {
         Ok(decision)
     }
 
+    /// A shared key's bucket kind, which this limiter alone chooses: with `share.bucket`, the
+    /// key's slice of the fleet's bucket; else its own bucket, refilled here.
+    #[inline(always)]
+    fn bucket_kind(&self) -> BucketKind {
+        if self.slices.is_some() {
+            BucketKind::FleetSlice
+        } else {
+            BucketKind::Own
+        }
+    }
+
+    /// The quiet case of a shared consume (see [`KeyedLimiter::try_consume_quiet`]): a held key,
+    /// clocks that agree, inside the key's open period. `None` changes nothing.
+    #[inline(always)]
+    pub fn consume_shared_quiet(
+        &mut self,
+        index: u32,
+        n: u64,
+        mode: ShareMode,
+        monotonic_ms: f64,
+        wall_ms: f64,
+    ) -> Option<SharedDecision> {
+        match self.bucket_kind() {
+            BucketKind::FleetSlice => {
+                let layers = Shared::<FleetSlice>::new(mode);
+                self.call_quiet(index, n, monotonic_ms, wall_ms, layers)
+            }
+            BucketKind::Own => {
+                let layers = Shared::<OwnBucket>::new(mode);
+                self.call_quiet(index, n, monotonic_ms, wall_ms, layers)
+            }
+        }
+    }
+
+    /// A shared consume on readings from `clock` (any key, any readings).
+    pub fn consume_shared<C: crate::clock::ClockSource + ?Sized>(
+        &mut self,
+        key: Key<'_>,
+        target: Target,
+        n: u64,
+        mode: ShareMode,
+        clock: &mut C,
+        anomalies: &mut Vec<crate::anomaly::Anomaly>,
+    ) -> Result<SharedDecision, crate::error::Error> {
+        match self.bucket_kind() {
+            BucketKind::FleetSlice => {
+                let layers = Shared::<FleetSlice>::new(mode);
+                self.consume_with(key, target, n, layers, clock, anomalies)
+            }
+            BucketKind::Own => {
+                let layers = Shared::<OwnBucket>::new(mode);
+                self.consume_with(key, target, n, layers, clock, anomalies)
+            }
+        }
+    }
+
     /// One call on the table through the kernel (see `storage.rs`).
     #[inline(always)]
     fn call<C: ClockSource + ?Sized, L: Layers>(
@@ -343,13 +408,13 @@ impl KeyedLimiter {
         else {
             unreachable!("a status reports")
         };
-        // A shared key's remaining is the store's view plus the local reservation (see share.rs).
+        // A shared key's remaining is the store's view plus the local reservation (see share/reservation.rs).
         let quota_remaining = policy.quota.map(|quota| match target {
             Target::Held(index) if self.share.is_some() => {
                 self.sync_reservation(index);
                 self.shared_remaining(index)
             }
-            _ => quota.limit.saturating_sub(quota_used),
+            _ => crate::quota::remaining(quota.limit, quota_used),
         });
         let state = policy.quota.map(|quota| &self.specs[quota.spec as usize]);
         Ok(KeyStatus {

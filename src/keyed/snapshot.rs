@@ -110,12 +110,16 @@ impl KeyedLimiter {
         for index in self.keys_oldest_first() {
             let record = &self.table.records[index as usize];
             let policy = &self.policies[record.policy as usize];
-            let tokens = super::refilled(
-                record.tokens,
-                self.timeline_ms - record.credited_at_ms,
-                policy.refill_per_second,
+            // The key as of the last reading (its quota use left as it is).
+            let mut state = record.key_use();
+            let slot = state.period_slot;
+            state.refresh(
                 policy.capacity,
+                policy.refill_per_second,
+                self.timeline_ms,
+                slot,
             );
+            let tokens = state.tokens;
             let mut saved_spec = NO_SPEC;
             let mut quota_used = 0;
             if let Some(quota) = policy.quota {

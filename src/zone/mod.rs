@@ -435,7 +435,7 @@ impl Zone {
         KeyStatus {
             tokens,
             quota_used: quota.map(|_| quota_used),
-            quota_remaining: quota.map(|limit| limit.saturating_sub(quota_used)),
+            quota_remaining: quota.map(|limit| crate::quota::remaining(limit, quota_used)),
             period,
             time_zone: spec.map(|spec| self.local_spec(spec).time_zone_name()),
             capacity: limits.capacity,

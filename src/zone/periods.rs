@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 
 use super::*;
-use crate::calendar::PeriodSlot;
+use crate::calendar::{inside_period, PeriodSlot};
 use crate::quota::{OpenPeriod, PeriodView, Transition};
 
 /// A spec's open period as stored.
@@ -64,7 +64,7 @@ impl PeriodState {
     }
 
     pub(super) fn contains(&self, wall_ms: f64) -> bool {
-        self.open && wall_ms >= self.start_ms && wall_ms < self.end_ms
+        self.open && inside_period(wall_ms, self.start_ms, self.end_ms)
     }
 
     pub(super) fn store(&self, words: &[AtomicU64; layout::PERIOD_WORDS]) {

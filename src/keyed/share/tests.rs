@@ -8,6 +8,7 @@ use crate::anomaly::Anomaly;
 use crate::clock::ManualClock;
 use crate::kernel::RetryBasis;
 use crate::keyed::tests::{keyed, policy, spec, target_of, DAY_MS, JAN_15_2024};
+use crate::keyed::{slot_i32, KeyBuf, KeyedLimiter};
 
 fn shared(capacity: f64, limit: u64, lease: Option<u64>, clock: &mut ManualClock) -> KeyedLimiter {
     let mut limiter = keyed(policy(capacity, Some(limit)), 1000, clock);
@@ -56,7 +57,7 @@ fn a_call_its_reservation_does_not_cover_asks_the_store_and_consumes_nothing() {
     );
     let at = index(&limiter, "a");
     assert_eq!(limiter.table.records[at as usize].tokens, 10.0);
-    assert!(limiter.reservation(at).unwrap().in_flight);
+    assert!(limiter.reservation(at).unwrap().hold.in_flight);
     let mut room = 100;
     assert_eq!(grant(&mut limiter, "a", 2, &mut room), 5);
     let SharedDecision::Decided { decision, refill } =
@@ -497,7 +498,7 @@ fn a_request_says_what_the_key_holds_what_it_owns_and_the_record_it_reserved_in(
     assert_eq!((next.held, next.owned, next.record_id), (7, 10, 77));
     // An answer naming no record keeps the one known.
     assert!(limiter.credit_reservation(at, next.period_slot, 0, 90, 0));
-    assert_eq!(limiter.reservation(at).unwrap().record_id, 77);
+    assert_eq!(limiter.reservation(at).unwrap().hold.record_id, 77);
     // A give-back names the record its units were reserved in; what was admitted stays owned.
     let back = limiter.give_back_idle(f64::INFINITY, 0.0);
     assert_eq!((back[0].units, back[0].record_id), (7, 77));

@@ -8,9 +8,10 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::clock::ManualClock;
+use crate::keyed::share::terms::{write_off_after_ms, SliceAnswer};
 use crate::keyed::share::tests::consume;
 use crate::keyed::tests::JAN_15_2024;
-use crate::keyed::{KeyPolicy, SharedDecision};
+use crate::keyed::{KeyPolicy, ShareMode, SharedDecision};
 use crate::limiter::{Decision, RetryBasis};
 
 fn bucket(capacity: f64, refill_per_second: f64) -> KeyPolicy {
