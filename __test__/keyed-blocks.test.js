@@ -263,3 +263,73 @@ test('a shared limiter counts consume denials toward a block', async () => {
   assert.equal(limiter.status('k').blockedForMs, MINUTE)
   await limiter.close()
 })
+
+// ---------------------------------------------------------------------------------------------
+// With share: fleet-wide (the in-process test store; the Redis and MongoDB stores in
+// share-blocks.test.js)
+
+const tick = () => new Promise((resolve) => setImmediate(resolve))
+
+test('with share, a block is written to the store in the background and honoured by another instance from its next store call', async () => {
+  const t = testStore()
+  const { limiter: a } = sharedLimiter(t, { leaseUnits: 1 })
+  const { limiter: b } = sharedLimiter(t, { leaseUnits: 1 })
+  assert.equal((await b.consume('k')).allowed, true)
+  assert.equal(a.block('k', MINUTE), undefined, 'block does not wait')
+  await tick()
+  assert.equal(t.blockLeft('api', 'k'), MINUTE)
+  const reserves = t.calls.reserve.length
+  const d = await b.consume('k', 2) // not covered: its store call answers the block
+  assert.ok(t.calls.reserve.length > reserves)
+  assert.equal(t.calls.blockRead.length, 0, 'the block came with the reservation, no call of its own')
+  assert.deepEqual([d.allowed, d.retryAfterBasis], [false, 'block'])
+  assert.equal(b.status('k').blockedForMs, MINUTE)
+  const calls = b.stats().store.calls
+  assert.equal((await b.consume('k')).retryAfterBasis, 'block')
+  assert.equal(b.stats().store.calls, calls, 'denied locally')
+  await a.close()
+  await b.close()
+})
+
+test('with share, an unblock is seen by another instance within a second: the store is asked again at most once a second while the key is called', async () => {
+  const t = testStore()
+  const { limiter: a } = sharedLimiter(t, { leaseUnits: 1 })
+  const clock = manualClock({ monotonicMs: 0, wallMs: NOON })
+  const { limiter: b } = sharedLimiter(t, { leaseUnits: 1 }, { clock })
+  a.block('k', MINUTE)
+  await tick()
+  assert.equal((await b.consume('k')).retryAfterBasis, 'block')
+  assert.equal(a.unblock('k'), true)
+  await tick()
+  assert.equal(t.blockLeft('api', 'k'), 0)
+  const reads = t.calls.blockRead.length
+  for (let i = 0; i < 5; i++) assert.equal((await b.consume('k')).retryAfterBasis, 'block', 'within the second, denied locally')
+  assert.equal(t.calls.blockRead.length, reads, 'asked at most once a second')
+  clock.advance(1000)
+  assert.equal((await b.consume('k')).retryAfterBasis, 'block', 'this call asks again, in the background')
+  assert.equal(t.calls.blockRead.length, reads + 1)
+  await tick()
+  assert.equal((await b.consume('k')).allowed, true, 'the unblock is seen')
+  await a.close()
+  await b.close()
+})
+
+test('with share, the level is the fleet\'s: an automatic block escalates from the level the store has', async () => {
+  const t = testStore()
+  const block = { after: 1, withinMs: MINUTE, forMs: [1000, 5000, 9000] }
+  const bucket = { capacity: 1, refillPerSecond: 1 }
+  const { limiter: a } = sharedLimiter(t, {}, { ...bucket, block })
+  const { limiter: b } = sharedLimiter(t, {}, { ...bucket, block })
+  assert.equal((await a.consume('k')).allowed, true)
+  assert.equal((await a.consume('k')).retryAfterMs, 1000, "a's first block: level 0")
+  await tick()
+  t.stepClock(1000)
+  assert.equal((await b.consume('k')).allowed, true)
+  const d = await b.consume('k')
+  assert.equal(d.retryAfterBasis, 'block')
+  await tick()
+  assert.equal(t.blockLeft('api', 'k'), 5000, "b's block is the fleet's level 1")
+  assert.equal(b.status('k').blockedForMs, 5000)
+  await a.close()
+  await b.close()
+})

@@ -66,20 +66,74 @@ class BlockBook {
   #levels = new Map()
   // key -> { startMs, count }: a run of denials not yet blocked.
   #runs = new Map()
+  // A shared limiter's store (lib/keyed/shared-table.js's sendBlock), else undefined: its blocks
+  // are the fleet's, written in the background and asked again at most once a second.
+  #store
+  // key -> blockSet calls under way (an answer of the store read before it lands ends no block).
+  #writing = new Map()
+  // key -> when the store was last asked about the key's block (monotonic ms).
+  #asked = new Map()
   // Counters for stats(): calls a block denied (with no native call: `short`), blocks started.
   blocked = 0
   short = 0
   blocks = 0
 
-  constructor(policy, now, maxKeys) {
+  constructor(policy, now, maxKeys, store) {
     this.#policy = policy
     this.#now = now
     this.#maxKeys = maxKeys
+    this.#store = store
+  }
+
+  /** The fleet's block of `key` as the store answered it: blockedMs left (0: none, or lifted). */
+  fleet(key, blockedMs) {
+    if (blockedMs > 0) {
+      const now = this.#now()
+      const until = now + blockedMs
+      if (!(this.#until.get(key) > now)) this.blocks++
+      this.#until.set(key, until)
+      this.#asked.set(key, now)
+      const levels = this.#levels.get(key)
+      if (levels !== undefined) levels.endedMs = Math.max(levels.endedMs, until)
+      this.#runs.delete(key)
+    } else if (!this.#writing.has(key) && this.#until.has(key)) {
+      this.#until.delete(key)
+      this.#asked.delete(key)
+    }
+  }
+
+  /** A blockSet sent to the store; its answer is the fleet's block. */
+  #write(key, fields) {
+    this.#writing.set(key, (this.#writing.get(key) ?? 0) + 1)
+    this.#asked.set(key, this.#now())
+    this.#store.sendBlock('blockSet', { key, resetAfterMs: this.#policy?.resetAfterMs ?? DEFAULT_RESET_AFTER_MS, ...fields }, (answer) => {
+      const left = this.#writing.get(key) - 1
+      if (left === 0) this.#writing.delete(key)
+      else this.#writing.set(key, left)
+      this.fleet(key, answer.blockedMs)
+    })
+    // A write that fails or times out lands no answer: the count goes with the next answer's key.
+    setTimeout(() => this.#writing.delete(key), 60_000).unref()
+  }
+
+  /** A blocked key called on a shared limiter: the store is asked again, at most once a second. */
+  #askAgain(key) {
+    if (this.#store === undefined) return
+    const now = this.#now()
+    const asked = this.#asked.get(key)
+    if (asked !== undefined && now - asked < 1000) return
+    this.#asked.set(key, now)
+    this.#store.sendBlock('blockRead', { key }, (answer) => this.fleet(key, answer.blockedMs))
   }
 
   /** How many keys may be blocked now: 0 means no call needs a look. */
   get active() {
     return this.#until.size
+  }
+
+  /** Whether the blocks are a shared limiter's (the fleet's). */
+  get shared() {
+    return this.#store !== undefined
   }
 
   /** Whether denials are counted (the `block` option). */
@@ -99,7 +153,8 @@ class BlockBook {
   }
 
   /** A call of a blocked key, denied: the decision (tokens and quota as `status` has them). */
-  deny(leftMs, status) {
+  deny(key, leftMs, status) {
+    this.#askAgain(key)
     this.blocked++
     this.short++
     return blockDecision(leftMs, status.tokens, status.quotaRemaining)
@@ -134,6 +189,7 @@ class BlockBook {
     this.#until.set(key, Math.max(this.#until.get(key) ?? 0, until))
     this.blocks++
     this.blocked++
+    if (this.#store !== undefined) this.#write(key, { forMs: policy.forMs[0], levels: policy.forMs })
     const leftMs = Math.ceil(forMs)
     if (decision.retryAfterMs > leftMs) return decision
     return { ...decision, retryAfterMs: leftMs, retryAfterBasis: 'block' }
@@ -151,6 +207,7 @@ class BlockBook {
     if (levels !== undefined) levels.endedMs = Math.max(levels.endedMs, until)
     else if (this.#policy !== undefined) this.#levels.set(key, { level: 0, endedMs: until })
     this.#runs.delete(key)
+    if (this.#store !== undefined) this.#write(key, { forMs })
     if (started) this.blocks++
     return started
   }
@@ -161,11 +218,16 @@ class BlockBook {
     this.#until.delete(key)
     this.#levels.delete(key)
     this.#runs.delete(key)
+    if (this.#store !== undefined) {
+      this.#writing.delete(key)
+      this.#store.sendBlock('blockClear', { key })
+    }
     return blocked
   }
 
   /** delete(key): the block, the level and the run go with the key. */
   delete(key) {
+    this.#asked.delete(key)
     this.#until.delete(key)
     this.#levels.delete(key)
     this.#runs.delete(key)

@@ -102,7 +102,10 @@ class KeyedQuotaClock {
     this.#call = this.#backend.call
     this.#tryCall = this.#backend.tryCall
     this.#result = this.#backend.result
-    this.#blocks = new BlockBook(blockPolicy, monotonicOf(clockArgs), maxKeys)
+    // A shared limiter's blocks are the fleet's: written to the store, read back with its answers.
+    const store = this.#backend.sendBlock === undefined ? undefined : this.#backend
+    this.#blocks = new BlockBook(blockPolicy, monotonicOf(clockArgs), maxKeys, store)
+    if (store !== undefined) store.onBlock = (key, blockedMs) => this.#blocks.fleet(key, blockedMs)
     this.#blocks.restore(savedBlocks)
     rememberLimiter(this, clockArgs, policy === undefined) // for the HTTP middleware
   }
@@ -132,13 +135,25 @@ class KeyedQuotaClock {
   #blockedDecision(key) {
     const leftMs = this.#blocks.leftMs(key)
     if (leftMs === 0) return undefined
-    return this.#blocks.deny(leftMs, this.#backend.status(key))
+    return this.#blocks.deny(key, leftMs, this.#backend.status(key))
   }
 
-  /** A consume's answer, counted by the block book when it is a denial. */
-  #counted(key, promise) {
-    if (!this.#blocks.counting) return promise
-    return promise.then((decision) => (decision.allowed ? decision : this.#blocks.denied(key, decision)))
+  /**
+   * A consume's answer, counted by the block book when it is a denial. On a shared limiter, a
+   * call whose store call answered that the key is blocked fleet-wide is denied by the block, its
+   * units given back.
+   */
+  #counted(key, n, promise) {
+    const blocks = this.#blocks
+    if (!blocks.counting && !blocks.shared) return promise
+    return promise.then((decision) => {
+      if (!decision.allowed) return blocks.denied(key, decision)
+      if (blocks.active === 0) return decision
+      const leftMs = blocks.leftMs(key)
+      if (leftMs === 0) return decision
+      this.refund(key, n)
+      return blocks.deny(key, leftMs, this.#backend.status(key))
+    })
   }
 
   /**
@@ -177,7 +192,7 @@ class KeyedQuotaClock {
         return Promise.reject(failure)
       }
     }
-    return this.#counted(key, this.#backend.consume(key, n))
+    return this.#counted(key, n, this.#backend.consume(key, n))
   }
 
   /**

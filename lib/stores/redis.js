@@ -29,6 +29,7 @@ const { makeQuotaStore, checkReserveAnswer, checkRecordAnswer, checkRefusedGrant
 const { describe } = require('../common/validate.js')
 const { recordKey } = require('./record-key.js')
 const { bucketOperations } = require('./redis-bucket.js')
+const { blockOperations, RESERVE_BLOCK } = require('./redis-blocks.js')
 const { invalid, readStoreOptions, checkText } = require('./options.js')
 
 const DEFAULT_PREFIX = 'qcs:'
@@ -72,7 +73,7 @@ end
 // identity. Answers { granted, unreserved, identity ('0': nothing written) }, the first two as
 // decimal strings; the room is clamped to Number.MAX_SAFE_INTEGER (a record whose extra or count
 // passed it is still reserved from).
-const RESERVE = `${WHOLE}
+const RESERVE = `${WHOLE}${RESERVE_BLOCK}
 local grace = ${RECORD_GRACE_MS}
 local limit, lease, lacking, charge = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local expires, heldField, held, owned, known = tonumber(ARGV[5]), 'h:' .. ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
@@ -89,7 +90,7 @@ if room >= want then granted = want end
 count = count + granted
 held = held + granted
 if not id then
-  if count == 0 and (held == 0 or heldField == 'h:') then return { whole(granted), whole(room - granted), '0' } end
+  if count == 0 and (held == 0 or heldField == 'h:') then return { whole(granted), whole(room - granted), '0', string.format('%.3f', blocked) } end
   id = ARGV[10]
 end
 local function write()
@@ -109,7 +110,7 @@ if expires > (tonumber(record[2]) or 0) then
     redis.call('PEXPIRE', KEYS[1], grace)
   end
 end
-return { whole(granted), whole(room - granted), id }
+return { whole(granted), whole(room - granted), id, string.format('%.3f', blocked) }
 `
 
 // ARGV: units, instance, recordId. Gives back to the record of that identity only.
@@ -190,6 +191,21 @@ function commandRunner(client) {
   return undefined
 }
 
+/** Whether the client is a Redis Cluster's (ioredis Cluster, node-redis cluster). */
+function isCluster(client) {
+  if (typeof client.isCluster === 'boolean') return client.isCluster
+  return 'masters' in client || typeof client.getMasters === 'function'
+}
+
+/** A function per node of the client's deployment that sends it one command (SCAN is per node). */
+function scanners(client, run) {
+  if (client.isCluster === true) return client.nodes('master').map((node) => (args) => node.call(...args))
+  if (client.isCluster === false) return [(args) => run(args)]
+  const masters = typeof client.getMasters === 'function' ? client.getMasters() : client.masters
+  if (masters !== undefined) return [...masters].map((master) => (args) => Promise.resolve(client.nodeClient(master)).then((node) => node.sendCommand(args)))
+  return [(args) => run(args)]
+}
+
 /** A quota store on Redis, for an ioredis Redis/Cluster (ioredis >= 5) or a node-redis client or cluster (redis >= 4). */
 function redisStore(client, options) {
   const run = commandRunner(client)
@@ -225,6 +241,8 @@ function redisStore(client, options) {
   }
 
   const keyOf = ({ name, key, periodId }) => prefix + recordKey(name, key, periodId)
+  const cluster = isCluster(client)
+  const blocks = blockOperations({ prefix, evaluate, script, scanners: () => scanners(client, run) })
 
   /** Runs an operator's script; answers the record after it, or null (a refused grant: { refused: allowance }). */
   async function view(scriptOf, request, args, roundTrip) {
@@ -244,8 +262,14 @@ function redisStore(client, options) {
       const { limit, leaseUnits, lacking, charge, expiresAtMs } = request
       const { instance, held, owned, recordId } = instanceFields(request)
       const args = [limit, leaseUnits, lacking, charge, Math.ceil(expiresAtMs), instance, held, owned, recordId, newRecordId()].map(String)
-      const reply = await evaluate(SCRIPTS.reserve, [keyOf(request)], args, roundTrip)
-      const answer = Array.isArray(reply) && reply.length === 3 ? { granted: clamped(reply[0]), unreserved: clamped(reply[1]), recordId: Number(reply[2]) } : reply
+      // The key's block record too, where it shares the quota record's node (lib/stores/redis-blocks.js).
+      const quotaKey = keyOf(request)
+      const keys = cluster === false || quotaKey.startsWith(`${prefix}{`) ? [quotaKey, blocks.redisBlockKey(request.name, request.key)] : [quotaKey]
+      const reply = await evaluate(SCRIPTS.reserve, keys, args, roundTrip)
+      const answer =
+        Array.isArray(reply) && reply.length === 4
+          ? { granted: clamped(reply[0]), unreserved: clamped(reply[1]), recordId: Number(reply[2]), blockedMs: keys.length === 2 ? Number(reply[3]) : undefined }
+          : reply
       return checkReserveAnswer(answer, request)
     },
     async giveBack(request, roundTrip) {
@@ -256,6 +280,10 @@ function redisStore(client, options) {
     grant: (request, roundTrip) => view(SCRIPTS.grant, request, [request.units, request.recordId, KEEP_GRANTED_MS].map(String), roundTrip),
     reset: (request, roundTrip) => view(SCRIPTS.reset, request, [], roundTrip),
     ...bucketOperations({ prefix, evaluate, script }),
+    blockSet: blocks.blockSet,
+    blockClear: blocks.blockClear,
+    blockRead: blocks.blockRead,
+    keys: blocks.keys,
   })
 }
 
