@@ -26,19 +26,20 @@ function leftOf(until) {
 
 /** The MongoDB operations of blocks on `records()`, the store's collection. */
 function blockOperations(records) {
+  const noTrip = () => {}
   /** Stamps the key's quota records with the block's end (0: none). */
-  async function stamp(name, key, until, roundTrip) {
+  async function stamp(name, key, until, roundTrip = noTrip) {
     roundTrip()
     await records().updateMany({ _id: { $regex: `^${escapeRegex(`${part(name)}:${part(key)}:`)}` } }, { $set: { blk: until } })
   }
 
-  async function read(name, key, roundTrip) {
+  async function read(name, key, roundTrip = noTrip) {
     roundTrip()
     return records().findOne({ _id: blockId(name, key) })
   }
 
   return {
-    async blockSet({ name, key, forMs, levels, resetAfterMs }, roundTrip) {
+    async blockSet({ name, key, forMs, levels, resetAfterMs }, roundTrip = noTrip) {
       const _id = blockId(name, key)
       for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
         const found = await read(name, key, roundTrip)
@@ -69,18 +70,18 @@ function blockOperations(records) {
       }
       throw storeResponse(`quota store (MongoDB) could not write the block of "${name}" for key ${key}: ${ATTEMPTS} writers raced`)
     },
-    async blockClear({ name, key }, roundTrip) {
+    async blockClear({ name, key }, roundTrip = noTrip) {
       roundTrip()
       const found = await records().findOneAndDelete({ _id: blockId(name, key) }, { includeResultMetadata: false })
       const document = found !== null && typeof found === 'object' && 'value' in found && !('_id' in found) ? found.value : found
       await stamp(name, key, 0, roundTrip)
       return checkBlockAnswer({ blockedMs: leftOf(document?.until), level: 0 }, name)
     },
-    async blockRead({ name, key }, roundTrip) {
+    async blockRead({ name, key }, roundTrip = noTrip) {
       const found = await read(name, key, roundTrip)
       return checkBlockAnswer({ blockedMs: leftOf(found?.until), level: found?.level ?? 0 }, name)
     },
-    async keys({ name, blocked, limit }, roundTrip) {
+    async keys({ name, blocked, limit }, roundTrip = noTrip) {
       // Prefix queries on _id: ranges of its index, at most `limit` documents each.
       const out = new Map()
       roundTrip()

@@ -102,7 +102,7 @@ function blockOperations({ prefix, evaluate, script, scanners }) {
   const answer = (reply, name) => checkBlockAnswer(Array.isArray(reply) && reply.length === 2 ? { blockedMs: Number(reply[0]), level: Number(reply[1]) } : reply, name)
 
   /** Record names matching `pattern` on every node, at most `limit`, SCAN by SCAN. */
-  async function scan(pattern, limit, roundTrip, seen) {
+  async function scan(pattern, limit, roundTrip = () => {}, seen) {
     for (const scanOne of scanners()) {
       let cursor = '0'
       do {
