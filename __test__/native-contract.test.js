@@ -190,10 +190,11 @@ test('the JS face keeps no copy of the contract: no list or buffer position is s
   }
 })
 
-test("the fleet bucket's store terms in lib/share/protocol.js are the core's (write-off margin, record expiry)", () => {
+test("the fleet bucket's store terms in lib/share/protocol.js are the core's (write-off margin, record expiry, hunger)", () => {
   const protocol = require('../lib/share/protocol.js')
   const { writeOffFactor, writeOffMarginMs, recordKeptAfterMs } = contract.fleetBucket
-  assert.deepEqual(Object.keys(contract.fleetBucket).sort(), ['recordKeptAfterMs', 'writeOffFactor', 'writeOffMarginMs'])
+  assert.deepEqual(Object.keys(contract.fleetBucket).sort(), ['recordKeptAfterMs', 'shareRefillMs', 'writeOffFactor', 'writeOffMarginMs'])
+  assert.equal(protocol.SHARE_REFILL_MS, contract.fleetBucket.shareRefillMs)
   assert.equal(protocol.writeOffAfterMs(4_000), 4_000 * writeOffFactor + writeOffMarginMs)
   assert.equal(protocol.bucketKeptMs(100, 1, 4_000), 100_000 + recordKeptAfterMs)
   assert.equal(protocol.bucketKeptMs(1, 100, 4_000), protocol.writeOffAfterMs(4_000) + recordKeptAfterMs)

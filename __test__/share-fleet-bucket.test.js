@@ -389,7 +389,7 @@ describe('one bucket for the fleet: child processes on real stores', () => {
       const fleet = await fleetOf('ioredis', 'outage', { count: 3, limiter, share: { timeoutMs: 300 } })
       for (const worker of fleet.workers) for (let i = 0; i < 2; i++) assert.equal((await worker.call('consume', { key: 'ip' })).decision.allowed, true)
       const held = (await statusOf(fleet.workers, 'ip')).reduce((sum, status) => sum + status.tokens, 0)
-      assert.ok(held >= 10, `the slices held ${held} unspent`)
+      assert.ok(held >= 5, `the slices held ${held} unspent`)
       let resumed
       try {
         redis.pause()

@@ -148,7 +148,7 @@ function stepsOn(label, variant) {
       assert.deepEqual({ ...view, expiresAt: 0 }, { capacity: 10, refillPerSecond: 10, tokens: 4, out: 6, expiresAt: 0 })
     })
 
-    test('4. another holder is written off after 1.1 * leaseMs + 1000 fleet ms, and its unspent tokens still come back once', async () => {
+    test('4. another holder is written off after 1.1 * leaseMs + 1000 fleet ms, spent for good: what it reports later does not come back', async () => {
       const { ops } = v()
       const name = freshName()
       // leaseMs 1: written off past 1001.1 fleet ms after its call reached the store.
@@ -163,11 +163,39 @@ function stepsOn(label, variant) {
       const micro = (x) => Math.round(x * 1e6) / 1e6
       assert.deepEqual([late.granted, micro(late.tokens), late.others, late.fleetMs], [0, 0.0018, 0, 1_002])
       assert.equal((await ops.bucketRead({ name, key: 'k' })).out, 0)
-      // A was alive all along (a store outage, say): its report gives back what it did not spend.
+      // A comes back (it was paused): what it reports keeping or giving back goes nowhere, and
+      // the answer tells it its slice is gone (held 0).
       const report = await ops.bucketTake(takeOf(name, frozen(late, { want: 0, held: 10, give: 7 })))
-      assert.deepEqual([report.granted, report.held, micro(report.tokens), report.others], [0, 0, 7.0018, 0])
-      const twice = await ops.bucketTake(takeOf(name, frozen(late, { want: 0, give: 7 })))
-      assert.equal(micro(twice.tokens), 7.0018, 'a written-off slice comes back once')
+      assert.deepEqual([report.granted, report.held, micro(report.tokens), report.others], [0, 0, 0.0018, 0])
+      assert.equal((await ops.bucketRead({ name, key: 'k' })).out, 0)
+    })
+
+    test('4. a call that moves the fleet clock past a margin at once gives the slice one more margin, once: its holder can still report', async () => {
+      const { ops } = v()
+      const name = freshName()
+      // C 10, R 1 (C / R = 10 s). A takes 6 with leaseMs 1 (margin 1001.1 fleet ms).
+      const a = await ops.bucketTake(takeOf(name, { refillPerSecond: 1, want: 6, leaseMs: 1 }))
+      await pass(1_600)
+      // B's first call moves the fleet clock 1500 ms at once, past A's margin: A keeps its slice,
+      // with one more margin from the new fleet clock.
+      const jump = await ops.bucketTake(takeOf(name, { instance: 'B', refillPerSecond: 1, want: 0, fleetMs: 1_500, recordId: a.recordId }))
+      assert.deepEqual([jump.fleetMs, jump.others], [1_500, 1])
+      assert.equal((await ops.bucketRead({ name, key: 'k' })).out, 6)
+      // A reports within that margin: its unspent tokens go back.
+      const report = await ops.bucketTake(takeOf(name, frozen(a, { refillPerSecond: 1, want: 0, held: 0, give: 5, fleetMs: 1_600 })))
+      assert.deepEqual([report.held, report.others], [0, 0])
+      assert.ok(report.tokens >= 4 + 5 - 1e-9, `A's 5 unspent tokens came back: ${report.tokens}`)
+      // Once: another holder, jumped past twice without a call of its own, is written off.
+      const c = await ops.bucketTake(takeOf(name, { instance: 'C', refillPerSecond: 1, want: 2, leaseMs: 1, fleetMs: 1_600, recordId: a.recordId }))
+      assert.equal(c.granted, 2)
+      await pass(1_200)
+      const first = await ops.bucketTake(takeOf(name, { instance: 'B', refillPerSecond: 1, want: 0, fleetMs: 2_700, recordId: a.recordId }))
+      assert.equal(first.others, 1, 'C had one more margin')
+      await pass(1_200)
+      const second = await ops.bucketTake(takeOf(name, { instance: 'B', refillPerSecond: 1, want: 0, fleetMs: 3_800, recordId: a.recordId }))
+      assert.equal(second.others, 0, 'C was written off at the second jump')
+      const back = await ops.bucketTake(takeOf(name, frozen(c, { refillPerSecond: 1, want: 0, held: 2, give: 0, fleetMs: 3_900 })))
+      assert.equal(back.held, 0, 'C keeps nothing of a slice written off')
     })
 
     test('5. held keeps at most the slice, give returns at most the rest, and a renewal keeps its lease', async () => {
@@ -219,14 +247,18 @@ function stepsOn(label, variant) {
       const a = await ops.bucketTake(takeOf(name, { ...base, want: 10, fleetMs: 0 }))
       assert.deepEqual([a.granted, a.tokens, a.others], [10, 90, 0])
       const b = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'B', want: 0, more: 1 })))
-      // A fair share: C / (k + 2), at most (tk - w) / (k + 1) of what the bucket has left.
-      assert.deepEqual([b.granted, b.tokens, b.others], [1 + Math.floor(Math.min(89 / 2, 100 / 3)), 56, 1])
+      // A quarter of a fair share (the refill of SHARE_REFILL_MS is less): fair = C / (k + 2),
+      // at most (tk - w) / (k + 1) of what the bucket has left.
+      const bGranted = 1 + Math.floor(Math.min(89 / 2, 100 / 3) / 4)
+      assert.deepEqual([b.granted, b.tokens, b.others], [bGranted, 90 - bGranted, 1])
       const c = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'C', want: 5, more: 1 })))
-      assert.deepEqual([c.granted, c.tokens, c.others], [5 + Math.floor(Math.min(51 / 3, 100 / 4)), 34, 2])
-      const tooMuch = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'D', want: 35, more: 2 })))
-      assert.deepEqual([tooMuch.granted, tooMuch.held, tooMuch.tokens, tooMuch.others], [0, 0, 34, 3])
+      const cGranted = 5 + Math.floor(Math.min((b.tokens - 5) / 3, 100 / 4) / 4)
+      assert.deepEqual([c.granted, c.tokens, c.others], [cGranted, b.tokens - cGranted, 2])
+      const rest = c.tokens
+      const tooMuch = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'D', want: rest + 1, more: 2 })))
+      assert.deepEqual([tooMuch.granted, tooMuch.held, tooMuch.tokens, tooMuch.others], [0, 0, rest, 3])
       const d = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'D', want: 0, more: 2, give: 0.5 })))
-      assert.deepEqual([d.granted, d.held, d.tokens, d.others], [34, 34, 0, 3])
+      assert.deepEqual([d.granted, d.held, d.tokens, d.others], [rest, rest, 0, 3])
       const e = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'E', want: 1 })))
       assert.deepEqual([e.granted, e.held, e.tokens, e.others], [0, 0, 0, 4])
       const renewal = await ops.bucketTake(takeOf(name, frozen(a, { ...base, want: 0, held: 10 })))
@@ -237,6 +269,42 @@ function stepsOn(label, variant) {
       const f = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'D', want: 0, held: 32, give: 1.5, more: 2 })))
       assert.deepEqual([f.granted, f.held], [1, 33])
       near(f.tokens, 0.5)
+    })
+
+    test('7. all there is, asked after a wait, is shared with the instances that found the bucket short, during their local denial', async () => {
+      const { ops } = v()
+      const name = freshName()
+      // leaseMs 10,000: a denial of 1.3 * min(1,250, 1,000, C / (2R) = 500) ms, and B hungry for
+      // 650 * 1.25 + 50 = 862.5 fleet ms (lib/share/protocol.js, hungerMs).
+      const base = { capacity: 10, refillPerSecond: 10, leaseMs: 10_000 }
+      // A takes the whole bucket and reports it spent at once: empty, nothing out.
+      const a = await ops.bucketTake(takeOf(name, { ...base, want: 10 }))
+      await ops.bucketTake(takeOf(name, frozen(a, { ...base, want: 0, held: 0, spentMs: 1e12 })))
+      // B is denied: it found the bucket short.
+      const b = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'B', want: 1 })))
+      assert.equal(b.granted, 0)
+      await pass(600)
+      // C, after its wait, asks for all there is: it takes its share, B's is left in the store.
+      const c = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'C', want: 0, more: 2, fleetMs: a.fleetMs + 600 })))
+      const there = c.tokens + c.granted
+      assert.ok(there >= 5, `the refill of 600 ms: ${there}`)
+      assert.equal(c.granted, 1 + Math.floor((there - 1) / 2), `C took ${c.granted} of ${there}`)
+      // B, still hungry, finds its share.
+      const b2 = await ops.bucketTake(takeOf(name, frozen(b, { ...base, instance: 'B', want: 0, more: 2, fleetMs: c.fleetMs })))
+      assert.ok(b2.granted >= Math.floor(there / 2) - 1, `B took ${b2.granted}`)
+      // Past its hunger, an instance that asks no more is not counted: D takes all there is.
+      await pass(1_000)
+      const d = await ops.bucketTake(takeOf(name, frozen(a, { ...base, instance: 'D', want: 0, more: 2, fleetMs: c.fleetMs + 1_000 })))
+      assert.ok(d.tokens < 1, `D left ${d.tokens} to nobody`)
+    })
+
+    test('7. hungerMs is the local denial of src/keyed/slices.rs, a quarter more and 50 ms', () => {
+      const { hungerMs } = require('../lib/share/protocol.js')
+      // (C 10, R 10, leaseMs 10,000, empty: 1.3 * 500 ms; C 20, R 20, leaseMs 1,000: 1.3 * 125 ms;
+      // a slow refill: the wait for a token, at most 1 s.)
+      for (const [args, denial] of [[[10_000, 10, 10, 0], 650], [[1_000, 20, 20, 0.5], 162.5], [[10_000, 100, 0.1, 0], 1_000], [[4_000, 100, 1.25, 0], 800]]) {
+        near(hungerMs(...args), denial * 1.25 + 50, 1e-9)
+      }
     })
 
     test("2. a capacity change is the request's: fewer leaves tk at most C - out (below zero if need be), more adds no tokens", async () => {

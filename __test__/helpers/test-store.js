@@ -4,7 +4,7 @@
 // late. The Redis and MongoDB stores have tests of their own against real servers.
 
 const { KeyedQuotaClock, manualClock } = require('../..')
-const { makeQuotaStore, checkReserveAnswer, checkBlockAnswer, checkBucketAnswer, checkBucketUsage, newRecordId, writeOffAfterMs, bucketKeptMs } = require('../../lib/share/protocol.js')
+const { makeQuotaStore, checkReserveAnswer, checkBlockAnswer, checkBucketAnswer, checkBucketUsage, newRecordId, writeOffAfterMs, bucketKeptMs, hungerMs, SHARE_REFILL_MS } = require('../../lib/share/protocol.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12)
 const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
@@ -36,20 +36,29 @@ const outOf = (record, except) => {
   return sum
 }
 
-/** Step 4 of bucketTake (lib/share/protocol.js): others past their margin are written off; old tombstones forgotten. */
-function writeOff(record, except) {
+/**
+ * Step 4 of bucketTake (lib/share/protocol.js): others past their margin at the fleet clock,
+ * moved there from `before`, get one more margin, once, when the move passed it at once; otherwise
+ * they are written off, spent for good.
+ */
+function writeOff(record, except, before = record.F) {
   let gone = 0
   let goneUntil = -Infinity
   for (const [y, holder] of record.holders) {
     if (y === except || writeOffAt(holder) >= record.F) continue
-    if (holder.o > 0) {
-      gone += holder.o
-      goneUntil = Math.max(goneUntil, writeOffAt(holder))
-      record.holders.set(y, { o: 0, w: holder.w + holder.o, a: record.F, l: holder.l })
-    } else record.holders.delete(y)
+    if (record.F - before > writeOffAfterMs(holder.l) && !holder.e) {
+      record.holders.set(y, { ...holder, a: record.F, e: true })
+      continue
+    }
+    gone += holder.o
+    goneUntil = Math.max(goneUntil, writeOffAt(holder))
+    record.holders.delete(y)
   }
   return { gone, goneUntil }
 }
+
+/** Step 7's share of a busy key: a quarter of the fair share, but not less than the refill of SHARE_REFILL_MS. */
+const share = (fair, refillPerSecond) => Math.floor(Math.min(fair, Math.max(fair / 4, (refillPerSecond * SHARE_REFILL_MS) / 1000)))
 
 /** bucketTake on a Map of records at store time now: lib/share/protocol.js's steps one by one. */
 function bucketTakeNow(records, now, request) {
@@ -58,7 +67,7 @@ function bucketTakeNow(records, now, request) {
   let created = false
   if (record === undefined || record.expiresAtMs <= now) {
     const id = request.newId ?? newRecordId()
-    record = { C: capacity, R: refillPerSecond, tk: recordId !== 0 ? 0 : capacity, F: 0, S: now, id, holders: new Map() }
+    record = { C: capacity, R: refillPerSecond, tk: recordId !== 0 ? 0 : capacity, F: 0, S: now, id, holders: new Map(), hungry: new Map() }
     records.set(bucketId(name, key), record)
     created = true
   }
@@ -74,12 +83,11 @@ function bucketTakeNow(records, now, request) {
   const before = record.F
   record.F = moved
   record.S = now
-  const { gone, goneUntil } = writeOff(record, me)
+  const { gone, goneUntil } = writeOff(record, me, before)
   const mine = record.holders.get(me)
   const prev = lost ? 0 : (mine?.o ?? 0)
-  const written = lost ? 0 : (mine?.w ?? 0)
   const keep = Math.min(held, prev)
-  const back = Math.min(give, prev - keep + written)
+  const back = Math.min(give, prev - keep)
   // The refill, piece by piece: X's slice counts as out in full until it was last spent from
   // (spentMs before now), what X keeps and gives back until now; the slices written off now
   // until their margin passed. Then what X gives back, under C minus what is out.
@@ -98,13 +106,18 @@ function bucketTakeNow(records, now, request) {
   record.tk = Math.min(record.C - others - keep, record.tk + back)
   record.tk -= charge
   const k = [...record.holders].filter(([y, holder]) => y !== me && holder.o > 0).length
+  for (const [y, until] of record.hungry) if (y !== me && until < record.F) record.hungry.delete(y)
+  const hungry = [...record.hungry.keys()].filter((y) => y !== me)
+  const sharing = k + hungry.filter((y) => !(record.holders.get(y)?.o > 0)).length
   const least = more > 0 ? Math.max(want, 1) : want
   let granted = 0
-  if (record.tk >= least) granted = least + (more === 0 ? 0 : more === 1 ? Math.floor(Math.min((record.tk - least) / (k + 1), record.C / (k + 2))) : Math.floor(record.tk - least))
+  if (record.tk >= least) granted = least + (more === 0 ? 0 : more === 1 ? share(Math.min((record.tk - least) / (sharing + 1), record.C / (sharing + 2)), record.R) : Math.floor((record.tk - least) / (hungry.length + 1)))
   if (most > 0 && granted > Math.max(least, most)) granted = Math.max(least, most)
   record.tk -= granted
+  if ((least > 0 && granted === 0) || (granted > 0 && record.tk < 1)) record.hungry.set(me, record.F + hungerMs(leaseMs, record.C, record.R, record.tk))
+  else record.hungry.delete(me)
   const slice = keep + granted
-  if (slice > 0) record.holders.set(me, { o: slice, w: 0, a: record.F, l: leaseMs })
+  if (slice > 0) record.holders.set(me, { o: slice, a: record.F, l: leaseMs })
   else record.holders.delete(me)
   let longest = leaseMs
   for (const holder of record.holders.values()) longest = Math.max(longest, holder.l)
@@ -128,7 +141,7 @@ function bucketReadNow(records, now, { name, key }) {
   return bucketView(record, tokens, out)
 }
 
-/** bucketFill at store time now: the written-off dropped (F not moved), tk = C - out. */
+/** bucketFill at store time now: the slices past their margin written off (F not moved), tk = C - out. */
 function bucketFillNow(records, now, { name, key }) {
   const record = records.get(bucketId(name, key))
   if (record === undefined || record.expiresAtMs <= now) return null

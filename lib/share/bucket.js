@@ -250,10 +250,18 @@ class BucketDriver {
     await this.#keys.settled()
     this.#keys.closing()
     this.#pump(0)
+    // Until nothing is under way: a take that started as the calls before close() were decided (a
+    // background fetch) or answered late (after its timeout) is not the key's any more, and its
+    // answer queues the give-back of what it brought; close() waits for those too.
     let failed
-    while (this.#pending.size > 0) {
-      const outcomes = await Promise.all([...this.#pending])
-      failed ??= outcomes.find((outcome) => outcome !== undefined)
+    for (;;) {
+      if (this.#pending.size > 0) {
+        const outcomes = await Promise.all([...this.#pending])
+        failed ??= outcomes.find((outcome) => outcome !== undefined)
+      } else if (this.#keys.flights.size > 0) {
+        await this.#keys.finished(this.#timeoutMs)
+        await new Promise(setImmediate) // (the give-backs their answers queued)
+      } else break
     }
     if (failed !== undefined) {
       throw new QuotaClockError(

@@ -9,6 +9,7 @@
 const { QuotaClockError } = require('../native/errors.js')
 const { flyStoreCall } = require('./store-call.js')
 const { MAX_TIMER_MS } = require('../common/validate.js')
+const { withTimeout, storeDeadline } = require('../common/timeout.js')
 
 /** A key handed over by the binding as UTF-16 code units. */
 function keyText(units) {
@@ -103,6 +104,17 @@ class KeyFlights {
   /** Resolves once every store call under way has settled or timed out. */
   async settled() {
     await Promise.all([...this.flights.values()].map((flight) => flight.done))
+  }
+
+  /**
+   * Resolves once every store call under way has settled, an answer that came after its timeout
+   * included, or `timeoutMs` after this call at the latest.
+   */
+  async finished(timeoutMs) {
+    const flights = [...this.flights]
+    await withTimeout(Promise.all(flights.map(([, flight]) => flight.finished)), timeoutMs, () => undefined, storeDeadline)
+    // (One that did not settle by then is no longer waited for: the store writes its slice off.)
+    for (const [key, flight] of flights) if (!flight.settled && this.flights.get(key) === flight) this.flights.delete(key)
   }
 
   /**

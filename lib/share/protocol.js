@@ -71,7 +71,9 @@
 //   F   the fleet clock (ms) at the record's last move      S   store time at that move
 //   id  identity (a positive integer < 2**48, made when the record is created)
 //   per instance X: o:X tokens out to X in its slice; a:X the fleet clock when X's last call
-//     reached the store; l:X X's leaseMs; w:X tokens of X's slice written off (below)
+//     reached the store (or the fleet clock when its slice had one more margin, step 4); l:X X's
+//     leaseMs; e:X set when X's slice had that one more margin (absent: not); d:X until when (fleet
+//     ms) X counts as hungry: it found the bucket short (absent: not hungry)
 //   out = sum of o:Y;  writeOff(Y) = a:Y + WRITE_OFF_FACTOR * l:Y + WRITE_OFF_MARGIN_MS (fleet ms)
 //
 //   bucketTake({ name, key, capacity, refillPerSecond, instance, leaseMs, want, more, held, give,
@@ -98,11 +100,15 @@
 //     3. the fleet clock moves: byStore = F + max(0, now - S)
 //          byCaller = fleetMs >= 0 and not lost ? fleetMs : F + C / R * 1000
 //          F' = max(F, min(byStore, byCaller));  the refill waits for steps 4 and 5
-//     4. write-off: every other instance Y with o:Y > 0 and writeOff(Y) < F': w:Y += o:Y, o:Y
-//        deleted (spent), a:Y = F'; every other Y holding only w:Y with writeOff(Y) < F': forgotten.
+//     4. write-off: every other instance Y with o:Y > 0 and writeOff(Y) < F':
+//          F' - F > 1.1 * l:Y + 1000 and no e:Y (this move alone passed the margin: the key left
+//          alone, or the store away, that long): one more margin, once: a:Y = F', e:Y = 1;
+//          else written off, spent for good: o:Y, a:Y, l:Y, e:Y deleted (tokens Y reports later
+//          do not go back: once the room they held has been refilled, they would be admitted
+//          twice).
 //        gone = the tokens so written off, goneUntil = the latest writeOff(Y) among them (F if none)
-//     5. X's report: prev = lost ? 0 : o:X;  written = lost ? 0 : w:X (then deleted)
-//          keep = min(held, prev);  back = min(give, prev - keep + written);  o:X = keep
+//     5. X's report: prev = lost ? 0 : o:X  (0 too when X's slice was written off)
+//          keep = min(held, prev);  back = min(give, prev - keep);  o:X = keep
 //        then the refill from F to F', piece by piece between the marks
 //          spentUntil = clamp(F' - spentMs),  goneUntil = clamp(goneUntil)   (clamp: into [F, F'])
 //        over each piece [a, b] (a < b):  room = C - others - (a < goneUntil ? gone : 0)
@@ -114,28 +120,35 @@
 //        it, and X spend it and a full bucket at once);  F = F', S = now;
 //        tk = min(C - others - keep, tk + back)
 //     6. charge: tk -= charge
-//     7. take: k = the number of other instances with o:Y > 0;  w = max(want, more > 0 ? 1 : 0)
+//     7. take: k = the number of other instances with o:Y > 0;  hungry = the number of other
+//          instances with d:Y >= F (the others' older d:Y deleted);  s = the number
+//          of other instances in either;  w = max(want, more > 0 ? 1 : 0)
 //          tk < w: granted = 0
-//          else granted = w + (more == 0 ? 0 : more == 1 ? floor(min((tk - w) / (k + 1), C / (k + 2))) : floor(tk - w))
+//          else granted = w + (more == 0 ? 0 : more == 1 ? floor(min(fair, max(fair / 4, R * SHARE_REFILL_MS / 1000)))
+//                                                     : floor((tk - w) / (hungry + 1)))
+//            with fair = min((tk - w) / (s + 1), C / (s + 2))
 //          (a fair share: of the capacity while the bucket is full, so busy processes sharing it
 //          out take a few slices each, not a shrinking fraction every time; of what is left when
-//          it runs low, so that no process ends a burst holding what the others lack)
+//          it runs low, so that no process ends a burst holding what the others lack; a quarter
+//          of it, so that a burst spread at random over the processes strands little in their
+//          slices, unless the bucket refills that much within SHARE_REFILL_MS; and of a
+//          saturated bucket's refill, among the processes that found it short lately, so that
+//          whoever asks first after a refill does not take it all, period after period)
 //          most > 0: granted = min(granted, max(w, most))
 //          tk -= granted;  o:X += granted
-//     8. o:X > 0: a:X = F, l:X = leaseMs;  else o:X, a:X, l:X deleted
+//          d:X = F + hungerMs(leaseMs, C, R, tk) when X found the bucket short (w > 0 and
+//          granted = 0, or granted > 0 and tk < 1 after it), else deleted
+//     8. o:X > 0: a:X = F, l:X = leaseMs, e:X deleted;  else o:X, a:X, l:X, e:X deleted (d:X kept)
 //     9. the record expires max(C / R * 1000, WRITE_OFF_FACTOR * L + WRITE_OFF_MARGIN_MS) + RECORD_KEPT_AFTER_MS
 //        ms of store time from now (bucketTerms.keptAfterTake),
 //        L the longest leaseMs of the instances it lists (X's included)
 //   and answers granted, held = o:X, tokens = tk, fleetMs = F, storeNowMs = now, recordId = id,
 //   others = k. checkBucketAnswer below refuses anything else (ERR_STORE_RESPONSE).
-//   Two amendments to the first draft of these steps:
-//   - w:X (steps 4, 5): a live instance whose slice was written off (a store outage longer than
-//     its margin: the first caller after it moves the fleet clock past every margin) still gives
-//     its unspent tokens back at its next call, so a store outage loses live processes nothing;
-//     the tombstone lives one more margin of fleet time, so a dead instance's is gone soon after.
-//   - the answer's check is held <= request.held + granted, not held <= capacity: after a
-//     capacity cut an instance may keep a slice larger than the new capacity (step 2 has made tk
-//     negative by as much, so tk + out <= C still holds and the refill pays it back).
+//   X learns that its slice was written off from the answer: held = o:X is then only what this
+//   call granted, and X keeps no more than held - granted of its slice. The answer's check is
+//   held <= request.held + granted, not held <= capacity: after a capacity cut an instance may
+//   keep a slice larger than the new capacity (step 2 has made tk negative by as much, so
+//   tk + out <= C still holds and the refill pays it back).
 //
 //   The operator's view (quotaAdmin: bucket, fill), answering { capacity, refillPerSecond, tokens,
 //   out, expiresAt (ms since the epoch) } or null when there is no record:
@@ -160,7 +173,24 @@ const RECORD_GRACE_MS = 600_000
 // is written off WRITE_OFF_FACTOR * leaseMs + WRITE_OFF_MARGIN_MS fleet ms after its call reached
 // the store, and a record is kept max(C / R s, the longest write-off) + RECORD_KEPT_AFTER_MS of
 // store time after a take.
-const { writeOffFactor: WRITE_OFF_FACTOR, writeOffMarginMs: WRITE_OFF_MARGIN_MS, recordKeptAfterMs: RECORD_KEPT_AFTER_MS } = CONTRACT.fleetBucket
+const {
+  writeOffFactor: WRITE_OFF_FACTOR,
+  writeOffMarginMs: WRITE_OFF_MARGIN_MS,
+  recordKeptAfterMs: RECORD_KEPT_AFTER_MS,
+  shareRefillMs: SHARE_REFILL_MS,
+} = CONTRACT.fleetBucket
+// (SHARE_REFILL_MS: a busy key's share, step 7, is a quarter of a fair share, but not less than
+// what the bucket refills in that many ms.)
+
+// How long (fleet ms) an instance that found the bucket short counts among those that share its
+// refill (step 7): its local denial (src/keyed/slices.rs, local_denial_ms: until the bucket holds
+// a token, at least 1.3 times min(leaseMs / 8, 1 s, C / (2R)), at most 1 s), with room for its
+// next call to reach the store (a quarter more, and 50 ms). The store scripts write it out.
+function hungerMs(leaseMs, capacity, refillPerSecond, tokens) {
+  const floorMs = Math.min(leaseMs / 8, 1_000, (capacity / refillPerSecond) * 500)
+  const waitMs = (Math.max(0, 1 - tokens) * 1_000) / refillPerSecond
+  return Math.min(Math.max(waitMs, Math.min(1.3 * floorMs, 1_000)), 1_000) * 1.25 + 50
+}
 
 /**
  * The two formulas of the fleet bucket's terms, written once over an arithmetic `a` (`add`, `mul`,
@@ -373,6 +403,8 @@ module.exports = {
   KEEP_GRANTED_MS,
   RECORD_GRACE_MS,
   bucketTerms,
+  hungerMs,
+  SHARE_REFILL_MS,
   writeOffAfterMs,
   bucketKeptMs,
 }

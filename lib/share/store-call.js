@@ -89,6 +89,8 @@ class StoreFlight {
   unclaimed = undefined
   // Its waiters' promise: the outcome, or TIMED_OUT after timeoutMs of the process's time.
   done = undefined
+  // Resolves once it settled, however late (never rejects).
+  finished = undefined
   startedMs = performance.now()
 
   /**
@@ -103,6 +105,10 @@ class StoreFlight {
         this.error = error && typeof error.code === 'string' ? toPublicError(error) : asError(error)
         return this.#settle(FAILED, onSettled)
       },
+    )
+    this.finished = settled.then(
+      () => undefined,
+      () => undefined,
     )
     this.done = withTimeout(
       settled,

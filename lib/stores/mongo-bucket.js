@@ -4,7 +4,10 @@
 //   { _id: 'bucket:' + part(name) + ':' + part(key)   (distinct from the quota records', which
 //          start with a digit, and from the retired cells documents' 'b:'),
 //     name, key, C, R, tk (a double), F, S, rid (the record's identity),
-//     h: { <X>: { o: tokens out, w: tokens written off, a: fleet ms of X's last call, l: leaseMs } }
+//     h: { <X>: { o: tokens out, a: fleet ms of X's last call (or of the call that gave its slice
+//                 one more margin), l: leaseMs, e: true when its slice had that one more margin,
+//                 d: until when (fleet ms) X counts as hungry (-1: not) }
+//          (an instance holding no slice is listed as { o: 0, d } while it is hungry) }
 //          (instance ids are field names: the driver's are hex),
 //     ans: { g, h, k, n }   the latest take's granted, held, others and store time, read back from
 //                           its own update
@@ -18,7 +21,7 @@
 // update without upsert (lib/stores/mongo.js says why); the first take of a fresh document makes
 // the bucket, as step 1 of the protocol does.
 
-const { checkBucketAnswer, checkBucketUsage, newRecordId, writeOffAfterMs, bucketTerms } = require('../share/protocol.js')
+const { checkBucketAnswer, checkBucketUsage, newRecordId, writeOffAfterMs, bucketTerms, SHARE_REFILL_MS } = require('../share/protocol.js')
 const { describe } = require('../common/validate.js')
 const { storeResponse, documentOf, createThenUpdate } = require('./mongo-calls.js')
 const { part } = require('./record-key.js')
@@ -37,28 +40,42 @@ const sumOut = (list) => ({ $sum: { $map: { input: list, in: '$$this.v.o' } } })
 // The fleet bucket's terms (lib/share/protocol.js) written as pipeline expressions.
 const PIPELINE = { add: (x, y) => ({ $add: [x, y] }), mul: (x, y) => ({ $multiply: [x, y] }), div: (x, y) => ({ $divide: [x, y] }), max: (x, y) => ({ $max: [x, y] }) }
 const writeOffAt = (holder) => ({ $add: [`${holder}.a`, bucketTerms.writeOffAfter(PIPELINE, `${holder}.l`)] })
-const TEMPORARY = ['_now', '_lost', '_out', '_F', '_gone', '_goneUntil', '_spentUntil', '_m1', '_m2', '_prev', '_written', '_others', '_keep', '_back', '_k', '_granted', '_slice', '_longest']
+const TEMPORARY = ['_now', '_lost', '_out', '_F', '_gone', '_goneUntil', '_spentUntil', '_m1', '_m2', '_prev', '_others', '_keep', '_back', '_k', '_hungry', '_sharing', '_hungryMe', '_granted', '_slice', '_longest']
 
-/** Step 4 (lib/share/protocol.js), judged at the fleet clock `at`: others past their margin written off, old tombstones forgotten. */
-function writeOffStage(me, at = '$F') {
+// Whether a holder past its margin gets one more margin instead (step 4): the fleet clock moved
+// from `from` to `at` by more than a margin at once, and the holder has not had one more yet.
+const extended = (holder, from, at) => ({
+  $and: [{ $gt: [{ $subtract: [at, from] }, bucketTerms.writeOffAfter(PIPELINE, `${holder}.l`)] }, { $ne: [`${holder}.e`, true] }],
+})
+
+/**
+ * Step 4 (lib/share/protocol.js), judged at the fleet clock `at`, moved there from `from`: the
+ * others past their margin get one more margin, once, when the move passed it at once; otherwise
+ * they are written off, spent for good (removed from the record).
+ */
+function writeOffStage(me, at = '$F', from = at) {
+  const other = { $ne: ['$$this.k', me] }
+  const holds = { $gt: ['$$this.v.o', 0] }
   const judged = {
-    $cond: [
-      { $and: [{ $ne: ['$$this.k', me] }, { $lt: [writeOffAt('$$this.v'), at] }] },
-      {
-        $cond: [
-          { $gt: ['$$this.v.o', 0] },
-          { k: '$$this.k', v: { o: 0, w: { $add: ['$$this.v.w', '$$this.v.o'] }, a: at, l: '$$this.v.l' } },
-          null,
-        ],
-      },
-      '$$this',
-    ],
+    $switch: {
+      branches: [
+        {
+          case: { $and: [other, holds, { $lt: [writeOffAt('$$this.v'), at] }] },
+          then: { $cond: [extended('$$this.v', from, at), { k: '$$this.k', v: { o: '$$this.v.o', a: at, l: '$$this.v.l', e: true, d: { $ifNull: ['$$this.v.d', -1] } } }, null] },
+        },
+        // an instance holding nothing, no longer hungry: forgotten
+        { case: { $and: [other, { $not: [holds] }, { $lt: [{ $ifNull: ['$$this.v.d', -1] }, at] }] }, then: null },
+      ],
+      default: '$$this',
+    },
   }
   return { $set: { h: { $arrayToObject: { $filter: { input: { $map: { input: entries('$h'), in: judged } }, cond: { $ne: ['$$this', null] } } } } } }
 }
 
-/** The others past their margin at the fleet clock `_F` that hold tokens (step 4). */
-const goneOf = (me) => ({ $filter: { input: othersOf(me), cond: { $and: [{ $lt: [writeOffAt('$$this.v'), '$_F'] }, { $gt: ['$$this.v.o', 0] }] } } })
+/** The others written off at the fleet clock `_F`, moved there from `F` (step 4). */
+const goneOf = (me) => ({
+  $filter: { input: othersOf(me), cond: { $and: [{ $lt: [writeOffAt('$$this.v'), '$_F'] }, { $gt: ['$$this.v.o', 0] }, { $not: [extended('$$this.v', '$F', '$_F')] }] } },
+})
 
 /**
  * Step 5's refill over the fleet clock from `from` to `to`, capped by C minus what is out then:
@@ -80,7 +97,22 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
   const byCaller = fleetMs >= 0 ? { $cond: ['$_lost', refillAll, fleetMs] } : refillAll
   const least = more > 0 ? Math.max(want, 1) : want
   const beyond = { $subtract: ['$tk', least] }
-  const unlimited = more === 0 ? 0 : more === 1 ? { $floor: { $min: [{ $divide: [beyond, { $add: ['$_k', 1] }] }, { $divide: ['$C', { $add: ['$_k', 2] }] }] } } : { $floor: beyond }
+  const unlimited =
+    more === 0
+      ? 0
+      : more === 1
+        ? {
+            $let: {
+              vars: { fair: { $min: [{ $divide: [beyond, { $add: ['$_sharing', 1] }] }, { $divide: ['$C', { $add: ['$_sharing', 2] }] }] } },
+              in: { $floor: { $min: ['$$fair', { $max: [{ $divide: ['$$fair', 4] }, { $multiply: ['$R', SHARE_REFILL_MS / 1000] }] }] } },
+            },
+          }
+        : { $floor: { $divide: [beyond, { $add: ['$_hungry', 1] }] } }
+  const hungryOther = { $gte: [{ $ifNull: ['$$this.v.d', -1] }, '$F'] }
+  // hungerMs (lib/share/protocol.js) of the tokens left after the take
+  const floorMs = { $min: [leaseMs / 8, 1_000, { $multiply: [{ $divide: ['$C', '$R'] }, 500] }] }
+  const waitMs = { $divide: [{ $multiply: [{ $max: [0, { $subtract: [1, '$tk'] }] }, 1_000] }, '$R'] }
+  const hungerUntil = { $add: ['$F', { $multiply: [{ $min: [{ $max: [waitMs, { $min: [{ $multiply: [1.3, floorMs] }, 1_000] }] }, 1_000] }, 1.25] }, 50] }
   // (`most` > 0: the take stops there; `least` <= most as the request is checked.)
   const extra = most > 0 ? { $max: [0, { $min: [unlimited, most - least] }] } : unlimited
   const without = { $arrayToObject: othersOf(me) }
@@ -118,18 +150,17 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
         _spentUntil: { $min: ['$_F', { $max: ['$F', { $subtract: ['$_F', spentMs] }] }] },
       },
     },
-    writeOffStage(me, '$_F'),
+    writeOffStage(me, '$_F', '$F'),
     // 5. X's report
     {
       $set: {
         _prev: { $cond: ['$_lost', 0, { $ifNull: [`$h.${me}.o`, 0] }] },
-        _written: { $cond: ['$_lost', 0, { $ifNull: [`$h.${me}.w`, 0] }] },
         _others: sumOut(othersOf(me)),
         _k: { $size: { $filter: { input: othersOf(me), cond: { $gt: ['$$this.v.o', 0] } } } },
       },
     },
     { $set: { _keep: { $min: [held, '$_prev'] } } },
-    { $set: { _back: { $min: [give, { $add: [{ $subtract: ['$_prev', '$_keep'] }, '$_written'] }] } } },
+    { $set: { _back: { $min: [give, { $subtract: ['$_prev', '$_keep'] }] } } },
     // the refill piece by piece (from F to the nearer of the two marks, on to the other, on to F')
     { $set: { _m1: { $min: ['$_spentUntil', '$_goneUntil'] }, _m2: { $max: ['$_spentUntil', '$_goneUntil'] } } },
     refillStage('$F', '$_m1'),
@@ -138,13 +169,38 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
     { $set: { F: '$_F', S: '$_now' } },
     // 6. failOpen's charge (after what X gives back, under C minus what is out)
     { $set: { tk: { $subtract: [{ $min: [{ $subtract: [{ $subtract: ['$C', '$_others'] }, '$_keep'] }, { $add: ['$tk', '$_back'] }] }, charge] } } },
-    // 7. the take
-    { $set: { _granted: { $cond: [{ $gte: ['$tk', least] }, { $add: [least, extra] }, 0] } } },
-    { $set: { tk: { $subtract: ['$tk', '$_granted'] }, _slice: { $add: ['$_keep', '$_granted'] } } },
-    // 8. X's slice
+    // 7. the take: shared among the others holding a slice or hungry lately
     {
       $set: {
-        h: { $cond: [{ $gt: ['$_slice', 0] }, { $mergeObjects: [without, { [me]: { o: '$_slice', w: 0, a: '$F', l: leaseMs } }] }, without] },
+        _hungry: { $size: { $filter: { input: othersOf(me), cond: hungryOther } } },
+        _sharing: { $size: { $filter: { input: othersOf(me), cond: { $or: [{ $gt: ['$$this.v.o', 0] }, hungryOther] } } } },
+      },
+    },
+    { $set: { _granted: { $cond: [{ $gte: ['$tk', least] }, { $add: [least, extra] }, 0] } } },
+    { $set: { tk: { $subtract: ['$tk', '$_granted'] }, _slice: { $add: ['$_keep', '$_granted'] } } },
+    // X found the bucket short: denied, or it took the last whole token
+    {
+      $set: {
+        _hungryMe: {
+          $or: [
+            { $and: [least > 0, { $eq: ['$_granted', 0] }] },
+            { $and: [{ $gt: ['$_granted', 0] }, { $lt: ['$tk', 1] }] },
+          ],
+        },
+      },
+    },
+    // 8. X's slice (and X listed with nothing while it is hungry)
+    {
+      $set: {
+        h: {
+          $switch: {
+            branches: [
+              { case: { $gt: ['$_slice', 0] }, then: { $mergeObjects: [without, { [me]: { o: '$_slice', a: '$F', l: leaseMs, d: { $cond: ['$_hungryMe', hungerUntil, -1] } } }] } },
+              { case: '$_hungryMe', then: { $mergeObjects: [without, { [me]: { o: 0, d: hungerUntil } }] } },
+            ],
+            default: without,
+          },
+        },
       },
     },
     // 9. the expiry, and the answer

@@ -4,14 +4,16 @@
 // <prefix>b:<part(name)>:<part(key)> (lib/stores/record-key.js), with no hash tag: the records of
 // one name's keys spread over a cluster's slots, as the keys' traffic does.
 //   C, R, tk, F, S, i    capacity, refill per second, tokens, fleet clock, store time, identity
-//   o:<X>, a:<X>, l:<X>, w:<X>   per instance: tokens out, fleet ms of its last call, leaseMs,
-//                                tokens written off (absent: 0)
+//   o:<X>, a:<X>, l:<X>, e:<X>   per instance: tokens out, fleet ms of its last call (or of the
+//                                call that gave its slice one more margin), leaseMs, 1 when its
+//                                slice had that one more margin (absent: not)
+//   d:<X>                        until when (fleet ms) X counts as hungry (absent: not)
 // Store time is TIME in ms, fractional. Floats (tk, F, S) are kept and answered as text written
 // with 17 significant digits (Lua numbers become integers in replies), so nothing is rounded. A
 // script reads the record with one HGETALL and writes it back whole: a record lists a few
 // instances, so each script is a few microseconds.
 
-const { checkBucketAnswer, checkBucketUsage, newRecordId, bucketTerms } = require('../share/protocol.js')
+const { checkBucketAnswer, checkBucketUsage, newRecordId, bucketTerms, SHARE_REFILL_MS } = require('../share/protocol.js')
 const { part } = require('./record-key.js')
 
 // The fleet bucket's terms (lib/share/protocol.js) written as Lua expressions.
@@ -27,14 +29,15 @@ local function write_off_after(lease) return ${bucketTerms.writeOffAfter(LUA, 'l
 local function load(key)
   local all = redis.call('HGETALL', key)
   if #all == 0 then return nil end
-  local r = { v = {}, o = {}, a = {}, l = {}, w = {} }
+  local r = { v = {}, o = {}, a = {}, l = {}, e = {}, d = {} }
   for at = 1, #all, 2 do
     local field, value = all[at], all[at + 1]
     local kind, who = string.sub(field, 1, 2), string.sub(field, 3)
     if kind == 'o:' then r.o[who] = tonumber(value)
     elseif kind == 'a:' then r.a[who] = tonumber(value)
     elseif kind == 'l:' then r.l[who] = tonumber(value)
-    elseif kind == 'w:' then r.w[who] = tonumber(value)
+    elseif kind == 'e:' then r.e[who] = tonumber(value)
+    elseif kind == 'd:' then r.d[who] = tonumber(value)
     else r.v[field] = value end
   end
   r.C, r.R, r.tk, r.F, r.S, r.i = tonumber(r.v.C), tonumber(r.v.R), tonumber(r.v.tk), tonumber(r.v.F), tonumber(r.v.S), r.v.i
@@ -45,20 +48,22 @@ local function out_of(r, except)
   for y, o in pairs(r.o) do if y ~= except then sum = sum + o end end
   return sum
 end
--- Answers the tokens written off now and the latest margin they passed (nil: none).
-local function write_off(r, except)
+-- Step 4: the others' slices past their margin at the fleet clock r.F, moved there from
+-- before. A move longer than a slice's margin at once (the key left alone, or the store away)
+-- gives it one more margin from r.F, once; otherwise it is written off, spent for good. Answers
+-- the tokens written off now and the latest margin they passed (nil: none).
+local function write_off(r, except, before)
   local gone, gone_until = 0, nil
   for y, o in pairs(r.o) do
     local margin = r.a[y] + write_off_after(r.l[y])
     if y ~= except and margin < r.F then
-      r.w[y] = (r.w[y] or 0) + o; r.o[y] = nil; r.a[y] = r.F
-      gone = gone + o
-      if gone_until == nil or margin > gone_until then gone_until = margin end
-    end
-  end
-  for y, w in pairs(r.w) do
-    if y ~= except and not r.o[y] and r.a[y] + write_off_after(r.l[y]) < r.F then
-      r.w[y] = nil; r.a[y] = nil; r.l[y] = nil
+      if r.F - before > write_off_after(r.l[y]) and not r.e[y] then
+        r.a[y], r.e[y] = r.F, 1
+      else
+        r.o[y], r.a[y], r.l[y], r.e[y] = nil, nil, nil, nil
+        gone = gone + o
+        if gone_until == nil or margin > gone_until then gone_until = margin end
+      end
     end
   end
   return gone, gone_until
@@ -66,7 +71,8 @@ end
 local function store(key, r)
   local fields = { 'C', r.C, 'R', text(r.R), 'tk', text(r.tk), 'F', text(r.F), 'S', text(r.S), 'i', r.i }
   for y, o in pairs(r.o) do fields[#fields + 1] = 'o:' .. y; fields[#fields + 1] = o end
-  for y, w in pairs(r.w) do fields[#fields + 1] = 'w:' .. y; fields[#fields + 1] = text(w) end
+  for y, e in pairs(r.e) do fields[#fields + 1] = 'e:' .. y; fields[#fields + 1] = e end
+  for y, d in pairs(r.d) do fields[#fields + 1] = 'd:' .. y; fields[#fields + 1] = text(d) end
   for y, a in pairs(r.a) do fields[#fields + 1] = 'a:' .. y; fields[#fields + 1] = text(a) end
   for y, l in pairs(r.l) do fields[#fields + 1] = 'l:' .. y; fields[#fields + 1] = l end
   redis.call('DEL', key)
@@ -101,7 +107,7 @@ local created = false
 if not r then
   local tk = capacity
   if known ~= '0' then tk = 0 end
-  r = { C = capacity, R = refill, tk = tk, F = 0, S = now, i = ARGV[12], o = {}, a = {}, l = {}, w = {} }
+  r = { C = capacity, R = refill, tk = tk, F = 0, S = now, i = ARGV[12], o = {}, a = {}, l = {}, e = {}, d = {} }
   created = true
 end
 local lost = known ~= '0' and (created or r.i ~= known)
@@ -118,15 +124,15 @@ local moved = math.max(r.F, math.min(by_store, by_caller))
 local before = r.F
 r.F, r.S = moved, now
 -- 4. write-off of the others past their margin
-local gone, gone_until = write_off(r, me)
+local gone, gone_until = write_off(r, me, before)
 -- 5. X's report, then the refill piece by piece: X's slice counts as out in full until it was
 -- last spent from (spent ms before now), what X keeps and gives back until now; the slices
 -- written off now until their margin passed. Then what X gives back, under C minus what is out.
-local prev, written = r.o[me] or 0, r.w[me] or 0
-if lost then prev, written = 0, 0 end
-r.w[me] = nil
+-- (A slice of X's written off is gone from the record: nothing of it is kept or given back.)
+local prev = r.o[me] or 0
+if lost then prev = 0 end
 local keep = math.min(held, prev)
-local back = math.min(give, prev - keep + written)
+local back = math.min(give, prev - keep)
 local others = out_of(r, me)
 local function clamp(at) return math.min(moved, math.max(before, at)) end
 local spent_until = clamp(moved - spent)
@@ -146,25 +152,45 @@ r.tk = math.min(r.C - others - keep, r.tk + back)
 -- 6. failOpen's charge
 r.tk = r.tk - charge
 -- 7. the take
-local k = 0
+-- k: the others holding a slice; hungry: the others hungry now; sharing: both
+local k, hungry = 0, 0
 for y, o in pairs(r.o) do if y ~= me and o > 0 then k = k + 1 end end
+local sharing = k
+for y, d in pairs(r.d) do
+  if y ~= me and d >= r.F then
+    hungry = hungry + 1
+    if not r.o[y] then sharing = sharing + 1 end
+  elseif y ~= me then
+    r.d[y] = nil
+  end
+end
 local least = want
 if more > 0 then least = math.max(want, 1) end
 local granted = 0
 if r.tk >= least then
   local extra = 0
-  if more == 1 then extra = math.floor(math.min((r.tk - least) / (k + 1), r.C / (k + 2))) elseif more == 2 then extra = math.floor(r.tk - least) end
+  if more == 1 then local fair = math.min((r.tk - least) / (sharing + 1), r.C / (sharing + 2))
+    extra = math.floor(math.min(fair, math.max(fair / 4, r.R * ${SHARE_REFILL_MS} / 1000))) elseif more == 2 then extra = math.floor((r.tk - least) / (hungry + 1)) end
 local most = tonumber(ARGV[13])
 if most > 0 and least + extra > most then extra = math.max(0, most - least) end
   granted = least + extra
 end
 r.tk = r.tk - granted
 local mine = keep + granted
+-- X found the bucket short (denied, or it took the last whole token): hungry for its local
+-- denial (lib/share/protocol.js, hungerMs)
+if (least > 0 and granted == 0) or (granted > 0 and r.tk < 1) then
+  local floor = math.min(lease / 8, 1000, r.C / r.R * 500)
+  local wait = math.max(0, 1 - r.tk) * 1000 / r.R
+  r.d[me] = r.F + math.min(math.max(wait, math.min(1.3 * floor, 1000)), 1000) * 1.25 + 50
+else
+  r.d[me] = nil
+end
 -- 8. X's slice
 if mine > 0 then
-  r.o[me], r.a[me], r.l[me] = mine, r.F, lease
+  r.o[me], r.a[me], r.l[me], r.e[me] = mine, r.F, lease, nil
 else
-  r.o[me], r.a[me], r.l[me] = nil, nil, nil
+  r.o[me], r.a[me], r.l[me], r.e[me] = nil, nil, nil, nil
 end
 -- 9. the expiry
 local longest = lease
@@ -194,7 +220,7 @@ const FILL = `${COMMON}
 local r = load(KEYS[1])
 if not r then return {} end
 local ttl = redis.call('PTTL', KEYS[1])
-write_off(r, nil)
+write_off(r, nil, r.F)
 r.tk = r.C - out_of(r, nil)
 store(KEYS[1], r)
 if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end

@@ -25,9 +25,9 @@ use memory::IDLE_SCAN_FOR_ROOM;
 pub use policies::{KeyPolicy, PolicyChoice, PolicyId, DEFAULT_POLICY};
 use policies::{Policy, PolicyIdentity, SpecState};
 pub use share::{
-    bucket_kept_ms, write_off_after_ms, GiveBack, More, Reservation, ReserveRequest, ShareBook,
-    ShareMode, SharedDecision, Slice, SliceAnswer, SliceBook, SliceRequest, RECORD_KEPT_AFTER_MS,
-    WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS,
+    bucket_kept_ms, hunger_ms, write_off_after_ms, GiveBack, More, Reservation, ReserveRequest,
+    ShareBook, ShareMode, SharedDecision, Slice, SliceAnswer, SliceBook, SliceRequest,
+    RECORD_KEPT_AFTER_MS, SHARE_REFILL_MS, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS,
 };
 use share::{FleetSlice, OwnBucket, Shared};
 

@@ -10,7 +10,7 @@ use crate::anomaly::AnomalyKind;
 use crate::calendar::{PeriodUnit, StartKind, MAX_WALL_MS};
 use crate::clock::SuspendPolicy;
 use crate::error::ErrorCode;
-use crate::keyed::{RECORD_KEPT_AFTER_MS, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS};
+use crate::keyed::{RECORD_KEPT_AFTER_MS, SHARE_REFILL_MS, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS};
 use crate::limiter::RetryBasis;
 
 fn at(position: usize) -> u32 {
@@ -72,6 +72,7 @@ objects! {
         write_off_factor: f64 = WRITE_OFF_FACTOR,
         write_off_margin_ms: f64 = WRITE_OFF_MARGIN_MS,
         record_kept_after_ms: f64 = RECORD_KEPT_AFTER_MS,
+        share_refill_ms: f64 = SHARE_REFILL_MS,
     }
 }
 

@@ -25,13 +25,18 @@
 use std::collections::HashMap;
 
 use super::book::{Dropped, Entry, SideBook, StoreHold};
-use super::terms::{bucket_kept_ms, More, SliceRequest, CLOCK_RATE_SLACK, SPENT_MS_MAX};
+use super::terms::{
+    bucket_kept_ms, denial_floor_ms, More, SliceRequest, CLOCK_RATE_SLACK, SPENT_MS_MAX,
+};
 use crate::anomaly::Anomaly;
 use crate::bucket::refilled;
 use crate::kernel::{BucketOf, KeyUse};
 use crate::keyed::policies::Policy;
 use crate::keyed::table::Record;
 use crate::keyed::{refresh_record, KeyBuf, KeyedLimiter};
+
+/// [`Slice::all_most`] of a call that does not take all there is.
+pub const NOT_ALL: u32 = u32::MAX;
 
 /// One key's slice; its tokens left are the record's `tokens`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -53,7 +58,7 @@ pub struct Slice {
     /// then, so the store's refill counts it as out until then (the request's `spent_ms`).
     pub spent_at_ms: f64,
     /// The size of the last slice taken (a background fetch is due below half of it).
-    pub last_granted: u64,
+    pub last_granted: u32,
     /// The fields every side book's entry has: in flight, last used (the timeline of the key's
     /// last consume), the store record's identity, and whether the store may count tokens out
     /// to this process for the key.
@@ -90,6 +95,11 @@ pub struct Slice {
     /// brings is spent by the call that asked, and no background fetch follows (a key first
     /// seen costs one store call).
     pub first: bool,
+    /// The call under way takes all there is up to this `most` (0: no limit, saturating at
+    /// `u32::MAX - 1`; [`NOT_ALL`]: it does not take all): an answer that leaves tokens short of
+    /// that left them to the processes that found the bucket short lately, and this one is short
+    /// too.
+    pub all_most: u32,
     /// The failOpen outage bucket (capacity `C`, refill `R`): its tokens as last decided on, and
     /// the timeline then (-inf: none). Two numbers rather than an `Option`, which would cost the
     /// slice 8 bytes more ([`Slice::outage`]).
@@ -119,6 +129,7 @@ impl Slice {
             demand_since_ms: now_ms,
             asking: false,
             first: false,
+            all_most: NOT_ALL,
             outage_tokens: 0.0,
             outage_at_ms: f64::NEG_INFINITY,
         }
@@ -415,14 +426,17 @@ impl KeyedLimiter {
             if slice.hold.in_flight {
                 continue;
             }
-            // A busy or saturated key gone quiet (not used for min(leaseMs / 8, 1 s)) tells the
+            // A busy or saturated key gone quiet (not used for its denial floor) tells the
             // store its spent slice is spent: counted as out, it would cap the refill for the
             // processes the traffic moved to. (A key used now and then, whose slices are the one
             // token its calls lacked, needs no word.)
-            let quiet_ms = (lease_ms / 8.0).min(1000.0);
+            let policy = &self.policies[self.table.records[index as usize].policy as usize];
+            let quiet_ms = denial_floor_ms(lease_ms, policy.capacity, policy.refill_per_second);
+            // (`idle_ms` 0, every key, is close(): every spent slice the store counts is
+            // reported at once, so that nothing is out once close() resolves.)
             let quiet = reports_when_quiet(&slice)
                 && tokens < 1.0
-                && timeline_ms - slice.hold.last_used_ms >= quiet_ms;
+                && (idle_ms == 0.0 || timeline_ms - slice.hold.last_used_ms >= quiet_ms);
             if !(slice.holds(tokens) || quiet) {
                 continue;
             }

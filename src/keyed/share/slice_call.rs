@@ -3,10 +3,10 @@
 //! ([`KeyedLimiter::credit_slice`]), and when a covered consume asks for the next slice in the
 //! background.
 
+use super::slice::NOT_ALL;
 use super::slice::{forget_if_expired, proposal, spent_ms, Slice};
-use super::terms::{More, SliceAnswer, SliceRequest};
+use super::terms::{denial_floor_ms, local_denial_ms, More, SliceAnswer, SliceRequest};
 use crate::anomaly::Anomaly;
-use crate::bucket::refill_wait_ms;
 use crate::keyed::KeyedLimiter;
 
 impl KeyedLimiter {
@@ -86,7 +86,7 @@ impl KeyedLimiter {
         // unspent, counted as out, while the other processes' calls are denied and the bucket's
         // refill stops at its cap.
         let demand_ms = timeline_ms - slice.demand_since_ms;
-        let floor_ms = (lease_ms / 8.0).min(1000.0);
+        let floor_ms = denial_floor_ms(lease_ms, policy.capacity, policy.refill_per_second);
         let spendable = if slice.waited && slice.busy && demand_ms > 0.0 {
             (slice.demand / demand_ms * floor_ms * 1.5).ceil() as u64
         } else {
@@ -121,6 +121,11 @@ impl KeyedLimiter {
         slice.hold.store_holds = true;
         slice.first = more == More::Nothing && want > 0;
         slice.asking = want > 0 || more != More::Nothing;
+        slice.all_most = if more == More::All {
+            u32::try_from(most).unwrap_or(NOT_ALL - 1)
+        } else {
+            NOT_ALL
+        };
         Some(SliceRequest {
             key,
             capacity: policy.capacity as u64,
@@ -168,9 +173,9 @@ impl KeyedLimiter {
         slice.fleet_tokens = answer.tokens;
         slice.fleet_at_ms = timeline_ms;
         slice.fleet_ms = answer.fleet_ms;
-        let floor_ms = (lease_ms / 8.0).min(1000.0);
+        let floor_ms = denial_floor_ms(lease_ms, policy.capacity, policy.refill_per_second);
         // Draining: a slice that is small (under a quarter of the bucket), came within
-        // min(leaseMs / 8, 1 s) of the call before and is no more than twice what the bucket
+        // the denial floor of the call before and is no more than twice what the bucket
         // refilled in between: this key lives off the refill, its calls spending it as it comes.
         // Treated as short, so the key costs a bounded number of store calls a second instead of
         // one for every few tokens. (A burst sharing out the last tokens of a full bucket takes
@@ -193,28 +198,35 @@ impl KeyedLimiter {
         if answer.granted > 0 {
             let first = std::mem::take(&mut slice.first);
             slice.report_first = first && answer.granted > 1;
-            slice.last_granted = if first { 0 } else { answer.granted };
+            // (A grant is at most the capacity, at most 2**31.)
+            slice.last_granted = if first {
+                0
+            } else {
+                u32::try_from(answer.granted).unwrap_or(u32::MAX)
+            };
             slice.short_until_ms = f64::NEG_INFINITY;
             slice.waited = false;
         }
         let asking = std::mem::take(&mut slice.asking);
-        if (answer.tokens < 1.0 || draining) && asking {
-            // The bucket is empty (this call took its last tokens, or it had too few): the key
-            // is saturated. Once the slice is spent, it is denied here until the bucket holds a
-            // token again, for at least min(leaseMs / 8, 1 s) and at most 1 s; then this process
-            // takes all there is, so that the refill of the wait is not lost to the bucket's cap.
-            //
-            // Every process waits alike, 1.3 times that floor (at most 1 s): the processes a
-            // saturated key's traffic reaches then each ask once a period, and the tokens out
-            // (slices spent and not yet reported, which the store counts as out) plus those in
-            // the store are at most what the bucket refills in one period, so its cap does not
-            // stop the refill while R times the period is within C. (Waits drawn at random each
-            // time made the periods uneven: a process asking after a long one found the others'
-            // spent slices capping the refill, and the fleet admitted 80-90% of R.) Who asks
-            // first in a period takes most of its refill; the others take what came since.
-            let wait_ms = refill_wait_ms(answer.tokens, 1.0, policy.refill_per_second);
-            let least_ms = (floor_ms * 1.3).min(1000.0);
-            slice.short_until_ms = timeline_ms + wait_ms.clamp(least_ms, 1000.0);
+        // All there is, less than asked for and tokens left: the rest is the other hungry
+        // processes' share of the refill (the store's step 7).
+        let most = std::mem::replace(&mut slice.all_most, NOT_ALL);
+        let left_to_others = most != NOT_ALL
+            && answer.granted > 0
+            && answer.tokens >= 1.0
+            && (most == 0 || answer.granted < u64::from(most));
+        if (answer.tokens < 1.0 || draining || left_to_others) && asking {
+            // The bucket is empty (this call took its last tokens, or it had too few, or the
+            // rest is the other hungry processes' share): the key is saturated. Once the slice
+            // is spent, it is denied here (`local_denial_ms`); then this process takes all there
+            // is (its share of it), so that the refill of the wait is not lost to the bucket's cap.
+            slice.short_until_ms = timeline_ms
+                + local_denial_ms(
+                    lease_ms,
+                    policy.capacity,
+                    policy.refill_per_second,
+                    answer.tokens,
+                );
             slice.waited = true;
             slice.report_spent = answer.granted as f64 >= 0.75 * policy.capacity;
         }

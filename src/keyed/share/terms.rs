@@ -3,6 +3,7 @@
 //! exports.
 
 use crate::args::{finite_from, units};
+use crate::bucket::refill_wait_ms;
 use crate::error::{Error, ErrorCode};
 use crate::keyed::KeyBuf;
 use crate::text::js_number;
@@ -133,6 +134,41 @@ pub const WRITE_OFF_FACTOR: f64 = 1.1;
 pub const WRITE_OFF_MARGIN_MS: f64 = 1_000.0;
 /// How long a bucket record outlives its refill and write-off margins (bucketTake step 9).
 pub const RECORD_KEPT_AFTER_MS: f64 = 60_000.0;
+/// A busy key's share (bucketTake step 7) is a quarter of a fair share, so that a burst spread
+/// over the processes strands little in their slices, but not less than the refill of this many
+/// ms (a fast bucket's slices are spent within it anyway).
+pub const SHARE_REFILL_MS: f64 = 250.0;
+
+/// How long a saturated key is denied here at least (SPEC §15):
+/// `min(leaseMs / 8, 1 s, C / (2R))`. The last term keeps a bucket that refills in less than a
+/// second from being capped at `C` while its processes wait, so it still admits its rate.
+pub fn denial_floor_ms(lease_ms: f64, capacity: f64, refill_per_second: f64) -> f64 {
+    (lease_ms / 8.0)
+        .min(1000.0)
+        .min(capacity / refill_per_second * 500.0)
+}
+
+/// How long a key the store found short (`tokens` left after the answer) is denied here: until
+/// the bucket holds a token again, for at least 1.3 times the floor and at most 1 s.
+///
+/// Every process waits alike: the processes a saturated key's traffic reaches then each ask once
+/// a period, and the tokens out (slices spent and not yet reported, which the store counts as
+/// out) plus those in the store are at most what the bucket refills in one period, so its cap
+/// does not stop the refill. (Waits drawn at random each time made the periods uneven: a process
+/// asking after a long one found the others' spent slices capping the refill, and the fleet
+/// admitted 80-90% of R.)
+pub fn local_denial_ms(lease_ms: f64, capacity: f64, refill_per_second: f64, tokens: f64) -> f64 {
+    let wait_ms = refill_wait_ms(tokens, 1.0, refill_per_second);
+    let least_ms = (denial_floor_ms(lease_ms, capacity, refill_per_second) * 1.3).min(1000.0);
+    wait_ms.clamp(least_ms, 1000.0)
+}
+
+/// How long (fleet ms) the store counts an instance that found the bucket short among those
+/// that share its refill (bucketTake step 7): the instance's local denial, with room for its
+/// next call to reach the store (a quarter more, and 50 ms).
+pub fn hunger_ms(lease_ms: f64, capacity: f64, refill_per_second: f64, tokens: f64) -> f64 {
+    local_denial_ms(lease_ms, capacity, refill_per_second, tokens) * 1.25 + 50.0
+}
 
 /// Fleet ms after a slice's call reached the store when the store writes it off.
 pub fn write_off_after_ms(lease_ms: f64) -> f64 {
