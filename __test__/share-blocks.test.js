@@ -75,7 +75,11 @@ describe('blocks in the stores', () => {
       assert.ok(shorter.blockedMs > MINUTE - 1000, 'a longer block stays')
       const auto = await ops.blockSet({ name, key, forMs: 1000, levels: [1000, 5 * MINUTE, 10 * MINUTE], resetAfterMs: 86_400_000 })
       assert.equal(auto.level, 1)
-      const again = await ops.reserve(reserveOf(name, key, { recordId: reserved.recordId }))
+      let trips = 0
+      const again = await ops.reserve(reserveOf(name, key, { recordId: reserved.recordId }), () => trips++)
+      // (On a Cluster whose quota records carry no hash tag of the (name, key), the block is read
+      // from its own node alongside: a second request in the same wait.)
+      if (kind !== 'redis cluster') assert.equal(trips, 1, 'the block came in the reservation\'s own round trip')
       assert.ok(again.blockedMs > MINUTE - 2000, `the reservation answers the block: ${again.blockedMs}`)
       assert.ok((await ops.blockRead({ name, key })).blockedMs > 0)
       const cleared = await ops.blockClear({ name, key })

@@ -262,13 +262,18 @@ function redisStore(client, options) {
       const { limit, leaseUnits, lacking, charge, expiresAtMs } = request
       const { instance, held, owned, recordId } = instanceFields(request)
       const args = [limit, leaseUnits, lacking, charge, Math.ceil(expiresAtMs), instance, held, owned, recordId, newRecordId()].map(String)
-      // The key's block record too, where it shares the quota record's node (lib/stores/redis-blocks.js).
+      // The key's block record is read by the same script where it shares the quota record's slot
+      // (lib/stores/redis-blocks.js); on a Cluster whose quota records carry no hash tag of the
+      // (name, key), it is read alongside, from its own node, in the same wait (a failed read is no block news).
       const quotaKey = keyOf(request)
-      const keys = cluster === false || quotaKey.startsWith(`${prefix}{`) ? [quotaKey, blocks.redisBlockKey(request.name, request.key)] : [quotaKey]
+      const together = cluster === false || quotaKey.startsWith(`${prefix}{`)
+      const keys = together ? [quotaKey, blocks.redisBlockKey(request.name, request.key)] : [quotaKey]
+      const alongside = together ? undefined : blocks.blockRead(request, roundTrip).then(({ blockedMs }) => blockedMs, () => undefined)
       const reply = await evaluate(SCRIPTS.reserve, keys, args, roundTrip)
+      const blockedMs = together ? Number(reply?.[3]) : await alongside
       const answer =
         Array.isArray(reply) && reply.length === 4
-          ? { granted: clamped(reply[0]), unreserved: clamped(reply[1]), recordId: Number(reply[2]), blockedMs: keys.length === 2 ? Number(reply[3]) : undefined }
+          ? { granted: clamped(reply[0]), unreserved: clamped(reply[1]), recordId: Number(reply[2]), blockedMs }
           : reply
       return checkReserveAnswer(answer, request)
     },
