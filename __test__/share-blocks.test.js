@@ -138,7 +138,8 @@ describe('blocks in the stores', () => {
         const calls = (await b.call('stats')).stats.store.calls - before
         assert.equal(decision.retryAfterBasis, 'block')
         assert.ok(admitted <= 1, `at most what its reservation held: ${admitted}`)
-        assert.ok(calls <= 2, `one store call answered the block: ${calls}`)
+        // (A reservation, maybe a background refill; on a Cluster each with its block read alongside.)
+        assert.ok(calls <= (kind === 'redis cluster' ? 4 : 2), `the first store call answered the block: ${calls}`)
         assert.ok((await b.call('status', { key: 'k' })).status.blockedForMs > MINUTE - 5000)
         const denied = (await b.call('stats')).stats.store.calls
         for (let i = 0; i < 20; i++) assert.equal((await b.call('consume', { key: 'k' })).decision.retryAfterBasis, 'block')
