@@ -71,6 +71,9 @@ class BlockBook {
   #store
   // key -> blockSet calls under way (an answer of the store read before it lands ends no block).
   #writing = new Map()
+  // A zone's block file (lib/keyed/zone-blocks.js), else undefined: its blocks and levels are
+  // every process's of the host.
+  #zone
   // key -> when the store was last asked about the key's block (monotonic ms).
   #asked = new Map()
   // Counters for stats(): calls a block denied (with no native call: `short`), blocks started.
@@ -83,6 +86,38 @@ class BlockBook {
     this.#now = now
     this.#maxKeys = maxKeys
     this.#store = store
+  }
+
+  /** Keeps the blocks in a zone's block file (`open(onChange)` makes it) from now on. */
+  inZone(open) {
+    this.#zone = open((table) => this.#adopt(table))
+    this.#adopt(this.#zone.read())
+  }
+
+  /** The zone's table, as every process has it: the blocks and levels replaced by it. */
+  #adopt(table) {
+    this.#until.clear()
+    this.#levels.clear()
+    for (const [key, untilMs, level, endedMs] of table) {
+      this.#until.set(key, untilMs)
+      this.#levels.set(key, { level, endedMs })
+    }
+  }
+
+  /** In a zone: the key's block and level written for every process (`row` undefined: none). */
+  #share(key) {
+    if (this.#zone === undefined) return
+    const until = this.#until.get(key)
+    const levels = this.#levels.get(key)
+    this.#zone.update((rows) => {
+      if (until === undefined && levels === undefined) rows.delete(key)
+      else rows.set(key, [key, until ?? 0, levels?.level ?? 0, levels?.endedMs ?? 0])
+    })
+  }
+
+  /** A zone's block file closed (the blocks stay in it). */
+  close() {
+    this.#zone?.close()
   }
 
   /** The fleet's block of `key` as the store answered it: blockedMs left (0: none, or lifted). */
@@ -190,6 +225,7 @@ class BlockBook {
     this.blocks++
     this.blocked++
     if (this.#store !== undefined) this.#write(key, { forMs: policy.forMs[0], levels: policy.forMs })
+    this.#share(key)
     const leftMs = Math.ceil(forMs)
     if (decision.retryAfterMs > leftMs) return decision
     return { ...decision, retryAfterMs: leftMs, retryAfterBasis: 'block' }
@@ -208,6 +244,7 @@ class BlockBook {
     else if (this.#policy !== undefined) this.#levels.set(key, { level: 0, endedMs: until })
     this.#runs.delete(key)
     if (this.#store !== undefined) this.#write(key, { forMs })
+    this.#share(key)
     if (started) this.blocks++
     return started
   }
@@ -222,15 +259,18 @@ class BlockBook {
       this.#writing.delete(key)
       this.#store.sendBlock('blockClear', { key })
     }
+    this.#share(key)
     return blocked
   }
 
   /** delete(key): the block, the level and the run go with the key. */
   delete(key) {
     this.#asked.delete(key)
+    const had = this.#until.has(key) || this.#levels.has(key)
     this.#until.delete(key)
     this.#levels.delete(key)
     this.#runs.delete(key)
+    if (had) this.#share(key)
   }
 
   /** The key's level now (0 after resetAfterMs without a block). */

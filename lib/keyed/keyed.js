@@ -17,6 +17,7 @@ const { parseShareOptions } = require('../share/options.js')
 const { resolvePolicy, assignPolicies } = require('./key-policy.js')
 const { BlockBook, parseBlockOptions, checkBlockMs, writeSnapshot, readSnapshot } = require('./blocks.js')
 const { monotonicOf } = require('../time/clocks.js')
+const { ZoneBlockFile } = require('./zone-blocks.js')
 
 const KEYED_KEYS = ['policy', 'maxKeys', 'restore', 'share', 'zone', 'block']
 const DEFAULT_MAX_KEYS = 1_000_000
@@ -106,6 +107,8 @@ class KeyedQuotaClock {
     const store = this.#backend.sendBlock === undefined ? undefined : this.#backend
     this.#blocks = new BlockBook(blockPolicy, monotonicOf(clockArgs), maxKeys, store)
     if (store !== undefined) store.onBlock = (key, blockedMs) => this.#blocks.fleet(key, blockedMs)
+    // A zone's blocks hold in every process of the host (restore applies only to a new zone's keys).
+    if (read.zone !== undefined) this.#blocks.inZone((onChange) => new ZoneBlockFile(read.zone.path, onChange))
     this.#blocks.restore(savedBlocks)
     rememberLimiter(this, clockArgs, policy === undefined) // for the HTTP middleware
   }
@@ -221,7 +224,10 @@ class KeyedQuotaClock {
    */
   close() {
     const done = this.#backend.close()
-    if (this.#backend.closed) rememberClosed(this)
+    if (this.#backend.closed) {
+      this.#blocks.close()
+      rememberClosed(this)
+    }
     return done
   }
 
