@@ -46,14 +46,14 @@ test('a block made in another process of the zone denies here; an unblock there 
 
 test('an automatic block in a zone: the level is the zone\'s, whichever process starts the block', { skip: process.platform !== 'linux' && 'zones are Linux only' }, async () => {
   const path = zonePath('levels')
-  const options = { ...OPTIONS, capacity: 1, refillPerSecond: 0.001, zone: { path }, block: { after: 1, withinMs: 60_000, forMs: [1, 600_000] } }
+  const options = { ...OPTIONS, capacity: 1, refillPerSecond: 0.001, zone: { path }, block: { after: 1, withinMs: 60_000, forMs: [1, 3_600_000] } }
   const here = new KeyedQuotaClock(options)
   try {
     assert.equal(here.tryConsume('k').allowed, true)
     assert.equal(here.tryConsume('k').retryAfterBasis, 'monotonic-refill', 'its own wait is longer than the 1 ms block of level 0')
     await until(() => here.status('k').blockedForMs === 0, 5_000, 'the 1 ms block over')
     const [there] = runWorker(options, 'run', "print(limiter.tryConsume('k'))")
-    assert.deepEqual([there.retryAfterBasis, there.retryAfterMs], ['block', 600_000], 'level 1, as the zone has it')
+    assert.deepEqual([there.retryAfterBasis, there.retryAfterMs], ['block', 3_600_000], 'level 1, as the zone has it')
     await until(() => here.status('k').blockedForMs > 0, 5_000, 'the block seen here')
   } finally {
     await here.close()
