@@ -1,5 +1,5 @@
 'use strict'
-// A request denied by a block (SPEC §19): a 429 whose violated-policies names the entry's block item
+// A request denied by a block: a 429 whose violated-policies names the entry's block item
 // (<name>-block with a name) and whose Retry-After is the block's time left; the RateLimit header as
 // for any denial. Express 5 and 4, node:http and Fastify.
 
