@@ -30,6 +30,7 @@ for (const kind of ['Express 5', 'Express 4', 'node:http']) {
         assert.deepEqual(body['violated-policies'], ['block'])
         assert.equal(body.retryAfterBasis, 'block')
         assert.equal(body.retryAfterMs, 90_500)
+        assert.match(body.detail, /blocked by the "block" rate limit policy.*retry in 1 min 31 s\./)
         limiter.unblock('k')
         assert.equal((await server.get()).status, 200)
       } finally {

@@ -14,7 +14,6 @@ const { part } = require('./record-key.js')
 const { storeResponse } = require('./mongo-calls.js')
 
 const ATTEMPTS = 8
-const AFTER = { returnDocument: 'after', includeResultMetadata: false }
 
 const blockId = (name, key) => `block:${part(name)}:${part(key)}`
 const escapeRegex = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
