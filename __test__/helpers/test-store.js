@@ -182,7 +182,8 @@ function testStore() {
     record.count += granted
     record.expiresAtMs = expiresAtMs
     records.set(id(name, key, periodId), record)
-    return { granted, unreserved: room - granted, blockedMs: blockLeft(name, key) }
+    const blockedMs = blockLeft(name, key)
+    return { granted, unreserved: room - granted, ...(blockedMs > 0 ? { blockedMs } : {}) }
   }
 
   function blockSetNow({ name, key, forMs, levels, resetAfterMs }) {

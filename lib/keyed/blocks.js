@@ -76,6 +76,8 @@ class BlockBook {
   #zone
   // key -> when the store was last asked about the key's block (monotonic ms).
   #asked = new Map()
+  // The latest reading of the clock (snapshot() reads none).
+  #seen = 0
   // Counters for stats(): calls a block denied (with no native call: `short`), blocks started.
   blocked = 0
   short = 0
@@ -83,7 +85,7 @@ class BlockBook {
 
   constructor(policy, now, maxKeys, store) {
     this.#policy = policy
-    this.#now = now
+    this.#now = () => (this.#seen = now())
     this.#maxKeys = maxKeys
     this.#store = store
   }
@@ -288,13 +290,15 @@ class BlockBook {
     map.delete(oldest)
   }
 
-  /** The blocks and levels, for a snapshot: [{ key, leftMs, level, sinceEndMs }]. */
+  /** The blocks and levels, for a snapshot: [{ key, leftMs, level, sinceEndMs }], as of the latest reading (reading no clock). */
   entries() {
-    const now = this.#now()
+    if (this.#until.size === 0 && this.#levels.size === 0) return []
+    const now = this.#seen
     const out = []
     const keys = new Set([...this.#until.keys(), ...this.#levels.keys()])
     for (const key of keys) {
-      const leftMs = this.leftMs(key)
+      const until = this.#until.get(key)
+      const leftMs = until !== undefined && until > now ? until - now : 0
       const levels = this.#levels.get(key)
       const level = levels === undefined ? 0 : levels.level
       if (leftMs === 0 && level === 0) continue
@@ -322,8 +326,12 @@ function blockDecision(leftMs, tokens, quotaRemaining) {
   return { allowed: false, retryAfterMs: Math.ceil(leftMs), retryAfterBasis: 'block', tokens, quotaRemaining, anomalies: [] }
 }
 
-/** A version-2 snapshot: the core's image of the keys and the book's blocks and levels. */
+/**
+ * A snapshot: with blocks or levels to carry, version 2 (the core's image of the keys and the
+ * book's blocks and levels); without, the core's version 1 image as it is, which every reader reads.
+ */
 function writeSnapshot(keysImage, entries) {
+  if (entries.length === 0) return keysImage
   const parts = []
   const header = Buffer.alloc(ENVELOPE_HEADER_BYTES)
   header.write(MAGIC, 0, 'latin1')
@@ -352,7 +360,7 @@ function writeSnapshot(keysImage, entries) {
 }
 
 function notASnapshot(why) {
-  return coded(TypeError, 'ERR_INVALID_OPTION', `restore must be a snapshot() of a KeyedQuotaClock; ${why}`)
+  return coded(RangeError, 'ERR_INVALID_OPTION', `restore must be a snapshot() of a KeyedQuotaClock; ${why}`)
 }
 
 /**

@@ -54,8 +54,8 @@
 //   blockRead({ name, key }) -> { blockedMs, level } ({ 0, 0 } without a record)
 //   keys({ name, blocked, limit }) -> [{ key, blockedMs }]: the keys of the name with a record,
 //     read incrementally (Redis SCAN, a MongoDB index range), at most limit of them
-//   reserve's answer carries blockedMs, the key's block left by store time (0: none), where the
-//   store reads the block record in the reservation's own round trip.
+//   reserve's answer carries blockedMs, the key's block left by store time, while there is one
+//   (absent: none), read in the reservation's own round trip.
 //
 // Every number crossing is a non-negative safe integer; an answer that is not one is the store's
 // fault (ERR_STORE_RESPONSE), checked by checkReserveAnswer below. A record holding more than

@@ -145,8 +145,9 @@ function mongoStore(db, options) {
         (attempts) => storeResponse(`quota store (MongoDB) lost the record of "${name}" for key ${describe(key)} in ${periodId}: not found after ${attempts} attempts to create it`),
       )
       const unreserved = typeof document.count === 'number' ? clamped(Math.max(0, request.limit + (document.extra ?? 0) - document.count)) : document.count
-      // A block stamped on the record (lib/stores/mongo-blocks.js) comes with it.
-      return checkReserveAnswer({ granted: document.granted, unreserved, recordId: document.rid, blockedMs: blocks.leftOf(document.blk) }, request)
+      // A block stamped on the record (lib/stores/mongo-blocks.js) comes with it, while it lasts.
+      const blockedMs = blocks.leftOf(document.blk)
+      return checkReserveAnswer({ granted: document.granted, unreserved, recordId: document.rid, ...(blockedMs > 0 ? { blockedMs } : {}) }, request)
     },
     async giveBack(request, roundTrip = noTrip) {
       const { name, key, periodId, units } = request
