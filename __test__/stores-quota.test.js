@@ -410,7 +410,7 @@ describe('store answers that make no sense', () => {
     })
   const req = request({ name: 'plans', limit: 100, lacking: 2 })
 
-  for (const reply of [null, 'OK', 7, [], [5], [5, 1], [5, 1, '2', 3], [5, 1, 'x'], ['5.0', '1', '2'], ['-5', '1', '2'], ['5', '0x1', '2'], [-1, 10], [5, -1], [2.5, 1], [5, Number.NaN], [1, 10], [2 ** 53, 0]]) {
+  for (const reply of [null, 'OK', 7, [], [5], [5, 1], [5, 1, '2', 3, 4], [5, 1, '2', 'x'], [5, 1, '2', -3], [5, 1, 'x'], ['5.0', '1', '2'], ['-5', '1', '2'], ['5', '0x1', '2'], [-1, 10], [5, -1], [2.5, 1], [5, Number.NaN], [1, 10], [2 ** 53, 0]]) {
     test(`Redis answering ${JSON.stringify(reply)} is ERR_STORE_RESPONSE`, async () => {
       await expectResponseError(storeOperations(redisStore(ioredisAnswering(reply))).reserve(req))
       await expectResponseError(storeOperations(redisStore(nodeRedisAnswering(reply))).reserve(req))
@@ -528,10 +528,14 @@ describe('making a store', () => {
     for (const cluster of [{ getMasters: () => [], getSlotMaster: () => ({}), sendCommand }, { isOpen: true, masters: [], slots: [], sendCommand }]) {
       await storeOperations(redisStore(cluster)).reserve(request({ name: 'api', key: 'k', periodId: '2024', limit: 8, leaseUnits: 1 }))
     }
-    assert.deepEqual(seen, [
-      ['qcs:3:api:1:k:2024', false, 'qcs:3:api:1:k:2024'],
-      ['qcs:3:api:1:k:2024', false, 'qcs:3:api:1:k:2024'],
-    ])
+    // (The key's block record, in a slot of its own while quota records carry no hash tag, is read alongside: lib/stores/redis.js.)
+    assert.deepEqual(
+      seen.filter(([firstKey]) => !firstKey.endsWith('}:k')),
+      [
+        ['qcs:3:api:1:k:2024', false, 'qcs:3:api:1:k:2024'],
+        ['qcs:3:api:1:k:2024', false, 'qcs:3:api:1:k:2024'],
+      ],
+    )
   })
 
   test('making a store sends nothing to the server, and the store is a frozen object with only its kind', () => {

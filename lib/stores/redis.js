@@ -271,10 +271,10 @@ function redisStore(client, options) {
       const alongside = together ? undefined : blocks.blockRead(request, roundTrip).then(({ blockedMs }) => blockedMs, () => undefined)
       const reply = await evaluate(SCRIPTS.reserve, keys, args, roundTrip)
       // (A block is news only while it lasts: a lifted one is learnt by the blocked key's next ask.)
-      const blockedMs = together ? Number(reply?.[3] ?? 0) : await alongside
+      const blockedMs = together ? (Array.isArray(reply) && reply.length === 4 ? Number(reply[3]) : 0) : await alongside
       const answer =
         Array.isArray(reply) && (reply.length === 3 || reply.length === 4)
-          ? { granted: clamped(reply[0]), unreserved: clamped(reply[1]), recordId: Number(reply[2]), ...(blockedMs > 0 ? { blockedMs } : {}) }
+          ? { granted: clamped(reply[0]), unreserved: clamped(reply[1]), recordId: Number(reply[2]), ...(blockedMs === 0 || blockedMs === undefined ? {} : { blockedMs }) }
           : reply
       return checkReserveAnswer(answer, request)
     },
