@@ -71,6 +71,15 @@ test('a wall clock step neither shortens nor lengthens a block', () => {
   assert.equal(limiter.status('k').blockedForMs, 0)
 })
 
+test('a block runs on the limiter\'s timeline: a suspend credited to the buckets runs it down too', () => {
+  const { clock, limiter } = make({ clock: manualClock({ monotonicMs: 0, wallMs: NOON, elapsedRealtimeMs: 0 }) })
+  limiter.block('k', MINUTE)
+  clock.suspend(40_000) // the monotonic clock stops; the reader counts it
+  assert.equal(limiter.status('k').blockedForMs, MINUTE - 40_000)
+  clock.suspend(40_000)
+  assert.equal(limiter.tryConsume('k').allowed, true, 'over after 80 s of real elapsed time')
+})
+
 test('after denials within withinMs the key is blocked for forMs[level]; the denial that starts it answers with it', () => {
   const { limiter } = make()
   assert.equal(limiter.tryConsume('k').allowed, true)

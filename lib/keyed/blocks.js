@@ -1,7 +1,8 @@
 'use strict'
 // Blocks of a KeyedQuotaClock (the `block` option, block(key, forMs), unblock(key)): which keys are
-// blocked and until when, each key's level and its run of denials. Times are the limiter's clock's
-// monotonic milliseconds, so a wall clock step neither shortens nor lengthens a block. A blocked
+// blocked and until when, each key's level and its run of denials. Times are the limiter's
+// timeline (real elapsed time, a suspend credited as its buckets are), so a wall clock step
+// neither shortens nor lengthens a block; a zone's, the host's monotonic clock. A blocked
 // key's call is denied here, before any native call or store call.
 
 const zlib = require('node:zlib')
@@ -178,6 +179,11 @@ class BlockBook {
     return this.#policy !== undefined
   }
 
+  /** Whether `key` may be blocked (its block may have ended: `leftMs` tells). */
+  has(key) {
+    return this.#until.has(key)
+  }
+
   /** What is left of `key`'s block, in ms (0: not blocked); a block that has ended is forgotten. */
   leftMs(key) {
     if (this.#until.size === 0) return 0
@@ -186,6 +192,7 @@ class BlockBook {
     const left = until - this.#now()
     if (left > 0) return left
     this.#until.delete(key)
+    this.#asked.delete(key)
     return 0
   }
 

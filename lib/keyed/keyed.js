@@ -105,7 +105,10 @@ class KeyedQuotaClock {
     this.#result = this.#backend.result
     // A shared limiter's blocks are the fleet's: written to the store, read back with its answers.
     const store = this.#backend.sendBlock === undefined ? undefined : this.#backend
-    this.#blocks = new BlockBook(blockPolicy, monotonicOf(clockArgs), maxKeys, store)
+    // Blocks run on the limiter's timeline; a zone's on the host's monotonic clock, which every
+    // process on it reads alike.
+    const now = this.#backend.timelineMs === undefined ? monotonicOf(clockArgs) : () => this.#backend.timelineMs()
+    this.#blocks = new BlockBook(blockPolicy, now, maxKeys, store)
     if (store !== undefined) store.onBlock = (key, blockedMs) => this.#blocks.fleet(key, blockedMs)
     // A zone's blocks hold in every process of the host (restore applies only to a new zone's keys).
     if (read.zone !== undefined) this.#blocks.inZone((onChange) => new ZoneBlockFile(read.zone.path, onChange))
@@ -136,9 +139,13 @@ class KeyedQuotaClock {
 
   /** A blocked key's denial (consuming nothing, asking no store), or undefined when it is not blocked. */
   #blockedDecision(key) {
-    const leftMs = this.#blocks.leftMs(key)
+    const blocks = this.#blocks
+    if (!blocks.has(key)) return undefined
+    // The status first: it reconciles the clocks, so the timeline the block is read on is now's.
+    const status = this.#backend.status(key)
+    const leftMs = blocks.leftMs(key)
     if (leftMs === 0) return undefined
-    return this.#blocks.deny(key, leftMs, this.#backend.status(key))
+    return blocks.deny(key, leftMs, status)
   }
 
   /**

@@ -144,6 +144,10 @@ class SharedTable {
     return this.#table.size
   }
 
+  timelineMs() {
+    return this.#table.timelineMs()
+  }
+
   stats() {
     const stats = this.#table.stats()
     stats.store = this.#driver.storeStats()
