@@ -22,24 +22,16 @@ use crate::stats::Counters;
 pub enum RetryBasis {
     MonotonicRefill,
     WallPeriod,
-    /// A keyed limiter's block of the key (docs/blocking.md): decided by the JS face, named here
-    /// so that the contract's list is every basis a decision can have.
-    Block,
 }
 
 impl RetryBasis {
     /// Every basis, once.
-    pub const ALL: [RetryBasis; 3] = [
-        RetryBasis::MonotonicRefill,
-        RetryBasis::WallPeriod,
-        RetryBasis::Block,
-    ];
+    pub const ALL: [RetryBasis; 2] = [RetryBasis::MonotonicRefill, RetryBasis::WallPeriod];
 
     pub fn as_str(self) -> &'static str {
         match self {
             RetryBasis::MonotonicRefill => "monotonic-refill",
             RetryBasis::WallPeriod => "wall-period",
-            RetryBasis::Block => "block",
         }
     }
 }
