@@ -91,7 +91,7 @@ test('the throttle takes its calendar windows from lib/time/calendar.js', () => 
 const LIB = path.join(ROOT, 'lib')
 const FACE_FOLDERS = new Set(['common', 'native', 'time', 'limiter', 'share', 'keyed'])
 /** The folder each entry's implementation lives in, by the entry's name (package.json "exports"). */
-const ENTRY_FOLDERS = { http: 'http', shared: 'stores', fastify: 'http', metrics: 'metrics' }
+const ENTRY_FOLDERS = { http: 'http', shared: 'stores', fastify: 'http', koa: 'http', hono: 'http', nestjs: 'http', metrics: 'metrics', otel: 'metrics' }
 const ENTRY_FILES = new Set(Object.keys(ENTRY_FOLDERS).flatMap((name) => [`${name}.js`, `${name}.mjs`, `${name}.d.ts`]))
 const MAX_FLOORS = 8
 

@@ -48,13 +48,18 @@ const PUBLIC_EXPORTS = [
 ]
 
 // The main tarball: exactly these files, plus lib/**/*.js, the command's bin/*.js and a licence file
-// (the subpaths' .mjs and .d.ts files, http's, shared's, fastify's and metrics', are required files).
+// (the subpaths' .mjs and .d.ts files, http's, shared's, fastify's, koa's, hono's, nestjs', metrics'
+// and otel's, are required files).
 const MAIN_REQUIRED_FILES = [
   'package.json', 'README.md', 'index.js', 'index.mjs', 'index.d.ts', 'binding.js', 'binding.d.ts', 'bin/quota-clock-source.js',
   'lib/http.js', 'lib/http.mjs', 'lib/http.d.ts',
   'lib/shared.js', 'lib/shared.mjs', 'lib/shared.d.ts', 'lib/stores/redis.js', 'lib/stores/mongo.js',
   'lib/fastify.js', 'lib/fastify.mjs', 'lib/fastify.d.ts',
   'lib/metrics.js', 'lib/metrics.mjs', 'lib/metrics.d.ts',
+  'lib/koa.js', 'lib/koa.mjs', 'lib/koa.d.ts',
+  'lib/hono.js', 'lib/hono.mjs', 'lib/hono.d.ts',
+  'lib/nestjs.js', 'lib/nestjs.mjs', 'lib/nestjs.d.ts',
+  'lib/otel.js', 'lib/otel.mjs', 'lib/otel.d.ts',
 ]
 const MAIN_ALLOWED = [/^lib\/([\w.-]+\/)*[\w.-]+\.js$/, /^bin\/[\w.-]+\.js$/, /^LICEN[CS]E(\.md|\.txt)?$/i]
 const NEVER_PACKED = [

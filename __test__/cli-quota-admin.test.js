@@ -173,7 +173,7 @@ describe('quota-clock-source usage, grant and reset', () => {
     const hung = await startRedisServer()
     hung.pause() // answers nothing: the connection opens, no reply comes
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-cli-hung-'))
-    const nodeRedis = { nodeArgs: ['--require', hiding(dir, ['ioredis'])] }
+    const nodeRedis = { nodeArgs: ['--require', hiding(dir, ['ioredis', 'iovalkey'])] }
     try {
       const refused = /cannot reach Redis at redis:\/\/127\.0\.0\.1:1 within 5 s: .*ECONNREFUSED/
       const stopped = /cannot reach Redis at redis:\/\/:\*\*\*@127\.0\.0\.1:\d+ within 5 s/
@@ -210,7 +210,7 @@ describe('quota-clock-source usage, grant and reset', () => {
       await admin.config('SET', 'maxmemory', '1')
       admin.disconnect()
       const args = ['grant', '--redis', full.url, '--name', 'api', '--key', 'acme', '--period', '2026-12', '--units', '5', '--create']
-      for (const options of [{}, { nodeArgs: ['--require', hiding(dir, ['ioredis'])] }]) {
+      for (const options of [{}, { nodeArgs: ['--require', hiding(dir, ['ioredis', 'iovalkey'])] }]) {
         const result = await cli(args, options)
         assert.equal(result.status, 1, result.stderr)
         assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr)
@@ -243,12 +243,12 @@ describe('quota-clock-source usage, grant and reset', () => {
   test('a client the application does not have is named, with a coded error and exit 1', async () => {
     // The application has no Redis or MongoDB client: resolving them fails as in an app without them.
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-cli-peer-'))
-    const hide = hiding(dir, ['ioredis', 'redis', 'mongodb'])
+    const hide = hiding(dir, ['ioredis', 'iovalkey', 'redis', 'mongodb'])
     try {
       const record = ['--name', 'api', '--key', 'acme', '--period', '2026-12']
       const redisResult = await cli(['usage', '--redis', redis.url, ...record], { nodeArgs: ['--require', hide], cwd: dir })
       assert.equal(redisResult.status, 1, redisResult.stderr)
-      assert.match(redisResult.stderr, /--redis needs ioredis or redis, an optional peer dependency .*npm install ioredis.*\(ERR_MISSING_PEER_DEPENDENCY\)/)
+      assert.match(redisResult.stderr, /--redis needs ioredis or redis, an optional peer dependency \(iovalkey works too\) .*npm install ioredis.*\(ERR_MISSING_PEER_DEPENDENCY\)/)
       const mongoResult = await cli(['usage', '--mongo', mongoUrl(), ...record], { nodeArgs: ['--require', hide], cwd: dir })
       assert.equal(mongoResult.status, 1, mongoResult.stderr)
       assert.match(mongoResult.stderr, /--mongo needs mongodb, an optional peer dependency .*\(ERR_MISSING_PEER_DEPENDENCY\)/)
@@ -259,7 +259,7 @@ describe('quota-clock-source usage, grant and reset', () => {
 
   test('the node-redis client is used when the application has redis and not ioredis', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-cli-node-redis-'))
-    const hide = hiding(dir, ['ioredis'])
+    const hide = hiding(dir, ['ioredis', 'iovalkey'])
     try {
       const name = freshName('node-redis')
       const result = await cli(['grant', '--redis', redis.url, '--name', name, '--key', 'acme', '--period', '2026-12', '--units', '9', '--create', '--json'], { nodeArgs: ['--require', hide] })

@@ -11,7 +11,7 @@ const assert = require('node:assert/strict')
 const { periodFor } = require('quota-clock-source')
 const { quotaAdmin } = require('quota-clock-source/shared')
 const { MONTH, useStoreServers, limiterOn } = require('./helpers/shared-fleet.js')
-const { recordKey } = require('../lib/stores/record-key.js')
+const { recordKey, redisQuotaKey } = require('../lib/stores/record-key.js')
 
 const MAX = Number.MAX_SAFE_INTEGER
 
@@ -33,7 +33,7 @@ describe('quotaAdmin grants near Number.MAX_SAFE_INTEGER', () => {
     const Redis = require('ioredis')
     const client = new Redis({ host: servers.redis.host, port: servers.redis.port })
     try {
-      await client.hset(`qcs:${recordKey(name, key, periodId)}`, 'x', String(extra), 'c', String(used))
+      await client.hset(`qcs:${redisQuotaKey(name, key, periodId)}`, 'x', String(extra), 'c', String(used))
     } finally {
       client.disconnect()
     }

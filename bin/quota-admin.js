@@ -60,11 +60,12 @@ function applicationPackage(name) {
   return undefined
 }
 
-function missingPeer(flag, names) {
+function missingPeer(flag, names, alike) {
   const list = names.join(' or ')
+  const also = alike === undefined ? '' : ` (${alike} works too)`
   return failure(
     'ERR_MISSING_PEER_DEPENDENCY',
-    `${flag} needs ${list}, an optional peer dependency not found from ${process.cwd()}: run \`npm install ${names[0]}\` in the application, and run this command from its folder`,
+    `${flag} needs ${list}, an optional peer dependency${also} not found from ${process.cwd()}: run \`npm install ${names[0]}\` in the application, and run this command from its folder`,
   )
 }
 
@@ -90,7 +91,8 @@ async function quietly(close) {
  * `closers` gets the client's close at once (a connection that hangs is closed at the deadline).
  */
 async function connectRedis(url, prefix, closers) {
-  const Redis = applicationPackage('ioredis')
+  // iovalkey, Valkey's fork of ioredis, has its API: either makes the same client.
+  const Redis = applicationPackage('ioredis') ?? applicationPackage('iovalkey')
   if (Redis !== undefined) {
     const client = new Redis(url.href, { lazyConnect: true, connectTimeout: CONNECT_TIMEOUT_MS, maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => null })
     // The connection's own error (ECONNREFUSED, ...) says more than connect()'s "Connection is closed".
@@ -105,7 +107,7 @@ async function connectRedis(url, prefix, closers) {
     return redisStore(client, { prefix })
   }
   const redis = applicationPackage('redis')
-  if (redis === undefined) throw missingPeer('--redis', ['ioredis', 'redis'])
+  if (redis === undefined) throw missingPeer('--redis', ['ioredis', 'redis'], 'iovalkey')
   const client = redis.createClient({ url: url.href, socket: { connectTimeout: CONNECT_TIMEOUT_MS, reconnectStrategy: false } })
   client.on('error', () => {})
   closers.push(() => quietly(() => (typeof client.destroy === 'function' ? client.destroy() : client.disconnect())))

@@ -3,7 +3,7 @@
 
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import type { KeyedQuotaClock, QuotaClock } from '../index.js'
-import type { RateLimitEntry, RateLimitInfo } from './http.js'
+import type { RateLimitEntry, RateLimitInfo, RateLimitMode, RateLimitResult } from './http.js'
 
 type FastifyRateLimitPlugin = FastifyPluginAsync<fastifyRateLimit.FastifyRateLimitOptions>
 
@@ -21,6 +21,12 @@ declare namespace fastifyRateLimit {
     skip?: ((request: FastifyRequest) => boolean | Promise<boolean>) | undefined
     /** Replaces the 429 problem response (send it with `reply`); the RateLimit headers and `Retry-After` are already set. */
     onLimited?: ((request: FastifyRequest, reply: FastifyReply, info: RateLimitInfo) => void | Promise<void>) | undefined
+    /** Every entry's default `mode`. Default `'enforce'`. */
+    mode?: RateLimitMode | undefined
+    /** Called for each denial of a shadow entry (the request goes on), with `onLimited`'s `info`. */
+    onShadowLimited?: ((request: FastifyRequest, info: RateLimitInfo) => void | Promise<void>) | undefined
+    /** Called once the reply of an allowed request is sent: `true` gives back what the request took. */
+    refundIf?: ((request: FastifyRequest, reply: FastifyReply) => boolean | Promise<boolean>) | undefined
   }
 
   /** `await app.register(fastifyRateLimit, options)`: rateLimit's options, one limiter or several entries. */
@@ -42,6 +48,10 @@ declare namespace fastifyRateLimit {
 }
 
 declare module 'fastify' {
+  interface FastifyRequest {
+    /** quota-clock-source/fastify: the decision of the request (null on a route the plugin does not limit). */
+    rateLimit?: RateLimitResult | null | undefined
+  }
   interface FastifyContextConfig {
     /** quota-clock-source/fastify: `false` opts the route out; an object gives it options of its own. */
     rateLimit?: fastifyRateLimit.FastifyRateLimitRouteConfig | undefined

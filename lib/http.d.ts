@@ -41,7 +41,12 @@ export interface RateLimitLimiterEntry<Req extends RateLimitRequest = RateLimitR
   cost?: RateLimitCost<Req> | undefined
   /** Prefixes this entry's header items: `<name>-burst`, `<name>-month`. Unique among the entries. */
   name?: string | undefined
+  /** `'shadow'`: decided and counted, but its denial never denies the request (see `onShadowLimited`). Default: the top-level `mode`. */
+  mode?: RateLimitMode | undefined
 }
+
+/** `'enforce'` (default): a denial denies the request. `'shadow'`: the limit is decided (and takes what it admits) but never denies; its denials go to `onShadowLimited`, and it writes no header items. */
+export type RateLimitMode = 'enforce' | 'shadow'
 
 /** The MongoDB throttle as a limit: asked after every in-process limit allowed the request. */
 export interface RateLimitThrottleEntry<Req extends RateLimitRequest = RateLimitRequest> {
@@ -54,6 +59,8 @@ export interface RateLimitThrottleEntry<Req extends RateLimitRequest = RateLimit
   timeoutMs?: number | undefined
   /** When the store is down or slower than `timeoutMs`: `false` (default) answers 503, `true` lets the request pass. */
   failOpen?: boolean | undefined
+  /** As a limiter entry's `mode`; a shadow throttle's outage lets the request pass. */
+  mode?: RateLimitMode | undefined
 }
 
 export type RateLimitEntry<Req extends RateLimitRequest = RateLimitRequest> = RateLimitLimiterEntry<Req> | RateLimitThrottleEntry<Req>
@@ -64,6 +71,40 @@ export interface RateLimitInfo {
   decision: Decision
   /** The header items that denied the request, e.g. `['burst']` or `['tenant-month']`. */
   violated: string[]
+}
+
+/** One limit a request was checked against, as the request's result reports it. */
+export interface RateLimitCheck {
+  /** The entry's `name` (undefined without one). */
+  name: string | undefined
+  mode: RateLimitMode
+  /** The key it was asked for (undefined for a `QuotaClock`). */
+  key: string | undefined
+  /** The units it was asked for. */
+  cost: number
+  /** Its decision, as it was made (a throttle's: its wait, or its smallest window's remaining). */
+  decision: Decision
+}
+
+/**
+ * The decision of a request, where the framework's handlers read it: Express `req.rateLimit`,
+ * Fastify `request.rateLimit`, Koa `ctx.state.rateLimit`, Hono `c.get('rateLimit')`, NestJS the
+ * platform request's `rateLimit`. Each rateLimit sets its own (the later one replaces it).
+ */
+export interface RateLimitResult {
+  /** Whether this rateLimit let the request through (shadow denials do not deny). */
+  allowed: boolean
+  /** The limits checked, in the order they were (those after an enforced denial are not). */
+  limits: RateLimitCheck[]
+}
+
+declare global {
+  namespace Express {
+    interface Request {
+      /** quota-clock-source/http: the decision of the last rateLimit this request went through. */
+      rateLimit?: RateLimitResult | undefined
+    }
+  }
 }
 
 interface RateLimitCommonOptions<Req extends RateLimitRequest, Res extends RateLimitResponse> {
@@ -79,6 +120,12 @@ interface RateLimitCommonOptions<Req extends RateLimitRequest, Res extends RateL
   skip?: ((req: Req) => boolean | Promise<boolean>) | undefined
   /** Replaces the 429 problem response; the RateLimit headers and `Retry-After` are already set. */
   onLimited?: ((req: Req, res: Res, info: RateLimitInfo) => void | Promise<void>) | undefined
+  /** Every entry's default `mode`. Default `'enforce'`. */
+  mode?: RateLimitMode | undefined
+  /** Called for each denial of a shadow entry (the request goes on), with `onLimited`'s `info`. */
+  onShadowLimited?: ((req: Req, info: RateLimitInfo) => void | Promise<void>) | undefined
+  /** Called once the response of an allowed request is finished: `true` gives back what it took in every in-process and shared entry (`skipFailedRequests`: `(req, res) => res.statusCode >= 400`). */
+  refundIf?: ((req: Req, res: Res) => boolean | Promise<boolean>) | undefined
 }
 
 export type RateLimitOptions<Req extends RateLimitRequest = RateLimitRequest, Res extends RateLimitResponse = RateLimitResponse> =

@@ -7,7 +7,7 @@ import type { QuotaStore } from '../index.js'
 /** A store made by `redisStore` or `mongoStore`, for `share.store` of a `KeyedQuotaClock`; no other object is accepted. */
 export type { QuotaStore }
 
-/** What `redisStore` uses of an ioredis `Redis` or `Cluster` (ioredis >= 5). */
+/** What `redisStore` uses of an ioredis `Redis` or `Cluster` (ioredis >= 5; iovalkey's, its fork, alike). */
 export interface IoRedisClient {
   readonly isCluster: boolean
   call(command: string, ...args: Array<string | number>): Promise<unknown>

@@ -7,7 +7,7 @@ const { describe, it, after } = require('node:test')
 const assert = require('node:assert/strict')
 
 const { KeyedQuotaClock, QuotaClock, manualClock, createThrottle, memoryDb } = require('../..')
-const { FRAMEWORKS, ERROR_STATUS, start, replyText } = require('./http-frameworks.js')
+const { FRAMEWORKS, ERROR_STATUS, start, textOnLimited, headerOf, problemTypeOf } = require('./http-frameworks.js')
 const { items } = require('./http-servers.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12) // 16.5 days before February
@@ -25,16 +25,26 @@ function keyedOn(options = {}) {
   return new KeyedQuotaClock({ capacity: 5, refillPerSecond: 0.5, suspendPolicy: 'ignore', clock: manualClock({ wallMs: NOON }), ...options })
 }
 
-const byClient = (req) => req.headers['x-client']
-
-async function problem(response) {
-  assert.equal(response.headers.get('content-type'), 'application/problem+json')
-  return response.json()
+/** A request to `server`, resolved once its response is read and refundIf (when the request took from `limiter`) has been asked. */
+async function refundedAfter(limiter, server) {
+  const response = await server.get()
+  await response.text()
+  // refundIf runs on the response's finish, which the server sees as the client reads it.
+  await new Promise((resolve) => setImmediate(resolve))
+  return response
 }
 
 /** Defines the cases for one framework of ./http-frameworks.js. */
 function defineCases(kind) {
   const framework = FRAMEWORKS[kind]
+  // What the cases' callbacks read of a request: its URL, a header (Hono's Context has neither as Node's).
+  const urlOf = framework.urlOf ?? ((req) => req.url)
+  const byClient = (req) => headerOf(kind, req, 'x-client')
+
+  async function problem(response) {
+    assert.equal(response.headers.get('content-type'), problemTypeOf(kind))
+    return response.json()
+  }
   describe(`rateLimit's behaviour on ${kind}`, () => {
     const servers = []
     async function serve(options, settings) {
@@ -134,7 +144,7 @@ function defineCases(kind) {
 
     it('skip, sync or async: true passes with nothing taken and no headers; `async () => false` does not skip', async () => {
       const limiter = limiterOn({ capacity: 1 })
-      const server = await serve({ limiter, skip: async (req) => req.url === '/?health' })
+      const server = await serve({ limiter, skip: async (req) => urlOf(req) === '/?health' })
       for (let i = 0; i < 3; i++) {
         const response = await server.get('/?health')
         assert.equal(response.status, 200)
@@ -206,13 +216,7 @@ function defineCases(kind) {
 
     it('onLimited replaces the 429; it gets the decision and the violated items, with the headers set', async () => {
       const seen = []
-      const server = await serve({
-        limiter: limiterOn({ capacity: 1 }),
-        onLimited: (req, res, info) => {
-          seen.push(info)
-          replyText(kind, res, 429, 'slow down')
-        },
-      })
+      const server = await serve({ limiter: limiterOn({ capacity: 1 }), onLimited: textOnLimited(kind, 429, 'slow down', (info) => seen.push(info)) })
       await server.get()
       const response = await server.get()
       assert.equal(response.status, 429)
@@ -327,6 +331,131 @@ function defineCases(kind) {
         assert.equal(local.status().tokens, 5, 'the local limit got its token back')
         assert.equal(nonsense.state.hits, 0)
       }
+    })
+
+    it("mode: 'shadow' at the top level: a denial lets the request on, calls onShadowLimited with onLimited's info, and writes no RateLimit items", async () => {
+      const limiter = limiterOn({ capacity: 1 })
+      const shadowed = []
+      const server = await serve({ limiter, mode: 'shadow', onShadowLimited: (req, info) => shadowed.push(info) })
+      for (let i = 0; i < 3; i++) {
+        const response = await server.get()
+        assert.equal(response.status, 200)
+        assert.equal(await response.text(), 'hello')
+        assert.equal(response.headers.get('ratelimit'), null)
+        assert.equal(response.headers.get('ratelimit-policy'), null)
+        assert.equal(response.headers.get('retry-after'), null)
+      }
+      assert.equal(server.state.hits, 3)
+      assert.deepEqual(shadowed.map((info) => info.violated), [['burst'], ['burst']])
+      assert.equal(shadowed[0].decision.allowed, false)
+      assert.equal(shadowed[0].decision.retryAfterMs, 2000)
+      assert.deepEqual(limiter.stats().denied, 2, "the limiter's stats count what it would have denied")
+      assert.equal(limiter.status().tokens, 0, 'what it admitted it consumed; a denial consumed nothing')
+    })
+
+    it("an entry's mode wins over the top-level one; a shadow entry beside an enforced one adds no items, and an enforced denial refunds what the shadow entry took", async () => {
+      const shadowLimiter = limiterOn({ capacity: 5 })
+      const enforced = limiterOn({ capacity: 1 })
+      const shadowed = []
+      const server = await serve({
+        mode: 'shadow',
+        onShadowLimited: (req, info) => shadowed.push(info),
+        limits: [{ limiter: shadowLimiter, name: 'new' }, { limiter: enforced, name: 'old', mode: 'enforce' }],
+      })
+      const first = await server.get()
+      assert.equal(first.status, 200)
+      assert.deepEqual(items(first, 'ratelimit'), { 'old-burst': { r: 0, t: 2 } })
+      assert.deepEqual(items(first, 'ratelimit-policy'), { 'old-burst': { q: 1, w: 2 } })
+      const denied = await server.get()
+      assert.equal(denied.status, 429)
+      assert.deepEqual((await problem(denied))['violated-policies'], ['old-burst'])
+      assert.deepEqual(Object.keys(items(denied, 'ratelimit')), ['old-burst'])
+      assert.equal(shadowLimiter.status().tokens, 4, 'all-or-nothing: the shadow entry got back what the denied request took')
+      assert.deepEqual(shadowed, [])
+
+      const narrowShadow = limiterOn({ capacity: 1 })
+      const wide = limiterOn({ capacity: 10 })
+      const watched = await serve({ onShadowLimited: (req, info) => shadowed.push(info), limits: [{ limiter: narrowShadow, name: 'new', mode: 'shadow' }, { limiter: wide, name: 'site' }] })
+      assert.equal((await watched.get()).status, 200)
+      const passed = await watched.get()
+      assert.equal(passed.status, 200, 'the shadow denial does not deny')
+      assert.deepEqual(Object.keys(items(passed, 'ratelimit')), ['site-burst'])
+      assert.deepEqual(shadowed.map((info) => info.violated), [['new-burst']])
+      assert.equal(wide.status().tokens, 8, 'the enforced entry took both requests')
+    })
+
+    it("mode must be 'enforce' or 'shadow': anything else is ERR_INVALID_OPTION naming where", async () => {
+      for (const [options, pattern] of [
+        [{ limiter: limiterOn(), mode: 'dry-run' }, /mode must be 'enforce' or 'shadow'/],
+        [{ limits: [{ limiter: limiterOn(), mode: true }] }, /limits\[0\]\.mode must be 'enforce' or 'shadow'/],
+        [{ limiter: limiterOn(), onShadowLimited: 'log' }, /onShadowLimited must be a function/],
+        [{ limiter: limiterOn(), refundIf: true }, /refundIf must be a function/],
+      ]) {
+        await assert.rejects(start(kind, options), (err) => err.code === 'ERR_INVALID_OPTION' && pattern.test(err.message))
+      }
+    })
+
+    it('the decision is on the request for the handler: allowed, and each limit with its name, mode, key, cost and decision', async () => {
+      const keyedLimiter = keyedOn({ quota: { limit: 100, period: MONTH_UTC } })
+      const narrow = limiterOn({ capacity: 1 })
+      narrow.tryConsume()
+      const server = await serve({ key: byClient, cost: () => 2, limits: [{ limiter: keyedLimiter, name: 'tenant' }, { limiter: narrow, name: 'new', mode: 'shadow', cost: () => 1 }] })
+      assert.equal((await server.get('/', { headers: { 'X-Client': 'k' } })).status, 200)
+      const { result } = server.state
+      assert.equal(result.allowed, true)
+      assert.deepEqual(
+        result.limits.map(({ name, mode, key, cost, decision }) => ({ name, mode, key, cost, allowed: decision.allowed, tokens: decision.tokens })),
+        [
+          { name: 'tenant', mode: 'enforce', key: 'k', cost: 2, allowed: true, tokens: 3 },
+          { name: 'new', mode: 'shadow', key: undefined, cost: 1, allowed: false, tokens: 0 },
+        ],
+      )
+      assert.equal(result.limits[0].decision.quotaRemaining, 98)
+    })
+
+    it('two rateLimits on one route append their RateLimit and RateLimit-Policy items: one list per response, each item once', async () => {
+      const global = limiterOn({ capacity: 10 })
+      const route = limiterOn({ capacity: 2, quota: { limit: 100, period: MONTH_UTC } })
+      const server = await serve([{ limiter: global, name: 'global' }, { limiter: route, name: 'route' }])
+      const response = await server.get()
+      assert.equal(response.status, 200)
+      assert.deepEqual(items(response, 'ratelimit'), { 'global-burst': { r: 9, t: 2 }, 'route-burst': { r: 1, t: 2 }, 'route-month': { r: 99, t: TO_FEBRUARY_S } })
+      assert.deepEqual(items(response, 'ratelimit-policy'), { 'global-burst': { q: 10, w: 20 }, 'route-burst': { q: 2, w: 4 }, 'route-month': { q: 100, w: JANUARY_S } })
+      await server.get()
+      const denied = await server.get()
+      assert.equal(denied.status, 429)
+      assert.deepEqual(Object.keys(items(denied, 'ratelimit')), ['global-burst', 'route-burst', 'route-month'])
+      // The same item name from both: written once, the later rateLimit's in the earlier one's place.
+      const twice = await serve([{ limiter: limiterOn({ capacity: 10 }) }, { limiter: limiterOn({ capacity: 3 }) }])
+      const once = await twice.get()
+      assert.deepEqual(items(once, 'ratelimit'), { burst: { r: 2, t: 2 } })
+      assert.deepEqual(items(once, 'ratelimit-policy'), { burst: { q: 3, w: 6 } })
+    })
+
+    it('refundIf(req, res), called once the response is finished: true gives back what the request took in every entry, false keeps it', async () => {
+      let refund = true
+      const calls = []
+      const first = keyedOn({ capacity: 1, quota: { limit: 10, period: MONTH_UTC } })
+      const second = limiterOn({ capacity: 1 })
+      const server = await serve({
+        limits: [{ limiter: first, name: 'a' }, { limiter: second, name: 'b', mode: 'shadow' }],
+        refundIf: (req, res) => {
+          calls.push(res !== undefined && res !== null)
+          return refund
+        },
+      })
+      let refunded
+      for (let i = 0; i < 3; i++) {
+        refunded = await refundedAfter(first, server)
+        assert.equal(refunded.status, 200)
+      }
+      assert.equal(first.status('127.0.0.1').quotaUsed, 0, 'every request was given back')
+      assert.equal(second.status().tokens, 1, 'the shadow entry too')
+      assert.deepEqual(calls, [true, true, true])
+      refund = false
+      assert.equal((await refundedAfter(first, server)).status, 200)
+      assert.equal((await server.get()).status, 429, 'a request refundIf keeps counts')
+      assert.equal(first.status('127.0.0.1').quotaUsed, 1)
     })
 
     it('a limiter that is not one this package made (a Proxy, Object.create of the prototype) is refused up front: ERR_INVALID_OPTION', async () => {

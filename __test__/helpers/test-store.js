@@ -117,7 +117,9 @@ function bucketTakeNow(records, now, request) {
   if ((least > 0 && granted === 0) || (granted > 0 && record.tk < 1)) record.hungry.set(me, record.F + hungerMs(leaseMs, record.C, record.R, record.tk))
   else record.hungry.delete(me)
   const slice = keep + granted
-  if (slice > 0) record.holders.set(me, { o: slice, a: record.F, l: leaseMs })
+  // (A take the asking call spends at once, spend, is not recorded.)
+  const recorded = request.spend ? keep : slice
+  if (recorded > 0) record.holders.set(me, { o: recorded, a: record.F, l: leaseMs })
   else record.holders.delete(me)
   let longest = leaseMs
   for (const holder of record.holders.values()) longest = Math.max(longest, holder.l)

@@ -180,9 +180,13 @@ function clientKey(req, options) {
   return keyOf(req)
 }
 
-/** rateLimit's default key: clientKey with the default subnet, warning once per middleware. */
-function defaultKey() {
-  return makeClientKey(56)
+/**
+ * rateLimit's default key: clientKey with the default subnet, warning once per middleware, of the
+ * request (or of what `clientOf(req)` answers: a framework whose request object has no `ip`).
+ */
+function defaultKey(clientOf) {
+  const keyOf = makeClientKey(56)
+  return clientOf === undefined ? keyOf : (req) => keyOf(clientOf(req))
 }
 
 module.exports = { clientKey, defaultKey }

@@ -10,6 +10,17 @@
 //   io.fail(err, res, next)               an error of this request (always an Error with a code
 //                                         when it is the package's, or the user's own Error)
 //
+// and, where the framework has them, four optional ones:
+//
+//   io.getHeader(res, name)               a header already set (another rateLimit's list, appended to)
+//   io.setResult(req, result)             the decision, where the framework's handlers read it
+//                                         (`{ allowed, limits: [{ name, mode, key, cost, decision }] }`)
+//   io.onFinish(res, done)                calls done(finalRes?) once the response is finished (refundIf)
+//   io.clientOf(req)                      what the default key reads the client address from
+//
+// Entries in `mode: 'shadow'` (docs/http.md) are decided and take what they admit, but their denial
+// never denies the request: it is handed to onShadowLimited, and they write no header items.
+//
 // A request whose callbacks answer synchronously and whose limits are all in-process limiters is
 // decided without awaiting anything (the handler returns undefined); otherwise the handler returns a
 // promise that settles once the request was answered or passed on. It never rejects.
@@ -21,17 +32,33 @@ const { consumeKeyedTaken } = require('../keyed/keyed.js')
 const { MAX_KEY_UNITS, isThenable, isError, callbackError, invalidKey, checkKey, checkCost, askCallbacks } = require('./plan.js')
 const { ThrottleTimeout, refundTaken, refundQuietly, checkWithin, isCallerError, throttleError, throttleUnavailable, throttleDenial } = require('./take.js')
 const { createResponder, violatedBy } = require('./respond.js')
+const { thrownText } = require('../common/validate.js')
+
+// The `taken` of a request that took nothing (a denial, or no refundIf to give it back for).
+const NOTHING_TAKEN = Object.freeze([])
+
+/** A throttle's allowance as a decision (for the request's result): its smallest window's remaining. */
+function throttleAllowance(result) {
+  let quotaRemaining = null
+  for (const window of Object.values(result.windows ?? {})) {
+    if (window && typeof window.remaining === 'number' && (quotaRemaining === null || window.remaining < quotaRemaining)) quotaRemaining = window.remaining
+  }
+  return { allowed: true, retryAfterMs: 0, retryAfterBasis: null, tokens: Infinity, quotaRemaining, anomalies: [] }
+}
 
 /** Makes the framework-neutral handler `(req, res, next) => undefined | Promise<void>`. */
 function createDecider(options, io) {
-  const { entries, headers, skip, onLimited } = parseOptions(options)
+  const { entries, headers, skip, onLimited, onShadowLimited, refundIf } = parseOptions(options, io.clientOf)
   const { goOn, fail, limited, unavailable, after } = createResponder(io, headers, onLimited)
+  // The decision goes on the request (req.rateLimit, ctx.state.rateLimit, ...) where the adapter says where.
+  const reports = io.setResult !== undefined
+  const watchesFinish = refundIf !== undefined && io.onFinish !== undefined
   const syncEntries = entries.filter((e) => !e.isThrottle && !e.shared)
   // Shared KeyedQuotaClocks (`share`): awaited after the in-process limits, before the throttles.
   const sharedEntries = entries.filter((e) => e.shared)
   const throttleEntries = entries.filter((e) => e.isThrottle)
-  // One limiter entry, in-process or shared (`share`): the fast path of the usual one-limit middleware.
-  const single = entries.length === 1 && !entries[0].isThrottle ? entries[0] : undefined
+  // One enforced limiter entry, in-process or shared (`share`): the fast path of the usual one-limit middleware.
+  const single = entries.length === 1 && !entries[0].isThrottle && !entries[0].shadow ? entries[0] : undefined
   // The headers of a request decided without awaiting are built and written before the next
   // request starts: its items are reused (every slot written each time), not made per request.
   const singleItems = single !== undefined && headers ? headerItems(1) : undefined
@@ -111,11 +138,16 @@ function createDecider(options, io) {
     const entry = single
     if (entry.shared) return singleShared(req, res, next, key, n)
     let decision
+    let taken = NOTHING_TAKEN
     try {
       decision = entry.keyed ? entry.limiter.tryConsume(key, n) : entry.limiter.tryConsume(n)
-      if (headers || !decision.allowed) {
+      if (!decision.allowed) {
         const record = headers ? describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, singleItems, 0) : recordFor(entry, key, decision.tokens, decision.quotaRemaining)
-        if (!decision.allowed) return limited(req, res, next, decision, violatedBy(entry, record, decision, n), quotaReset(record, decision), singleItems)
+        return denied(req, res, next, reports ? [checked(entry, key, n, decision)] : undefined, undefined, decision, violatedBy(entry, record, decision, n), quotaReset(record, decision), singleItems)
+      }
+      if (watchesFinish) taken = [{ entry, key, n, period: periodTaken(entry) }]
+      if (headers) {
+        describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, singleItems, 0)
         writeHeaders(io, res, singleItems, undefined)
       }
     } catch (err) {
@@ -123,24 +155,97 @@ function createDecider(options, io) {
       if (decision !== undefined && decision.allowed) refundQuietly([{ entry, key, n, period: periodTaken(entry) }], 1)
       return fail(err, res, next)
     }
-    return goOn(next)
+    return passOn(req, res, next, reports ? [checked(entry, key, n, decision)] : undefined, taken, undefined)
   }
 
   /** A lone shared entry: its consume awaited as sharedLimit does for several, without their bookkeeping. */
   function singleShared(req, res, next, key, n) {
-    const taken = []
+    const run = { taken: [], checks: reports ? [] : undefined, shadowed: undefined }
     const items = headers ? headerItems(1) : undefined
-    return sharedLimit(req, res, next, single, [key], [n], taken, items, nothingTakenBefore).then(
+    return sharedLimit(req, res, next, single, [key], [n], run, items, nothingTakenBefore).then(
       (answered) => {
-        if (answered) return
+        if (answered) return undefined
         writeHeaders(io, res, items, undefined)
-        goOn(next)
+        return passOn(req, res, next, run.checks, run.taken, run.shadowed)
       },
       (err) => {
-        refundQuietly(taken, taken.length)
+        refundQuietly(run.taken, run.taken.length)
         fail(isError(err) ? err : throttleError(err), res, next)
       },
     )
+  }
+
+  // ---- How a decided request ends: on the request, the shadow denials, then on or the 429 ----
+
+  /** What `result.limits` says of one entry's decision. */
+  function checked(entry, key, n, decision) {
+    return { name: entry.name, mode: entry.shadow ? 'shadow' : 'enforce', key, cost: n, decision }
+  }
+
+  /** A shadow entry's denial, as onShadowLimited is told it (onLimited's `info`). */
+  function shadowDenial(entry, key, n, decision) {
+    const record = recordFor(entry, key, decision.tokens, decision.quotaRemaining)
+    return { decision, violated: violatedBy(entry, record, decision, n) }
+  }
+
+  /** onShadowLimited for each shadow denial, then `proceed`; a throw or rejection fails the request, with `taken` given back. */
+  function shadowsThen(req, res, next, shadowed, taken, proceed) {
+    if (shadowed === undefined || onShadowLimited === undefined) return proceed()
+    const failed = (err) => {
+      refundQuietly(taken, taken.length)
+      return fail(callbackError(err, 'onShadowLimited'), res, next)
+    }
+    let pending
+    try {
+      for (const info of shadowed) {
+        const returned = onShadowLimited(req, info)
+        if (isThenable(returned)) (pending ??= []).push(returned)
+      }
+    } catch (err) {
+      return failed(err)
+    }
+    if (pending === undefined) return proceed()
+    return Promise.all(pending).then(proceed, failed)
+  }
+
+  /** An allowed request: its result on the request, its shadow denials, refundIf watched, then on. */
+  function passOn(req, res, next, checks, taken, shadowed) {
+    if (reports) io.setResult(req, { allowed: true, limits: checks })
+    return shadowsThen(req, res, next, shadowed, taken, () => {
+      if (watchesFinish && taken.length > 0) refundWhenFinished(req, res, taken)
+      return goOn(next)
+    })
+  }
+
+  /** A request an enforced entry denied (everything it took already given back): the 429 or onLimited. */
+  function denied(req, res, next, checks, shadowed, decision, violated, reset, items) {
+    if (reports) io.setResult(req, { allowed: false, limits: checks })
+    return shadowsThen(req, res, next, shadowed, NOTHING_TAKEN, () => limited(req, res, next, decision, violated, reset, items))
+  }
+
+  let refundIfWarned = false
+  /** refundIf(req, res) once the response is finished: true gives back what the request took. */
+  function refundWhenFinished(req, res, taken) {
+    const warn = (err) => {
+      if (refundIfWarned) return
+      refundIfWarned = true
+      process.emitWarning(`rateLimit: refundIf(req, res) threw ${thrownText(err)}; the request's units were kept`, { code: 'QUOTA_CLOCK_REFUND_IF_FAILED' })
+    }
+    io.onFinish(res, (finalRes = res) => {
+      let answer
+      try {
+        answer = refundIf(req, finalRes)
+      } catch (err) {
+        return warn(err)
+      }
+      if (!isThenable(answer)) {
+        if (answer) refundQuietly(taken, taken.length)
+        return undefined
+      }
+      return Promise.resolve(answer).then((value) => {
+        if (value) refundQuietly(taken, taken.length)
+      }, warn)
+    })
   }
 
   // ---- Several entries ----
@@ -165,73 +270,85 @@ function createDecider(options, io) {
   // Without entries to await, the headers of an allowed request are built as the limits are checked.
   const awaited = sharedEntries.length + throttleEntries.length > 0
   const buildAsChecked = headers && !awaited
+  // (A shadow entry's slot stays '': it writes no items.)
   const checkedItems = buildAsChecked ? headerItems(entries.length) : undefined
 
-  /** The in-process entry `s` denied the request (`taken[s]`; the earlier ones refunded): its headers and the 429. */
-  function severalDenied(req, res, next, keys, taken, s) {
-    const { entry, key, n, decision } = taken[s]
+  /** The in-process entry `syncEntries[s]` denied the request (`earlier`: what the entries before it took, refunded): its headers and the 429. */
+  function severalDenied(req, res, next, keys, earlier, denial, s, checks, shadowed) {
+    const { entry, key, n, decision } = denial
     const record = recordFor(entry, key, decision.tokens, decision.quotaRemaining)
     const violated = violatedBy(entry, record, decision, n)
     let items
     if (headers) {
       items = headerItems(entries.length)
-      for (let e = 0; e < s; e++) {
-        const { entry: earlier, key: earlierKey, n: earlierN, decision: d } = taken[e]
-        describeRefunded(earlier, earlierKey, d.tokens, d.quotaRemaining, items, earlier.index, earlierN)
+      for (const { entry: before, key: beforeKey, n: beforeN, decision: d } of earlier) {
+        if (!before.shadow) describeRefunded(before, beforeKey, d.tokens, d.quotaRemaining, items, before.index, beforeN)
       }
       describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, items, entry.index)
-      for (let later = s + 1; later < syncEntries.length; later++) describeStatus(syncEntries[later], keys[syncEntries[later].index], items)
+      for (let later = s + 1; later < syncEntries.length; later++) {
+        if (!syncEntries[later].shadow) describeStatus(syncEntries[later], keys[syncEntries[later].index], items)
+      }
     }
-    return limited(req, res, next, decision, violated, quotaReset(record, decision), items)
+    return denied(req, res, next, checks, shadowed, decision, violated, quotaReset(record, decision), items)
   }
 
   function severalDecide(req, res, next, { keys, costs }) {
-    const taken = []
-    let allowedCount = 0
+    // What the allowing entries took (given back when an enforced one denies), in order.
+    let taken = []
+    let shadowed
+    const checks = reports ? [] : undefined
     try {
       for (let s = 0; s < syncEntries.length; s++) {
         const entry = syncEntries[s]
         const key = keys[entry.index]
         const n = costs[entry.index]
         const decision = entry.keyed ? entry.limiter.tryConsume(key, n) : entry.limiter.tryConsume(n)
-        taken.push({ entry, key, n, decision, period: periodTaken(entry) })
+        if (checks !== undefined) checks.push(checked(entry, key, n, decision))
         if (decision.allowed) {
-          allowedCount++
-          // (Every entry is in-process here: each allowed request writes every slot of checkedItems.)
-          if (buildAsChecked) describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, checkedItems, entry.index)
+          taken.push({ entry, key, n, decision, period: periodTaken(entry) })
+          // (Every entry is in-process here: each allowed request writes every enforced slot of checkedItems.)
+          if (buildAsChecked && !entry.shadow) describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, checkedItems, entry.index)
+          continue
+        }
+        if (entry.shadow) {
+          ;(shadowed ??= []).push(shadowDenial(entry, key, n, decision))
           continue
         }
         // A denial refunds what the earlier limits took; the later ones are reported from status.
-        allowedCount = 0 // refunded here, whether or not every refund succeeds
-        refundTaken(taken, s)
-        return severalDenied(req, res, next, keys, taken, s)
+        const earlier = taken
+        taken = [] // refunded here, whether or not every refund succeeds
+        refundTaken(earlier, earlier.length)
+        return severalDenied(req, res, next, keys, earlier, { entry, key, n, decision }, s, checks, shadowed)
       }
       if (buildAsChecked) writeHeaders(io, res, checkedItems, undefined)
     } catch (err) {
-      refundQuietly(taken, allowedCount)
+      refundQuietly(taken, taken.length)
       return fail(err, res, next)
     }
+    const run = { taken, checks, shadowed }
     if (awaited) {
       let items
       if (headers) {
         items = headerItems(entries.length)
         try {
-          for (const { entry, key, decision } of taken) describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, items, entry.index)
+          for (const { entry, key, decision } of taken) {
+            if (!entry.shadow) describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, items, entry.index)
+          }
         } catch (err) {
           refundQuietly(taken, taken.length)
           return fail(err, res, next)
         }
       }
-      return throttled(req, res, next, taken, keys, items, costs)
+      return throttled(req, res, next, run, keys, items, costs)
     }
-    return goOn(next)
+    return passOn(req, res, next, checks, taken, shadowed)
   }
 
   /**
    * A shared limiter entry, after every in-process limit allowed the request: true when the
-   * request was answered here (a denial, or 503 when the store is unavailable).
+   * request was answered here (an enforced denial, or 503 when the store is unavailable).
    */
-  async function sharedLimit(req, res, next, entry, keys, costs, taken, items, refundAll) {
+  async function sharedLimit(req, res, next, entry, keys, costs, run, items, refundAll) {
     const key = keys[entry.index]
     const n = costs[entry.index]
     let decision
@@ -240,13 +357,19 @@ function createDecider(options, io) {
       ;({ decision, period } = await consumeKeyedTaken(entry.limiter, key, n))
     } catch (err) {
       if (!(isError(err) && err.code === 'ERR_STORE_UNAVAILABLE')) throw err
+      if (entry.shadow) return false // a shadow limit never answers the request, an outage of its store neither
       refundAll()
       unavailable(res, items, 'The shared quota store could not be reached in time, so the request was not served.')
       return true
     }
+    if (run.checks !== undefined) run.checks.push(checked(entry, key, n, decision))
     if (decision.allowed) {
-      taken.push({ entry, key, n, decision, period })
-      if (headers) describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, items, entry.index)
+      run.taken.push({ entry, key, n, decision, period })
+      if (headers && !entry.shadow) describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, items, entry.index)
+      return false
+    }
+    if (entry.shadow) {
+      ;(run.shadowed ??= []).push(shadowDenial(entry, key, n, decision))
       return false
     }
     // Denied: what the earlier limits took goes back; later shared limits are reported from status.
@@ -255,25 +378,30 @@ function createDecider(options, io) {
     const violated = violatedBy(entry, record, decision, n)
     if (headers) {
       describeLimiter(entry, key, decision.tokens, decision.quotaRemaining, items, entry.index)
-      for (const later of sharedEntries.slice(sharedEntries.indexOf(entry) + 1)) describeStatus(later, keys[later.index], items)
+      for (const later of sharedEntries.slice(sharedEntries.indexOf(entry) + 1)) {
+        if (!later.shadow) describeStatus(later, keys[later.index], items)
+      }
     }
-    await limited(req, res, next, decision, violated, quotaReset(record, decision), items)
+    await denied(req, res, next, run.checks, run.shadowed, decision, violated, quotaReset(record, decision), items)
     return true
   }
 
   /** The shared limiter entries, then the throttle entries, after every in-process limit allowed the request. */
-  async function throttled(req, res, next, taken, keys, items, costs) {
+  async function throttled(req, res, next, run, keys, items, costs) {
+    const { taken } = run
     let refunded = false
     const refundAll = () => {
       refunded = true // once, even if a refund throws
       refundTaken(taken, taken.length)
       if (headers) {
-        for (const { entry, key, n, decision } of taken) describeRefunded(entry, key, decision.tokens, decision.quotaRemaining, items, entry.index, n)
+        for (const { entry, key, n, decision } of taken) {
+          if (!entry.shadow) describeRefunded(entry, key, decision.tokens, decision.quotaRemaining, items, entry.index, n)
+        }
       }
     }
     try {
       for (const entry of sharedEntries) {
-        if (await sharedLimit(req, res, next, entry, keys, costs, taken, items, refundAll)) return
+        if (await sharedLimit(req, res, next, entry, keys, costs, run, items, refundAll)) return
       }
       for (const entry of throttleEntries) {
         let result
@@ -287,17 +415,23 @@ function createDecider(options, io) {
             throttleUnavailable(entry, err)
             if (entry.failOpen) continue
           }
+          if (entry.shadow) continue // a shadow limit never answers the request
           refundAll()
           const why = err instanceof ThrottleTimeout ? `no answer within ${entry.timeoutMs} ms` : nonsense ? 'it answered something that is not a count' : 'it failed'
           unavailable(res, items, `The rate limit store could not be reached (${why}), so the request was not served.`)
           return
         }
         entry.outage.answered()
-        if (headers) describeThrottle(entry, result, items, entry.index)
+        if (headers && !entry.shadow) describeThrottle(entry, result, items, entry.index)
+        const { decision, violated } = result.allowed ? { decision: throttleAllowance(result) } : throttleDenial(entry, result)
+        if (run.checks !== undefined) run.checks.push(checked(entry, keys[entry.index], 1, decision))
         if (!result.allowed) {
+          if (entry.shadow) {
+            ;(run.shadowed ??= []).push({ decision, violated })
+            continue
+          }
           refundAll()
-          const { decision, violated } = throttleDenial(entry, result)
-          await limited(req, res, next, decision, violated, undefined, items)
+          await denied(req, res, next, run.checks, run.shadowed, decision, violated, undefined, items)
           return
         }
       }
@@ -307,7 +441,7 @@ function createDecider(options, io) {
       fail(isError(err) ? err : throttleError(err), res, next)
       return
     }
-    goOn(next)
+    await passOn(req, res, next, run.checks, taken, run.shadowed)
   }
 
   return single !== undefined ? singleLimit : severalLimits

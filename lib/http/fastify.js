@@ -37,6 +37,14 @@ const FASTIFY_IO = {
   setHeader(reply, name, value) {
     reply.header(name, value)
   },
+  getHeader: (reply, name) => reply.getHeader(name),
+  // request.rateLimit: the decision, for the route's handler and later hooks.
+  setResult(request, result) {
+    request.rateLimit = result
+  },
+  onFinish(reply, done) {
+    reply.raw.once('finish', () => done(reply))
+  },
   sendProblem(reply, status, problem) {
     // A Buffer: Fastify would append '; charset=utf-8' to a string's JSON media type, and the
     // Express middleware's answer is exactly 'application/problem+json'.
@@ -76,6 +84,8 @@ function hookOf(decide) {
 async function quotaClockFastify(fastify, options) {
   // Bad options throw here, so `await app.register(plugin, options)` rejects with ERR_INVALID_OPTION.
   const pluginHook = hookOf(createDecider(options, FASTIFY_IO))
+  // request.rateLimit declared up front, as Fastify asks of a request property (one object shape).
+  if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', null)
   fastify.addHook('onRoute', (route) => {
     const override = route.config?.[ROUTE_CONFIG]
     if (override === false) return

@@ -227,19 +227,76 @@ function joinItems(parts) {
 }
 
 /**
+ * The items of a structured-field list (RFC 9651 §4.2.1) as [name, text] pairs: split at the
+ * commas outside sf-strings, each named by its leading sf-string (unquoted) or token.
+ */
+function listItems(list) {
+  const found = []
+  let start = 0
+  let quoted = false
+  for (let i = 0; i <= list.length; i++) {
+    const c = list[i]
+    if (quoted) {
+      if (c === '\\') i++
+      else if (c === '"') quoted = false
+      continue
+    }
+    if (c === '"') quoted = true
+    else if (c === ',' || i === list.length) {
+      const text = list.slice(start, i).trim()
+      if (text !== '') found.push([itemName(text), text])
+      start = i + 1
+    }
+  }
+  return found
+}
+
+function itemName(text) {
+  if (text[0] !== '"') return text.split(';', 1)[0]
+  let name = ''
+  for (let i = 1; i < text.length; i++) {
+    if (text[i] === '\\') name += text[++i]
+    else if (text[i] === '"') break
+    else name += text[i]
+  }
+  return name
+}
+
+/**
+ * A list already on the response (another rateLimit on the same route wrote it) with this one's
+ * items: one list, each item once; an item of the same name takes the earlier one's place.
+ */
+function mergeItems(prior, added) {
+  const merged = listItems(prior)
+  for (const [name, text] of listItems(added)) {
+    const at = merged.findIndex(([other]) => other === name)
+    if (at === -1) merged.push([name, text])
+    else merged[at] = [name, text]
+  }
+  return merged.map(([, text]) => text).join(', ')
+}
+
+/** Sets the list header `name` to `value`, merged with the list an earlier rateLimit wrote there (io.getHeader). */
+function appendList(io, res, name, value) {
+  const prior = io.getHeader === undefined ? undefined : io.getHeader(res, name)
+  io.setHeader(res, name, typeof prior === 'string' && prior !== '' ? mergeItems(prior, value) : value)
+}
+
+/**
  * Writes a request's headers through the framework's `io.setHeader` (./decide.js), the one place
  * that does: `RateLimit-Policy` and `RateLimit` from `items` (undefined: none, as with
- * `headers: false`; an empty list is left out), then `Retry-After` in whole seconds, rounded up,
- * when `retryAfterMs` is given (a denial's wait, a 503's).
+ * `headers: false`; an empty list is left out), appended to the lists an earlier rateLimit of the
+ * same request wrote, then `Retry-After` in whole seconds, rounded up, when `retryAfterMs` is
+ * given (a denial's wait, a 503's).
  */
 function writeHeaders(io, res, items, retryAfterMs) {
   if (items !== undefined) {
     const policy = items.policy.length === 1 ? items.policy[0] : joinItems(items.policy)
     const limit = items.limit.length === 1 ? items.limit[0] : joinItems(items.limit)
-    if (policy) io.setHeader(res, 'RateLimit-Policy', policy)
-    if (limit) io.setHeader(res, 'RateLimit', limit)
+    if (policy) appendList(io, res, 'RateLimit-Policy', policy)
+    if (limit) appendList(io, res, 'RateLimit', limit)
   }
   if (retryAfterMs !== undefined) io.setHeader(res, 'Retry-After', String(Math.ceil(retryAfterMs / 1000)))
 }
 
-module.exports = { quotaReset, recordFor, headerItems, describeLimiter, describeRefunded, describeStatus, describeThrottle, writeHeaders }
+module.exports = { mergeItems, quotaReset, recordFor, headerItems, describeLimiter, describeRefunded, describeStatus, describeThrottle, writeHeaders }

@@ -9,6 +9,15 @@ const { failed, sendProblem } = require('./responses.js')
 // `res` is Node's http.ServerResponse (Express's res extends it); `next` may be omitted with node:http.
 const EXPRESS_IO = {
   setHeader: (res, name, value) => res.setHeader(name, value),
+  // (A plain object standing in for a response may have neither getHeader nor once.)
+  getHeader: (res, name) => (typeof res.getHeader === 'function' ? res.getHeader(name) : undefined),
+  // req.rateLimit: the decision, for the handlers after this middleware.
+  setResult(req, result) {
+    req.rateLimit = result
+  },
+  onFinish(res, done) {
+    if (typeof res.once === 'function') res.once('finish', () => done(res))
+  },
   sendProblem,
   pass(next) {
     if (next) next() // a throw from later handlers is not the limiter's

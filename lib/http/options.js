@@ -12,9 +12,11 @@ const { isLimiter, limiterFacts } = require('../limiter/limiter-facts.js')
 const { isSharedLimiter, isFleetBucket } = require('../share/drivers.js')
 const { OutageWarning } = require('../common/outage.js')
 
-const OPTION_NAMES = ['limiter', 'limits', 'key', 'cost', 'name', 'headers', 'skip', 'onLimited']
-const LIMITER_ENTRY_NAMES = ['limiter', 'key', 'cost', 'name']
-const THROTTLE_ENTRY_NAMES = ['throttle', 'limits', 'key', 'name', 'timeoutMs', 'failOpen']
+const OPTION_NAMES = ['limiter', 'limits', 'key', 'cost', 'name', 'headers', 'skip', 'onLimited', 'mode', 'onShadowLimited', 'refundIf']
+const LIMITER_ENTRY_NAMES = ['limiter', 'key', 'cost', 'name', 'mode']
+const THROTTLE_ENTRY_NAMES = ['throttle', 'limits', 'key', 'name', 'timeoutMs', 'failOpen', 'mode']
+// An entry's mode (docs/http.md): 'enforce' denies the request; 'shadow' is decided and counted, never denies.
+const MODES = ['enforce', 'shadow']
 const THROTTLE_LIMITS = [
   // The throttle checks the longest window first; its items are listed in that order too.
   { limitName: 'requests_per_month', unit: 'month', reason: 'RATE_LIMIT_MONTH' },
@@ -40,9 +42,9 @@ const FOREIGN_OPTION_HINTS = {
   passOnStoreError: 'a `{ throttle, limits }` entry takes `failOpen: true`',
   ipv6Subnet: 'use `key: (req) => clientKey(req, { ipv6Subnet })`',
   identifier: 'the policy name is `name`',
-  skipFailedRequests: 'give a request back with `limiter.refund(key)` when it should not count',
-  skipSuccessfulRequests: 'give a request back with `limiter.refund(key)` when it should not count',
-  requestWasSuccessful: 'give a request back with `limiter.refund(key)` when it should not count',
+  skipFailedRequests: 'a request that should not count is given back with `refundIf: (req, res) => res.statusCode >= 400`',
+  skipSuccessfulRequests: 'a request that should not count is given back with `refundIf: (req, res) => res.statusCode < 400`',
+  requestWasSuccessful: 'a request that should not count is given back with `refundIf: (req, res) => boolean`',
 }
 
 function optionError(ErrorClass, message) {
@@ -61,6 +63,15 @@ function refuseUnknownOptions(object, known, path) {
       `unknown option '${where}'${hint}; expected one of ${known.map((name) => `'${name}'`).join(', ')}; received ${describe(object[key])}`,
     )
   }
+}
+
+/** An entry's `mode` ('enforce' or 'shadow'), else the top-level default. */
+function checkMode(mode, what, fallback) {
+  if (mode === undefined) return fallback
+  if (!MODES.includes(mode)) {
+    throw optionError(typeof mode === 'string' ? RangeError : TypeError, `${what} must be 'enforce' or 'shadow', received ${describe(mode)}`)
+  }
+  return mode
 }
 
 function checkFunction(value, what, signature) {
@@ -147,6 +158,7 @@ function parseLimiterEntry(entry, what, defaults) {
   const { readWallMs, sameLimitsForEveryKey } = limiterFacts(limiter)
   return {
     isThrottle: false,
+    shadow: checkMode(entry.mode, what === 'options' ? 'mode' : `${what}.mode`, defaults.mode) === 'shadow',
     label: labelOf(what, name),
     keyed,
     // A shared KeyedQuotaClock: asked (awaited) after the in-process limiters, before throttles.
@@ -202,6 +214,7 @@ function parseThrottleEntry(entry, what, defaults) {
   const name = entry.name ?? defaults.name
   return {
     isThrottle: true,
+    shadow: checkMode(entry.mode, `${what}.mode`, defaults.mode) === 'shadow',
     label: labelOf(what, name),
     throttle,
     limits,
@@ -227,7 +240,11 @@ function parseEntry(entry, what, defaults) {
   return entry.throttle !== undefined ? parseThrottleEntry(entry, what, defaults) : parseLimiterEntry(entry, what, defaults)
 }
 
-function parseOptions(options) {
+/**
+ * rateLimit's options, read once. `clientOf` is the framework adapter's: what of its request object
+ * the default key reads the client address from (undefined: the request itself, as Express's).
+ */
+function parseOptions(options, clientOf) {
   if (!isPlainObject(options)) {
     throw optionError(TypeError, `options must be an object such as { limiter } or { limits: [...] }, received ${describe(options)}`)
   }
@@ -237,9 +254,10 @@ function parseOptions(options) {
   let { limits } = options
   const explicitKey = checkFunction(options.key, 'key', '(req) => string')
   const defaults = {
-    key: explicitKey ?? defaultKey(),
+    key: explicitKey ?? defaultKey(clientOf),
     cost: checkFunction(options.cost, 'cost', '(req) => number'),
     name,
+    mode: checkMode(options.mode, 'mode', 'enforce'),
   }
   let entries
   if (limiter !== undefined && limits !== undefined) {
@@ -281,6 +299,8 @@ function parseOptions(options) {
     headers: headers !== false,
     skip: checkFunction(options.skip, 'skip', '(req) => boolean'),
     onLimited: checkFunction(options.onLimited, 'onLimited', '(req, res, { decision, violated }) => void'),
+    onShadowLimited: checkFunction(options.onShadowLimited, 'onShadowLimited', '(req, { decision, violated }) => void'),
+    refundIf: checkFunction(options.refundIf, 'refundIf', '(req, res) => boolean'),
   }
 }
 

@@ -98,8 +98,8 @@ function isCounters(stats, shared) {
   return !shared || (isPlainObject(stats.store) && STORE_COUNTS.every((name) => isCount(stats.store[name])))
 }
 
-/** An entry's stats() for this scrape, or undefined (left out, warned once per entry) when it cannot be read. */
-function readStats(entry) {
+/** An entry's stats() for this scrape, or undefined (left out, warned once per entry, `by` naming the caller) when it cannot be read. */
+function readStats(entry, by = 'registerMetrics') {
   let why
   if (isClosed(entry.limiter)) why = 'it was closed'
   else {
@@ -113,7 +113,7 @@ function readStats(entry) {
   }
   if (!entry.warned) {
     entry.warned = true
-    process.emitWarning(`registerMetrics: limiter "${entry.name}" is left out of the scrape (${why}); the other limiters are collected`, {
+    process.emitWarning(`${by}: limiter "${entry.name}" is left out of the scrape (${why}); the other limiters are collected`, {
       code: 'QUOTA_CLOCK_METRICS_SKIPPED',
     })
   }
@@ -266,4 +266,4 @@ function registerMetrics(options) {
   }
 }
 
-module.exports = { registerMetrics }
+module.exports = { registerMetrics, parseLimiters, readStats }

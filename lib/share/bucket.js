@@ -18,8 +18,8 @@
 //   store is never held up by this process's background work. close() gives back every slice
 //   and resolves once the store has them.
 
-const { QuotaClockError, internalError } = require('../native/errors.js')
-const { thrownText } = require('../common/validate.js')
+const { QuotaClockError, internalError, warn } = require('../native/errors.js')
+const { thrownText, describe } = require('../common/validate.js')
 const { withTimeout, storeDeadline } = require('../common/timeout.js')
 const { outcomeOf, OK } = require('./store-call.js')
 const { KeyFlights, keyText } = require('./key-flights.js')
@@ -166,19 +166,28 @@ class BucketDriver {
       recordId: request.recordId,
       most: request.most,
       spentMs: request.spentMs,
+      spend: request.spend,
     }
     const flight = keys.fly(key, {
       call: (roundTrip) => this.#ops.bucketTake(args, roundTrip),
       failed: () => native.keyedSliceFailed(this.#handle, key, request.give, request.charge),
       answered: (answer) => {
         this.#outage.answered()
+        if (answer.repaired) {
+          // The store found a record that was not a bucket record and made it anew, empty.
+          warn(
+            `quota store of share "${this.#name}" held a bucket record for key ${describe(key)} that was not one (a field missing, not a number in range, or a key of another type); ` +
+              'it was replaced by an empty bucket of a new identity, which refills from now',
+            'QUOTA_CLOCK_STORE_RECORD_REPAIRED',
+          )
+        }
         if (request.give > 0) this.#stats.returned += request.give
         this.#stats.reserved += answer.granted
         const credited = generation === keys.generation && native.keyedSliceCredit(this.#handle, key, request.sentMs, answer, this.#readMonotonic())
         if (credited) keys.arm()
         else if (answer.held > 0) {
           // Not the key's any more (dropped, or the limiter was closed): the tokens go back.
-          const giveBack = { ...request, want: 0, more: 0, held: 0, give: answer.held, charge: 0, fleetMs: -1, recordId: answer.recordId, most: 0 }
+          const giveBack = { ...request, want: 0, more: 0, held: 0, give: answer.held, charge: 0, fleetMs: -1, recordId: answer.recordId, most: 0, spend: false }
           queueMicrotask(() => this.#giveBack(key, giveBack))
         }
         return OK

@@ -75,10 +75,16 @@
 //     leaseMs; e:X set when X's slice had that one more margin (absent: not); d:X until when (fleet
 //     ms) X counts as hungry: it found the bucket short (absent: not hungry)
 //   out = sum of o:Y;  writeOff(Y) = a:Y + WRITE_OFF_FACTOR * l:Y + WRITE_OFF_MARGIN_MS (fleet ms)
+//   A record is sound when C is an integer in 1..2**31, R a finite number > 0, tk a finite number
+//   in [-(2**53 - 1), C], F and S finite numbers in [0, 2**48] (MAX_CLOCK_MS), id an integer in
+//   [1, 2**48), and each instance listed has o:X an integer in [0, 2**53 - 1], e:X 1 when present,
+//   a:X in [0, 2**48] and l:X an integer in 1..2**31. Anything else under the record's name (a
+//   field missing, text, nan, an infinity, 1e300; on Redis a key of another type) is not a record
+//   (docs/several-instances.md, failures): a take treats it as lost (step 1), the operator's view names it.
 //
 //   bucketTake({ name, key, capacity, refillPerSecond, instance, leaseMs, want, more, held, give,
 //                charge, fleetMs, recordId, newId })
-//     -> Promise<{ granted, held, tokens, fleetMs, storeNowMs, recordId, others }>
+//     -> Promise<{ granted, held, tokens, fleetMs, storeNowMs, recordId, others, repaired }>
 //     want     integer >= 0: take at least this or nothing (0: a give-back or renewal only)
 //     more     0: nothing beyond want; 1: a fair share beyond it; 2: everything there is
 //     held     unspent tokens of X's slice that X keeps (their lease renewed)
@@ -90,12 +96,18 @@
 //     most     the most the take brings (0: no limit beyond the sizing below; at least want)
 //     spentMs  how long before the call (X's monotonic ms, >= 0) X last spent from its slice:
 //              what X spent of it was spent by then (optional, 0)
+//     spend    true: the asking call spends what this take grants at once (a take of only what it
+//              lacks; optional, false), so the store records none of it as out to X
 //     newId    an identity for the record if this call creates it (optional: the store makes
 //              one when absent), so a store script needs no randomness
 //   One atomic step:
-//     1. no record: create it: C = capacity, R = refillPerSecond, id = newId, F = 0, S = now,
-//        tk = recordId != 0 ? 0 : capacity    (a record X knew and the store lost comes back EMPTY)
-//        lost = recordId != 0 and (the record was just created or id != recordId)
+//     1. repaired = the record's name holds something that is not a sound record; it is dropped
+//        (rewritten whole at the end of the step, whatever its type was)
+//        no record: create it: C = capacity, R = refillPerSecond, id = newId, F = 0, S = now,
+//        tk = recordId != 0 or repaired ? 0 : capacity    (a record X knew and the store lost, or
+//        one that was not a record, comes back EMPTY, never refilled by what it held)
+//        fill's stand-in (id only, marked full): made so, keeping its id, with tk = capacity
+//        lost = repaired or (recordId != 0 and (the record was just created or id != recordId))
 //     2. C != capacity or R != refillPerSecond: take the request's; tk = min(tk, C - out)
 //     3. the fleet clock moves: byStore = F + max(0, now - S)
 //          byCaller = fleetMs >= 0 and not lost ? fleetMs : F + C / R * 1000
@@ -138,7 +150,9 @@
 //          tk -= granted;  o:X += granted
 //          d:X = F + hungerMs(leaseMs, C, R, tk) when X found the bucket short (w > 0 and
 //          granted = 0, or granted > 0 and tk < 1 after it), else deleted
-//     8. o:X > 0: a:X = F, l:X = leaseMs, e:X deleted;  else o:X, a:X, l:X, e:X deleted (d:X kept)
+//     8. spend (the asking call spends what this take grants at once): o:X -= granted, none of it
+//        recorded (the answer's held still counts it; X lets what the call did not spend lapse)
+//        o:X > 0: a:X = F, l:X = leaseMs, e:X deleted;  else o:X, a:X, l:X, e:X deleted (d:X kept)
 //     9. the record expires max(C / R * 1000, WRITE_OFF_FACTOR * L + WRITE_OFF_MARGIN_MS) + RECORD_KEPT_AFTER_MS
 //        ms of store time from now (bucketTerms.keptAfterTake),
 //        L the longest leaseMs of the instances it lists (X's included)
@@ -149,13 +163,20 @@
 //   held <= request.held + granted, not held <= capacity: after a capacity cut an instance may
 //   keep a slice larger than the new capacity (step 2 has made tk negative by as much, so
 //   tk + out <= C still holds and the refill pays it back).
+//   The answer also says repaired (a boolean; absent: false): the driver emits one
+//   QUOTA_CLOCK_STORE_RECORD_REPAIRED warning for each answer that says so; a repaired record is
+//   sound after, so each corruption warns once.
 //
 //   The operator's view (quotaAdmin: bucket, fill), answering { capacity, refillPerSecond, tokens,
 //   out, expiresAt (ms since the epoch) } or null when there is no record:
 //   bucketRead({ name, key }) moves nothing: G = F + min(max(0, now - S), C / R * 1000);
 //     out = sum of o:Y over Y with writeOff(Y) >= G;
 //     tokens = tk >= C - out ? tk : min(C - out, tk + (G - F) * R / 1000)
+//     a record that is not sound: ERR_STORE_RESPONSE naming it (unsoundBucketRecord); a stand-in: null
 //   bucketFill({ name, key }) one atomic step: step 4 judged at F (F not moved); tk = C - out.
+//     A record that is not sound is replaced: C and R sound: by { C, R, tk = C, F = 0, S = now,
+//     a new id, no instances }; else by fill's stand-in (a new id, marked full: answered as null),
+//     which the next take makes a full bucket of. Either keeps the record's TTL (or gets one).
 
 const { randomInt } = require('node:crypto')
 const { QuotaClockError } = require('../native/errors.js')
@@ -218,6 +239,9 @@ function bucketKeptMs(capacity, refillPerSecond, longestLeaseMs) {
 }
 // Record identities: random positive integers below 2^48.
 const MAX_RECORD_ID = 2 ** 48
+// The largest fleet clock and store time (ms) a sound bucket record holds: 2^48 ms is 8,900
+// years, and a millisecond added to it is still exact (a record with F = 1e300 would never refill).
+const MAX_CLOCK_MS = 2 ** 48
 
 /** A new record identity. */
 function newRecordId() {
@@ -305,17 +329,30 @@ const MAX_BUCKET_CAPACITY = 2 ** 31
 function checkBucketAnswer(answer, request) {
   const a = typeof answer === 'object' && answer !== null ? answer : {}
   const { granted, held, tokens, fleetMs, storeNowMs, recordId, others } = a
+  const repaired = a.repaired === undefined ? false : a.repaired
   const capacity = request.capacity
   const ok =
-    isCount(granted) && isCount(held) && isCount(others) &&
+    typeof repaired === 'boolean' && isCount(granted) && isCount(held) && isCount(others) &&
     (granted === 0 || granted >= request.want) && granted <= capacity && held >= granted && held - granted <= request.held &&
     typeof tokens === 'number' && Number.isFinite(tokens) && tokens <= capacity &&
     isAmount(fleetMs) && isAmount(storeNowMs) && isCount(recordId) && recordId > 0
   if (!ok) {
     throw badAnswer('a bucket request', request.name, answer,
-      '{ granted, held, tokens, fleetMs, storeNowMs, recordId, others }: granted, held and others non-negative safe integers, granted 0 or at least want and at most capacity, held from granted to granted plus the held kept, tokens finite and at most capacity, fleetMs and storeNowMs finite non-negative, recordId a positive integer')
+      '{ granted, held, tokens, fleetMs, storeNowMs, recordId, others, repaired }: granted, held and others non-negative safe integers, granted 0 or at least want and at most capacity, held from granted to granted plus the held kept, tokens finite and at most capacity, fleetMs and storeNowMs finite non-negative, recordId a positive integer, repaired a boolean')
   }
-  return { granted, held, tokens, fleetMs, storeNowMs, recordId, others }
+  return { granted, held, tokens, fleetMs, storeNowMs, recordId, others, repaired }
+}
+
+/**
+ * The operator's view of a bucket record that is not one (`why`: what is wrong): ERR_STORE_RESPONSE
+ * naming the record (`where`: its key or document id in the store).
+ */
+function unsoundBucketRecord(store, where, name, key, why) {
+  return new QuotaClockError(
+    'ERR_STORE_RESPONSE',
+    `quota store (${store}) holds ${describe(where)} for the bucket of "${name}" key ${describe(key)}, and it is not a bucket record (${why}): ` +
+      'the next take of the key replaces it with an empty bucket of a new identity, and fill (quotaAdmin.fill, quota-clock-source fill) with a full one',
+  )
 }
 
 /**
@@ -398,6 +435,7 @@ module.exports = {
   clamped,
   checkBucketAnswer,
   checkBucketUsage,
+  unsoundBucketRecord,
   instanceFields,
   newRecordId,
   KEEP_GRANTED_MS,
@@ -407,4 +445,7 @@ module.exports = {
   SHARE_REFILL_MS,
   writeOffAfterMs,
   bucketKeptMs,
+  MAX_RECORD_ID,
+  MAX_CLOCK_MS,
+  MAX_BUCKET_CAPACITY,
 }

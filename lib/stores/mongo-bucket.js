@@ -21,7 +21,9 @@
 // update without upsert (lib/stores/mongo.js says why); the first take of a fresh document makes
 // the bucket, as step 1 of the protocol does.
 
-const { checkBucketAnswer, checkBucketUsage, newRecordId, writeOffAfterMs, bucketTerms, SHARE_REFILL_MS } = require('../share/protocol.js')
+const { checkBucketAnswer, checkBucketUsage, unsoundBucketRecord, newRecordId, writeOffAfterMs, bucketTerms, SHARE_REFILL_MS, MAX_CLOCK_MS, MAX_BUCKET_CAPACITY, MAX_RECORD_ID } = require(
+  '../share/protocol.js',
+)
 const { describe } = require('../common/validate.js')
 const { storeResponse, documentOf, createThenUpdate } = require('./mongo-calls.js')
 const { part } = require('./record-key.js')
@@ -40,7 +42,74 @@ const sumOut = (list) => ({ $sum: { $map: { input: list, in: '$$this.v.o' } } })
 // The fleet bucket's terms (lib/share/protocol.js) written as pipeline expressions.
 const PIPELINE = { add: (x, y) => ({ $add: [x, y] }), mul: (x, y) => ({ $multiply: [x, y] }), div: (x, y) => ({ $divide: [x, y] }), max: (x, y) => ({ $max: [x, y] }) }
 const writeOffAt = (holder) => ({ $add: [`${holder}.a`, bucketTerms.writeOffAfter(PIPELINE, `${holder}.l`)] })
-const TEMPORARY = ['_now', '_lost', '_out', '_F', '_gone', '_goneUntil', '_spentUntil', '_m1', '_m2', '_prev', '_others', '_keep', '_back', '_k', '_hungry', '_sharing', '_hungryMe', '_granted', '_slice', '_longest']
+const TEMPORARY = ['_now', '_bad', '_lost', '_out', '_F', '_gone', '_goneUntil', '_spentUntil', '_m1', '_m2', '_prev', '_others', '_keep', '_back', '_k', '_hungry', '_sharing', '_hungryMe', '_granted', '_slice', '_recorded', '_longest']
+
+// A sound bucket document (lib/share/protocol.js): each field a number (NaN and infinities fail the
+// range), in its range, whole where it counts; `h` an object of holders { o, a, l, e?, d? } (a and
+// l where o > 0; a hungry instance holding nothing is { o: 0, d }). Each
+// check is guarded by $cond, so a field of another type is judged, never an error of the pipeline.
+const MAX_SAFE = Number.MAX_SAFE_INTEGER
+// (d, until when an instance counts as hungry, is at most a few seconds past the fleet clock.)
+const MAX_HUNGER_MS = MAX_CLOCK_MS + 60_000
+const ranged = (field, low, high) => ({ $cond: [{ $isNumber: field }, { $and: [{ $gte: [field, low] }, { $lte: [field, high] }] }, false] })
+const whole = (field, low, high) => ({ $cond: [ranged(field, low, high), { $eq: [field, { $trunc: field }] }, false] })
+const holderSound = (v) => ({
+  $cond: [
+    { $eq: [{ $type: v }, 'object'] },
+    {
+      $and: [
+        whole(`${v}.o`, 0, MAX_SAFE),
+        { $cond: [{ $gt: [`${v}.o`, 0] }, { $and: [ranged(`${v}.a`, 0, MAX_CLOCK_MS), whole(`${v}.l`, 1, MAX_BUCKET_CAPACITY)] }, true] },
+        // (e and d may be absent.)
+        { $eq: [{ $ifNull: [`${v}.e`, true] }, true] },
+        ranged({ $ifNull: [`${v}.d`, -1] }, -1, MAX_HUNGER_MS),
+      ],
+    },
+    false,
+  ],
+})
+const SOUND = {
+  $and: [
+    whole('$C', 1, MAX_BUCKET_CAPACITY),
+    { $cond: [{ $and: [{ $isNumber: '$R' }, { $gt: ['$R', 0] }] }, { $lt: ['$R', Number.POSITIVE_INFINITY] }, false] },
+    { $cond: [whole('$C', 1, MAX_BUCKET_CAPACITY), ranged('$tk', -MAX_SAFE, '$C'), false] },
+    ranged('$F', 0, MAX_CLOCK_MS),
+    ranged('$S', 0, MAX_CLOCK_MS),
+    whole('$rid', 1, MAX_RECORD_ID - 1),
+    { $cond: [{ $eq: [{ $type: '$h' }, 'object'] }, { $allElementsTrue: [{ $map: { input: { $objectToArray: '$h' }, in: holderSound('$$this.v') } }] }, false] },
+  ],
+}
+/** `_bad`: the document is not a sound bucket (a fresh one is judged by the take that makes it). */
+const JUDGED = { $set: { _bad: { $cond: [{ $eq: ['$fresh', true] }, false, { $not: [SOUND] }] } } }
+
+const isNumber = (x) => typeof x === 'number' && !Number.isNaN(x)
+const inRange = (x, low, high) => isNumber(x) && x >= low && x <= high
+const isWhole = (x, low, high) => inRange(x, low, high) && Number.isInteger(x)
+
+/** Why a bucket document is not a sound one (SOUND, read here), or undefined. */
+function unsoundField(d) {
+  const numeric = (x) => (typeof x === 'object' && x !== null && typeof x.valueOf() === 'number' ? x.valueOf() : x) // Int32, Long, Double
+  const C = numeric(d.C)
+  const R = numeric(d.R)
+  if (!isWhole(C, 1, MAX_BUCKET_CAPACITY)) return d.C === undefined ? 'field C missing' : 'field C not a number in range'
+  if (!(isNumber(R) && R > 0 && R < Infinity)) return d.R === undefined ? 'field R missing' : 'field R not a number in range'
+  for (const [field, low, high, integer] of [['tk', -MAX_SAFE, C], ['F', 0, MAX_CLOCK_MS], ['S', 0, MAX_CLOCK_MS], ['rid', 1, MAX_RECORD_ID - 1, true]]) {
+    const x = numeric(d[field])
+    if (!(integer ? isWhole(x, low, high) : inRange(x, low, high))) return d[field] === undefined ? `field ${field} missing` : `field ${field} not a number in range`
+  }
+  if (typeof d.h !== 'object' || d.h === null || Array.isArray(d.h)) return 'field h not an object'
+  for (const [who, holder] of Object.entries(d.h)) {
+    const v = typeof holder === 'object' && holder !== null ? holder : {}
+    const o = numeric(v.o)
+    const checks = [['o', 0, MAX_SAFE, true], ...(o > 0 ? [['a', 0, MAX_CLOCK_MS], ['l', 1, MAX_BUCKET_CAPACITY, true]] : []), ...(v.d === undefined ? [] : [['d', -1, MAX_HUNGER_MS]])]
+    for (const [field, low, high, integer] of checks) {
+      const x = numeric(v[field])
+      if (!(integer ? isWhole(x, low, high) : inRange(x, low, high))) return `field h.${who}.${field} missing or not a number in range`
+    }
+    if (!(v.e === undefined || v.e === true)) return `field h.${who}.e not true`
+  }
+  return undefined
+}
 
 // Whether a holder past its margin gets one more margin instead (step 4): the fleet clock moved
 // from `from` to `at` by more than a margin at once, and the holder has not had one more yet.
@@ -91,8 +160,10 @@ function refillStage(from, to) {
 }
 
 /** bucketTake's steps as one update pipeline. */
-function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, more, held, give, charge, fleetMs, recordId: known, most = 0, spentMs = 0 }) {
+function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, more, held, give, charge, fleetMs, recordId: known, most = 0, spentMs = 0, spend = false }, newId) {
   const fresh = { $eq: ['$fresh', true] }
+  // A fresh document, or one that is not a bucket (`_bad`), is made the bucket anew.
+  const made = { $or: [fresh, '$_bad'] }
   const refillAll = { $add: ['$F', { $multiply: [{ $divide: ['$C', '$R'] }, 1000] }] }
   const byCaller = fleetMs >= 0 ? { $cond: ['$_lost', refillAll, fleetMs] } : refillAll
   const least = more > 0 ? Math.max(want, 1) : want
@@ -118,17 +189,21 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
   const without = { $arrayToObject: othersOf(me) }
   return [
     { $set: { _now: { $toLong: '$$NOW' } } },
-    // 1. a fresh document becomes the bucket; one X knew comes back empty
+    JUDGED,
+    // 1. a fresh document becomes the bucket; one X knew comes back empty, and so does one that is
+    // not a bucket (repaired: a new identity); fill's stand-in (fresh and full) comes back full
     {
       $set: {
-        _lost: known === 0 ? false : { $or: [fresh, { $ne: ['$rid', known] }] },
-        C: { $cond: [fresh, capacity, '$C'] },
-        R: { $cond: [fresh, refillPerSecond, '$R'] },
-        tk: { $cond: [fresh, known === 0 ? capacity : 0, '$tk'] },
-        F: { $cond: [fresh, 0, '$F'] },
-        S: { $cond: [fresh, '$_now', '$S'] },
-        h: { $cond: [fresh, EMPTY, { $ifNull: ['$h', EMPTY] }] },
+        _lost: known === 0 ? '$_bad' : { $or: [fresh, '$_bad', { $ne: ['$rid', known] }] },
+        C: { $cond: [made, capacity, '$C'] },
+        R: { $cond: [made, refillPerSecond, '$R'] },
+        tk: { $cond: [made, { $cond: ['$_bad', 0, { $cond: [{ $eq: ['$full', true] }, capacity, known === 0 ? capacity : 0] }] }, '$tk'] },
+        F: { $cond: [made, 0, '$F'] },
+        S: { $cond: [made, '$_now', '$S'] },
+        rid: { $cond: ['$_bad', newId, '$rid'] },
+        h: { $cond: [made, EMPTY, { $ifNull: ['$h', EMPTY] }] },
         fresh: '$$REMOVE',
+        full: '$$REMOVE',
       },
     },
     // 2. the request's capacity and refill
@@ -177,7 +252,8 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
       },
     },
     { $set: { _granted: { $cond: [{ $gte: ['$tk', least] }, { $add: [least, extra] }, 0] } } },
-    { $set: { tk: { $subtract: ['$tk', '$_granted'] }, _slice: { $add: ['$_keep', '$_granted'] } } },
+    // (a take the asking call spends at once, spend, is not recorded)
+    { $set: { tk: { $subtract: ['$tk', '$_granted'] }, _slice: { $add: ['$_keep', '$_granted'] }, _recorded: spend ? '$_keep' : { $add: ['$_keep', '$_granted'] } } },
     // X found the bucket short: denied, or it took the last whole token
     {
       $set: {
@@ -195,7 +271,7 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
         h: {
           $switch: {
             branches: [
-              { case: { $gt: ['$_slice', 0] }, then: { $mergeObjects: [without, { [me]: { o: '$_slice', a: '$F', l: leaseMs, d: { $cond: ['$_hungryMe', hungerUntil, -1] } } }] } },
+              { case: { $gt: ['$_recorded', 0] }, then: { $mergeObjects: [without, { [me]: { o: '$_recorded', a: '$F', l: leaseMs, d: { $cond: ['$_hungryMe', hungerUntil, -1] } } }] } },
               { case: '$_hungryMe', then: { $mergeObjects: [without, { [me]: { o: 0, d: hungerUntil } }] } },
             ],
             default: without,
@@ -208,18 +284,49 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
     {
       $set: {
         expiresAt: { $toDate: { $add: ['$_now', { $ceil: bucketTerms.keptAfterTake(PIPELINE, '$C', '$R', '$_longest') }] } },
-        ans: { g: '$_granted', h: '$_slice', k: '$_k', n: '$_now' },
+        ans: { g: '$_granted', h: '$_slice', k: '$_k', n: '$_now', r: '$_bad' },
       },
     },
     { $unset: TEMPORARY },
   ]
 }
 
-const FILL = [writeOffStage(null), { $set: { tk: { $subtract: ['$C', sumOut(entries('$h'))] } } }]
+/**
+ * bucketFill's pipeline: the bucket back to full (C - out). A document that is not a bucket is
+ * replaced: by a full bucket of its C and R and a new identity when those two are sound, else by a
+ * stand-in (fresh and full, identity newId) that the next take makes a full bucket of.
+ */
+function fillPipeline(newId) {
+  const sizeSound = { $and: [whole('$C', 1, MAX_BUCKET_CAPACITY), { $cond: [{ $and: [{ $isNumber: '$R' }, { $gt: ['$R', 0] }] }, { $lt: ['$R', Number.POSITIVE_INFINITY] }, false] }] }
+  const standIn = { $and: ['$_bad', { $not: [sizeSound] }] }
+  const kept = { $cond: [{ $eq: [{ $type: '$expiresAt' }, 'date'] }, '$expiresAt', { $toDate: { $add: [{ $toLong: '$$NOW' }, bucketTerms.keptAfterTake(PIPELINE, 0, 1, 0)] } }] }
+  const remade = (value, field) => ({ $cond: ['$_bad', { $cond: [standIn, '$$REMOVE', value] }, field] })
+  return [
+    JUDGED,
+    {
+      $set: {
+        fresh: { $cond: [standIn, true, '$$REMOVE'] },
+        full: { $cond: [standIn, true, '$$REMOVE'] },
+        tk: remade(0, '$tk'),
+        F: remade(0, '$F'),
+        S: remade({ $toLong: '$$NOW' }, '$S'),
+        h: remade(EMPTY, '$h'),
+        C: { $cond: [standIn, '$$REMOVE', '$C'] },
+        R: { $cond: [standIn, '$$REMOVE', '$R'] },
+        rid: { $cond: ['$_bad', newId, '$rid'] },
+        expiresAt: { $cond: ['$_bad', kept, '$expiresAt'] },
+        ans: { $cond: ['$_bad', '$$REMOVE', '$ans'] },
+      },
+    },
+    { $unset: ['_bad'] },
+    writeOffStage(null),
+    { $set: { tk: { $cond: [{ $eq: ['$fresh', true] }, '$$REMOVE', { $subtract: ['$C', sumOut(entries('$h'))] }] } } },
+  ]
+}
 
 /** A bucket document as the operator's view answers it, its tokens refilled to store time `now` (or as they are). */
 function viewOf(document, name, now) {
-  if (document === null || document === undefined) return checkBucketUsage(null, name)
+  if (document === null || document === undefined || document.fresh === true) return checkBucketUsage(null, name)
   const { C, R, tk, F, S } = document
   const holders = Object.values(document.h ?? {})
   const at = now === undefined ? F : F + Math.min(Math.max(0, now - S), (C / R) * 1000)
@@ -236,31 +343,34 @@ function bucketOperations(records) {
     async bucketTake(request, roundTrip = () => {}) {
       const { name, key } = request
       const _id = documentId(name, key)
-      const pipeline = takePipeline(request)
+      const rid = request.newId ?? newRecordId()
+      const pipeline = takePipeline(request, rid)
       const document = await createThenUpdate(
         async () => {
           roundTrip()
           return documentOf(await records().findOneAndUpdate({ _id }, pipeline, AFTER), `a bucket request for "${name}"`)
         },
         () => {
-          const rid = request.newId ?? newRecordId()
           roundTrip()
           return records().updateOne({ _id }, { $setOnInsert: { name, key, rid, fresh: true, expiresAt: new Date(Date.now() + FRESH_KEPT_MS) } }, UPSERT)
         },
         (attempts) => storeResponse(`quota store (MongoDB) lost the bucket record of "${name}" for key ${describe(key)}: not found after ${attempts} attempts to create it`),
       )
       const a = document.ans ?? {}
-      return checkBucketAnswer({ granted: a.g, held: a.h, tokens: document.tk, fleetMs: document.F, storeNowMs: a.n, recordId: document.rid, others: a.k }, request)
+      return checkBucketAnswer({ granted: a.g, held: a.h, tokens: document.tk, fleetMs: document.F, storeNowMs: a.n, recordId: document.rid, others: a.k, repaired: a.r }, request)
     },
     // One aggregate: the document and the store's time, read together; nothing written.
     async bucketRead({ name, key }) {
+      const _id = documentId(name, key)
       const [document] = await records()
-        .aggregate([{ $match: { _id: documentId(name, key), fresh: { $ne: true } } }, { $set: { _now: { $toLong: '$$NOW' } } }])
+        .aggregate([{ $match: { _id, fresh: { $ne: true } } }, { $set: { _now: { $toLong: '$$NOW' } } }])
         .toArray()
+      const why = document === undefined ? undefined : unsoundField(document)
+      if (why !== undefined) throw unsoundBucketRecord('MongoDB', _id, name, key, why)
       return viewOf(document ?? null, name, document === undefined ? undefined : Number(document._now))
     },
     async bucketFill({ name, key }) {
-      const reply = await records().findOneAndUpdate({ _id: documentId(name, key), fresh: { $ne: true } }, FILL, AFTER)
+      const reply = await records().findOneAndUpdate({ _id: documentId(name, key), fresh: { $ne: true } }, fillPipeline(newRecordId()), AFTER)
       return viewOf(documentOf(reply, `a bucket fill for "${name}"`), name, undefined)
     },
 

@@ -1,26 +1,19 @@
 'use strict'
 // Blocks on Redis (lib/share/protocol.js: blockSet, blockClear, blockRead, keys; docs/blocking.md):
 // one hash per (name, key) at <prefix>{<slot(name)>:<slot(key)>}:k, whose hash tag is the one every
-// record of the (name, key) carries (lib/stores/record-key.js), so that the reservation's script
-// reads it in its own round trip on a Redis Cluster too. Fields, in store ms (TIME):
+// record of the (name, key) carries (lib/stores/record-key.js: its quota periods, its bucket), so
+// that the reservation's script reads it in its own round trip on a Redis Cluster too. Fields, in store ms (TIME):
 //   u   the block's end        v   the level        d   the latest end of a block (for the reset)
 // The hash expires resetAfterMs after d.
 
 const { checkBlockAnswer, checkKeysAnswer } = require('../share/protocol.js')
-const { part } = require('./record-key.js')
+const { slotTag } = require('./record-key.js')
 
-const BRACES = /[%{}]/g
-const ESCAPES = { '%': '%25', '{': '%7B', '}': '%7D' }
 const UNESCAPES = { '%25': '%', '%7B': '{', '%7D': '}' }
-
-/** part() of the text with its braces (and '%') escaped: never '{' or '}'. */
-function slotPart(text) {
-  return part(text.replace(BRACES, (c) => ESCAPES[c]))
-}
 
 /** The block record of (name, key), without the store's prefix. */
 function redisBlockKey(name, key) {
-  return `{${slotPart(name)}:${slotPart(key)}}:k`
+  return `${slotTag(name, key)}:k`
 }
 
 const NOW = `
@@ -75,8 +68,8 @@ function globLiteral(text) {
   return text.replace(/[*?[\]\\]/g, (c) => `\\${c}`)
 }
 
-/** The key of a record name's `{<slot(name)>:<slot(key)>}` or `<part(name)>:<part(key)>:` start, or undefined. */
-function keyOfRecord(rest, slotted) {
+/** The key of a record name's `<slot(key)>}...` (after `{<slot(name)>:`), or undefined. */
+function keyOfRecord(rest) {
   const read = /^(\d+)([:!])/.exec(rest)
   if (read === null) return undefined
   const start = read[0].length
@@ -90,7 +83,7 @@ function keyOfRecord(rest, slotted) {
     const bytes = Buffer.from(rest.slice(start), 'utf8').subarray(0, length)
     text = bytes.toString('utf8')
   }
-  return slotted ? text.replace(/%25|%7B|%7D/g, (c) => UNESCAPES[c]) : text
+  return text.replace(/%25|%7B|%7D/g, (c) => UNESCAPES[c])
 }
 
 /** The Redis operations of blocks: `run(args, key)` as redis.js's, `evaluate` its script runner, `scanners()` a SCAN function per node. */
@@ -130,22 +123,15 @@ function blockOperations({ prefix, evaluate, script, scanners }) {
       return answer(await evaluate(readScript, [recordOf(name, key)], [], roundTrip), name)
     },
     async keys({ name, blocked, limit }, roundTrip) {
-      const slotted = `${prefix}{${slotPart(name)}:`
-      const plain = `${prefix}${part(name)}:`
+      // Every record of the name starts with its hash tag's first half, `{<slot(name)>:`: the tag
+      // of the empty key, `{<slot(name)>:0:}`, less its `0:}` (lib/stores/record-key.js).
+      const start = `${prefix}${slotTag(name, '').slice(0, -'0:}'.length)}`
       const names = new Set()
-      if (blocked) await scan(`${globLiteral(slotted)}*}:k`, limit * 4, roundTrip, names)
-      else {
-        await scan(`${globLiteral(slotted)}*`, limit * 4, roundTrip, names)
-        await scan(`${globLiteral(plain)}*`, limit * 4, roundTrip, names)
-        await scan(`${globLiteral(`${prefix}b:${part(name)}:`)}*`, limit * 4, roundTrip, names)
-      }
+      await scan(`${globLiteral(start)}*${blocked ? '}:k' : ''}`, limit * 4, roundTrip, names)
       const found = new Map()
       for (const record of names) {
-        let key
-        if (record.startsWith(slotted)) key = keyOfRecord(record.slice(slotted.length), true)
-        else if (record.startsWith(plain)) key = keyOfRecord(record.slice(plain.length), false)
-        else key = keyOfRecord(record.slice(`${prefix}b:${part(name)}:`.length), false)
-        if (key !== undefined && !found.has(key)) found.set(key, record.endsWith('}:k'))
+        const key = keyOfRecord(record.slice(start.length))
+        if (key !== undefined) found.set(key, (found.get(key) ?? false) || record.endsWith('}:k'))
         if (found.size >= limit) break
       }
       const out = []

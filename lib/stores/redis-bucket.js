@@ -1,8 +1,9 @@
 'use strict'
 // The fleet bucket's operations on Redis (lib/share/protocol.js: bucketTake, bucketRead,
 // bucketFill), each one Lua script on one key. The record of (name, key) is a hash at
-// <prefix>b:<part(name)>:<part(key)> (lib/stores/record-key.js), with no hash tag: the records of
-// one name's keys spread over a cluster's slots, as the keys' traffic does.
+// <prefix>{<name and key>}:b (lib/stores/record-key.js: redisBucketKey), its hash tag the (name,
+// key) pair alone with its braces escaped: in the slot of the key's quota records, while the
+// records of one name's keys spread over a cluster's slots, as the keys' traffic does.
 //   C, R, tk, F, S, i    capacity, refill per second, tokens, fleet clock, store time, identity
 //   o:<X>, a:<X>, l:<X>, e:<X>   per instance: tokens out, fleet ms of its last call (or of the
 //                                call that gave its slice one more margin), leaseMs, 1 when its
@@ -10,11 +11,12 @@
 //   d:<X>                        until when (fleet ms) X counts as hungry (absent: not)
 // Store time is TIME in ms, fractional. Floats (tk, F, S) are kept and answered as text written
 // with 17 significant digits (Lua numbers become integers in replies), so nothing is rounded. A
-// script reads the record with one HGETALL and writes it back whole: a record lists a few
-// instances, so each script is a few microseconds.
+// script reads the record with one HGETALL and writes it back with one HSET (an HDEL first only for
+// fields it no longer has), then PEXPIRE: a record lists a few instances, and a key whose takes
+// are spent by the calls that made them (a long tail of client addresses) lists none.
 
-const { checkBucketAnswer, checkBucketUsage, newRecordId, bucketTerms, SHARE_REFILL_MS } = require('../share/protocol.js')
-const { part } = require('./record-key.js')
+const { checkBucketAnswer, checkBucketUsage, unsoundBucketRecord, newRecordId, bucketTerms, SHARE_REFILL_MS, MAX_CLOCK_MS, MAX_BUCKET_CAPACITY, MAX_RECORD_ID } = require('../share/protocol.js')
+const { redisBucketKey } = require('./record-key.js')
 
 // The fleet bucket's terms (lib/share/protocol.js) written as Lua expressions.
 const LUA = { add: (x, y) => `(${x} + ${y})`, mul: (x, y) => `(${x} * ${y})`, div: (x, y) => `(${x} / ${y})`, max: (x, y) => `math.max(${x}, ${y})` }
@@ -26,12 +28,41 @@ local function now_ms()
 end
 local function text(x) return string.format('%.17g', x) end
 local function write_off_after(lease) return ${bucketTerms.writeOffAfter(LUA, 'lease')} end
+local MAX_CLOCK_MS, MAX_CAPACITY, MAX_SAFE = ${MAX_CLOCK_MS}, ${MAX_BUCKET_CAPACITY}, ${Number.MAX_SAFE_INTEGER}
+-- x a number (not nan, not infinite) in [low, high]; whole: an integer too.
+local function within(x, low, high, whole)
+  if type(x) ~= 'number' or x ~= x or x < low or x > high then return false end
+  return not whole or math.floor(x) == x
+end
+-- Why r is not a bucket record (a field missing, not a finite number in range), or nil.
+local function unsound(r)
+  if not within(r.C, 1, MAX_CAPACITY, true) then return 'C' end
+  if not within(r.R, 0, math.huge, false) or r.R <= 0 or r.R == math.huge then return 'R' end
+  if not within(r.tk, -MAX_SAFE, r.C, false) then return 'tk' end
+  if not within(r.F, 0, MAX_CLOCK_MS, false) then return 'F' end
+  if not within(r.S, 0, MAX_CLOCK_MS, false) then return 'S' end
+  if type(r.i) ~= 'string' or not string.match(r.i, '^[1-9][0-9]*$') or not within(tonumber(r.i), 1, ${MAX_RECORD_ID} - 1, true) then return 'i' end
+  for y, n in pairs(r.o) do
+    if not within(n, 0, MAX_SAFE, true) then return 'o:' .. y end
+    if not within(r.a[y], 0, MAX_CLOCK_MS, false) then return 'a:' .. y end
+    if not within(r.l[y], 1, MAX_CAPACITY, true) then return 'l:' .. y end
+  end
+  for y, e in pairs(r.e) do if e ~= 1 or not r.o[y] then return 'e:' .. y end end
+  -- (d:X, until when X counts as hungry, is at most a few seconds past the fleet clock.)
+  for y, d in pairs(r.d) do if not within(d, 0, MAX_CLOCK_MS + 60000, false) then return 'd:' .. y end end
+  return nil
+end
+-- The record: nil when there is none; false and why when the key holds something that is not a
+-- bucket record (another type, a field missing or out of range); { placeholder = true, i } for
+-- fill's stand-in, which the next take makes a full bucket of.
 local function load(key)
-  local all = redis.call('HGETALL', key)
+  local all = redis.pcall('HGETALL', key)
+  if type(all) ~= 'table' or all.err then return false, 'a key of another type' end
   if #all == 0 then return nil end
-  local r = { v = {}, o = {}, a = {}, l = {}, e = {}, d = {} }
+  local r = { v = {}, o = {}, a = {}, l = {}, e = {}, d = {}, fields = {} }
   for at = 1, #all, 2 do
     local field, value = all[at], all[at + 1]
+    r.fields[#r.fields + 1] = field
     local kind, who = string.sub(field, 1, 2), string.sub(field, 3)
     if kind == 'o:' then r.o[who] = tonumber(value)
     elseif kind == 'a:' then r.a[who] = tonumber(value)
@@ -41,6 +72,12 @@ local function load(key)
     else r.v[field] = value end
   end
   r.C, r.R, r.tk, r.F, r.S, r.i = tonumber(r.v.C), tonumber(r.v.R), tonumber(r.v.tk), tonumber(r.v.F), tonumber(r.v.S), r.v.i
+  if r.v.full == '1' and #all == 4 and r.v.i and string.match(r.v.i, '^[1-9][0-9]*$') then return { placeholder = true, i = r.v.i } end
+  local why = unsound(r)
+  if why then
+    if r.v[why] == nil and not string.find(why, ':') then return false, 'field ' .. why .. ' missing' end
+    return false, 'field ' .. why .. ' not a number in range'
+  end
   return r
 end
 local function out_of(r, except)
@@ -75,7 +112,15 @@ local function store(key, r)
   for y, d in pairs(r.d) do fields[#fields + 1] = 'd:' .. y; fields[#fields + 1] = text(d) end
   for y, a in pairs(r.a) do fields[#fields + 1] = 'a:' .. y; fields[#fields + 1] = text(a) end
   for y, l in pairs(r.l) do fields[#fields + 1] = 'l:' .. y; fields[#fields + 1] = l end
-  redis.call('DEL', key)
+  -- The fields the record had and no longer has go (none, for a key whose instances hold nothing).
+  if r.replace then
+    redis.call('DEL', key)
+  elseif r.fields then
+    local written, gone = {}, {}
+    for at = 1, #fields, 2 do written[fields[at]] = true end
+    for _, field in ipairs(r.fields) do if not written[field] then gone[#gone + 1] = field end end
+    if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
+  end
   redis.call('HSET', key, unpack(fields))
 end
 -- PEXPIRETIME (Redis 7) is exact; before it, the server's time plus PTTL. -1: none.
@@ -93,7 +138,7 @@ end
 `
 
 // KEYS[1] the record. ARGV: capacity, refillPerSecond, instance, leaseMs, want, more, held, give,
-// charge, fleetMs, recordId ('0': none), newId, most (0: no limit), spentMs. Answers { granted, held, tokens, fleetMs, now,
+// charge, fleetMs, recordId ('0': none), newId, most (0: no limit), spentMs, spend ('1': not recorded). Answers { granted, held, tokens, fleetMs, now,
 // identity, others }.
 const TAKE = `${COMMON}
 local capacity, refill, me, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
@@ -101,16 +146,19 @@ local want, more, held, give = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(AR
 local charge, fleet, known = tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11]
 local spent = tonumber(ARGV[14])
 local now = now_ms()
--- 1. a missing record is made; one X knew comes back empty
+-- 1. a missing record is made; one X knew comes back empty, and so does one that is not a
+-- bucket record (repaired: its key is rewritten whole below); fill's stand-in becomes a full bucket
 local r = load(KEYS[1])
+local repaired = r == false
 local created = false
-if not r then
-  local tk = capacity
-  if known ~= '0' then tk = 0 end
-  r = { C = capacity, R = refill, tk = tk, F = 0, S = now, i = ARGV[12], o = {}, a = {}, l = {}, e = {}, d = {} }
+if not r or r.placeholder then
+  local tk, id = capacity, ARGV[12]
+  if r then id = r.i elseif known ~= '0' or repaired then tk = 0 end
+  -- (replace: what the key held, not a record or fill's stand-in, goes whole)
+  r = { C = capacity, R = refill, tk = tk, F = 0, S = now, i = id, o = {}, a = {}, l = {}, e = {}, d = {}, replace = r ~= nil }
   created = true
 end
-local lost = known ~= '0' and (created or r.i ~= known)
+local lost = repaired or (known ~= '0' and (created or r.i ~= known))
 -- 2. the request's capacity and refill
 if r.C ~= capacity or r.R ~= refill then
   r.C, r.R = capacity, refill
@@ -186,9 +234,11 @@ if (least > 0 and granted == 0) or (granted > 0 and r.tk < 1) then
 else
   r.d[me] = nil
 end
--- 8. X's slice
-if mine > 0 then
-  r.o[me], r.a[me], r.l[me], r.e[me] = mine, r.F, lease, nil
+-- 8. X's slice; a take the asking call spends at once (spend) is not recorded
+local recorded = mine
+if ARGV[15] == '1' then recorded = keep end
+if recorded > 0 then
+  r.o[me], r.a[me], r.l[me], r.e[me] = recorded, r.F, lease, nil
 else
   r.o[me], r.a[me], r.l[me], r.e[me] = nil, nil, nil, nil
 end
@@ -197,13 +247,14 @@ local longest = lease
 for _, l in pairs(r.l) do longest = math.max(longest, l) end
 store(KEYS[1], r)
 redis.call('PEXPIRE', KEYS[1], math.ceil(${bucketTerms.keptAfterTake(LUA, 'r.C', 'r.R', 'longest')}))
-return { granted, mine, text(r.tk), text(r.F), text(now), r.i, k }
+return { granted, mine, text(r.tk), text(r.F), text(now), r.i, k, repaired and 1 or 0 }
 `
 
 // KEYS[1] the record. Answers the view, or {} when there is none. Writes nothing.
 const READ = `${COMMON}
-local r = load(KEYS[1])
-if not r then return {} end
+local r, why = load(KEYS[1])
+if r == false then return { 'unsound', why } end
+if not r or r.placeholder then return {} end
 local now = now_ms()
 local at = r.F + math.min(math.max(0, now - r.S), r.C / r.R * 1000)
 local out = 0
@@ -215,11 +266,31 @@ if tokens < r.C - out then tokens = math.min(r.C - out, tokens + (at - r.F) * r.
 return view(KEYS[1], r, tokens)
 `
 
-// KEYS[1] the record. The bucket back to full (C - out); answers the view, or {}.
+// KEYS[1] the record; ARGV[1] an identity for a record made anew. The bucket back to full (C - out);
+// answers the view, or {}. A record that is not a bucket record is replaced: by a full bucket of
+// its C and R, new identity, when those two read; else by a stand-in { i, full = 1 } that the next
+// take makes a full bucket of (answered as no record). Either keeps the key's TTL, or gets one.
 const FILL = `${COMMON}
 local r = load(KEYS[1])
-if not r then return {} end
+if r == nil then return {} end
 local ttl = redis.call('PTTL', KEYS[1])
+if not r or r.placeholder then
+  local all = redis.pcall('HGETALL', KEYS[1])
+  local C, R = nil, nil
+  if type(all) == 'table' and not all.err then
+    C, R = tonumber(redis.call('HGET', KEYS[1], 'C')), tonumber(redis.call('HGET', KEYS[1], 'R'))
+  end
+  local id = ARGV[1]
+  if r and r.placeholder then id = r.i end
+  redis.call('DEL', KEYS[1])
+  if not within(C, 1, MAX_CAPACITY, true) or not within(R, 0, math.huge, false) or R <= 0 or R == math.huge then
+    redis.call('HSET', KEYS[1], 'i', id, 'full', '1')
+    redis.call('PEXPIRE', KEYS[1], math.max(ttl, math.ceil(${bucketTerms.keptAfterTake(LUA, '0', '1', '0')})))
+    return {}
+  end
+  r = { C = C, R = R, tk = C, F = 0, S = now_ms(), i = id, o = {}, a = {}, l = {}, e = {}, d = {} }
+  if ttl <= 0 then ttl = math.ceil(${bucketTerms.keptAfterTake(LUA, 'C', 'R', '0')}) end
+end
 write_off(r, nil, r.F)
 r.tk = r.C - out_of(r, nil)
 store(KEYS[1], r)
@@ -242,11 +313,13 @@ function bucketOperations({ prefix, evaluate, script }) {
   const takeScript = script(TAKE)
   const readScript = script(READ)
   const fillScript = script(FILL)
-  const recordOf = (name, key) => `${prefix}b:${part(name)}:${part(key)}`
+  const recordOf = (name, key) => prefix + redisBucketKey(name, key)
 
-  async function view(scriptOf, { name, key }, roundTrip) {
-    const reply = await evaluate(scriptOf, [recordOf(name, key)], [], roundTrip)
+  async function view(scriptOf, { name, key }, args, roundTrip) {
+    const record = recordOf(name, key)
+    const reply = await evaluate(scriptOf, [record], args, roundTrip)
     if (Array.isArray(reply) && reply.length === 0) return checkBucketUsage(null, name)
+    if (Array.isArray(reply) && reply.length === 2 && reply[0] === 'unsound') throw unsoundBucketRecord('Redis', record, name, key, String(reply[1]))
     if (!Array.isArray(reply) || reply.length !== 5) return checkBucketUsage(reply, name)
     const [capacity, refillPerSecond, tokens, out, expiresAt] = reply.map(numberOf)
     return checkBucketUsage({ capacity, refillPerSecond, tokens, out, expiresAt: expiresAt === -1 ? null : expiresAt }, name)
@@ -256,10 +329,10 @@ function bucketOperations({ prefix, evaluate, script }) {
     async bucketTake(request, roundTrip) {
       const { name, key, capacity, refillPerSecond, instance, leaseMs, want, more, held, give, charge, fleetMs, recordId } = request
       const newId = request.newId ?? newRecordId()
-      const args = [capacity, refillPerSecond, instance, leaseMs, want, more, held, give, charge, fleetMs, recordId, newId, request.most ?? 0, request.spentMs ?? 0].map(String)
+      const args = [capacity, refillPerSecond, instance, leaseMs, want, more, held, give, charge, fleetMs, recordId, newId, request.most ?? 0, request.spentMs ?? 0, request.spend ? 1 : 0].map(String)
       const reply = await evaluate(takeScript, [recordOf(name, key)], args, roundTrip)
       const answer =
-        Array.isArray(reply) && reply.length === 7
+        Array.isArray(reply) && reply.length === 8
           ? {
               granted: numberOf(reply[0]),
               held: numberOf(reply[1]),
@@ -268,12 +341,13 @@ function bucketOperations({ prefix, evaluate, script }) {
               storeNowMs: numberOf(reply[4]),
               recordId: numberOf(reply[5]),
               others: numberOf(reply[6]),
+              repaired: reply[7] === 1 ? true : reply[7] === 0 ? false : reply[7],
             }
           : reply
       return checkBucketAnswer(answer, request)
     },
-    bucketRead: (request, roundTrip) => view(readScript, request, roundTrip),
-    bucketFill: (request, roundTrip) => view(fillScript, request, roundTrip),
+    bucketRead: (request, roundTrip) => view(readScript, request, [], roundTrip),
+    bucketFill: (request, roundTrip) => view(fillScript, request, [String(newRecordId())], roundTrip),
   }
 }
 

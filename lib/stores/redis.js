@@ -8,7 +8,9 @@
 // The fleet bucket's operations are in lib/stores/redis-bucket.js (bucketTake, bucketRead,
 // bucketFill).
 //
-// The record of (name, key, periodId) is a hash at <prefix><recordKey> (lib/stores/record-key.js):
+// The record of (name, key, periodId) is a hash at <prefix>{<name and key>}:<periodId>
+// (lib/stores/record-key.js: redisQuotaKey; the braces are a Redis Cluster hash tag of the
+// (name, key) pair alone, its own braces escaped, so a key's records share a slot and keys spread):
 //   c           the units counted in the period (reserved and not given back, and charged by
 //               failOpen decisions): `used`
 //   x           units granted on top of the limit for the period (quotaAdmin.grant): `extra`
@@ -27,7 +29,7 @@
 const { createHash } = require('node:crypto')
 const { makeQuotaStore, checkReserveAnswer, checkRecordAnswer, checkRefusedGrant, clamped, instanceFields, newRecordId, KEEP_GRANTED_MS, RECORD_GRACE_MS } = require('../share/protocol.js')
 const { describe } = require('../common/validate.js')
-const { recordKey } = require('./record-key.js')
+const { redisQuotaKey } = require('./record-key.js')
 const { bucketOperations } = require('./redis-bucket.js')
 const { blockOperations, RESERVE_BLOCK } = require('./redis-blocks.js')
 const { invalid, readStoreOptions, checkText } = require('./options.js')
@@ -177,7 +179,7 @@ const SPREAD_ARGUMENTS = 4_096
  */
 function commandRunner(client) {
   if (typeof client !== 'object' || client === null) return undefined
-  // ioredis Redis and Cluster: isCluster is their own flag; call() routes by the script's key. A
+  // ioredis Redis and Cluster (and iovalkey's, its fork): isCluster is their own flag; call() routes by the script's key. A
   // long argument list (a renewal of many keys: hundreds of thousands of arguments would overflow
   // the stack spread into the call) goes as one array, which ioredis flattens.
   if (typeof client.isCluster === 'boolean' && typeof client.call === 'function') {
@@ -189,12 +191,6 @@ function commandRunner(client) {
   if ('masters' in client || typeof client.getMasters === 'function') return (args, key) => client.sendCommand(key, false, args)
   if (typeof client.isOpen === 'boolean') return (args) => client.sendCommand(args)
   return undefined
-}
-
-/** Whether the client is a Redis Cluster's (ioredis Cluster, node-redis cluster). */
-function isCluster(client) {
-  if (typeof client.isCluster === 'boolean') return client.isCluster
-  return 'masters' in client || typeof client.getMasters === 'function'
 }
 
 /** A function per node of the client's deployment that sends it one command (SCAN is per node). */
@@ -240,8 +236,7 @@ function redisStore(client, options) {
     }
   }
 
-  const keyOf = ({ name, key, periodId }) => prefix + recordKey(name, key, periodId)
-  const cluster = isCluster(client)
+  const keyOf = ({ name, key, periodId }) => prefix + redisQuotaKey(name, key, periodId)
   const blocks = blockOperations({ prefix, evaluate, script, scanners: () => scanners(client, run) })
 
   /** Runs an operator's script; answers the record after it, or null (a refused grant: { refused: allowance }). */
@@ -262,19 +257,15 @@ function redisStore(client, options) {
       const { limit, leaseUnits, lacking, charge, expiresAtMs } = request
       const { instance, held, owned, recordId } = instanceFields(request)
       const args = [limit, leaseUnits, lacking, charge, Math.ceil(expiresAtMs), instance, held, owned, recordId, newRecordId()].map(String)
-      // The key's block record is read by the same script where it shares the quota record's slot
-      // (lib/stores/redis-blocks.js); on a Cluster whose quota records carry no hash tag of the
-      // (name, key), it is read alongside, from its own node, in the same wait (a failed read is no block news).
-      const quotaKey = keyOf(request)
-      const together = cluster === false || quotaKey.startsWith(`${prefix}{`)
-      const keys = together ? [quotaKey, blocks.redisBlockKey(request.name, request.key)] : [quotaKey]
-      const alongside = together ? undefined : blocks.blockRead(request, roundTrip).then(({ blockedMs }) => blockedMs, () => undefined)
+      // The key's block record, in the quota record's slot, is read by the same script
+      // (lib/stores/redis-blocks.js); a block is news only while it lasts (a lifted one is learnt
+      // by the blocked key's next ask).
+      const keys = [keyOf(request), blocks.redisBlockKey(request.name, request.key)]
       const reply = await evaluate(SCRIPTS.reserve, keys, args, roundTrip)
-      // (A block is news only while it lasts: a lifted one is learnt by the blocked key's next ask.)
-      const blockedMs = together ? (Array.isArray(reply) && reply.length === 4 ? Number(reply[3]) : 0) : await alongside
+      const blockedMs = Array.isArray(reply) && reply.length === 4 ? Number(reply[3]) : 0
       const answer =
         Array.isArray(reply) && (reply.length === 3 || reply.length === 4)
-          ? { granted: clamped(reply[0]), unreserved: clamped(reply[1]), recordId: Number(reply[2]), ...(blockedMs === 0 || blockedMs === undefined ? {} : { blockedMs }) }
+          ? { granted: clamped(reply[0]), unreserved: clamped(reply[1]), recordId: Number(reply[2]), ...(blockedMs === 0 ? {} : { blockedMs }) }
           : reply
       return checkReserveAnswer(answer, request)
     },

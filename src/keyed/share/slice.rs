@@ -80,10 +80,6 @@ pub struct Slice {
     /// background (a large slice counted as out would cap the store's refill, and an operator's
     /// `fill` would count it as still out).
     pub report_spent: bool,
-    /// The last take was a first call's (what it lacked, [`More::Nothing`]) of more than one
-    /// token: its spent slice is reported when the key goes quiet, as a busy key's is (counted as
-    /// out until the store writes it off, it would cap the refill of an idle key by as much).
-    pub report_first: bool,
     /// Units this key's consumes asked for since `demand_since_ms` (its demand rate, which sizes
     /// what it takes after waiting out a saturated bucket).
     pub demand: f64,
@@ -124,7 +120,6 @@ impl Slice {
             waited: false,
             busy: false,
             report_spent: false,
-            report_first: false,
             demand: 0.0,
             demand_since_ms: now_ms,
             asking: false,
@@ -381,6 +376,7 @@ impl KeyedLimiter {
             most: 0,
             sent_ms: timeline_ms,
             spent_ms: spent_ms(slice, timeline_ms),
+            spend: false,
         })
     }
 
@@ -514,7 +510,7 @@ impl KeyedLimiter {
 /// than what one call lacked (or waited out a saturated bucket), or a first call took more than
 /// one token: it reports when it goes quiet.
 fn reports_when_quiet(slice: &Slice) -> bool {
-    slice.hold.store_holds && (slice.waited || slice.last_granted > 1 || slice.report_first)
+    slice.hold.store_holds && (slice.waited || slice.last_granted > 1)
 }
 
 /// A key idle here for longer than the store keeps its record untouched (lib/share/protocol.js,

@@ -5,7 +5,9 @@
 
 use super::slice::NOT_ALL;
 use super::slice::{forget_if_expired, proposal, spent_ms, Slice};
-use super::terms::{denial_floor_ms, local_denial_ms, More, SliceAnswer, SliceRequest};
+use super::terms::{
+    denial_floor_ms, local_denial_ms, More, SliceAnswer, SliceRequest, SPEND_WITHIN_MS,
+};
 use crate::anomaly::Anomaly;
 use crate::keyed::KeyedLimiter;
 
@@ -140,6 +142,7 @@ impl KeyedLimiter {
             most,
             sent_ms: timeline_ms,
             spent_ms: spent_ms(slice, timeline_ms),
+            spend: slice.first,
         })
     }
 
@@ -170,6 +173,14 @@ impl KeyedLimiter {
         let kept = (answer.held - answer.granted) as f64;
         record.tokens = record.tokens.min(kept).max(0.0) + answer.granted as f64;
         slice.lease_end_ms = sent_ms + lease_ms;
+        // A take of only what the asking call lacks (`More::Nothing`) is spent by that call, at
+        // once: the store records none of it (bucketTake step 8), so the slice is spendable only
+        // until the call is decided, SPEND_WITHIN_MS from now (what that call does not spend,
+        // denied by its quota or gone, lapses: it was never counted as out to this process).
+        let spend = slice.first && answer.granted > 0;
+        if spend {
+            slice.lease_end_ms = slice.lease_end_ms.min(timeline_ms + SPEND_WITHIN_MS);
+        }
         slice.fleet_tokens = answer.tokens;
         slice.fleet_at_ms = timeline_ms;
         slice.fleet_ms = answer.fleet_ms;
@@ -193,11 +204,10 @@ impl KeyedLimiter {
             && !slice.first;
         slice.fleet_sent_ms = sent_ms;
         slice.hold.record_id = answer.record_id;
-        slice.hold.store_holds = answer.held > 0;
+        slice.hold.store_holds = answer.held > if spend { answer.granted } else { 0 };
         slice.set_outage(None);
         if answer.granted > 0 {
             let first = std::mem::take(&mut slice.first);
-            slice.report_first = first && answer.granted > 1;
             // (A grant is at most the capacity, at most 2**31.)
             slice.last_granted = if first {
                 0

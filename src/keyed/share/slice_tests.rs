@@ -217,9 +217,12 @@ impl Store {
             record.hungry.remove(&me);
         }
         let holder = record.holders.get_mut(&me).unwrap();
-        holder.out += granted;
-        let held = holder.out;
-        if held == 0 {
+        let held = holder.out + granted;
+        // (A take of only what the asking call lacks is spent by it at once: none recorded.)
+        if !request.spend {
+            holder.out += granted;
+        }
+        if holder.out == 0 {
             record.holders.remove(&me);
         }
         SliceAnswer {

@@ -84,6 +84,9 @@ pub struct SliceRequest {
     /// How long before the send the slice was last spent from (at most [`SPENT_MS_MAX`]): the
     /// store's refill counts what the slice spent as out until then.
     pub spent_ms: f64,
+    /// What the take grants is spent by the asking call at once (a take of only what it lacks,
+    /// `More::Nothing`): the store records none of it as out to this process.
+    pub spend: bool,
 }
 
 /// The largest `spent_ms` a request carries (about 31 years: "never spent").
@@ -138,6 +141,10 @@ pub const RECORD_KEPT_AFTER_MS: f64 = 60_000.0;
 /// over the processes strands little in their slices, but not less than the refill of this many
 /// ms (a fast bucket's slices are spent within it anyway).
 pub const SHARE_REFILL_MS: f64 = 250.0;
+
+/// How long (timeline ms) a take of only what its asking call lacks stays spendable after its
+/// answer: that call is decided at once; the store records none of it (bucketTake step 8).
+pub const SPEND_WITHIN_MS: f64 = 1.0;
 
 /// How long a saturated key is denied here at least (SPEC §15):
 /// `min(leaseMs / 8, 1 s, C / (2R))`. The last term keeps a bucket that refills in less than a

@@ -31,6 +31,8 @@ objects! {
         sent_ms: f64 = request.sent_ms,
         #[doc = "How long before the send the slice was last spent from."]
         spent_ms: f64 = request.spent_ms,
+        #[doc = "The asking call spends what the take grants at once: the store records none of it."]
+        spend: bool = request.spend,
     }
 }
 
