@@ -1,7 +1,7 @@
 'use strict'
 // A request denied by a block: a 429 whose violated-policies names the entry's block item
 // (<name>-block with a name) and whose Retry-After is the block's time left; the RateLimit header as
-// for any denial. Express 5 and 4, node:http and Fastify.
+// for any denial. Express 5 and 4, node:http, Fastify, and every framework of the one decision core.
 
 const { describe, it } = require('node:test')
 const assert = require('node:assert/strict')
@@ -104,3 +104,30 @@ describe('Fastify: a blocked key', () => {
     }
   })
 })
+
+// Every framework of the one decision core (Express, node:http, Fastify, Koa, Hono, NestJS on both platforms).
+const { FRAMEWORKS, start } = require('./helpers/http-frameworks.js')
+
+for (const kind of Object.keys(FRAMEWORKS)) {
+  describe(`a blocked key through ${kind}`, () => {
+    it('is a 429 naming <name>-block, Retry-After the block\'s time left', async () => {
+      const limiter = limiterOn()
+      const server = await start(kind, { limiter, key: () => 'k', name: 'login' })
+      try {
+        limiter.block('k', 12_000)
+        const res = await server.get()
+        assert.equal(res.status, 429)
+        assert.equal(res.headers.get('retry-after'), '12')
+        const body = await res.json()
+        assert.deepEqual(body['violated-policies'], ['login-block'])
+        assert.equal(body.retryAfterBasis, 'block')
+        limiter.unblock('k')
+        const again = await server.get()
+        assert.equal(again.status, 200)
+        await again.text()
+      } finally {
+        await server.close()
+      }
+    })
+  })
+}
