@@ -326,6 +326,21 @@ test('n is a positive safe integer ≤ capacity, else RangeError with code ERR_I
   assert.equal(limiter.tryConsume(10).allowed, true, 'n = capacity is valid')
 })
 
+test('a fractional n is refused on the native fast paths too (a native clock, a held key): the contract\'s RangeError, nothing consumed', () => {
+  const { QuotaClock: Limiter, KeyedQuotaClock, systemClock } = require('..')
+  const limits = { capacity: 10, refillPerSecond: 1e-9, suspendPolicy: 'ignore', clock: systemClock(), quota: { limit: 100, period: UTC_DAY } }
+  const one = new Limiter(limits)
+  assert.equal(one.tryConsume(1).allowed, true)
+  for (const n of [1.5, 2.25, 9.999]) {
+    assert.throws(() => one.tryConsume(n), { name: 'RangeError', code: 'ERR_INVALID_ARG', message: `n must be a positive safe integer no larger than capacity (10); received ${n}` })
+  }
+  assert.equal(one.status().quotaUsed, 1)
+  const keyed = new KeyedQuotaClock(limits)
+  assert.equal(keyed.tryConsume('k').allowed, true) // held: its next calls take the quiet path
+  assert.throws(() => keyed.tryConsume('k', 1.5), { name: 'RangeError', code: 'ERR_INVALID_ARG', message: "n must be a positive safe integer; received 1.5" })
+  assert.equal(keyed.status('k').quotaUsed, 1)
+})
+
 // ---------------------------------------------------------------------------------------------
 // status()
 

@@ -1,6 +1,6 @@
 'use strict'
 
-// SPEC §15 "Leases": a live process gives a slice's unspent tokens back on close(), which
+// The fleet bucket's leases (docs/several-instances.md): a live process gives a slice's unspent tokens back on close(), which
 // resolves once the store has them. close() racing a take in flight (the call that asked for a
 // slice, or a busy key's background fetch) waits for it and gives back what it brought, so that
 // the documented shutdown (close(), then quit() the client) strands nothing: after close()

@@ -1,6 +1,6 @@
 'use strict'
 
-// SPEC §15 "Leases": a slice written off is spent for good. A process holding unspent tokens is
+// The fleet bucket's leases (docs/several-instances.md): a slice written off is spent for good. A process holding unspent tokens is
 // paused (SIGSTOP, or its event loop blocked) past its margin while another process's calls move
 // the fleet clock on; the store writes the paused slice off and the bucket refills into its room.
 // When the paused process comes back and gives its slice back, those tokens must not go back into
@@ -35,7 +35,7 @@ const MARGIN_MS = LEASE_MS * 1.1 + 1_000
 let unique = 0
 const freshName = (label) => `bound-${label}-${process.pid}-${++unique}`
 
-describe('a slice written off while its holder was paused is spent for good (SPEC §15)', () => {
+describe('a slice written off while its holder was paused is spent for good', () => {
   let redis
   let mongo
   let work

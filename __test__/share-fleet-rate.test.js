@@ -1,6 +1,6 @@
 'use strict'
 
-// SPEC §15 "No budget stranded" and "Slices, decided locally", measured with child processes
+// The fleet bucket: no budget stranded, and slices decided locally (docs/several-instances.md), measured with child processes
 // (helpers/fleet-worker.js) on real stores, every call logged:
 // - a bucket that refills in less than a second still admits its rate: the local denial of a
 //   saturated key lasts at least min(leaseMs / 8, 1 s, C / (2R)), not so long that the store's
@@ -23,7 +23,7 @@ const { startFleet, roundRobin, sleep } = require('./helpers/fleet-procs.js')
 let unique = 0
 const freshName = (label) => `rate-${label}-${process.pid}-${++unique}`
 
-describe('a shared bucket admits its rate, fairly (SPEC §15)', () => {
+describe('a shared bucket admits its rate, fairly', () => {
   let redis
   let mongo
   let work

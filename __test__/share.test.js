@@ -244,6 +244,34 @@ test('denied with the quota wait when the reservation and the store together hav
   assert.equal(t.calls.reserve.length, calls)
 })
 
+test('a key the store left nothing is denied here, with no store call, for a second of the limiter clock; then the store is asked again', async () => {
+  const t = testStore()
+  const { limiter, clock } = shared(t, { leaseUnits: 10 })
+  let admitted = 0
+  while ((await limiter.consume('k')).allowed) admitted++
+  assert.equal(admitted, 100)
+  // The denial came from a store answer that left nothing: the key is short.
+  const calls = t.calls.reserve.length
+  for (let i = 0; i < 50; i++) {
+    const denied = await limiter.consume('k')
+    assert.equal(denied.allowed, false)
+    assert.equal(denied.retryAfterBasis, 'wall-period')
+  }
+  clock.advance(999)
+  assert.equal((await limiter.consume('k')).allowed, false)
+  assert.equal(t.calls.reserve.length, calls, 'no store call while the key is short, whatever the process time')
+  // A second of the limiter's clock later, a call asks the store once, and is short again.
+  clock.advance(1)
+  assert.equal((await limiter.consume('k')).allowed, false)
+  assert.equal((await limiter.consume('k')).allowed, false)
+  assert.equal(t.calls.reserve.length, calls + 1)
+  // A grant (units freed in the store) is seen once the mark ends; close() clears it at once.
+  t.records.get(JSON.stringify(['api', 'k', TODAY])).count -= 5
+  assert.equal((await limiter.consume('k')).allowed, false, 'still short')
+  await limiter.close()
+  assert.equal((await limiter.consume('k')).allowed, true, 'asked the store at once after close()')
+})
+
 test('quotaRemaining is what the store had unreserved at the last call plus the local reservation left', async () => {
   const t = testStore()
   const a = shared(t, { leaseUnits: 10 }).limiter

@@ -378,6 +378,22 @@ pub struct KeyUse<S> {
     pub period_slot: S,
 }
 
+/// A held key, however its storage keeps it, as a give-back reading no clock sees it.
+pub trait HeldUse {
+    type Period: Copy + PartialEq;
+    /// Its use as stored (not refreshed), its capacity, its quota's open period as last read.
+    fn stored(&self) -> (KeyUse<Self::Period>, f64, Option<Self::Period>);
+    fn store(&mut self, state: &KeyUse<Self::Period>);
+}
+
+/// A give-back reading no clock (an all-or-nothing rollback, which must not fail on a clock): the
+/// give-back rule ([`KeyUse::give_back`]) on the key's use as stored.
+pub fn give_back_unread<K: HeldUse>(key: &mut K, n: u64, taken_in: Option<K::Period>) {
+    let (mut state, capacity, open) = key.stored();
+    state.give_back(n, capacity, taken_in, open);
+    key.store(&state);
+}
+
 /// What the idle rule finds of a key ([`KeyUse::idleness`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Idleness {

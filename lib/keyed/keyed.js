@@ -6,7 +6,7 @@ const native = require('../native/native.js')
 const { registerListener } = require('../time/anomalies.js')
 const { callNative } = require('../native/errors.js')
 const { rememberLimiter, rememberClosed } = require('../limiter/limiter-facts.js')
-const { parseOptions, checkPositiveCount } = require('../limiter/options.js')
+const { parseOptions, checkCount } = require('../limiter/options.js')
 const { AT, OPERATION } = require('../native/contract.js')
 const { ZoneFace, zoneInput } = require('./zone.js')
 const { KeyedTable } = require('./keyed-table.js')
@@ -37,7 +37,7 @@ function checkKey(key) {
 function argumentError(key, n) {
   try {
     checkKey(key)
-    if (n !== 1) checkPositiveCount(n)
+    if (n !== 1) checkCount(n)
   } catch (error) {
     return error
   }
@@ -241,7 +241,7 @@ class KeyedQuotaClock {
   /** Reconciles, then gives back `n` tokens and quota units; a key not held is left alone. */
   refund(key, n = 1) {
     checkKey(key)
-    if (n !== 1) checkPositiveCount(n)
+    if (n !== 1) checkCount(n)
     const result = this.#result
     result[N_OR_STATUS] = n
     result[AT.operation] = REFUND

@@ -105,32 +105,13 @@ function parseOptions(given, moreKeys = []) {
 }
 
 /**
- * `n` of tryConsume: anything but a positive safe integer ≤ capacity is a RangeError, whatever its
- * type. Checked here, not only natively: the native quiet path reads `n` from the result buffer and
- * takes any number from 1 to capacity, a fraction too (src/napi/consume.rs).
+ * `n` of a call (tryConsume, consume, refund): its type only. A number crosses to the native side,
+ * which checks its value (a positive safe integer, within the capacity for a consume: src/args.rs)
+ * before it reads a clock, on its quiet path too; anything else is this RangeError, as the result
+ * buffer would turn it into a number.
  */
-function checkCount(n, capacity) {
-  if (!(typeof n === 'number' && Number.isSafeInteger(n) && n >= 1 && n <= capacity)) {
-    throw rangeError('ERR_INVALID_ARG', 'n', capacity === Infinity ? 'a positive safe integer' : `a positive safe integer no larger than capacity (${capacity})`, n)
-  }
-}
-
-/**
- * `n` of a keyed call: a positive safe integer, whatever its type (the keyed quiet path, like
- * QuotaClock's, takes any number from 1 to the key's capacity: src/napi/keyed/mod.rs).
- */
-function checkPositiveCount(n) {
-  if (!(typeof n === 'number' && Number.isSafeInteger(n) && n >= 1)) {
-    throw rangeError('ERR_INVALID_ARG', 'n', 'a positive safe integer', n)
-  }
-}
-
-/**
- * `n` of QuotaClock's refund: its type only (a number crosses to the native side, which checks its
- * value before it reads a clock: src/args.rs); anything else is the same RangeError.
- */
-function checkRefundCount(n) {
+function checkCount(n) {
   if (typeof n !== 'number') throw rangeError('ERR_INVALID_ARG', 'n', 'a positive safe integer', n)
 }
 
-module.exports = { parseOptions, quotaInput, bucketOptions, noBucketToFill, checkCount, checkPositiveCount, checkRefundCount }
+module.exports = { parseOptions, quotaInput, bucketOptions, noBucketToFill, checkCount }

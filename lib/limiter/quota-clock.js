@@ -8,7 +8,7 @@ const native = require('../native/native.js')
 const { registerListener } = require('../time/anomalies.js')
 const { startingReadings, JsClock } = require('../time/clocks.js')
 const { callNative } = require('../native/errors.js')
-const { parseOptions, checkCount, checkRefundCount } = require('./options.js')
+const { parseOptions, checkCount } = require('./options.js')
 const { RESULT, LIMITER_INDEX, REGISTRY, consume, consumeSupplied } = require('../native/registry.js')
 const { N_OR_STATUS, DECIDED, DECIDED_WITH_ANOMALIES, ERROR, NO_ANOMALIES, RESUME, readDecision, resume, noPolicy, failure, callLimiter, toStatus } = require('./native-call.js')
 const { rememberLimiter } = require('./limiter-facts.js')
@@ -55,7 +55,7 @@ class QuotaClock {
 
   /** Takes `n` tokens (and `n` from the quota) if both are there. */
   tryConsume(n = 1) {
-    if (n !== 1) checkCount(n, this.#capacity)
+    if (n !== 1) checkCount(n)
     RESULT[N_OR_STATUS] = n
     LIMITER_INDEX[0] = this.#index
     consume()
@@ -84,7 +84,7 @@ class QuotaClock {
 
   /** Reads and reconciles the clocks like tryConsume, then gives back `n` tokens (up to capacity) and `n` quota units (down to zero). */
   refund(n = 1) {
-    checkRefundCount(n)
+    checkCount(n)
     const again = (_, supplied) => {
       callLimiter(this.#js, () => native.limiterRefund(REGISTRY, this.#index, n, supplied))
       return RESULT[N_OR_STATUS]

@@ -183,7 +183,10 @@ class BucketDriver {
         }
         if (request.give > 0) this.#stats.returned += request.give
         this.#stats.reserved += answer.granted
-        const credited = generation === keys.generation && native.keyedSliceCredit(this.#handle, key, request.sentMs, answer, this.#readMonotonic())
+        // (A take its asking call spends at once, answered after that call stopped waiting, is not
+        // credited: the store records none of it, so it must not be spent by a later call.)
+        const current = generation === keys.generation && !(request.spend && flight.timedOut)
+        const credited = current && native.keyedSliceCredit(this.#handle, key, request.sentMs, answer, this.#readMonotonic())
         if (credited) keys.arm()
         else if (answer.held > 0) {
           // Not the key's any more (dropped, or the limiter was closed): the tokens go back.

@@ -20,8 +20,9 @@
 // - Every store call says what the key holds unadmitted here after it (`held`, per instance: one
 //   random id per limiter), and the identity of the record the key reserved in: a record found
 //   gone or remade is charged again with what this limiter reserved and did not give back.
-// - A key the store reported exhausted is denied here, with no store call, for EXHAUSTED_MS
-//   (lib/share/exhausted-marks.js).
+// - A key the store reported exhausted is denied here, with no store call, for a second: the
+//   native book marks it short as it takes the answer (`keyedShareCredit`), and decides its
+//   uncovered calls on that answer meanwhile.
 // - With `bucket`, the key's bucket is the fleet's too: a call its slice does not cover (the
 //   native decision answers the StoreNeed NEEDS_SLICE) first waits for a slice
 //   (lib/share/bucket.js), then, with a quota, for the quota's units as above.
@@ -35,7 +36,6 @@ const { OutageWarning } = require('../common/outage.js')
 const { GiveBacks } = require('./give-backs.js')
 const { OK, reserveArgs, storeCallWithin } = require('./store-call.js')
 const { KeyFlights } = require('./key-flights.js')
-const { ExhaustedMarks } = require('./exhausted-marks.js')
 const { BucketDriver } = require('./bucket.js')
 const { UnclaimedAnswers } = require('./unclaimed.js')
 const { isNeed } = require('./need.js')
@@ -48,6 +48,7 @@ class ShareDriver {
   #timeoutMs
   #decide
   #readPeriodSlot
+  #readMonotonic
   // The key's reservation call under way, its demand, the idle give-back timer, the close
   // generation (answers to store calls made before close() are given back, not credited), the
   // outage path.
@@ -60,8 +61,6 @@ class ShareDriver {
   #outage = new OutageWarning('QUOTA_CLOCK_STORE_UNAVAILABLE')
   // This limiter's name in the store's records (whose `held` it reports).
   #instance = randomBytes(6).toString('hex')
-  // Keys the store reported exhausted, denied here for a while with no store call.
-  #exhausted = new ExhaustedMarks()
   // The driver of a fleet bucket (`bucket`), else undefined.
   #bucket
   // Where a key's fleet block, as a store call answered it, goes (the limiter's block book).
@@ -85,6 +84,7 @@ class ShareDriver {
     this.#timeoutMs = options.timeoutMs
     this.#decide = decide
     this.#readPeriodSlot = readPeriodSlot
+    this.#readMonotonic = readMonotonic
     const shared = { handle, ops: this.#ops, name: options.name, instance: this.#instance, stats: this.#stats, outage: this.#outage }
     this.#keys = new KeyFlights(shared, options, () => this.#giveBacks.sendIdle(options.idleMs, readMonotonic))
     if (options.bucket) this.#bucket = new BucketDriver(shared, options, decide, readMonotonic)
@@ -161,8 +161,6 @@ class ShareDriver {
 
   /** A consume its reservation does not cover: a Decision, or the need of a slice first. */
   async #quotaUncovered(key, n, lacking, taken) {
-    const local = this.#exhaustedDecision(key, n, taken)
-    if (local !== undefined) return local
     // The units asked for by the calls waiting for this key: a store call asks for what they lack
     // together, so a burst of calls needs a round trip or two, not one per call.
     const waiting = { key, n, counted: false, taken }
@@ -172,22 +170,6 @@ class ShareDriver {
     } finally {
       this.#countDemand(waiting, false)
     }
-  }
-
-  /**
-   * A call for a key the store reported exhausted less than EXHAUSTED_MS ago: decided on what the
-   * store said then, with no store call (undefined: the store must be asked after all, as the
-   * reservation and what the store had unreserved cover the call, or the mark is old).
-   */
-  #exhaustedDecision(key, n, taken) {
-    if (!this.#exhausted.has(key)) return undefined
-    const decision = this.#decide(key, n, AFTER_STORE)
-    if (isNeed(decision)) return undefined
-    // The native decision that sent this call here marked the key in flight, for a store call
-    // it does not make: unmarked, the key can be idle and tell the store it holds nothing.
-    if (!this.#keys.flights.has(key)) native.keyedShareFailed(this.#handle, key, this.#readPeriodSlot(), 0)
-    if (taken !== undefined) taken.period = this.#readPeriodSlot()
-    return decision
   }
 
   /** A waiting call's decision, with the period it took its units in noted for the caller. */
@@ -259,7 +241,7 @@ class ShareDriver {
     try {
       const held = this.#decide(key, n, SHARED_CONSUME) // ERR_KEY_LIMIT when every held key has quota use
       if (!isNeed(held) || held.kind === 'slice') return held
-      credited = native.keyedShareCredit(this.#handle, key, request.periodSlot, granted, unreserved, recordId)
+      credited = this.#credit(key, request, granted, unreserved, recordId)
       return credited ? this.#decide(key, n, AFTER_STORE) : held
     } finally {
       if (credited) this.#keys.arm()
@@ -278,6 +260,11 @@ class ShareDriver {
     return this.#keys.unavailable(flight, waitedMs, failOpen, 'calls that reservations do not cover', 'allowed (failOpen)')
   }
 
+  /** Credits a store answer to the key's reservation (false: not the key's, it goes back). */
+  #credit(key, request, granted, unreserved, recordId) {
+    return native.keyedShareCredit(this.#handle, key, request.periodSlot, request.lacking, granted, unreserved, recordId, this.#readMonotonic())
+  }
+
   /** Makes the store call a request describes; its answer is credited whenever it comes. */
   #fly(key, request) {
     const keys = this.#keys
@@ -292,13 +279,12 @@ class ShareDriver {
         if (blockedMs !== undefined) this.#onBlock(key, blockedMs)
         this.#stats.reserved += granted
         let credited = false
-        if (generation === keys.generation) credited = native.keyedShareCredit(this.#handle, key, request.periodSlot, granted, unreserved, recordId)
+        if (generation === keys.generation) credited = this.#credit(key, request, granted, unreserved, recordId)
         else native.keyedShareFailed(this.#handle, key, request.periodSlot, 0) // (charged: nothing owed)
         if (credited) keys.arm()
         else if (generation === keys.generation && keys.waitedFor(key)) this.#unclaimed.keep(flight, key, request, granted, unreserved, recordId)
         // Not the key's any more (dropped, another period, or the limiter was closed): back it goes.
         else if (granted > 0) this.#giveBacks.send({ key, periodId: request.periodId, units: granted, recordId })
-        this.#exhausted.note(key, granted, unreserved, request.lacking)
         return OK
       },
     })
@@ -326,7 +312,6 @@ class ShareDriver {
 
   async #closeQuota() {
     this.#keys.closing()
-    this.#exhausted.clear()
     this.#giveBacks.sendAll(native.keyedShareGiveBack(this.#handle, 0, undefined))
     // Answers still to come are given back as they land (bounded by timeoutMs for close's wait).
     await this.#keys.settled()

@@ -25,9 +25,10 @@ use memory::IDLE_SCAN_FOR_ROOM;
 pub use policies::{KeyPolicy, PolicyChoice, PolicyId, DEFAULT_POLICY};
 use policies::{Policy, PolicyIdentity, SpecState};
 pub use share::{
-    bucket_kept_ms, hunger_ms, write_off_after_ms, GiveBack, More, Reservation, ReserveRequest,
-    ShareBook, ShareMode, SharedDecision, Slice, SliceAnswer, SliceBook, SliceRequest,
-    RECORD_KEPT_AFTER_MS, SHARE_REFILL_MS, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS,
+    bucket_kept_ms, hunger_ms, write_off_after_ms, GiveBack, More, Reservation, ReserveAnswer,
+    ReserveRequest, ShareBook, ShareMode, SharedDecision, Slice, SliceAnswer, SliceBook,
+    SliceRequest, QUOTA_SHORT_MS, RECORD_KEPT_AFTER_MS, SHARE_REFILL_MS, WRITE_OFF_FACTOR,
+    WRITE_OFF_MARGIN_MS,
 };
 use share::{FleetSlice, OwnBucket, Shared};
 
@@ -373,16 +374,12 @@ impl KeyedLimiter {
         let Some(index) = self.find(key) else {
             return;
         };
-        let policy = *self.policy_of(Target::Held(index));
-        let open_slot = policy.quota.map_or(NO_PERIOD, |quota| {
-            slot_i32(self.specs[quota.spec as usize].period.slot())
-        });
-        let capacity = self.bucket_capacity(index);
-        let record = &mut self.table.records[index as usize];
-        let mut state = record.key_use();
         let taken_in = slot.filter(|&slot| slot != NO_PERIOD);
-        state.give_back(n, capacity, taken_in, Some(open_slot));
-        record.set_use(&state);
+        let mut held = HeldKey {
+            limiter: self,
+            index,
+        };
+        kernel::give_back_unread(&mut held, n, taken_in);
         self.touch(index);
     }
 
@@ -448,6 +445,30 @@ impl KeyedLimiter {
             }
             None => false,
         }
+    }
+}
+
+/// A held key of the table as a give-back that reads no clock sees it.
+struct HeldKey<'a> {
+    limiter: &'a mut KeyedLimiter,
+    index: u32,
+}
+
+impl kernel::HeldUse for HeldKey<'_> {
+    type Period = i32;
+    fn stored(&self) -> (KeyUse<i32>, f64, Option<i32>) {
+        let (limiter, index) = (&*self.limiter, self.index);
+        let open_slot = limiter
+            .policy_of(Target::Held(index))
+            .quota
+            .map_or(NO_PERIOD, |quota| {
+                slot_i32(limiter.specs[quota.spec as usize].period.slot())
+            });
+        let state = limiter.table.records[index as usize].key_use();
+        (state, limiter.bucket_capacity(index), Some(open_slot))
+    }
+    fn store(&mut self, state: &KeyUse<i32>) {
+        self.limiter.table.records[self.index as usize].set_use(state);
     }
 }
 

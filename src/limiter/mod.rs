@@ -242,16 +242,7 @@ impl Limiter {
     /// is still open, `n` quota units (never below zero). For an all-or-nothing rollback, which
     /// must not fail on a clock that cannot be read or would be refused.
     pub fn give_back(&mut self, n: u64, slot: Option<PeriodSlot>) {
-        let open = self.period_slot();
-        let mut state = KeyUse {
-            tokens: self.tokens,
-            credited_at_ms: 0.0,
-            quota_used: self.quota.used,
-            period_slot: open,
-        };
-        state.give_back(n, self.policy.bucket.capacity, slot.map(Some), Some(open));
-        self.tokens = state.tokens;
-        self.quota.used = state.quota_used;
+        kernel::give_back_unread(self, n, slot.map(Some));
     }
 
     /// `status()`: reads and reconciles like `try_consume`, consumes nothing.
@@ -268,6 +259,25 @@ impl Limiter {
             quota_remaining: quota.map(|(policy, state)| state.remaining(policy)),
             period: quota.and_then(|(_, state)| state.period.open.clone()),
         })
+    }
+}
+
+/// The one key as a give-back that reads no clock sees it: its use is always of the open period.
+impl kernel::HeldUse for Limiter {
+    type Period = Option<PeriodSlot>;
+    fn stored(&self) -> (KeyUse<Option<PeriodSlot>>, f64, Option<Option<PeriodSlot>>) {
+        let open = self.period_slot();
+        let state = KeyUse {
+            tokens: self.tokens,
+            credited_at_ms: 0.0,
+            quota_used: self.quota.used,
+            period_slot: open,
+        };
+        (state, self.policy.bucket.capacity, Some(open))
+    }
+    fn store(&mut self, state: &KeyUse<Option<PeriodSlot>>) {
+        self.tokens = state.tokens;
+        self.quota.used = state.quota_used;
     }
 }
 

@@ -44,7 +44,13 @@ impl Registry {
             return false;
         };
         // SAFETY: 1 ≤ n ≤ 2^53 - 1 (checked above), so it fits an i64.
-        let count = unsafe { n.to_int_unchecked::<i64>() } as u64;
+        let count = unsafe { n.to_int_unchecked::<i64>() };
+        // A fraction (its whole part below it) is the general path's to refuse (`args::count`,
+        // the contract's error).
+        if (count as f64) < n {
+            return false;
+        }
+        let count = count as u64;
         match state
             .limiter
             .try_consume_quiet(count, monotonic_ms, wall_ms)
@@ -75,23 +81,23 @@ impl Registry {
             return result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
         };
         let state = &mut *state;
-        let mut clock = match BoundClock::for_call(&state.clock, result, supplied) {
-            Ok(clock) => clock,
-            Err(needs) => return needs.write(result),
-        };
         let n = result.get(buffer::N_OR_STATUS);
         state.anomalies.clear();
         if state.error.is_some() {
             state.error = None;
         }
-        // The JS face has checked `n`; this keeps a direct call from asking for more than the
-        // bucket can hold.
+        // `n` as the contract has it, before any clock is read (the JS face checked only that it
+        // is a number).
         let count = match args::count(n, state.limiter.capacity(), "capacity") {
             Ok(count) => count,
             Err(error) => {
                 state.error = Some(error.into());
                 return result.set(buffer::N_OR_STATUS, buffer::STATUS_ERROR);
             }
+        };
+        let mut clock = match BoundClock::for_call(&state.clock, result, supplied) {
+            Ok(clock) => clock,
+            Err(needs) => return needs.write(result),
         };
         let decided = state
             .limiter

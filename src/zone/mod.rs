@@ -177,6 +177,28 @@ impl Drop for GroupGuard<'_> {
     }
 }
 
+/// A key's record in a zone, its group locked, as a give-back that reads no clock sees it.
+struct LockedKey<'a> {
+    zone: &'a Zone,
+    record: &'a Slot,
+}
+
+impl kernel::HeldUse for LockedKey<'_> {
+    type Period = PeriodSlot;
+    fn stored(&self) -> (KeyState, f64, Option<PeriodSlot>) {
+        let limits = self.zone.limits_of(self.record);
+        let open = limits
+            .spec
+            .map(|spec| self.zone.read_period(spec))
+            .filter(|period| period.open)
+            .map(|period| period.slot);
+        (read_state(self.record), limits.capacity, open)
+    }
+    fn store(&mut self, state: &KeyState) {
+        write_state(self.record, *state);
+    }
+}
+
 #[cfg(test)]
 thread_local! {
     /// Set by a test: the next key added on this thread panics after it is counted in `held`
@@ -471,15 +493,7 @@ impl Zone {
                 continue;
             };
             let record = self.slot(group, index);
-            let limits = self.limits_of(record);
-            let mut state = read_state(record);
-            let open = limits
-                .spec
-                .map(|spec| self.read_period(spec))
-                .filter(|period| period.open)
-                .map(|period| period.slot);
-            state.give_back(n, limits.capacity, slot, open);
-            write_state(record, state);
+            kernel::give_back_unread(&mut LockedKey { zone: self, record }, n, slot);
             return;
         }
     }

@@ -7,7 +7,9 @@
 //! store call for the key is under way; a call that *failed* leaves it not in flight, what the
 //! call carried kept for the next one; an idle key's entry is *given back* (its units or tokens
 //! go to the store); a *dropped* key's entry leaves with its record, its give-back kept until
-//! the JS face sends it.
+//! the JS face sends it. A store answer that leaves the key nothing marks it *short* for a while:
+//! its calls not covered are denied here on that answer, with no store call
+//! ([`StoreHold::is_short`]).
 
 use std::fmt::Debug;
 
@@ -27,6 +29,10 @@ pub struct StoreHold {
     /// The store may count something as this process's for the key (a store call reported it):
     /// letting go of the key tells the store, even when nothing goes back.
     pub store_holds: bool,
+    /// The key is short until this timeline: the store's last answer left it nothing (no quota
+    /// units, or a bucket found empty), so a call its holding does not cover is denied here,
+    /// with no store call, on that answer ([`StoreHold::is_short`]).
+    pub short_until_ms: f64,
 }
 
 impl StoreHold {
@@ -36,7 +42,25 @@ impl StoreHold {
             last_used_ms: now_ms,
             record_id: 0,
             store_holds: false,
+            short_until_ms: f64::NEG_INFINITY,
         }
+    }
+
+    /// Whether the key is short at `timeline_ms` (a call its holding does not cover is denied
+    /// here).
+    #[inline(always)]
+    pub fn is_short(&self, timeline_ms: f64) -> bool {
+        timeline_ms < self.short_until_ms
+    }
+
+    /// Marks the key short until `until_ms` (the limiter's timeline).
+    pub(super) fn mark_short(&mut self, until_ms: f64) {
+        self.short_until_ms = until_ms;
+    }
+
+    /// The store's answer left the key something: it is not short.
+    pub(super) fn clear_short(&mut self) {
+        self.short_until_ms = f64::NEG_INFINITY;
     }
 }
 
@@ -117,6 +141,13 @@ impl<E: Entry> SideBook<E> {
         let entry = self.entries.get_mut(index as usize)?;
         entry.hold_mut().in_flight = false;
         Some(entry)
+    }
+
+    /// Every key's short mark cleared (everything was given back).
+    pub(super) fn clear_short(&mut self) {
+        for entry in &mut self.entries {
+            entry.hold_mut().clear_short();
+        }
     }
 
     pub(super) fn has_dropped(&self) -> bool {

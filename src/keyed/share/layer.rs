@@ -239,7 +239,8 @@ impl<K: SharedBucket> Layers for Shared<K> {
 
 /// A shared key's reservation as the one decision's quota ([`ReservedQuota`]), `None` for a key
 /// without a quota: the reservation follows the key's period (`period_slot`), and the key was
-/// used now.
+/// used now. While the key is short ([`is_short`](super::book::StoreHold::is_short)), a `Reserved` call is decided as
+/// `AfterStore`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(in crate::keyed) fn reserved_quota<'a>(
@@ -256,6 +257,12 @@ pub(in crate::keyed) fn reserved_quota<'a>(
     let reservation = &mut book.entries[index as usize];
     reservation.follow(period_slot, quota.limit);
     reservation.hold.last_used_ms = reading.monotonic_ms;
+    // A key the store's last answer left short: a call not covered is decided on that answer.
+    let mode = if mode == ShareMode::Reserved && reservation.hold.is_short(reading.timeline_ms) {
+        ShareMode::AfterStore
+    } else {
+        mode
+    };
     Some(ReservedQuota {
         reservation,
         admitted,
@@ -331,7 +338,7 @@ impl SharedBucket for FleetSlice {
                 policy.capacity,
             ));
         } else {
-            denied_here = timeline_ms < slice.short_until_ms || mode == ShareMode::AfterStore;
+            denied_here = slice.hold.is_short(timeline_ms) || mode == ShareMode::AfterStore;
             if denied_here {
                 let fleet = fleet_tokens_of(slice, policy, timeline_ms);
                 // (A denial waits at least 1 ms, even when the estimate holds `n` already.)
@@ -400,6 +407,11 @@ impl Bucket for SliceBucket<'_> {
     }
     #[inline(always)]
     fn decided(&mut self, n: u64, decision: &Decision) {
+        // The call a take it spends at once was for: what it does not spend is no token the store
+        // counts as out to this process, so it is never spent later.
+        if std::mem::take(&mut self.slice.spend_pending) && !decision.allowed {
+            *self.tokens = 0.0;
+        }
         if let Some(tokens) = self.outage {
             self.slice.set_outage(Some((tokens, self.timeline_ms)));
             if decision.allowed {

@@ -22,8 +22,9 @@ pub(super) use layer::{FleetSlice, OwnBucket, Shared};
 pub use reservation::{Reservation, ShareBook};
 pub use slice::{Slice, SliceBook};
 pub use terms::{
-    bucket_kept_ms, hunger_ms, write_off_after_ms, GiveBack, More, ReserveRequest, SliceAnswer,
-    SliceRequest, RECORD_KEPT_AFTER_MS, SHARE_REFILL_MS, WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS,
+    bucket_kept_ms, hunger_ms, write_off_after_ms, GiveBack, More, ReserveAnswer, ReserveRequest,
+    SliceAnswer, SliceRequest, QUOTA_SHORT_MS, RECORD_KEPT_AFTER_MS, SHARE_REFILL_MS,
+    WRITE_OFF_FACTOR, WRITE_OFF_MARGIN_MS,
 };
 
 /// How a shared consume treats a call its reservation does not cover.

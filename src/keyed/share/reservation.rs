@@ -13,7 +13,7 @@
 //! and takes the answers ([`KeyedLimiter::credit_reservation`]).
 
 use super::book::{Dropped, Entry, SideBook, StoreHold};
-use super::terms::{GiveBack, ReserveRequest};
+use super::terms::{GiveBack, ReserveAnswer, ReserveRequest, QUOTA_SHORT_MS};
 use super::SharedDecision;
 use crate::keyed::table::{Record, NO_PERIOD};
 use crate::keyed::{slot_i32, KeyedLimiter, Target};
@@ -358,18 +358,21 @@ impl KeyedLimiter {
         })
     }
 
-    /// A store answer for a held key's call made for `period_slot`: `granted` units are now the
-    /// key's, reserved in the record of identity `record_id` (0: the store named none). `false`:
-    /// the key's reservation is of another period now, so the caller gives the units back.
+    /// A store answer for a held key's call made for `period_slot`: `answer.granted` units are
+    /// now the key's, reserved in the record of identity `answer.record_id` (0: the store named
+    /// none); an answer that leaves the key nothing marks it short ([`ReserveAnswer::leaves_short`])
+    /// for [`QUOTA_SHORT_MS`] from `monotonic_ms` (on the limiter's timeline), one that leaves
+    /// it units clears the mark. `false`: the key's reservation is of another period now, so the
+    /// caller gives the units back.
     pub fn credit_reservation(
         &mut self,
         index: u32,
         period_slot: i32,
-        granted: u64,
-        unreserved: u64,
-        record_id: u64,
+        answer: ReserveAnswer,
+        monotonic_ms: f64,
     ) -> bool {
         self.sync_reservation(index);
+        let timeline_ms = self.timeline_at(monotonic_ms);
         let Some(book) = self.share.as_mut() else {
             return false;
         };
@@ -379,11 +382,16 @@ impl KeyedLimiter {
         if reservation.period_slot != period_slot || period_slot == NO_PERIOD {
             return false;
         }
-        reservation.reserved = reservation.reserved.saturating_add(granted);
-        reservation.store_unreserved = unreserved;
-        reservation.hold.store_holds |= granted > 0;
-        if record_id != 0 {
-            reservation.hold.record_id = record_id;
+        reservation.reserved = reservation.reserved.saturating_add(answer.granted);
+        reservation.store_unreserved = answer.unreserved;
+        reservation.hold.store_holds |= answer.granted > 0;
+        if answer.record_id != 0 {
+            reservation.hold.record_id = answer.record_id;
+        }
+        if answer.leaves_short() {
+            reservation.hold.mark_short(timeline_ms + QUOTA_SHORT_MS);
+        } else {
+            reservation.hold.clear_short();
         }
         true
     }
@@ -400,11 +408,16 @@ impl KeyedLimiter {
     }
 
     /// Lets go of the unused units of every key not used since `now_ms - idle_ms` (every key
-    /// with `idle_ms` 0, in flight or not) and of the keys dropped since the last call; returns
-    /// what goes back to the store.
+    /// with `idle_ms` 0, in flight or not, its short mark cleared too: the next call asks the
+    /// store) and of the keys dropped since the last call; returns what goes back to the store.
     pub fn give_back_idle(&mut self, now_ms: f64, idle_ms: f64) -> Vec<GiveBack> {
         let mut give_backs = match &mut self.share {
-            Some(book) => book.take_dropped(),
+            Some(book) => {
+                if idle_ms <= 0.0 {
+                    book.clear_short();
+                }
+                book.take_dropped()
+            }
             None => return Vec::new(),
         };
         for index in 0..self.table.len() as u32 {

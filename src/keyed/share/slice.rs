@@ -22,7 +22,8 @@
 //! answers ([`KeyedLimiter::credit_slice`]). Times the JS face passes back (`sent_ms`) are the
 //! timeline estimates this book gave it.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 
 use super::book::{Dropped, Entry, SideBook, StoreHold};
 use super::terms::{
@@ -43,9 +44,6 @@ pub const NOT_ALL: u32 = u32::MAX;
 pub struct Slice {
     /// The timeline when the lease ends: the last answered call's send time plus `leaseMs`.
     pub lease_end_ms: f64,
-    /// The key is denied here, with no store call, until this timeline (the store said the
-    /// bucket was short); then the next call takes all there is ([`More::All`]).
-    pub short_until_ms: f64,
     /// The store's tokens at its last answer (may be below zero after a failOpen charge), and
     /// the timeline when that answer came (-inf: none yet).
     pub fleet_tokens: f64,
@@ -75,6 +73,11 @@ pub struct Slice {
     /// only what its call lacks, spends it, and so has nothing to give back: one store call a
     /// request, not two.
     pub busy: bool,
+    /// The key is in the give-back queue ([`SliceTerms::due`]).
+    pub queued: bool,
+    /// The last store answer was a take the asking call spends at once, which the store does
+    /// not record: the next decision drops what it does not spend.
+    pub spend_pending: bool,
     /// The store's bucket was short at the last answer and this process took at least three
     /// quarters of its capacity: once the slice is spent, the store hears of it at once, in the
     /// background (a large slice counted as out would cap the store's refill, and an operator's
@@ -107,7 +110,6 @@ impl Slice {
     fn fresh(now_ms: f64) -> Slice {
         Slice {
             lease_end_ms: f64::NEG_INFINITY,
-            short_until_ms: f64::NEG_INFINITY,
             fleet_tokens: 0.0,
             fleet_at_ms: f64::NEG_INFINITY,
             fleet_ms: -1.0,
@@ -119,6 +121,8 @@ impl Slice {
             owed: 0,
             waited: false,
             busy: false,
+            queued: false,
+            spend_pending: false,
             report_spent: false,
             demand: 0.0,
             demand_since_ms: now_ms,
@@ -167,6 +171,21 @@ pub struct SliceTerms {
     anchor: Option<StoreAnchor>,
     /// A covered consume left its key's slice low: the JS face asks for the background fetch.
     pub(super) fetch_due: bool,
+    /// The keys that may have a give-back or a report due, by the timeline (whole ms) from when
+    /// to look at them: the idle give-backs take time in proportion to what is due, not to the
+    /// keys held. A key is queued when a store answer or a failed call leaves it something to give
+    /// back or report, and queued again for later while it is not yet idle.
+    pub(super) due: BinaryHeap<Reverse<(i64, u32)>>,
+}
+
+impl SliceTerms {
+    /// Queues the key of `index` (its `slice`) to be looked at from `at_ms`, unless it is queued.
+    pub(super) fn queue(&mut self, slice: &mut Slice, index: u32, at_ms: f64) {
+        if !slice.queued {
+            slice.queued = true;
+            self.due.push(Reverse((at_ms.ceil() as i64, index)));
+        }
+    }
 }
 
 /// Give-backs of keys dropped or deleted, by key (a key held again before they are sent takes its
@@ -211,6 +230,7 @@ impl KeyedLimiter {
                 lease_ms,
                 anchor: None,
                 fetch_due: false,
+                due: BinaryHeap::new(),
             },
         ));
     }
@@ -248,6 +268,7 @@ impl KeyedLimiter {
                 slice.owed = left.charge;
                 slice.hold.record_id = left.record_id;
                 slice.hold.store_holds = true;
+                book.terms.queue(&mut slice, index, now_ms);
             }
             book.held(index, slice);
             self.table.records[index as usize].tokens = 0.0;
@@ -315,7 +336,8 @@ impl KeyedLimiter {
         let record = &mut self.table.records[index as usize];
         if record.tokens != 0.0 && timeline_ms >= slice.lease_end_ms {
             // Not spendable any more; the unspent tokens go back with the key's next store call
-            // (the store writes the slice off as spent, and takes them back all the same).
+            // (the store takes back what it still counts as out to this process; a slice it
+            // wrote off is spent for good).
             slice.give += std::mem::take(&mut record.tokens).max(0.0);
         }
         Some(BucketOf {
@@ -383,10 +405,16 @@ impl KeyedLimiter {
     /// A held key's store call failed: it is no longer in flight; what it carried (a give-back,
     /// failOpen units) is carried by the next one.
     pub fn slice_failed(&mut self, index: u32, give: f64, charge: u64) {
-        if let Some(slice) = self.slices.as_mut().and_then(|book| book.call_ended(index)) {
-            slice.hold.store_holds = true;
-            slice.give += give;
-            slice.owed = slice.owed.saturating_add(charge);
+        let now_ms = self.timeline_ms;
+        if let Some(book) = self.slices.as_mut() {
+            if let Some(slice) = book.call_ended(index) {
+                slice.hold.store_holds = true;
+                slice.give += give;
+                slice.owed = slice.owed.saturating_add(charge);
+            }
+            if let Some(slice) = book.entries.get_mut(index as usize) {
+                book.terms.queue(slice, index, now_ms);
+            }
         }
     }
 
@@ -411,15 +439,33 @@ impl KeyedLimiter {
                 sent.extend(book.dropped.remove(&key));
             }
         }
-        for index in 0..self.table.len() as u32 {
-            if sent.len() >= limit {
-                break;
-            }
+        // close() (`idle_ms` 0) looks at every key; the timer at the keys due.
+        let mut every = (idle_ms == 0.0).then_some(0..self.table.len() as u32);
+        while sent.len() < limit {
+            let index = if let Some(indices) = &mut every {
+                let Some(index) = indices.next() else { break };
+                index
+            } else {
+                let Some(book) = &mut self.slices else { break };
+                match book.terms.due.peek() {
+                    Some(&Reverse((at_ms, _))) if at_ms as f64 <= timeline_ms => {}
+                    _ => break,
+                }
+                let Some(Reverse((_, index))) = book.terms.due.pop() else {
+                    break;
+                };
+                match book.entries.get_mut(index as usize) {
+                    Some(slice) => slice.queued = false,
+                    None => continue,
+                }
+                index
+            };
             let tokens = self.table.records[index as usize].tokens;
             let Some(&slice) = self.slice(index) else {
                 break;
             };
             if slice.hold.in_flight {
+                // (Its answer, or its failure, queues it again.)
                 continue;
             }
             // A busy or saturated key gone quiet (not used for its denial floor) tells the
@@ -430,13 +476,21 @@ impl KeyedLimiter {
             let quiet_ms = denial_floor_ms(lease_ms, policy.capacity, policy.refill_per_second);
             // (`idle_ms` 0, every key, is close(): every spent slice the store counts is
             // reported at once, so that nothing is out once close() resolves.)
-            let quiet = reports_when_quiet(&slice)
-                && tokens < 1.0
-                && (idle_ms == 0.0 || timeline_ms - slice.hold.last_used_ms >= quiet_ms);
-            if !(slice.holds(tokens) || quiet) {
+            let reports = reports_when_quiet(&slice) && tokens < 1.0;
+            let unused_ms = timeline_ms - slice.hold.last_used_ms;
+            let quiet = reports && (idle_ms == 0.0 || unused_ms >= quiet_ms);
+            let holds = slice.holds(tokens);
+            if !(holds || reports) {
                 continue;
             }
-            if !quiet && idle_ms > 0.0 && timeline_ms - slice.hold.last_used_ms < idle_ms {
+            if !quiet && idle_ms > 0.0 && unused_ms < idle_ms {
+                // Not yet: looked at again when it may be quiet or idle, if unused till then.
+                let wait_ms = if reports { quiet_ms } else { idle_ms };
+                if let Some(book) = &mut self.slices {
+                    let slice = &mut book.entries[index as usize];
+                    book.terms
+                        .queue(slice, index, slice.hold.last_used_ms + wait_ms);
+                }
                 continue;
             }
             if let Some(release) = self.release_slice(index, timeline_ms, quiet) {

@@ -3,11 +3,10 @@
 //! ([`KeyedLimiter::credit_slice`]), and when a covered consume asks for the next slice in the
 //! background.
 
+use super::book::Entry;
 use super::slice::NOT_ALL;
 use super::slice::{forget_if_expired, proposal, spent_ms, Slice};
-use super::terms::{
-    denial_floor_ms, local_denial_ms, More, SliceAnswer, SliceRequest, SPEND_WITHIN_MS,
-};
+use super::terms::{denial_floor_ms, local_denial_ms, More, SliceAnswer, SliceRequest};
 use crate::anomaly::Anomaly;
 use crate::keyed::KeyedLimiter;
 
@@ -174,13 +173,10 @@ impl KeyedLimiter {
         record.tokens = record.tokens.min(kept).max(0.0) + answer.granted as f64;
         slice.lease_end_ms = sent_ms + lease_ms;
         // A take of only what the asking call lacks (`More::Nothing`) is spent by that call, at
-        // once: the store records none of it (bucketTake step 8), so the slice is spendable only
-        // until the call is decided, SPEND_WITHIN_MS from now (what that call does not spend,
-        // denied by its quota or gone, lapses: it was never counted as out to this process).
+        // once: the store records none of it (bucketTake step 8), so what that call does not
+        // spend (its quota denied it) is dropped as it is decided ([`Slice::spend_pending`]).
         let spend = slice.first && answer.granted > 0;
-        if spend {
-            slice.lease_end_ms = slice.lease_end_ms.min(timeline_ms + SPEND_WITHIN_MS);
-        }
+        slice.spend_pending = spend;
         slice.fleet_tokens = answer.tokens;
         slice.fleet_at_ms = timeline_ms;
         slice.fleet_ms = answer.fleet_ms;
@@ -214,7 +210,7 @@ impl KeyedLimiter {
             } else {
                 u32::try_from(answer.granted).unwrap_or(u32::MAX)
             };
-            slice.short_until_ms = f64::NEG_INFINITY;
+            slice.hold.clear_short();
             slice.waited = false;
         }
         let asking = std::mem::take(&mut slice.asking);
@@ -230,15 +226,21 @@ impl KeyedLimiter {
             // rest is the other hungry processes' share): the key is saturated. Once the slice
             // is spent, it is denied here (`local_denial_ms`); then this process takes all there
             // is (its share of it), so that the refill of the wait is not lost to the bucket's cap.
-            slice.short_until_ms = timeline_ms
-                + local_denial_ms(
-                    lease_ms,
-                    policy.capacity,
-                    policy.refill_per_second,
-                    answer.tokens,
-                );
+            slice.hold.mark_short(
+                timeline_ms
+                    + local_denial_ms(
+                        lease_ms,
+                        policy.capacity,
+                        policy.refill_per_second,
+                        answer.tokens,
+                    ),
+            );
             slice.waited = true;
             slice.report_spent = answer.granted as f64 >= 0.75 * policy.capacity;
+        }
+        // Something to give back or report later: the key is looked at when it may be due.
+        if slice.owes_word(record) {
+            book.terms.queue(slice, index, timeline_ms);
         }
         let anomaly = self.check_store_clock(sent_ms, timeline_ms, answer.store_now_ms);
         (true, anomaly)
@@ -264,7 +266,7 @@ fn fetch_wanted(slice: &Slice, tokens: f64, timeline_ms: f64, lease_ms: f64) -> 
     if slice.report_spent && tokens < 1.0 {
         return true;
     }
-    if timeline_ms < slice.short_until_ms || slice.last_granted == 0 {
+    if slice.hold.is_short(timeline_ms) || slice.last_granted == 0 {
         return false;
     }
     // At most one background fetch a key every leaseMs / 16 (a bucket being shared out among

@@ -32,6 +32,32 @@ pub struct ReserveRequest {
     pub record_id: u64,
 }
 
+/// The store's answer to a `reserve`, as the JS face hands it over (checked by the store's
+/// adapter, lib/share/protocol.js).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReserveAnswer {
+    /// The units the call asked for at least (the request's `lacking`).
+    pub lacking: u64,
+    pub granted: u64,
+    /// What the store has unreserved after the answer.
+    pub unreserved: u64,
+    /// The identity of the record the units were reserved in (0: the store named none).
+    pub record_id: u64,
+}
+
+impl ReserveAnswer {
+    /// Whether the answer leaves the key nothing: none unreserved, or none granted to a call
+    /// that lacked units. The key is then short for [`QUOTA_SHORT_MS`].
+    pub fn leaves_short(&self) -> bool {
+        self.unreserved == 0 || (self.granted == 0 && self.lacking > 0)
+    }
+}
+
+/// How long a key whose reservation's store answer left it nothing is denied here (its calls
+/// not covered decided on that answer, with no store call): a flood on it costs about one store
+/// call a second, and an operator's grant is seen within a second.
+pub const QUOTA_SHORT_MS: f64 = 1_000.0;
+
 /// Units to return to the store for one key's period (`units`), and failOpen units still to be
 /// added to its count (`charge`, what the returned units could not cancel out).
 #[derive(Clone, Debug, PartialEq)]
@@ -141,10 +167,6 @@ pub const RECORD_KEPT_AFTER_MS: f64 = 60_000.0;
 /// over the processes strands little in their slices, but not less than the refill of this many
 /// ms (a fast bucket's slices are spent within it anyway).
 pub const SHARE_REFILL_MS: f64 = 250.0;
-
-/// How long (timeline ms) a take of only what its asking call lacks stays spendable after its
-/// answer: that call is decided at once; the store records none of it (bucketTake step 8).
-pub const SPEND_WITHIN_MS: f64 = 1.0;
 
 /// How long a saturated key is denied here at least (SPEC §15):
 /// `min(leaseMs / 8, 1 s, C / (2R))`. The last term keeps a bucket that refills in less than a

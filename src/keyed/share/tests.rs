@@ -36,6 +36,21 @@ fn index(limiter: &KeyedLimiter, text: &str) -> u32 {
     limiter.find(KeyBuf::from_text(text).key()).unwrap()
 }
 
+/// The store's answer to `request`.
+fn answer(
+    request: &ReserveRequest,
+    granted: u64,
+    unreserved: u64,
+    record_id: u64,
+) -> ReserveAnswer {
+    ReserveAnswer {
+        lacking: request.lacking,
+        granted,
+        unreserved,
+        record_id,
+    }
+}
+
 /// Reserves for `text` as the store protocol would against a store with `room` unreserved.
 fn grant(limiter: &mut KeyedLimiter, text: &str, lacking: u64, room: &mut u64) -> u64 {
     let at = index(limiter, text);
@@ -43,7 +58,13 @@ fn grant(limiter: &mut KeyedLimiter, text: &str, lacking: u64, room: &mut u64) -
     let want = lacking.max(request.lease_units.min(room.div_ceil(8)));
     let granted = if *room >= want { want } else { 0 };
     *room -= granted;
-    assert!(limiter.credit_reservation(at, request.period_slot, granted, *room, 0));
+    let now_ms = limiter.reconciler.last_monotonic_ms;
+    assert!(limiter.credit_reservation(
+        at,
+        request.period_slot,
+        answer(&request, granted, *room, 0),
+        now_ms
+    ));
     granted
 }
 
@@ -146,7 +167,12 @@ fn units_left_that_cannot_cover_the_call_go_back_before_the_store_is_asked_again
     let at = index(&limiter, "a");
     let request = limiter.reserve_request(at, 1, 1).unwrap();
     // 5 granted, the last 5 of the period: 95 were taken by others.
-    assert!(limiter.credit_reservation(at, request.period_slot, 5, 0, 0));
+    assert!(limiter.credit_reservation(
+        at,
+        request.period_slot,
+        answer(&request, 5, 0, 0),
+        clock.monotonic_ms
+    ));
     for _ in 0..4 {
         consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
     }
@@ -165,6 +191,103 @@ fn units_left_that_cannot_cover_the_call_go_back_before_the_store_is_asked_again
         panic!("decided");
     };
     assert!(!decision.allowed);
+}
+
+/// A `Reserved` consume of `n` on `text`: whether it was decided and allowed (panics on a step).
+fn allowed(limiter: &mut KeyedLimiter, clock: &mut ManualClock, text: &str, n: u64) -> bool {
+    match consume(limiter, clock, text, n, ShareMode::Reserved) {
+        SharedDecision::Decided { decision, .. } => decision.allowed,
+        other => panic!("decided, not {other:?}"),
+    }
+}
+
+/// The store answers a call for `text` that lacks `lacking` units (0: a refill): `granted`
+/// units, `unreserved` left after them.
+fn answered(limiter: &mut KeyedLimiter, clock: &ManualClock, text: &str, answer_of: [u64; 3]) {
+    let [lacking, granted, unreserved] = answer_of;
+    let at = index(limiter, text);
+    let request = limiter.reserve_request(at, lacking, lacking).unwrap();
+    let answer = answer(&request, granted, unreserved, 0);
+    assert!(limiter.credit_reservation(at, request.period_slot, answer, clock.monotonic_ms));
+}
+
+fn is_short(limiter: &KeyedLimiter, text: &str) -> bool {
+    let hold = limiter.reservation(index(limiter, text)).unwrap().hold;
+    hold.is_short(limiter.timeline_ms)
+}
+
+fn needs_store(lacking: u64) -> SharedDecision {
+    SharedDecision::NeedsStore { lacking }
+}
+
+#[test]
+fn an_answer_that_leaves_the_key_nothing_denies_its_uncovered_calls_here_for_a_second() {
+    let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
+    let mut limiter = shared(1_000.0, 100, Some(5), &mut clock);
+    consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    // Nothing granted, nothing unreserved: the key is short for QUOTA_SHORT_MS.
+    answered(&mut limiter, &clock, "a", [1, 0, 0]);
+    assert!(is_short(&limiter, "a"));
+    clock.advance(QUOTA_SHORT_MS - 1.0);
+    let SharedDecision::Decided { decision, .. } =
+        consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved)
+    else {
+        panic!("decided here");
+    };
+    assert!(!decision.allowed);
+    assert_eq!(decision.retry_after_basis, Some(RetryBasis::WallPeriod));
+    // Decided here: the key is not marked in flight for a store call nobody makes.
+    let at = index(&limiter, "a");
+    assert!(!limiter.reservation(at).unwrap().hold.in_flight);
+    // The second is over: the call asks the store again.
+    clock.advance(1.0);
+    let asked = consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    assert_eq!(asked, needs_store(1));
+}
+
+#[test]
+fn a_short_key_admits_what_its_reservation_covers_and_asks_the_store_as_right_after_an_answer() {
+    let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
+    let mut limiter = shared(1_000.0, 100, Some(5), &mut clock);
+    consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    // 3 granted, the last of the store's: short (none unreserved), 3 held here.
+    answered(&mut limiter, &clock, "a", [1, 3, 0]);
+    assert!(allowed(&mut limiter, &mut clock, "a", 2));
+    assert!(allowed(&mut limiter, &mut clock, "a", 1));
+    answered(&mut limiter, &clock, "a", [0, 2, 0]);
+    // 2 left here, 3 wanted, none in the store: the 2 go back first (split units are not lost
+    // between processes), and the call asks the store for all 3, as right after an answer.
+    let asked = consume(&mut limiter, &mut clock, "a", 3, ShareMode::Reserved);
+    assert_eq!(asked, needs_store(3));
+    assert_eq!(limiter.take_dropped_give_backs()[0].units, 2);
+
+    // A store that had units left at its answer (too few for this call) is asked for fewer.
+    let mut limiter = shared(1_000.0, 100, Some(5), &mut clock);
+    consume(&mut limiter, &mut clock, "b", 4, ShareMode::Reserved);
+    answered(&mut limiter, &clock, "b", [4, 0, 3]);
+    assert!(!allowed(&mut limiter, &mut clock, "b", 4));
+    let asked = consume(&mut limiter, &mut clock, "b", 3, ShareMode::Reserved);
+    assert_eq!(asked, needs_store(3));
+}
+
+#[test]
+fn a_grant_that_leaves_units_clears_the_short_mark_and_so_does_giving_everything_back() {
+    let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
+    let mut limiter = shared(1_000.0, 100, Some(5), &mut clock);
+    consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    answered(&mut limiter, &clock, "a", [1, 0, 0]);
+    // An operator's grant: the next answer (a refill's, lacking nothing) leaves units.
+    answered(&mut limiter, &clock, "a", [0, 0, 25]);
+    assert!(!is_short(&limiter, "a"));
+    let asked = consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
+    assert_eq!(asked, needs_store(1));
+    // Short again (30 lacking, 25 unreserved); everything given back (close()): the next call
+    // asks the store at once.
+    answered(&mut limiter, &clock, "a", [30, 0, 25]);
+    assert!(!allowed(&mut limiter, &mut clock, "a", 30));
+    limiter.give_back_idle(clock.monotonic_ms, 0.0);
+    let asked = consume(&mut limiter, &mut clock, "a", 30, ShareMode::Reserved);
+    assert_eq!(asked, needs_store(30));
 }
 
 #[test]
@@ -217,7 +340,12 @@ fn after_a_refill_that_came_too_late_the_next_is_asked_for_at_an_eighth_and_brin
     let at = index(&limiter, "a");
     let request = limiter.reserve_request(at, 0, 0).unwrap();
     assert_eq!(request.lease_units, 501);
-    assert!(limiter.credit_reservation(at, request.period_slot, 501, room - 501, 0));
+    assert!(limiter.credit_reservation(
+        at,
+        request.period_slot,
+        answer(&request, 501, room - 501, 0),
+        clock.monotonic_ms
+    ));
     room -= 501;
     assert_eq!(
         left_when_refill_is_asked(&mut limiter, &mut clock),
@@ -233,13 +361,23 @@ fn after_a_refill_that_came_too_late_the_next_is_asked_for_at_an_eighth_and_brin
         consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved),
         SharedDecision::NeedsStore { lacking: 1 }
     );
-    assert!(limiter.credit_reservation(at, request.period_slot, 501, room - 501, 0));
+    assert!(limiter.credit_reservation(
+        at,
+        request.period_slot,
+        answer(&request, 501, room - 501, 0),
+        clock.monotonic_ms
+    ));
     // The next fetch is asked for at an eighth of a lease, and tops up to one lease (never past it).
     assert_eq!(left_when_refill_is_asked(&mut limiter, &mut clock), 124);
     let request = limiter.reserve_request(at, 0, 0).unwrap();
     assert_eq!(request.lease_units, 876);
     // That one came in time: the one after it is asked for below half again.
-    assert!(limiter.credit_reservation(at, request.period_slot, 876, 1_000_000, 0));
+    assert!(limiter.credit_reservation(
+        at,
+        request.period_slot,
+        answer(&request, 876, 1_000_000, 0),
+        clock.monotonic_ms
+    ));
     assert_eq!(left_when_refill_is_asked(&mut limiter, &mut clock), 499);
 }
 
@@ -316,7 +454,12 @@ fn a_new_period_starts_the_reservation_over_and_a_late_answer_for_the_old_one_is
         consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved),
         SharedDecision::NeedsStore { lacking: 1 }
     );
-    assert!(!limiter.credit_reservation(at, request.period_slot, 10, 90, 0));
+    assert!(!limiter.credit_reservation(
+        at,
+        request.period_slot,
+        answer(&request, 10, 90, 0),
+        clock.monotonic_ms
+    ));
     assert_eq!(limiter.reservation(at).unwrap().reserved, 0);
 }
 
@@ -426,7 +569,7 @@ proptest! {
                     prop_assert!(*count <= limit);
                     let credited = limiter
                         .find(KeyBuf::from_text(&name(key)).key())
-                        .is_some_and(|at| limiter.credit_reservation(at, request.period_slot, granted, room - granted, 0));
+                        .is_some_and(|at| limiter.credit_reservation(at, request.period_slot, answer(&request, granted, room - granted, 0), clock.monotonic_ms));
                     if !credited {
                         // Not the key's any more: given straight back.
                         *count -= granted;
@@ -491,13 +634,23 @@ fn a_request_says_what_the_key_holds_what_it_owns_and_the_record_it_reserved_in(
     let at = index(&limiter, "a");
     let first = limiter.reserve_request(at, 3, 3).unwrap();
     assert_eq!((first.held, first.owned, first.record_id), (0, 0, 0));
-    assert!(limiter.credit_reservation(at, first.period_slot, 10, 90, 77));
+    assert!(limiter.credit_reservation(
+        at,
+        first.period_slot,
+        answer(&first, 10, 90, 77),
+        clock.monotonic_ms
+    ));
     consume(&mut limiter, &mut clock, "a", 3, ShareMode::AfterStore);
     // 10 reserved, 3 admitted: 7 held, 10 owned, in record 77.
     let next = limiter.reserve_request(at, 0, 0).unwrap();
     assert_eq!((next.held, next.owned, next.record_id), (7, 10, 77));
     // An answer naming no record keeps the one known.
-    assert!(limiter.credit_reservation(at, next.period_slot, 0, 90, 0));
+    assert!(limiter.credit_reservation(
+        at,
+        next.period_slot,
+        answer(&next, 0, 90, 0),
+        clock.monotonic_ms
+    ));
     assert_eq!(limiter.reservation(at).unwrap().hold.record_id, 77);
     // A give-back names the record its units were reserved in; what was admitted stays owned.
     let back = limiter.give_back_idle(f64::INFINITY, 0.0);
@@ -513,7 +666,12 @@ fn a_key_the_store_counts_as_holding_units_tells_it_0_when_let_go_even_with_none
     consume(&mut limiter, &mut clock, "a", 1, ShareMode::Reserved);
     let at = index(&limiter, "a");
     let request = limiter.reserve_request(at, 1, 1).unwrap();
-    assert!(limiter.credit_reservation(at, request.period_slot, 4, 96, 9));
+    assert!(limiter.credit_reservation(
+        at,
+        request.period_slot,
+        answer(&request, 4, 96, 9),
+        clock.monotonic_ms
+    ));
     for _ in 0..4 {
         consume(&mut limiter, &mut clock, "a", 1, ShareMode::AfterStore);
     }

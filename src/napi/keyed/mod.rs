@@ -93,7 +93,7 @@ impl KeyedState {
     }
 
     /// What a quiet call of a held key needs: the call's own precondition (`applies`), `n` (the
-    /// result buffer's) from 1 to the key's capacity, and a native clock's readings, as
+    /// result buffer's) a whole number from 1 to the key's capacity, and a native clock's readings, as
     /// `(n, monotonic_ms, wall_ms)`. `None`: the call is not a quiet one (nothing was read but
     /// the buffer).
     #[inline(always)]
@@ -108,8 +108,13 @@ impl KeyedState {
         }
         let (monotonic_ms, wall_ms) = self.clock.native_readings()?;
         // SAFETY: 1 ≤ n ≤ 2^53 - 1 (checked above), so it fits an i64.
-        let count = unsafe { n.to_int_unchecked::<i64>() } as u64;
-        Some((count, monotonic_ms, wall_ms))
+        let count = unsafe { n.to_int_unchecked::<i64>() };
+        // A fraction (its whole part below it) is the general path's to refuse (`args::count`,
+        // the contract's error).
+        if (count as f64) < n {
+            return None;
+        }
+        Some((count as u64, monotonic_ms, wall_ms))
     }
 
     /// The raw call: the operation in the result buffer, for `key`, on a native clock's readings.

@@ -5,7 +5,7 @@ use napi_derive::napi;
 
 use super::entry::NativeKeyed;
 use crate::args::units;
-use crate::keyed::{GiveBack, ReserveRequest};
+use crate::keyed::{GiveBack, ReserveAnswer, ReserveRequest};
 use crate::napi::object::objects;
 
 objects! {
@@ -93,25 +93,34 @@ pub fn keyed_share_work(
     })
 }
 
-/// A store answer for `key`'s call for `periodSlot`: false if the units are not the key's any
-/// more (dropped, or its period moved on) and must go back to the store.
+/// A store answer for `key`'s call for `periodSlot` that lacked `lacking` units: false if the
+/// units are not the key's any more (dropped, or its period moved on) and must go back to the
+/// store. `monotonicMs`: a JS clock's reading (a native clock is read here); an answer that
+/// leaves the key nothing marks it short from then.
 #[napi(js_name = "keyedShareCredit")]
+#[allow(clippy::too_many_arguments)]
 pub fn keyed_share_credit(
     env: &Env,
     limiter: &External<NativeKeyed>,
     key: Unknown<'_>,
     period_slot: i32,
+    lacking: f64,
     granted: f64,
     unreserved: f64,
     record_id: f64,
+    monotonic_ms: Option<f64>,
 ) -> napi::Result<bool> {
     limiter.state.with_key(env, &key, |state, key| {
-        let granted = units(granted, "granted")?;
-        let unreserved = units(unreserved, "unreserved")?;
-        let record_id = units(record_id, "recordId")?;
+        let answer = ReserveAnswer {
+            lacking: units(lacking, "lacking")?,
+            granted: units(granted, "granted")?,
+            unreserved: units(unreserved, "unreserved")?,
+            record_id: units(record_id, "recordId")?,
+        };
+        let monotonic_ms = state.monotonic_now(monotonic_ms);
         Ok(state.limiter.find(key).is_some_and(|index| {
             let limiter = &mut state.limiter;
-            limiter.credit_reservation(index, period_slot, granted, unreserved, record_id)
+            limiter.credit_reservation(index, period_slot, answer, monotonic_ms)
         }))
     })
 }

@@ -73,6 +73,8 @@ impl KeyedState {
         supplied: bool,
     ) -> CodedResult<Step<Outcome>> {
         let refund = self.result.get(buffer::OPERATION) == buffer::OPERATION_REFUND;
+        // The order of checks: `n` ≥ 1 before the policy of a new key is asked.
+        args::positive_count(self.result.get(buffer::N_OR_STATUS))?;
         // A refund of a key not held holds no key, and asks no policy.
         if refund && self.limiter.find(key).is_none() {
             return self.step_on(key, None, supplied);

@@ -130,7 +130,10 @@ impl ZoneState {
     fn run(&mut self, key: Key<'_>, policy: Option<KeyPolicy>) -> CodedResult<()> {
         let operation = self.result.get(buffer::OPERATION);
         let n = self.result.get(buffer::N_OR_STATUS);
+        // The order of checks: `n` ≥ 1 before the policy of a new key is asked (a consume's `n`
+        // against the key's capacity after it).
         let (operation, count) = if operation == buffer::OPERATION_CONSUME {
+            args::positive_count(n)?;
             (Operation::Consume, 0)
         } else if operation == buffer::OPERATION_REFUND {
             (Operation::Refund, args::positive_count(n)?)
