@@ -123,8 +123,8 @@ export interface Decision {
   allowed: boolean
   /** 0 when allowed. */
   retryAfterMs: number
-  /** Which clock the wait comes from; `null` when allowed. */
-  retryAfterBasis: 'monotonic-refill' | 'wall-period' | null
+  /** Which clock the wait comes from (`'block'`: a KeyedQuotaClock's block of the key, its time left); `null` when allowed. */
+  retryAfterBasis: 'monotonic-refill' | 'wall-period' | 'block' | null
   /** Tokens left after the decision; `Infinity` with a quota alone (no bucket). */
   tokens: number
   /** `limit - used` in the open period; `null` without a quota. */
@@ -203,6 +203,10 @@ export interface LimiterStats {
   keyLimitRefusals: number
   /** Only on a `KeyedQuotaClock` with `share`: its store calls. */
   store?: StoreStats
+  /** Only on a `KeyedQuotaClock`: of `denied`, the calls a block denied (the denial that started a block included). */
+  blocked?: number
+  /** Only on a `KeyedQuotaClock`: blocks started (by `block` or `block(key, forMs)`; extending one is not a new one). */
+  blocks?: number
 }
 
 /** A token bucket on real elapsed time plus an optional calendar quota, reconciled from a monotonic and a wall reading on every call. */
@@ -268,12 +272,32 @@ export interface KeyedOptions {
   restore?: Uint8Array
   /** The quota of each key shared by every instance through a store (see docs/several-instances.md). */
   share?: ShareOptions
+  /** Blocks a key denied `after` times within `withinMs` for `forMs` (or `forMs[level]`, escalating); see docs/blocking.md. */
+  block?: BlockOptions
   /**
    * One limiter for every process of the host: the keys, open periods and clock reconciliation live
    * in this memory-mapped file (e.g. `/dev/shm/api-limits`), made by the first limiter on it. Later limiters on it must
    * have the same options (else `RangeError` `ERR_ZONE_MISMATCH` naming the first that differs); only `systemClock()` can drive it. Linux only.
    */
   zone?: ZoneOptions
+}
+
+/** The `block` option: automatic blocks of a key denied again and again. */
+export interface BlockOptions {
+  /** Denials (positive integer) within `withinMs` that block the key. */
+  after: number
+  /** ms, counted from the first denial of a run; a denial later than this starts a new run. */
+  withinMs: number
+  /** How long a block lasts (ms, at most 365 days): one number for every level, or one per level (the last for every level after). */
+  forMs: number | number[]
+  /** A key with no block this long after its last block ended goes back to level 0 (ms); default 24 hours. */
+  resetAfterMs?: number
+}
+
+/** A KeyedQuotaClock key's status: `Status` and its block. */
+export interface KeyStatus extends Status {
+  /** ms left of the key's block (rounded up); 0 when not blocked. */
+  blockedForMs: number
 }
 
 export interface ZoneOptions {
@@ -328,7 +352,11 @@ export class KeyedQuotaClock {
   /** Reconciles the clocks, then gives back `n` tokens (capped at capacity) and `n` quota units of the open period. A key not held is left alone. */
   refund(key: string, n?: number): void
   /** The key's status with its limits in force; for a key not held, what a fresh key would have (it is not held by this). */
-  status(key: string): Status
+  status(key: string): KeyStatus
+  /** Blocks the key from now for `forMs` (a positive safe integer ≤ 365 days; a longer block stays): every call is denied, basis `'block'`. */
+  block(key: string, forMs: number): void
+  /** Ends the key's block and brings its level back to 0; `true` if it was blocked. */
+  unblock(key: string): boolean
   /**
    * Asks `policy(key)` again at the key's next call of any kind (`tryConsume`, `consume`, `refund`,
    * `status`) and puts its answer in force with what the key used carried over; without a key,
@@ -336,7 +364,7 @@ export class KeyedQuotaClock {
    * process; with `share`, the new limit goes with the key's next store call.
    */
   refreshPolicy(key?: string): void
-  /** Drops the key and all its state; `true` if it was held. */
+  /** Drops the key and all its state (its block too); `true` if it was held. */
   delete(key: string): boolean
   /** Keys held now (idle keys may be dropped at any time). */
   readonly size: number

@@ -184,7 +184,7 @@ describe('quota-clock-source usage, grant and reset', () => {
         [['--redis', `redis://:secret@127.0.0.1:${hung.port}`], stopped, nodeRedis],
         [['--mongo', 'mongodb://127.0.0.1:1/app'], /cannot reach MongoDB at mongodb:\/\/127\.0\.0\.1:1\/app within 5 s/],
       ]
-      const results = await Promise.all(cases.map(([store, , options]) => cli(['grant', ...store, '--name', 'api', '--key', 'acme', '--period', '2026-12', '--units', '5'], options)))
+      const results = await Promise.all(cases.map(([store, , options]) => cli(['grant', ...store, '--name', 'api', '--key', 'acme', '--period', '2026-12', '--units', '5', '--create'], options)))
       results.forEach((result, at) => {
         const what = `case ${at}: ${result.stderr}`
         assert.equal(result.status, 1, what)
@@ -209,7 +209,7 @@ describe('quota-clock-source usage, grant and reset', () => {
       const admin = new Redis({ host: full.host, port: full.port })
       await admin.config('SET', 'maxmemory', '1')
       admin.disconnect()
-      const args = ['grant', '--redis', full.url, '--name', 'api', '--key', 'acme', '--period', '2026-12', '--units', '5']
+      const args = ['grant', '--redis', full.url, '--name', 'api', '--key', 'acme', '--period', '2026-12', '--units', '5', '--create']
       for (const options of [{}, { nodeArgs: ['--require', hiding(dir, ['ioredis', 'iovalkey'])] }]) {
         const result = await cli(args, options)
         assert.equal(result.status, 1, result.stderr)
@@ -227,7 +227,7 @@ describe('quota-clock-source usage, grant and reset', () => {
   for (const [kind, flag] of [['redis', () => ['--redis', redis.url]], ['mongo', () => ['--mongo', mongoUrl()]]]) {
     test(`grant refuses --units that would take limit + extra past Number.MAX_SAFE_INTEGER: exit 2, one line, nothing written (${kind})`, async () => {
       const record = ['--name', freshName('huge'), '--key', 'acme', '--period', '2026-12']
-      const most = await cli(['grant', ...flag(), ...record, '--units', String(2 ** 52), '--json'])
+      const most = await cli(['grant', ...flag(), ...record, '--units', String(2 ** 52), '--create', '--json'])
       assert.equal(most.status, 0, most.stderr)
       assert.equal(JSON.parse(most.stdout).extra, 2 ** 52)
       const refused = await cli(['grant', ...flag(), ...record, '--units', String(2 ** 52)])
@@ -262,7 +262,7 @@ describe('quota-clock-source usage, grant and reset', () => {
     const hide = hiding(dir, ['ioredis', 'iovalkey'])
     try {
       const name = freshName('node-redis')
-      const result = await cli(['grant', '--redis', redis.url, '--name', name, '--key', 'acme', '--period', '2026-12', '--units', '9', '--json'], { nodeArgs: ['--require', hide] })
+      const result = await cli(['grant', '--redis', redis.url, '--name', name, '--key', 'acme', '--period', '2026-12', '--units', '9', '--create', '--json'], { nodeArgs: ['--require', hide] })
       assert.equal(result.status, 0, result.stderr)
       assert.equal(JSON.parse(result.stdout).extra, 9)
     } finally {

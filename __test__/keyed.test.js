@@ -336,7 +336,8 @@ test('status(key) consumes nothing; for a key not held, what a fresh key would h
   const s1 = limiter.status('a')
   const s2 = limiter.status('a')
   assert.deepEqual(s1, s2)
-  assert.deepEqual(Object.keys(s1).sort(), ['capacity', 'period', 'quotaLimit', 'quotaRemaining', 'quotaUsed', 'refillPerSecond', 'tokens'])
+  assert.deepEqual(Object.keys(s1).sort(), ['blockedForMs', 'capacity', 'period', 'quotaLimit', 'quotaRemaining', 'quotaUsed', 'refillPerSecond', 'tokens'])
+  assert.equal(s1.blockedForMs, 0, 'not blocked')
   assert.deepEqual([s1.tokens, s1.quotaUsed, s1.quotaRemaining], [1.5, 1, 2])
   const fresh = limiter.status('big')
   assert.deepEqual([fresh.tokens, fresh.capacity, fresh.quotaUsed, fresh.period.id], [40, 50, 0, '2024-01-15'])
@@ -561,7 +562,7 @@ for (const [row, move] of [
         outcomes[a.allowed ? 'allowed' : 'denied']++
         outcomes.anomalies += a.anomalies.length
       }
-      assert.deepEqual(keyed.status('k'), single.status())
+      assert.deepEqual(keyed.status('k'), { ...single.status(), blockedForMs: 0 })
     }
     assert.ok(outcomes.allowed > 100 && outcomes.denied > 50, JSON.stringify(outcomes))
     if (row !== 'agree') assert.ok(outcomes.anomalies > 50, JSON.stringify(outcomes))

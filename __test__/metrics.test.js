@@ -67,6 +67,9 @@ describe('registerMetrics on a prom-client registry', () => {
       ['quota_clock_decisions_total{limiter="site",result="denied"}', 1],
       ['quota_clock_decisions_total{limiter="tenants",result="allowed"}', 3],
       ['quota_clock_decisions_total{limiter="tenants",result="denied"}', 1],
+      ['quota_clock_decisions_total{limiter="tenants",result="blocked"}', 0],
+      ['quota_clock_blocks_total{limiter="site"}', 0],
+      ['quota_clock_blocks_total{limiter="tenants"}', 0],
       ['quota_clock_keys{limiter="site"}', 1],
       ['quota_clock_keys{limiter="tenants"}', 2],
       ['quota_clock_evictions_total{limiter="site"}', 0],
@@ -80,6 +83,23 @@ describe('registerMetrics on a prom-client registry', () => {
     }
     assert.deepEqual(values, expected)
     assert.doesNotMatch(text, /quota_clock_store_calls_total/, 'no store metric without a shared limiter')
+  })
+
+  test('a KeyedQuotaClock\'s blocks: quota_clock_blocks_total, and result="blocked" apart from result="denied"', async () => {
+    const clock = manualClock({ wallMs: Date.UTC(2024, 0, 15, 12) })
+    const login = new KeyedQuotaClock({ capacity: 1, refillPerSecond: 1, suspendPolicy: 'ignore', clock, block: { after: 2, withinMs: 60_000, forMs: 60_000 } })
+    login.tryConsume('a') // allowed
+    login.tryConsume('a') // denied
+    login.tryConsume('a') // denied, and the block starts: blocked
+    login.tryConsume('a') // blocked
+    login.block('b', 1000)
+    const register = new client.Registry()
+    registerMetrics({ register, limiters: { login } })
+    const values = samples(await register.metrics())
+    assert.equal(values.get('quota_clock_decisions_total{limiter="login",result="allowed"}'), 1)
+    assert.equal(values.get('quota_clock_decisions_total{limiter="login",result="denied"}'), 1)
+    assert.equal(values.get('quota_clock_decisions_total{limiter="login",result="blocked"}'), 2)
+    assert.equal(values.get('quota_clock_blocks_total{limiter="login"}'), 2)
   })
 
   test('values are read at scrape time: later decisions show in the next scrape', async () => {
@@ -124,7 +144,7 @@ describe('registerMetrics on a prom-client registry', () => {
     } finally {
       registered.unregister()
     }
-    for (const name of ['quota_clock_decisions_total', 'quota_clock_anomalies_total', 'quota_clock_keys', 'quota_clock_evictions_total']) {
+    for (const name of ['quota_clock_decisions_total', 'quota_clock_anomalies_total', 'quota_clock_keys', 'quota_clock_evictions_total', 'quota_clock_blocks_total']) {
       assert.equal(client.register.getSingleMetric(name), undefined, name)
     }
     registered.unregister() // a second call does nothing
@@ -136,7 +156,7 @@ describe('registerMetrics on a prom-client registry', () => {
     const mine = new client.Counter({ name: 'app_requests_total', help: 'requests', registers: [register] })
     mine.inc(5)
     const registered = registerMetrics({ register, limiters: { site } })
-    assert.deepEqual(Object.keys(registered.collectors).sort(), ['anomalies', 'decisions', 'evictions', 'keys'])
+    assert.deepEqual(Object.keys(registered.collectors).sort(), ['anomalies', 'blocks', 'decisions', 'evictions', 'keys'])
     assert.ok(registered.collectors.keys instanceof client.Gauge)
     assert.ok(registered.collectors.decisions instanceof client.Counter)
     registered.unregister()

@@ -155,7 +155,7 @@ test('each stats() call returns a fresh object', () => {
 
 test('a new KeyedQuotaClock has counted nothing and holds no key', () => {
   const { limiter } = keyed()
-  assert.deepEqual(limiter.stats(), { allowed: 0, denied: 0, anomalies: anomalies(), keys: 0, evicted: 0, keyLimitRefusals: 0 })
+  assert.deepEqual(limiter.stats(), { allowed: 0, denied: 0, anomalies: anomalies(), keys: 0, evicted: 0, keyLimitRefusals: 0, blocked: 0, blocks: 0 })
 })
 
 test('KeyedQuotaClock counts decisions over every key, and keys is the size now', () => {
@@ -237,7 +237,7 @@ test('a limiter restored from a snapshot starts counting from zero', () => {
   limiter.tryConsume('a')
   limiter.tryConsume('b')
   const restored = new KeyedQuotaClock({ capacity: 2, refillPerSecond: 1, suspendPolicy: 'ignore', clock, restore: limiter.snapshot() })
-  assert.deepEqual(restored.stats(), { allowed: 0, denied: 0, anomalies: anomalies(), keys: 2, evicted: 0, keyLimitRefusals: 0 })
+  assert.deepEqual(restored.stats(), { allowed: 0, denied: 0, anomalies: anomalies(), keys: 2, evicted: 0, keyLimitRefusals: 0, blocked: 0, blocks: 0 })
 })
 
 test('a limiter that is not shared has no store counters', () => {

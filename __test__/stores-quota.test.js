@@ -420,7 +420,7 @@ describe('store answers that make no sense', () => {
     })
   const req = request({ name: 'plans', limit: 100, lacking: 2 })
 
-  for (const reply of [null, 'OK', 7, [], [5], [5, 1], [5, 1, '2', 3], [5, 1, 'x'], ['5.0', '1', '2'], ['-5', '1', '2'], ['5', '0x1', '2'], [-1, 10], [5, -1], [2.5, 1], [5, Number.NaN], [1, 10], [2 ** 53, 0]]) {
+  for (const reply of [null, 'OK', 7, [], [5], [5, 1], [5, 1, '2', 3, 4], [5, 1, '2', 'x'], [5, 1, '2', -3], [5, 1, 'x'], ['5.0', '1', '2'], ['-5', '1', '2'], ['5', '0x1', '2'], [-1, 10], [5, -1], [2.5, 1], [5, Number.NaN], [1, 10], [2 ** 53, 0]]) {
     test(`Redis answering ${JSON.stringify(reply)} is ERR_STORE_RESPONSE`, async () => {
       await expectResponseError(storeOperations(redisStore(ioredisAnswering(reply))).reserve(req))
       await expectResponseError(storeOperations(redisStore(nodeRedisAnswering(reply))).reserve(req))

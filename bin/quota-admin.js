@@ -14,7 +14,7 @@ const { performance } = require('node:perf_hooks')
 const { createRequire } = require('node:module')
 const { redisStore, mongoStore, quotaAdmin } = require('../lib/shared.js')
 const { isPeriodId, withTimeout, quietTimer, MAX_NAME_LENGTH, MAX_KEY_UNITS } = require('../lib/cli/index.js')
-const { PROGRAM, usage: bad, print, periodSpec, periodAt } = require('./command-line.js')
+const { PROGRAM, UsageError, usage: bad, print, periodSpec, periodAt } = require('./command-line.js')
 
 const DEADLINE_MS = 5_000
 // Counted from the process's start (performance.now()): the store gets until STORE_BY_MS, the
@@ -207,9 +207,9 @@ const firstLine = (error) => String(error?.message ?? error).split(/\r?\n/)[0]
  * Checks the arguments, connects, runs `operate(admin, key, periodId)`, prints what it answers
  * (`describe`: a QuotaUsage's line by default; a bucket command has no period, `periodless`).
  */
-async function run(values, operate, done, { describe = describeUsage, periodless = false } = {}) {
+async function run(values, operate, done, { describe = describeUsage, periodless = false, keyless = false } = {}) {
   const name = text(values, 'name', MAX_NAME_LENGTH)
-  const key = text(values, 'key', MAX_KEY_UNITS)
+  const key = keyless ? undefined : text(values, 'key', MAX_KEY_UNITS)
   const period = periodless ? undefined : periodId(values)
   const prepared = operate.prepare?.(values)
   const { flag, url } = storeUrl(values)
@@ -244,6 +244,7 @@ async function run(values, operate, done, { describe = describeUsage, periodless
 
 /** What a failed store command says: a store's own answer is not "cannot reach". */
 function explained(error, where, unreachable) {
+  if (error instanceof UsageError) return error // (an argument the store's answer showed wrong: grant's --create)
   if (error && (error.code === 'ERR_MISSING_PEER_DEPENDENCY' || error.code === 'ERR_STORE_RESPONSE' || /^cannot reach /.test(error.message))) return error
   // A grant the store refused (it would pass Number.MAX_SAFE_INTEGER): --units is the bad argument.
   if (error && error.code === 'ERR_INVALID_ARG') return bad(`--${firstLine(error)}`)

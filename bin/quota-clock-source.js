@@ -29,6 +29,11 @@ const COMMANDS = {
   // bucket, fill: the operator's view of a shared bucket (bin/bucket-admin.js).
   bucket: require('./bucket.js'),
   fill: require('./fill.js'),
+  // block, unblock, blocked, keys: the operator's blocks and keys of a shared limiter (bin/block-admin.js).
+  block: require('./block.js'),
+  unblock: require('./unblock.js'),
+  blocked: require('./blocked.js'),
+  keys: require('./keys.js'),
 }
 
 const MAIN_HELP = `Usage: ${PROGRAM} <command> [options]

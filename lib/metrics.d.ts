@@ -18,8 +18,10 @@ export interface RegisterMetricsOptions {
  * left out of that scrape (warned once, code `QUOTA_CLOCK_METRICS_SKIPPED`).
  */
 export interface QuotaClockCollectors {
-  /** `quota_clock_decisions_total{limiter, result="allowed"|"denied"}` */
+  /** `quota_clock_decisions_total{limiter, result="allowed"|"denied"|"blocked"}` (`blocked`: a `KeyedQuotaClock`'s, the denials a block made; `denied` the others) */
   decisions: Counter<'limiter' | 'result'>
+  /** `quota_clock_blocks_total{limiter}`: blocks started (0 for a `QuotaClock`). */
+  blocks: Counter<'limiter'>
   /** `quota_clock_anomalies_total{limiter, kind}`: every anomaly kind, zeros included. */
   anomalies: Counter<'limiter' | 'kind'>
   /** `quota_clock_keys{limiter}`: keys held now (1 for a `QuotaClock`). */

@@ -119,6 +119,31 @@ export interface QuotaAdmin {
   bucket(key: string): Promise<BucketUsage>
   /** The bucket of `key` back to full (`capacity - out`): a key blocked as saturated is unblocked. */
   fill(key: string): Promise<BucketUsage>
+  /** Blocks `key` fleet-wide from now for `forMs` (a positive safe integer ≤ 365 days; a longer block stays); instances honour it from their next store call for the key. */
+  block(key: string, forMs: number): Promise<KeyBlock>
+  /** Lifts the block of `key` and brings its level back to 0, fleet-wide; `blockedForMs` is what was left. Seen by instances within a second. */
+  unblock(key: string): Promise<KeyBlock>
+  /** The block of `key` as the store has it now; changes nothing. */
+  blocked(key: string): Promise<KeyBlock>
+  /** The keys of the name with a record now (a quota period, a bucket, a block), read incrementally: at most `limit` (default 100, at most 10,000); `blocked`: only keys blocked now. */
+  keys(options?: { blocked?: boolean; limit?: number }): Promise<KeyEntry[]>
+}
+
+/** A key's block in the store (`quotaAdmin`'s block, unblock, blocked). */
+export interface KeyBlock {
+  name: string
+  key: string
+  /** ms left of its block, rounded up; 0: not blocked. */
+  blockedForMs: number
+  /** The key's level: the next automatic block lasts `forMs[level]`. */
+  level: number
+}
+
+/** A key of `quotaAdmin.keys()`. */
+export interface KeyEntry {
+  key: string
+  /** ms left of its block; 0: not blocked. */
+  blockedForMs: number
 }
 
 /**

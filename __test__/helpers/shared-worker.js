@@ -20,6 +20,7 @@
 //   status { key }        -> { status }
 //   stats                 -> { stats } (the limiter's stats())
 //   advance { ms }        the manual clock moves (needs manualWallMs)
+//   block { key, forMs }, unblock { key }   the limiter's block and unblock -> { answer }
 //   close                 -> { closed: true } or { error }
 //   exit                  closes the client and exits (no close() of the limiter)
 // The worker sends { ready: true } once it can take commands.
@@ -37,6 +38,13 @@ async function connect() {
     const Redis = require('ioredis')
     const client = new Redis(config.url, { lazyConnect: true, maxRetriesPerRequest: null, retryStrategy: () => 50 })
     client.on('error', () => {}) // reconnects by itself; the limiter reports unavailability
+    await client.connect()
+    return { store: redisStore(client, config.storeOptions), quit: () => client.disconnect() }
+  }
+  if (config.client === 'ioredis-cluster') {
+    const Redis = require('ioredis')
+    const client = new Redis.Cluster(config.nodes, { lazyConnect: true, redisOptions: { maxRetriesPerRequest: null } })
+    client.on('error', () => {})
     await client.connect()
     return { store: redisStore(client, config.storeOptions), quit: () => client.disconnect() }
   }
@@ -70,6 +78,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
     ...(clock === undefined ? {} : { clock }),
     ...(policy === undefined ? {} : { policy }),
     share: { store, ...config.share },
+    ...(config.block === undefined ? {} : { block: config.block }),
   })
 
   const commands = {
@@ -131,6 +140,12 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
         ),
       )
       return { results, elapsedMs }
+    },
+    async block({ key, forMs }) {
+      return { answer: limiter.block(key, forMs) ?? null }
+    },
+    async unblock({ key }) {
+      return { answer: limiter.unblock(key) }
     },
     async advance({ ms }) {
       clock.advance(ms)

@@ -4,7 +4,7 @@
 // late. The Redis and MongoDB stores have tests of their own against real servers.
 
 const { KeyedQuotaClock, manualClock } = require('../..')
-const { makeQuotaStore, checkReserveAnswer, checkBucketAnswer, checkBucketUsage, newRecordId, writeOffAfterMs, bucketKeptMs, hungerMs, SHARE_REFILL_MS } = require('../../lib/share/protocol.js')
+const { makeQuotaStore, checkReserveAnswer, checkBlockAnswer, checkBucketAnswer, checkBucketUsage, newRecordId, writeOffAfterMs, bucketKeptMs, hungerMs, SHARE_REFILL_MS } = require('../../lib/share/protocol.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12)
 const UTC_DAY = { unit: 'day', timeZone: 'UTC' }
@@ -165,7 +165,11 @@ function bucketFillNow(records, now, { name, key }) {
  */
 function testStore() {
   const records = new Map()
-  const calls = { reserve: [], giveBack: [], bucketTake: [], bucketRead: [], bucketFill: [] }
+  const calls = { reserve: [], giveBack: [], bucketTake: [], bucketRead: [], bucketFill: [], blockSet: [], blockClear: [], blockRead: [] }
+  // (name, key) -> { until, level, ended } on the store's clock (blocks: lib/share/protocol.js).
+  const blocks = new Map()
+  const blockOf = (name, key) => blocks.get(JSON.stringify([name, key]))
+  const blockLeft = (name, key) => Math.max(0, (blockOf(name, key)?.until ?? 0) - clock.nowMs)
   const hung = []
   const control = { mode: 'ok', delayMs: 0, failWith: new Error('store down'), answer: undefined }
   const clock = { nowMs: NOON }
@@ -181,7 +185,23 @@ function testStore() {
     record.count += granted
     record.expiresAtMs = expiresAtMs
     records.set(id(name, key, periodId), record)
-    return { granted, unreserved: room - granted }
+    const blockedMs = blockLeft(name, key)
+    return { granted, unreserved: room - granted, ...(blockedMs > 0 ? { blockedMs } : {}) }
+  }
+
+  function blockSetNow({ name, key, forMs, levels, resetAfterMs }) {
+    const now = clock.nowMs
+    const record = blockOf(name, key) ?? { until: 0, level: 0, ended: 0 }
+    let ms = forMs
+    if (levels !== undefined) {
+      if (now - record.ended >= resetAfterMs) record.level = 0
+      ms = levels[record.level]
+      record.level = Math.min(record.level + 1, levels.length - 1)
+    }
+    record.until = Math.max(record.until, now + ms)
+    record.ended = Math.max(record.ended, record.until)
+    blocks.set(JSON.stringify([name, key]), record)
+    return { blockedMs: record.until - now, level: record.level }
   }
 
   function giveBackNow({ name, key, periodId, units }) {
@@ -216,6 +236,22 @@ function testStore() {
       calls.giveBack.push({ ...request })
       return answer(() => giveBackNow(request))
     },
+    blockSet(request) {
+      calls.blockSet.push({ ...request })
+      return answer(() => checkBlockAnswer(blockSetNow(request), request.name))
+    },
+    blockClear(request) {
+      calls.blockClear.push({ ...request })
+      return answer(() => {
+        const blockedMs = blockLeft(request.name, request.key)
+        blocks.delete(JSON.stringify([request.name, request.key]))
+        return checkBlockAnswer({ blockedMs, level: 0 }, request.name)
+      })
+    },
+    blockRead(request) {
+      calls.blockRead.push({ ...request })
+      return answer(() => checkBlockAnswer({ blockedMs: blockLeft(request.name, request.key), level: blockOf(request.name, request.key)?.level ?? 0 }, request.name))
+    },
     bucketTake(request) {
       calls.bucketTake.push({ ...request })
       return answer(() => checkBucketAnswer(control.answer !== undefined ? control.answer : bucketTakeNow(records, clock.nowMs, request), request))
@@ -235,6 +271,8 @@ function testStore() {
     records,
     calls,
     control,
+    /** The block left of (name, key) by the store's clock (0: none). */
+    blockLeft,
     /** The store's count for (name, key, periodId), 0 if none. */
     count: (name, key, periodId) => records.get(id(name, key, periodId))?.count ?? 0,
     release() {

@@ -4,7 +4,7 @@
 import { KeyedQuotaClock } from 'quota-clock-source'
 import type { QuotaStore as MainQuotaStore } from 'quota-clock-source'
 import { redisStore, mongoStore, quotaAdmin } from 'quota-clock-source/shared'
-import type { BucketUsage, IoRedisClient, MongoDb, NodeRedisClient, NodeRedisCluster, QuotaAdmin, QuotaStore, QuotaUsage, RedisClient } from 'quota-clock-source/shared'
+import type { BucketUsage, KeyBlock, KeyEntry, IoRedisClient, MongoDb, NodeRedisClient, NodeRedisCluster, QuotaAdmin, QuotaStore, QuotaUsage, RedisClient } from 'quota-clock-source/shared'
 
 declare const ioredis: IoRedisClient
 declare const nodeRedis: NodeRedisClient
@@ -59,6 +59,19 @@ async function unblock(): Promise<number> {
   const filled = await admin.fill('203.0.113.7')
   return bucket.tokens + bucket.out + (capacity ?? 0) + (refill ?? 0) + filled.tokens + (filled.expiresAt ?? 0)
 }
+async function blocks(): Promise<number> {
+  const blocked: KeyBlock = await admin.block('203.0.113.9', 3_600_000)
+  const lifted: KeyBlock = await admin.unblock('203.0.113.9')
+  const now: KeyBlock = await admin.blocked('203.0.113.9')
+  const keys: KeyEntry[] = await admin.keys({ blocked: true, limit: 50 })
+  const all: KeyEntry[] = await admin.keys()
+  return blocked.blockedForMs + blocked.level + lifted.level + now.blockedForMs + keys.length + all.length + blocked.key.length + blocked.name.length
+}
+void blocks
+// @ts-expect-error block needs forMs
+void admin.block('203.0.113.9')
+// @ts-expect-error keys takes options, not a number
+void admin.keys(10)
 // @ts-expect-error a bucket has no period
 void admin.bucket('acme', '2026-12')
 // @ts-expect-error units is a number

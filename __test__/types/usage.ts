@@ -25,6 +25,8 @@ import type {
   ManualClock,
   ManualClockInit,
   QuotaClockErrorCode,
+  KeyStatus,
+  BlockOptions,
 } from 'quota-clock-source'
 
 /** Compiles only when A and B are the same type. */
@@ -36,7 +38,7 @@ assertType<Equal<SuspendPolicy, 'ignore' | 'credit' | 'refuse'>>()
 assertType<
   Equal<AnomalyKind, 'wall-step-back' | 'wall-step-forward' | 'suspend' | 'ambiguous-wall-jump' | 'period-regression' | 'period-skip' | 'store-clock-step'>
 >()
-assertType<Equal<Decision['retryAfterBasis'], 'monotonic-refill' | 'wall-period' | null>>()
+assertType<Equal<Decision['retryAfterBasis'], 'monotonic-refill' | 'wall-period' | 'block' | null>>()
 assertType<Equal<Period['startKind'], 'exact' | 'gap' | 'repeat'>>()
 assertType<Equal<QuotaPeriodSpec['unit'], 'day' | 'week' | 'month' | 'year'>>()
 assertType<Equal<Anomaly['kind'], AnomalyKind>>()
@@ -130,6 +132,23 @@ const image: Uint8Array = keyed.snapshot()
 const restored = new KeyedQuotaClock({ ...keyedOptions, restore: image })
 // @ts-expect-error a key is a string
 keyed.tryConsume(42)
+// Blocks: the option (forMs one number or an escalating list), block, unblock, blockedForMs.
+const loginBlock: BlockOptions = { after: 5, withinMs: 60_000, forMs: [60_000, 600_000, 3_600_000], resetAfterMs: 86_400_000 }
+const login = new KeyedQuotaClock({ ...keyedOptions, block: loginBlock })
+new KeyedQuotaClock({ ...keyedOptions, block: { after: 3, withinMs: 1000, forMs: 5000 } })
+login.block('203.0.113.9', 30_000)
+const wasBlocked: boolean = login.unblock('203.0.113.9')
+const blockStatus: KeyStatus = login.status('203.0.113.9')
+const blockedForMs: number = blockStatus.blockedForMs
+const blockBasis: Decision['retryAfterBasis'] = 'block'
+const blockedCalls: number | undefined = login.stats().blocked
+const blocksStarted: number | undefined = login.stats().blocks
+// @ts-expect-error block needs forMs
+login.block('203.0.113.9')
+// @ts-expect-error block's after is a number
+new KeyedQuotaClock({ ...keyedOptions, block: { after: '5', withinMs: 60_000, forMs: 60_000 } })
+// @ts-expect-error block needs withinMs
+new KeyedQuotaClock({ ...keyedOptions, block: { after: 5, forMs: 60_000 } })
 // A quota alone: no capacity and refillPerSecond (one without the other does not compile).
 const quotaAlone: QuotaClockOptions = { suspendPolicy: 'ignore', quota: { limit: 10_000, period: { unit: 'month', timeZone: 'UTC' } } }
 const quotaOnly = new QuotaClock(quotaAlone)

@@ -100,6 +100,9 @@ function itemNames(name, what) {
     plain[unit] = name === undefined ? unit : `${name}-${unit}`
     quoted[unit] = sfString(plain[unit])
   }
+  // The item a block's 429 names in violated-policies (a block is no header item of its own).
+  plain.block = name === undefined ? 'block' : `${name}-block`
+  quoted.block = sfString(plain.block)
   return { plain, quoted }
 }
 

@@ -9,6 +9,7 @@ const { isThenable, callbackError } = require('./plan.js')
 
 /** The items of `entry` that denied `decision` for a request of `n`. */
 function violatedBy(entry, record, decision, n) {
+  if (decision.retryAfterBasis === 'block') return [entry.items.plain.block]
   const names = []
   if (decision.tokens < n) names.push(entry.items.plain.burst)
   if (record !== undefined && record.unit !== undefined && decision.quotaRemaining !== null && decision.quotaRemaining < n) {

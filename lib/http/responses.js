@@ -62,6 +62,7 @@ function localTime(ms, timeZone) {
  */
 function retryWhen(decision, reset) {
   const seconds = Math.ceil(decision.retryAfterMs / 1000)
+  if (decision.retryAfterBasis === 'block') return `in ${humanWait(seconds)}`
   if (decision.retryAfterBasis !== 'wall-period') return `after ${waitSentence(seconds)}`
   const at = reset === undefined ? undefined : localTime(reset.atMs, reset.timeZone)
   return `in ${humanWait(seconds)}${at === undefined ? '' : ` (at ${at})`}`
@@ -73,7 +74,10 @@ function quotaExceededProblem(decision, violated, reset) {
     type: PROBLEM_TYPE_QUOTA_EXCEEDED,
     title: 'Too Many Requests',
     status: 429,
-    detail: `The ${which} rate limit ${violated.length > 1 ? 'policies are' : 'policy is'} exhausted; retry ${retryWhen(decision, reset)}.`,
+    detail:
+      decision.retryAfterBasis === 'block'
+        ? `This client is blocked by the ${which} rate limit policy for repeated or abusive requests; retry ${retryWhen(decision, reset)}.`
+        : `The ${which} rate limit ${violated.length > 1 ? 'policies are' : 'policy is'} exhausted; retry ${retryWhen(decision, reset)}.`,
     'violated-policies': violated,
     retryAfterMs: decision.retryAfterMs,
     retryAfterBasis: decision.retryAfterBasis,

@@ -131,6 +131,12 @@ class KeyedTable extends ImmediateBackend {
     return callNative(() => native.keyedSize(this.#native))
   }
 
+  /** The limiter's timeline now (ms of real elapsed time): blocks are timed on it. */
+  timelineMs() {
+    const js = this.#js
+    return callNative(() => native.keyedTimelineMs(this.#native, js === undefined ? undefined : js.readings()[0]))
+  }
+
   writeStats() {
     callNative(() => native.keyedStats(this.#native))
   }

@@ -15,8 +15,11 @@ const { N_OR_STATUS, DECIDED, NO_ANOMALIES, readDecision } = require('../limiter
 const { coded, typeError, checkNumber, MAX_KEY_UNITS } = require('../common/validate.js')
 const { parseShareOptions } = require('../share/options.js')
 const { resolvePolicy, assignPolicies } = require('./key-policy.js')
+const { BlockBook, parseBlockOptions, checkBlockMs, writeSnapshot, readSnapshot } = require('./blocks.js')
+const { monotonicOf } = require('../time/clocks.js')
+const { ZoneBlockFile } = require('./zone-blocks.js')
 
-const KEYED_KEYS = ['policy', 'maxKeys', 'restore', 'share', 'zone', 'policyTtlMs']
+const KEYED_KEYS = ['policy', 'maxKeys', 'restore', 'share', 'zone', 'policyTtlMs', 'block']
 const DEFAULT_MAX_KEYS = 1_000_000
 // Each limiter has its own result buffer (lib/limiter/native-call.js): in, `n`, the operation and
 // readings taken in JS; out, the status, then the decision.
@@ -62,11 +65,14 @@ class KeyedQuotaClock {
   #call
   #tryCall
   #result
+  // Blocked keys, levels and runs of denials (lib/keyed/blocks.js).
+  #blocks
 
   constructor(options) {
     const { limiterOptions, clockArgs, onAnomaly, initialTokensGiven, read } = parseOptions(options, KEYED_KEYS)
     const { policy, restore } = read
     const share = read.share === undefined ? undefined : parseShareOptions(read.share)
+    const blockPolicy = read.block === undefined ? undefined : parseBlockOptions(read.block)
     if (share !== undefined && read.zone !== undefined) {
       throw coded(TypeError, 'ERR_INVALID_OPTION', 'zone and share cannot be used together: a zone is one limiter for the processes of one host, share one quota for every instance; pick one')
     }
@@ -83,10 +89,13 @@ class KeyedQuotaClock {
     }
     const defaults = { ...limiterOptions, initialTokensGiven }
     let plan
+    let savedBlocks = []
     if (restore !== undefined) {
       // The options' values first: bad options call no policy.
       if (policy !== undefined) callNative(() => native.checkLimiterOptions(limiterOptions))
-      plan = callNative(() => native.snapshotParse(restore, maxKeys))
+      const { keysImage, entries } = readSnapshot(restore)
+      savedBlocks = entries
+      plan = callNative(() => native.snapshotParse(keysImage, maxKeys))
       if (policy !== undefined) assignPolicies(plan, policy, defaults)
     }
     const policyOf = (key) => resolvePolicy(policy, key, defaults)
@@ -104,6 +113,16 @@ class KeyedQuotaClock {
     this.#call = this.#backend.call
     this.#tryCall = this.#backend.tryCall
     this.#result = this.#backend.result
+    // A shared limiter's blocks are the fleet's: written to the store, read back with its answers.
+    const store = this.#backend.sendBlock === undefined ? undefined : this.#backend
+    // Blocks run on the limiter's timeline; a zone's on the host's monotonic clock, which every
+    // process on it reads alike.
+    const now = this.#backend.timelineMs === undefined ? monotonicOf(clockArgs) : () => this.#backend.timelineMs()
+    this.#blocks = new BlockBook(blockPolicy, now, maxKeys, store)
+    if (store !== undefined) store.onBlock = (key, blockedMs) => this.#blocks.fleet(key, blockedMs)
+    // A zone's blocks hold in every process of the host (restore applies only to a new zone's keys).
+    if (read.zone !== undefined) this.#blocks.inZone((onChange) => new ZoneBlockFile(read.zone.path, onChange))
+    this.#blocks.restore(savedBlocks)
     rememberLimiter(this, clockArgs, policy === undefined) // for the HTTP middleware
   }
 
@@ -113,12 +132,68 @@ class KeyedQuotaClock {
     const error = argumentError(key, n)
     // A shared limiter refuses tryConsume whatever its arguments.
     if (error !== undefined) throw this.#backend.tryRefusal() ?? error
+    const blocks = this.#blocks
+    if (blocks.active !== 0) {
+      const refusal = this.#backend.tryRefusal() // a shared limiter's ERR_SHARED_ASYNC, blocked or not
+      if (refusal !== undefined) throw refusal
+      const blocked = this.#blockedDecision(key)
+      if (blocked !== undefined) return blocked
+    }
     const result = this.#result
     result[N_OR_STATUS] = n
     result[AT.operation] = CONSUME
     this.#tryCall(key)
-    if (result[N_OR_STATUS] === DECIDED) return readDecision(result, NO_ANOMALIES)
-    return this.#backend.settle(key, n, CONSUME)
+    const decision = result[N_OR_STATUS] === DECIDED ? readDecision(result, NO_ANOMALIES) : this.#backend.settle(key, n, CONSUME)
+    return decision.allowed ? decision : blocks.denied(key, decision)
+  }
+
+  /** A blocked key's denial (consuming nothing, asking no store), or undefined when it is not blocked. */
+  #blockedDecision(key) {
+    const blocks = this.#blocks
+    if (!blocks.has(key)) return undefined
+    // The status first: it reconciles the clocks, so the timeline the block is read on is now's.
+    const status = this.#backend.status(key)
+    const leftMs = blocks.leftMs(key)
+    if (leftMs === 0) return undefined
+    return blocks.deny(key, leftMs, status)
+  }
+
+  /**
+   * A consume's answer, counted by the block book when it is a denial. On a shared limiter, a
+   * call whose store call answered that the key is blocked fleet-wide is denied by the block, its
+   * units given back.
+   */
+  #counted(key, n, promise) {
+    const blocks = this.#blocks
+    if (!blocks.counting && !blocks.shared) return promise
+    return promise.then((decision) => {
+      if (!decision.allowed) return blocks.denied(key, decision)
+      if (blocks.active === 0) return decision
+      const leftMs = blocks.leftMs(key)
+      if (leftMs === 0) return decision
+      this.refund(key, n)
+      return blocks.deny(key, leftMs, this.#backend.status(key))
+    })
+  }
+
+  /**
+   * Blocks `key` until `forMs` from now (the limiter's monotonic clock), unless it is already
+   * blocked for longer. A key not held is held as a call would hold it (its policy asked).
+   */
+  block(key, forMs) {
+    checkKey(key)
+    checkBlockMs(forMs)
+    this.#backend.status(key)
+    this.#blocks.block(key, forMs)
+    this.#backend.blocked?.(key, forMs, this.#blocks.level(key))
+  }
+
+  /** Ends the key's block: true if it was blocked; its level goes back to 0. Asks no policy. */
+  unblock(key) {
+    checkKey(key)
+    const was = this.#blocks.unblock(key)
+    this.#backend.unblocked?.(key)
+    return was
   }
 
   /**
@@ -129,7 +204,15 @@ class KeyedQuotaClock {
   consume(key, n = 1) {
     const error = argumentError(key, n)
     if (error !== undefined) return Promise.reject(error)
-    return this.#backend.consume(key, n)
+    if (this.#blocks.active !== 0) {
+      try {
+        const blocked = this.#blockedDecision(key)
+        if (blocked !== undefined) return Promise.resolve(blocked)
+      } catch (failure) {
+        return Promise.reject(failure)
+      }
+    }
+    return this.#counted(key, n, this.#backend.consume(key, n))
   }
 
   /**
@@ -139,7 +222,17 @@ class KeyedQuotaClock {
   #consumeTaken(key, n) {
     const error = argumentError(key, n)
     if (error !== undefined) return Promise.reject(error)
-    return this.#backend.consumeTaken(key, n)
+    if (this.#blocks.active !== 0) {
+      try {
+        const blocked = this.#blockedDecision(key)
+        if (blocked !== undefined) return Promise.resolve({ decision: blocked, period: NaN })
+      } catch (failure) {
+        return Promise.reject(failure)
+      }
+    }
+    const taken = this.#backend.consumeTaken(key, n)
+    if (!this.#blocks.counting) return taken
+    return taken.then(({ decision, period }) => ({ decision: decision.allowed ? decision : this.#blocks.denied(key, decision), period }))
   }
 
   /**
@@ -148,7 +241,10 @@ class KeyedQuotaClock {
    */
   close() {
     const done = this.#backend.close()
-    if (this.#backend.closed) rememberClosed(this)
+    if (this.#backend.closed) {
+      this.#blocks.close()
+      rememberClosed(this)
+    }
     return done
   }
 
@@ -166,7 +262,9 @@ class KeyedQuotaClock {
   /** QuotaClock's status() for one key (a key not held: what a fresh key would have, not holding it). */
   status(key) {
     checkKey(key)
-    return this.#backend.status(key)
+    const status = this.#backend.status(key)
+    status.blockedForMs = Math.ceil(this.#blocks.leftMs(key))
+    return status
   }
 
   /**
@@ -183,6 +281,7 @@ class KeyedQuotaClock {
   /** Drops the key and all its state (a shared key's unused units go back to the store); true if it was held. Reads no clock. */
   delete(key) {
     checkKey(key)
+    this.#blocks.delete(key)
     return this.#backend.delete(key)
   }
 
@@ -193,7 +292,12 @@ class KeyedQuotaClock {
 
   /** Counters since construction: decisions, anomalies, keys held now, evictions, key-limit refusals (and `store`, when shared). Reads no clock. */
   stats() {
-    return this.#backend.stats()
+    const stats = this.#backend.stats()
+    // A block's denials made no native call: they join `denied` here.
+    stats.denied += this.#blocks.short
+    stats.blocked = this.#blocks.blocked
+    stats.blocks = this.#blocks.blocks
+    return stats
   }
 
   static {
@@ -209,7 +313,7 @@ class KeyedQuotaClock {
 
   /** A versioned binary image of every held key, for `new KeyedQuotaClock({ ..., restore })`. Reads no clock. */
   snapshot() {
-    return this.#backend.snapshot()
+    return writeSnapshot(this.#backend.snapshot(), this.#blocks.entries())
   }
 
 }

@@ -63,6 +63,16 @@ class SharedTable {
     return sharedAsync()
   }
 
+  /** `onBlock(key, blockedMs)`: a store call's answer of the key's fleet block. */
+  set onBlock(onBlock) {
+    this.#driver.onBlock = onBlock
+  }
+
+  /** A block operation sent to the store in the background (ShareDriver's sendBlock). */
+  sendBlock(operation, fields, then) {
+    this.#driver.sendBlock(operation, fields, then)
+  }
+
   get result() {
     return this.#result
   }
@@ -141,6 +151,10 @@ class SharedTable {
 
   get size() {
     return this.#table.size
+  }
+
+  timelineMs() {
+    return this.#table.timelineMs()
   }
 
   stats() {

@@ -87,6 +87,8 @@ function parseLimiters(limiters) {
 
 const isCount = (value) => typeof value === 'number' && value >= 0 && value !== Infinity // (NaN >= 0 is false)
 const STORE_COUNTS = ['calls', 'errors', 'timeouts', 'reserved', 'returned']
+// A KeyedQuotaClock's denials by a block, of `denied` (a QuotaClock has none).
+const blockedOf = (stats) => (isCount(stats.blocked) ? Math.min(stats.blocked, stats.denied) : 0)
 
 /** Whether `stats` is what stats() promises: counts, and on a shared limiter the store's counts. */
 function isCounters(stats, shared) {
@@ -148,12 +150,24 @@ function registerMetrics(options) {
     decisions: {
       Type: client.Counter,
       name: counterName('quota_clock_decisions'),
-      help: 'Rate-limit decisions since the limiter was made, by result (allowed or denied).',
+      help: 'Rate-limit decisions since the limiter was made, by result (allowed, blocked: denied by a block, or denied: the other denials).',
       labelNames: ['limiter', 'result'],
       entries,
       write(metric, name, stats) {
+        const blocked = blockedOf(stats)
         metric.inc({ limiter: name, result: 'allowed' }, stats.allowed)
-        metric.inc({ limiter: name, result: 'denied' }, stats.denied)
+        metric.inc({ limiter: name, result: 'denied' }, stats.denied - blocked)
+        if (stats.blocked !== undefined) metric.inc({ limiter: name, result: 'blocked' }, blocked)
+      },
+    },
+    blocks: {
+      Type: client.Counter,
+      name: counterName('quota_clock_blocks'),
+      help: 'Blocks the limiter started (by its block option or block(key, forMs); extending one is not a new one).',
+      labelNames: ['limiter'],
+      entries,
+      write(metric, name, stats) {
+        metric.inc({ limiter: name }, isCount(stats.blocks) ? stats.blocks : 0)
       },
     },
     anomalies: {

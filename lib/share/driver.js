@@ -34,7 +34,7 @@ const { randomBytes } = require('node:crypto')
 const native = require('../native/native.js')
 const { OutageWarning } = require('../common/outage.js')
 const { GiveBacks } = require('./give-backs.js')
-const { OK, reserveArgs } = require('./store-call.js')
+const { OK, reserveArgs, storeCallWithin } = require('./store-call.js')
 const { KeyFlights } = require('./key-flights.js')
 const { BucketDriver } = require('./bucket.js')
 const { UnclaimedAnswers } = require('./unclaimed.js')
@@ -63,6 +63,10 @@ class ShareDriver {
   #instance = randomBytes(6).toString('hex')
   // The driver of a fleet bucket (`bucket`), else undefined.
   #bucket
+  // Where a key's fleet block, as a store call answered it, goes (the limiter's block book).
+  #onBlock = () => {}
+  // Block calls under way (blockSet, blockClear, blockRead), which close() waits for.
+  #blockCalls = new Set()
 
   /**
    * `decide(key, n, operation)`: the limiter's native shared consume; returns a Decision, or a
@@ -84,6 +88,30 @@ class ShareDriver {
     const shared = { handle, ops: this.#ops, name: options.name, instance: this.#instance, stats: this.#stats, outage: this.#outage }
     this.#keys = new KeyFlights(shared, options, () => this.#giveBacks.sendIdle(options.idleMs, readMonotonic))
     if (options.bucket) this.#bucket = new BucketDriver(shared, options, decide, readMonotonic)
+  }
+
+  /** `onBlock(key, blockedMs)`: a store call's answer of the key's fleet block (0: none). */
+  set onBlock(onBlock) {
+    this.#onBlock = onBlock
+  }
+
+  /**
+   * A block operation (lib/share/protocol.js: blockSet, blockClear, blockRead) sent in the
+   * background, bounded by timeoutMs and counted in the store counters; its answer goes to `then`,
+   * a failure is counted and dropped (the key's next store call, or the next ask, tells again).
+   */
+  sendBlock(operation, fields, then) {
+    const call = storeCallWithin((roundTrip) => this.#ops[operation]({ name: this.#name, ...fields }, roundTrip), this.#stats, this.#timeoutMs, () => BLOCK_TIMED_OUT).then(
+      (answer) => {
+        if (answer === BLOCK_TIMED_OUT) this.#stats.timeouts++
+        else then?.(answer)
+      },
+      () => {
+        this.#stats.errors++
+      },
+    )
+    this.#blockCalls.add(call)
+    call.finally(() => this.#blockCalls.delete(call))
   }
 
   /** Whether the limiter's buckets are the fleet's (`share.bucket`). */
@@ -246,8 +274,9 @@ class ShareDriver {
       call: (roundTrip) => this.#ops.reserve(args, roundTrip),
       failed: () => native.keyedShareFailed(this.#handle, key, request.periodSlot, request.charge),
       // (The store checked its answer, lib/share/protocol.js's checkReserveAnswer.)
-      answered: ({ granted, unreserved, recordId }, fail, flight) => {
+      answered: ({ granted, unreserved, recordId, blockedMs }, fail, flight) => {
         this.#outage.answered()
+        if (blockedMs !== undefined) this.#onBlock(key, blockedMs)
         this.#stats.reserved += granted
         let credited = false
         if (generation === keys.generation) credited = this.#credit(key, request, granted, unreserved, recordId)
@@ -274,6 +303,7 @@ class ShareDriver {
    * back when they answer. The limiter stays usable: a later consume reserves again.
    */
   async close() {
+    await Promise.all(this.#blockCalls)
     const bucket = this.#bucket === undefined ? undefined : this.#bucket.close().then(() => undefined, (error) => error)
     await this.#closeQuota()
     const failed = await bucket
@@ -297,6 +327,9 @@ class ShareDriver {
     }
   }
 }
+
+// What a block call that did not answer within timeoutMs resolves to.
+const BLOCK_TIMED_OUT = Symbol('timed out')
 
 // Operations of a shared consume (lib/native/contract.js's OPERATION).
 const { sharedConsume: SHARED_CONSUME, sharedAfterStore: AFTER_STORE, sharedFailOpen: FAIL_OPEN } = require('../native/contract.js').OPERATION

@@ -43,6 +43,20 @@
 //     written and it answers { refused: limit + extra } instead of the record.
 //   reset({ name, key, periodId })                   count = sum of held, extra = 0
 //
+// Blocks (docs/blocking.md): one block record of (name, key), { until: store ms, level, ended:
+// store ms }, forgotten resetAfterMs after its block ends. Store time `now` as the fleet bucket's.
+//   blockSet({ name, key, forMs, levels, resetAfterMs }) -> Promise<{ blockedMs, level }>
+//     levels: undefined for a manual block (until = max(until, now + forMs), level unchanged), or
+//     the escalating list of an automatic one: level = 0 if now - ended >= resetAfterMs;
+//     until = max(until, now + levels[level]); level = min(level + 1, #levels - 1).
+//     ended = max(ended, until); the record expires at ended + resetAfterMs.
+//   blockClear({ name, key }) -> { blockedMs (what was left before), level: 0 }: the record deleted
+//   blockRead({ name, key }) -> { blockedMs, level } ({ 0, 0 } without a record)
+//   keys({ name, blocked, limit }) -> [{ key, blockedMs }]: the keys of the name with a record,
+//     read incrementally (Redis SCAN, a MongoDB index range), at most limit of them
+//   reserve's answer carries blockedMs, the key's block left by store time, while there is one
+//   (absent: none), read in the reservation's own round trip.
+//
 // Every number crossing is a non-negative safe integer; an answer that is not one is the store's
 // fault (ERR_STORE_RESPONSE), checked by checkReserveAnswer below. A record holding more than
 // Number.MAX_SAFE_INTEGER (extra, count) is answered clamped to it (`clamped`), and reserved from
@@ -279,7 +293,26 @@ function checkReserveAnswer(answer, request) {
         'expected { granted, unreserved, recordId } as non-negative safe integers'
     )
   }
-  return { granted, unreserved, recordId }
+  const blockedMs = answer.blockedMs
+  if (blockedMs === undefined) return { granted, unreserved, recordId }
+  if (!isAmount(blockedMs)) throw badAnswer('a reservation (its block)', request.name, answer, 'blockedMs as a non-negative number of ms')
+  return { granted, unreserved, recordId, blockedMs }
+}
+
+/** A block record's answer (blockSet, blockClear, blockRead): { blockedMs, level }, checked. */
+function checkBlockAnswer(answer, name) {
+  if (answer === null || typeof answer !== 'object' || !isAmount(answer.blockedMs) || !isCount(answer.level)) {
+    throw badAnswer('a block', name, answer, '{ blockedMs, level } as non-negative numbers')
+  }
+  return { blockedMs: answer.blockedMs, level: answer.level }
+}
+
+/** A keys() answer: [{ key, blockedMs }], checked. */
+function checkKeysAnswer(answer, name) {
+  if (!Array.isArray(answer) || !answer.every((entry) => entry !== null && typeof entry === 'object' && typeof entry.key === 'string' && isAmount(entry.blockedMs))) {
+    throw badAnswer('keys', name, answer, 'an array of { key, blockedMs }')
+  }
+  return answer
 }
 
 function badAnswer(what, name, answer, expected) {
@@ -394,6 +427,8 @@ function describe(value) {
 }
 
 module.exports = {
+  checkBlockAnswer,
+  checkKeysAnswer,
   makeQuotaStore,
   isQuotaStore,
   storeOperations,

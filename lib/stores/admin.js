@@ -76,6 +76,45 @@ function bucketMethods(name, run) {
   return { bucket: view('bucketRead', 'bucket'), fill: view('bucketFill', 'fill') }
 }
 
+const MAX_BLOCK_MS = 365 * 24 * 60 * 60 * 1000
+const DAY_MS = 24 * 60 * 60 * 1000
+const DEFAULT_KEYS_LIMIT = 100
+const MAX_KEYS_LIMIT = 10_000
+
+/**
+ * The operator's blocks of share `name` (docs/blocking.md): block(key, forMs), unblock(key),
+ * blocked(key), each one store operation answering { name, key, blockedForMs, level }; keys({
+ * blocked, limit }) the keys with a record, read incrementally (SCAN, an index range).
+ */
+function blockMethods(name, run) {
+  const answer = (key, { blockedMs, level }) => ({ name, key, blockedForMs: Math.ceil(blockedMs), level })
+  return {
+    block: async (key, forMs) => {
+      checkText(key, 'key', MAX_KEY_UNITS)
+      if (typeof forMs !== 'number') throw invalidArg(TypeError, 'forMs', 'a positive safe integer of ms up to 365 days', forMs)
+      if (!(Number.isSafeInteger(forMs) && forMs >= 1 && forMs <= MAX_BLOCK_MS)) throw invalidArg(RangeError, 'forMs', 'a positive safe integer of ms up to 365 days', forMs)
+      return answer(key, await run('blockSet', { key, forMs, resetAfterMs: DAY_MS }, `block for key ${describe(key)}`))
+    },
+    unblock: async (key) => {
+      checkText(key, 'key', MAX_KEY_UNITS)
+      return answer(key, await run('blockClear', { key }, `unblock for key ${describe(key)}`))
+    },
+    blocked: async (key) => {
+      checkText(key, 'key', MAX_KEY_UNITS)
+      return answer(key, await run('blockRead', { key }, `blocked for key ${describe(key)}`))
+    },
+    keys: async (options = {}) => {
+      if (!isPlainObject(options)) throw typeError('ERR_INVALID_ARG', 'options', 'an object { blocked?, limit? }', options)
+      const { blocked = false, limit = DEFAULT_KEYS_LIMIT } = readOptions(options, ['blocked', 'limit'], 'options', 'ERR_INVALID_ARG')
+      if (typeof blocked !== 'boolean') throw invalidArg(TypeError, 'options.blocked', 'a boolean', blocked)
+      if (typeof limit !== 'number') throw invalidArg(TypeError, 'options.limit', `an integer from 1 to ${MAX_KEYS_LIMIT}`, limit)
+      if (!(Number.isInteger(limit) && limit >= 1 && limit <= MAX_KEYS_LIMIT)) throw invalidArg(RangeError, 'options.limit', `an integer from 1 to ${MAX_KEYS_LIMIT}`, limit)
+      const found = await run('keys', { blocked, limit }, 'keys')
+      return found.map(({ key, blockedMs }) => ({ key, blockedForMs: Math.ceil(blockedMs) }))
+    },
+  }
+}
+
 /**
  * Runs one store operation of share `name` (lib/share/store-call.js), for at most timeoutMs: its
  * answer, ERR_STORE_RESPONSE as the store threw it, or ERR_STORE_UNAVAILABLE (`says`: the
@@ -128,6 +167,7 @@ function quotaAdmin(store, options) {
 
   return Object.freeze({
     ...bucketMethods(name, run),
+    ...blockMethods(name, run),
     usage: async (key, periodId) => {
       record(key, periodId)
       return quota('usage', key, periodId, {})

@@ -29,6 +29,7 @@ const { describe } = require('../common/validate.js')
 const { ATTEMPTS, isDuplicateKey, storeResponse, documentOf, createThenUpdate } = require('./mongo-calls.js')
 const { recordKey } = require('./record-key.js')
 const { bucketOperations } = require('./mongo-bucket.js')
+const blocks = require('./mongo-blocks.js')
 const { invalid, readStoreOptions, checkText } = require('./options.js')
 
 const DEFAULT_COLLECTION = 'quota_shares'
@@ -144,7 +145,9 @@ function mongoStore(db, options) {
         (attempts) => storeResponse(`quota store (MongoDB) lost the record of "${name}" for key ${describe(key)} in ${periodId}: not found after ${attempts} attempts to create it`),
       )
       const unreserved = typeof document.count === 'number' ? clamped(Math.max(0, request.limit + (document.extra ?? 0) - document.count)) : document.count
-      return checkReserveAnswer({ granted: document.granted, unreserved, recordId: document.rid }, request)
+      // A block stamped on the record (lib/stores/mongo-blocks.js) comes with it, while it lasts.
+      const blockedMs = blocks.leftOf(document.blk)
+      return checkReserveAnswer({ granted: document.granted, unreserved, recordId: document.rid, ...(blockedMs > 0 ? { blockedMs } : {}) }, request)
     },
     async giveBack(request, roundTrip = noTrip) {
       const { name, key, periodId, units } = request
@@ -187,6 +190,7 @@ function mongoStore(db, options) {
       return recordOf(documentOf(await records().findOneAndUpdate({ _id: recordKey(name, key, periodId) }, RESET, WITH_DOCUMENT), `a reset for "${name}"`), name)
     },
     ...bucketOperations(records),
+    ...blocks.blockOperations(records),
   })
 }
 

@@ -31,6 +31,7 @@ const { makeQuotaStore, checkReserveAnswer, checkRecordAnswer, checkRefusedGrant
 const { describe } = require('../common/validate.js')
 const { redisQuotaKey } = require('./record-key.js')
 const { bucketOperations } = require('./redis-bucket.js')
+const { blockOperations, RESERVE_BLOCK } = require('./redis-blocks.js')
 const { invalid, readStoreOptions, checkText } = require('./options.js')
 
 const DEFAULT_PREFIX = 'qcs:'
@@ -74,7 +75,7 @@ end
 // identity. Answers { granted, unreserved, identity ('0': nothing written) }, the first two as
 // decimal strings; the room is clamped to Number.MAX_SAFE_INTEGER (a record whose extra or count
 // passed it is still reserved from).
-const RESERVE = `${WHOLE}
+const RESERVE = `${WHOLE}${RESERVE_BLOCK}
 local grace = ${RECORD_GRACE_MS}
 local limit, lease, lacking, charge = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local expires, heldField, held, owned, known = tonumber(ARGV[5]), 'h:' .. ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
@@ -91,7 +92,7 @@ if room >= want then granted = want end
 count = count + granted
 held = held + granted
 if not id then
-  if count == 0 and (held == 0 or heldField == 'h:') then return { whole(granted), whole(room - granted), '0' } end
+  if count == 0 and (held == 0 or heldField == 'h:') then return { whole(granted), whole(room - granted), '0', string.format('%.3f', blocked) } end
   id = ARGV[10]
 end
 local function write()
@@ -111,7 +112,7 @@ if expires > (tonumber(record[2]) or 0) then
     redis.call('PEXPIRE', KEYS[1], grace)
   end
 end
-return { whole(granted), whole(room - granted), id }
+return { whole(granted), whole(room - granted), id, string.format('%.3f', blocked) }
 `
 
 // ARGV: units, instance, recordId. Gives back to the record of that identity only.
@@ -192,6 +193,15 @@ function commandRunner(client) {
   return undefined
 }
 
+/** A function per node of the client's deployment that sends it one command (SCAN is per node). */
+function scanners(client, run) {
+  if (client.isCluster === true) return client.nodes('master').map((node) => (args) => node.call(...args))
+  if (client.isCluster === false) return [(args) => run(args)]
+  const masters = typeof client.getMasters === 'function' ? client.getMasters() : client.masters
+  if (masters !== undefined) return [...masters].map((master) => (args) => Promise.resolve(client.nodeClient(master)).then((node) => node.sendCommand(args)))
+  return [(args) => run(args)]
+}
+
 /** A quota store on Redis, for an ioredis Redis/Cluster (ioredis >= 5) or a node-redis client or cluster (redis >= 4). */
 function redisStore(client, options) {
   const run = commandRunner(client)
@@ -227,6 +237,7 @@ function redisStore(client, options) {
   }
 
   const keyOf = ({ name, key, periodId }) => prefix + redisQuotaKey(name, key, periodId)
+  const blocks = blockOperations({ prefix, evaluate, script, scanners: () => scanners(client, run) })
 
   /** Runs an operator's script; answers the record after it, or null (a refused grant: { refused: allowance }). */
   async function view(scriptOf, request, args, roundTrip) {
@@ -246,8 +257,16 @@ function redisStore(client, options) {
       const { limit, leaseUnits, lacking, charge, expiresAtMs } = request
       const { instance, held, owned, recordId } = instanceFields(request)
       const args = [limit, leaseUnits, lacking, charge, Math.ceil(expiresAtMs), instance, held, owned, recordId, newRecordId()].map(String)
-      const reply = await evaluate(SCRIPTS.reserve, [keyOf(request)], args, roundTrip)
-      const answer = Array.isArray(reply) && reply.length === 3 ? { granted: clamped(reply[0]), unreserved: clamped(reply[1]), recordId: Number(reply[2]) } : reply
+      // The key's block record, in the quota record's slot, is read by the same script
+      // (lib/stores/redis-blocks.js); a block is news only while it lasts (a lifted one is learnt
+      // by the blocked key's next ask).
+      const keys = [keyOf(request), blocks.redisBlockKey(request.name, request.key)]
+      const reply = await evaluate(SCRIPTS.reserve, keys, args, roundTrip)
+      const blockedMs = Array.isArray(reply) && reply.length === 4 ? Number(reply[3]) : 0
+      const answer =
+        Array.isArray(reply) && (reply.length === 3 || reply.length === 4)
+          ? { granted: clamped(reply[0]), unreserved: clamped(reply[1]), recordId: Number(reply[2]), ...(blockedMs === 0 ? {} : { blockedMs }) }
+          : reply
       return checkReserveAnswer(answer, request)
     },
     async giveBack(request, roundTrip) {
@@ -258,6 +277,10 @@ function redisStore(client, options) {
     grant: (request, roundTrip) => view(SCRIPTS.grant, request, [request.units, request.recordId, KEEP_GRANTED_MS].map(String), roundTrip),
     reset: (request, roundTrip) => view(SCRIPTS.reset, request, [], roundTrip),
     ...bucketOperations({ prefix, evaluate, script }),
+    blockSet: blocks.blockSet,
+    blockClear: blocks.blockClear,
+    blockRead: blocks.blockRead,
+    keys: blocks.keys,
   })
 }
 

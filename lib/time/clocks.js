@@ -270,4 +270,11 @@ function startingReadings({ kind, clock, reader }) {
   return { monotonicMs: undefined, wallMs: undefined, elapsedRealtimeMs: undefined }
 }
 
-module.exports = { systemClock, hostElapsedRealtime, procUptimeElapsedRealtime, manualClock, clockArguments, startingReadings, JsClock, NOT_READ }
+/** A limiter's monotonic clock as a function of no arguments, in ms (blocks are timed on it, lib/keyed/blocks.js). */
+function monotonicOf({ manual, clock }) {
+  if (manual !== undefined) return () => manual.monotonicMs()
+  if (clock !== undefined) return () => readClock(clock, 'monotonicMs')
+  return native.systemMonotonicMs
+}
+
+module.exports = { systemClock, hostElapsedRealtime, procUptimeElapsedRealtime, manualClock, clockArguments, startingReadings, monotonicOf, JsClock, NOT_READ }

@@ -101,7 +101,8 @@ objects! {
     #[doc = "The JS↔native contract (see the module doc); a fresh object per call."]
     Contract from () as _ {
         error_codes: Vec<ErrorCodeEntry> = ErrorCode::ALL.iter().map(Into::into).collect(),
-        retry_after_basis: Vec<BasisEntry> = RetryBasis::ALL.iter().map(Into::into).collect(),
+        #[doc = "Every basis a decision can have: the core's, then `'block'` (the JS face's)."]
+        retry_after_basis: Vec<BasisEntry> = basis_entries(),
         anomaly_kinds: Vec<String> = names(&AnomalyKind::ALL, AnomalyKind::as_str),
         suspend_policies: Vec<String> = names(&SuspendPolicy::ALL, SuspendPolicy::as_str),
         period_units: Vec<String> = names(&PeriodUnit::ALL, PeriodUnit::as_str),
@@ -111,6 +112,16 @@ objects! {
         stats: StatsLayout = StatsLayout::from(()),
         fleet_bucket: FleetBucketTerms = FleetBucketTerms::from(()),
     }
+}
+
+/// The core's bases, then a block's (decided by the JS face, lib/keyed/blocks.js).
+fn basis_entries() -> Vec<BasisEntry> {
+    let mut entries: Vec<BasisEntry> = RetryBasis::ALL.iter().map(Into::into).collect();
+    entries.push(BasisEntry {
+        name: "block".to_owned(),
+        code: buffer::BASIS_BLOCK,
+    });
+    entries
 }
 
 fn names<T: Copy>(items: &[T], name: impl Fn(T) -> &'static str) -> Vec<String> {

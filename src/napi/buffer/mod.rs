@@ -66,6 +66,10 @@ pub(crate) const OPERATION_SHARED_FAIL_OPEN: f64 = 4.0;
 /// `BASIS` when a decision has no retry-after basis (`null`); the others are [`basis_code`]'s.
 pub(crate) const BASIS_NONE: f64 = 0.0;
 
+/// `'block'`'s code: a keyed limiter's block of a key, decided by the JS face (lib/keyed/blocks.js)
+/// and never by the core, so it is no [`RetryBasis`]; listed in the contract with the others.
+pub(crate) const BASIS_BLOCK: f64 = 3.0;
+
 /// A retry-after basis as the result buffer codes it (`BASIS_NONE` for none).
 #[inline]
 pub(crate) fn basis_code(basis: Option<RetryBasis>) -> f64 {

@@ -88,6 +88,7 @@ fn statuses_and_basis_codes_are_distinct() {
     assert_eq!(basis_code(None), BASIS_NONE);
     assert!(codes.iter().all(|&code| code != BASIS_NONE));
     assert_ne!(codes[0], codes[1]);
+    assert!(codes.iter().all(|&code| code != BASIS_BLOCK) && BASIS_BLOCK != BASIS_NONE);
 }
 
 #[test]

@@ -101,6 +101,21 @@ pub fn keyed_size(env: &Env, limiter: &External<NativeKeyed>) -> napi::Result<f6
         .with(env, |state| Ok(state.limiter.len() as f64))
 }
 
+/// The limiter's timeline (ms of real elapsed time) estimated now, which blocks are timed on
+/// (lib/keyed/blocks.js): the last call's plus the monotonic advance since. `monotonicMs`: a JS
+/// clock's reading (a native clock is read here).
+#[napi(js_name = "keyedTimelineMs")]
+pub fn keyed_timeline_ms(
+    env: &Env,
+    limiter: &External<NativeKeyed>,
+    monotonic_ms: Option<f64>,
+) -> napi::Result<f64> {
+    limiter.state.with(env, |state| {
+        let now_ms = state.monotonic_now(monotonic_ms);
+        Ok(state.limiter.timeline_at(now_ms))
+    })
+}
+
 /// `stats()`, written into the limiter's result buffer (no clock read).
 #[napi(js_name = "keyedStats")]
 pub fn keyed_stats(env: &Env, limiter: &External<NativeKeyed>) -> napi::Result<()> {

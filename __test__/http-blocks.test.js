@@ -1,0 +1,133 @@
+'use strict'
+// A request denied by a block: a 429 whose violated-policies names the entry's block item
+// (<name>-block with a name) and whose Retry-After is the block's time left; the RateLimit header as
+// for any denial. Express 5 and 4, node:http, Fastify, and every framework of the one decision core.
+
+const { describe, it } = require('node:test')
+const assert = require('node:assert/strict')
+const Fastify = require('fastify')
+
+const { KeyedQuotaClock, manualClock } = require('..')
+const { rateLimit } = require('../lib/http.js')
+const { serve, items } = require('./helpers/http-servers.js')
+const { testStore } = require('./helpers/test-store.js')
+
+const NOON = Date.UTC(2024, 0, 15, 12)
+const limiterOn = (options = {}) => new KeyedQuotaClock({ capacity: 5, refillPerSecond: 1, suspendPolicy: 'ignore', clock: manualClock({ wallMs: NOON }), ...options })
+
+for (const kind of ['Express 5', 'Express 4', 'node:http']) {
+  describe(`${kind}: a blocked key`, () => {
+    it('is a 429 naming the block item, Retry-After the block\'s time left, RateLimit as usual', async () => {
+      const limiter = limiterOn()
+      const server = await serve(kind, rateLimit({ limiter, key: () => 'k' }))
+      try {
+        limiter.block('k', 90_500)
+        const res = await server.get()
+        assert.equal(res.status, 429)
+        assert.equal(res.headers.get('retry-after'), '91')
+        assert.deepEqual(items(res, 'RateLimit'), { burst: { r: 5, t: 0 } })
+        const body = await res.json()
+        assert.deepEqual(body['violated-policies'], ['block'])
+        assert.equal(body.retryAfterBasis, 'block')
+        assert.equal(body.retryAfterMs, 90_500)
+        assert.match(body.detail, /blocked by the "block" rate limit policy.*retry in 1 min 31 s\./)
+        limiter.unblock('k')
+        assert.equal((await server.get()).status, 200)
+      } finally {
+        await server.close()
+      }
+    })
+
+    it('names <name>-block among several entries, the earlier entries refunded', async () => {
+      const first = limiterOn()
+      const second = limiterOn()
+      const server = await serve(kind, rateLimit({ key: () => 'k', limits: [{ limiter: first, name: 'ip' }, { limiter: second, name: 'login' }] }))
+      try {
+        second.block('k', 10_000)
+        const res = await server.get()
+        assert.equal(res.status, 429)
+        assert.equal(res.headers.get('retry-after'), '10')
+        assert.deepEqual((await res.json())['violated-policies'], ['login-block'])
+        assert.equal(first.status('k').tokens, 5, 'the first entry refunded')
+      } finally {
+        await server.close()
+      }
+    })
+
+    it('an automatic block: the denial that starts it is already the block\'s 429', async () => {
+      const limiter = limiterOn({ capacity: 1, block: { after: 2, withinMs: 60_000, forMs: 60_000 } })
+      const server = await serve(kind, rateLimit({ limiter, key: () => 'k' }))
+      try {
+        assert.equal((await server.get()).status, 200)
+        assert.deepEqual((await (await server.get()).json())['violated-policies'], ['burst'])
+        const res = await server.get()
+        assert.equal(res.headers.get('retry-after'), '60')
+        assert.deepEqual((await res.json())['violated-policies'], ['block'])
+      } finally {
+        await server.close()
+      }
+    })
+
+    it('a shared limiter\'s block: a 429 naming the block item, no store call', async () => {
+      const t = testStore()
+      const limiter = limiterOn({ quota: { limit: 100, period: { unit: 'day', timeZone: 'UTC' } }, share: { store: t.store, name: 'api' } })
+      const server = await serve(kind, rateLimit({ limiter, key: () => 'k', name: 'api' }))
+      try {
+        limiter.block('k', 5_000)
+        const res = await server.get()
+        assert.equal(res.status, 429)
+        assert.equal(res.headers.get('retry-after'), '5')
+        assert.deepEqual((await res.json())['violated-policies'], ['api-block'])
+        assert.equal(t.calls.reserve.length, 0, 'no reservation for the blocked key')
+      } finally {
+        await server.close()
+        await limiter.close()
+      }
+    })
+  })
+}
+
+describe('Fastify: a blocked key', () => {
+  it('is a 429 naming the block item, Retry-After the block\'s time left', async () => {
+    const limiter = limiterOn()
+    const app = Fastify()
+    await app.register(require('../lib/fastify.js'), { limiter, key: () => 'k', name: 'login' })
+    app.get('/', async () => 'hello')
+    try {
+      limiter.block('k', 30_000)
+      const res = await app.inject({ method: 'GET', url: '/' })
+      assert.equal(res.statusCode, 429)
+      assert.equal(res.headers['retry-after'], '30')
+      assert.deepEqual(res.json()['violated-policies'], ['login-block'])
+    } finally {
+      await app.close()
+    }
+  })
+})
+
+// Every framework of the one decision core (Express, node:http, Fastify, Koa, Hono, NestJS on both platforms).
+const { FRAMEWORKS, start } = require('./helpers/http-frameworks.js')
+
+for (const kind of Object.keys(FRAMEWORKS)) {
+  describe(`a blocked key through ${kind}`, () => {
+    it('is a 429 naming <name>-block, Retry-After the block\'s time left', async () => {
+      const limiter = limiterOn()
+      const server = await start(kind, { limiter, key: () => 'k', name: 'login' })
+      try {
+        limiter.block('k', 12_000)
+        const res = await server.get()
+        assert.equal(res.status, 429)
+        assert.equal(res.headers.get('retry-after'), '12')
+        const body = await res.json()
+        assert.deepEqual(body['violated-policies'], ['login-block'])
+        assert.equal(body.retryAfterBasis, 'block')
+        limiter.unblock('k')
+        const again = await server.get()
+        assert.equal(again.status, 200)
+        await again.text()
+      } finally {
+        await server.close()
+      }
+    })
+  })
+}

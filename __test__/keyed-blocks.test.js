@@ -1,0 +1,344 @@
+'use strict'
+// Blocking a key (the block option, block, unblock, blockedForMs), sentence by sentence, on manual
+// clocks: an in-process table, and a shared table over the in-process test store.
+
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const { KeyedQuotaClock, manualClock } = require('..')
+const { testStore, sharedLimiter } = require('./helpers/test-store.js')
+
+const NOON = Date.UTC(2024, 0, 15, 12)
+const MINUTE = 60_000
+const LOGIN = { after: 5, withinMs: MINUTE, forMs: [MINUTE, 10 * MINUTE, 60 * MINUTE] }
+
+function make(options = {}) {
+  const clock = options.clock ?? manualClock({ monotonicMs: 0, wallMs: NOON })
+  const limiter = new KeyedQuotaClock({ capacity: 1, refillPerSecond: 1, suspendPolicy: 'ignore', clock, block: LOGIN, ...options })
+  return { clock, limiter }
+}
+
+const isCode = (Class, code) => (error) => error instanceof Class && error.code === code
+
+/** The key's next `denials` denials (what its bucket still holds is taken first). */
+function deny(limiter, key, denials) {
+  const answers = []
+  while (answers.length < denials) {
+    const decision = limiter.tryConsume(key)
+    if (!decision.allowed) answers.push(decision)
+  }
+  return answers
+}
+
+test('a blocked key is denied every tryConsume and consume, consuming nothing, with the block\'s time left and basis block', async () => {
+  const { clock, limiter } = make({ capacity: 5, refillPerSecond: 1 })
+  limiter.block('k', 30_000)
+  const before = limiter.status('k').tokens
+  const d = limiter.tryConsume('k')
+  assert.equal(d.allowed, false)
+  assert.equal(d.retryAfterMs, 30_000)
+  assert.equal(d.retryAfterBasis, 'block')
+  assert.equal(limiter.status('k').tokens, before, 'nothing consumed')
+  clock.advance(10_000.4)
+  const c = await limiter.consume('k')
+  assert.equal(c.allowed, false)
+  assert.equal(c.retryAfterMs, 20_000, 'rounded up')
+  assert.equal(c.retryAfterBasis, 'block')
+  assert.equal(limiter.status('k').blockedForMs, 20_000)
+  clock.advance(20_000)
+  assert.equal(limiter.tryConsume('k').allowed, true, 'the block is over')
+  assert.equal(limiter.status('k').blockedForMs, 0)
+})
+
+test('refund, status and delete work as usual; delete ends the block', () => {
+  const { limiter } = make({ capacity: 5, refillPerSecond: 1 })
+  assert.equal(limiter.tryConsume('k').allowed, true)
+  limiter.block('k', 30_000)
+  limiter.refund('k')
+  assert.equal(limiter.status('k').tokens, 5)
+  assert.equal(limiter.delete('k'), true)
+  assert.equal(limiter.status('k').blockedForMs, 0)
+  assert.equal(limiter.tryConsume('k').allowed, true)
+})
+
+test('a wall clock step neither shortens nor lengthens a block', () => {
+  const { clock, limiter } = make()
+  limiter.block('k', MINUTE)
+  clock.stepWall(-3_600_000)
+  assert.equal(limiter.status('k').blockedForMs, MINUTE)
+  clock.stepWall(7_200_000)
+  assert.equal(limiter.tryConsume('k').retryAfterMs, MINUTE)
+  clock.advance(MINUTE)
+  assert.equal(limiter.status('k').blockedForMs, 0)
+})
+
+test('a block runs on the limiter\'s timeline: a suspend credited to the buckets runs it down too', () => {
+  const { clock, limiter } = make({ clock: manualClock({ monotonicMs: 0, wallMs: NOON, elapsedRealtimeMs: 0 }) })
+  limiter.block('k', MINUTE)
+  clock.suspend(40_000) // the monotonic clock stops; the reader counts it
+  assert.equal(limiter.status('k').blockedForMs, MINUTE - 40_000)
+  clock.suspend(40_000)
+  assert.equal(limiter.tryConsume('k').allowed, true, 'over after 80 s of real elapsed time')
+})
+
+test('after denials within withinMs the key is blocked for forMs[level]; the denial that starts it answers with it', () => {
+  const { limiter } = make()
+  assert.equal(limiter.tryConsume('k').allowed, true)
+  const answers = deny(limiter, 'k', 5)
+  for (const a of answers.slice(0, 4)) assert.equal(a.retryAfterBasis, 'monotonic-refill')
+  assert.equal(answers[4].retryAfterBasis, 'block')
+  assert.equal(answers[4].retryAfterMs, MINUTE)
+  assert.equal(limiter.status('k').blockedForMs, MINUTE)
+  const stats = limiter.stats()
+  assert.equal(stats.blocks, 1)
+})
+
+test('the denial that starts a block answers with the longer wait, basis block on a tie', () => {
+  const { limiter } = make({ capacity: 1, refillPerSecond: 0.1, block: { after: 1, withinMs: MINUTE, forMs: 1000 } })
+  assert.equal(limiter.tryConsume('k').allowed, true)
+  const d = limiter.tryConsume('k')
+  assert.equal(d.retryAfterBasis, 'monotonic-refill', 'its own wait is longer')
+  assert.equal(d.retryAfterMs, 10_000)
+  const { limiter: tie } = make({ capacity: 1, refillPerSecond: 1, block: { after: 1, withinMs: MINUTE, forMs: 1000 } })
+  tie.tryConsume('k')
+  const t = tie.tryConsume('k')
+  assert.deepEqual([t.retryAfterMs, t.retryAfterBasis], [1000, 'block'])
+})
+
+test('a run is counted from its first denial; a denial more than withinMs after it starts a new run', () => {
+  const { clock, limiter } = make()
+  limiter.tryConsume('k')
+  deny(limiter, 'k', 4)
+  clock.advance(MINUTE + 1)
+  const answers = deny(limiter, 'k', 4)
+  assert.ok(answers.every((a) => a.retryAfterBasis !== 'block'), 'the old run expired: 4 of a new run')
+  assert.equal(deny(limiter, 'k', 1)[0].retryAfterBasis, 'block')
+})
+
+test('denials during a block do not count; a block ends the run and the next denial starts a new one; levels escalate to the last entry', () => {
+  const { clock, limiter } = make()
+  limiter.tryConsume('k')
+  deny(limiter, 'k', 5)
+  deny(limiter, 'k', 20) // during the block
+  clock.advance(MINUTE)
+  assert.equal(limiter.status('k').blockedForMs, 0)
+  const second = deny(limiter, 'k', 5)
+  assert.ok(second.slice(0, 4).every((a) => a.retryAfterBasis !== 'block'))
+  assert.equal(second[4].retryAfterMs, 10 * MINUTE)
+  clock.advance(10 * MINUTE)
+  assert.equal(deny(limiter, 'k', 5)[4].retryAfterMs, 60 * MINUTE)
+  clock.advance(60 * MINUTE)
+  assert.equal(deny(limiter, 'k', 5)[4].retryAfterMs, 60 * MINUTE, 'the last entry again')
+  assert.equal(limiter.stats().blocks, 4)
+})
+
+test('a single forMs is every level\'s; a key with no block for resetAfterMs goes back to level 0', () => {
+  const { clock, limiter } = make({ block: { ...LOGIN, resetAfterMs: 5 * MINUTE } })
+  limiter.tryConsume('k')
+  deny(limiter, 'k', 5)
+  clock.advance(MINUTE + 5 * MINUTE)
+  assert.equal(deny(limiter, 'k', 5)[4].retryAfterMs, MINUTE, 'level 0 again')
+  const { clock: c2, limiter: single } = make({ block: { after: 2, withinMs: MINUTE, forMs: 1000 } })
+  single.tryConsume('k')
+  deny(single, 'k', 2)
+  c2.advance(1000)
+  assert.equal(deny(single, 'k', 2)[1].retryAfterMs, 1000)
+})
+
+test('a manual block does not change the level; unblock brings it back to 0 and answers whether it was blocked', () => {
+  const { clock, limiter } = make()
+  limiter.block('k', 1000)
+  clock.advance(1000)
+  limiter.tryConsume('k')
+  assert.equal(deny(limiter, 'k', 5)[4].retryAfterMs, MINUTE, 'level 0 after a manual block')
+  assert.equal(limiter.unblock('k'), true)
+  assert.equal(limiter.unblock('k'), false)
+  assert.equal(deny(limiter, 'k', 5)[4].retryAfterMs, MINUTE, 'level 0 after unblock')
+})
+
+test('block replaces a shorter block, never a longer one', () => {
+  const { limiter } = make()
+  limiter.block('k', 10_000)
+  limiter.block('k', 20_000)
+  assert.equal(limiter.status('k').blockedForMs, 20_000)
+  limiter.block('k', 5_000)
+  assert.equal(limiter.status('k').blockedForMs, 20_000)
+  assert.equal(limiter.stats().blocks, 1, 'extending a block is not a new one')
+})
+
+test('block asks policy for a key not held; unblock of a key not held asks none', () => {
+  const asked = []
+  const { limiter } = make({ policy: (key) => (asked.push(key), undefined) })
+  limiter.block('new', 1000)
+  assert.deepEqual(asked, ['new'])
+  assert.equal(limiter.unblock('other'), false)
+  assert.deepEqual(asked, ['new'])
+  const { limiter: bad } = make({ policy: () => ({ capacity: -1 }) })
+  assert.throws(() => bad.block('x', 1000), isCode(RangeError, 'ERR_INVALID_OPTION'))
+})
+
+test('bad arguments of block and bad block options are coded errors and change nothing', () => {
+  const { limiter } = make()
+  assert.throws(() => limiter.block('k', '1000'), isCode(TypeError, 'ERR_INVALID_ARG'))
+  for (const forMs of [0, -1, 1.5, 365 * 86_400_000 + 1, NaN]) assert.throws(() => limiter.block('k', forMs), isCode(RangeError, 'ERR_INVALID_ARG'), String(forMs))
+  assert.throws(() => limiter.block('', 1000), isCode(RangeError, 'ERR_INVALID_ARG'))
+  assert.throws(() => limiter.block(1, 1000), isCode(TypeError, 'ERR_INVALID_ARG'))
+  assert.equal(limiter.status('k').blockedForMs, 0)
+  const bad = [
+    [{ after: 0, withinMs: 1, forMs: 1 }, 'block.after'],
+    [{ after: 1.5, withinMs: 1, forMs: 1 }, 'block.after'],
+    [{ after: 1, withinMs: 0, forMs: 1 }, 'block.withinMs'],
+    [{ after: 1, withinMs: 1, forMs: 0 }, 'block.forMs'],
+    [{ after: 1, withinMs: 1, forMs: [1, 365 * 86_400_000 + 1] }, 'block.forMs[1]'],
+    [{ after: 1, withinMs: 1, forMs: 1, resetAfterMs: 0 }, 'block.resetAfterMs'],
+    [{ after: 1, withinMs: 1, forMs: 1, forMS: 1 }, 'block.forMS'],
+  ]
+  for (const [block, field] of bad) {
+    assert.throws(() => make({ block }), (e) => e.code === 'ERR_INVALID_OPTION' && e.message.includes(field), field)
+  }
+  assert.throws(() => make({ block: { after: 1, withinMs: 1, forMs: '1' } }), isCode(TypeError, 'ERR_INVALID_OPTION'))
+})
+
+test('a blocked key is never dropped to make room', () => {
+  const { limiter } = make({ capacity: 5, refillPerSecond: 1, maxKeys: 2 })
+  limiter.block('blocked', MINUTE)
+  for (let i = 0; i < 10; i++) limiter.tryConsume(`other${i}`)
+  assert.equal(limiter.status('blocked').blockedForMs, MINUTE)
+  assert.equal(limiter.tryConsume('blocked').retryAfterBasis, 'block')
+})
+
+test('snapshot carries each block\'s time left and each key\'s level in format version 2; version 1 is still read', () => {
+  const { clock, limiter } = make({ capacity: 5 })
+  for (let i = 0; i < 5; i++) limiter.tryConsume('k')
+  deny(limiter, 'k', 5)
+  clock.advance(20_000)
+  limiter.block('m', 30_000)
+  const image = limiter.snapshot()
+  assert.equal(Buffer.from(image).readUInt16LE(4), 2)
+  const later = manualClock({ monotonicMs: 5_000_000, wallMs: NOON })
+  const { limiter: back } = make({ capacity: 5, clock: later, restore: image })
+  assert.equal(back.status('k').blockedForMs, 40_000)
+  assert.equal(back.status('m').blockedForMs, 30_000)
+  later.advance(40_000)
+  assert.equal(deny(back, 'k', 5)[4].retryAfterMs, 10 * MINUTE, 'the level came back')
+  // A version-1 image: the keys' part of a version-2 one.
+  const bytes = Buffer.from(image)
+  const v1 = bytes.subarray(12, 12 + bytes.readUInt32LE(8))
+  assert.equal(v1.readUInt16LE(4), 1)
+  const { limiter: old } = make({ capacity: 5, refillPerSecond: 0.000001, restore: new Uint8Array(v1) })
+  assert.equal(old.size, 1)
+  assert.equal(old.status('k').blockedForMs, 0)
+  // Corrupt, truncated and unknown versions are refused naming restore.
+  const corrupt = Buffer.from(image)
+  corrupt[corrupt.length - 10] ^= 1
+  assert.throws(() => make({ restore: new Uint8Array(corrupt) }), (e) => e.code === 'ERR_INVALID_OPTION' && /restore/.test(e.message))
+  assert.throws(() => make({ restore: new Uint8Array(bytes.subarray(0, 20)) }), (e) => e.code === 'ERR_INVALID_OPTION' && /restore/.test(e.message))
+  const v3 = Buffer.from(image)
+  v3.writeUInt16LE(3, 4)
+  assert.throws(() => make({ restore: new Uint8Array(v3) }), (e) => e.code === 'ERR_INVALID_OPTION' && /version 3/.test(e.message))
+})
+
+test('stats: blocked is of denied, the calls a block denied; blocks counts blocks started', () => {
+  const { limiter } = make()
+  limiter.tryConsume('k')
+  deny(limiter, 'k', 5)
+  deny(limiter, 'k', 3)
+  const stats = limiter.stats()
+  assert.equal(stats.allowed, 1)
+  assert.equal(stats.denied, 8)
+  assert.equal(stats.blocked, 4, 'the denial that started it and the three after')
+  assert.equal(stats.blocks, 1)
+})
+
+test('a shared limiter: a blocked key is denied by consume with no store call; tryConsume still refuses', async () => {
+  const t = testStore()
+  const { limiter } = sharedLimiter(t)
+  assert.equal((await limiter.consume('k')).allowed, true)
+  limiter.block('k', MINUTE)
+  const calls = limiter.stats().store.calls
+  const d = await limiter.consume('k', 50)
+  assert.deepEqual([d.allowed, d.retryAfterBasis, d.retryAfterMs], [false, 'block', MINUTE])
+  assert.equal(limiter.stats().store.calls, calls, 'no store call for the blocked key')
+  assert.throws(() => limiter.tryConsume('k'), isCode(TypeError, 'ERR_SHARED_ASYNC'))
+  await limiter.close()
+})
+
+test('a shared limiter counts consume denials toward a block', async () => {
+  const t = testStore()
+  const { limiter } = sharedLimiter(t, {}, { quota: { limit: 1, period: { unit: 'day', timeZone: 'UTC' } }, block: { after: 2, withinMs: MINUTE, forMs: MINUTE } })
+  assert.equal((await limiter.consume('k')).allowed, true)
+  assert.notEqual((await limiter.consume('k')).retryAfterBasis, 'block')
+  const second = await limiter.consume('k')
+  assert.equal(second.allowed, false)
+  assert.equal(limiter.status('k').blockedForMs, MINUTE)
+  await limiter.close()
+})
+
+// ---------------------------------------------------------------------------------------------
+// With share: fleet-wide (the in-process test store; the Redis and MongoDB stores in
+// share-blocks.test.js)
+
+const tick = () => new Promise((resolve) => setImmediate(resolve))
+
+test('with share, a block is written to the store in the background and honoured by another instance from its next store call', async () => {
+  const t = testStore()
+  const { limiter: a } = sharedLimiter(t, { leaseUnits: 1 })
+  const { limiter: b } = sharedLimiter(t, { leaseUnits: 1 })
+  assert.equal((await b.consume('k')).allowed, true)
+  assert.equal(a.block('k', MINUTE), undefined, 'block does not wait')
+  await tick()
+  assert.equal(t.blockLeft('api', 'k'), MINUTE)
+  const reserves = t.calls.reserve.length
+  const d = await b.consume('k', 2) // not covered: its store call answers the block
+  assert.ok(t.calls.reserve.length > reserves)
+  assert.equal(t.calls.blockRead.length, 0, 'the block came with the reservation, no call of its own')
+  assert.deepEqual([d.allowed, d.retryAfterBasis], [false, 'block'])
+  assert.equal(b.status('k').blockedForMs, MINUTE)
+  const calls = b.stats().store.calls
+  assert.equal((await b.consume('k')).retryAfterBasis, 'block')
+  assert.equal(b.stats().store.calls, calls, 'denied locally')
+  await a.close()
+  await b.close()
+})
+
+test('with share, an unblock is seen by another instance within a second: the store is asked again at most once a second while the key is called', async () => {
+  const t = testStore()
+  const { limiter: a } = sharedLimiter(t, { leaseUnits: 1 })
+  const clock = manualClock({ monotonicMs: 0, wallMs: NOON })
+  const { limiter: b } = sharedLimiter(t, { leaseUnits: 1 }, { clock })
+  a.block('k', MINUTE)
+  await tick()
+  assert.equal((await b.consume('k')).retryAfterBasis, 'block')
+  assert.equal(a.unblock('k'), true)
+  await tick()
+  assert.equal(t.blockLeft('api', 'k'), 0)
+  const reads = t.calls.blockRead.length
+  for (let i = 0; i < 5; i++) assert.equal((await b.consume('k')).retryAfterBasis, 'block', 'within the second, denied locally')
+  assert.equal(t.calls.blockRead.length, reads, 'asked at most once a second')
+  clock.advance(1000)
+  assert.equal((await b.consume('k')).retryAfterBasis, 'block', 'this call asks again, in the background')
+  assert.equal(t.calls.blockRead.length, reads + 1)
+  await tick()
+  assert.equal((await b.consume('k')).allowed, true, 'the unblock is seen')
+  await a.close()
+  await b.close()
+})
+
+test('with share, the level is the fleet\'s: an automatic block escalates from the level the store has', async () => {
+  const t = testStore()
+  const block = { after: 1, withinMs: MINUTE, forMs: [1000, 5000, 9000] }
+  const bucket = { capacity: 1, refillPerSecond: 1 }
+  const { limiter: a } = sharedLimiter(t, {}, { ...bucket, block })
+  const { limiter: b } = sharedLimiter(t, {}, { ...bucket, block })
+  assert.equal((await a.consume('k')).allowed, true)
+  assert.equal((await a.consume('k')).retryAfterMs, 1000, "a's first block: level 0")
+  await tick()
+  t.stepClock(1000)
+  assert.equal((await b.consume('k')).allowed, true)
+  const d = await b.consume('k')
+  assert.equal(d.retryAfterBasis, 'block')
+  await tick()
+  assert.equal(t.blockLeft('api', 'k'), 5000, "b's block is the fleet's level 1")
+  assert.equal(b.status('k').blockedForMs, 5000)
+  await a.close()
+  await b.close()
+})
