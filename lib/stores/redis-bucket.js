@@ -133,7 +133,9 @@ local function load(key)
   if not v then return nil end
   local id = stand_in(v)
   if id then return { placeholder = true, i = id } end
-  return decode(v)
+  local r, why = decode(v)
+  if not r then return false, why end
+  return r
 end
 local function out_of(r, except)
   local sum = 0
