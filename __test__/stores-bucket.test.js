@@ -634,14 +634,40 @@ describe('the fleet bucket store operations', () => {
       })
     }
 
-    // The short answer of a take on a record that lists no instance: { granted, tokens, fleetMs, now, identity }.
+    // The short answer of a take on a record that lists no instance: { granted, identity, and
+    // tokens, fleetMs, storeNowMs as the four 48-bit words (little-endian) of their 24 bytes }.
+    const words = (tokens, fleetMs, storeNowMs) => {
+      const bytes = Buffer.alloc(24)
+      bytes.writeDoubleLE(tokens, 0)
+      bytes.writeDoubleLE(fleetMs, 8)
+      bytes.writeDoubleLE(storeNowMs, 16)
+      return [0, 1, 2, 3].map((at) => bytes.readUIntLE(at * 6, 6))
+    }
+    const short = (change) => (reply) => (reply.length === 6 ? change(reply) : reply)
     const shortCases = [
-      ['tokens above capacity', (reply) => (reply.length === 5 ? [reply[0], '1000.5', ...reply.slice(2)] : reply)],
-      ['a fractional grant', (reply) => (reply.length === 5 ? ['0.5', ...reply.slice(1)] : reply)],
-      ['no identity', (reply) => (reply.length === 5 ? [...reply.slice(0, 4), 0] : reply)],
-      ['a field more (six)', (reply) => (reply.length === 5 ? [...reply, 0] : reply)],
-      ['a missing field (four)', (reply) => (reply.length === 5 ? reply.slice(0, 4) : reply)],
+      ['tokens above capacity', short((reply) => [...reply.slice(0, 2), ...words(1000.5, 0, Date.now())])],
+      ['tokens nan', short((reply) => [...reply.slice(0, 2), ...words(Number.NaN, 0, Date.now())])],
+      ['a negative store time', short((reply) => [...reply.slice(0, 2), ...words(5, 0, -1)])],
+      ['a word past 48 bits', short((reply) => [...reply.slice(0, 5), 2 ** 48])],
+      ['a word not an integer', short((reply) => [...reply.slice(0, 5), '1.5'])],
+      ['a fractional grant', short((reply) => ['0.5', ...reply.slice(1)])],
+      ['no identity', short((reply) => [reply[0], 0, ...reply.slice(2)])],
+      ['a field more (seven)', short((reply) => [...reply, 0])],
+      ['a missing field (five)', short((reply) => reply.slice(0, 5))],
     ]
+    test('bucketTake on Redis, the short answer of a record that lists no instance, read exactly', async () => {
+      const name = freshName()
+      const spent = { capacity: 1000, refillPerSecond: 0.1, want: 1, spend: true }
+      const a = await variants.ioredis.ops.bucketTake(takeOf(name, spent))
+      let seen
+      const ops = storeOperations(redisStore(corrupted(clients.ioredis, (reply) => ((seen = reply), reply))))
+      const b = await ops.bucketTake(takeOf(name, { ...spent, recordId: a.recordId, fleetMs: a.fleetMs + 1234.5678 }))
+      assert.equal(seen.length, 6)
+      assert.deepEqual(seen.slice(2), words(b.tokens, b.fleetMs, b.storeNowMs))
+      const record = decodeBucketRecord(await clients.ioredis.getBuffer(redisKey(name, 'k')))
+      assert.deepEqual([record.tk, record.F, record.S, record.i], [b.tokens, b.fleetMs, b.storeNowMs, a.recordId])
+      assert.ok(b.tokens > 998 && b.tokens < 999 && !Number.isInteger(b.tokens), `${b.tokens}`)
+    })
     for (const [what, corrupt] of shortCases) {
       test(`bucketTake on Redis, the short answer of a record that lists no instance: ${what}`, async () => {
         const name = freshName()

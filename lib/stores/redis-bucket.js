@@ -30,6 +30,12 @@ const LUA = { add: (x, y) => `(${x} + ${y})`, mul: (x, y) => `(${x} * ${y})`, di
 const HEAD = '<I4ddddI6'
 const HEAD_BYTES = 42
 
+// Plain values, no functions: the fast path of TAKE runs before COMMON defines any.
+const CONSTANTS = `
+local MAX_CLOCK_MS, MAX_CAPACITY, MAX_SAFE, MAX_ID = ${MAX_CLOCK_MS}, ${MAX_BUCKET_CAPACITY}, ${Number.MAX_SAFE_INTEGER}, ${MAX_RECORD_ID}
+local HEAD, HEAD_BYTES = '${HEAD}', ${HEAD_BYTES}
+`
+
 const COMMON = `
 local function now_ms()
   local t = redis.call('TIME')
@@ -38,8 +44,6 @@ end
 local function text(x) return string.format('%.17g', x) end
 local function write_off_after(lease) return ${bucketTerms.writeOffAfter(LUA, 'lease')} end
 local function kept_after_take(C, R, longest) return math.ceil(${bucketTerms.keptAfterTake(LUA, 'C', 'R', 'longest')}) end
-local MAX_CLOCK_MS, MAX_CAPACITY, MAX_SAFE, MAX_ID = ${MAX_CLOCK_MS}, ${MAX_BUCKET_CAPACITY}, ${Number.MAX_SAFE_INTEGER}, ${MAX_RECORD_ID}
-local HEAD, HEAD_BYTES = '${HEAD}', ${HEAD_BYTES}
 -- x a number (not nan, not infinite) in [low, high]; whole: an integer too.
 local function within(x, low, high, whole)
   if type(x) ~= 'number' or x ~= x or x < low or x > high then return false end
@@ -178,21 +182,26 @@ end
 
 // KEYS[1] the record. ARGV: capacity, refillPerSecond, instance, leaseMs, want, more, held, give,
 // charge, fleetMs, recordId ('0': none), newId, most (0: no limit), spentMs, spend ('1': not
-// recorded). Answers { granted, held, tokens, fleetMs, now, identity, others, repaired }, or
-// { granted, tokens, fleetMs, now, identity } from the fast path (held = granted, others 0).
-const TAKE = `${COMMON}
+// recorded). Answers { granted, held, tokens, fleetMs, now, identity, others, repaired }, or from
+// the fast path { granted, identity, and tokens, fleetMs, now as four 48-bit words } (held =
+// granted, others 0): formatting a float as exact text costs a script a microsecond each.
+const TAKE = `${CONSTANTS}
 local capacity, refill, me, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
 local want, more, held, give = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local charge, fleet, known = tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11]
 local most, spent = tonumber(ARGV[13]), tonumber(ARGV[14])
-local now = now_ms()
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
 local v = redis.pcall('GET', KEYS[1])
 -- The fast path: the steps below for a record that lists no instance (its fixed part alone) and a
 -- call that reports nothing (no held, give or charge) on the record it knew (or on any, knowing
 -- none): no write-off, nothing of X's, no other instance out or hungry.
 if type(v) == 'string' and #v == HEAD_BYTES and held == 0 and give == 0 and charge == 0 then
   local C, R, tk, F, S, i = struct.unpack(HEAD, v)
-  if (known == '0' or tonumber(known) == i) and not head_unsound(C, R, tk, F, S, i) then
+  -- (the fixed part sound, as head_unsound below judges it: C and i are integers as unpacked,
+  -- and nan fails every comparison)
+  if (known == '0' or tonumber(known) == i) and C >= 1 and C <= MAX_CAPACITY and R > 0 and R < math.huge and tk >= -MAX_SAFE and tk <= C
+    and F >= 0 and F <= MAX_CLOCK_MS and S >= 0 and S <= MAX_CLOCK_MS and i >= 1 and i <= MAX_ID - 1 then
     -- 3. the fleet clock
     local by_caller = F + C / R * 1000
     if fleet >= 0 then by_caller = fleet end
@@ -222,11 +231,14 @@ if type(v) == 'string' and #v == HEAD_BYTES and held == 0 and give == 0 and char
     -- it is the fixed part alone
     local short = (least > 0 and granted == 0) or (granted > 0 and tk < 1)
     if not short and (granted == 0 or ARGV[15] == '1') then
-      redis.call('SET', KEYS[1], struct.pack(HEAD, C, R, tk, moved, now, i), 'PX', kept_after_take(C, R, lease))
-      return { granted, text(tk), text(moved), text(now), i }
+      redis.call('SET', KEYS[1], struct.pack(HEAD, C, R, tk, moved, now, i), 'PX', math.ceil(${bucketTerms.keptAfterTake(LUA, 'C', 'R', 'lease')}))
+      -- tokens, fleet clock and store time exactly: their 24 bytes as four 48-bit integers
+      local w1, w2, w3, w4 = struct.unpack('<I6I6I6I6', struct.pack('<ddd', tk, moved, now))
+      return { granted, i, w1, w2, w3, w4 }
     end
   end
 end
+${COMMON}
 -- 1. a missing record is made; one X knew comes back empty, and so does one that is not a
 -- bucket record (repaired: its key is rewritten whole below); fill's stand-in becomes a full bucket
 local r
@@ -336,7 +348,7 @@ return { granted, mine, text(r.tk), text(r.F), text(now), r.i, k, repaired and 1
 `
 
 // KEYS[1] the record. Answers the view, or {} when there is none. Writes nothing.
-const READ = `${COMMON}
+const READ = `${CONSTANTS}${COMMON}
 local r, why = load(KEYS[1])
 if r == false then return { 'unsound', why } end
 if not r or r.placeholder then return {} end
@@ -356,7 +368,7 @@ return view(KEYS[1], r, tokens)
 // its C and R, new identity, when those two read (the fixed part's, or a hash's fields C and R);
 // else by fill's stand-in, which the next take makes a full bucket of (answered as no record).
 // Either keeps the key's TTL, or gets one.
-const FILL = `${COMMON}
+const FILL = `${CONSTANTS}${COMMON}
 local r = load(KEYS[1])
 if r == nil then return {} end
 local ttl = redis.call('PTTL', KEYS[1])
@@ -391,12 +403,25 @@ function numberOf(value) {
   return Number.NaN
 }
 
+const WORD = 2 ** 48
+
+/** Three doubles from the four 48-bit words (little-endian) of their 24 bytes; null when a word is not one. */
+function doublesOf(words) {
+  if (!words.every((w) => Number.isSafeInteger(w) && w >= 0 && w < WORD)) return null
+  const bytes = Buffer.alloc(24)
+  words.forEach((w, at) => bytes.writeUIntLE(w, at * 6, 6))
+  return [bytes.readDoubleLE(0), bytes.readDoubleLE(8), bytes.readDoubleLE(16)]
+}
+
 /** TAKE's reply as bucketTake answers it: the whole one, or the fast path's (nothing held before, no other holder). */
 function answerOf(reply) {
   if (!Array.isArray(reply)) return reply
-  if (reply.length === 5) {
+  if (reply.length === 6) {
+    const doubles = doublesOf(reply.slice(2))
+    if (doubles === null) return reply
     const granted = numberOf(reply[0])
-    return { granted, held: granted, tokens: numberOf(reply[1]), fleetMs: numberOf(reply[2]), storeNowMs: numberOf(reply[3]), recordId: numberOf(reply[4]), others: 0, repaired: false }
+    const [tokens, fleetMs, storeNowMs] = doubles
+    return { granted, held: granted, tokens, fleetMs, storeNowMs, recordId: numberOf(reply[1]), others: 0, repaired: false }
   }
   if (reply.length !== 8) return reply
   return {
