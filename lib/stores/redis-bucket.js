@@ -15,9 +15,11 @@
 //     with d        d f64                 until when (fleet ms) X counts as hungry
 //     e: its slice had that one more margin
 // Doubles keep every number exactly (o is an integer up to 2**53 - 1). A script reads the record
-// with one GET and writes it whole with one SET ... PX. Anything else under the name (a wrong
-// length, a field out of range, another type such as a hash) is not a record (SPEC's failures:
-// treated as lost); so is a record of the hash layout of releases before this one.
+// with one GET and writes it whole with one SET ... PX; a take on a record that lists no instance,
+// by a call that reports nothing, runs the same steps on the fixed part alone (TAKE's fast path).
+// Anything else under the name (a wrong length, a field out of range, another type) is not a
+// record (docs/several-instances.md, failures: treated as lost); so is a record of the hash
+// layout of releases before this one.
 
 const { checkBucketAnswer, checkBucketUsage, unsoundBucketRecord, newRecordId, bucketTerms, SHARE_REFILL_MS, MAX_CLOCK_MS, MAX_BUCKET_CAPACITY, MAX_RECORD_ID } = require('../share/protocol.js')
 const { redisBucketKey } = require('./record-key.js')
