@@ -28,6 +28,7 @@ const { redisStore } = require('../lib/shared.js')
 const { stopFleet } = require('./helpers/shared-fleet.js')
 const { assertBucket, checkBucket, describeWorst, unsharedAdmits } = require('./helpers/fleet-check.js')
 const { startFleet, roundRobin, waitUntil, nowMs, sleep } = require('./helpers/fleet-procs.js')
+const { decodeBucketRecord } = require('./helpers/redis-bucket-record.js')
 
 const C = 10
 const R = 20
@@ -188,11 +189,11 @@ describe('one bucket for the fleet: child processes on real stores', () => {
     })
   }
 
-  /** The bucket record of (name, key) in the standalone Redis (its hash fields). */
+  /** The bucket record of (name, key) in the standalone Redis, decoded (docs/several-instances.md). */
   async function redisRecord(name, key) {
     const keys = (await admin.keys('*')).filter((k) => k.includes(name) && k.includes(key))
     assert.equal(keys.length, 1, `one record for ${name} / ${key}: ${JSON.stringify(keys)}`)
-    return admin.hgetall(keys[0])
+    return decodeBucketRecord(await admin.getBuffer(keys[0]))
   }
 
   test('a holder SIGKILLed: the store keeps its slice out until leaseMs·1.1 + 1 s of fleet time have passed, then the bucket is whole again; never over the bound (ioredis)', { timeout: 60_000 }, async () => {
@@ -201,9 +202,9 @@ describe('one bucket for the fleet: child processes on real stores', () => {
     // The victim takes a slice: its first call one token, its second a share of the rest.
     for (let i = 0; i < 2; i++) assert.equal((await victim.call('consume', { key: 'ip:3' })).decision.allowed, true)
     const record = await redisRecord(fleet.name, 'ip:3')
-    const outs = Object.entries(record).filter(([field]) => field.startsWith('o:'))
+    const outs = Object.entries(record.instances).filter(([, entry]) => entry.o !== undefined)
     assert.equal(outs.length, 1, `one holder in ${JSON.stringify(record)}`)
-    const out = Number(outs[0][1])
+    const out = outs[0][1].o
     assert.ok(out >= 2, `the victim's slice: ${JSON.stringify(record)}`)
     await victim.kill()
     const killed = nowMs()
@@ -217,7 +218,7 @@ describe('one bucket for the fleet: child processes on real stores', () => {
     // and nothing of the victim's is out any more); C / R later a burst finds the bucket full
     await sleep(killed + MARGIN_MS + 300 - nowMs())
     await survivor.call('consume', { key: 'ip:3' })
-    assert.ok(!Object.keys(await redisRecord(fleet.name, 'ip:3')).includes(outs[0][0]), 'the victim still has a slice out after the write-off margin')
+    assert.equal((await redisRecord(fleet.name, 'ip:3')).instances[outs[0][0]]?.o, undefined, 'the victim still has a slice out after the write-off margin')
     await sleep((C / R) * 1000 + 200)
     const afterKill = await roundRobinBurst([survivor], 'ip:3', 2 * C)
     assert.ok(afterKill >= 0.9 * C - 1, `after the write-off the survivor admitted ${afterKill} of a full bucket (C = ${C})`)

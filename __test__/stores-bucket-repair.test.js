@@ -1,7 +1,8 @@
 'use strict'
 
 // A fleet bucket record that is not one: a field missing, not a finite number
-// in range, or a key of another type. On Redis and on the MongoDB wire server, for each corruption:
+// in range, bytes that are not the documented layout, or a key of another type (a hash of earlier
+// releases' layout among them). On Redis and on the MongoDB wire server, for each corruption:
 // the next take treats the record as lost (it comes back EMPTY with a new identity, once, and says
 // so), the record it leaves is sound (read, taken from, refilled, its TTL the usual one); the
 // operator's bucket() reports the record as ERR_STORE_RESPONSE naming it and fill() replaces it
@@ -19,6 +20,7 @@ const { redisStore, mongoStore, quotaAdmin } = require('quota-clock-source/share
 const { storeOperations, bucketKeptMs } = require('../lib/share/protocol.js')
 const { useStoreServers } = require('./helpers/shared-fleet.js')
 const { warningsDuring } = require('./helpers/warnings.js')
+const { rewriteBucketRecord, HEAD_BYTES } = require('./helpers/redis-bucket-record.js')
 
 const BIN = path.join(__dirname, '..', 'bin', 'quota-clock-source.js')
 const L = 10_000
@@ -34,27 +36,48 @@ function takeOf(name, fields) {
   return { name, key: 'k', capacity: 10, refillPerSecond: 2, instance: 'A', leaseMs: L, want: 1, more: 0, held: 0, give: 0, charge: 0, fleetMs: -1, recordId: 0, ...fields }
 }
 
-// Each corruption: [label, Redis (client, record name), MongoDB (collection, _id)].
+// Each corruption: [label, Redis (client, record name), MongoDB (collection, _id)]. The Redis record is
+// one binary string (docs/several-instances.md); the helper rewrites its fields or its bytes.
+const set = (fields) => (c, at) => rewriteBucketRecord(c, at, { change: (r) => ({ ...r, ...fields }) })
+const setA = (entry) => (c, at) => rewriteBucketRecord(c, at, { change: (r) => ({ ...r, instances: { ...r.instances, A: { ...r.instances.A, ...entry } } }) })
+const bytes = (how) => (c, at) => rewriteBucketRecord(c, at, { bytes: how })
 const CORRUPTIONS = [
-  ['F = 1e300 (finite, out of range)', (c, at) => c.hset(at, 'F', '1e300'), (c, _id) => c.updateOne({ _id }, { $set: { F: 1e300 } })],
-  ['F = nan', (c, at) => c.hset(at, 'F', 'nan'), (c, _id) => c.updateOne({ _id }, { $set: { F: Number.NaN } })],
-  ['the identity not a number (i = abc)', (c, at) => c.hset(at, 'i', 'abc'), (c, _id) => c.updateOne({ _id }, { $set: { rid: 'abc' } })],
-  ['tk = nan', (c, at) => c.hset(at, 'tk', 'nan'), (c, _id) => c.updateOne({ _id }, { $set: { tk: Number.NaN } })],
-  ['tk = inf', (c, at) => c.hset(at, 'tk', 'inf'), (c, _id) => c.updateOne({ _id }, { $set: { tk: Number.POSITIVE_INFINITY } })],
-  ['tk = -inf', (c, at) => c.hset(at, 'tk', '-inf'), (c, _id) => c.updateOne({ _id }, { $set: { tk: Number.NEGATIVE_INFINITY } })],
-  ['the capacity missing', (c, at) => c.hdel(at, 'C'), (c, _id) => c.updateOne({ _id }, { $unset: { C: '' } })],
-  ['the capacity fractional', (c, at) => c.hset(at, 'C', '2.5'), (c, _id) => c.updateOne({ _id }, { $set: { C: 2.5 } })],
-  ['the refill zero', (c, at) => c.hset(at, 'R', '0'), (c, _id) => c.updateOne({ _id }, { $set: { R: 0 } })],
-  ['a holder without its lease', (c, at) => c.hdel(at, 'l:A'), (c, _id) => c.updateOne({ _id }, { $unset: { 'h.A.l': '' } })],
-  ["a holder's fleet ms nan", (c, at) => c.hset(at, 'a:A', 'nan'), (c, _id) => c.updateOne({ _id }, { $set: { 'h.A.a': Number.NaN } })],
-  ["a holder's tokens out fractional", (c, at) => c.hset(at, 'o:A', '1.5'), (c, _id) => c.updateOne({ _id }, { $set: { 'h.A.o': 1.5 } })],
+  ['F = 1e300 (finite, out of range)', set({ F: 1e300 }), (c, _id) => c.updateOne({ _id }, { $set: { F: 1e300 } })],
+  ['F = nan', set({ F: Number.NaN }), (c, _id) => c.updateOne({ _id }, { $set: { F: Number.NaN } })],
+  ['the identity out of range (Redis: 0; MongoDB: abc)', set({ i: 0 }), (c, _id) => c.updateOne({ _id }, { $set: { rid: 'abc' } })],
+  ['tk = nan', set({ tk: Number.NaN }), (c, _id) => c.updateOne({ _id }, { $set: { tk: Number.NaN } })],
+  ['tk = inf', set({ tk: Number.POSITIVE_INFINITY }), (c, _id) => c.updateOne({ _id }, { $set: { tk: Number.POSITIVE_INFINITY } })],
+  ['tk = -inf', set({ tk: Number.NEGATIVE_INFINITY }), (c, _id) => c.updateOne({ _id }, { $set: { tk: Number.NEGATIVE_INFINITY } })],
+  ['the capacity missing (Redis: the record cut short of its fixed part)', bytes((b) => b.subarray(0, HEAD_BYTES - 1)), (c, _id) => c.updateOne({ _id }, { $unset: { C: '' } })],
+  ['the capacity out of range (Redis: 0; MongoDB: 2.5)', set({ C: 0 }), (c, _id) => c.updateOne({ _id }, { $set: { C: 2.5 } })],
+  ['the refill zero', set({ R: 0 }), (c, _id) => c.updateOne({ _id }, { $set: { R: 0 } })],
+  ['a holder without its lease (Redis: its entry cut short)', bytes((b) => b.subarray(0, b.length - 4)), (c, _id) => c.updateOne({ _id }, { $unset: { 'h.A.l': '' } })],
+  ["a holder's fleet ms nan", setA({ a: Number.NaN }), (c, _id) => c.updateOne({ _id }, { $set: { 'h.A.a': Number.NaN } })],
+  ["a holder's tokens out fractional", setA({ o: 1.5 }), (c, _id) => c.updateOne({ _id }, { $set: { 'h.A.o': 1.5 } })],
+  ["a holder's lease 0", setA({ l: 0 }), (c, _id) => c.updateOne({ _id }, { $set: { 'h.A.l': 0 } })],
+  ['a holder listed twice (MongoDB: its tokens out negative)', bytes((b) => Buffer.concat([b, b.subarray(HEAD_BYTES)])), (c, _id) => c.updateOne({ _id }, { $set: { 'h.A.o': -1 } })],
+  ['a byte more than the record (MongoDB: tk text)', bytes((b) => Buffer.concat([b, Buffer.from([0])])), (c, _id) => c.updateOne({ _id }, { $set: { tk: '7' } })],
   [
-    'a key of another type (a string; MongoDB: fields of another type)',
+    "an entry of no kind (flags 0; MongoDB: a holder's fields text)",
+    bytes((b) => Buffer.concat([b, Buffer.from([1, 0, 0x42, 0])])),
+    (c, _id) => c.updateOne({ _id }, { $set: { 'h.A.a': 'x' } }),
+  ],
+  [
+    'a key of another type (a string not a record; MongoDB: fields of another type)',
     async (c, at) => {
       await c.del(at)
       await c.set(at, 'not a bucket')
     },
     (c, _id) => c.updateOne({ _id }, { $set: { tk: 'seven', h: 'nobody' } }),
+  ],
+  [
+    "a record of the hash layout of earlier releases (MongoDB: the document's fields renamed)",
+    async (c, at) => {
+      await c.del(at)
+      await c.hset(at, 'C', '10', 'R', '2', 'tk', '7', 'F', '0', 'S', String(Date.now()), 'i', '42')
+      await c.pexpire(at, 60_000)
+    },
+    (c, _id) => c.updateOne({ _id }, { $rename: { tk: 'tokens' } }),
   ],
 ]
 
@@ -134,7 +157,7 @@ describe('a fleet bucket record that is not one is treated as lost', () => {
         const opened = await store.open()
         try {
           const ops = storeOperations(opened.store)
-          for (const corruption of [CORRUPTIONS[0], CORRUPTIONS[1], CORRUPTIONS[6], CORRUPTIONS[CORRUPTIONS.length - 1]]) {
+          for (const corruption of [CORRUPTIONS[0], CORRUPTIONS[1], CORRUPTIONS[6], CORRUPTIONS[9], CORRUPTIONS[CORRUPTIONS.length - 2], CORRUPTIONS[CORRUPTIONS.length - 1]]) {
             const name = freshName('fill')
             const admin = quotaAdmin(opened.store, { name })
             const a = await ops.bucketTake(takeOf(name, { want: 3 }))

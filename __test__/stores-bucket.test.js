@@ -15,10 +15,11 @@ const { createClient, createCluster } = require('redis')
 const { MongoClient } = require('mongodb')
 const { redisStore, mongoStore } = require('quota-clock-source/shared')
 const { QuotaClockError } = require('quota-clock-source')
-const { storeOperations, checkBucketAnswer, checkBucketUsage } = require('../lib/share/protocol.js')
+const { storeOperations, checkBucketAnswer, checkBucketUsage, bucketKeptMs } = require('../lib/share/protocol.js')
 const { startRedisServer, startRedisCluster } = require('./helpers/redis-server.js')
 const { startMongoServer } = require('./helpers/mongo-server.js')
 const { testStore } = require('./helpers/test-store.js')
+const { decodeBucketRecord, HEAD_BYTES } = require('./helpers/redis-bucket-record.js')
 
 let unique = 0
 const freshName = () => `bucket-${process.pid}-${++unique}`
@@ -376,6 +377,53 @@ function stepsOn(label, variant) {
       assert.deepEqual([b.granted, b.tokens], [4, 0])
     })
 
+    test('8. takes their calls spend at once leave a record that lists no instance: the refill, a denial, hunger and a recorded slice from there are the protocol\'s', async () => {
+      const { ops } = v()
+      const name = freshName()
+      const base = { capacity: 10, refillPerSecond: 10, spend: true }
+      const a = await ops.bucketTake(takeOf(name, { ...base, want: 10 }))
+      assert.deepEqual([a.granted, a.held, a.tokens, a.others], [10, 10, 0, 0])
+      assert.equal((await ops.bucketRead({ name, key: 'k' })).out, 0, 'a take spent at once is out to nobody')
+      // 500 fleet ms refill 5, whatever spentMs says: nothing of A's counts as out.
+      await pass(550)
+      const b = await ops.bucketTake(takeOf(name, { ...base, want: 0, fleetMs: a.fleetMs + 500, recordId: a.recordId, spentMs: 200 }))
+      assert.deepEqual([b.granted, b.held, b.fleetMs, b.recordId, b.others, b.repaired], [0, 0, a.fleetMs + 500, a.recordId, 0, false])
+      near(b.tokens, 5)
+      const c = await ops.bucketTake(takeOf(name, frozen(b, { ...base, instance: 'C', want: 3 })))
+      assert.deepEqual([c.granted, c.held, c.others], [3, 3, 0])
+      near(c.tokens, 2)
+      // D is denied: hungry, so E's "all there is" is shared with it.
+      const d = await ops.bucketTake(takeOf(name, frozen(b, { ...base, instance: 'D', want: 3 })))
+      assert.deepEqual([d.granted, d.held, d.others], [0, 0, 0])
+      near(d.tokens, 2)
+      const e = await ops.bucketTake(takeOf(name, frozen(b, { ...base, instance: 'E', want: 0, more: 2 })))
+      assert.deepEqual([e.granted, e.held, e.others], [1, 1, 0])
+      near(e.tokens, 1)
+      // A take not spent at once is recorded as F's slice.
+      const f = await ops.bucketTake(takeOf(name, frozen(b, { capacity: 10, refillPerSecond: 10, instance: 'F', want: 1 })))
+      assert.deepEqual([f.granted, f.held], [1, 1])
+      assert.equal((await ops.bucketRead({ name, key: 'k' })).out, 1)
+    })
+
+    test('8. on a record that lists no instance: a fair share, the most a take brings, and a plan change', async () => {
+      const { ops } = v()
+      const name = freshName()
+      const slow = { capacity: 100, refillPerSecond: 0.001, spend: true }
+      const a = await ops.bucketTake(takeOf(name, { ...slow, want: 10 }))
+      assert.equal(a.tokens, 90)
+      // Nobody else shares: a quarter of min(tk - 1, C / 2).
+      const b = await ops.bucketTake(takeOf(name, frozen(a, { ...slow, want: 0, more: 1 })))
+      assert.deepEqual([b.granted, b.held, b.tokens, b.others], [1 + Math.floor(Math.min(89, 50) / 4), 13, 77, 0])
+      const c = await ops.bucketTake(takeOf(name, frozen(a, { ...slow, want: 2, more: 2, most: 5 })))
+      assert.deepEqual([c.granted, c.tokens], [5, 72])
+      const smaller = await ops.bucketTake(takeOf(name, frozen(a, { ...slow, capacity: 60, want: 0 })))
+      assert.equal(smaller.tokens, 32, 'what was used stays used: 72 + 60 - 100')
+      const larger = await ops.bucketTake(takeOf(name, frozen(a, { ...slow, capacity: 80, refillPerSecond: 0.5, want: 1 })))
+      assert.deepEqual([larger.granted, larger.tokens], [1, 51])
+      const view = await ops.bucketRead({ name, key: 'k' })
+      assert.deepEqual([view.capacity, view.refillPerSecond, view.out], [80, 0.5, 0])
+    })
+
     test('names and keys with separators and lone surrogates are records of their own', async () => {
       const { ops } = v()
       const name = freshName()
@@ -494,14 +542,41 @@ describe('the fleet bucket store operations', () => {
     })
   }
 
-  test('the Redis record is the documented hash, its floats written exactly, its TTL set', async () => {
+  test('the Redis record is the documented string: its fields exact, an entry per instance listed, its TTL set', async () => {
     const name = freshName()
     const a = await variants.ioredis.ops.bucketTake(takeOf(name, { refillPerSecond: 0.1, want: 3, newId: 42 }))
-    const fields = await clients.ioredis.hgetall(redisKey(name, 'k'))
-    assert.deepEqual({ ...fields, S: '' }, { C: '10', R: '0.10000000000000001', tk: '7', F: '0', S: '', i: '42', 'o:A': '3', 'a:A': '0', 'l:A': String(L) })
-    assert.equal(Number(fields.S), a.storeNowMs)
+    const bytes = await clients.ioredis.getBuffer(redisKey(name, 'k'))
+    assert.equal(bytes.length, HEAD_BYTES + 3 + 1 + 20, 'the fixed part, then A: its name and a slice')
+    assert.deepEqual(decodeBucketRecord(bytes), { C: 10, R: 0.1, tk: 7, F: 0, S: a.storeNowMs, i: 42, instances: { A: { o: 3, a: 0, l: L } } })
     const ttl = await clients.ioredis.pttl(redisKey(name, 'k'))
     assert.ok(ttl > 159_000 && ttl <= 160_000, `PTTL ${ttl}`)
+    // B denied: hungry until a mark past the fleet clock, and no slice.
+    const b = await variants.ioredis.ops.bucketTake(takeOf(name, frozen(a, { refillPerSecond: 0.1, instance: 'Bé', want: 8 })))
+    assert.equal(b.granted, 0)
+    const both = decodeBucketRecord(await clients.ioredis.getBuffer(redisKey(name, 'k')))
+    assert.deepEqual(Object.keys(both.instances).sort(), ['A', 'Bé'])
+    assert.ok(both.instances['Bé'].d > 0 && both.instances['Bé'].o === undefined, JSON.stringify(both.instances))
+  })
+
+  test("a long tail's Redis record is 42 bytes in one allocation, and a take on it runs GET, TIME and SET alone", async () => {
+    const name = freshName()
+    const { ops } = variants.ioredis
+    const a = await ops.bucketTake(takeOf(name, { capacity: 1000, want: 1, spend: true }))
+    assert.equal(await clients.ioredis.strlen(redisKey(name, 'k')), HEAD_BYTES)
+    assert.equal(await clients.ioredis.object('ENCODING', redisKey(name, 'k')), 'embstr')
+    await clients.ioredis.config('RESETSTAT')
+    for (let i = 0; i < 50; i++) {
+      const b = await ops.bucketTake(takeOf(name, { capacity: 1000, instance: `I${i % 3}`, want: 1, spend: true, recordId: a.recordId, fleetMs: -1 }))
+      assert.deepEqual([b.granted, b.held, b.others, b.repaired, b.recordId], [1, 1, 0, false, a.recordId])
+    }
+    const stats = await clients.ioredis.info('commandstats')
+    const calls = Object.fromEntries([...stats.matchAll(/cmdstat_(\w+):calls=(\d+)/g)].map(([, command, n]) => [command, Number(n)]))
+    delete calls.config
+    delete calls.info
+    assert.deepEqual(calls, { evalsha: 50, get: 50, time: 50, set: 50 })
+    assert.equal(await clients.ioredis.strlen(redisKey(name, 'k')), HEAD_BYTES)
+    const ttl = await clients.ioredis.pttl(redisKey(name, 'k'))
+    assert.ok(ttl > 60_000 && ttl <= bucketKeptMs(1000, 2, L), `PTTL ${ttl}`)
   })
 
   test('a take on Redis runs well under a millisecond, with ten instances in the record', async (t) => {
@@ -556,6 +631,52 @@ describe('the fleet bucket store operations', () => {
       test(`bucketTake on Redis: ${what}`, async () => {
         const ops = storeOperations(redisStore(corrupted(clients.ioredis, corrupt)))
         await assert.rejects(ops.bucketTake(takeOf(freshName(), fields)), isStoreResponse)
+      })
+    }
+
+    // The short answer of a take on a record that lists no instance: { granted, identity, and
+    // tokens, fleetMs, storeNowMs as the four 48-bit words (little-endian) of their 24 bytes }.
+    const words = (tokens, fleetMs, storeNowMs) => {
+      const bytes = Buffer.alloc(24)
+      bytes.writeDoubleLE(tokens, 0)
+      bytes.writeDoubleLE(fleetMs, 8)
+      bytes.writeDoubleLE(storeNowMs, 16)
+      return [0, 1, 2, 3].map((at) => bytes.readUIntLE(at * 6, 6))
+    }
+    const short = (change) => (reply) => (reply.length === 6 ? change(reply) : reply)
+    const shortCases = [
+      ['tokens above capacity', short((reply) => [...reply.slice(0, 2), ...words(1000.5, 0, Date.now())])],
+      ['tokens nan', short((reply) => [...reply.slice(0, 2), ...words(Number.NaN, 0, Date.now())])],
+      ['a negative store time', short((reply) => [...reply.slice(0, 2), ...words(5, 0, -1)])],
+      ['a word past 48 bits', short((reply) => [...reply.slice(0, 5), 2 ** 48])],
+      ['a word not an integer', short((reply) => [...reply.slice(0, 5), '1.5'])],
+      ['a fractional grant', short((reply) => ['0.5', ...reply.slice(1)])],
+      ['no identity', short((reply) => [reply[0], 0, ...reply.slice(2)])],
+      ['a field more (seven)', short((reply) => [...reply, 0])],
+      ['a missing field (five)', short((reply) => reply.slice(0, 5))],
+    ]
+    test('bucketTake on Redis, the short answer of a record that lists no instance, read exactly', async () => {
+      const name = freshName()
+      const spent = { capacity: 1000, refillPerSecond: 0.1, want: 1, spend: true }
+      const a = await variants.ioredis.ops.bucketTake(takeOf(name, spent))
+      let seen
+      const ops = storeOperations(redisStore(corrupted(clients.ioredis, (reply) => ((seen = reply), reply))))
+      const b = await ops.bucketTake(takeOf(name, { ...spent, recordId: a.recordId, fleetMs: a.fleetMs + 1234.5678 }))
+      assert.equal(seen.length, 6)
+      assert.deepEqual(seen.slice(2), words(b.tokens, b.fleetMs, b.storeNowMs))
+      const record = decodeBucketRecord(await clients.ioredis.getBuffer(redisKey(name, 'k')))
+      assert.deepEqual([record.tk, record.F, record.S, record.i], [b.tokens, b.fleetMs, b.storeNowMs, a.recordId])
+      assert.ok(b.tokens > 998 && b.tokens < 999 && !Number.isInteger(b.tokens), `${b.tokens}`)
+    })
+    for (const [what, corrupt] of shortCases) {
+      test(`bucketTake on Redis, the short answer of a record that lists no instance: ${what}`, async () => {
+        const name = freshName()
+        const spent = { capacity: 1000, want: 1, spend: true }
+        const a = await variants.ioredis.ops.bucketTake(takeOf(name, spent))
+        const ops = storeOperations(redisStore(corrupted(clients.ioredis, corrupt)))
+        await assert.rejects(ops.bucketTake(takeOf(name, { ...spent, recordId: a.recordId })), isStoreResponse)
+        // (uncorrupted, the same call answers)
+        assert.equal((await variants.ioredis.ops.bucketTake(takeOf(name, { ...spent, recordId: a.recordId }))).granted, 1)
       })
     }
 

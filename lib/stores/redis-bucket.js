@@ -1,25 +1,42 @@
 'use strict'
 // The fleet bucket's operations on Redis (lib/share/protocol.js: bucketTake, bucketRead,
-// bucketFill), each one Lua script on one key. The record of (name, key) is a hash at
+// bucketFill), each one Lua script on one key. The record of (name, key) is one string at
 // <prefix>{<name and key>}:b (lib/stores/record-key.js: redisBucketKey), its hash tag the (name,
 // key) pair alone with its braces escaped: in the slot of the key's quota records, while the
 // records of one name's keys spread over a cluster's slots, as the keys' traffic does.
-//   C, R, tk, F, S, i    capacity, refill per second, tokens, fleet clock, store time, identity
-//   o:<X>, a:<X>, l:<X>, e:<X>   per instance: tokens out, fleet ms of its last call (or of the
-//                                call that gave its slice one more margin), leaseMs, 1 when its
-//                                slice had that one more margin (absent: not)
-//   d:<X>                        until when (fleet ms) X counts as hungry (absent: not)
-// Store time is TIME in ms, fractional. Floats (tk, F, S) are kept and answered as text written
-// with 17 significant digits (Lua numbers become integers in replies), so nothing is rounded. A
-// script reads the record with one HGETALL and writes it back with one HSET (an HDEL first only for
-// fields it no longer has), then PEXPIRE: a record lists a few instances, and a key whose takes
-// are spent by the calls that made them (a long tail of client addresses) lists none.
+// The string is binary, little-endian (Lua's struct.pack), 42 bytes and then an entry per
+// instance the record lists (none for a key whose takes are spent by the calls that made them, a
+// long tail of client addresses: 42 bytes fit Redis's one-allocation string, 44 at most):
+//   C u32, R f64, tk f64, F f64, S f64, i u48   capacity, refill per second, tokens, fleet clock,
+//                                               store time (TIME in ms, fractional), identity
+//   per instance X: its name's length u16, the name, flags u8 (1: a slice, 2: e, 4: d), then
+//     with a slice  o f64, a f64, l u32   tokens out, fleet ms of its last call (or of the call
+//                                         that gave its slice one more margin), leaseMs
+//     with d        d f64                 until when (fleet ms) X counts as hungry
+//     e: its slice had that one more margin
+// Doubles keep every number exactly (o is an integer up to 2**53 - 1). A script reads the record
+// with one GET and writes it whole with one SET ... PX; a take on a record that lists no instance,
+// by a call that reports nothing, runs the same steps on the fixed part alone (TAKE's fast path).
+// Anything else under the name (a wrong length, a field out of range, another type) is not a
+// record (docs/several-instances.md, failures: treated as lost); so is a record of the hash
+// layout of releases before this one.
 
 const { checkBucketAnswer, checkBucketUsage, unsoundBucketRecord, newRecordId, bucketTerms, SHARE_REFILL_MS, MAX_CLOCK_MS, MAX_BUCKET_CAPACITY, MAX_RECORD_ID } = require('../share/protocol.js')
 const { redisBucketKey } = require('./record-key.js')
 
 // The fleet bucket's terms (lib/share/protocol.js) written as Lua expressions.
 const LUA = { add: (x, y) => `(${x} + ${y})`, mul: (x, y) => `(${x} * ${y})`, div: (x, y) => `(${x} / ${y})`, max: (x, y) => `math.max(${x}, ${y})` }
+
+// The record's fixed part (struct.pack's format) and its length; fill's stand-in is 'full' and an
+// identity (10 bytes), which the next take makes a full bucket of.
+const HEAD = '<I4ddddI6'
+const HEAD_BYTES = 42
+
+// Plain values, no functions: the fast path of TAKE runs before COMMON defines any.
+const CONSTANTS = `
+local MAX_CLOCK_MS, MAX_CAPACITY, MAX_SAFE, MAX_ID = ${MAX_CLOCK_MS}, ${MAX_BUCKET_CAPACITY}, ${Number.MAX_SAFE_INTEGER}, ${MAX_RECORD_ID}
+local HEAD, HEAD_BYTES = '${HEAD}', ${HEAD_BYTES}
+`
 
 const COMMON = `
 local function now_ms()
@@ -28,56 +45,102 @@ local function now_ms()
 end
 local function text(x) return string.format('%.17g', x) end
 local function write_off_after(lease) return ${bucketTerms.writeOffAfter(LUA, 'lease')} end
-local MAX_CLOCK_MS, MAX_CAPACITY, MAX_SAFE = ${MAX_CLOCK_MS}, ${MAX_BUCKET_CAPACITY}, ${Number.MAX_SAFE_INTEGER}
+local function kept_after_take(C, R, longest) return math.ceil(${bucketTerms.keptAfterTake(LUA, 'C', 'R', 'longest')}) end
 -- x a number (not nan, not infinite) in [low, high]; whole: an integer too.
 local function within(x, low, high, whole)
   if type(x) ~= 'number' or x ~= x or x < low or x > high then return false end
   return not whole or math.floor(x) == x
 end
--- Why r is not a bucket record (a field missing, not a finite number in range), or nil.
+-- Why the fixed part is not a bucket record's (a field out of range), or nil.
+local function head_unsound(C, R, tk, F, S, i)
+  if not within(C, 1, MAX_CAPACITY, true) then return 'C' end
+  if not within(R, 0, math.huge, false) or R <= 0 or R == math.huge then return 'R' end
+  if not within(tk, -MAX_SAFE, C, false) then return 'tk' end
+  if not within(F, 0, MAX_CLOCK_MS, false) then return 'F' end
+  if not within(S, 0, MAX_CLOCK_MS, false) then return 'S' end
+  if not within(i, 1, MAX_ID - 1, true) then return 'i' end
+  return nil
+end
+-- Why r is not a bucket record, or nil.
 local function unsound(r)
-  if not within(r.C, 1, MAX_CAPACITY, true) then return 'C' end
-  if not within(r.R, 0, math.huge, false) or r.R <= 0 or r.R == math.huge then return 'R' end
-  if not within(r.tk, -MAX_SAFE, r.C, false) then return 'tk' end
-  if not within(r.F, 0, MAX_CLOCK_MS, false) then return 'F' end
-  if not within(r.S, 0, MAX_CLOCK_MS, false) then return 'S' end
-  if type(r.i) ~= 'string' or not string.match(r.i, '^[1-9][0-9]*$') or not within(tonumber(r.i), 1, ${MAX_RECORD_ID} - 1, true) then return 'i' end
+  local why = head_unsound(r.C, r.R, r.tk, r.F, r.S, r.i)
+  if why then return why end
   for y, n in pairs(r.o) do
     if not within(n, 0, MAX_SAFE, true) then return 'o:' .. y end
     if not within(r.a[y], 0, MAX_CLOCK_MS, false) then return 'a:' .. y end
     if not within(r.l[y], 1, MAX_CAPACITY, true) then return 'l:' .. y end
   end
-  for y, e in pairs(r.e) do if e ~= 1 or not r.o[y] then return 'e:' .. y end end
+  for y in pairs(r.e) do if not r.o[y] then return 'e:' .. y end end
   -- (d:X, until when X counts as hungry, is at most a few seconds past the fleet clock.)
   for y, d in pairs(r.d) do if not within(d, 0, MAX_CLOCK_MS + 60000, false) then return 'd:' .. y end end
   return nil
 end
--- The record: nil when there is none; false and why when the key holds something that is not a
--- bucket record (another type, a field missing or out of range); { placeholder = true, i } for
--- fill's stand-in, which the next take makes a full bucket of.
-local function load(key)
-  local all = redis.pcall('HGETALL', key)
-  if type(all) ~= 'table' or all.err then return false, 'a key of another type' end
-  if #all == 0 then return nil end
-  local r = { v = {}, o = {}, a = {}, l = {}, e = {}, d = {}, fields = {} }
-  for at = 1, #all, 2 do
-    local field, value = all[at], all[at + 1]
-    r.fields[#r.fields + 1] = field
-    local kind, who = string.sub(field, 1, 2), string.sub(field, 3)
-    if kind == 'o:' then r.o[who] = tonumber(value)
-    elseif kind == 'a:' then r.a[who] = tonumber(value)
-    elseif kind == 'l:' then r.l[who] = tonumber(value)
-    elseif kind == 'e:' then r.e[who] = tonumber(value)
-    elseif kind == 'd:' then r.d[who] = tonumber(value)
-    else r.v[field] = value end
+-- The record the string v holds, or nil and why it is not one.
+local function decode(v)
+  local n = #v
+  if n < HEAD_BYTES then return nil, 'a string of ' .. n .. ' bytes' end
+  local r = { o = {}, a = {}, l = {}, e = {}, d = {} }
+  r.C, r.R, r.tk, r.F, r.S, r.i = struct.unpack(HEAD, v)
+  local at, seen, count = HEAD_BYTES + 1, {}, 0
+  while at <= n do
+    count = count + 1
+    local cut = 'instance entry ' .. count .. ' cut short'
+    if at + 2 > n then return nil, cut end
+    local flags_at = at + 2 + struct.unpack('<I2', v, at)
+    if flags_at > n then return nil, cut end
+    local y, flags = string.sub(v, at + 2, flags_at - 1), string.byte(v, flags_at)
+    if seen[y] or flags == 0 or flags > 7 then return nil, 'instance entry ' .. count .. ' repeated or of no kind' end
+    seen[y], at = true, flags_at + 1
+    if flags % 2 == 1 then
+      if at + 19 > n then return nil, cut end
+      r.o[y], r.a[y], r.l[y] = struct.unpack('<ddI4', v, at)
+      at = at + 20
+    end
+    if flags % 4 >= 2 then r.e[y] = 1 end
+    if flags >= 4 then
+      if at + 7 > n then return nil, cut end
+      r.d[y] = struct.unpack('<d', v, at)
+      at = at + 8
+    end
   end
-  r.C, r.R, r.tk, r.F, r.S, r.i = tonumber(r.v.C), tonumber(r.v.R), tonumber(r.v.tk), tonumber(r.v.F), tonumber(r.v.S), r.v.i
-  if r.v.full == '1' and #all == 4 and r.v.i and string.match(r.v.i, '^[1-9][0-9]*$') then return { placeholder = true, i = r.v.i } end
   local why = unsound(r)
-  if why then
-    if r.v[why] == nil and not string.find(why, ':') then return false, 'field ' .. why .. ' missing' end
-    return false, 'field ' .. why .. ' not a number in range'
+  if why then return nil, 'field ' .. why .. ' not a number in range' end
+  return r
+end
+local function encode(r)
+  local parts = { struct.pack(HEAD, r.C, r.R, r.tk, r.F, r.S, r.i) }
+  local listed = {}
+  for y in pairs(r.o) do listed[y] = true end
+  for y in pairs(r.d) do listed[y] = true end
+  for y in pairs(listed) do
+    local o, flags = r.o[y], 0
+    if o then flags = flags + 1 end
+    if r.e[y] then flags = flags + 2 end
+    if r.d[y] then flags = flags + 4 end
+    parts[#parts + 1] = struct.pack('<I2', #y) .. y .. string.char(flags)
+    if o then parts[#parts + 1] = struct.pack('<ddI4', o, r.a[y], r.l[y]) end
+    if r.d[y] then parts[#parts + 1] = struct.pack('<d', r.d[y]) end
   end
+  return table.concat(parts)
+end
+-- fill's stand-in's identity, when v is one.
+local function stand_in(v)
+  if #v ~= 10 or string.sub(v, 1, 4) ~= 'full' then return nil end
+  local i = struct.unpack('<I6', v, 5)
+  if within(i, 1, MAX_ID - 1, true) then return i end
+  return nil
+end
+-- The record: nil when there is none; false and why when the key holds something that is not a
+-- bucket record (another type, a wrong length, a field out of range); { placeholder = true, i }
+-- for fill's stand-in.
+local function load(key)
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' then return false, 'a key of another type' end
+  if not v then return nil end
+  local id = stand_in(v)
+  if id then return { placeholder = true, i = id } end
+  local r, why = decode(v)
+  if not r then return false, why end
   return r
 end
 local function out_of(r, except)
@@ -105,24 +168,6 @@ local function write_off(r, except, before)
   end
   return gone, gone_until
 end
-local function store(key, r)
-  local fields = { 'C', r.C, 'R', text(r.R), 'tk', text(r.tk), 'F', text(r.F), 'S', text(r.S), 'i', r.i }
-  for y, o in pairs(r.o) do fields[#fields + 1] = 'o:' .. y; fields[#fields + 1] = o end
-  for y, e in pairs(r.e) do fields[#fields + 1] = 'e:' .. y; fields[#fields + 1] = e end
-  for y, d in pairs(r.d) do fields[#fields + 1] = 'd:' .. y; fields[#fields + 1] = text(d) end
-  for y, a in pairs(r.a) do fields[#fields + 1] = 'a:' .. y; fields[#fields + 1] = text(a) end
-  for y, l in pairs(r.l) do fields[#fields + 1] = 'l:' .. y; fields[#fields + 1] = l end
-  -- The fields the record had and no longer has go (none, for a key whose instances hold nothing).
-  if r.replace then
-    redis.call('DEL', key)
-  elseif r.fields then
-    local written, gone = {}, {}
-    for at = 1, #fields, 2 do written[fields[at]] = true end
-    for _, field in ipairs(r.fields) do if not written[field] then gone[#gone + 1] = field end end
-    if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
-  end
-  redis.call('HSET', key, unpack(fields))
-end
 -- PEXPIRETIME (Redis 7) is exact; before it, the server's time plus PTTL. -1: none.
 local function expires_at(key)
   local at = redis.pcall('PEXPIRETIME', key)
@@ -138,27 +183,82 @@ end
 `
 
 // KEYS[1] the record. ARGV: capacity, refillPerSecond, instance, leaseMs, want, more, held, give,
-// charge, fleetMs, recordId ('0': none), newId, most (0: no limit), spentMs, spend ('1': not recorded). Answers { granted, held, tokens, fleetMs, now,
-// identity, others }.
-const TAKE = `${COMMON}
+// charge, fleetMs, recordId ('0': none), newId, most (0: no limit), spentMs, spend ('1': not
+// recorded). Answers { granted, held, tokens, fleetMs, now, identity, others, repaired }, or from
+// the fast path { granted, identity, and tokens, fleetMs, now as four 48-bit words } (held =
+// granted, others 0): formatting a float as exact text costs a script a microsecond each.
+const TAKE = `${CONSTANTS}
 local capacity, refill, me, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
 local want, more, held, give = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local charge, fleet, known = tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11]
-local spent = tonumber(ARGV[14])
-local now = now_ms()
+local most, spent = tonumber(ARGV[13]), tonumber(ARGV[14])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
+local v = redis.pcall('GET', KEYS[1])
+-- The fast path: the steps below for a record that lists no instance (its fixed part alone) and a
+-- call that reports nothing (no held, give or charge) on the record it knew (or on any, knowing
+-- none): no write-off, nothing of X's, no other instance out or hungry.
+if type(v) == 'string' and #v == HEAD_BYTES and held == 0 and give == 0 and charge == 0 then
+  local C, R, tk, F, S, i = struct.unpack(HEAD, v)
+  -- (the fixed part sound, as head_unsound below judges it: C and i are integers as unpacked,
+  -- and nan fails every comparison)
+  if (known == '0' or tonumber(known) == i) and C >= 1 and C <= MAX_CAPACITY and R > 0 and R < math.huge and tk >= -MAX_SAFE and tk <= C
+    and F >= 0 and F <= MAX_CLOCK_MS and S >= 0 and S <= MAX_CLOCK_MS and i >= 1 and i <= MAX_ID - 1 then
+    -- 3. the fleet clock
+    local by_caller = F + C / R * 1000
+    if fleet >= 0 then by_caller = fleet end
+    local moved = math.max(F, math.min(F + math.max(0, now - S), by_caller))
+    -- 5. the refill, in the general path's pieces: up to when X last spent, and after
+    local mark = math.min(moved, math.max(F, moved - spent))
+    if mark > F and tk < C then tk = math.min(C, tk + (mark - F) * R / 1000) end
+    if moved > mark and tk < C then tk = math.min(C, tk + (moved - mark) * R / 1000) end
+    -- 5b. a plan change
+    if C ~= capacity or R ~= refill then
+      tk = math.min(capacity, tk + capacity - C)
+      C, R = capacity, refill
+    end
+    -- 7. the take, no other instance sharing
+    local least = want
+    if more > 0 then least = math.max(want, 1) end
+    local granted = 0
+    if tk >= least then
+      local extra = 0
+      if more == 1 then local fair = math.min((tk - least) / 1, C / 2)
+        extra = math.floor(math.min(fair, math.max(fair / 4, R * ${SHARE_REFILL_MS} / 1000))) elseif more == 2 then extra = math.floor((tk - least) / 1) end
+      if most > 0 and least + extra > most then extra = math.max(0, most - least) end
+      granted = least + extra
+    end
+    tk = tk - granted
+    -- 8, 9. X found the bucket short, or keeps what it took: the record lists X (below); else
+    -- it is the fixed part alone
+    local short = (least > 0 and granted == 0) or (granted > 0 and tk < 1)
+    if not short and (granted == 0 or ARGV[15] == '1') then
+      redis.call('SET', KEYS[1], struct.pack(HEAD, C, R, tk, moved, now, i), 'PX', math.ceil(${bucketTerms.keptAfterTake(LUA, 'C', 'R', 'lease')}))
+      -- tokens, fleet clock and store time exactly: their 24 bytes as four 48-bit integers
+      local w1, w2, w3, w4 = struct.unpack('<I6I6I6I6', struct.pack('<ddd', tk, moved, now))
+      return { granted, i, w1, w2, w3, w4 }
+    end
+  end
+end
+${COMMON}
 -- 1. a missing record is made; one X knew comes back empty, and so does one that is not a
 -- bucket record (repaired: its key is rewritten whole below); fill's stand-in becomes a full bucket
-local r = load(KEYS[1])
+local r
+if type(v) == 'table' then r = false
+elseif not v then r = nil
+else
+  local id = stand_in(v)
+  if id then r = { placeholder = true, i = id } else r = decode(v) or false end
+end
 local repaired = r == false
 local created = false
 if not r or r.placeholder then
-  local tk, id = capacity, ARGV[12]
+  local tk, id = capacity, tonumber(ARGV[12])
   if r then id = r.i elseif known ~= '0' or repaired then tk = 0 end
-  -- (replace: what the key held, not a record or fill's stand-in, goes whole)
-  r = { C = capacity, R = refill, tk = tk, F = 0, S = now, i = id, o = {}, a = {}, l = {}, e = {}, d = {}, replace = r ~= nil }
+  r = { C = capacity, R = refill, tk = tk, F = 0, S = now, i = id, o = {}, a = {}, l = {}, e = {}, d = {} }
   created = true
 end
-local lost = repaired or (known ~= '0' and (created or r.i ~= known))
+local lost = repaired or (known ~= '0' and (created or r.i ~= tonumber(known)))
 -- 2. the request's capacity and refill: at 5b, once refilled at the old ones
 -- 3. the fleet clock
 local by_store = r.F + math.max(0, now - r.S)
@@ -220,8 +320,7 @@ if r.tk >= least then
   local extra = 0
   if more == 1 then local fair = math.min((r.tk - least) / (sharing + 1), r.C / (sharing + 2))
     extra = math.floor(math.min(fair, math.max(fair / 4, r.R * ${SHARE_REFILL_MS} / 1000))) elseif more == 2 then extra = math.floor((r.tk - least) / (hungry + 1)) end
-local most = tonumber(ARGV[13])
-if most > 0 and least + extra > most then extra = math.max(0, most - least) end
+  if most > 0 and least + extra > most then extra = math.max(0, most - least) end
   granted = least + extra
 end
 r.tk = r.tk - granted
@@ -243,16 +342,15 @@ if recorded > 0 then
 else
   r.o[me], r.a[me], r.l[me], r.e[me] = nil, nil, nil, nil
 end
--- 9. the expiry
+-- 9. the record, whole (whatever the key held), and its expiry
 local longest = lease
 for _, l in pairs(r.l) do longest = math.max(longest, l) end
-store(KEYS[1], r)
-redis.call('PEXPIRE', KEYS[1], math.ceil(${bucketTerms.keptAfterTake(LUA, 'r.C', 'r.R', 'longest')}))
+redis.call('SET', KEYS[1], encode(r), 'PX', kept_after_take(r.C, r.R, longest))
 return { granted, mine, text(r.tk), text(r.F), text(now), r.i, k, repaired and 1 or 0 }
 `
 
 // KEYS[1] the record. Answers the view, or {} when there is none. Writes nothing.
-const READ = `${COMMON}
+const READ = `${CONSTANTS}${COMMON}
 local r, why = load(KEYS[1])
 if r == false then return { 'unsound', why } end
 if not r or r.placeholder then return {} end
@@ -269,33 +367,34 @@ return view(KEYS[1], r, tokens)
 
 // KEYS[1] the record; ARGV[1] an identity for a record made anew. The bucket back to full (C - out);
 // answers the view, or {}. A record that is not a bucket record is replaced: by a full bucket of
-// its C and R, new identity, when those two read; else by a stand-in { i, full = 1 } that the next
-// take makes a full bucket of (answered as no record). Either keeps the key's TTL, or gets one.
-const FILL = `${COMMON}
+// its C and R, new identity, when those two read (the fixed part's, or a hash's fields C and R);
+// else by fill's stand-in, which the next take makes a full bucket of (answered as no record).
+// Either keeps the key's TTL, or gets one.
+const FILL = `${CONSTANTS}${COMMON}
 local r = load(KEYS[1])
 if r == nil then return {} end
 local ttl = redis.call('PTTL', KEYS[1])
 if not r or r.placeholder then
-  local all = redis.pcall('HGETALL', KEYS[1])
   local C, R = nil, nil
-  if type(all) == 'table' and not all.err then
+  local kind = redis.call('TYPE', KEYS[1])['ok']
+  if kind == 'string' then
+    local v = redis.call('GET', KEYS[1])
+    if #v >= HEAD_BYTES then C, R = struct.unpack('<I4d', v) end
+  elseif kind == 'hash' then
     C, R = tonumber(redis.call('HGET', KEYS[1], 'C')), tonumber(redis.call('HGET', KEYS[1], 'R'))
   end
-  local id = ARGV[1]
+  local id = tonumber(ARGV[1])
   if r and r.placeholder then id = r.i end
-  redis.call('DEL', KEYS[1])
   if not within(C, 1, MAX_CAPACITY, true) or not within(R, 0, math.huge, false) or R <= 0 or R == math.huge then
-    redis.call('HSET', KEYS[1], 'i', id, 'full', '1')
-    redis.call('PEXPIRE', KEYS[1], math.max(ttl, math.ceil(${bucketTerms.keptAfterTake(LUA, '0', '1', '0')})))
+    redis.call('SET', KEYS[1], 'full' .. struct.pack('<I6', id), 'PX', math.max(ttl, kept_after_take(0, 1, 0)))
     return {}
   end
   r = { C = C, R = R, tk = C, F = 0, S = now_ms(), i = id, o = {}, a = {}, l = {}, e = {}, d = {} }
-  if ttl <= 0 then ttl = math.ceil(${bucketTerms.keptAfterTake(LUA, 'C', 'R', '0')}) end
+  if ttl <= 0 then ttl = kept_after_take(C, R, 0) end
 end
 write_off(r, nil, r.F)
 r.tk = r.C - out_of(r, nil)
-store(KEYS[1], r)
-if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
+if ttl > 0 then redis.call('SET', KEYS[1], encode(r), 'PX', ttl) else redis.call('SET', KEYS[1], encode(r)) end
 return view(KEYS[1], r, r.tk)
 `
 
@@ -304,6 +403,39 @@ function numberOf(value) {
   if (typeof value === 'number') return value
   if (typeof value === 'string' && value.trim() !== '') return Number(value)
   return Number.NaN
+}
+
+const WORD = 2 ** 48
+
+/** Three doubles from the four 48-bit words (little-endian) of their 24 bytes; null when a word is not one. */
+function doublesOf(words) {
+  if (!words.every((w) => Number.isSafeInteger(w) && w >= 0 && w < WORD)) return null
+  const bytes = Buffer.alloc(24)
+  words.forEach((w, at) => bytes.writeUIntLE(w, at * 6, 6))
+  return [bytes.readDoubleLE(0), bytes.readDoubleLE(8), bytes.readDoubleLE(16)]
+}
+
+/** TAKE's reply as bucketTake answers it: the whole one, or the fast path's (nothing held before, no other holder). */
+function answerOf(reply) {
+  if (!Array.isArray(reply)) return reply
+  if (reply.length === 6) {
+    const doubles = doublesOf(reply.slice(2))
+    if (doubles === null) return reply
+    const granted = numberOf(reply[0])
+    const [tokens, fleetMs, storeNowMs] = doubles
+    return { granted, held: granted, tokens, fleetMs, storeNowMs, recordId: numberOf(reply[1]), others: 0, repaired: false }
+  }
+  if (reply.length !== 8) return reply
+  return {
+    granted: numberOf(reply[0]),
+    held: numberOf(reply[1]),
+    tokens: numberOf(reply[2]),
+    fleetMs: numberOf(reply[3]),
+    storeNowMs: numberOf(reply[4]),
+    recordId: numberOf(reply[5]),
+    others: numberOf(reply[6]),
+    repaired: reply[7] === 1 ? true : reply[7] === 0 ? false : reply[7],
+  }
 }
 
 /**
@@ -332,20 +464,7 @@ function bucketOperations({ prefix, evaluate, script }) {
       const newId = request.newId ?? newRecordId()
       const args = [capacity, refillPerSecond, instance, leaseMs, want, more, held, give, charge, fleetMs, recordId, newId, request.most ?? 0, request.spentMs ?? 0, request.spend ? 1 : 0].map(String)
       const reply = await evaluate(takeScript, [recordOf(name, key)], args, roundTrip)
-      const answer =
-        Array.isArray(reply) && reply.length === 8
-          ? {
-              granted: numberOf(reply[0]),
-              held: numberOf(reply[1]),
-              tokens: numberOf(reply[2]),
-              fleetMs: numberOf(reply[3]),
-              storeNowMs: numberOf(reply[4]),
-              recordId: numberOf(reply[5]),
-              others: numberOf(reply[6]),
-              repaired: reply[7] === 1 ? true : reply[7] === 0 ? false : reply[7],
-            }
-          : reply
-      return checkBucketAnswer(answer, request)
+      return checkBucketAnswer(answerOf(reply), request)
     },
     bucketRead: (request, roundTrip) => view(readScript, request, [], roundTrip),
     bucketFill: (request, roundTrip) => view(fillScript, request, [String(newRecordId())], roundTrip),
