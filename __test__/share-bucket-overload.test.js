@@ -138,6 +138,38 @@ describe('the in-process store', () => {
     for (let i = 0; i < 3; i++) assert.deepEqual(await of(limiter.consume('ip')), { outcome: 'A' }, `call ${i}`)
     await limiter.close()
   })
+
+  test('a take its call would spend at once, answered after the call timed out, leaves the slice the process keeps counted out: never over the bound', async () => {
+    const t = testStore()
+    const { limiter, clock } = limiterOn(t, { leaseMs: 1_000 })
+    const of = outcomeOf(limiter, 'ip')
+    // A busy key: its second call takes a share beyond what it lacks, and the slice keeps it.
+    let admitted = 0
+    for (let i = 0; i < 2; i++) if ((await of(limiter.consume('ip'))).outcome === 'A') admitted++
+    const kept = limiter.status('ip').tokens
+    assert.ok(kept >= 2, `the slice keeps ${kept}`)
+    // Not busy any more (leaseMs / 2 on), its lease still running: a call of kept + 1 takes only
+    // the one it lacks, to spend at once, keeping the slice; the store holds it past timeoutMs.
+    clock.advance(600)
+    t.control.mode = 'hang'
+    const alive = setInterval(() => {}, 1_000)
+    const timedOut = await of(limiter.consume('ip', kept + 1)).finally(() => clearInterval(alive))
+    assert.equal(timedOut.outcome, 'ERR_STORE_UNAVAILABLE')
+    assert.equal(t.calls.bucketTake.at(-1).spend, true)
+    // The answer comes; any store call it leads to is held until what the slice holds is spent.
+    t.release()
+    for (let i = 0; i < 3; i++) await new Promise(setImmediate)
+    const holds = limiter.status('ip').tokens
+    for (let i = 0; i < holds; i++) if ((await of(limiter.consume('ip'))).outcome === 'A') admitted++
+    t.control.mode = 'ok'
+    t.release()
+    for (let i = 0; i < 3; i++) await new Promise(setImmediate)
+    // The slice the process kept is still out to it in the store, never also back in the bucket:
+    // draining the key (no refill: the clocks stand still) admits at most C in all.
+    for (let i = 0; i < 2 * C; i++) if ((await of(limiter.consume('ip'))).outcome === 'A') admitted++
+    assert.ok(admitted <= C, `admitted ${admitted} of a bucket of ${C}`)
+    assert.ok(admitted >= C - 2, `admitted ${admitted}: the store's answer lost the slice`)
+  })
 })
 
 describe('redis-server through ioredis', () => {
