@@ -219,14 +219,18 @@ class BucketDriver {
         }
         if (request.give > 0) this.#stats.returned += request.give
         this.#stats.reserved += answer.granted
-        // (A take its asking call spends at once, answered after that call stopped waiting, is not
-        // credited: the store records none of it, so it must not be spent by a later call.)
-        const current = generation === keys.generation && !(request.spend && flight.timedOut)
-        const credited = current && native.keyedSliceCredit(this.#handle, key, request.sentMs, answer, this.#readMonotonic())
+        // A take its asking call spends at once, answered after that call stopped waiting: what it
+        // granted is not credited (the store records none of it, so no later call may spend it),
+        // but what the slice kept is, renewed, as the store counts it out to this process.
+        const late = request.spend && flight.timedOut
+        const credit = late ? { ...answer, granted: 0, held: answer.held - answer.granted } : answer
+        const credited = generation === keys.generation && native.keyedSliceCredit(this.#handle, key, request.sentMs, credit, this.#readMonotonic())
+        // (What the store counts out to this process: what a take spent at once granted, never.)
+        const give = request.spend ? answer.held - answer.granted : answer.held
         if (credited) keys.arm()
-        else if (answer.held > 0) {
+        else if (give > 0) {
           // Not the key's any more (dropped, or the limiter was closed): the tokens go back.
-          const giveBack = { ...request, want: 0, more: 0, held: 0, give: answer.held, charge: 0, fleetMs: -1, recordId: answer.recordId, most: 0, spend: false }
+          const giveBack = { ...request, want: 0, more: 0, held: 0, give, charge: 0, fleetMs: -1, recordId: answer.recordId, most: 0, spend: false }
           queueMicrotask(() => this.#giveBack(key, giveBack))
         }
         return OK
