@@ -375,7 +375,9 @@ export class KeyedQuotaClock {
    * rejection). With `share`: decided in the process when the key's reservation covers `n`;
    * otherwise after one store call (shared by concurrent calls for the key; another when concurrent
    * calls took its units), waiting at most `share.timeoutMs` for each; rejects `QuotaClockError`
-   * `ERR_STORE_UNAVAILABLE` when the store fails or does not answer (unless `failOpen`),
+   * `ERR_STORE_UNAVAILABLE` when the store fails or does not answer (unless `failOpen`; with
+   * `bucket`, also when no answer brought the call tokens it could spend within that time while
+   * the fleet's bucket had them: a shared bucket's call is denied only when the bucket lacks them),
    * `ERR_STORE_RESPONSE` when its answer makes no sense, `ERR_KEY_LIMIT` when the key was dropped
    * (`maxKeys`) while the call waited and every held key has quota use now.
    */

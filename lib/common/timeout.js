@@ -26,15 +26,17 @@ function quietTimer(ms, expired) {
  * returned cancel() is called first. The wait starts when the process next turns to I/O (not
  * inside a burst of calls made in one synchronous loop), and an answer that arrived while the
  * process was busy is read before the time is declared up: the time a busy process keeps an
- * answer waiting is not the store's (unavailable means unavailable).
+ * answer waiting is not the store's (unavailable means unavailable). `started()`, if given, runs
+ * as the wait starts.
  */
-function storeDeadline(ms, expired) {
+function storeDeadline(ms, expired, started) {
   let cancelled = false
   let handle
   let check
   // (The immediates stay referenced: an unreferenced one waits for the loop's next wake-up. Each
   // keeps the loop for one turn only; the timer, unreferenced, never keeps the process alive.)
   const start = setImmediate(() => {
+    started?.()
     handle = setTimeout(() => {
       // An immediate runs after the poll phase has read what the sockets received.
       check = setImmediate(() => cancelled || expired())

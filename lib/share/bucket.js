@@ -8,9 +8,13 @@
 // - A consume its slice covers is decided in one native call and never comes here; nor does one
 //   the book denies locally (the store said the bucket was short less than a second ago).
 // - One the slice does not cover waits for one `bucketTake` (one store call per key at a time,
-//   shared by every concurrent call for it: it asks for what they lack together), then is decided.
-//   A call whose tokens others waiting took asks again only within its own timeoutMs; when that
-//   has passed it is denied with the fleet's wait: no call waits longer than timeoutMs.
+//   shared by every concurrent call for it: it asks for what they lack together, the calls made
+//   in one synchronous run included), then is decided. It is denied only when the fleet's bucket
+//   lacks its tokens, as the store last said. A call whose tokens others waiting took, or whose
+//   slice came after its lease had lapsed (the process kept the answer waiting), asks again
+//   within its own timeoutMs; when that has passed it is refused with ERR_STORE_UNAVAILABLE (with
+//   failOpen, denied on what it holds): no call waits for the store longer than timeoutMs, and its
+//   time counts from when the process turned to I/O after its first store call was sent.
 // - A covered consume that leaves the slice low (half of what it brought) or its lease in its
 //   last quarter fetches the next slice in the background.
 // - A timer (unref'd, running only while slices are held) gives back the unspent tokens of keys
@@ -28,8 +32,14 @@ const { NEEDS_SLICE } = require('./need.js')
 
 const { sharedConsume: SHARED_CONSUME, sharedAfterStore: AFTER_STORE, sharedFailOpen: FAIL_OPEN } = require('../native/contract.js').OPERATION
 
-// How many times a call asks the store before it is decided on what it holds.
+// How many times a call asks the store at most (each round either serves the calls waiting
+// together, finds the bucket short, or loses a race a round trip long: this is a guard).
 const MAX_ROUNDS = 8
+// What a call's wait for a store call resolves to once the call's time is up.
+const LATE = 'late'
+// Why a call was not served within its time (ERR_STORE_UNAVAILABLE's message).
+const STILL_UNANSWERED = 'its store call is still unanswered'
+const NOTHING_SPENDABLE = "the store's answers brought it no tokens it could spend (calls made meanwhile took them, or the process kept the answers waiting past their lease)"
 // At most this many give-backs in flight at once (the rest wait for the next turn of the timer).
 const GIVE_BACKS_AT_ONCE = 32
 
@@ -78,26 +88,33 @@ class BucketDriver {
   }
 
   /**
-   * A consume the key's slice does not cover: waits for a store call that takes a slice (at most
-   * timeoutMs in all), then decides. Resolves to a Decision, or to the quota's StoreNeed (the
-   * quota's store call comes next).
+   * A consume the key's slice does not cover: waits for a store call that takes a slice, then
+   * decides. Resolves to a Decision, or to the quota's StoreNeed (the quota's store call comes
+   * next). Denied only when the fleet's bucket lacks `n`, as the store last said; refused with
+   * ERR_STORE_UNAVAILABLE (or decided by failOpen) when no store answer it could spend came within
+   * timeoutMs.
    */
   async acquire(key, n) {
-    const deadline = performance.now() + this.#timeoutMs
+    const calledMs = performance.now()
+    // The call's time: timeoutMs, counted (once its first store call has been answered) from when
+    // the process turned to I/O after sending it, so that neither a burst of calls made in one
+    // synchronous run nor a loop held before the answer could be read counts against it.
+    let deadline = calledMs + this.#timeoutMs
     const keys = this.#keys
     keys.addDemand(key, n)
     try {
+      // Calls of the key made in the same synchronous run ask together: one take for what they
+      // lack together, not one for the first and another round for the rest.
+      if (!keys.flights.has(key)) await undefined
       for (let round = 0; ; round++) {
         const startedMs = performance.now()
         const hanging = keys.hanging(key)
         if (hanging !== undefined) return this.#unavailable(key, n, hanging, 0)
         let flight = keys.flights.get(key)
-        let taking = flight !== undefined && !flight.timedOut && flight.take
+        const taking = flight !== undefined && !flight.timedOut && flight.take
         if (!taking && flight !== undefined && !flight.timedOut) {
           // A give-back under way: the take follows it (one store call per key at a time).
-          const left = deadline - performance.now()
-          const settled = left > 0 && (await withTimeout(flight.done.then(() => true), left, () => false, storeDeadline))
-          if (!settled) return this.#final(key, n)
+          if ((await this.#within(flight, deadline)) === LATE) return this.#outOfTime(key, n, calledMs, STILL_UNANSWERED)
           continue
         }
         if (!taking) {
@@ -105,24 +122,43 @@ class BucketDriver {
           if (request == null) {
             // The key was dropped (maxKeys) since the call began: held again by deciding anew.
             const decision = this.#decide(key, n, SHARED_CONSUME)
-            if (decision !== NEEDS_SLICE || round >= MAX_ROUNDS) return this.#settled(key, n, decision)
+            if (decision !== NEEDS_SLICE) return decision
+            if (round >= MAX_ROUNDS) return this.#outOfTime(key, n, calledMs, NOTHING_SPENDABLE)
             continue
           }
           flight = this.#fly(key, request, true)
         }
-        const left = deadline - performance.now()
-        const outcome = flight.settled ? flight.outcome : round === 0 ? await flight.done : await withTimeout(flight.done, Math.max(0, left), () => 'late', storeDeadline)
-        if (outcome === 'late') return this.#final(key, n)
+        const outcome = flight.settled ? flight.outcome : round === 0 ? await flight.done : await this.#within(flight, deadline)
+        if (outcome === LATE) return this.#outOfTime(key, n, calledMs, STILL_UNANSWERED)
         if (outcome !== OK) return this.#unavailable(key, n, flight, performance.now() - startedMs)
+        if (round === 0) deadline = Math.max(calledMs, flight.timedFromMs ?? performance.now()) + this.#timeoutMs
         const decision = this.#decide(key, n, SHARED_CONSUME)
         if (decision !== NEEDS_SLICE) return decision
-        // Others waiting took what came: ask again while this call's time lasts and the fleet's
-        // bucket may have it.
-        if (round >= MAX_ROUNDS || deadline - performance.now() <= 0 || native.keyedSliceShort(this.#handle, key, n)) return this.#final(key, n)
+        // Not covered: others waiting took what came, or it came after its lease had lapsed (the
+        // process kept the answer waiting). Denied when the fleet's bucket lacks n; else asked
+        // again while the call's time lasts.
+        if (native.keyedSliceShort(this.#handle, key, n, this.#readMonotonic())) return this.#final(key, n)
+        if (round >= MAX_ROUNDS || deadline - performance.now() <= 0) return this.#outOfTime(key, n, calledMs, NOTHING_SPENDABLE)
       }
     } finally {
       keys.addDemand(key, -n)
     }
+  }
+
+  /** The flight's outcome, or LATE once the call's deadline has passed (timed as storeDeadline times). */
+  #within(flight, deadline) {
+    return withTimeout(flight.done, Math.max(0, deadline - performance.now()), () => LATE, storeDeadline)
+  }
+
+  /**
+   * No store answer the call could spend came within its time (`why`): denied with the fleet's
+   * wait when the fleet's bucket, as last heard of and refilled since, lacks `n`; else refused with
+   * ERR_STORE_UNAVAILABLE, since the store did not serve the call in time. (With failOpen it is
+   * denied on what the key holds: the store answers, so no local bucket may admit past it.)
+   */
+  #outOfTime(key, n, calledMs, why) {
+    if (native.keyedSliceShort(this.#handle, key, n, this.#readMonotonic())) return this.#final(key, n)
+    return this.#keys.outOfTime(why, performance.now() - calledMs, () => this.#final(key, n))
   }
 
   /** Decided on what the slice holds now (denied with the fleet's wait when it is short). */
@@ -183,14 +219,18 @@ class BucketDriver {
         }
         if (request.give > 0) this.#stats.returned += request.give
         this.#stats.reserved += answer.granted
-        // (A take its asking call spends at once, answered after that call stopped waiting, is not
-        // credited: the store records none of it, so it must not be spent by a later call.)
-        const current = generation === keys.generation && !(request.spend && flight.timedOut)
-        const credited = current && native.keyedSliceCredit(this.#handle, key, request.sentMs, answer, this.#readMonotonic())
+        // A take its asking call spends at once, answered after that call stopped waiting: what it
+        // granted is not credited (the store records none of it, so no later call may spend it),
+        // but what the slice kept is, renewed, as the store counts it out to this process.
+        const late = request.spend && flight.timedOut
+        const credit = late ? { ...answer, granted: 0, held: answer.held - answer.granted } : answer
+        const credited = generation === keys.generation && native.keyedSliceCredit(this.#handle, key, request.sentMs, credit, this.#readMonotonic())
+        // (What the store counts out to this process: what a take spent at once granted, never.)
+        const give = request.spend ? answer.held - answer.granted : answer.held
         if (credited) keys.arm()
-        else if (answer.held > 0) {
+        else if (give > 0) {
           // Not the key's any more (dropped, or the limiter was closed): the tokens go back.
-          const giveBack = { ...request, want: 0, more: 0, held: 0, give: answer.held, charge: 0, fleetMs: -1, recordId: answer.recordId, most: 0, spend: false }
+          const giveBack = { ...request, want: 0, more: 0, held: 0, give, charge: 0, fleetMs: -1, recordId: answer.recordId, most: 0, spend: false }
           queueMicrotask(() => this.#giveBack(key, giveBack))
         }
         return OK

@@ -133,6 +133,20 @@ class KeyFlights {
     if (this.#failOpen) return failOpenDecision()
     throw flight.unavailable(this.#name, why, waitedMs)
   }
+
+  /**
+   * The store did not serve a call within timeoutMs though it answers (`why`: a store call of the
+   * call's still unanswered, or answers that brought it nothing it could spend): no outage is
+   * told; with failOpen the call is decided by `failOpenDecision()`, else refused with
+   * ERR_STORE_UNAVAILABLE after waiting `waitedMs`.
+   */
+  outOfTime(why, waitedMs, failOpenDecision) {
+    if (this.#failOpen) return failOpenDecision()
+    throw new QuotaClockError(
+      'ERR_STORE_UNAVAILABLE',
+      `quota store of share "${this.#name}" did not serve the call within share.timeoutMs (${this.#timeoutMs} ms): ${why}; the call was refused after waiting ${Math.round(waitedMs)} ms and consumed nothing`,
+    )
+  }
 }
 
 module.exports = { KeyFlights, keyText }

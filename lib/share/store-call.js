@@ -92,6 +92,9 @@ class StoreFlight {
   // Resolves once it settled, however late (never rejects).
   finished = undefined
   startedMs = performance.now()
+  // When its wait for the store began (storeDeadline: the process's next turn to I/O after the
+  // send); undefined while the process has not turned to I/O since.
+  timedFromMs = undefined
 
   /**
    * Waits for `answered` (OK or FAILED; it never rejects unless a native call threw, a bug, taken
@@ -118,7 +121,7 @@ class StoreFlight {
         onTimedOut()
         return TIMED_OUT
       },
-      storeDeadline,
+      (ms, expired) => storeDeadline(ms, expired, () => (this.timedFromMs = performance.now())),
     )
   }
 

@@ -177,8 +177,12 @@ impl KeyedLimiter {
         // spend (its quota denied it) is dropped as it is decided ([`Slice::spend_pending`]).
         let spend = slice.first && answer.granted > 0;
         slice.spend_pending = spend;
+        // The store's tokens were as the answer says at some time between the send and now: the
+        // estimate refills from the send, so that an answer read late (the process busy) never
+        // keeps the key denied here once the bucket may hold its tokens again.
+        let answered_ms = sent_ms.min(timeline_ms);
         slice.fleet_tokens = answer.tokens;
-        slice.fleet_at_ms = timeline_ms;
+        slice.fleet_at_ms = answered_ms;
         slice.fleet_ms = answer.fleet_ms;
         let floor_ms = denial_floor_ms(lease_ms, policy.capacity, policy.refill_per_second);
         // Draining: a slice that is small (under a quarter of the bucket), came within
@@ -227,7 +231,7 @@ impl KeyedLimiter {
             // is spent, it is denied here (`local_denial_ms`); then this process takes all there
             // is (its share of it), so that the refill of the wait is not lost to the bucket's cap.
             slice.hold.mark_short(
-                timeline_ms
+                answered_ms
                     + local_denial_ms(
                         lease_ms,
                         policy.capacity,
@@ -247,9 +251,10 @@ impl KeyedLimiter {
     }
 
     /// After a store answer that brought too little for a waiting call of `n` (others waiting
-    /// took it): the call is denied here with the fleet's wait if the store is short of `n` now.
-    pub fn slice_short_for(&self, index: u32, n: u64) -> bool {
-        let timeline_ms = self.timeline_ms;
+    /// took it): the call is denied here with the fleet's wait if the store is short of `n` at
+    /// the monotonic reading `monotonic_ms` (the timeline now, not at the limiter's last call).
+    pub fn slice_short_for(&self, index: u32, n: u64, monotonic_ms: f64) -> bool {
+        let timeline_ms = self.timeline_at(monotonic_ms);
         self.fleet_tokens(index, timeline_ms)
             .is_some_and(|tokens| tokens < n as f64)
     }

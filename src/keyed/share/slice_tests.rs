@@ -463,6 +463,47 @@ fn a_short_answer_denies_locally_with_the_fleets_wait_for_at_least_an_eighth_of_
     assert_eq!(process.decide_one(), SharedDecision::NeedsSlice);
 }
 
+/// A store answer read late (the process busy): the store's tokens were as it says at the
+/// latest at the send, so the fleet's estimate and the key's short mark count from the send; once
+/// the bucket may hold the tokens again the key asks the store instead of being denied here (issue
+/// 44's long tail: denials with a wait of 1 ms while the fleet held its tokens).
+#[test]
+fn an_answer_read_late_counts_the_refill_and_the_short_mark_from_its_send() {
+    let mut store = Store::default();
+    let mut fleet = processes(1, bucket(2.0, 1.0), 4_000.0, &[1.0]);
+    let process = &mut fleet[0];
+    let consume_two = |process: &mut Process| {
+        consume(
+            &mut process.limiter,
+            &mut process.clock,
+            "k",
+            2,
+            ShareMode::Reserved,
+        )
+    };
+    process.set_time(0.0);
+    assert!(process.consume(0, &mut store, 0.0, 2, 4_000.0));
+    // At 1,000 ms the store holds 1 of the 2 a call asks for: short for 650 ms (1.3 times the
+    // floor); the answer is read at 2,000 ms.
+    process.set_time(1_000.0);
+    assert_eq!(consume_two(process), SharedDecision::NeedsSlice);
+    let index = at(&process.limiter, "k");
+    let request = process.limiter.slice_request(index, 2, 2, 1_000.0).unwrap();
+    let answer = store.take(0, 4_000.0, &request, 1_000.0);
+    assert_eq!((answer.granted, answer.tokens), (0, 1.0));
+    process.set_time(2_000.0);
+    let (credited, _) = process
+        .limiter
+        .credit_slice(index, request.sent_ms, answer, 2_000.0);
+    assert!(credited);
+    // Refilled from the send: 1 + 1 s at 1 a second.
+    let fleet_tokens = process.limiter.fleet_tokens(index, 2_000.0).unwrap();
+    assert!((fleet_tokens - 2.0).abs() < 1e-9, "{fleet_tokens}");
+    assert!(!process.limiter.slice_short_for(index, 2, 2_000.0));
+    assert_eq!(consume_two(process), SharedDecision::NeedsSlice);
+    assert!(process.consume(0, &mut store, 2_000.0, 2, 4_000.0));
+}
+
 #[test]
 fn a_lapsed_lease_spends_nothing() {
     let mut store = Store::default();

@@ -136,18 +136,21 @@ pub fn keyed_slice_failed(
     })
 }
 
-/// Whether the store's bucket, as last heard of and refilled since, holds fewer than `n`.
+/// Whether the store's bucket, as last heard of and refilled since, holds fewer than `n` at the
+/// monotonic reading `monotonicMs`.
 #[napi(js_name = "keyedSliceShort")]
 pub fn keyed_slice_short(
     env: &Env,
     limiter: &External<NativeKeyed>,
     key: Unknown<'_>,
     n: f64,
+    monotonic_ms: Option<f64>,
 ) -> napi::Result<bool> {
     limiter.state.with_key(env, &key, |state, key| {
         let n = units(n, "n")?;
+        let monotonic_ms = state.monotonic_now(monotonic_ms);
         let index = state.limiter.find(key);
-        Ok(index.is_some_and(|index| state.limiter.slice_short_for(index, n)))
+        Ok(index.is_some_and(|index| state.limiter.slice_short_for(index, n, monotonic_ms)))
     })
 }
 
