@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU16, AtomicU64};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"QCSZONE\0");
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// Slots per group: a key lives in the group its hash picks; the group's lock guards its slots.
 pub const GROUP_SLOTS: usize = 32;
@@ -15,6 +15,9 @@ pub const INLINE_KEY_BYTES: usize = 24;
 pub const LONG_KEY_BYTES: usize = 512;
 /// Reconciler writer seats: one per open limiter (seats of dead processes are reused).
 pub const SEATS: usize = 256;
+/// Words per slot of the blocks region: the block's end (timeline ms, f64 bits; 0: none), the
+/// run's first denial (timeline ms, f64 bits) and the run's denials.
+pub const BLOCK_WORDS: usize = 3;
 /// Distinct period specs a zone holds (the limiter's own and the policies').
 pub const SPECS: usize = 16;
 /// Bytes of a spec's stored identity.
@@ -273,6 +276,8 @@ pub struct Offsets {
     /// One word per slot: the timeline (f64 bits) at which its key's policy was last asked
     /// (`policyTtlMs`).
     pub policy_asked: usize,
+    /// [`BLOCK_WORDS`] words per slot: its key's block and run of denials (`blocks.rs`).
+    pub blocks: usize,
     pub long_keys: usize,
     pub file_size: usize,
 }
@@ -292,7 +297,11 @@ impl Offsets {
             slots.checked_add(slot_count.checked_mul(std::mem::size_of::<Slot>())?)?,
             64,
         );
-        let long_keys = round_up(policy_asked.checked_add(slot_count.checked_mul(8)?)?, 4096);
+        let blocks = policy_asked.checked_add(slot_count.checked_mul(8)?)?;
+        let long_keys = round_up(
+            blocks.checked_add(slot_count.checked_mul(BLOCK_WORDS * 8)?)?,
+            4096,
+        );
         let file_size = round_up(
             long_keys.checked_add(slot_count.checked_mul(LONG_KEY_BYTES)?)?,
             4096,
@@ -303,6 +312,7 @@ impl Offsets {
             groups: groups_at,
             slots,
             policy_asked,
+            blocks,
             long_keys,
             file_size,
         })
