@@ -88,6 +88,39 @@ describe('blocks in the stores', () => {
       assert.deepEqual(other, { blockedMs: 0, level: 0 }, 'another name has no block')
     })
 
+    test(`a quota record made after a block carries it: the reservation that makes it answers the block (${kind})`, async () => {
+      const ops = storeOperations(kinds[kind].store)
+      const name = freshName('later')
+      await ops.blockSet({ name, key: 'k', forMs: MINUTE, resetAfterMs: 86_400_000 })
+      const first = await ops.reserve(reserveOf(name, 'k'))
+      assert.ok(first.blockedMs > MINUTE - 2000 && first.blockedMs <= MINUTE, `the new record's reservation: ${first.blockedMs}`)
+      const next = await ops.reserve(reserveOf(name, 'k', { periodId: '2027-01', recordId: 0 }))
+      assert.ok(next.blockedMs > MINUTE - 2000, `another period's new record too: ${next.blockedMs}`)
+      await ops.blockClear({ name, key: 'k' })
+      assert.equal((await ops.reserve(reserveOf(name, 'k', { recordId: first.recordId }))).blockedMs, undefined, 'lifted on the record too')
+    })
+
+    test(`block times are the store's, not the writer's wall clock (${kind})`, async () => {
+      const ops = storeOperations(kinds[kind].store)
+      const name = freshName('clock')
+      const reserved = await ops.reserve(reserveOf(name, 'k'))
+      const realNow = Date.now
+      Date.now = () => realNow() + 3_600_000 // the writer's clock an hour ahead
+      let written
+      try {
+        written = await ops.blockSet({ name, key: 'k', forMs: MINUTE, resetAfterMs: 86_400_000 })
+      } finally {
+        Date.now = realNow
+      }
+      assert.ok(written.blockedMs > MINUTE - 2000 && written.blockedMs <= MINUTE, `as written: ${written.blockedMs}`)
+      const read = await ops.blockRead({ name, key: 'k' })
+      assert.ok(read.blockedMs > MINUTE - 2000 && read.blockedMs <= MINUTE, `read by a process whose clock is right: ${read.blockedMs}`)
+      const again = await ops.reserve(reserveOf(name, 'k', { recordId: reserved.recordId }))
+      assert.ok(again.blockedMs > MINUTE - 2000 && again.blockedMs <= MINUTE, `the reservation's: ${again.blockedMs}`)
+      const listed = await quotaAdmin(kinds[kind].store, { name }).keys({ blocked: true })
+      assert.ok(listed[0].blockedForMs > MINUTE - 2000 && listed[0].blockedForMs <= MINUTE, `keys: ${listed[0].blockedForMs}`)
+    })
+
     test(`quotaAdmin block, unblock, blocked and keys (${kind})`, async () => {
       const name = freshName('admin')
       const admin = quotaAdmin(kinds[kind].store, { name })
