@@ -186,7 +186,7 @@ class KeyedQuotaClock {
     checkKey(key)
     checkBlockMs(forMs)
     // (A zone's block holds the key itself, in the zone file.)
-    if (!(this.#blocks instanceof ZoneBlockBook)) this.#backend.status(key)
+    if (!(this.#blocks instanceof ZoneBlockBook)) this.#backend.hold(key)
     this.#blocks.block(key, forMs)
   }
 
