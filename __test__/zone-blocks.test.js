@@ -140,3 +140,33 @@ test('a zone made from a snapshot restores its blocks and levels for every proce
     await here.close()
   }
 })
+
+test('in a zone: a blocked key consumes nothing; refund, status and delete work as usual; block asks policy for a key not held, unblock asks none; bad arguments change nothing', linuxOnly, async () => {
+  const asked = []
+  const options = { ...OPTIONS, zone: { path: zonePath('sentences') } }
+  const here = new KeyedQuotaClock({ ...options, policy: (key) => (asked.push(key), undefined) })
+  try {
+    here.block('new', 30_000)
+    assert.deepEqual(asked, ['new'], 'policy asked once, for the key block holds')
+    assert.equal(here.unblock('absent'), false)
+    assert.deepEqual(asked, ['new'], 'unblock of a key not held asks no policy')
+    assert.equal(here.status('new').tokens, 5)
+    const d = here.tryConsume('new', 2)
+    assert.deepEqual([d.allowed, d.retryAfterBasis, d.tokens], [false, 'block', 5])
+    assert.ok(Number.isInteger(d.retryAfterMs) && d.retryAfterMs <= 30_000 && d.retryAfterMs > 25_000, 'whole ms, rounded up')
+    assert.equal(here.status('new').tokens, 5, 'nothing consumed')
+    here.refund('new')
+    assert.equal(here.status('new').blockedForMs > 0, true)
+    here.block('new', 1_000)
+    assert.ok(here.status('new').blockedForMs > 25_000, 'a shorter block never replaces a longer one')
+    assert.throws(() => here.block('new', 0), (e) => e instanceof RangeError && e.code === 'ERR_INVALID_ARG')
+    assert.throws(() => here.block('', 1000), (e) => e instanceof RangeError && e.code === 'ERR_INVALID_ARG')
+    assert.ok(here.status('new').blockedForMs > 25_000, 'unchanged')
+    const stats = here.stats()
+    assert.deepEqual([stats.blocked, stats.blocks, stats.denied], [1, 1, 1])
+    assert.equal(here.unblock('new'), true)
+    assert.equal(here.tryConsume('new').allowed, true)
+  } finally {
+    await here.close()
+  }
+})
