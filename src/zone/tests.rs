@@ -443,7 +443,10 @@ fn a_block_made_through_one_handle_denies_through_another_and_unblock_lifts_it()
         .block(key.key(), 1_000.0, PolicyChoice::Defaults, &mut Vec::new())
         .unwrap()
         .unwrap();
-    assert!(!shorter.started && shorter.left_ms > 59_000.0, "a longer block stays");
+    assert!(
+        !shorter.started && shorter.left_ms > 59_000.0,
+        "a longer block stays"
+    );
     assert!(other.unblock(key.key(), &mut Vec::new()).unwrap());
     assert!(!one.unblock(key.key(), &mut Vec::new()).unwrap());
     assert_eq!(blocked(&one, "k"), None);

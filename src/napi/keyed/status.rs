@@ -39,7 +39,9 @@ impl KeyedState {
         };
         let mut anomalies = Vec::new();
         let status = match holding {
-            Some(key) => self.limiter.status_holding(key, target, &mut clock, &mut anomalies),
+            Some(key) => self
+                .limiter
+                .status_holding(key, target, &mut clock, &mut anomalies),
             None => self.limiter.status(target, &mut clock, &mut anomalies),
         };
         let status = clock.outcome(status)?;
