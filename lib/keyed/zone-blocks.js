@@ -69,6 +69,8 @@ class ZoneBlockBook {
   #file
   // key -> { level, endedMs }, as the levels file has it.
   #levels = new Map()
+  // The latest reading of the clock (snapshot() reads none).
+  #seen = 0
   // Counters for stats(): calls a block denied (counted in `denied` natively), blocks started here.
   blocked = 0
   short = 0
@@ -76,7 +78,7 @@ class ZoneBlockBook {
 
   constructor(policy, now, zone, zonePath) {
     this.#policy = policy
-    this.#now = now
+    this.#now = () => (this.#seen = now())
     this.#zone = zone
     this.#file = new ZoneLevelFile(zonePath, (table) => this.#adopt(table))
     this.#adopt(this.#file.read())
@@ -171,11 +173,11 @@ class ZoneBlockBook {
     return levels.level
   }
 
-  /** The blocks and levels, for a snapshot: [{ key, leftMs, level, sinceEndMs }]. */
+  /** The blocks and levels, for a snapshot: [{ key, leftMs, level, sinceEndMs }] (the levels as of the latest reading: no clock is read). */
   entries() {
     const blocks = this.#zone.blocks()
     if (blocks.size === 0 && this.#levels.size === 0) return []
-    const now = this.#now()
+    const now = this.#seen
     const out = []
     for (const key of new Set([...blocks.keys(), ...this.#levels.keys()])) {
       const leftMs = blocks.get(key) ?? 0
