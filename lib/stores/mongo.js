@@ -15,6 +15,8 @@
 //     held,       { <instance>: units it holds unadmitted as of its last call } (0: absent)
 //     granted,    what the latest reservation granted (read back from the updated document)
 //     provisional true on a record a grant made, until a reservation sets its period's end
+//     blk, blkRev the key's block stamped on it (lib/stores/mongo-blocks.js): its end (store ms)
+//                 and revision; _bl, what the latest reservation found left of it (store time)
 //     expiresAt } a Date: the period's end; a TTL index on it removes ended periods:
 //                 db.collection('quota_shares').createIndex({ expiresAt: 1 }, { expireAfterSeconds: 0 })
 //
