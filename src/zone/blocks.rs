@@ -2,7 +2,8 @@
 //! slot, in words every process reads, so a block made in one process denies in all of them
 //! from their next call. Each word is written under the key's group lock; times are the zone's
 //! timeline (real elapsed time, the same for every process). The level and the block's length
-//! are the JS face's (`lib/keyed/blocks.js`); a call of an unblocked key reads one word more.
+//! are the JS face's (`lib/keyed/blocks.js`). A call reads its group's count of blocked keys (in
+//! the group's header, which it has just locked) and a key's block word only when that is not 0.
 
 use super::layout::BLOCK_WORDS;
 use super::*;
@@ -44,9 +45,48 @@ impl Zone {
 
     /// A slot's block and run forgotten (its key removed, or a new key in it).
     pub(super) fn clear_block(&self, group: usize, slot: usize) {
-        for word in self.block_words(group, slot) {
-            word.store(NONE, Ordering::Release);
+        let words = self.block_words(group, slot);
+        self.clear_end(group, &words[END]);
+        words[RUN_START].store(NONE, Ordering::Relaxed);
+        words[RUN_COUNT].store(0, Ordering::Relaxed);
+    }
+
+    /// A block word cleared (`group` locked): the word first, then the group's count, so the
+    /// count never says less than the words do.
+    fn clear_end(&self, group: usize, end: &AtomicU64) -> f64 {
+        let was = end.swap(NONE, Ordering::AcqRel);
+        if was != NONE {
+            self.group(group).blocked.fetch_sub(1, Ordering::Release);
         }
+        f64::from_bits(was)
+    }
+
+    /// After a reboot (`open.rs`, the timeline starting again at 0): each block of `group` keeps
+    /// what was left of it at the old boot's last reading (`old_timeline_ms`), as a restore
+    /// does; runs end; the group's count is counted again.
+    pub(super) fn rebase_blocks(&self, group: usize, old_timeline_ms: f64) {
+        let mut blocked = 0;
+        for slot in 0..GROUP_SLOTS {
+            let words = self.block_words(group, slot);
+            let end = words[END].load(Ordering::Relaxed);
+            let left_ms = f64::from_bits(end) - old_timeline_ms;
+            let taken = self.group(group).tags[slot].load(Ordering::Relaxed) != 0;
+            let rebased = if end != NONE && taken && left_ms > 0.0 {
+                blocked += 1;
+                left_ms.to_bits()
+            } else {
+                NONE
+            };
+            words[END].store(rebased, Ordering::Relaxed);
+            words[RUN_COUNT].store(0, Ordering::Relaxed);
+        }
+        self.group(group).blocked.store(blocked, Ordering::Relaxed);
+    }
+
+    /// Whether a key of `group` may have a block word set (the hot path's one look).
+    #[inline(always)]
+    pub(super) fn group_has_blocks(&self, group: usize) -> bool {
+        self.group(group).blocked.load(Ordering::Acquire) != 0
     }
 
     /// The zone's timeline as last published (a call just made published it, or a later one).
@@ -54,17 +94,21 @@ impl Zone {
         self.read_recon().1.timeline_ms
     }
 
-    /// A consume of a held key whose block word is set (`group` locked): its status read (the
-    /// clocks reconciled) and, while the block lasts, its denial; a block that has ended is
-    /// forgotten and the call goes on (`None`).
+    /// A consume of a held key in a group with a block (`group` locked): a key whose block word
+    /// is set has its status read (the clocks reconciled) and, while the block lasts, is denied;
+    /// a block that has ended is forgotten, and the call goes on (`None`).
+    #[cold]
+    #[inline(never)]
     pub(super) fn blocked_call(
         &self,
         group: usize,
         slot: usize,
         limits: Limits,
-        end: f64,
         anomalies: &mut Vec<Anomaly>,
     ) -> Result<Option<Outcome>, Error> {
+        let Some(end) = self.block_end(group, slot) else {
+            return Ok(None);
+        };
         let named = Named::Held { group, slot };
         let Outcome::Status(status) = self.call_kernel(limits, named, Op::Status, anomalies)?
         else {
@@ -72,9 +116,13 @@ impl Zone {
         };
         let left_ms = end - self.timeline_now();
         if left_ms > 0.0 {
-            return Ok(Some(Outcome::Blocked { left_ms, status }));
+            return Ok(Some(Outcome::Blocked {
+                left_ms,
+                tokens: status.tokens,
+                quota_remaining: status.quota_remaining,
+            }));
         }
-        self.block_words(group, slot)[END].store(NONE, Ordering::Release);
+        self.clear_end(group, &self.block_words(group, slot)[END]);
         Ok(None)
     }
 
@@ -134,6 +182,10 @@ impl Zone {
         let words = self.block_words(group, slot);
         let current = self.block_end(group, slot).filter(|&end| end > now);
         let end = current.map_or(now + for_ms, |end| end.max(now + for_ms));
+        // The group's count first, then the word: the count never says less than the words do.
+        if words[END].load(Ordering::Relaxed) == NONE {
+            self.group(group).blocked.fetch_add(1, Ordering::AcqRel);
+        }
         words[END].store(end.to_bits(), Ordering::Release);
         words[RUN_COUNT].store(0, Ordering::Relaxed);
         BlockAnswer {
@@ -157,7 +209,7 @@ impl Zone {
         let now = self.timeline_now();
         let was = self.with_held(key, |group, slot| {
             let words = self.block_words(group, slot);
-            let end = f64::from_bits(words[END].swap(NONE, Ordering::AcqRel));
+            let end = self.clear_end(group, &words[END]);
             words[RUN_COUNT].store(0, Ordering::Relaxed);
             end > now
         });

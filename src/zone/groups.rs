@@ -160,8 +160,9 @@ impl Zone {
 
     /// Drops the key in (`group`, `slot`), the group's lock held.
     pub(super) fn remove(&self, group: usize, slot: usize) {
-        self.group(group).tags[slot].store(0, Ordering::Release);
+        // Its block first: a slot never holds a block without its key (a new key finds none).
         self.clear_block(group, slot);
+        self.group(group).tags[slot].store(0, Ordering::Release);
         self.header().held.fetch_sub(1, Ordering::Relaxed);
     }
 

@@ -123,14 +123,18 @@ pub struct SpecEntry {
 /// entered at (timeline ms).
 pub const PERIOD_WORDS: usize = 8;
 
-/// A group: its lock, a write-ahead note of a key being added, and one tag per slot (0: empty).
+/// A group: its lock, a write-ahead note of a key being added, one tag per slot (0: empty), and
+/// how many of its keys have a block word set.
 #[repr(C)]
 pub struct Group {
     pub lock: AtomicU64,
     /// 0, or the slot being added + 1 with [`INTENT_RESERVED`] once the key is counted.
     pub intent: AtomicU64,
     pub tags: [AtomicU16; GROUP_SLOTS],
-    _pad: [u64; 6],
+    /// Slots of the group whose block word is set (at least: a process killed between the two
+    /// leaves one more), so a call of an unblocked group reads no block word (`blocks.rs`).
+    pub blocked: AtomicU64,
+    _pad: [u64; 5],
 }
 pub const INTENT_RESERVED: u64 = 1 << 32;
 

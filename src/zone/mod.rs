@@ -103,10 +103,11 @@ pub enum Outcome {
     Refunded,
     Status(KeyStatus),
     /// A consume of a blocked key, denied (nothing taken): what is left of the block, in ms, and
-    /// the key's status.
+    /// the key's tokens and quota remaining, as its status has them.
     Blocked {
         left_ms: f64,
-        status: KeyStatus,
+        tokens: f64,
+        quota_remaining: Option<u64>,
     },
 }
 
@@ -419,11 +420,9 @@ impl Zone {
             return Ok(outcome);
         }
         let limits = self.limits_of(self.slot(group, slot));
-        if operation == Operation::Consume {
-            if let Some(end) = self.block_end(group, slot) {
-                if let Some(blocked) = self.blocked_call(group, slot, limits, end, anomalies)? {
-                    return Ok(blocked);
-                }
+        if operation == Operation::Consume && self.group_has_blocks(group) {
+            if let Some(blocked) = self.blocked_call(group, slot, limits, anomalies)? {
+                return Ok(blocked);
             }
         }
         let op = match operation {

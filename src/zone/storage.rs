@@ -227,7 +227,6 @@ impl<'a> Storage for ZoneCall<'a> {
                 policy,
             } => {
                 zone.write_identity(group, slot, key, hash, policy, self.limits.spec);
-                zone.clear_block(group, slot);
                 write_state(zone.slot(group, slot), *state);
                 zone.policy_asked(group, slot, state.credited_at_ms);
                 #[cfg(test)]

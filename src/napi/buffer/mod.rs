@@ -199,6 +199,8 @@ pub(crate) fn write_decision(result: &ResultBuffer, decision: &Decision) {
 
 /// A call a block denied: `left_ms` of the block left (rounded up), the key's tokens and quota
 /// remaining as its status has them.
+#[cold]
+#[inline(never)]
 pub(crate) fn write_block(
     result: &ResultBuffer,
     left_ms: f64,

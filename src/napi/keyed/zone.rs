@@ -161,8 +161,12 @@ impl ZoneState {
                 self.result
                     .set(buffer::PERIOD_SLOT, period_slot.to_number_or_none());
             }
-            Outcome::Blocked { left_ms, status } => {
-                write_block(&self.result, left_ms, status.tokens, status.quota_remaining);
+            Outcome::Blocked {
+                left_ms,
+                tokens,
+                quota_remaining,
+            } => {
+                write_block(&self.result, left_ms, tokens, quota_remaining);
                 self.result.set(
                     buffer::PERIOD_SLOT,
                     crate::calendar::PeriodSlot::NONE.to_number_or_none(),
