@@ -353,7 +353,7 @@ export class KeyedQuotaClock {
   refund(key: string, n?: number): void
   /** The key's status with its limits in force; for a key not held, what a fresh key would have (it is not held by this). */
   status(key: string): KeyStatus
-  /** Blocks the key from now for `forMs` (a positive safe integer ≤ 365 days; a longer block stays): every call is denied, basis `'block'`. */
+  /** Blocks the key from now for `forMs` (a positive safe integer ≤ 365 days; a longer block stays): every call is denied, basis `'block'`. A key not held is held (its `policy` asked). */
   block(key: string, forMs: number): void
   /** Ends the key's block and brings its level back to 0; `true` if it was blocked. */
   unblock(key: string): boolean

@@ -131,3 +131,26 @@ for (const kind of Object.keys(FRAMEWORKS)) {
     })
   })
 }
+
+describe('a zone: a key blocked in another process of the host', () => {
+  it('is a 429 here at once, naming the block item, Retry-After the block\'s time left, RateLimit as usual', { skip: process.platform !== 'linux' && 'zones are Linux only' }, async () => {
+    const { zonePath, runWorker } = require('./helpers/zone.js')
+    const options = { capacity: 5, refillPerSecond: 1, suspendPolicy: 'ignore', zone: { path: zonePath('http-blocks') } }
+    const limiter = new KeyedQuotaClock(options)
+    const server = await serve('Express 5', rateLimit({ limiter, name: 'api', key: () => 'k' }))
+    try {
+      assert.equal((await server.get()).status, 200)
+      runWorker(options, 'run', "limiter.block('k', 60000)")
+      const res = await server.get()
+      assert.equal(res.status, 429)
+      const retryAfter = Number(res.headers.get('retry-after'))
+      assert.ok(retryAfter > 50 && retryAfter <= 60, String(retryAfter))
+      assert.equal(items(res, 'RateLimit')['api-burst'].r, 4, 'the tokens the key has: the block took none')
+      assert.deepEqual((await res.json())['violated-policies'], ['api-block'])
+      assert.equal(limiter.stats().blocked, 1)
+    } finally {
+      await server.close()
+      await limiter.close()
+    }
+  })
+})

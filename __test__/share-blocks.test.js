@@ -50,7 +50,7 @@ describe('blocks in the stores', () => {
     await mongoClient.connect()
     closers.push(() => single.quit(), () => clustered.quit(), () => mongoClient.close())
     kinds.redis = { store: redisStore(single), worker: { client: 'ioredis', url: redis.url } }
-    kinds.mongo = { store: mongoStore(mongoClient.db(`blocks_${process.pid}`)), worker: { client: 'mongo', url: mongo.uri, dbName: `blocks_${process.pid}` } }
+    kinds.mongo = { db: mongoClient.db(`blocks_${process.pid}`), store: mongoStore(mongoClient.db(`blocks_${process.pid}`)), worker: { client: 'mongo', url: mongo.uri, dbName: `blocks_${process.pid}` } }
     kinds['redis cluster'] = { store: redisStore(clustered), worker: { client: 'ioredis-cluster', nodes: cluster.rootNodes } }
   })
 
@@ -88,6 +88,58 @@ describe('blocks in the stores', () => {
       assert.deepEqual(other, { blockedMs: 0, level: 0 }, 'another name has no block')
     })
 
+    test(`a quota record made after a block carries it: the reservation that makes it answers the block (${kind})`, async () => {
+      const ops = storeOperations(kinds[kind].store)
+      const name = freshName('later')
+      await ops.blockSet({ name, key: 'k', forMs: MINUTE, resetAfterMs: 86_400_000 })
+      const first = await ops.reserve(reserveOf(name, 'k'))
+      assert.ok(first.blockedMs > MINUTE - 2000 && first.blockedMs <= MINUTE, `the new record's reservation: ${first.blockedMs}`)
+      const next = await ops.reserve(reserveOf(name, 'k', { periodId: '2027-01', recordId: 0 }))
+      assert.ok(next.blockedMs > MINUTE - 2000, `another period's new record too: ${next.blockedMs}`)
+      await ops.blockClear({ name, key: 'k' })
+      assert.equal((await ops.reserve(reserveOf(name, 'k', { recordId: first.recordId }))).blockedMs, undefined, 'lifted on the record too')
+    })
+
+    test(`block times are the store's, not the writer's wall clock (${kind})`, async () => {
+      const ops = storeOperations(kinds[kind].store)
+      const name = freshName('clock')
+      const reserved = await ops.reserve(reserveOf(name, 'k'))
+      const realNow = Date.now
+      Date.now = () => realNow() + 3_600_000 // the writer's clock an hour ahead
+      let written
+      try {
+        written = await ops.blockSet({ name, key: 'k', forMs: MINUTE, resetAfterMs: 86_400_000 })
+      } finally {
+        Date.now = realNow
+      }
+      assert.ok(written.blockedMs > MINUTE - 2000 && written.blockedMs <= MINUTE, `as written: ${written.blockedMs}`)
+      const read = await ops.blockRead({ name, key: 'k' })
+      assert.ok(read.blockedMs > MINUTE - 2000 && read.blockedMs <= MINUTE, `read by a process whose clock is right: ${read.blockedMs}`)
+      const again = await ops.reserve(reserveOf(name, 'k', { recordId: reserved.recordId }))
+      assert.ok(again.blockedMs > MINUTE - 2000 && again.blockedMs <= MINUTE, `the reservation's: ${again.blockedMs}`)
+      const listed = await quotaAdmin(kinds[kind].store, { name }).keys({ blocked: true })
+      assert.ok(listed[0].blockedForMs > MINUTE - 2000 && listed[0].blockedForMs <= MINUTE, `keys: ${listed[0].blockedForMs}`)
+    })
+
+    test(`the store forgets a block and the key's level resetAfterMs after it ends (${kind})`, async () => {
+      const ops = storeOperations(kinds[kind].store)
+      const name = freshName('reset')
+      const levels = [200, 60_000]
+      const first = await ops.blockSet({ name, key: 'k', forMs: 200, levels, resetAfterMs: 300 })
+      assert.equal(first.level, 1)
+      if (kind === 'mongo') {
+        const document = await kinds.mongo.db.collection('quota_shares').findOne({ name, key: 'k' })
+        const untilMs = Date.now() + first.blockedMs
+        assert.ok(Math.abs(document.expiresAt.getTime() - (untilMs + 300)) < 1000, `expiresAt ${document.expiresAt.toISOString()}: the block's end and resetAfterMs`)
+      }
+      await until(async () => (await ops.blockRead({ name, key: 'k' })).blockedMs === 0, 5_000, 'the block over')
+      await new Promise((resolve) => setTimeout(resolve, 400))
+      if (kind !== 'mongo') assert.deepEqual(await ops.blockRead({ name, key: 'k' }), { blockedMs: 0, level: 0 }, 'the record gone (its TTL)')
+      const again = await ops.blockSet({ name, key: 'k', forMs: 200, levels, resetAfterMs: 300 })
+      assert.ok(again.blockedMs <= 200, `level 0's length again: ${again.blockedMs}`)
+      assert.equal(again.level, 1)
+    })
+
     test(`quotaAdmin block, unblock, blocked and keys (${kind})`, async () => {
       const name = freshName('admin')
       const admin = quotaAdmin(kinds[kind].store, { name })
@@ -121,6 +173,7 @@ describe('blocks in the stores', () => {
       const config = { ...kinds[kind].worker, share: { name, leaseUnits: 1 }, quota: { limit: 1000, period: MONTH } }
       const [a, b] = await Promise.all([startWorker(WORKER, config), startWorker(WORKER, config)])
       const admin = quotaAdmin(kinds[kind].store, { name })
+      let exited = false
       try {
         assert.equal((await b.call('consume', { key: 'k' })).decision.allowed, true)
         await a.call('block', { key: 'k', forMs: MINUTE })
@@ -142,12 +195,16 @@ describe('blocks in the stores', () => {
         const denied = (await b.call('stats')).stats.store.calls
         for (let i = 0; i < 20; i++) assert.equal((await b.call('consume', { key: 'k' })).decision.retryAfterBasis, 'block')
         assert.ok((await b.call('stats')).stats.store.calls - denied <= 1, 'a blocked key is asked about at most once a second')
-        assert.equal((await a.call('unblock', { key: 'k' })).answer, true)
+        await a.exit() // the block survives the process that made it
+        exited = true
+        assert.ok((await admin.blocked('k')).blockedForMs > 0)
+        assert.equal((await b.call('consume', { key: 'k' })).decision.retryAfterBasis, 'block')
+        assert.ok((await admin.unblock('k')).blockedForMs > 0)
         await until(async () => (await admin.blocked('k')).blockedForMs === 0, 10_000, 'the unblock written to the store')
         const seenMs = await until(async () => (await b.call('consume', { key: 'k' })).decision.allowed, 5_000, 'the unblock seen')
         assert.ok(seenMs < 1000 + 1000, `seen within a second (and a loaded machine's margin): ${seenMs} ms`)
       } finally {
-        await Promise.allSettled([a.exit(), b.exit()])
+        await Promise.allSettled([exited ? undefined : a.exit(), b.exit()])
       }
     })
   }

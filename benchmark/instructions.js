@@ -4,7 +4,8 @@
 // start cancel out). `fast_consume` is QuotaClock.tryConsume's raw function, `raw_call` the keyed
 // cell's (1,000 keys held, round robin, the key's read included). The shared cases are an awaited
 // `consume` of a shared limiter (`share`, on the tests' in-process store) whose every key holds a
-// reservation far larger than the run takes: a covered call, decided in the one raw call.
+// reservation far larger than the run takes: a covered call, decided in the one raw call. The
+// zone cases are a zone limiter's raw call (1,000 keys held in a fresh zone file, unblocked).
 //
 //   CARGO_PROFILE_RELEASE_STRIP=none npm run build:probes   # the release build, symbols kept
 //   node benchmark/instructions.js                          # needs valgrind
@@ -25,6 +26,8 @@ const CASES = {
   'keyed-denied': 'raw_call',
   'shared-allowed': 'raw_call',
   'shared-denied': 'raw_call',
+  'zone-allowed': 'raw_call',
+  'zone-denied': 'raw_call',
 }
 const LA_MONTH = { limit: Number.MAX_SAFE_INTEGER, period: { unit: 'month', timeZone: 'America/Los_Angeles' } }
 const open = { capacity: 1e12, refillPerSecond: 1e12, suspendPolicy: 'ignore' }
@@ -54,6 +57,14 @@ async function caseCall(name) {
   let call
   if (name.startsWith('shared')) {
     call = await sharedCall(limits)
+  } else if (name.startsWith('zone')) {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-instructions-'))
+    process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }))
+    const zone = { path: path.join(dir, 'zone') }
+    const limiter = new KeyedQuotaClock({ ...limits, maxKeys: 10_000, zone })
+    for (const key of keys) limiter.tryConsume(key)
+    let i = 0
+    call = () => limiter.tryConsume(keys[i++ % keys.length]).allowed
   } else if (name.startsWith('keyed')) {
     const limiter = new KeyedQuotaClock({ ...limits, maxKeys: 10_000 })
     for (const key of keys) limiter.tryConsume(key)

@@ -2,8 +2,8 @@
 // Blocks of a KeyedQuotaClock (the `block` option, block(key, forMs), unblock(key)): which keys are
 // blocked and until when, each key's level and its run of denials. Times are the limiter's
 // timeline (real elapsed time, a suspend credited as its buckets are), so a wall clock step
-// neither shortens nor lengthens a block; a zone's, the host's monotonic clock. A blocked
-// key's call is denied here, before any native call or store call.
+// neither shortens nor lengthens a block. A blocked key's call is denied here, before any native
+// call or store call. A zone's blocks are the zone file's (lib/keyed/zone-blocks.js).
 
 const zlib = require('node:zlib')
 const { coded, describe, isPlainObject, readOptions, typeError, rangeError, checkNumber } = require('../common/validate.js')
@@ -72,9 +72,6 @@ class BlockBook {
   #store
   // key -> blockSet calls under way (an answer of the store read before it lands ends no block).
   #writing = new Map()
-  // A zone's block file (lib/keyed/zone-blocks.js), else undefined: its blocks and levels are
-  // every process's of the host.
-  #zone
   // key -> when the store was last asked about the key's block (monotonic ms).
   #asked = new Map()
   // The latest reading of the clock (snapshot() reads none).
@@ -91,37 +88,8 @@ class BlockBook {
     this.#store = store
   }
 
-  /** Keeps the blocks in a zone's block file (`open(onChange)` makes it) from now on. */
-  inZone(open) {
-    this.#zone = open((table) => this.#adopt(table))
-    this.#adopt(this.#zone.read())
-  }
-
-  /** The zone's table, as every process has it: the blocks and levels replaced by it. */
-  #adopt(table) {
-    this.#until.clear()
-    this.#levels.clear()
-    for (const [key, untilMs, level, endedMs] of table) {
-      this.#until.set(key, untilMs)
-      this.#levels.set(key, { level, endedMs })
-    }
-  }
-
-  /** In a zone: the key's block and level written for every process (`row` undefined: none). */
-  #share(key) {
-    if (this.#zone === undefined) return
-    const until = this.#until.get(key)
-    const levels = this.#levels.get(key)
-    this.#zone.update((rows) => {
-      if (until === undefined && levels === undefined) rows.delete(key)
-      else rows.set(key, [key, until ?? 0, levels?.level ?? 0, levels?.endedMs ?? 0])
-    })
-  }
-
-  /** A zone's block file closed (the blocks stay in it). */
-  close() {
-    this.#zone?.close()
-  }
+  /** Nothing to close (a zone's book closes its levels file). */
+  close() {}
 
   /** The fleet's block of `key` as the store answered it: blockedMs left (0: none, or lifted). */
   fleet(key, blockedMs) {
@@ -220,13 +188,12 @@ class BlockBook {
     if (run.count < policy.after) return decision
     this.#runs.delete(key)
     let levels = this.#levels.get(key)
-    if (levels !== undefined && now - levels.endedMs >= policy.resetAfterMs) levels.level = 0
     if (levels === undefined) {
       levels = { level: 0, endedMs: now }
       this.#bounded(this.#levels)
       this.#levels.set(key, levels)
     }
-    const forMs = policy.forMs[Math.min(levels.level, policy.forMs.length - 1)]
+    const forMs = levelBlockMs(policy, levels, now)
     levels.level = Math.min(levels.level + 1, policy.forMs.length - 1)
     const until = now + forMs
     levels.endedMs = Math.max(levels.endedMs, until)
@@ -234,10 +201,7 @@ class BlockBook {
     this.blocks++
     this.blocked++
     if (this.#store !== undefined) this.#write(key, { forMs: policy.forMs[0], levels: policy.forMs })
-    this.#share(key)
-    const leftMs = Math.ceil(forMs)
-    if (decision.retryAfterMs > leftMs) return decision
-    return { ...decision, retryAfterMs: leftMs, retryAfterBasis: 'block' }
+    return blockAnswer(decision, forMs)
   }
 
   /** block(key, forMs): blocked until forMs from now unless already blocked for longer; true if a block started. */
@@ -253,7 +217,6 @@ class BlockBook {
     else if (this.#policy !== undefined) this.#levels.set(key, { level: 0, endedMs: until })
     this.#runs.delete(key)
     if (this.#store !== undefined) this.#write(key, { forMs })
-    this.#share(key)
     if (started) this.blocks++
     return started
   }
@@ -268,18 +231,15 @@ class BlockBook {
       this.#writing.delete(key)
       this.#store.sendBlock('blockClear', { key })
     }
-    this.#share(key)
     return blocked
   }
 
   /** delete(key): the block, the level and the run go with the key. */
   delete(key) {
     this.#asked.delete(key)
-    const had = this.#until.has(key) || this.#levels.has(key)
     this.#until.delete(key)
     this.#levels.delete(key)
     this.#runs.delete(key)
-    if (had) this.#share(key)
   }
 
   /** The key's level now (0 after resetAfterMs without a block). */
@@ -326,6 +286,22 @@ class BlockBook {
       }
     }
   }
+}
+
+/**
+ * The length of the block a key at `levels` ({ level, endedMs }) starts now: `forMs[level]`, its
+ * level back to 0 first when no block ended within `resetAfterMs`.
+ */
+function levelBlockMs(policy, levels, now) {
+  if (now - levels.endedMs >= policy.resetAfterMs) levels.level = 0
+  return policy.forMs[Math.min(levels.level, policy.forMs.length - 1)]
+}
+
+/** The denial that starts a block of `forMs`: the longer of its own wait and the block's, the block's on a tie. */
+function blockAnswer(decision, forMs) {
+  const leftMs = Math.ceil(forMs)
+  if (decision.retryAfterMs > leftMs) return decision
+  return { ...decision, retryAfterMs: leftMs, retryAfterBasis: 'block' }
 }
 
 /** The decision of a call a block denied. */
@@ -409,4 +385,4 @@ function readSnapshot(bytes) {
   return { keysImage, entries }
 }
 
-module.exports = { BlockBook, parseBlockOptions, checkBlockMs, blockDecision, writeSnapshot, readSnapshot, MAX_BLOCK_MS }
+module.exports = { BlockBook, parseBlockOptions, checkBlockMs, blockDecision, blockAnswer, levelBlockMs, writeSnapshot, readSnapshot, MAX_BLOCK_MS }

@@ -100,16 +100,21 @@ class KeyedTable extends ImmediateBackend {
     })
   }
 
-  /** QuotaClock's status() for one key (a key not held: what a fresh key would have, not holding it). */
-  status(key) {
+  /** QuotaClock's status() for one key (a key not held: what a fresh key would have, not holding it, unless `hold`). */
+  status(key, hold = false) {
     const result = this.#result
     let read
     const again = (policy, supplied) => {
-      read = callLimiter(this.#js, () => native.keyedStatus(this.#native, key, policy, supplied))
+      read = callLimiter(this.#js, () => native.keyedStatus(this.#native, key, policy, supplied, hold))
       return result[N_OR_STATUS]
     }
     const final = (status) => (status === DECIDED ? toStatus(read, read.capacity, read.refillPerSecond, read.quotaLimit) : RESUME)
     return resume(again(undefined, false), result, this.#js, final, () => this.#resolvePolicy(key), again)
+  }
+
+  /** The key held as a consume would hold it (its policy asked), its bucket untouched: `block(key, forMs)`'s. */
+  hold(key) {
+    this.status(key, true)
   }
 
   delete(key) {

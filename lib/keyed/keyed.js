@@ -17,7 +17,7 @@ const { parseShareOptions } = require('../share/options.js')
 const { resolvePolicy, assignPolicies } = require('./key-policy.js')
 const { BlockBook, parseBlockOptions, checkBlockMs, writeSnapshot, readSnapshot } = require('./blocks.js')
 const { monotonicOf } = require('../time/clocks.js')
-const { ZoneBlockFile } = require('./zone-blocks.js')
+const { ZoneBlockBook } = require('./zone-blocks.js')
 
 const KEYED_KEYS = ['policy', 'maxKeys', 'restore', 'share', 'zone', 'policyTtlMs', 'block']
 const DEFAULT_MAX_KEYS = 1_000_000
@@ -115,13 +115,15 @@ class KeyedQuotaClock {
     this.#result = this.#backend.result
     // A shared limiter's blocks are the fleet's: written to the store, read back with its answers.
     const store = this.#backend.sendBlock === undefined ? undefined : this.#backend
-    // Blocks run on the limiter's timeline; a zone's on the host's monotonic clock, which every
-    // process on it reads alike.
-    const now = this.#backend.timelineMs === undefined ? monotonicOf(clockArgs) : () => this.#backend.timelineMs()
-    this.#blocks = new BlockBook(blockPolicy, now, maxKeys, store)
-    if (store !== undefined) store.onBlock = (key, blockedMs) => this.#blocks.fleet(key, blockedMs)
-    // A zone's blocks hold in every process of the host (restore applies only to a new zone's keys).
-    if (read.zone !== undefined) this.#blocks.inZone((onChange) => new ZoneBlockFile(read.zone.path, onChange))
+    // Blocks run on the limiter's timeline; a zone's in the zone file, on the zone's timeline, and
+    // its levels on the host's monotonic clock, which every process on it reads alike.
+    if (read.zone !== undefined) {
+      this.#blocks = new ZoneBlockBook(blockPolicy, monotonicOf(clockArgs), this.#backend, read.zone.path)
+    } else {
+      this.#blocks = new BlockBook(blockPolicy, () => this.#backend.timelineMs(), maxKeys, store)
+      if (store !== undefined) store.onBlock = (key, blockedMs) => this.#blocks.fleet(key, blockedMs)
+    }
+    // (A zone's applies only when this open made it, as its keys do.)
     this.#blocks.restore(savedBlocks)
     rememberLimiter(this, clockArgs, policy === undefined) // for the HTTP middleware
   }
@@ -183,17 +185,15 @@ class KeyedQuotaClock {
   block(key, forMs) {
     checkKey(key)
     checkBlockMs(forMs)
-    this.#backend.status(key)
+    // (A zone's block holds the key itself, in the zone file.)
+    if (!(this.#blocks instanceof ZoneBlockBook)) this.#backend.hold(key)
     this.#blocks.block(key, forMs)
-    this.#backend.blocked?.(key, forMs, this.#blocks.level(key))
   }
 
   /** Ends the key's block: true if it was blocked; its level goes back to 0. Asks no policy. */
   unblock(key) {
     checkKey(key)
-    const was = this.#blocks.unblock(key)
-    this.#backend.unblocked?.(key)
-    return was
+    return this.#blocks.unblock(key)
   }
 
   /**

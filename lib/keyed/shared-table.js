@@ -133,6 +133,10 @@ class SharedTable {
     return this.#table.status(key)
   }
 
+  hold(key) {
+    this.#table.hold(key)
+  }
+
   /** Drops the key; its unused units go back to the store. */
   delete(key) {
     const held = this.#table.delete(key)

@@ -1,15 +1,18 @@
 'use strict'
-// The blocks of a zone (lib/keyed/zone.js): every process of the host that makes a limiter on the
-// zone reads and writes them in a file beside it, <zone.path>.blocks (JSON: [[key, untilMs, level,
-// endedMs], ...], times on the host's monotonic clock, which every process reads alike). A change
-// is written whole (to a file of its own, then renamed over it: a reader sees the old table or the
-// new one), and every process reads it again as soon as the file changes (inotify), so a block
-// made in one process denies in the others from their next turn of the event loop.
+// The blocks of a zone (lib/keyed/zone.js; docs/blocking.md): a key's block and its run of
+// denials live in the zone file beside the key (src/zone/blocks.rs), so a block made in one
+// process denies in every process on the zone from its next call, and every process's denials
+// count in one run. The native call denies a blocked key itself. The levels (which `forMs` an
+// automatic block takes, and when the key's last block ended) live in a file beside the zone,
+// <zone.path>.blocks (JSON: [[key, level, endedMs], ...], times on the host's monotonic clock,
+// which every process reads alike), written whole (to a file of its own, then renamed over it)
+// and read again by every process as it changes.
 
 const fs = require('node:fs')
 const path = require('node:path')
+const { blockAnswer, levelBlockMs } = require('./blocks.js')
 
-class ZoneBlockFile {
+class ZoneLevelFile {
   #file
   #watcher
   #onChange
@@ -26,7 +29,7 @@ class ZoneBlockFile {
     this.#watcher.on('error', () => {})
   }
 
-  /** The table now: [[key, untilMs, level, endedMs], ...] (none: no file, or one being replaced). */
+  /** The table now: [[key, level, endedMs], ...] (none: no file, or one being replaced). */
   read() {
     let text
     try {
@@ -36,7 +39,7 @@ class ZoneBlockFile {
     }
     try {
       const table = JSON.parse(text)
-      return Array.isArray(table) ? table.filter((row) => Array.isArray(row) && typeof row[0] === 'string' && row.slice(1).every(Number.isFinite)) : []
+      return Array.isArray(table) ? table.filter((row) => Array.isArray(row) && row.length === 3 && typeof row[0] === 'string' && row.slice(1).every(Number.isFinite)) : []
     } catch {
       return []
     }
@@ -57,4 +60,148 @@ class ZoneBlockFile {
   }
 }
 
-module.exports = { ZoneBlockFile }
+/** A zone's blocks, behind the block book's interface (lib/keyed/blocks.js's BlockBook). */
+class ZoneBlockBook {
+  #policy
+  #now
+  // The zone backend (lib/keyed/zone.js): block, unblock, blockedMs, denied, blocks, created.
+  #zone
+  #file
+  // key -> { level, endedMs }, as the levels file has it.
+  #levels = new Map()
+  // The latest reading of the clock (snapshot() reads none).
+  #seen = 0
+  // Counters for stats(): calls a block denied (counted in `denied` natively), blocks started here.
+  blocked = 0
+  short = 0
+  blocks = 0
+
+  constructor(policy, now, zone, zonePath) {
+    this.#policy = policy
+    this.#now = () => (this.#seen = now())
+    this.#zone = zone
+    this.#file = new ZoneLevelFile(zonePath, (table) => this.#adopt(table))
+    this.#adopt(this.#file.read())
+  }
+
+  #adopt(table) {
+    this.#levels.clear()
+    for (const [key, level, endedMs] of table) this.#levels.set(key, { level, endedMs })
+  }
+
+  /** The key's level and when its last block ended, written for every process (none: forgotten). */
+  #write(key, levels) {
+    this.#file.update((rows) => {
+      if (levels === undefined) rows.delete(key)
+      else rows.set(key, [key, levels.level, levels.endedMs])
+    })
+  }
+
+  close() {
+    this.#file.close()
+  }
+
+  /** The native call denies a blocked key: no look before it. */
+  get active() {
+    return 0
+  }
+
+  get shared() {
+    return false
+  }
+
+  /** Every denial is looked at: a block's (the native call's) is counted as one. */
+  get counting() {
+    return true
+  }
+
+  has() {
+    return false
+  }
+
+  leftMs(key) {
+    return this.#zone.blockedMs(key)
+  }
+
+  /** A decision that denied `key`: a block's counted, another counted in the key's run (every process's). */
+  denied(key, decision) {
+    if (decision.retryAfterBasis === 'block') {
+      this.blocked++
+      return decision
+    }
+    const policy = this.#policy
+    if (policy === undefined) return decision
+    const now = this.#now()
+    const levels = { ...(this.#levels.get(key) ?? { level: 0, endedMs: now }) }
+    const forMs = levelBlockMs(policy, levels, now)
+    const answer = this.#zone.denied(key, policy.withinMs, policy.after, forMs)
+    if (answer === null || answer.leftMs === 0) return decision
+    this.blocked++
+    if (answer.started) {
+      this.blocks++
+      this.#write(key, { level: Math.min(levels.level + 1, policy.forMs.length - 1), endedMs: Math.max(levels.endedMs, now + answer.leftMs) })
+    }
+    return blockAnswer(decision, answer.leftMs)
+  }
+
+  /** block(key, forMs): the key held and blocked in every process; its level unchanged. */
+  block(key, forMs) {
+    const { leftMs, started } = this.#zone.block(key, forMs)
+    const levels = this.#levels.get(key)
+    const endedMs = this.#now() + leftMs
+    if (levels !== undefined && endedMs > levels.endedMs) this.#write(key, { level: levels.level, endedMs })
+    if (started) this.blocks++
+    return started
+  }
+
+  /** unblock(key): true if it was blocked; its level goes back to 0. */
+  unblock(key) {
+    const was = this.#zone.unblock(key)
+    if (this.#levels.has(key)) this.#write(key, undefined)
+    return was
+  }
+
+  /** delete(key): the block went with the key's record; the level goes too. */
+  delete(key) {
+    if (this.#levels.has(key)) this.#write(key, undefined)
+  }
+
+  level(key) {
+    const levels = this.#levels.get(key)
+    if (levels === undefined) return 0
+    if (this.#policy !== undefined && this.#now() - levels.endedMs >= this.#policy.resetAfterMs && this.leftMs(key) === 0) return 0
+    return levels.level
+  }
+
+  /** The blocks and levels, for a snapshot: [{ key, leftMs, level, sinceEndMs }] (the levels as of the latest reading: no clock is read). */
+  entries() {
+    const blocks = this.#zone.blocks()
+    if (blocks.size === 0 && this.#levels.size === 0) return []
+    const now = this.#seen
+    const out = []
+    for (const key of new Set([...blocks.keys(), ...this.#levels.keys()])) {
+      const leftMs = blocks.get(key) ?? 0
+      const levels = this.#levels.get(key)
+      const level = levels === undefined ? 0 : levels.level
+      if (leftMs === 0 && level === 0) continue
+      const sinceEndMs = leftMs > 0 || levels === undefined ? -1 : Math.max(0, now - levels.endedMs)
+      out.push({ key, leftMs, level, sinceEndMs })
+    }
+    return out
+  }
+
+  /** Blocks and levels from a snapshot, applied only by the process that made the zone (as its keys are). */
+  restore(entries) {
+    if (entries.length === 0 || !this.#zone.created) return
+    const now = this.#now()
+    for (const { key, leftMs, level, sinceEndMs } of entries) {
+      if (leftMs > 0) this.#zone.block(key, leftMs)
+      if (level > 0 || leftMs > 0) {
+        const capped = this.#policy === undefined ? level : Math.min(level, this.#policy.forMs.length - 1)
+        this.#write(key, { level: capped, endedMs: leftMs > 0 ? now + leftMs : now - sinceEndMs })
+      }
+    }
+  }
+}
+
+module.exports = { ZoneBlockBook }

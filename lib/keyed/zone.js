@@ -157,6 +157,46 @@ class ZoneFace extends ImmediateBackend {
     return callNative(() => native.zoneSize(this.#native))
   }
 
+  /** block(key, forMs) in every process: `{ leftMs, started }` (a key not held is held, its policy asked). */
+  block(key, forMs) {
+    const answer = callNative(() => native.zoneBlock(this.#native, key, forMs, undefined))
+    if (answer !== null) return answer
+    const policy = this.#resolvePolicy(key)
+    return callNative(() => native.zoneBlock(this.#native, key, forMs, policy))
+  }
+
+  /** unblock(key) in every process: true if it was blocked (a key not held: false, no policy asked). */
+  unblock(key) {
+    return callNative(() => native.zoneUnblock(this.#native, key))
+  }
+
+  /** What is left of the key's block, in ms (0: none). */
+  blockedMs(key) {
+    return callNative(() => native.zoneBlockedMs(this.#native, key))
+  }
+
+  /** A denial counted in the key's run, every process's: `{ leftMs, started }` (leftMs > 0: it blocked the key), null when not held. */
+  denied(key, withinMs, after, forMs) {
+    return callNative(() => native.zoneDenied(this.#native, key, withinMs, after, forMs))
+  }
+
+  /** Every blocked key and its block's time left: Map(key -> ms). */
+  blocks() {
+    const flat = callNative(() => native.zoneBlocks(this.#native))
+    const out = new Map()
+    for (let at = 0; at < flat.length; ) {
+      const units = flat[at++]
+      out.set(String.fromCharCode(...flat.slice(at, at + units)), flat[at + units])
+      at += units + 1
+    }
+    return out
+  }
+
+  /** Whether this open made the zone file (a snapshot's keys and blocks apply only then). */
+  get created() {
+    return callNative(() => native.zoneCreated(this.#native))
+  }
+
   snapshot() {
     return callNative(() => native.zoneSnapshot(this.#native))
   }

@@ -15,6 +15,8 @@
 //     held,       { <instance>: units it holds unadmitted as of its last call } (0: absent)
 //     granted,    what the latest reservation granted (read back from the updated document)
 //     provisional true on a record a grant made, until a reservation sets its period's end
+//     blk, blkRev the key's block stamped on it (lib/stores/mongo-blocks.js): its end (store ms)
+//                 and revision; _bl, what the latest reservation found left of it (store time)
 //     expiresAt } a Date: the period's end; a TTL index on it removes ended periods:
 //                 db.collection('quota_shares').createIndex({ expiresAt: 1 }, { expireAfterSeconds: 0 })
 //
@@ -29,7 +31,7 @@ const { describe } = require('../common/validate.js')
 const { ATTEMPTS, isDuplicateKey, storeResponse, documentOf, createThenUpdate } = require('./mongo-calls.js')
 const { recordKey } = require('./record-key.js')
 const { bucketOperations } = require('./mongo-bucket.js')
-const blocks = require('./mongo-blocks.js')
+const { blockOperations, RESERVED_BLOCK } = require('./mongo-blocks.js')
 const { invalid, readStoreOptions, checkText } = require('./options.js')
 
 const DEFAULT_COLLECTION = 'quota_shares'
@@ -68,6 +70,8 @@ function reservePipeline(request, expiresAt, keptUntil) {
         rid: { $ifNull: ['$rid', newRecordId()] },
         ...(instance === '' ? {} : { [`held.${instance}`]: { $cond: [{ $gt: [heldAfter, 0] }, heldAfter, '$$REMOVE'] } }),
         ...(leaseUnits > 0 || lacking > 0 ? { limit } : {}),
+        // The key's block stamped on the record (lib/stores/mongo-blocks.js), left at store time.
+        ...RESERVED_BLOCK,
       },
     },
   ]
@@ -127,6 +131,8 @@ function mongoStore(db, options) {
     return collection
   }
 
+  const blockOps = blockOperations(records)
+
   return makeQuotaStore('mongo', {
     async reserve(request, roundTrip = noTrip) {
       const { name, key, periodId, expiresAtMs } = request
@@ -138,15 +144,17 @@ function mongoStore(db, options) {
           roundTrip()
           return documentOf(await records().findOneAndUpdate({ _id }, pipeline, WITH_DOCUMENT), `a reservation for "${name}"`)
         },
-        () => {
+        async () => {
           roundTrip()
-          return records().updateOne({ _id }, { $setOnInsert: { name, key, periodId, count: 0, expiresAt, rid: newRecordId() } }, UPSERT)
+          const made = await records().updateOne({ _id }, { $setOnInsert: { name, key, periodId, count: 0, expiresAt, rid: newRecordId() } }, UPSERT)
+          // A record made after the key was blocked carries the block too.
+          if (made?.upsertedCount > 0) await blockOps.stampNew(name, key, _id, roundTrip)
         },
         (attempts) => storeResponse(`quota store (MongoDB) lost the record of "${name}" for key ${describe(key)} in ${periodId}: not found after ${attempts} attempts to create it`),
       )
       const unreserved = typeof document.count === 'number' ? clamped(Math.max(0, request.limit + (document.extra ?? 0) - document.count)) : document.count
-      // A block stamped on the record (lib/stores/mongo-blocks.js) comes with it, while it lasts.
-      const blockedMs = blocks.leftOf(document.blk)
+      // A block stamped on the record comes with it, while it lasts.
+      const blockedMs = typeof document._bl === 'number' ? document._bl : 0
       return checkReserveAnswer({ granted: document.granted, unreserved, recordId: document.rid, ...(blockedMs > 0 ? { blockedMs } : {}) }, request)
     },
     async giveBack(request, roundTrip = noTrip) {
@@ -190,7 +198,10 @@ function mongoStore(db, options) {
       return recordOf(documentOf(await records().findOneAndUpdate({ _id: recordKey(name, key, periodId) }, RESET, WITH_DOCUMENT), `a reset for "${name}"`), name)
     },
     ...bucketOperations(records),
-    ...blocks.blockOperations(records),
+    blockSet: blockOps.blockSet,
+    blockClear: blockOps.blockClear,
+    blockRead: blockOps.blockRead,
+    keys: blockOps.keys,
   })
 }
 

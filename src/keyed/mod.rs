@@ -440,6 +440,28 @@ impl KeyedLimiter {
         })
     }
 
+    /// `status(key)` of a key held from now on: a key not held is held as a consume would hold
+    /// it (room made at `max_keys`), its bucket untouched (`block(key, forMs)` holds its key).
+    pub fn status_holding<C: ClockSource + ?Sized>(
+        &mut self,
+        key: Key<'_>,
+        target: Target,
+        clock: &mut C,
+        anomalies: &mut Vec<Anomaly>,
+    ) -> Result<KeyStatus, Error> {
+        let Target::New(policy) = target else {
+            return self.status(target, clock, anomalies);
+        };
+        let first_anomaly = anomalies.len();
+        self.call(Named::Add(policy, key), Op::Status, clock, Plain, anomalies)?;
+        self.counters.count_anomalies(&anomalies[first_anomaly..]);
+        let index = self.find(key).ok_or(Error::KeyLimit {
+            max_keys: self.max_keys as u64,
+        })?;
+        // (Its status on the reading just taken: a manual clock's, or the system's again.)
+        self.status(Target::Held(index), clock, anomalies)
+    }
+
     /// `delete(key)`: drops the key and all its state. Reads no clock.
     pub fn delete(&mut self, key: Key<'_>) -> bool {
         match self.find(key) {

@@ -160,6 +160,8 @@ impl Zone {
 
     /// Drops the key in (`group`, `slot`), the group's lock held.
     pub(super) fn remove(&self, group: usize, slot: usize) {
+        // Its block first: a slot never holds a block without its key (a new key finds none).
+        self.clear_block(group, slot);
         self.group(group).tags[slot].store(0, Ordering::Release);
         self.header().held.fetch_sub(1, Ordering::Relaxed);
     }
@@ -175,6 +177,9 @@ impl Zone {
         let mut best: Option<(usize, f64)> = None;
         for slot in 0..GROUP_SLOTS {
             if self.group(group).tags[slot].load(Ordering::Relaxed) == 0 {
+                continue;
+            }
+            if self.blocked_at(group, slot, timeline_ms) {
                 continue;
             }
             let Idleness { idle, has_use } = self.judge(group, slot, timeline_ms, wall_ms);
@@ -248,6 +253,7 @@ impl Zone {
         if tags.load(Ordering::Relaxed) != tag_of(hash)
             || self.slot(group, slot).hash.load(Ordering::Relaxed) != hash
             || self.judge(group, slot, timeline_ms, wall_ms).has_use
+            || self.blocked_at(group, slot, timeline_ms)
         {
             return None;
         }

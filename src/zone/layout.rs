@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU16, AtomicU64};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"QCSZONE\0");
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// Slots per group: a key lives in the group its hash picks; the group's lock guards its slots.
 pub const GROUP_SLOTS: usize = 32;
@@ -15,6 +15,9 @@ pub const INLINE_KEY_BYTES: usize = 24;
 pub const LONG_KEY_BYTES: usize = 512;
 /// Reconciler writer seats: one per open limiter (seats of dead processes are reused).
 pub const SEATS: usize = 256;
+/// Words per slot of the blocks region: the block's end (timeline ms, f64 bits; 0: none), the
+/// run's first denial (timeline ms, f64 bits) and the run's denials.
+pub const BLOCK_WORDS: usize = 3;
 /// Distinct period specs a zone holds (the limiter's own and the policies').
 pub const SPECS: usize = 16;
 /// Bytes of a spec's stored identity.
@@ -120,14 +123,18 @@ pub struct SpecEntry {
 /// entered at (timeline ms).
 pub const PERIOD_WORDS: usize = 8;
 
-/// A group: its lock, a write-ahead note of a key being added, and one tag per slot (0: empty).
+/// A group: its lock, a write-ahead note of a key being added, one tag per slot (0: empty), and
+/// how many of its keys have a block word set.
 #[repr(C)]
 pub struct Group {
     pub lock: AtomicU64,
     /// 0, or the slot being added + 1 with [`INTENT_RESERVED`] once the key is counted.
     pub intent: AtomicU64,
     pub tags: [AtomicU16; GROUP_SLOTS],
-    _pad: [u64; 6],
+    /// Slots of the group whose block word is set (at least: a process killed between the two
+    /// leaves one more), so a call of an unblocked group reads no block word (`blocks.rs`).
+    pub blocked: AtomicU64,
+    _pad: [u64; 5],
 }
 pub const INTENT_RESERVED: u64 = 1 << 32;
 
@@ -273,6 +280,8 @@ pub struct Offsets {
     /// One word per slot: the timeline (f64 bits) at which its key's policy was last asked
     /// (`policyTtlMs`).
     pub policy_asked: usize,
+    /// [`BLOCK_WORDS`] words per slot: its key's block and run of denials (`blocks.rs`).
+    pub blocks: usize,
     pub long_keys: usize,
     pub file_size: usize,
 }
@@ -292,7 +301,11 @@ impl Offsets {
             slots.checked_add(slot_count.checked_mul(std::mem::size_of::<Slot>())?)?,
             64,
         );
-        let long_keys = round_up(policy_asked.checked_add(slot_count.checked_mul(8)?)?, 4096);
+        let blocks = policy_asked.checked_add(slot_count.checked_mul(8)?)?;
+        let long_keys = round_up(
+            blocks.checked_add(slot_count.checked_mul(BLOCK_WORDS * 8)?)?,
+            4096,
+        );
         let file_size = round_up(
             long_keys.checked_add(slot_count.checked_mul(LONG_KEY_BYTES)?)?,
             4096,
@@ -303,6 +316,7 @@ impl Offsets {
             groups: groups_at,
             slots,
             policy_asked,
+            blocks,
             long_keys,
             file_size,
         })

@@ -11,6 +11,7 @@
 //!   and changed under the spec's own lock.
 //! - Every lock records its owner; a waiter that finds the owner dead takes the lock over.
 
+mod blocks;
 mod groups;
 mod layout;
 mod lock;
@@ -28,6 +29,7 @@ use std::cell::{OnceCell, RefCell};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 
+pub use blocks::BlockAnswer;
 use groups::{read_state, write_state};
 #[cfg(test)]
 use groups::{write_state_cut, WRITE_STEPS};
@@ -100,6 +102,13 @@ pub enum Outcome {
     Decided(Decision, PeriodSlot),
     Refunded,
     Status(KeyStatus),
+    /// A consume of a blocked key, denied (nothing taken): what is left of the block, in ms, and
+    /// the key's tokens and quota remaining, as its status has them.
+    Blocked {
+        left_ms: f64,
+        tokens: f64,
+        quota_remaining: Option<u64>,
+    },
 }
 
 /// A held key as `snapshot()` saves it.
@@ -301,7 +310,7 @@ impl Zone {
         counters.count_anomalies(&anomalies[first.min(anomalies.len())..]);
         match &outcome {
             Ok(Outcome::Decided(decision, _)) if decision.allowed => counters.allowed += 1,
-            Ok(Outcome::Decided(..)) => counters.denied += 1,
+            Ok(Outcome::Decided(..) | Outcome::Blocked { .. }) => counters.denied += 1,
             Err(Error::KeyLimit { .. }) => counters.key_limit_refusals += 1,
             _ => {}
         }
@@ -411,6 +420,11 @@ impl Zone {
             return Ok(outcome);
         }
         let limits = self.limits_of(self.slot(group, slot));
+        if operation == Operation::Consume && self.group_has_blocks(group) {
+            if let Some(blocked) = self.blocked_call(group, slot, limits, anomalies)? {
+                return Ok(blocked);
+            }
+        }
         let op = match operation {
             Operation::Consume => Op::Consume(count(limits.capacity)?),
             Operation::Refund => Op::Refund(n),

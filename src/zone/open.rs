@@ -237,9 +237,10 @@ impl Zone {
 
     /// A zone written before this boot: its locks' owners and its readings belong to a boot
     /// that is gone. Taken over like a restore: tokens kept (no refill for the time down),
-    /// quota use kept only in a period still open now. Runs under the init lock; redone whole
+    /// quota use kept only in a period still open now, blocks' time left kept. Runs under the init lock; redone whole
     /// if its process dies (the boot id is written last).
     pub(super) fn take_over_after_reboot(&self) {
+        let old_timeline_ms = self.read_recon().1.timeline_ms;
         let state = ReconState::fresh(
             clock::monotonic_ms(),
             clock::wall_ms(),
@@ -270,6 +271,7 @@ impl Zone {
             let header = self.group(group);
             header.lock.store(0, Ordering::Relaxed);
             header.intent.store(Intent::NONE.0, Ordering::Relaxed);
+            self.rebase_blocks(group, old_timeline_ms);
             for slot in 0..GROUP_SLOTS {
                 if header.tags[slot].load(Ordering::Relaxed) == 0 {
                     continue;

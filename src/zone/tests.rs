@@ -404,3 +404,71 @@ fn a_period_regression_is_raised_once_for_the_zone_and_a_hold_ends_after_the_per
     assert!(ended[0].detail.contains("ended"), "{}", ended[0].detail);
     assert!(consume_with_anomalies(&second, "k").is_empty());
 }
+
+/// A consume's outcome: `Some(left_ms)` when a block denied it, `None` when it was decided.
+fn blocked(zone: &Zone, key: &str) -> Option<f64> {
+    let key = KeyBuf::from_text(key);
+    let outcome = zone.call(
+        key.key(),
+        Operation::Consume,
+        1,
+        PolicyChoice::Defaults,
+        |_| Ok(1),
+        &mut Vec::new(),
+    );
+    match outcome.unwrap() {
+        Outcome::Blocked { left_ms, .. } => Some(left_ms),
+        Outcome::Decided(..) => None,
+        other => panic!("not a decision: {other:?}"),
+    }
+}
+
+#[test]
+fn a_block_made_through_one_handle_denies_through_another_and_unblock_lifts_it() {
+    let path = temp_path("blocks");
+    let _removed = Removed(path.clone());
+    let one = Zone::open(&config(&path, 5.0, 64), None).unwrap();
+    let other = Zone::open(&config(&path, 5.0, 64), None).unwrap();
+    let key = KeyBuf::from_text("k");
+    let answer = one
+        .block(key.key(), 60_000.0, PolicyChoice::Defaults, &mut Vec::new())
+        .unwrap()
+        .unwrap();
+    assert!(answer.started && answer.left_ms == 60_000.0, "{answer:?}");
+    assert_eq!(other.len(), 1, "block held the key");
+    let left = blocked(&other, "k").expect("denied by the block");
+    assert!(left > 59_000.0 && left <= 60_000.0, "{left}");
+    assert_eq!(tokens(&other, "k"), 5.0, "a blocked call consumes nothing");
+    let shorter = other
+        .block(key.key(), 1_000.0, PolicyChoice::Defaults, &mut Vec::new())
+        .unwrap()
+        .unwrap();
+    assert!(
+        !shorter.started && shorter.left_ms > 59_000.0,
+        "a longer block stays"
+    );
+    assert!(other.unblock(key.key(), &mut Vec::new()).unwrap());
+    assert!(!one.unblock(key.key(), &mut Vec::new()).unwrap());
+    assert_eq!(blocked(&one, "k"), None);
+}
+
+#[test]
+fn a_run_of_denials_from_every_handle_blocks_once_and_a_blocked_key_is_never_dropped() {
+    let path = temp_path("runs");
+    let _removed = Removed(path.clone());
+    let one = Zone::open(&config(&path, 1.0, 2), None).unwrap();
+    let other = Zone::open(&config(&path, 1.0, 2), None).unwrap();
+    assert!(consume(&one, "k", 1).unwrap().allowed);
+    let key = KeyBuf::from_text("k");
+    let first = one.denied(key.key(), 60_000.0, 2, 30_000.0).unwrap();
+    assert_eq!(first.left_ms, 0.0);
+    let second = other.denied(key.key(), 60_000.0, 2, 30_000.0).unwrap();
+    assert!(second.started && second.left_ms == 30_000.0, "{second:?}");
+    for i in 0..20 {
+        let _ = consume(&one, &format!("other{i}"), 1);
+    }
+    assert!(blocked(&other, "k").is_some(), "still held, still blocked");
+    assert_eq!(one.blocks().len(), 1);
+    assert!(one.delete(key.key()));
+    assert_eq!(one.blocked_ms(key.key()), 0.0, "delete ended it");
+}

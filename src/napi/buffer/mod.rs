@@ -66,8 +66,9 @@ pub(crate) const OPERATION_SHARED_FAIL_OPEN: f64 = 4.0;
 /// `BASIS` when a decision has no retry-after basis (`null`); the others are [`basis_code`]'s.
 pub(crate) const BASIS_NONE: f64 = 0.0;
 
-/// `'block'`'s code: a keyed limiter's block of a key, decided by the JS face (lib/keyed/blocks.js)
-/// and never by the core, so it is no [`RetryBasis`]; listed in the contract with the others.
+/// `'block'`'s code: a keyed limiter's block of a key (lib/keyed/blocks.js; a zone's, its
+/// `Outcome::Blocked`), never the kernel's decision, so it is no [`RetryBasis`]; listed in the
+/// contract with the others.
 pub(crate) const BASIS_BLOCK: f64 = 3.0;
 
 /// A retry-after basis as the result buffer codes it (`BASIS_NONE` for none).
@@ -193,6 +194,27 @@ pub(crate) fn write_decision(result: &ResultBuffer, decision: &Decision) {
         decision
             .quota_remaining
             .map_or(f64::NAN, |remaining| remaining as i64 as f64),
+    );
+}
+
+/// A call a block denied: `left_ms` of the block left (rounded up), the key's tokens and quota
+/// remaining as its status has them.
+#[cold]
+#[inline(never)]
+pub(crate) fn write_block(
+    result: &ResultBuffer,
+    left_ms: f64,
+    tokens: f64,
+    remaining: Option<u64>,
+) {
+    result.set(N_OR_STATUS, STATUS_DECIDED);
+    result.set(ALLOWED, 0.0);
+    result.set(RETRY_AFTER_MS, left_ms.ceil());
+    result.set(BASIS, BASIS_BLOCK);
+    result.set(TOKENS, tokens);
+    result.set(
+        QUOTA_REMAINING,
+        remaining.map_or(f64::NAN, |remaining| remaining as i64 as f64),
     );
 }
 

@@ -47,7 +47,8 @@ pub fn keyed_call_slow(
     })
 }
 
-/// `status(key)` (a key not held: a fresh key's, not held); `None`: see the buffer's status.
+/// `status(key)` (a key not held: a fresh key's, not held; with `hold`, held from now on, as
+/// `block(key, forMs)` holds it); `None`: see the buffer's status.
 #[napi(js_name = "keyedStatus")]
 pub fn keyed_status(
     env: &Env,
@@ -55,11 +56,13 @@ pub fn keyed_status(
     key: Unknown<'_>,
     policy: Option<PolicyInput>,
     supplied: bool,
+    hold: Option<bool>,
 ) -> napi::Result<Option<KeyStatusOutput>> {
     limiter.state.with_key(env, &key, |state, key| {
         let policy = state.policy_of(policy.as_ref())?;
+        let holding = hold.unwrap_or(false).then_some(key);
         let step = state.on_target(key, policy, supplied, |state, target| {
-            state.status_of(target, supplied)
+            state.status_of(target, supplied, holding)
         })?;
         Ok(settle(&state.result, step))
     })

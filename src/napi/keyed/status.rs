@@ -1,7 +1,7 @@
 //! `status(key)`.
 
 use super::KeyedState;
-use crate::keyed::{KeyStatus, Target};
+use crate::keyed::{Key, KeyStatus, Target};
 use crate::napi::buffer::Step;
 use crate::napi::calendar::PeriodOutput;
 use crate::napi::clock::BoundClock;
@@ -25,19 +25,25 @@ objects! {
 }
 
 impl KeyedState {
-    /// The key's status on the limiter's clock (with the readings in the result buffer, when
+    /// The key's status on the limiter's clock (`holding`: the key, held from now on if it is not) (with the readings in the result buffer, when
     /// `supplied`), or what the call needs from the JS face first.
     pub(super) fn status_of(
         &mut self,
         target: Target,
         supplied: bool,
+        holding: Option<Key<'_>>,
     ) -> CodedResult<Step<KeyStatusOutput>> {
         let mut clock = match BoundClock::for_call(&self.clock, &self.result, supplied) {
             Ok(clock) => clock,
             Err(needs) => return Ok(Err(needs)),
         };
         let mut anomalies = Vec::new();
-        let status = self.limiter.status(target, &mut clock, &mut anomalies);
+        let status = match holding {
+            Some(key) => self
+                .limiter
+                .status_holding(key, target, &mut clock, &mut anomalies),
+            None => self.limiter.status(target, &mut clock, &mut anomalies),
+        };
         let status = clock.outcome(status)?;
         if status.is_ok() {
             notify_listener(self.registry_id, self.anomaly_listener, &anomalies);

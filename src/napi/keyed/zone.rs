@@ -1,6 +1,7 @@
 //! `KeyedQuotaClock` with `zone` (the table in a shared file, `crate::zone`): a raw `call(key)`
 //! per limiter, shaped like the in-process table's, on the limiter's own result buffer.
 
+mod blocks;
 mod entries;
 mod refresh;
 
@@ -19,7 +20,7 @@ use crate::error::ErrorCode;
 use crate::keyed::{Key, KeyPolicy, PolicyChoice};
 use crate::limits::check_max_keys;
 use crate::napi::buffer;
-use crate::napi::buffer::{write_decision, ResultBuffer};
+use crate::napi::buffer::{write_block, write_decision, ResultBuffer};
 use crate::napi::errors::{coded, guard, invalid_arg, CodedError, CodedResult};
 use crate::napi::options::{config_from, LimiterOptions};
 use crate::napi::registry::notify_listener;
@@ -159,6 +160,17 @@ impl ZoneState {
                 write_decision(&self.result, &decision);
                 self.result
                     .set(buffer::PERIOD_SLOT, period_slot.to_number_or_none());
+            }
+            Outcome::Blocked {
+                left_ms,
+                tokens,
+                quota_remaining,
+            } => {
+                write_block(&self.result, left_ms, tokens, quota_remaining);
+                self.result.set(
+                    buffer::PERIOD_SLOT,
+                    crate::calendar::PeriodSlot::NONE.to_number_or_none(),
+                );
             }
             Outcome::Refunded | Outcome::Status(_) => {
                 self.result.set(buffer::N_OR_STATUS, buffer::STATUS_DECIDED)
