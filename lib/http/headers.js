@@ -285,9 +285,13 @@ function mergeItems(prior, added) {
   return merged.map(([, text]) => text).join(', ')
 }
 
-/** Sets the list header `name` to `value`, merged with the list an earlier rateLimit wrote there (io.getHeader). */
-function appendList(io, res, name, value) {
-  const prior = io.getHeader === undefined ? undefined : io.getHeader(res, name)
+/**
+ * Sets the list header `name` to `value`, merged with the list an earlier rateLimit wrote there
+ * (io.getHeader, asked by `lowerName`: header getters lower-case the name they are given, and one
+ * already in lower case costs them no new string each request).
+ */
+function appendList(io, res, name, lowerName, value) {
+  const prior = io.getHeader === undefined ? undefined : io.getHeader(res, lowerName)
   io.setHeader(res, name, typeof prior === 'string' && prior !== '' ? mergeItems(prior, value) : value)
 }
 
@@ -302,8 +306,8 @@ function writeHeaders(io, res, items, retryAfterMs) {
   if (items !== undefined) {
     const policy = items.policy.length === 1 ? items.policy[0] : joinItems(items.policy)
     const limit = items.limit.length === 1 ? items.limit[0] : joinItems(items.limit)
-    if (policy) appendList(io, res, 'RateLimit-Policy', policy)
-    if (limit) appendList(io, res, 'RateLimit', limit)
+    if (policy) appendList(io, res, 'RateLimit-Policy', 'ratelimit-policy', policy)
+    if (limit) appendList(io, res, 'RateLimit', 'ratelimit', limit)
   }
   if (retryAfterMs !== undefined) io.setHeader(res, 'Retry-After', String(Math.ceil(retryAfterMs / 1000)))
 }
