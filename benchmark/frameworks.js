@@ -10,8 +10,12 @@
 // a KeyedQuotaClock keyed by the default client key), and ours with `headers: false` (the decision
 // alone). autocannon on 127.0.0.1, many short rounds,
 // the cases shuffled in each (the machine is shared and noisy: every comparison is paired within a
-// round); the servers run in a child process that reports process.cpuUsage(), so each case's
-// server CPU per request is measured, and its extra over the same framework's no-limiter case.
+// round); each case's server runs in a child process of its own, as an application runs one
+// framework with one limiter, and reports process.cpuUsage(), so each case's server CPU per
+// request is measured, and its extra over the same framework's no-limiter case.
+// BENCH_FRAMEWORKS_PROCESSES=one runs every server in one child instead: there the code the cases
+// share (each framework's own, and our decision core under three adapters and two header settings)
+// sees every case's objects, which slows each case by what the others happen to be.
 // The figure that counts: ours' extra CPU per request ÷ the peer's, per framework, paired per round.
 //
 // BENCH_FRAMEWORKS_ROUNDS, BENCH_FRAMEWORKS_SECONDS and BENCH_FRAMEWORKS_CONNECTIONS override the
@@ -34,6 +38,7 @@ const FRAMEWORKS = {
 }
 // BENCH_FRAMEWORKS_ONLY=Hono (a framework's name) runs that framework's cases alone.
 const ONLY = process.env.BENCH_FRAMEWORKS_ONLY
+const ONE_PROCESS = process.env.BENCH_FRAMEWORKS_PROCESSES === 'one'
 for (const name of Object.keys(FRAMEWORKS)) if (ONLY !== undefined && ONLY !== name) delete FRAMEWORKS[name]
 // A no-op middleware (a guard, for Nest) is the layer any limiter costs the framework, shown for reference.
 // The two headers ours writes in these runs, fixed: a request leaves the key as the last one did.
@@ -130,9 +135,9 @@ async function nestServer(limiter) {
   return app.getHttpServer()
 }
 
-async function serverMain() {
+async function serverMain(names) {
   const ports = {}
-  for (const { framework, limiter, name } of CASES) {
+  for (const { framework, limiter, name } of CASES.filter((c) => names.includes(c.name))) {
     const server = framework === 'Koa' ? koaServer(limiter) : framework === 'Hono' ? honoServer(limiter) : await nestServer(limiter)
     await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
     ports[name] = server.address().port
@@ -205,9 +210,15 @@ async function checkAnswers(url) {
 
 async function main() {
   console.log(`Node ${process.version}, ${os.cpus().length} × ${os.cpus()[0].model}`)
-  const child = fork(__filename, ['--server'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+  const groups = ONE_PROCESS ? [CASES.map((c) => c.name)] : CASES.map((c) => [c.name])
+  const children = groups.map((names) => fork(__filename, ['--server', JSON.stringify(names)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }))
   try {
-    const ports = await ask(child, undefined, 'ports')
+    const ports = {}
+    const childOf = {}
+    for (const [i, child] of children.entries()) {
+      Object.assign(ports, await ask(child, undefined, 'ports'))
+      for (const name of groups[i]) childOf[name] = child
+    }
     const url = (name) => `http://127.0.0.1:${ports[name]}/`
     await checkAnswers(url)
     for (const { name } of CASES) await load(url(name), 1) // warm-up
@@ -215,16 +226,17 @@ async function main() {
     for (let round = 0; round < ROUNDS; round++) {
       const results = {}
       for (const { name } of shuffled(CASES)) {
-        const before = await ask(child, 'cpu', 'cpu')
+        const before = await ask(childOf[name], 'cpu', 'cpu')
         const result = await load(url(name), SECONDS)
-        const after = await ask(child, 'cpu', 'cpu')
+        const after = await ask(childOf[name], 'cpu', 'cpu')
         const requests = result.requests.total
         results[name] = { rps: requests / (result.duration || SECONDS), cpuPerRequest: (after.user + after.system - before.user - before.system) / requests }
       }
       rounds.push(results)
       process.stderr.write(`round ${round + 1}/${ROUNDS}\r`)
     }
-    console.log(`\n### Koa, Hono and NestJS hello world (autocannon ${CONNECTIONS} connections, ${ROUNDS} interleaved rounds of ${SECONDS} s per case)\n`)
+    const where = ONE_PROCESS ? 'every server in one process' : 'each server in a process of its own'
+    console.log(`\n### Koa, Hono and NestJS hello world (autocannon ${CONNECTIONS} connections, ${ROUNDS} interleaved rounds of ${SECONDS} s per case, ${where})\n`)
     console.log('| framework: limiter | requests/s | server CPU µs/request | extra CPU µs/request vs no limiter (paired, IQR) | vs no-op middleware |')
     console.log('|---|---:|---:|---:|---:|')
     for (const { framework, limiter, name } of CASES) {
@@ -255,11 +267,11 @@ async function main() {
       )
     }
   } finally {
-    child.send('exit')
+    for (const child of children) child.send('exit')
   }
 }
 
-if (process.argv[2] === '--server') serverMain()
+if (process.argv[2] === '--server') serverMain(JSON.parse(process.argv[3]))
 else
   main().catch((err) => {
     console.error(err)
