@@ -12,7 +12,8 @@
 //
 // and, where the framework has them, four optional ones:
 //
-//   io.getHeader(res, name)               a header already set (another rateLimit's list, appended to)
+//   io.getHeader(res, name)               a header already set (another rateLimit's list, appended to;
+//                                         asked by its name in lower case)
 //   io.setResult(req, result)             the decision, where the framework's handlers read it
 //                                         (`{ allowed, limits: [{ name, mode, key, cost, decision }] }`)
 //   io.onFinish(res, done)                calls done(finalRes?) once the response is finished (refundIf)
@@ -211,10 +212,15 @@ function createDecider(options, io) {
   /** An allowed request: its result on the request, its shadow denials, refundIf watched, then on. */
   function passOn(req, res, next, checks, taken, shadowed) {
     if (reports) io.setResult(req, { allowed: true, limits: checks })
-    return shadowsThen(req, res, next, shadowed, taken, () => {
-      if (watchesFinish && taken.length > 0) refundWhenFinished(req, res, taken)
-      return goOn(next)
-    })
+    // Without shadow denials (nearly every request) no continuation is made for shadowsThen.
+    if (shadowed === undefined || onShadowLimited === undefined) return proceed(req, res, next, taken)
+    return shadowsThen(req, res, next, shadowed, taken, () => proceed(req, res, next, taken))
+  }
+
+  /** An allowed request goes on, refundIf watching what it took. */
+  function proceed(req, res, next, taken) {
+    if (watchesFinish && taken.length > 0) refundWhenFinished(req, res, taken)
+    return goOn(next)
   }
 
   /** A request an enforced entry denied (everything it took already given back): the 429 or onLimited. */

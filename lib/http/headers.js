@@ -13,7 +13,8 @@
 // integers are appended. The `structured-headers` library is not used at run time: serializing the
 // list with it costs ~2 µs a request (benchmark/http.js), over half of express-rate-limit's whole
 // cost, and quoting a handful of names at configuration does not justify the package's first
-// runtime dependency. The tests parse every header with that library instead.
+// runtime dependency. The tests parse every header with that library instead, and compare the
+// text written here with its serialization for many limits, names and clocks.
 
 const { limitsGeneration } = require('../limiter/limiter-facts.js')
 
@@ -285,9 +286,13 @@ function mergeItems(prior, added) {
   return merged.map(([, text]) => text).join(', ')
 }
 
-/** Sets the list header `name` to `value`, merged with the list an earlier rateLimit wrote there (io.getHeader). */
-function appendList(io, res, name, value) {
-  const prior = io.getHeader === undefined ? undefined : io.getHeader(res, name)
+/**
+ * Sets the list header `name` to `value`, merged with the list an earlier rateLimit wrote there
+ * (io.getHeader, asked by `lowerName`: header getters lower-case the name they are given, and one
+ * already in lower case costs them no new string each request).
+ */
+function appendList(io, res, name, lowerName, value) {
+  const prior = io.getHeader === undefined ? undefined : io.getHeader(res, lowerName)
   io.setHeader(res, name, typeof prior === 'string' && prior !== '' ? mergeItems(prior, value) : value)
 }
 
@@ -302,8 +307,8 @@ function writeHeaders(io, res, items, retryAfterMs) {
   if (items !== undefined) {
     const policy = items.policy.length === 1 ? items.policy[0] : joinItems(items.policy)
     const limit = items.limit.length === 1 ? items.limit[0] : joinItems(items.limit)
-    if (policy) appendList(io, res, 'RateLimit-Policy', policy)
-    if (limit) appendList(io, res, 'RateLimit', limit)
+    if (policy) appendList(io, res, 'RateLimit-Policy', 'ratelimit-policy', policy)
+    if (limit) appendList(io, res, 'RateLimit', 'ratelimit', limit)
   }
   if (retryAfterMs !== undefined) io.setHeader(res, 'Retry-After', String(Math.ceil(retryAfterMs / 1000)))
 }

@@ -65,9 +65,9 @@ const HONO_IO = {
     }
     step.c.header(name, value)
     const written = step.c.get(WRITTEN) ?? new Map()
-    step.c.set(WRITTEN, written.set(name, value))
+    step.c.set(WRITTEN, written.set(name.toLowerCase(), value))
   },
-  getHeader: (step, name) => (step.outgoing !== undefined ? step.outgoing.getHeader(name) : step.c.get(WRITTEN)?.get(name)),
+  getHeader: (step, name) => (step.outgoing !== undefined ? step.outgoing.getHeader(name) : step.c.get(WRITTEN)?.get(name.toLowerCase())),
   sendProblem(step, status, problem) {
     step.response = step.c.body(JSON.stringify(problem), status, { 'Content-Type': PROBLEM_CONTENT_TYPE })
   },

@@ -51,6 +51,8 @@ const KOA_IO = {
   onFinish(response, done) {
     response.res.once('finish', () => done(response))
   },
+  // The default key reads `ctx.request` (its ip, headers and socket), where ctx's own getters lead.
+  clientOf: (ctx) => ctx.request ?? ctx,
 }
 
 /** Goes on (next's promise), or throws the request's error (Koa's error path); a limited request is answered. */
