@@ -9,39 +9,16 @@
 
 const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
-const { execFile } = require('node:child_process')
-const path = require('node:path')
 const { quotaAdmin } = require('../lib/shared.js')
 const { storeOperations } = require('../lib/share/protocol.js')
 const { useStoreServers } = require('./helpers/shared-fleet.js')
+const { cli, cliStores, freshName } = require('./helpers/cli.js')
 
-const ROOT = path.join(__dirname, '..')
-const BIN = path.join(ROOT, 'bin', 'quota-clock-source.js')
 const UNREACHABLE_WITHIN_MS = 15_000
-
-let unique = 0
-const freshName = (label) => `${label}-${process.pid}-${++unique}`
-
-function cli(args) {
-  const started = Date.now()
-  return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 }, (error, stdout, stderr) => {
-      resolve({ status: error ? error.code : 0, stdout, stderr, ms: Date.now() - started })
-    })
-  })
-}
 
 describe('quota-clock-source block, unblock, blocked, keys and grant --create', () => {
   const servers = useStoreServers('cli_blocks')
-  const mongoUrl = () => {
-    const url = new URL(servers.mongo.uri)
-    url.pathname = `/${servers.dbName}`
-    return url.href
-  }
-  const kinds = {
-    redis: { flag: () => ['--redis', servers.redis.url], store: () => servers.makeStore('ioredis') },
-    mongo: { flag: () => ['--mongo', mongoUrl()], store: () => servers.makeStore('mongo') },
-  }
+  const { kinds } = cliStores(servers)
 
   for (const [kind, { flag, store }] of Object.entries(kinds)) {
     test(`block for --for, blocked, keys --blocked, unblock (text and --json) (${kind})`, { timeout: 120_000 }, async () => {

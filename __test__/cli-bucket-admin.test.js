@@ -8,28 +8,12 @@
 
 const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
-const { execFile } = require('node:child_process')
-const path = require('node:path')
 const { storeOperations } = require('../lib/share/protocol.js')
 const { useStoreServers } = require('./helpers/shared-fleet.js')
+const { cli, cliStores, freshName } = require('./helpers/cli.js')
 
-const ROOT = path.join(__dirname, '..')
-const BIN = path.join(ROOT, 'bin', 'quota-clock-source.js')
 // The command gives the store 5 s; the rest is a loaded machine starting node.
 const UNREACHABLE_WITHIN_MS = 15_000
-
-let unique = 0
-const freshName = (label) => `${label}-${process.pid}-${++unique}`
-
-/** Runs the command; resolves to { status, stdout, stderr, ms }. */
-function cli(args) {
-  const started = Date.now()
-  return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 }, (error, stdout, stderr) => {
-      resolve({ status: error ? error.code : 0, stdout, stderr, ms: Date.now() - started })
-    })
-  })
-}
 
 function takeOf(name, key, fields) {
   return { name, key, capacity: 10, refillPerSecond: 0.001, instance: 'A', leaseMs: 10_000, want: 0, more: 0, held: 0, give: 0, charge: 0, fleetMs: -1, recordId: 0, ...fields }
@@ -37,15 +21,7 @@ function takeOf(name, key, fields) {
 
 describe('quota-clock-source bucket and fill', () => {
   const servers = useStoreServers('cli_bucket')
-  const mongoUrl = () => {
-    const url = new URL(servers.mongo.uri)
-    url.pathname = `/${servers.dbName}`
-    return url.href
-  }
-  const kinds = {
-    redis: { flag: () => ['--redis', servers.redis.url], store: () => servers.makeStore('ioredis') },
-    mongo: { flag: () => ['--mongo', mongoUrl()], store: () => servers.makeStore('mongo') },
-  }
+  const { kinds } = cliStores(servers)
 
   for (const [kind, { flag, store }] of Object.entries(kinds)) {
     test(`bucket prints the store's bucket (text and --json); fill unblocks a saturated key (${kind})`, { timeout: 120_000 }, async () => {

@@ -8,7 +8,6 @@
 
 const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
-const { execFile } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
@@ -16,26 +15,13 @@ const { periodFor } = require('quota-clock-source')
 const { quotaAdmin } = require('quota-clock-source/shared')
 const { startRedisServer } = require('./helpers/redis-server.js')
 const { MONTH, useStoreServers, limiterOn, drain } = require('./helpers/shared-fleet.js')
+const { cli, cliStores, freshName } = require('./helpers/cli.js')
 
-const ROOT = path.join(__dirname, '..')
-const BIN = path.join(ROOT, 'bin', 'quota-clock-source.js')
 // The command exits within 5 s of its start whatever the store and its client do (docs/cli.md); the
 // rest is the time to spawn node.
 const UNREACHABLE_WITHIN_MS = 5_500
 
-let unique = 0
-const freshName = (label) => `${label}-${process.pid}-${++unique}`
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
-
-/** Runs the command; resolves to { status, stdout, stderr, ms }. */
-function cli(args, options = {}) {
-  const started = Date.now()
-  return new Promise((resolve) => {
-    execFile(process.execPath, [...(options.nodeArgs ?? []), BIN, ...args], { cwd: options.cwd ?? ROOT, encoding: 'utf8', timeout: 60_000 }, (error, stdout, stderr) => {
-      resolve({ status: error ? error.code : 0, stdout, stderr, ms: Date.now() - started })
-    })
-  })
-}
 
 /** A file for `node --require` that makes require() of `names` fail as in an app without them. */
 function hiding(dir, names) {
@@ -61,16 +47,7 @@ describe('quota-clock-source usage, grant and reset', () => {
     },
   }
 
-  const mongoUrl = () => {
-    const url = new URL(servers.mongo.uri)
-    url.pathname = `/${servers.dbName}`
-    return url.href
-  }
-
-  const kinds = {
-    redis: { flag: () => ['--redis', redis.url], store: () => servers.makeStore('ioredis') },
-    mongo: { flag: () => ['--mongo', mongoUrl()], store: () => servers.makeStore('mongo') },
-  }
+  const { kinds, mongoUrl } = cliStores(servers)
 
   for (const [kind, { flag, store }] of Object.entries(kinds)) {
     test(`usage prints the store's QuotaUsage (text and --json), grant is seen within a second, reset starts over (${kind})`, { timeout: 120_000 }, async () => {
@@ -224,7 +201,7 @@ describe('quota-clock-source usage, grant and reset', () => {
     }
   })
 
-  for (const [kind, flag] of [['redis', () => ['--redis', redis.url]], ['mongo', () => ['--mongo', mongoUrl()]]]) {
+  for (const [kind, { flag }] of Object.entries(kinds)) {
     test(`grant refuses --units that would take limit + extra past Number.MAX_SAFE_INTEGER: exit 2, one line, nothing written (${kind})`, async () => {
       const record = ['--name', freshName('huge'), '--key', 'acme', '--period', '2026-12']
       const most = await cli(['grant', ...flag(), ...record, '--units', String(2 ** 52), '--create', '--json'])

@@ -11,17 +11,11 @@
 // paused for 5 s: 17 units in 560 ms against a bound of 12.8, every run, before the fix); here
 // C 20, as a busy key's share is smaller now.
 
-const { after, before, describe, test } = require('node:test')
+const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
-const fs = require('node:fs')
-const os = require('node:os')
-const path = require('node:path')
-const { startRedisServer } = require('./helpers/redis-server.js')
-const { startMongoServer } = require('./helpers/mongo-server.js')
 const { startDelayProxy } = require('./helpers/delay-proxy.js')
-const { stopFleet } = require('./helpers/shared-fleet.js')
 const { assertBucket } = require('./helpers/fleet-check.js')
-const { startFleet, sleep } = require('./helpers/fleet-procs.js')
+const { useFleetServers, sleep } = require('./helpers/fleet-procs.js')
 
 // (C 20: a busy key's second call takes a quarter of a fair share, 1 + 2, and keeps 2.)
 const C = 20
@@ -32,38 +26,12 @@ const PAUSE_MS = 5_000
 // The fleet time after a holder's last call before the store writes its slice off.
 const MARGIN_MS = LEASE_MS * 1.1 + 1_000
 
-let unique = 0
-const freshName = (label) => `bound-${label}-${process.pid}-${++unique}`
-
 describe('a slice written off while its holder was paused is spent for good', () => {
-  let redis
-  let mongo
-  let work
-  const dbName = `fleet_bound_${process.pid}`
-
-  before(async () => {
-    ;[redis, mongo] = await Promise.all([startRedisServer(), startMongoServer()])
-    work = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-fleet-bound-'))
-  })
-
-  after(() => stopFleet({ redis, mongo, servers: [], work }))
-
-  const STORES = {
-    ioredis: () => ({ client: 'ioredis', url: redis.url }),
-    'node-redis': () => ({ client: 'node-redis', url: redis.url }),
-    mongo: () => ({ client: 'mongo', url: mongo.uri, dbName }),
-  }
+  const servers = useFleetServers('bound', { mongo: true, limiter: LIMITS, share: { leaseMs: LEASE_MS } })
 
   /** Two workers; the first (on `holderStore`, if given) takes a slice and keeps unspent tokens of it. */
   async function holderAndDrainer(storeKind, label, holderStore) {
-    const fleet = await startFleet({
-      count: 0,
-      store: STORES[storeKind](),
-      limiter: LIMITS,
-      share: { name: freshName(label), leaseMs: LEASE_MS, idleMs: 60_000, timeoutMs: 3_000 },
-      dir: work,
-      label: freshName(label),
-    })
+    const fleet = await servers.fleetOf(storeKind, label, { count: 0 })
     await fleet.add(holderStore)
     await fleet.add()
     const [holder] = fleet.workers
@@ -127,7 +95,7 @@ describe('a slice written off while its holder was paused is spent for good', ()
   }
 
   test('ioredis: a holder whose connection to the store stalled past its margin gives back a slice written off: the bound holds', { timeout: 60_000 }, async () => {
-    const proxy = await startDelayProxy({ host: redis.host, port: redis.port })
+    const proxy = await startDelayProxy({ host: servers.redis.host, port: servers.redis.port })
     try {
       const fleet = await holderAndDrainer('ioredis', 'stalled', { client: 'ioredis', url: proxy.url })
       const stalledConnection = async (holder, during) => {

@@ -15,19 +15,13 @@
 // Small buckets (C 10, R 20/s) and a short lease (leaseMs 1,000) keep each scenario to a few
 // seconds; the timings asserted are generous (a loaded 2-core machine), the bound is not.
 
-const { after, before, describe, test } = require('node:test')
+const { before, describe, test } = require('node:test')
 const assert = require('node:assert/strict')
-const fs = require('node:fs')
-const os = require('node:os')
-const path = require('node:path')
 const Redis = require('ioredis')
-const { startRedisServer, startRedisCluster } = require('./helpers/redis-server.js')
-const { startMongoServer } = require('./helpers/mongo-server.js')
 const { KeyedQuotaClock, manualClock } = require('..')
 const { redisStore } = require('../lib/shared.js')
-const { stopFleet } = require('./helpers/shared-fleet.js')
 const { assertBucket, checkBucket, describeWorst, unsharedAdmits } = require('./helpers/fleet-check.js')
-const { startFleet, roundRobin, waitUntil, nowMs, sleep } = require('./helpers/fleet-procs.js')
+const { useFleetServers, startFleet, roundRobin, waitUntil, nowMs, sleep } = require('./helpers/fleet-procs.js')
 const { decodeBucketRecord } = require('./helpers/redis-bucket-record.js')
 
 const C = 10
@@ -35,54 +29,18 @@ const R = 20
 const LEASE_MS = 1_000
 const LIMITS = { capacity: C, refillPerSecond: R }
 const MONTH = { unit: 'month', timeZone: 'UTC' }
-// A healthy store is never slow enough for this (a loaded machine and the Python MongoDB server
-// included), so any ERR_STORE_UNAVAILABLE in a healthy scenario is a defect.
-const HEALTHY_TIMEOUT_MS = 3_000
 // The fleet time after a holder's last call before the store writes its slice off as spent.
 const MARGIN_MS = LEASE_MS * 1.1 + 1_000
 
-let unique = 0
-const freshName = (label) => `fleet-${label}-${process.pid}-${++unique}`
-
 describe('one bucket for the fleet: child processes on real stores', () => {
+  const servers = useFleetServers('bucket', { mongo: true, cluster: true, admin: true, limiter: LIMITS, share: { leaseMs: LEASE_MS } })
+  const { fleetOf, freshName } = servers
   let redis
-  let cluster
-  let mongo
   let admin // reads and flushes the standalone Redis behind the workers' backs
-  let work
-  const dbName = `fleet_bucket_${process.pid}`
+  before(() => ({ redis, admin } = servers))
 
-  before(async () => {
-    ;[redis, cluster, mongo] = await Promise.all([startRedisServer(), startRedisCluster(), startMongoServer()])
-    admin = new Redis({ host: redis.host, port: redis.port, maxRetriesPerRequest: null, retryStrategy: () => 50 })
-    admin.on('error', () => {})
-    work = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-fleet-bucket-'))
-  })
-
-  after(() => stopFleet({ redis, mongo, servers: [cluster], admin, work }))
-
-  const STORES = {
-    ioredis: () => ({ client: 'ioredis', url: redis.url }),
-    'node-redis': () => ({ client: 'node-redis', url: redis.url }),
-    'ioredis-cluster': () => ({ client: 'ioredis-cluster', nodes: cluster.rootNodes }),
-    'node-redis-cluster': () => ({ client: 'node-redis-cluster', nodes: cluster.rootNodes }),
-    mongo: () => ({ client: 'mongo', url: mongo.uri, dbName }),
-  }
-  const stopStore = { ioredis: () => redis.pause(), mongo: () => process.kill(mongo.serverPid(), 'SIGSTOP') }
-  const continueStore = { ioredis: () => redis.resume(), mongo: () => process.kill(mongo.serverPid(), 'SIGCONT') }
-
-  function fleetOf(storeKind, label, { count, share = {}, limiter = LIMITS, policy } = {}) {
-    const name = freshName(label)
-    return startFleet({
-      count,
-      store: STORES[storeKind](),
-      limiter,
-      policy,
-      share: { name, leaseMs: LEASE_MS, idleMs: 60_000, timeoutMs: HEALTHY_TIMEOUT_MS, ...share },
-      dir: work,
-      label: name,
-    })
-  }
+  const stopStore = { ioredis: () => redis.pause(), mongo: () => process.kill(servers.mongo.serverPid(), 'SIGSTOP') }
+  const continueStore = { ioredis: () => redis.resume(), mongo: () => process.kill(servers.mongo.serverPid(), 'SIGCONT') }
 
   /** Each worker's counts for key; asserts that none saw an error (a healthy store). */
   function assertNoErrors(counts, key) {
@@ -124,7 +82,7 @@ describe('one bucket for the fleet: child processes on real stores', () => {
   const storeTaken = (workers) => Promise.all(workers.map(async (worker) => (await worker.call('stats')).stats.store.reserved))
 
   test('the harness can fail: three processes with buckets of their own break the bound', { timeout: 60_000 }, async () => {
-    const fleet = await startFleet({ count: 3, store: { client: 'none' }, limiter: LIMITS, share: null, dir: work, label: freshName('unshared') })
+    const fleet = await startFleet({ count: 3, store: { client: 'none' }, limiter: LIMITS, share: null, dir: servers.work, label: freshName('unshared') })
     await roundRobin(fleet.workers, 'ip:0', 2 * R)
     await sleep(1_000)
     await fleet.stopAll()
@@ -277,7 +235,7 @@ describe('one bucket for the fleet: child processes on real stores', () => {
 
   test('the store killed and restarted empty, then FLUSHALL, under traffic: records come back empty, never over the bound, and the fleet admits again (ioredis and node-redis)', { timeout: 60_000 }, async () => {
     const fleet = await fleetOf('ioredis', 'restart', { count: 1 })
-    await fleet.add({ ...STORES['node-redis']() })
+    await fleet.add(servers.store('node-redis'))
     await roundRobin(fleet.workers, 'ip:5', 2 * R)
     await sleep(1_500)
     await redis.kill()

@@ -13,17 +13,11 @@
 // Each scenario runs a few seconds; the timings asserted are generous (a loaded 2-core machine),
 // the bound is not.
 
-const { after, before, describe, test } = require('node:test')
+const { after, describe, test } = require('node:test')
 const assert = require('node:assert/strict')
-const fs = require('node:fs')
-const os = require('node:os')
-const path = require('node:path')
-const Redis = require('ioredis')
-const { startRedisServer } = require('./helpers/redis-server.js')
 const { startDelayProxy } = require('./helpers/delay-proxy.js')
-const { stopFleet } = require('./helpers/shared-fleet.js')
 const { assertBucket, checkBucket, describeWorst } = require('./helpers/fleet-check.js')
-const { startFleet, roundRobin, nowMs, sleep } = require('./helpers/fleet-procs.js')
+const { useFleetServers, roundRobin, nowMs, sleep } = require('./helpers/fleet-procs.js')
 const { quotaAdmin, redisStore } = require('../lib/shared.js')
 const { periodFor } = require('..')
 
@@ -31,50 +25,22 @@ const C = 10
 const R = 20
 const LEASE_MS = 1_000
 const LIMITS = { capacity: C, refillPerSecond: R }
-const HEALTHY_TIMEOUT_MS = 3_000
-
-let unique = 0
-const freshName = (label) => `hostile-${label}-${process.pid}-${++unique}`
 
 /** Units admitted of key by the calls made between from and to (ms of the logs' clock). */
 const admittedBetween = (calls, key, from, to) => calls.filter((c) => c.key === key && c.outcome === 'A' && c.lo >= from && c.hi <= to).reduce((n, c) => n + c.n, 0)
 
 describe('one bucket for the fleet, hostile probes: child processes on a real redis-server', () => {
-  let redis
-  let stepped // a redis-server whose wall clock the tests step
-  let admin
-  let work
+  // servers.stepped: a redis-server whose wall clock the tests step.
+  const servers = useFleetServers('hostile', { stepped: true, admin: true, limiter: LIMITS, share: { leaseMs: LEASE_MS } })
   const proxies = []
 
-  before(async () => {
-    ;[redis, stepped] = await Promise.all([startRedisServer(), startRedisServer({ fakeTime: true })])
-    admin = new Redis({ host: redis.host, port: redis.port, maxRetriesPerRequest: null, retryStrategy: () => 50 })
-    admin.on('error', () => {})
-    work = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-fleet-hostile-'))
-  })
+  after(() => Promise.allSettled(proxies.map((proxy) => proxy.close())))
 
-  after(async () => {
-    await Promise.allSettled(proxies.map((proxy) => proxy.close()))
-    await stopFleet({ redis, servers: [stepped], admin, work })
-  })
-
-  function fleetOf(store, label, { count, share = {}, limiter = LIMITS, policy } = {}) {
-    const name = freshName(label)
-    return startFleet({
-      count,
-      store,
-      limiter,
-      policy,
-      share: { name, leaseMs: LEASE_MS, idleMs: 60_000, timeoutMs: HEALTHY_TIMEOUT_MS, ...share },
-      dir: work,
-      label: name,
-    })
-  }
-
-  const ioredis = (url = redis.url) => ({ client: 'ioredis', url })
-  const nodeRedis = (url = redis.url) => ({ client: 'node-redis', url })
+  const fleetOf = servers.fleetOf
+  const ioredis = (url) => servers.store('ioredis', url)
+  const nodeRedis = (url) => servers.store('node-redis', url)
   /** The operator's own client of the test's redis-server. */
-  const adminClient = () => admin
+  const adminClient = () => servers.admin
 
   /** Asserts that no worker saw an error for key. */
   function assertNoErrors(counts, key) {
@@ -89,7 +55,7 @@ describe('one bucket for the fleet, hostile probes: child processes on a real re
         await fleet.add(nodeRedis())
         const start = await roundRobin(fleet.workers, 'k', 2 * refillPerSecond)
         await sleep(start + 2_000 - nowMs())
-        await admin.flushall()
+        await servers.admin.flushall()
         const flushed = nowMs()
         await sleep(2_000)
         const counts = await fleet.stopAll()
@@ -106,8 +72,8 @@ describe('one bucket for the fleet, hostile probes: child processes on a real re
       await fleet.add(nodeRedis())
       const start = await roundRobin(fleet.workers, 'k', 200)
       await sleep(start + 1_500 - nowMs())
-      await redis.kill()
-      await redis.restart()
+      await servers.redis.kill()
+      await servers.redis.restart()
       const restarted = nowMs()
       await sleep(2_500)
       await fleet.stopAll()
@@ -120,12 +86,12 @@ describe('one bucket for the fleet, hostile probes: child processes on a real re
   describe("the store's clock stepped while one process holds a slice and another starts (issue 37)", () => {
     for (const stepMs of [30_000, -30_000, 3_600_000, -3_600_000]) {
       test(`a step of ${stepMs / 1000} s: the bound holds${stepMs > 0 ? ' within the C a forward step may add once' : ''}, and store-clock-step is raised`, { timeout: 60_000 }, async () => {
-        const fleet = await fleetOf(ioredis(stepped.url), 'step', { count: 1 })
+        const fleet = await fleetOf(ioredis(servers.stepped.url), 'step', { count: 1 })
         let restored = false
         try {
           await fleet.workers[0].call('traffic', { key: 'k', perSecond: 2 * R })
           await sleep(1_000)
-          stepped.stepClock(stepMs)
+          servers.stepped.stepClock(stepMs)
           const other = await fleet.add()
           await other.call('traffic', { key: 'k', perSecond: 2 * R })
           await sleep(1_500)
@@ -136,10 +102,10 @@ describe('one bucket for the fleet, hostile probes: child processes on a real re
           const { stats } = await fleet.workers[0].call('stats')
           assert.ok(stats.anomalies['store-clock-step'] >= 1, `the holder saw no step: ${JSON.stringify(stats.anomalies)}`)
           await fleet.killAll()
-          stepped.stepClock(-stepMs)
+          servers.stepped.stepClock(-stepMs)
           restored = true
         } finally {
-          if (!restored) stepped.stepClock(-stepMs)
+          if (!restored) servers.stepped.stepClock(-stepMs)
         }
       })
     }
@@ -147,7 +113,7 @@ describe('one bucket for the fleet, hostile probes: child processes on a real re
 
   test('every store reply delayed by 0.8·timeoutMs (three processes, C 10, R 20/s, leaseMs 1,000, timeoutMs 300): each call settles within timeoutMs + 50 ms, decided or ERR_STORE_UNAVAILABLE (issue 37)', { timeout: 60_000 }, async () => {
     const timeoutMs = 300
-    const proxy = await startDelayProxy({ host: redis.host, port: redis.port, replyDelayMs: 0.8 * timeoutMs })
+    const proxy = await startDelayProxy({ host: servers.redis.host, port: servers.redis.port, replyDelayMs: 0.8 * timeoutMs })
     proxies.push(proxy)
     const fleet = await fleetOf(ioredis(proxy.url), 'delayed', { count: 3, share: { timeoutMs } })
     await roundRobin(fleet.workers, 'k', 2 * R)
@@ -198,7 +164,7 @@ describe('one bucket for the fleet, hostile probes: child processes on a real re
 
     test('the store stalled behind a proxy, then every connection cut: calls settle within timeoutMs, the bound holds, and the fleet admits again', { timeout: 60_000 }, async () => {
       const timeoutMs = 300
-      const proxy = await startDelayProxy({ host: redis.host, port: redis.port })
+      const proxy = await startDelayProxy({ host: servers.redis.host, port: servers.redis.port })
       proxies.push(proxy)
       const fleet = await fleetOf(ioredis(proxy.url), 'stall', { count: 2, share: { timeoutMs } })
       await roundRobin(fleet.workers, 'k', 2 * R)

@@ -9,47 +9,13 @@
 //   saturated key's requests, each admits at least 40% of an equal share of what the fleet admits
 //   over any 2 s after the first second (issue 44: 43, 1 and 1 of 45).
 
-const { after, before, describe, test } = require('node:test')
+const { describe, test } = require('node:test')
 const assert = require('node:assert/strict')
-const fs = require('node:fs')
-const os = require('node:os')
-const path = require('node:path')
-const { startRedisServer } = require('./helpers/redis-server.js')
-const { startMongoServer } = require('./helpers/mongo-server.js')
-const { stopFleet } = require('./helpers/shared-fleet.js')
 const { assertBucket, unsharedAdmits } = require('./helpers/fleet-check.js')
-const { startFleet, roundRobin, sleep } = require('./helpers/fleet-procs.js')
-
-let unique = 0
-const freshName = (label) => `rate-${label}-${process.pid}-${++unique}`
+const { useFleetServers, roundRobin, sleep } = require('./helpers/fleet-procs.js')
 
 describe('a shared bucket admits its rate, fairly', () => {
-  let redis
-  let mongo
-  let work
-  const dbName = `fleet_rate_${process.pid}`
-
-  before(async () => {
-    ;[redis, mongo] = await Promise.all([startRedisServer(), startMongoServer()])
-    work = fs.mkdtempSync(path.join(os.tmpdir(), 'qcs-fleet-rate-'))
-  })
-
-  after(() => stopFleet({ redis, mongo, servers: [], work }))
-
-  const STORES = {
-    ioredis: () => ({ client: 'ioredis', url: redis.url }),
-    mongo: () => ({ client: 'mongo', url: mongo.uri, dbName }),
-  }
-
-  const fleetOf = (storeKind, label, count, limiter, share = {}) =>
-    startFleet({
-      count,
-      store: STORES[storeKind](),
-      limiter,
-      share: { name: freshName(label), idleMs: 60_000, timeoutMs: 3_000, ...share },
-      dir: work,
-      label: freshName(label),
-    })
+  const servers = useFleetServers('rate', { mongo: true })
 
   // (A quiet machine: 0.9 and more, one process or three. The test guards the floor, which
   // admitted 0.21 of one bucket before it was capped at C / (2R), with room for a loaded machine,
@@ -57,7 +23,7 @@ describe('a shared bucket admits its rate, fairly', () => {
   for (const [count, least] of [[1, 0.75], [3, 0.75]]) {
     test(`C 10, R 50/s, default leaseMs, ${count} process(es) saturated at 2·R: at least ${least * 100}% of one bucket (ioredis)`, { timeout: 60_000 }, async () => {
       const limits = { capacity: 10, refillPerSecond: 50 }
-      const fleet = await fleetOf('ioredis', `fast-${count}`, count, limits)
+      const fleet = await servers.fleetOf('ioredis', `fast-${count}`, { count, limiter: limits })
       await roundRobin(fleet.workers, 'k', 2 * limits.refillPerSecond)
       await sleep(4_000)
       await fleet.stopAll()
@@ -82,7 +48,7 @@ describe('a shared bucket admits its rate, fairly', () => {
   test('a burst of C requests from fresh clients, each request to a process at random of three, on full buckets: at least 0.9·C each (ioredis)', { timeout: 120_000 }, async () => {
     // The recipe's limit: 100 requests, refilled over 15 minutes.
     const limits = { capacity: 100, refillPerSecond: 100 / 900 }
-    const fleet = await fleetOf('ioredis', 'random-spread', 3, limits)
+    const fleet = await servers.fleetOf('ioredis', 'random-spread', { count: 3, limiter: limits })
     const pick = random(44)
     const results = []
     for (let client = 0; client < 12; client++) {
@@ -100,7 +66,7 @@ describe('a shared bucket admits its rate, fairly', () => {
 
   test('a concurrent burst of C requests from fresh clients spread at random over three processes, on full buckets: at least 0.9·C each (ioredis)', { timeout: 120_000 }, async () => {
     const limits = { capacity: 100, refillPerSecond: 100 / 900 }
-    const fleet = await fleetOf('ioredis', 'random-concurrent', 3, limits)
+    const fleet = await servers.fleetOf('ioredis', 'random-concurrent', { count: 3, limiter: limits })
     const pick = random(45)
     const results = []
     for (let client = 0; client < 8; client++) {
@@ -116,7 +82,7 @@ describe('a shared bucket admits its rate, fairly', () => {
   for (const [storeKind, count] of [['ioredis', 3], ['ioredis', 2], ['mongo', 2]]) {
     test(`${count} equally hungry processes (${storeKind}, C = R = 20/s, each at 0.75·R): none starved over any 2 s after the first`, { timeout: 60_000 }, async () => {
       const limits = { capacity: 20, refillPerSecond: 20 }
-      const fleet = await fleetOf(storeKind, `fair-${count}`, count, limits)
+      const fleet = await servers.fleetOf(storeKind, `fair-${count}`, { count, limiter: limits })
       // Each process its own arrivals (not interleaved), each more than R / k.
       const start = BigInt(Math.round((Number(process.hrtime.bigint()) / 1e6 + 300) * 1e6))
       await Promise.all(fleet.workers.map((worker, p) => worker.call('traffic', { key: 'k', perSecond: 0.75 * limits.refillPerSecond, phase: p / (7 * count), startNs: String(start) })))

@@ -12,10 +12,30 @@
 //       dealt to the workers in turn (worker p takes arrivals p, p + N, ...); resolves to the start (ns)
 //   nowMs()  process.hrtime.bigint() in ms (the clock of the logs)
 //   waitUntil(check, { timeoutMs, what })  polls check() every 20 ms
+//
+// A test file's servers and fleets, in a describe():
+//   const servers = useFleetServers(label, { mongo?, cluster?, stepped?, admin?, limiter, share? })
+//     before its tests: servers.redis (a redis-server), servers.work (a folder for the logs), and
+//     as asked servers.mongo (the MongoDB server, servers.dbName), servers.cluster (a three-node
+//     Redis Cluster), servers.stepped (a redis-server whose clock the tests step), servers.admin
+//     (the operator's ioredis client of servers.redis); after them, all stopped (stopFleet)
+//   servers.store(kind, url?)  a worker's store: 'ioredis' | 'node-redis' (on servers.redis, or
+//     on url), 'ioredis-cluster' | 'node-redis-cluster', 'mongo'
+//   servers.freshName(label)  a name no other test of the run uses
+//   servers.fleetOf(store, label, { count, limiter?, share?, policy? })  startFleet under a fresh
+//     name; store: a kind or a store; limiter and share over the file's, over idleMs 60,000 and
+//     timeoutMs 3,000 (a healthy store is never that slow, a loaded machine and the Python
+//     MongoDB server included, so an ERR_STORE_UNAVAILABLE in a healthy scenario is a defect)
 
+const { after, before } = require('node:test')
+const fs = require('node:fs')
+const os = require('node:os')
 const path = require('node:path')
-const { startWorker } = require('./shared-fleet.js')
+const Redis = require('ioredis')
+const { startWorker, stopFleet } = require('./shared-fleet.js')
 const { readCalls, admittedUnits } = require('./fleet-check.js')
+const { startRedisServer, startRedisCluster } = require('./redis-server.js')
+const { startMongoServer } = require('./mongo-server.js')
 
 const WORKER = path.join(__dirname, 'fleet-worker.js')
 const nowMs = () => Number(process.hrtime.bigint()) / 1e6
@@ -68,4 +88,51 @@ async function waitUntil(check, { timeoutMs = 10_000, what = 'the condition' } =
   }
 }
 
-module.exports = { startFleet, roundRobin, waitUntil, nowMs, sleep }
+function useFleetServers(label, { mongo = false, cluster = false, stepped = false, admin = false, limiter, share = {} }) {
+  let unique = 0
+  const servers = {
+    redis: undefined,
+    mongo: undefined,
+    cluster: undefined,
+    stepped: undefined,
+    admin: undefined,
+    work: undefined,
+    dbName: `fleet_${label}_${process.pid}`,
+    freshName: (name) => `${label}-${name}-${process.pid}-${++unique}`,
+    store(kind, url = servers.redis.url) {
+      if (kind === 'ioredis' || kind === 'node-redis') return { client: kind, url }
+      if (kind === 'mongo') return { client: kind, url: servers.mongo.uri, dbName: servers.dbName }
+      return { client: kind, nodes: servers.cluster.rootNodes }
+    },
+    fleetOf(store, name, { count, limiter: limits = limiter, share: terms = {}, policy } = {}) {
+      const fresh = servers.freshName(name)
+      return startFleet({
+        count,
+        store: typeof store === 'string' ? servers.store(store) : store,
+        limiter: limits,
+        policy,
+        share: { name: fresh, idleMs: 60_000, timeoutMs: 3_000, ...share, ...terms },
+        dir: servers.work,
+        label: fresh,
+      })
+    },
+  }
+  before(async () => {
+    const asked = (wanted, start) => (wanted ? start() : undefined)
+    ;[servers.redis, servers.mongo, servers.cluster, servers.stepped] = await Promise.all([
+      startRedisServer(),
+      asked(mongo, startMongoServer),
+      asked(cluster, startRedisCluster),
+      asked(stepped, () => startRedisServer({ fakeTime: true })),
+    ])
+    if (admin) {
+      servers.admin = new Redis({ host: servers.redis.host, port: servers.redis.port, maxRetriesPerRequest: null, retryStrategy: () => 50 })
+      servers.admin.on('error', () => {})
+    }
+    servers.work = fs.mkdtempSync(path.join(os.tmpdir(), `qcs-fleet-${label}-`))
+  })
+  after(() => stopFleet({ ...servers, servers: [servers.cluster, servers.stepped] }))
+  return servers
+}
+
+module.exports = { startFleet, roundRobin, waitUntil, nowMs, sleep, useFleetServers }

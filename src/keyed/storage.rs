@@ -31,6 +31,9 @@ pub(super) enum Named<'k> {
 /// How a consume on the table is decided: the parts of its decision, lent by the table over a
 /// key's refreshed state, and what it answers (see [`Storage::parts`], [`Storage::answer`]).
 pub(super) trait Layers {
+    /// Whether a key's bucket is its slice of the fleet's, when the layers know it (`None`: the
+    /// table says, [`KeyedLimiter::has_slices`]).
+    const FLEET_SLICE: Option<bool> = None;
     type Pending;
     type Decided;
     type Bucket<'a>: Bucket<Pending = Self::Pending>
@@ -134,10 +137,16 @@ impl KeyedLimiter {
     }
 
     /// A held key's state, and its bucket as the refresh rule sees it (a shared bucket's: its
-    /// slice, `slices.rs`).
+    /// slice, `share/slice.rs`; `fleet_slice`: [`Layers::FLEET_SLICE`]).
     #[inline(always)]
-    fn use_of(&mut self, index: u32, timeline_ms: f64) -> (KeyUse<i32>, BucketOf) {
-        if self.has_slices() {
+    fn use_of(
+        &mut self,
+        index: u32,
+        timeline_ms: f64,
+        fleet_slice: Option<bool>,
+    ) -> (KeyUse<i32>, BucketOf) {
+        debug_assert!(fleet_slice.is_none_or(|fleet| fleet == self.has_slices()));
+        if fleet_slice.unwrap_or_else(|| self.has_slices()) {
             return self.slice_use(index, timeline_ms);
         }
         let record = &self.table.records[index as usize];
@@ -155,7 +164,7 @@ impl KeyedLimiter {
     }
 }
 
-impl<C: ?Sized, L> TableCall<'_, C, L> {
+impl<C: ?Sized, L: Layers> TableCall<'_, C, L> {
     /// [`Storage::load`] of a key not held (apart, so that a held key's stays small on the hot
     /// path): a consume adds it (dropping the victim room was made for), a status looks at a
     /// fresh one, a refund at nothing.
@@ -212,7 +221,7 @@ impl<C: ?Sized, L> TableCall<'_, C, L> {
                 return (None, nothing, no_bucket);
             }
         };
-        let (state, bucket) = table.use_of(index, reading.timeline_ms);
+        let (state, bucket) = table.use_of(index, reading.timeline_ms, L::FLEET_SLICE);
         (Some(index), state, bucket)
     }
 }
@@ -339,7 +348,9 @@ where
         let Named::Held(index) = named else {
             return self.load_not_held(named, reading, open_slot);
         };
-        let (state, bucket) = self.table.use_of(index, reading.timeline_ms);
+        let (state, bucket) = self
+            .table
+            .use_of(index, reading.timeline_ms, L::FLEET_SLICE);
         (Some(index), state, bucket)
     }
 

@@ -69,6 +69,36 @@ impl Zone {
         })
     }
 
+    /// `f` on the held `key`'s slot, under its group's lock (its two groups looked in, in turn);
+    /// `None`: the key is not held.
+    pub(super) fn with_held<T>(
+        &self,
+        key: Key<'_>,
+        f: impl FnOnce(usize, usize) -> T,
+    ) -> Option<T> {
+        let hash = hash_key(self.seed, key);
+        let (first, second) = self.groups_of(hash);
+        for group in [first, second] {
+            let _guard = self.lock_group(group);
+            if let Some(slot) = self.find_in(group, key, hash) {
+                return Some(f(group, slot));
+            }
+        }
+        None
+    }
+
+    /// `f` on every held slot, each group under its lock in turn.
+    pub(super) fn each_held(&self, mut f: impl FnMut(usize, usize)) {
+        for group in 0..self.groups {
+            let _guard = self.lock_group(group);
+            for slot in 0..GROUP_SLOTS {
+                if self.group(group).tags[slot].load(Ordering::Relaxed) != 0 {
+                    f(group, slot);
+                }
+            }
+        }
+    }
+
     pub(super) fn holds(&self, group: usize, slot: usize, key: Key<'_>, hash: u64) -> bool {
         let record = self.slot(group, slot);
         let meta = SlotMeta(record.meta.load(Ordering::Relaxed));

@@ -378,17 +378,9 @@ impl Zone {
             };
             return self.call_kernel(nothing, Named::Absent, Op::Refund(n), anomalies);
         }
-        let policy = match policy {
-            PolicyChoice::Given(policy) => policy.clone(),
-            PolicyChoice::Ask => return Ok(Outcome::NeedsPolicy),
-            PolicyChoice::Defaults => self.defaults.clone(),
+        let Some((policy, limits)) = self.chosen_policy(policy)? else {
+            return Ok(Outcome::NeedsPolicy);
         };
-        let spec = policy
-            .quota
-            .as_ref()
-            .map(|quota| self.spec_index(&quota.spec))
-            .transpose()?;
-        let limits = policy_limits(&policy, spec);
         if operation == Operation::Status {
             drop(guard);
             let initial_tokens = policy.initial_tokens;
@@ -488,33 +480,18 @@ impl Zone {
 
     /// `delete(key)`: drops the key and all its state. Reads no clock.
     pub fn delete(&self, key: Key<'_>) -> bool {
-        let hash = hash_key(self.seed, key);
-        let (first, second) = self.groups_of(hash);
-        for group in [first, second] {
-            let _guard = self.lock_group(group);
-            if let Some(slot) = self.find_in(group, key, hash) {
-                self.remove(group, slot);
-                return true;
-            }
-        }
-        false
+        self.with_held(key, |group, slot| self.remove(group, slot))
+            .is_some()
     }
 
     /// Gives back what a decision for `key` took, reading no clock (the HTTP middleware's
     /// all-or-nothing rollback): `n` tokens, and `n` quota units if `slot` (the decision's
     /// period) is still the key's and its spec's open period.
     pub fn give_back(&self, key: Key<'_>, n: u64, slot: Option<PeriodSlot>) {
-        let hash = hash_key(self.seed, key);
-        let (first, second) = self.groups_of(hash);
-        for group in [first, second] {
-            let _guard = self.lock_group(group);
-            let Some(index) = self.find_in(group, key, hash) else {
-                continue;
-            };
+        self.with_held(key, |group, index| {
             let record = self.slot(group, index);
             kernel::give_back_unread(&mut LockedKey { zone: self, record }, n, slot);
-            return;
-        }
+        });
     }
 
     /// Locks taken over from processes that died holding them, since the zone was made.
@@ -536,40 +513,54 @@ impl Zone {
     pub fn keys(&self) -> Vec<HeldKey> {
         let (_, recon) = self.read_recon();
         let mut keys = Vec::new();
-        for group in 0..self.groups {
-            let _guard = self.lock_group(group);
-            for slot in 0..GROUP_SLOTS {
-                if self.group(group).tags[slot].load(Ordering::Relaxed) == 0 {
-                    continue;
+        self.each_held(|group, slot| {
+            let record = self.slot(group, slot);
+            let limits = self.limits_of(record);
+            let mut state = read_state(record);
+            let period = limits.spec.map(|spec| self.read_period(spec));
+            let timeline_ms = recon.timeline_ms.max(state.credited_at_ms);
+            refresh(&limits, &mut state, timeline_ms, period);
+            let saved = match (limits.spec, period) {
+                (Some(spec), Some(period)) if period.open && state.quota_used > 0 => {
+                    let local = self.specs[spec].get().cloned();
+                    local.map(|local| {
+                        let id = local.period_for(period.start_ms).id;
+                        (local, id)
+                    })
                 }
-                let record = self.slot(group, slot);
-                let limits = self.limits_of(record);
-                let mut state = read_state(record);
-                let period = limits.spec.map(|spec| self.read_period(spec));
-                let timeline_ms = recon.timeline_ms.max(state.credited_at_ms);
-                refresh(&limits, &mut state, timeline_ms, period);
-                let saved = match (limits.spec, period) {
-                    (Some(spec), Some(period)) if period.open && state.quota_used > 0 => {
-                        let local = self.specs[spec].get().cloned();
-                        local.map(|local| {
-                            let id = local.period_for(period.start_ms).id;
-                            (local, id)
-                        })
-                    }
-                    _ => None,
-                };
-                let used = if saved.is_some() { state.quota_used } else { 0 };
-                keys.push(HeldKey {
-                    key: self.key_at(group, slot),
-                    tokens: state.tokens,
-                    quota_used: used,
-                    period: saved,
-                    used_at_ms: read_state(record).credited_at_ms,
-                });
-            }
-        }
+                _ => None,
+            };
+            let used = if saved.is_some() { state.quota_used } else { 0 };
+            keys.push(HeldKey {
+                key: self.key_at(group, slot),
+                tokens: state.tokens,
+                quota_used: used,
+                period: saved,
+                used_at_ms: read_state(record).credited_at_ms,
+            });
+        });
         keys.sort_by(|a, b| a.used_at_ms.total_cmp(&b.used_at_ms));
         keys
+    }
+
+    /// The policy a call brings (a key met, or a held key's renewed) and its limits in this
+    /// zone; `None`: JavaScript is asked for it first.
+    fn chosen_policy(
+        &self,
+        policy: PolicyChoice<'_>,
+    ) -> Result<Option<(KeyPolicy, Limits)>, Error> {
+        let policy = match policy {
+            PolicyChoice::Given(policy) => policy.clone(),
+            PolicyChoice::Ask => return Ok(None),
+            PolicyChoice::Defaults => self.defaults.clone(),
+        };
+        let spec = policy
+            .quota
+            .as_ref()
+            .map(|quota| self.spec_index(&quota.spec))
+            .transpose()?;
+        let limits = policy_limits(&policy, spec);
+        Ok(Some((policy, limits)))
     }
 
     /// Gives this limiter's reconciler seat back (the file and its keys stay).

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::groups::{read_state, write_state};
 use super::layout::{SlotMeta, GROUP_SLOTS, META_POLICY_DUE};
 use super::storage::Named;
-use super::{policy_limits, refresh, Limits, Outcome, Zone, NO_LIMIT, NO_SLOT};
+use super::{refresh, Limits, Outcome, Zone, NO_LIMIT, NO_SLOT};
 use crate::anomaly::Anomaly;
 use crate::clock;
 use crate::error::Error;
@@ -24,28 +24,12 @@ impl Zone {
 
     /// `refreshPolicy(key)`: marks a held key (a key not held: nothing); `None`, every key held.
     pub fn mark_policy_due(&self, key: Option<Key<'_>>) {
+        let mark = |group, slot| self.mark_slot(group, slot);
         match key {
             Some(key) => {
-                let hash = super::hash_key(self.seed, key);
-                let (first, second) = self.groups_of(hash);
-                for group in [first, second] {
-                    let _guard = self.lock_group(group);
-                    if let Some(slot) = self.find_in(group, key, hash) {
-                        self.mark_slot(group, slot);
-                        return;
-                    }
-                }
+                self.with_held(key, mark);
             }
-            None => {
-                for group in 0..self.groups {
-                    let _guard = self.lock_group(group);
-                    for slot in 0..GROUP_SLOTS {
-                        if self.group(group).tags[slot].load(Ordering::Relaxed) != 0 {
-                            self.mark_slot(group, slot);
-                        }
-                    }
-                }
-            }
+            None => self.each_held(mark),
         }
     }
 
@@ -97,17 +81,9 @@ impl Zone {
         if !self.policy_due(group, slot) {
             return Ok(None);
         }
-        let policy = match policy {
-            PolicyChoice::Given(policy) => policy.clone(),
-            PolicyChoice::Ask => return Ok(Some(Outcome::NeedsPolicy)),
-            PolicyChoice::Defaults => self.defaults.clone(),
+        let Some((policy, new)) = self.chosen_policy(policy)? else {
+            return Ok(Some(Outcome::NeedsPolicy));
         };
-        let spec = policy
-            .quota
-            .as_ref()
-            .map(|quota| self.spec_index(&quota.spec))
-            .transpose()?;
-        let new = policy_limits(&policy, spec);
         let record = self.slot(group, slot);
         let old = self.limits_of(record);
         // The reading, the old spec's period moved (a status writes nothing of the key).

@@ -13,7 +13,6 @@ use crate::keyed::policies::{Policy, SpecState};
 use crate::keyed::storage::Layers;
 use crate::keyed::KeyedLimiter;
 use crate::limiter::Decision;
-use crate::quota::OpenPeriod;
 use crate::stats::Counters;
 
 /// A shared consume, decided by the share layer (see [`Layers`]) on the key's bucket `K` (its
@@ -47,34 +46,53 @@ pub(in crate::keyed) struct ReservedQuota<'a> {
     /// The key's limit.
     limit: u64,
     mode: ShareMode,
-    /// The open period, which a refused call waits out from `wall_ms`.
-    ends: &'a OpenPeriod,
+    /// The key's period spec (`specs[spec]`), whose open period a refused call waits out from
+    /// `wall_ms`: looked up only for a refused call.
+    specs: &'a [SpecState],
+    spec: u32,
     wall_ms: f64,
+    /// The limiter's timeline, against which the key's short mark is read.
+    timeline_ms: f64,
+}
+
+impl ReservedQuota<'_> {
+    /// Whether a call its reservation does not cover is decided on the store's last answer:
+    /// right after it (`AfterStore`), or a `Reserved` call while the key is short
+    /// ([`is_short`](super::book::StoreHold::is_short)). Read only for such a call, so a
+    /// covered one reads no mark.
+    #[inline(always)]
+    fn on_answer(&self) -> bool {
+        match self.mode {
+            ShareMode::AfterStore => true,
+            ShareMode::Reserved => self.reservation.hold.is_short(self.timeline_ms),
+            ShareMode::FailOpen => false,
+        }
+    }
 }
 
 impl kernel::Quota for ReservedQuota<'_> {
     type Pending = Step;
 
-    /// Not known short: no more than this process's limit for the key, and (right after the
-    /// store answered) covered or no more than the reservation and the store together have.
+    /// Not known short: no more than this process's limit for the key, and covered or (decided
+    /// on the store's last answer) no more than the reservation and the store together have.
     #[inline(always)]
     fn admits(&self, n: u64) -> bool {
         let short = n > self.limit
-            || (self.mode == ShareMode::AfterStore
-                && n > self.reservation.left(*self.admitted)
+            || (n > self.reservation.left(*self.admitted)
+                && self.on_answer()
                 && self.remaining() < n);
         !short
     }
 
-    /// Short right after the store answered, with units left here (and `n` within the limit):
-    /// they go back first ([`KeyedLimiter::release_then_store`]). Not covered (and not
-    /// `failOpen`): the store is asked for what is lacking (a fetch already under way did not come
-    /// in time).
+    /// Short on the store's last answer, with units left here (and `n` within the limit: a call
+    /// over it is refused whatever the mode): they go back first
+    /// ([`KeyedLimiter::release_then_store`]). Not covered (and not `failOpen`): the store is
+    /// asked for what is lacking (a fetch already under way did not come in time).
     #[inline(always)]
     fn pending(&mut self, n: u64, admits: bool) -> Result<(), Step> {
         let left = self.reservation.left(*self.admitted);
         if !admits {
-            if self.mode == ShareMode::AfterStore && left > 0 && n <= self.limit {
+            if left > 0 && n <= self.limit {
                 return Err(Step::ReleaseThenStore);
             }
             return Ok(());
@@ -107,29 +125,30 @@ impl kernel::Quota for ReservedQuota<'_> {
 
     #[inline(always)]
     fn wait_ms(&self) -> f64 {
-        self.ends.wait_ms(self.wall_ms)
+        (&self.specs[self.spec as usize].period).wait_ms(self.wall_ms)
     }
 }
 
 /// A shared key's bucket, as the share layer makes it for the one decision: the key's own
-/// ([`OwnBucket`], a shared quota alone) or its slice of the fleet's (`FleetSlice`, `slices.rs`).
+/// ([`OwnBucket`], a shared quota alone) or its slice of the fleet's ([`FleetSlice`]).
 pub(in crate::keyed) trait SharedBucket {
+    /// The key's slice of the fleet's bucket (else its own).
+    const FLEET_SLICE: bool;
     type Bucket<'a>: kernel::Bucket<Pending = Step>;
 
-    /// The key's bucket over its record's `tokens` for the consume `call`, and whether its slice
-    /// covers the call (then a background fetch may be due after it).
-    fn bucket<'a>(
-        slices: &'a mut Option<SliceBook>,
-        policy: &Policy,
-        tokens: &'a mut f64,
-        call: KeyCall,
-    ) -> (Self::Bucket<'a>, bool);
+    /// The key's bucket for the consume `call`, and whether its slice covers the call (then a
+    /// background fetch may be due after it).
+    fn bucket(call: KeyCall<'_>) -> (Self::Bucket<'_>, bool);
 }
 
-/// A shared consume as a key's bucket sees it: the key's record, the units asked for, the call's
-/// mode and the limiter's timeline.
-#[derive(Clone, Copy, Debug)]
-pub(in crate::keyed) struct KeyCall {
+/// A shared consume as a key's bucket sees it: the limiter's slice book (a shared bucket's),
+/// the key's policy, its record (its index, its `tokens`), the units asked for, the call's mode
+/// and the limiter's timeline.
+#[derive(Debug)]
+pub(in crate::keyed) struct KeyCall<'a> {
+    slices: &'a mut Option<SliceBook>,
+    policy: &'a Policy,
+    tokens: &'a mut f64,
     index: u32,
     n: u64,
     mode: ShareMode,
@@ -141,16 +160,15 @@ pub(in crate::keyed) struct KeyCall {
 pub(in crate::keyed) struct OwnBucket;
 
 impl SharedBucket for OwnBucket {
+    const FLEET_SLICE: bool = false;
     type Bucket<'a> = Refill<'a, Step>;
 
     #[inline(always)]
-    fn bucket<'a>(
-        _: &'a mut Option<SliceBook>,
-        policy: &Policy,
-        tokens: &'a mut f64,
-        _: KeyCall,
-    ) -> (Refill<'a, Step>, bool) {
-        (Refill::new(tokens, policy.refill_per_second), false)
+    fn bucket(call: KeyCall<'_>) -> (Refill<'_, Step>, bool) {
+        (
+            Refill::new(call.tokens, call.policy.refill_per_second),
+            false,
+        )
     }
 }
 
@@ -159,6 +177,7 @@ impl SharedBucket for OwnBucket {
 /// is fetched in the background if this one runs low, and the next slice if the call was
 /// covered and left it low.
 impl<K: SharedBucket> Layers for Shared<K> {
+    const FLEET_SLICE: Option<bool> = Some(K::FLEET_SLICE);
     type Pending = Step;
     type Decided = SharedDecision;
     type Bucket<'a>
@@ -197,12 +216,15 @@ impl<K: SharedBucket> Layers for Shared<K> {
             ..
         } = state;
         let call = KeyCall {
+            slices,
+            policy,
+            tokens,
             index,
             n,
             mode: self.mode,
             timeline_ms: *timeline_ms,
         };
-        let (bucket, covered) = K::bucket(slices, policy, tokens, call);
+        let (bucket, covered) = K::bucket(call);
         self.covered = covered;
         let quota = reserved_quota(
             share,
@@ -239,8 +261,7 @@ impl<K: SharedBucket> Layers for Shared<K> {
 
 /// A shared key's reservation as the one decision's quota ([`ReservedQuota`]), `None` for a key
 /// without a quota: the reservation follows the key's period (`period_slot`), and the key was
-/// used now. While the key is short ([`is_short`](super::book::StoreHold::is_short)), a `Reserved` call is decided as
-/// `AfterStore`.
+/// used now.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(in crate::keyed) fn reserved_quota<'a>(
@@ -257,19 +278,15 @@ pub(in crate::keyed) fn reserved_quota<'a>(
     let reservation = &mut book.entries[index as usize];
     reservation.follow(period_slot, quota.limit);
     reservation.hold.last_used_ms = reading.monotonic_ms;
-    // A key the store's last answer left short: a call not covered is decided on that answer.
-    let mode = if mode == ShareMode::Reserved && reservation.hold.is_short(reading.timeline_ms) {
-        ShareMode::AfterStore
-    } else {
-        mode
-    };
     Some(ReservedQuota {
         reservation,
         admitted,
         limit: quota.limit,
         mode,
-        ends: &specs[quota.spec as usize].period,
+        specs,
+        spec: quota.spec,
         wall_ms: reading.wall_ms,
+        timeline_ms: reading.timeline_ms,
     })
 }
 
@@ -301,16 +318,15 @@ impl KeyedLimiter {
 pub(in crate::keyed) struct FleetSlice;
 
 impl SharedBucket for FleetSlice {
+    const FLEET_SLICE: bool = true;
     type Bucket<'a> = SliceBucket<'a>;
 
     #[inline(always)]
-    fn bucket<'a>(
-        slices: &'a mut Option<SliceBook>,
-        policy: &Policy,
-        tokens: &'a mut f64,
-        call: KeyCall,
-    ) -> (SliceBucket<'a>, bool) {
+    fn bucket(call: KeyCall<'_>) -> (SliceBucket<'_>, bool) {
         let KeyCall {
+            slices,
+            policy,
+            tokens,
             index,
             n,
             mode,
