@@ -126,23 +126,6 @@ impl Zone {
         Ok(None)
     }
 
-    /// The held key's slot, its group locked, for `f`; `None` when it is not held.
-    fn with_held<T>(&self, key: Key<'_>, f: impl FnOnce(usize, usize) -> T) -> Option<T> {
-        let hash = hash_key(self.seed, key);
-        let (first, second) = self.groups_of(hash);
-        let mut f = Some(f);
-        for group in [first, second] {
-            let _guard = self.lock_group(group);
-            if let Some(slot) = self.find_in(group, key, hash) {
-                return f.take().map(|f| f(group, slot));
-            }
-            if first == second {
-                break;
-            }
-        }
-        None
-    }
-
     /// `block(key, forMs)`: the key held (added with `policy` as a consume would add it, its
     /// bucket untouched) and blocked until `for_ms` from now unless it already is for longer;
     /// its run ends. `None`: the key is not held and its policy must be asked first.

@@ -83,6 +83,9 @@ impl Zone {
             if let Some(slot) = self.find_in(group, key, hash) {
                 return Some(f(group, slot));
             }
+            if first == second {
+                break;
+            }
         }
         None
     }
