@@ -259,7 +259,10 @@ mod blocked_tests {
         assert!(!limiter.set_blocked(key("x").key(), true), "x is not held");
         consume(&mut limiter, &mut clock, "b", 1).unwrap();
         consume(&mut limiter, &mut clock, "c", 1).unwrap();
-        assert!(limiter.find(key("a").key()).is_some(), "a, blocked, is held");
+        assert!(
+            limiter.find(key("a").key()).is_some(),
+            "a, blocked, is held"
+        );
         assert!(limiter.find(key("b").key()).is_none(), "b made room");
         check_invariants(&limiter);
         assert!(limiter.set_blocked(key("c").key(), true));
@@ -270,7 +273,10 @@ mod blocked_tests {
         clock.advance(2_000.0); // c is full again: idle once unblocked.
         assert!(limiter.set_blocked(key("c").key(), false));
         consume(&mut limiter, &mut clock, "d", 1).unwrap();
-        assert!(limiter.find(key("c").key()).is_none(), "unblocked, c made room");
+        assert!(
+            limiter.find(key("c").key()).is_none(),
+            "unblocked, c made room"
+        );
         assert!(limiter.find(key("a").key()).is_some());
         check_invariants(&limiter);
     }
