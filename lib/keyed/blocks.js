@@ -115,7 +115,9 @@ class BlockBook {
     if (until >= this.#timerAt && this.#timerAt > this.#seen) return
     clearTimeout(this.#timer)
     this.#timerAt = until
-    this.#timer = setTimeout(() => this.#expire(), Math.min(MAX_TIMER_MS, Math.max(0, until - this.#seen)))
+    // (A weak reference: a pending timer keeps no dropped limiter alive.)
+    const book = new WeakRef(this)
+    this.#timer = setTimeout(() => book.deref()?.#expire(), Math.min(MAX_TIMER_MS, Math.max(0, until - this.#seen)))
     this.#timer.unref()
   }
 
