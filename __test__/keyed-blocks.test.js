@@ -4,7 +4,7 @@
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { KeyedQuotaClock, manualClock } = require('..')
+const { KeyedQuotaClock, QuotaClockError, manualClock } = require('..')
 const { testStore, sharedLimiter } = require('./helpers/test-store.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12)
@@ -206,6 +206,82 @@ test('a blocked key is never dropped to make room', () => {
   assert.equal(limiter.tryConsume('blocked').retryAfterBasis, 'block')
 })
 
+test('a blocked key with a full bucket and no use is held, never dropped to make room: the least recently used key goes', () => {
+  const { limiter } = make({ capacity: 5, refillPerSecond: 1, maxKeys: 2 })
+  limiter.block('a', MINUTE)
+  limiter.tryConsume('b')
+  assert.equal(limiter.tryConsume('c').allowed, true)
+  assert.equal(limiter.size, 2)
+  assert.equal(limiter.status('b').tokens, 5, "b was dropped: a fresh key's bucket")
+  assert.equal(limiter.delete('a'), true, 'a is still held')
+})
+
+test('when every held key is blocked or has quota use, a new key is refused with ERR_KEY_LIMIT and nothing changes', () => {
+  const { limiter } = make({ capacity: 5, refillPerSecond: 1, maxKeys: 2, quota: { limit: 9, period: { unit: 'day', timeZone: 'UTC' } } })
+  limiter.block('a', MINUTE)
+  limiter.block('b', MINUTE)
+  const before = limiter.stats()
+  assert.throws(() => limiter.tryConsume('c'), isCode(QuotaClockError, 'ERR_KEY_LIMIT'))
+  assert.throws(() => limiter.block('c', MINUTE), isCode(QuotaClockError, 'ERR_KEY_LIMIT'))
+  assert.equal(limiter.size, 2)
+  assert.deepEqual(limiter.stats(), { ...before, keyLimitRefusals: 2 }, 'only the refusals counted')
+  assert.equal(limiter.status('c').blockedForMs, 0, 'c is not blocked')
+  limiter.unblock('b')
+  assert.equal(limiter.tryConsume('b').allowed, true, 'b has quota use now')
+  assert.throws(() => limiter.tryConsume('c'), isCode(QuotaClockError, 'ERR_KEY_LIMIT'))
+  assert.equal(limiter.unblock('a'), true)
+  assert.equal(limiter.tryConsume('c').allowed, true, 'a, unblocked and idle, makes room')
+  assert.equal(limiter.delete('a'), false, 'a was dropped')
+})
+
+test('a block that has ended no longer holds its key: seen by a call, or at its end with no call', (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout'] })
+  const { clock, limiter } = make({ capacity: 5, refillPerSecond: 0.001, maxKeys: 2 })
+  limiter.block('a', MINUTE)
+  clock.advance(MINUTE)
+  assert.equal(limiter.status('a').blockedForMs, 0)
+  limiter.tryConsume('b')
+  limiter.tryConsume('c')
+  assert.equal(limiter.delete('a'), false, 'its ended block seen, a was dropped to make room')
+  // No call of the key after its block ends: the timer at the block's end lets it go.
+  limiter.block('d', MINUTE)
+  assert.equal(limiter.delete('b'), false, 'b made room for d')
+  clock.advance(MINUTE)
+  t.mock.timers.tick(MINUTE)
+  limiter.tryConsume('e')
+  assert.equal(limiter.delete('d'), false, 'd, idle, was dropped with no call seeing its block end')
+  assert.equal(limiter.delete('c'), true)
+})
+
+test('automatic blocks and blocks restored from a snapshot hold their keys too', () => {
+  const options = { capacity: 1, refillPerSecond: 1, maxKeys: 2, block: { after: 1, withinMs: MINUTE, forMs: MINUTE } }
+  const { clock, limiter } = make(options)
+  limiter.tryConsume('a')
+  assert.equal(limiter.tryConsume('a').retryAfterBasis, 'block')
+  clock.advance(100)
+  limiter.tryConsume('b')
+  clock.advance(100)
+  limiter.tryConsume('c')
+  assert.equal(limiter.delete('b'), false, 'b was dropped, a was not')
+  assert.equal(limiter.status('a').blockedForMs, MINUTE - 200)
+  const { limiter: restored } = make({ ...options, restore: limiter.snapshot() })
+  restored.tryConsume('d')
+  restored.tryConsume('e')
+  assert.equal(restored.status('a').blockedForMs, MINUTE - 200)
+  assert.equal(restored.delete('a'), true, 'the restored block holds a')
+})
+
+test('the idle sweep never drops a blocked key', () => {
+  const { clock, limiter } = make({ capacity: 5, refillPerSecond: 1000, maxKeys: 400 })
+  limiter.block('a', MINUTE)
+  for (let i = 0; i < 400; i++) {
+    limiter.tryConsume(`k${i}`)
+    clock.advance(10)
+  }
+  assert.ok(limiter.size < 300, `idle keys were swept (${limiter.size} held)`)
+  assert.equal(limiter.delete('a'), true, 'a is still held')
+})
+
 test('snapshot carries each block\'s time left and each key\'s level in format version 2; version 1 is still read', () => {
   const { clock, limiter } = make({ capacity: 5 })
   for (let i = 0; i < 5; i++) limiter.tryConsume('k')
@@ -391,4 +467,17 @@ test('with share, delete ends the block in this process only; the store and the 
   assert.equal((await b.consume('k')).retryAfterBasis, 'block', 'its next store call for the key answers it again')
   await a.close()
   await b.close()
+})
+
+test('with share, a blocked key is never dropped to make room either', async () => {
+  const t = testStore()
+  const { limiter } = sharedLimiter(t, {}, { maxKeys: 2 })
+  limiter.block('a', MINUTE)
+  assert.equal((await limiter.consume('b')).allowed, true)
+  await assert.rejects(limiter.consume('c'), isCode(QuotaClockError, 'ERR_KEY_LIMIT'))
+  assert.equal(limiter.size, 2)
+  assert.equal(limiter.unblock('a'), true)
+  assert.equal((await limiter.consume('c')).allowed, true, 'a, unblocked and idle, makes room')
+  assert.equal(limiter.delete('a'), false)
+  await limiter.close()
 })

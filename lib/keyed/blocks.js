@@ -3,7 +3,9 @@
 // blocked and until when, each key's level and its run of denials. Times are the limiter's
 // timeline (real elapsed time, a suspend credited as its buckets are), so a wall clock step
 // neither shortens nor lengthens a block. A blocked key's call is denied here, before any native
-// call or store call. A zone's blocks are the zone file's (lib/keyed/zone-blocks.js).
+// call or store call. A blocked key is marked in the native table (`pin`) while its block lasts,
+// so that it is never dropped; an unref'd timer at the earliest end unmarks a key left alone. A
+// zone's blocks are the zone file's (lib/keyed/zone-blocks.js).
 
 const zlib = require('node:zlib')
 const { coded, describe, isPlainObject, readOptions, typeError, rangeError, checkNumber } = require('../common/validate.js')
@@ -12,6 +14,8 @@ const BLOCK_KEYS = ['after', 'withinMs', 'forMs', 'resetAfterMs']
 const DAY_MS = 24 * 60 * 60 * 1000
 const MAX_BLOCK_MS = 365 * DAY_MS
 const DEFAULT_RESET_AFTER_MS = DAY_MS
+// The longest delay setTimeout takes as it is (a longer one fires at once).
+const MAX_TIMER_MS = 2 ** 31 - 1
 
 // Snapshot format version 2: a version-1 image of the keys' buckets and quota use (the core's,
 // src/keyed/snapshot.rs) followed by the blocks and levels:
@@ -76,20 +80,73 @@ class BlockBook {
   #asked = new Map()
   // The latest reading of the clock (snapshot() reads none).
   #seen = 0
+  // pin(key, blocked): marks a held key blocked (never dropped) or not in the native table.
+  #pin
+  // The timer at the earliest end of a block (unref'd), and that end (Infinity: none set).
+  #timer
+  #timerAt = Infinity
   // Counters for stats(): calls a block denied (with no native call: `short`), blocks started.
   blocked = 0
   short = 0
   blocks = 0
 
-  constructor(policy, now, maxKeys, store) {
+  constructor(policy, now, maxKeys, store, pin) {
     this.#policy = policy
     this.#now = () => (this.#seen = now())
     this.#maxKeys = maxKeys
     this.#store = store
+    this.#pin = pin
   }
 
-  /** Nothing to close (a zone's book closes its levels file). */
-  close() {}
+  /** Stops the timer (a zone's book closes its levels file). */
+  close() {
+    clearTimeout(this.#timer)
+    this.#timerAt = Infinity
+  }
+
+  /** `key`'s block runs until `until`: the key is held while it lasts. */
+  #started(key, until) {
+    this.#pin(key, true)
+    this.#schedule(until)
+  }
+
+  /** The timer set for `until` unless set for earlier (and not yet past). */
+  #schedule(until) {
+    if (until >= this.#timerAt && this.#timerAt > this.#seen) return
+    clearTimeout(this.#timer)
+    this.#timerAt = until
+    // (A weak reference: a pending timer keeps no dropped limiter alive.)
+    const book = new WeakRef(this)
+    this.#timer = setTimeout(() => book.deref()?.#expire(), Math.min(MAX_TIMER_MS, Math.max(0, until - this.#seen)))
+    this.#timer.unref()
+  }
+
+  /** `key`'s block ended: the key may be dropped again. */
+  #ended(key) {
+    this.#until.delete(key)
+    this.#asked.delete(key)
+    this.#pin(key, false)
+    if (this.#until.size === 0) this.close()
+  }
+
+  /** The timer: every block that has ended lets its key go; the next end sets the timer again. */
+  #expire() {
+    this.#timer = undefined
+    this.#timerAt = Infinity
+    let now
+    try {
+      now = this.#now()
+    } catch {
+      // A clock that fails here leaves each block to end at its key's next look.
+      return
+    }
+    let next = Infinity
+    for (const [key, until] of this.#until) {
+      if (until <= now) this.#ended(key)
+      else next = Math.min(next, until)
+    }
+    if (next !== Infinity) this.#schedule(next)
+  }
 
   /** The fleet's block of `key` as the store answered it: blockedMs left (0: none, or lifted). */
   fleet(key, blockedMs) {
@@ -98,13 +155,13 @@ class BlockBook {
       const until = now + blockedMs
       if (!(this.#until.get(key) > now)) this.blocks++
       this.#until.set(key, until)
+      this.#started(key, until)
       this.#asked.set(key, now)
       const levels = this.#levels.get(key)
       if (levels !== undefined) levels.endedMs = Math.max(levels.endedMs, until)
       this.#runs.delete(key)
     } else if (!this.#writing.has(key) && this.#until.has(key)) {
-      this.#until.delete(key)
-      this.#asked.delete(key)
+      this.#ended(key)
     }
   }
 
@@ -159,8 +216,7 @@ class BlockBook {
     if (until === undefined) return 0
     const left = until - this.#now()
     if (left > 0) return left
-    this.#until.delete(key)
-    this.#asked.delete(key)
+    this.#ended(key)
     return 0
   }
 
@@ -197,7 +253,9 @@ class BlockBook {
     levels.level = Math.min(levels.level + 1, policy.forMs.length - 1)
     const until = now + forMs
     levels.endedMs = Math.max(levels.endedMs, until)
-    this.#until.set(key, Math.max(this.#until.get(key) ?? 0, until))
+    const longest = Math.max(this.#until.get(key) ?? 0, until)
+    this.#until.set(key, longest)
+    this.#started(key, longest)
     this.blocks++
     this.blocked++
     if (this.#store !== undefined) this.#write(key, { forMs: policy.forMs[0], levels: policy.forMs })
@@ -212,6 +270,7 @@ class BlockBook {
     const started = current === undefined || current <= now
     if (!started && current >= until) return false
     this.#until.set(key, until)
+    this.#started(key, until)
     const levels = this.#levels.get(key)
     if (levels !== undefined) levels.endedMs = Math.max(levels.endedMs, until)
     else if (this.#policy !== undefined) this.#levels.set(key, { level: 0, endedMs: until })
@@ -224,7 +283,7 @@ class BlockBook {
   /** unblock(key): true if it was blocked; its level goes back to 0. */
   unblock(key) {
     const blocked = this.leftMs(key) > 0
-    this.#until.delete(key)
+    if (this.#until.has(key)) this.#ended(key)
     this.#levels.delete(key)
     this.#runs.delete(key)
     if (this.#store !== undefined) {
@@ -234,7 +293,7 @@ class BlockBook {
     return blocked
   }
 
-  /** delete(key): the block, the level and the run go with the key. */
+  /** delete(key): the block, the level and the run go with the key (the table drops its mark with it). */
   delete(key) {
     this.#asked.delete(key)
     this.#until.delete(key)
@@ -279,7 +338,10 @@ class BlockBook {
   restore(entries) {
     const now = this.#now()
     for (const { key, leftMs, level, sinceEndMs } of entries) {
-      if (leftMs > 0) this.#until.set(key, now + leftMs)
+      if (leftMs > 0) {
+        this.#until.set(key, now + leftMs)
+        this.#started(key, now + leftMs)
+      }
       if (level > 0 || leftMs > 0) {
         const capped = this.#policy === undefined ? level : Math.min(level, this.#policy.forMs.length - 1)
         this.#levels.set(key, { level: capped, endedMs: leftMs > 0 ? now + leftMs : now - sinceEndMs })

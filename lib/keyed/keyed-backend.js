@@ -11,8 +11,8 @@
 //   (the period the decision took its quota units in, read right after it);
 // - `status`, `delete` (true if held), `size`, `stats()`, `giveBack`, `snapshot`;
 // - `close()` → Promise, and `closed`: whether the limiter was closed for good (a zone's);
-// - blocks: the tables' `hold(key)` (`block` holds its key) and `timelineMs()` (the block book's
-//   clock); a zone's `block`, `unblock`, `blockedMs`, `denied`, `blocks()` and `created`, its blocks
+// - blocks: the tables' `hold(key)` (`block` holds its key), `setBlocked(key, blocked)` (a blocked
+//   key is never dropped) and `timelineMs()` (the block book's clock); a zone's `block`, `unblock`, `blockedMs`, `denied`, `blocks()` and `created`, its blocks
 //   kept in the zone file (lib/keyed/zone-blocks.js).
 //
 // The key and `n` are checked by the limiter before any of these is called.

@@ -121,6 +121,11 @@ class KeyedTable extends ImmediateBackend {
     return callNative(() => native.keyedDelete(this.#native, key))
   }
 
+  /** Marks a held key blocked (never dropped to make room nor as idle) or not; false: not held. */
+  setBlocked(key, blocked) {
+    return callNative(() => native.keyedSetBlocked(this.#native, key, blocked))
+  }
+
   /** Marks a held key's policy (every held key's without one) to be asked again at its next call. */
   refreshPolicy(key) {
     if (key === undefined) callNative(() => native.keyedRefreshEveryPolicy(this.#native))

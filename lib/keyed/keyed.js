@@ -120,7 +120,8 @@ class KeyedQuotaClock {
     if (read.zone !== undefined) {
       this.#blocks = new ZoneBlockBook(blockPolicy, monotonicOf(clockArgs), this.#backend, read.zone.path)
     } else {
-      this.#blocks = new BlockBook(blockPolicy, () => this.#backend.timelineMs(), maxKeys, store)
+      const pin = (key, blocked) => this.#backend.setBlocked(key, blocked)
+      this.#blocks = new BlockBook(blockPolicy, () => this.#backend.timelineMs(), maxKeys, store, pin)
       if (store !== undefined) store.onBlock = (key, blockedMs) => this.#blocks.fleet(key, blockedMs)
     }
     // (A zone's applies only when this open made it, as its keys do.)

@@ -137,6 +137,10 @@ class SharedTable {
     this.#table.hold(key)
   }
 
+  setBlocked(key, blocked) {
+    return this.#table.setBlocked(key, blocked)
+  }
+
   /** Drops the key; its unused units go back to the store. */
   delete(key) {
     const held = this.#table.delete(key)

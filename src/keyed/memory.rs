@@ -7,10 +7,11 @@
 //! there are few), else the least recently used key without quota use. Keys met on the way that
 //! do have use are *parked* on their spec's list, so no key is stepped over twice while its use
 //! lasts: when the spec's period moves on, its parked keys are stale (their use is of an ended
-//! period), and being older than every key on the main list, they go first.
+//! period), and being older than every key on the main list, they go first. A blocked key
+//! (`FLAG_BLOCKED`) is never idle and never dropped: the search for room steps over it.
 
 use super::policies::{Policy, SpecState};
-use super::table::{KeyTable, List, Lists, Record, FLAG_PARKED, NIL};
+use super::table::{KeyTable, List, Lists, Record, FLAG_BLOCKED, FLAG_PARKED, NIL};
 use super::{slot_i32, Key, KeyedLimiter, PolicyId};
 use crate::quota::OpenPeriod;
 use crate::reconciler::Reconciled;
@@ -121,7 +122,11 @@ impl KeyedLimiter {
     }
 
     /// Whether dropping the record changes no later decision (the idle rule, [`KeyUse::idleness`](crate::kernel::KeyUse::idleness)).
+    /// A blocked key is never idle.
     pub(super) fn is_idle(&self, record: &Record, timeline_ms: f64, wall_ms: Option<f64>) -> bool {
+        if record.flags & FLAG_BLOCKED != 0 {
+            return false;
+        }
         let reading = wall_ms.map(|wall_ms| (wall_ms, timeline_ms));
         let policy = &self.policies[record.policy as usize];
         record
@@ -137,7 +142,7 @@ impl KeyedLimiter {
 
     /// the key to drop so a new one fits (the limiter is full), judged on readings not
     /// yet applied: an idle key, else the least recently used key without quota use. `None`: every
-    /// key has use in its open period.
+    /// key is blocked or has use in its open period.
     pub(super) fn room_for_a_key(&mut self, reconciled: &Reconciled) -> Option<u32> {
         let timeline_ms = self.timeline_ms + reconciled.deltas.credited_ms;
         let wall_ms = Some(reconciled.wall_ms);
@@ -158,12 +163,22 @@ impl KeyedLimiter {
                 return Some(tail);
             }
         }
+        let mut blocked_passed = 0;
         loop {
             let tail = self.main.tail;
             if tail == NIL {
                 return None;
             }
             let record = self.table.records[tail as usize];
+            if record.flags & FLAG_BLOCKED != 0 {
+                // Blocked keys go to the head, each at most once: past them all, only they are left.
+                if blocked_passed == len {
+                    return None;
+                }
+                blocked_passed += 1;
+                self.touch(tail);
+                continue;
+            }
             if !self.has_current_use(&record, reading) {
                 return Some(tail);
             }
@@ -173,6 +188,23 @@ impl KeyedLimiter {
                 .push_front(tail, &mut self.specs[spec as usize].parked);
             self.table.records[tail as usize].flags |= FLAG_PARKED;
         }
+    }
+
+    /// Marks a held key blocked (its block started) or not (its block ended); `false`: not held.
+    /// A blocked key is on the main list, where the search for room steps over it.
+    pub fn set_blocked(&mut self, key: Key<'_>, blocked: bool) -> bool {
+        let Some(index) = self.find(key) else {
+            return false;
+        };
+        if blocked {
+            if self.table.records[index as usize].flags & FLAG_PARKED != 0 {
+                self.touch(index);
+            }
+            self.table.records[index as usize].flags |= FLAG_BLOCKED;
+        } else {
+            self.table.records[index as usize].flags &= !FLAG_BLOCKED;
+        }
+        true
     }
 
     /// Drops a few idle keys at the sweep cursor (never `keep`, the key just held).
@@ -210,5 +242,62 @@ impl KeyedLimiter {
                 (prev != NIL).then_some(prev)
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod blocked_tests {
+    use super::super::tests::{check_invariants, consume, key, keyed, policy, JAN_15_2024};
+    use crate::clock::ManualClock;
+
+    #[test]
+    fn a_blocked_key_is_never_idle_nor_dropped_to_make_room_and_goes_again_once_unblocked() {
+        let mut clock = ManualClock::new(0.0, JAN_15_2024, None);
+        let mut limiter = keyed(policy(10.0, None), 2, &mut clock);
+        consume(&mut limiter, &mut clock, "a", 0).unwrap();
+        assert!(limiter.set_blocked(key("a").key(), true));
+        assert!(!limiter.set_blocked(key("x").key(), true), "x is not held");
+        consume(&mut limiter, &mut clock, "b", 1).unwrap();
+        consume(&mut limiter, &mut clock, "c", 1).unwrap();
+        assert!(
+            limiter.find(key("a").key()).is_some(),
+            "a, blocked, is held"
+        );
+        assert!(limiter.find(key("b").key()).is_none(), "b made room");
+        check_invariants(&limiter);
+        assert!(limiter.set_blocked(key("c").key(), true));
+        let error = consume(&mut limiter, &mut clock, "d", 1).unwrap_err();
+        assert_eq!(error.code().as_str(), "ERR_KEY_LIMIT", "every key blocked");
+        assert_eq!(limiter.len(), 2);
+        check_invariants(&limiter);
+        clock.advance(2_000.0); // c is full again: idle once unblocked.
+        assert!(limiter.set_blocked(key("c").key(), false));
+        consume(&mut limiter, &mut clock, "d", 1).unwrap();
+        assert!(
+            limiter.find(key("c").key()).is_none(),
+            "unblocked, c made room"
+        );
+        assert!(limiter.find(key("a").key()).is_some());
+        check_invariants(&limiter);
+    }
+
+    #[test]
+    fn a_parked_key_blocked_goes_back_to_the_main_list_and_blocked_keys_beside_quota_use_refuse_a_new_key(
+    ) {
+        let mut clock = ManualClock::new(0.0, JAN_15_2024 + 60_000.0, None);
+        let mut limiter = keyed(policy(10.0, Some(5)), 2, &mut clock);
+        consume(&mut limiter, &mut clock, "a", 1).unwrap();
+        consume(&mut limiter, &mut clock, "b", 1).unwrap();
+        // Both have quota use: the search for room parks them and refuses.
+        assert!(consume(&mut limiter, &mut clock, "c", 1).is_err());
+        assert!(limiter.set_blocked(key("a").key(), true));
+        check_invariants(&limiter);
+        assert!(consume(&mut limiter, &mut clock, "c", 1).is_err());
+        // A day on, b's use is of an ended period and b makes room; a, blocked, stays.
+        clock.advance(86_400_000.0);
+        consume(&mut limiter, &mut clock, "c", 1).unwrap();
+        assert!(limiter.find(key("a").key()).is_some());
+        assert!(limiter.find(key("b").key()).is_none());
+        check_invariants(&limiter);
     }
 }

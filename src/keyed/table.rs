@@ -22,6 +22,8 @@ const FLAG_LONG: u8 = 2;
 pub const FLAG_PARKED: u8 = 4;
 /// The key's `policy` is asked again at its next call (`refreshPolicy`).
 pub const FLAG_POLICY_DUE: u8 = 8;
+/// The key is blocked (`block`): never idle, never dropped to make room.
+pub const FLAG_BLOCKED: u8 = 16;
 
 /// Words holding `len` bytes.
 #[inline(always)]

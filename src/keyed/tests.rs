@@ -497,7 +497,7 @@ fn the_quiet_path_decides_exactly_as_the_general_one_or_changes_nothing() {
 }
 
 /// Every record is on exactly one list, reachable from its ends both ways, and found by its key.
-fn check_invariants(limiter: &KeyedLimiter) {
+pub(super) fn check_invariants(limiter: &KeyedLimiter) {
     let mut seen = vec![0u32; limiter.len()];
     let mut walk = |list: &List, parked: bool| {
         let mut previous = NIL;

@@ -97,6 +97,20 @@ pub fn keyed_delete(
         .with_key(env, &key, |state, key| Ok(state.limiter.delete(key)))
 }
 
+/// A held key's block started (`blocked`) or ended: a blocked key is never dropped. `false`: not
+/// held.
+#[napi(js_name = "keyedSetBlocked")]
+pub fn keyed_set_blocked(
+    env: &Env,
+    limiter: &External<NativeKeyed>,
+    key: Unknown<'_>,
+    blocked: bool,
+) -> napi::Result<bool> {
+    limiter.state.with_key(env, &key, |state, key| {
+        Ok(state.limiter.set_blocked(key, blocked))
+    })
+}
+
 #[napi(js_name = "keyedSize")]
 pub fn keyed_size(env: &Env, limiter: &External<NativeKeyed>) -> napi::Result<f64> {
     limiter
