@@ -8,6 +8,7 @@
 const { after, before, describe, test } = require('node:test')
 const assert = require('node:assert/strict')
 const Redis = require('ioredis')
+const { createClient } = require('redis')
 const { redisStore } = require('quota-clock-source/shared')
 const { storeOperations } = require('../lib/share/protocol.js')
 const { sendStoreCall, storeCallWithin, roundTripsSent } = require('../lib/share/store-call.js')
@@ -150,6 +151,34 @@ describe('takes for many keys in one turn are one script call on a Redis that is
       keys.map((key) => (key === 'k3' || key === 'k5' ? [0, true] : [2, false])),
     )
     assert.equal(await client.type(redisKey(name, 'k5')), 'string')
+  })
+
+  test('a cluster client (ioredis or iovalkey Cluster, node-redis cluster) keeps one call per take', async () => {
+    // Both clients here talk to the one server; only what marks them as a cluster's differs.
+    const ioredisCluster = new Proxy(client, { get: (target, property) => (property === 'isCluster' ? true : Reflect.get(target, property)) })
+    const nodeRedis = createClient({ url: `redis://${server.host}:${server.port}` })
+    await nodeRedis.connect()
+    try {
+      const nodeRedisCluster = { masters: [], sendCommand: (key, readOnly, args) => nodeRedis.sendCommand(args) }
+      for (const cluster of [ioredisCluster, nodeRedisCluster]) {
+        const clustered = storeOperations(redisStore(cluster))
+        const name = freshName()
+        await admin.config('RESETSTAT')
+        const answers = await Promise.all(['a', 'b', 'c'].map((key) => clustered.bucketTake(takeOf(name, key, { want: 2 }))))
+        assert.deepEqual(
+          answers.map((answer) => answer.granted),
+          [2, 2, 2],
+        )
+        assert.deepEqual(await commandCalls(admin), { evalsha: 3, eval: 0 })
+      }
+      // The same client, not marked: one call.
+      const plain = storeOperations(redisStore(nodeRedis))
+      await admin.config('RESETSTAT')
+      await Promise.all(['a', 'b', 'c'].map((key) => plain.bucketTake(takeOf(freshName(), key))))
+      assert.deepEqual(await commandCalls(admin), { evalsha: 1, eval: 0 })
+    } finally {
+      await nodeRedis.quit()
+    }
   })
 
   test('NOSCRIPT: the batch is sent once more as EVAL, counted as a second round trip; a failed call fails each take', async () => {
