@@ -38,7 +38,7 @@ function secondTake(name, key, at, previous) {
 }
 
 /** An answer without the store's time (the one field two takes made apart cannot share). */
-const exact = ({ storeNowMs, ...answer }) => answer
+const exact = ({ storeNowMs: _storeNowMs, ...answer }) => answer
 
 /** Server counts of EVALSHA and EVAL since the last `CONFIG RESETSTAT`. */
 async function commandCalls(admin) {

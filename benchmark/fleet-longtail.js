@@ -236,6 +236,9 @@ async function runLibrary(library, schedule, say) {
       roundTrips: sum(sent) / requests,
       sent,
       scriptsPerRequest: scripts / requests,
+      // Keys a script call named, on average over the window and at most in the run (a batch of takes: its size).
+      keysPerScript: results.reduce((a, r) => a + r.marks[1].scripted.keys - r.marks[0].scripted.keys, 0) / Math.max(1, results.reduce((a, r) => a + r.marks[1].scripted.calls - r.marks[0].scripted.calls, 0)),
+      mostKeys: Math.max(...results.map((r) => r.marks[1].scripted.most)),
       commandsPerRequest: sum(commands) / requests,
       commands,
       redisCpuUs: ((edges[1].cpuS - edges[0].cpuS) * 1e6) / requests,
@@ -298,7 +301,7 @@ async function longTail(say = (line) => console.log(line)) {
   say('')
   for (const r of results) {
     const perRequest = (counts) => Object.entries(counts).sort((a, b) => b[1] - a[1]).map(([name, n]) => `${name} ${(n / r.requests).toFixed(3)}`).join(', ')
-    say(`  ${r.library.label}: sent by the clients, a request: ${perRequest(r.sent)} (EVALSHA + EVAL by commandstats ${r.scriptsPerRequest.toFixed(3)}); run by Redis, a request: ${perRequest(r.commands)}; Redis memory per key after the run ${fmt(r.memoryEndPerKey)} B`)
+    say(`  ${r.library.label}: sent by the clients, a request: ${perRequest(r.sent)} (EVALSHA + EVAL by commandstats ${r.scriptsPerRequest.toFixed(3)}: ${(1 / r.scriptsPerRequest).toFixed(2)} requests a script call, naming ${r.keysPerScript.toFixed(2)} keys on average, ${r.mostKeys} at most); run by Redis, a request: ${perRequest(r.commands)}; Redis memory per key after the run ${fmt(r.memoryEndPerKey)} B`)
   }
   if (ours === undefined) return results
   say('')

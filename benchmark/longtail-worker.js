@@ -114,9 +114,17 @@ async function child() {
   await client.connect()
   // Every command the client sends is one round trip (no pipelining): counted by name.
   const sent = {}
+  // The keys the script calls name (a batch of takes names several), and the most in one.
+  const scripted = { calls: 0, keys: 0, most: 0 }
   const sendCommand = client.sendCommand
   client.sendCommand = function (command, stream) {
     sent[command.name] = (sent[command.name] ?? 0) + 1
+    if (command.name === 'evalsha' || command.name === 'eval') {
+      const keys = Number(command.args[1])
+      scripted.calls++
+      scripted.keys += keys
+      scripted.most = Math.max(scripted.most, keys)
+    }
     return sendCommand.call(this, command, stream)
   }
   const limiter = await makeLimiter(config.library, client)
@@ -172,7 +180,7 @@ async function child() {
     const allMarked = new Promise((resolve) => (marked = resolve))
     for (const markMs of config.marksMs) {
       setTimeout(() => {
-        marks.push({ cpu: process.cpuUsage(), sent: { ...sent }, issued: counts.calls, atMs: now() })
+        marks.push({ cpu: process.cpuUsage(), sent: { ...sent }, scripted: { ...scripted }, issued: counts.calls, atMs: now() })
         if (marks.length === 1) loopDelay.enable()
         if (marks.length === config.marksMs.length) {
           loopDelay.disable()
