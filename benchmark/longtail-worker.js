@@ -119,7 +119,7 @@ async function child() {
   const sendCommand = client.sendCommand
   client.sendCommand = function (command, stream) {
     sent[command.name] = (sent[command.name] ?? 0) + 1
-    if (command.name === 'evalsha' || command.name === 'eval') {
+    if (/^eval(sha)?$/i.test(command.name)) {
       const keys = Number(command.args[1])
       scripted.calls++
       scripted.keys += keys
