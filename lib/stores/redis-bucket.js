@@ -2,9 +2,10 @@
 // The fleet bucket's operations on Redis (lib/share/protocol.js: bucketTake, bucketRead,
 // bucketFill), each one Lua script on one key; on a client that is not a cluster's, the takes for
 // different keys asked in one event-loop turn go as one script call (TAKE_BATCH, bucketOperations).
-// The record of (name, key) is one string at <prefix>{<name and key>}:b (lib/stores/record-key.js: redisBucketKey), its hash tag the (name,
-// key) pair alone with its braces escaped: in the slot of the key's quota records, while the
-// records of one name's keys spread over a cluster's slots, as the keys' traffic does.
+// The record of (name, key) is one string at <prefix>{<name and key>}:b (lib/stores/record-key.js:
+// redisBucketKey), its hash tag the (name, key) pair alone with its braces escaped: in the slot of
+// the key's quota records, while the records of one name's keys spread over a cluster's slots, as
+// the keys' traffic does.
 // The string is binary, little-endian (Lua's struct.pack), 42 bytes and then an entry per
 // instance the record lists (none for a key whose takes are spent by the calls that made them, a
 // long tail of client addresses: 42 bytes fit Redis's one-allocation string, 44 at most):
