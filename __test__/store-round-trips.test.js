@@ -85,6 +85,34 @@ describe('one round trip counted once, by the one store-call primitive', () => {
     }
   })
 
+  test("Redis: two limiters' takes for many keys asked together ride in a few calls: each counted once in the process, once in each limiter with a take in it", async () => {
+    const { admin, client, close } = await redisPair()
+    const store = redisStore(client)
+    const make = () =>
+      new KeyedQuotaClock({ capacity: 50, refillPerSecond: 50, suspendPolicy: 'ignore', share: { store, name: unique('batch'), bucket: true, leaseMs: 4_000, idleMs: 60_000 } })
+    const limiters = [make(), make()]
+    try {
+      await Promise.all(limiters.map((limiter) => limiter.consume('warm')))
+      const before = limiters.map((limiter) => limiter.stats().store.calls)
+      await admin.config('RESETSTAT')
+      const sentBefore = roundTripsSent()
+      const keys = Array.from({ length: 20 }, (_, at) => `client-${at}`)
+      const decisions = await Promise.all(limiters.flatMap((limiter) => keys.map((key) => limiter.consume(key))))
+      assert.ok(decisions.every((decision) => decision.allowed))
+      await Promise.all(limiters.map((limiter) => limiter.close()))
+      const counted = await scriptCalls(admin)
+      const calls = limiters.map((limiter, at) => limiter.stats().store.calls - before[at])
+      // 40 takes asked together: a few calls (each limiter's takes may reach the store in a turn of
+      // their own; a call after SCRIPT FLUSH is an EVALSHA and an EVAL), each counted once in the
+      // process and once in each limiter with a take in it.
+      assert.ok(counted >= 1 && counted <= 4, `the server counted ${counted}; the limiters ${calls}`)
+      assert.equal(roundTripsSent() - sentBefore, counted)
+      assert.ok(calls.every((n) => n >= 1 && n <= counted) && calls[0] + calls[1] >= counted, `the server counted ${counted}; the limiters ${calls}`)
+    } finally {
+      await close()
+    }
+  })
+
   test("MongoDB: a fleet bucket's takes (the first one creating the record: take, create, take) are the commands sent", async () => {
     const { client, sent } = await mongoClient()
     try {

@@ -51,7 +51,9 @@ const SETTLE_MIN_MS = 6_000 // ours: idle slices go back after leaseMs / 2 (5 s 
 const SETTLE_MAX_MS = 120_000
 
 const LIBRARIES = [
-  { id: 'ours', label: 'quota-clock-source, share.bucket', pkg: 'quota-clock-source' },
+  { id: 'ours', label: 'quota-clock-source, share.bucket', pkg: 'quota-clock-source', ours: true },
+  // Only when named in BENCH_LONGTAIL_LIBRARIES: ours with a call per take (the store given the client as a cluster's, which batches nothing).
+  { id: 'ours-single', label: 'quota-clock-source, share.bucket, a call per take', pkg: 'quota-clock-source', ours: true, named: true },
   { id: 'express-rate-limit', label: 'express-rate-limit + rate-limit-redis', pkg: 'rate-limit-redis', also: 'express-rate-limit', key: (ip) => `rl:${ip}` },
   { id: 'rate-limiter-flexible', label: 'rate-limiter-flexible RateLimiterRedis', pkg: 'rate-limiter-flexible', key: (ip) => `rlflx:${ip}` },
 ]
@@ -131,7 +133,7 @@ async function settle(library, workers) {
   let last
   for (;;) {
     await sleep(1_000)
-    const calls = library.id === 'ours' ? (await Promise.all(workers.map((w) => w.ask({ op: 'stats' })))).reduce((a, s) => a + s.store.calls, 0) : 0
+    const calls = library.ours ? (await Promise.all(workers.map((w) => w.ask({ op: 'stats' })))).reduce((a, s) => a + s.store.calls, 0) : 0
     const waited = nowMs() - started
     if (waited >= SETTLE_MIN_MS && calls === last) return waited
     if (waited > SETTLE_MAX_MS) return -waited
@@ -193,7 +195,7 @@ async function runLibrary(library, schedule, say) {
       say(`  ${library.label}: the run fell behind or failed: calls started up to ${fmt(late)} ms late; ${results.map((r) => `${fmt(r.counts.errors)} errors of ${fmt(r.counts.calls)}`).join(', ')}`)
     }
     const memoryEnd = (await redisCounters(client)).usedMemory
-    const store = library.id === 'ours' ? (await Promise.all(workers.map((w) => w.ask({ op: 'stats' })))).map((s) => s.store) : []
+    const store = library.ours ? (await Promise.all(workers.map((w) => w.ask({ op: 'stats' })))).map((s) => s.store) : []
 
     // 5. The answers of the run.
     const calls = results.reduce((a, r) => a + r.counts.calls, 0)
@@ -236,6 +238,9 @@ async function runLibrary(library, schedule, say) {
       roundTrips: sum(sent) / requests,
       sent,
       scriptsPerRequest: scripts / requests,
+      // Keys a script call named, on average over the window and at most in the run (a batch of takes: its size).
+      keysPerScript: results.reduce((a, r) => a + r.marks[1].scripted.keys - r.marks[0].scripted.keys, 0) / Math.max(1, results.reduce((a, r) => a + r.marks[1].scripted.calls - r.marks[0].scripted.calls, 0)),
+      mostKeys: Math.max(...results.map((r) => r.marks[1].scripted.most)),
       commandsPerRequest: sum(commands) / requests,
       commands,
       redisCpuUs: ((edges[1].cpuS - edges[0].cpuS) * 1e6) / requests,
@@ -265,7 +270,7 @@ async function longTail(say = (line) => console.log(line)) {
   say(`(f) a long tail: ${fmt(ADDRESSES)} client addresses, each a request about every ${fmt(PERIOD_MS / 1000, 0)} s to one of ${PROCESSES} processes (drawn at random; ${fmt(rate)} requests/s in all, seed ${SEED}), "100 per 15 minutes per address"; after a warm-up request for every address from every process (and what it left in the background settled), ${fmt(LEAD_MS / 1000)} s unmeasured, then ${fmt(WINDOW_MS / 1000)} s measured; a fresh redis-server a library`)
   const results = []
   // BENCH_LONGTAIL_LIBRARIES=ours,rate-limiter-flexible runs only those (the ratios need a peer).
-  const only = new Set((process.env.BENCH_LONGTAIL_LIBRARIES || LIBRARIES.map((l) => l.id).join(',')).split(','))
+  const only = new Set((process.env.BENCH_LONGTAIL_LIBRARIES || LIBRARIES.filter((l) => !l.named).map((l) => l.id).join(',')).split(','))
   for (const library of LIBRARIES.filter((l) => only.has(l.id))) {
     const load = os.loadavg()[0]
     const result = await runLibrary(library, schedule, say)
@@ -274,7 +279,7 @@ async function longTail(say = (line) => console.log(line)) {
     const versions = [library.pkg, library.also].filter(Boolean).map((name) => `${name} ${versionOf(name)}`).join(', ')
     say(`  ${library.label} (${versions}): ${fmt(result.requests)} requests measured (${fmt(result.scheduled)} scheduled in the window); calls started late by ${fmt(result.lagMeanMs, 1)} ms on average, ${fmt(result.lagMaxMs)} ms at most; marks within ${fmt(result.markSkewMs)} ms of Redis's readings${result.markSkewMs > 500 ? ' (a process\'s loop was held up: its figures and Redis\'s cover different stretches of time, not to be compared)' : ''}; redis-server ${result.reniced ? 'at nice -10' : 'at normal priority'}; load average ${result.load.map((x) => x.toFixed(1)).join(' -> ')}`)
   }
-  const peers = results.filter((r) => r.library.id !== 'ours')
+  const peers = results.filter((r) => !r.library.ours)
   const ours = results.find((r) => r.library.id === 'ours')
   const metrics = [
     ['store round trips / request', (r) => r.roundTrips, 2],
@@ -298,7 +303,7 @@ async function longTail(say = (line) => console.log(line)) {
   say('')
   for (const r of results) {
     const perRequest = (counts) => Object.entries(counts).sort((a, b) => b[1] - a[1]).map(([name, n]) => `${name} ${(n / r.requests).toFixed(3)}`).join(', ')
-    say(`  ${r.library.label}: sent by the clients, a request: ${perRequest(r.sent)} (EVALSHA + EVAL by commandstats ${r.scriptsPerRequest.toFixed(3)}); run by Redis, a request: ${perRequest(r.commands)}; Redis memory per key after the run ${fmt(r.memoryEndPerKey)} B`)
+    say(`  ${r.library.label}: sent by the clients, a request: ${perRequest(r.sent)} (EVALSHA + EVAL by commandstats ${r.scriptsPerRequest.toFixed(3)}: ${(1 / r.scriptsPerRequest).toFixed(2)} requests a script call, naming ${r.keysPerScript.toFixed(2)} keys on average, ${r.mostKeys} at most); run by Redis, a request: ${perRequest(r.commands)}; Redis memory per key after the run ${fmt(r.memoryEndPerKey)} B`)
   }
   if (ours === undefined) return results
   say('')

@@ -59,9 +59,11 @@ function arrivals({ seed, addresses, periodMs, durationMs, processes }) {
 
 /** `consume(key)` for one library, resolving to true (admitted) or what it said (denied); rejects on a store error. */
 async function makeLimiter(library, client) {
-  if (library === 'ours') {
+  if (library === 'ours' || library === 'ours-single') {
     const { KeyedQuotaClock } = require('..')
     const { redisStore } = require('../lib/shared.js')
+    // ours-single: the client as a Cluster's, for which the store sends each take alone.
+    const given = library === 'ours' ? client : new Proxy(client, { get: (target, property) => (property === 'isCluster' ? true : Reflect.get(target, property)) })
     // The docs' recipe ("100 per 15 minutes per IP, across instances"), with a longer timeoutMs so
     // that a loaded benchmark machine makes no ERR_STORE_UNAVAILABLE (the peers have no timeout).
     const limiter = new KeyedQuotaClock({
@@ -69,7 +71,7 @@ async function makeLimiter(library, client) {
       refillPerSecond: C / WINDOW_S,
       suspendPolicy: 'ignore',
       maxKeys: 1_000_000,
-      share: { store: redisStore(client), name: 'per-ip', bucket: true, timeoutMs: 10_000 },
+      share: { store: redisStore(given), name: 'per-ip', bucket: true, timeoutMs: 10_000 },
     })
     const consume = async (key) => {
       const decision = await limiter.consume(key)
@@ -114,9 +116,17 @@ async function child() {
   await client.connect()
   // Every command the client sends is one round trip (no pipelining): counted by name.
   const sent = {}
+  // The keys the script calls name (a batch of takes names several), and the most in one.
+  const scripted = { calls: 0, keys: 0, most: 0 }
   const sendCommand = client.sendCommand
   client.sendCommand = function (command, stream) {
     sent[command.name] = (sent[command.name] ?? 0) + 1
+    if (/^eval(sha)?$/i.test(command.name)) {
+      const keys = Number(command.args[1])
+      scripted.calls++
+      scripted.keys += keys
+      scripted.most = Math.max(scripted.most, keys)
+    }
     return sendCommand.call(this, command, stream)
   }
   const limiter = await makeLimiter(config.library, client)
@@ -172,7 +182,7 @@ async function child() {
     const allMarked = new Promise((resolve) => (marked = resolve))
     for (const markMs of config.marksMs) {
       setTimeout(() => {
-        marks.push({ cpu: process.cpuUsage(), sent: { ...sent }, issued: counts.calls, atMs: now() })
+        marks.push({ cpu: process.cpuUsage(), sent: { ...sent }, scripted: { ...scripted }, issued: counts.calls, atMs: now() })
         if (marks.length === 1) loopDelay.enable()
         if (marks.length === config.marksMs.length) {
           loopDelay.disable()

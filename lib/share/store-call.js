@@ -31,18 +31,48 @@ const sent = { calls: 0 }
  * rejection). Its round trips are counted in `counter.calls` (when given) and in the process's count
  * (roundTripsSent): the first when the call is sent, each later one as the store reports it
  * (`roundTrip()`, which a store operation calls as it sends each request: EVAL after a NOSCRIPT,
- * MongoDB's create-then-update; lib/share/protocol.js). `counter` NOT_COUNTED: a call to something
- * that counts its own round trips here (a throttle's check), counted nowhere.
+ * MongoDB's create-then-update; lib/share/protocol.js). A call that rides in a StoreBatch (one
+ * round trip for calls of several keys) says so while it is sent, `roundTrip.rideIn(batch)`: the
+ * batch counts its round trips instead. `counter` NOT_COUNTED: a call to something that counts its
+ * own round trips here (a throttle's check), counted nowhere.
  */
 function sendStoreCall(send, counter) {
   if (counter === NOT_COUNTED) return sendUncounted(send)
   let trips = 0
+  let batched = false
   const roundTrip = () => {
     trips++
     if (trips > 1) count(counter)
   }
-  count(counter)
-  return sendUncounted(() => send(roundTrip))
+  roundTrip.rideIn = (batch) => {
+    batched = true
+    batch.join(counter)
+  }
+  const answer = sendUncounted(() => send(roundTrip))
+  if (!batched) count(counter)
+  return answer
+}
+
+/**
+ * Store calls of several keys sent as one request (lib/stores/redis-bucket.js): each round trip
+ * it makes (`trip()`) counts once in the process's count and once in the counter of every
+ * limiter with a call in it, as each limiter's own calls would have needed it.
+ */
+class StoreBatch {
+  #counters = new Set()
+  #joined = false
+
+  /** A call counted in `counter` rides in it (sendStoreCall's roundTrip.rideIn). */
+  join(counter) {
+    this.#joined = true
+    if (counter !== undefined) this.#counters.add(counter)
+  }
+
+  /** The batch sends a request (counted once a call sent by sendStoreCall rides in it). */
+  trip() {
+    if (this.#joined) sent.calls++
+    for (const counter of this.#counters) counter.calls++
+  }
 }
 
 // A counter that counts nothing (sendStoreCall).
@@ -212,4 +242,4 @@ function asError(value) {
   return new QuotaClockError('ERR_CALLBACK', `quota store threw a non-Error value: ${thrownText(value)}`, { cause: value })
 }
 
-module.exports = { sendStoreCall, storeCallWithin, roundTripsSent, NOT_COUNTED, StoreFlight, startStoreCall, flyStoreCall, outcomeOf, asError, reserveArgs, OK }
+module.exports = { sendStoreCall, StoreBatch, storeCallWithin, roundTripsSent, NOT_COUNTED, StoreFlight, startStoreCall, flyStoreCall, outcomeOf, asError, reserveArgs, OK }

@@ -1,9 +1,11 @@
 'use strict'
 // The fleet bucket's operations on Redis (lib/share/protocol.js: bucketTake, bucketRead,
-// bucketFill), each one Lua script on one key. The record of (name, key) is one string at
-// <prefix>{<name and key>}:b (lib/stores/record-key.js: redisBucketKey), its hash tag the (name,
-// key) pair alone with its braces escaped: in the slot of the key's quota records, while the
-// records of one name's keys spread over a cluster's slots, as the keys' traffic does.
+// bucketFill), each one Lua script on one key; on a client that is not a cluster's, the takes for
+// different keys asked in one event-loop turn go as one script call (TAKE_BATCH, bucketOperations).
+// The record of (name, key) is one string at <prefix>{<name and key>}:b (lib/stores/record-key.js:
+// redisBucketKey), its hash tag the (name, key) pair alone with its braces escaped: in the slot of
+// the key's quota records, while the records of one name's keys spread over a cluster's slots, as
+// the keys' traffic does.
 // The string is binary, little-endian (Lua's struct.pack), 42 bytes and then an entry per
 // instance the record lists (none for a key whose takes are spent by the calls that made them, a
 // long tail of client addresses: 42 bytes fit Redis's one-allocation string, 44 at most):
@@ -23,6 +25,7 @@
 
 const { checkBucketAnswer, checkBucketUsage, unsoundBucketRecord, newRecordId, bucketTerms, SHARE_REFILL_MS, MAX_CLOCK_MS, MAX_BUCKET_CAPACITY, MAX_RECORD_ID } = require('../share/protocol.js')
 const { redisBucketKey } = require('./record-key.js')
+const { StoreBatch } = require('../share/store-call.js')
 
 // The fleet bucket's terms (lib/share/protocol.js) written as Lua expressions.
 const LUA = { add: (x, y) => `(${x} + ${y})`, mul: (x, y) => `(${x} * ${y})`, div: (x, y) => `(${x} / ${y})`, max: (x, y) => `math.max(${x}, ${y})` }
@@ -182,19 +185,16 @@ local function view(key, r, tokens)
 end
 `
 
-// KEYS[1] the record. ARGV: capacity, refillPerSecond, instance, leaseMs, want, more, held, give,
-// charge, fleetMs, recordId ('0': none), newId, most (0: no limit), spentMs, spend ('1': not
-// recorded). Answers { granted, held, tokens, fleetMs, now, identity, others, repaired }, or from
-// the fast path { granted, identity, and tokens, fleetMs, now as four 48-bit words } (held =
-// granted, others 0): formatting a float as exact text costs a script a microsecond each.
-const TAKE = `${CONSTANTS}
-local capacity, refill, me, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
-local want, more, held, give = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-local charge, fleet, known = tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11]
-local most, spent = tonumber(ARGV[13]), tonumber(ARGV[14])
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
-local v = redis.pcall('GET', KEYS[1])
+// TAKE's steps on one record, as Lua text: `key` the record's expression, `arg(n)` its nth
+// argument's (TAKE's ARGV[n]; a batch's ARGV[b + n]). The fast path answers or falls through to
+// the full path, which answers.
+const takeArgs = (arg) => `
+local capacity, refill, me, lease = tonumber(${arg(1)}), tonumber(${arg(2)}), ${arg(3)}, tonumber(${arg(4)})
+local want, more, held, give = tonumber(${arg(5)}), tonumber(${arg(6)}), tonumber(${arg(7)}), tonumber(${arg(8)})
+local charge, fleet, known = tonumber(${arg(9)}), tonumber(${arg(10)}), ${arg(11)}
+local most, spent = tonumber(${arg(13)}), tonumber(${arg(14)})
+`
+const takeFast = (key, arg) => `
 -- The fast path: the steps below for a record that lists no instance (its fixed part alone) and a
 -- call that reports nothing (no held, give or charge) on the record it knew (or on any, knowing
 -- none): no write-off, nothing of X's, no other instance out or hungry.
@@ -232,15 +232,16 @@ if type(v) == 'string' and #v == HEAD_BYTES and held == 0 and give == 0 and char
     -- 8, 9. X found the bucket short, or keeps what it took: the record lists X (below); else
     -- it is the fixed part alone
     local short = (least > 0 and granted == 0) or (granted > 0 and tk < 1)
-    if not short and (granted == 0 or ARGV[15] == '1') then
-      redis.call('SET', KEYS[1], struct.pack(HEAD, C, R, tk, moved, now, i), 'PX', math.ceil(${bucketTerms.keptAfterTake(LUA, 'C', 'R', 'lease')}))
+    if not short and (granted == 0 or ${arg(15)} == '1') then
+      redis.call('SET', ${key}, struct.pack(HEAD, C, R, tk, moved, now, i), 'PX', math.ceil(${bucketTerms.keptAfterTake(LUA, 'C', 'R', 'lease')}))
       -- tokens, fleet clock and store time exactly: their 24 bytes as four 48-bit integers
       local w1, w2, w3, w4 = struct.unpack('<I6I6I6I6', struct.pack('<ddd', tk, moved, now))
       return { granted, i, w1, w2, w3, w4 }
     end
   end
 end
-${COMMON}
+`
+const takeFull = (key, arg) => `
 -- 1. a missing record is made; one X knew comes back empty, and so does one that is not a
 -- bucket record (repaired: its key is rewritten whole below); fill's stand-in becomes a full bucket
 local r
@@ -253,7 +254,7 @@ end
 local repaired = r == false
 local created = false
 if not r or r.placeholder then
-  local tk, id = capacity, tonumber(ARGV[12])
+  local tk, id = capacity, tonumber(${arg(12)})
   if r then id = r.i elseif known ~= '0' or repaired then tk = 0 end
   r = { C = capacity, R = refill, tk = tk, F = 0, S = now, i = id, o = {}, a = {}, l = {}, e = {}, d = {} }
   created = true
@@ -336,7 +337,7 @@ else
 end
 -- 8. X's slice; a take the asking call spends at once (spend) is not recorded
 local recorded = mine
-if ARGV[15] == '1' then recorded = keep end
+if ${arg(15)} == '1' then recorded = keep end
 if recorded > 0 then
   r.o[me], r.a[me], r.l[me], r.e[me] = recorded, r.F, lease, nil
 else
@@ -345,8 +346,35 @@ end
 -- 9. the record, whole (whatever the key held), and its expiry
 local longest = lease
 for _, l in pairs(r.l) do longest = math.max(longest, l) end
-redis.call('SET', KEYS[1], encode(r), 'PX', kept_after_take(r.C, r.R, longest))
-return { granted, mine, text(r.tk), text(r.F), text(now), r.i, k, repaired and 1 or 0 }
+redis.call('SET', ${key}, encode(r), 'PX', kept_after_take(r.C, r.R, longest))
+return { granted, mine, text(r.tk), text(r.F), text(now), r.i, k, repaired and 1 or 0 }`
+const argvAt = (n) => `ARGV[${n}]`
+
+// KEYS[1] the record. ARGV: capacity, refillPerSecond, instance, leaseMs, want, more, held, give,
+// charge, fleetMs, recordId ('0': none), newId, most (0: no limit), spentMs, spend ('1': not
+// recorded). Answers { granted, held, tokens, fleetMs, now, identity, others, repaired }, or from
+// the fast path { granted, identity, and tokens, fleetMs, now as four 48-bit words } (held =
+// granted, others 0): formatting a float as exact text costs a script a microsecond each.
+const TAKE = `${CONSTANTS}${takeArgs(argvAt)}local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
+local v = redis.pcall('GET', KEYS[1])
+${takeFast('KEYS[1]', argvAt)}${COMMON}${takeFull('KEYS[1]', argvAt)}`
+
+// Arguments of one take in TAKE_BATCH (bucketTake's args).
+const TAKE_ARGS = 15
+
+// KEYS the records of different keys; ARGV each one's TAKE arguments in turn (TAKE_ARGS each).
+// TIME read once, then each record's take as TAKE runs it; answers TAKE's answer of each, in turn.
+const TAKE_BATCH = `${CONSTANTS}${COMMON}
+local now
+local function take(key, b)
+${takeArgs((n) => `ARGV[b + ${n}]`)}  local v = redis.pcall('GET', key)
+${takeFast('key', (n) => `ARGV[b + ${n}]`)}${takeFull('key', (n) => `ARGV[b + ${n}]`)}end
+local clock = redis.call('TIME')
+now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
+local answers = {}
+for j = 1, #KEYS do answers[j] = take(KEYS[j], (j - 1) * ${TAKE_ARGS}) end
+return answers
 `
 
 // KEYS[1] the record. Answers the view, or {} when there is none. Writes nothing.
@@ -438,15 +466,65 @@ function answerOf(reply) {
   }
 }
 
+// Most takes one batch carries (its records' keys and 15 arguments each in one EVALSHA).
+const MAX_BATCH = 64
+
 /**
- * The three operations for a redisStore: `evaluate(script, keys, args)` runs a script (EVALSHA,
- * EVAL on NOSCRIPT) on keys of one slot; `script(source)` makes { source, sha }.
+ * The three operations for a redisStore: `evaluate(script, keys, args, roundTrip)` runs a script
+ * (EVALSHA, EVAL on NOSCRIPT) on keys of one slot; `script(source)` makes { source, sha }.
+ * `batches`: takes for different keys asked in one event-loop turn go as one TAKE_BATCH (a client
+ * that is not a cluster's: there the records of different keys are in different slots).
  */
-function bucketOperations({ prefix, evaluate, script }) {
+function bucketOperations({ prefix, evaluate, script, batches = false }) {
   const takeScript = script(TAKE)
+  const batchScript = script(TAKE_BATCH)
   const readScript = script(READ)
   const fillScript = script(FILL)
   const recordOf = (name, key) => prefix + redisBucketKey(name, key)
+
+  // Takes asked since the last flush, in batches of at most MAX_BATCH distinct records, in order.
+  let queued = []
+
+  /** Queues a take for the next flush (setImmediate: the timers and I/O of one loop iteration join one batch); resolves to its reply. */
+  function queue(record, args, roundTrip) {
+    if (queued.length === 0) setImmediate(flush)
+    let batch = queued.at(-1)
+    if (batch === undefined || batch.takes.length === MAX_BATCH || batch.records.has(record)) {
+      batch = { records: new Set(), takes: [], counted: new StoreBatch(), tripped: [] }
+      queued.push(batch)
+    }
+    batch.records.add(record)
+    // A call sent through the store-call primitive rides in the batch's round trips; a bare caller's roundTrip hears of each.
+    if (typeof roundTrip?.rideIn === 'function') roundTrip.rideIn(batch.counted)
+    else if (typeof roundTrip === 'function') batch.tripped.push(roundTrip)
+    return new Promise((resolve, reject) => batch.takes.push({ record, args, resolve, reject }))
+  }
+
+  function flush() {
+    const sending = queued
+    queued = []
+    for (const batch of sending) send(batch)
+  }
+
+  /** One round trip for a batch (a lone take as TAKE); each take gets its own reply, or the call's error. */
+  async function send({ takes, counted, tripped }) {
+    const roundTrip = () => {
+      counted.trip()
+      for (const trip of tripped) trip()
+    }
+    try {
+      if (takes.length === 1) {
+        takes[0].resolve(await evaluate(takeScript, [takes[0].record], takes[0].args, roundTrip))
+        return
+      }
+      const replies = await evaluate(batchScript, takes.map((take) => take.record), takes.flatMap((take) => take.args), roundTrip)
+      // (An answer that is not one reply a take is each take's reply, which its check refuses.)
+      const whole = Array.isArray(replies) && replies.length === takes.length
+      takes.forEach((take, at) => take.resolve(whole ? replies[at] : replies))
+    } catch (error) {
+      for (const take of takes) take.reject(error)
+    }
+  }
 
   async function view(scriptOf, { name, key }, args, roundTrip) {
     const record = recordOf(name, key)
@@ -463,7 +541,8 @@ function bucketOperations({ prefix, evaluate, script }) {
       const { name, key, capacity, refillPerSecond, instance, leaseMs, want, more, held, give, charge, fleetMs, recordId } = request
       const newId = request.newId ?? newRecordId()
       const args = [capacity, refillPerSecond, instance, leaseMs, want, more, held, give, charge, fleetMs, recordId, newId, request.most ?? 0, request.spentMs ?? 0, request.spend ? 1 : 0].map(String)
-      const reply = await evaluate(takeScript, [recordOf(name, key)], args, roundTrip)
+      const record = recordOf(name, key)
+      const reply = batches ? await queue(record, args, roundTrip) : await evaluate(takeScript, [record], args, roundTrip)
       return checkBucketAnswer(answerOf(reply), request)
     },
     bucketRead: (request, roundTrip) => view(readScript, request, [], roundTrip),

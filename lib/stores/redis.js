@@ -193,6 +193,11 @@ function commandRunner(client) {
   return undefined
 }
 
+/** Whether the client is a Redis Cluster's (ioredis's or iovalkey's Cluster, node-redis's createCluster): one slot a call. */
+function isClusterClient(client) {
+  return client.isCluster === true || 'masters' in client || typeof client.getMasters === 'function'
+}
+
 /** A function per node of the client's deployment that sends it one command (SCAN is per node). */
 function scanners(client, run) {
   if (client.isCluster === true) return client.nodes('master').map((node) => (args) => node.call(...args))
@@ -276,7 +281,7 @@ function redisStore(client, options) {
     usage: (request, roundTrip) => view(SCRIPTS.usage, request, [], roundTrip),
     grant: (request, roundTrip) => view(SCRIPTS.grant, request, [request.units, request.recordId, KEEP_GRANTED_MS].map(String), roundTrip),
     reset: (request, roundTrip) => view(SCRIPTS.reset, request, [], roundTrip),
-    ...bucketOperations({ prefix, evaluate, script }),
+    ...bucketOperations({ prefix, evaluate, script, batches: !isClusterClient(client) }),
     blockSet: blocks.blockSet,
     blockClear: blocks.blockClear,
     blockRead: blocks.blockRead,
