@@ -2,10 +2,10 @@
 //! slot, in words every process reads, so a block made in one process denies in all of them
 //! from their next call. Each word is written under the key's group lock; times are the zone's
 //! timeline (real elapsed time, the same for every process). The level and the block's length
-//! are the JS face's (`lib/keyed/blocks.js`). A call reads its group's count of blocked keys (in
-//! the group's header, which it has just locked) and a key's block word only when that is not 0.
+//! are the JS face's (`lib/keyed/blocks.js`). A call reads its key's meta word (which it reads
+//! anyway) and the key's block word only when the word's [`META_BLOCKED`] is set.
 
-use super::layout::BLOCK_WORDS;
+use super::layout::{BLOCK_WORDS, META_BLOCKED};
 use super::*;
 
 /// The end of a block (timeline ms) as its word holds it: 0 is none.
@@ -46,47 +46,46 @@ impl Zone {
     /// A slot's block and run forgotten (its key removed, or a new key in it).
     pub(super) fn clear_block(&self, group: usize, slot: usize) {
         let words = self.block_words(group, slot);
-        self.clear_end(group, &words[END]);
+        self.clear_end(group, slot);
         words[RUN_START].store(NONE, Ordering::Relaxed);
         words[RUN_COUNT].store(0, Ordering::Relaxed);
     }
 
-    /// A block word cleared (`group` locked): the word first, then the group's count, so the
-    /// count never says less than the words do.
-    fn clear_end(&self, group: usize, end: &AtomicU64) -> f64 {
-        let was = end.swap(NONE, Ordering::AcqRel);
-        if was != NONE {
-            self.group(group).blocked.fetch_sub(1, Ordering::Release);
-        }
+    /// A block word cleared (`group` locked): the word first, then the slot's [`META_BLOCKED`],
+    /// so the bit is never clear while the word is set.
+    fn clear_end(&self, group: usize, slot: usize) -> f64 {
+        let was = self.block_words(group, slot)[END].swap(NONE, Ordering::AcqRel);
+        self.slot(group, slot)
+            .meta
+            .fetch_and(!META_BLOCKED, Ordering::Release);
         f64::from_bits(was)
     }
 
     /// After a reboot (`open.rs`, the timeline starting again at 0): each block of `group` keeps
     /// what was left of it at the old boot's last reading (`old_timeline_ms`), as a restore
-    /// does; runs end; the group's count is counted again.
+    /// does; runs end; each slot's [`META_BLOCKED`] is set again from its word.
     pub(super) fn rebase_blocks(&self, group: usize, old_timeline_ms: f64) {
-        let mut blocked = 0;
         for slot in 0..GROUP_SLOTS {
             let words = self.block_words(group, slot);
             let end = words[END].load(Ordering::Relaxed);
             let left_ms = f64::from_bits(end) - old_timeline_ms;
             let taken = self.group(group).tags[slot].load(Ordering::Relaxed) != 0;
             let rebased = if end != NONE && taken && left_ms > 0.0 {
-                blocked += 1;
                 left_ms.to_bits()
             } else {
                 NONE
             };
             words[END].store(rebased, Ordering::Relaxed);
             words[RUN_COUNT].store(0, Ordering::Relaxed);
+            if taken {
+                let meta = &self.slot(group, slot).meta;
+                if rebased == NONE {
+                    meta.fetch_and(!META_BLOCKED, Ordering::Relaxed);
+                } else {
+                    meta.fetch_or(META_BLOCKED, Ordering::Relaxed);
+                }
+            }
         }
-        self.group(group).blocked.store(blocked, Ordering::Relaxed);
-    }
-
-    /// Whether a key of `group` may have a block word set (the hot path's one look).
-    #[inline(always)]
-    pub(super) fn group_has_blocks(&self, group: usize) -> bool {
-        self.group(group).blocked.load(Ordering::Acquire) != 0
     }
 
     /// The zone's timeline as last published (a call just made published it, or a later one).
@@ -122,7 +121,7 @@ impl Zone {
                 quota_remaining: status.quota_remaining,
             }));
         }
-        self.clear_end(group, &self.block_words(group, slot)[END]);
+        self.clear_end(group, slot);
         Ok(None)
     }
 
@@ -165,10 +164,10 @@ impl Zone {
         let words = self.block_words(group, slot);
         let current = self.block_end(group, slot).filter(|&end| end > now);
         let end = current.map_or(now + for_ms, |end| end.max(now + for_ms));
-        // The group's count first, then the word: the count never says less than the words do.
-        if words[END].load(Ordering::Relaxed) == NONE {
-            self.group(group).blocked.fetch_add(1, Ordering::AcqRel);
-        }
+        // The slot's bit first, then the word: the bit is never clear while the word is set.
+        self.slot(group, slot)
+            .meta
+            .fetch_or(META_BLOCKED, Ordering::AcqRel);
         words[END].store(end.to_bits(), Ordering::Release);
         words[RUN_COUNT].store(0, Ordering::Relaxed);
         BlockAnswer {
@@ -192,7 +191,7 @@ impl Zone {
         let now = self.timeline_now();
         let was = self.with_held(key, |group, slot| {
             let words = self.block_words(group, slot);
-            let end = self.clear_end(group, &words[END]);
+            let end = self.clear_end(group, slot);
             words[RUN_COUNT].store(0, Ordering::Relaxed);
             end > now
         });

@@ -123,18 +123,14 @@ pub struct SpecEntry {
 /// entered at (timeline ms).
 pub const PERIOD_WORDS: usize = 8;
 
-/// A group: its lock, a write-ahead note of a key being added, one tag per slot (0: empty), and
-/// how many of its keys have a block word set.
+/// A group: its lock, a write-ahead note of a key being added, and one tag per slot (0: empty).
 #[repr(C)]
 pub struct Group {
     pub lock: AtomicU64,
     /// 0, or the slot being added + 1 with [`INTENT_RESERVED`] once the key is counted.
     pub intent: AtomicU64,
     pub tags: [AtomicU16; GROUP_SLOTS],
-    /// Slots of the group whose block word is set (at least: a process killed between the two
-    /// leaves one more), so a call of an unblocked group reads no block word (`blocks.rs`).
-    pub blocked: AtomicU64,
-    _pad: [u64; 5],
+    _pad: [u64; 6],
 }
 pub const INTENT_RESERVED: u64 = 1 << 32;
 
@@ -187,6 +183,10 @@ pub const META_WIDE: u64 = 1 << 16;
 pub const META_CURRENT: u64 = 1 << 17;
 /// The key's `policy` is asked again at its next call, in whichever process.
 pub const META_POLICY_DUE: u64 = 1 << 18;
+/// The key may be blocked: set before its block word, cleared after it (a process killed between
+/// the two leaves it set, and a call reads the word), so a call of a key without it reads no
+/// block word (`blocks.rs`).
+pub const META_BLOCKED: u64 = 1 << 19;
 
 /// A slot's `meta` word: the key's length in bytes (bits 0..16), [`META_WIDE`] (UTF-16 key),
 /// [`META_CURRENT`] (which state buffer is current), the spec index + 1 (bits 24..32; 0: no

@@ -35,7 +35,7 @@ use groups::{read_state, write_state};
 use groups::{write_state_cut, WRITE_STEPS};
 use layout::{
     groups_for, Group, InMapping, Intent, Offsets, ReconHead, ReconSlot, Seat, Slot, SlotMeta,
-    SpecEntry, INLINE_KEY_BYTES, LONG_KEY_BYTES, SEATS, SPECS,
+    SpecEntry, INLINE_KEY_BYTES, LONG_KEY_BYTES, META_BLOCKED, META_POLICY_DUE, SEATS, SPECS,
 };
 pub use layout::{Header, OptionsImage, GROUP_SLOTS, SPEC_IDENTITY_BYTES};
 #[cfg(test)]
@@ -408,21 +408,46 @@ impl Zone {
         count: impl FnOnce(f64) -> Result<u64, Error>,
         anomalies: &mut Vec<Anomaly>,
     ) -> Result<Outcome, Error> {
-        if let Some(outcome) = self.renew_if_due(group, slot, policy, anomalies)? {
-            return Ok(outcome);
-        }
-        let limits = self.limits_of(self.slot(group, slot));
-        if operation == Operation::Consume && self.group_has_blocks(group) {
-            if let Some(blocked) = self.blocked_call(group, slot, limits, anomalies)? {
-                return Ok(blocked);
+        // One look at the slot's meta word: a key with its policy due or maybe blocked (or a zone
+        // with policyTtlMs) goes the long way first.
+        let meta = self.slot(group, slot).meta.load(Ordering::Acquire);
+        if meta & (META_POLICY_DUE | META_BLOCKED) != 0 || self.policy_ttl_ms.get().is_some() {
+            if let Some(outcome) =
+                self.call_held_marked(group, slot, operation, policy, anomalies)?
+            {
+                return Ok(outcome);
             }
         }
+        let limits = self.limits_of(self.slot(group, slot));
         let op = match operation {
             Operation::Consume => Op::Consume(count(limits.capacity)?),
             Operation::Refund => Op::Refund(n),
             Operation::Status => Op::Status,
         };
         self.call_kernel(limits, Named::Held { group, slot }, op, anomalies)
+    }
+
+    /// [`Zone::call_held`]'s long way: the key's policy renewed when due, then a consume of a
+    /// blocked key denied; `None`: go on with the call.
+    #[cold]
+    #[inline(never)]
+    fn call_held_marked(
+        &self,
+        group: usize,
+        slot: usize,
+        operation: Operation,
+        policy: PolicyChoice<'_>,
+        anomalies: &mut Vec<Anomaly>,
+    ) -> Result<Option<Outcome>, Error> {
+        if let Some(outcome) = self.renew_if_due(group, slot, policy, anomalies)? {
+            return Ok(Some(outcome));
+        }
+        let meta = self.slot(group, slot).meta.load(Ordering::Acquire);
+        if operation != Operation::Consume || meta & META_BLOCKED == 0 {
+            return Ok(None);
+        }
+        let limits = self.limits_of(self.slot(group, slot));
+        self.blocked_call(group, slot, limits, anomalies)
     }
 
     /// One call through the kernel ([`kernel::call`]) on the key `named` (see `storage.rs`).
