@@ -198,7 +198,8 @@ pub(crate) fn write_decision(result: &ResultBuffer, decision: &Decision) {
 }
 
 /// A call a block denied: `left_ms` of the block left (rounded up), the key's tokens and quota
-/// remaining as its status has them.
+/// remaining as its status has them. (A zone's: zones are Linux's.)
+#[cfg(target_os = "linux")]
 #[cold]
 #[inline(never)]
 pub(crate) fn write_block(
