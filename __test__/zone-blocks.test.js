@@ -170,3 +170,35 @@ test('in a zone: a blocked key consumes nothing; refund, status and delete work 
     await here.close()
   }
 })
+
+test("two processes changing a zone's levels at once lose neither change (the levels file is changed under a lock)", async () => {
+  const { spawn } = require('node:child_process')
+  const file = zonePath('levels')
+  const module = require.resolve('../lib/keyed/zone-blocks.js')
+  // Each writer waits for a shared start file, then writes 300 levels of its own keys.
+  const start = `${file}.go`
+  const writer = (id) =>
+    new Promise((resolve, reject) => {
+      const source = `
+        const fs = require('node:fs')
+        const { ZoneLevelFile } = require(${JSON.stringify(module)})
+        const levels = new ZoneLevelFile(${JSON.stringify(file)}, () => {})
+        while (!fs.existsSync(${JSON.stringify(start)})) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1)
+        for (let i = 0; i < 300; i++) levels.update((rows) => rows.set('${id}-' + i, ['${id}-' + i, 1, i]))
+        levels.close()
+      `
+      const child = spawn(process.execPath, ['-e', source], { stdio: ['ignore', 'ignore', 'pipe'] })
+      let stderr = ''
+      child.stderr.on('data', (chunk) => (stderr += chunk))
+      child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`writer ${id}: ${code} ${stderr}`))))
+    })
+  const done = Promise.all([writer('a'), writer('b')])
+  require('node:fs').writeFileSync(start, '')
+  await done
+  const { ZoneLevelFile } = require('../lib/keyed/zone-blocks.js')
+  const levels = new ZoneLevelFile(file, () => {})
+  const keys = new Set(levels.read().map((row) => row[0]))
+  levels.close()
+  assert.equal(keys.size, 600, `${600 - keys.size} changes lost`)
+  assert.equal(require('node:fs').existsSync(`${file}.blocks.lock`), false, 'the lock released')
+})

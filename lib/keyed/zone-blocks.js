@@ -6,11 +6,58 @@
 // automatic block takes, and when the key's last block ended) live in a file beside the zone,
 // <zone.path>.blocks (JSON: [[key, level, endedMs], ...], times on the host's monotonic clock,
 // which every process reads alike), written whole (to a file of its own, then renamed over it)
-// and read again by every process as it changes.
+// under a lock file (<zone.path>.blocks.lock, naming its holder's pid: a dead holder's lock is
+// taken over), so two processes changing levels at once lose neither change, and read again by
+// every process as it changes.
 
 const fs = require('node:fs')
 const path = require('node:path')
 const { blockAnswer, levelBlockMs } = require('./blocks.js')
+
+// How long a change of the levels waits for another process's (a change takes a millisecond or
+// so): past it, the lock is taken as a dead process's would be.
+const LOCK_PATIENCE_MS = 2_000
+const pause = new Int32Array(new SharedArrayBuffer(4))
+
+/** Whether the process `pid` is alive (a signal 0 reaches it, or it is another user's). */
+function alive(pid) {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return error.code === 'EPERM'
+  }
+}
+
+/**
+ * Takes the lock file `lock` (made exclusively, holding this process's pid) and answers its
+ * release. A lock whose holder is dead, or that outlasts LOCK_PATIENCE_MS, is taken over.
+ */
+function lockFile(lock) {
+  const giveUpAt = performance.now() + LOCK_PATIENCE_MS
+  for (;;) {
+    try {
+      const fd = fs.openSync(lock, 'wx')
+      fs.writeSync(fd, String(process.pid))
+      fs.closeSync(fd)
+      return () => fs.rmSync(lock, { force: true })
+    } catch (error) {
+      if (error.code !== 'EEXIST') throw error
+    }
+    let holder = NaN
+    try {
+      holder = Number(fs.readFileSync(lock, 'utf8'))
+    } catch {
+      continue // released meanwhile
+    }
+    // (A holder that has not written its pid yet reads as 0: alive, waited for.)
+    if ((Number.isInteger(holder) && holder > 0 && !alive(holder)) || performance.now() > giveUpAt) {
+      fs.rmSync(lock, { force: true })
+      continue
+    }
+    Atomics.wait(pause, 0, 0, 1)
+  }
+}
 
 class ZoneLevelFile {
   #file
@@ -45,13 +92,19 @@ class ZoneLevelFile {
     }
   }
 
-  /** Applies `change(rows: Map(key -> row))` to the table as it is now, and writes it. */
+  /** Applies `change(rows: Map(key -> row))` to the table as it is now, and writes it (under the lock). */
   update(change) {
-    const rows = new Map(this.read().map((row) => [row[0], row]))
-    change(rows)
-    const temporary = `${this.#file}.${process.pid}`
-    fs.writeFileSync(temporary, JSON.stringify([...rows.values()]))
-    fs.renameSync(temporary, this.#file)
+    const release = lockFile(`${this.#file}.lock`)
+    let rows
+    try {
+      rows = new Map(this.read().map((row) => [row[0], row]))
+      change(rows)
+      const temporary = `${this.#file}.${process.pid}`
+      fs.writeFileSync(temporary, JSON.stringify([...rows.values()]))
+      fs.renameSync(temporary, this.#file)
+    } finally {
+      release()
+    }
     this.#onChange([...rows.values()])
   }
 
@@ -204,4 +257,4 @@ class ZoneBlockBook {
   }
 }
 
-module.exports = { ZoneBlockBook }
+module.exports = { ZoneBlockBook, ZoneLevelFile }
