@@ -154,3 +154,42 @@ describe('a zone: a key blocked in another process of the host', () => {
     }
   })
 })
+
+describe('a fleet-wide block on a real Redis (Express)', () => {
+  const Redis = require('ioredis')
+  const { startRedisServer } = require('./helpers/redis-server.js')
+  const { redisStore, quotaAdmin } = require('../lib/shared.js')
+  const { before, after } = require('node:test')
+  let redis
+  let client
+  before(async () => {
+    redis = await startRedisServer()
+    client = new Redis({ host: redis.host, port: redis.port })
+  })
+  after(async () => {
+    await client?.quit()
+    await redis?.stop()
+  })
+
+  it("an operator's block is the instance's 429 from its first store call for the key: the block item, Retry-After its time left", async () => {
+    const store = redisStore(client)
+    const name = `http-blocks-${process.pid}`
+    await quotaAdmin(store, { name }).block('k', 90_000)
+    const limiter = new KeyedQuotaClock({ capacity: 5, refillPerSecond: 1, suspendPolicy: 'ignore', quota: { limit: 100, period: { unit: 'day', timeZone: 'UTC' } }, share: { store, name, timeoutMs: 10_000 } })
+    const server = await serve('Express 5', rateLimit({ limiter, key: (req) => req.get('x-key') ?? 'k', name: 'api' }))
+    try {
+      const res = await server.get()
+      assert.equal(res.status, 429)
+      const retryAfter = Number(res.headers.get('retry-after'))
+      assert.ok(retryAfter > 80 && retryAfter <= 90, `Retry-After ${retryAfter}`)
+      const body = await res.json()
+      assert.deepEqual(body['violated-policies'], ['api-block'])
+      assert.equal(body.retryAfterBasis, 'block')
+      // Another key of the same name is not blocked.
+      assert.equal((await server.get('/', { headers: { 'x-key': 'other' } })).status, 200)
+    } finally {
+      await server.close()
+      await limiter.close()
+    }
+  })
+})

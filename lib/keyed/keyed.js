@@ -169,14 +169,18 @@ class KeyedQuotaClock {
   #counted(key, n, promise) {
     const blocks = this.#blocks
     if (!blocks.counting && !blocks.shared) return promise
-    return promise.then((decision) => {
-      if (!decision.allowed) return blocks.denied(key, decision)
-      if (blocks.active === 0) return decision
-      const leftMs = blocks.leftMs(key)
-      if (leftMs === 0) return decision
-      this.refund(key, n)
-      return blocks.deny(key, leftMs, this.#backend.status(key))
-    })
+    return promise.then((decision) => this.#afterStore(key, n, decision))
+  }
+
+  /** A consume's decision as the block book has it once the store answered (see #counted). */
+  #afterStore(key, n, decision) {
+    const blocks = this.#blocks
+    if (!decision.allowed) return blocks.denied(key, decision)
+    if (blocks.active === 0) return decision
+    const leftMs = blocks.leftMs(key)
+    if (leftMs === 0) return decision
+    this.refund(key, n)
+    return blocks.deny(key, leftMs, this.#backend.status(key))
   }
 
   /**
@@ -232,8 +236,9 @@ class KeyedQuotaClock {
       }
     }
     const taken = this.#backend.consumeTaken(key, n)
-    if (!this.#blocks.counting) return taken
-    return taken.then(({ decision, period }) => ({ decision: decision.allowed ? decision : this.#blocks.denied(key, decision), period }))
+    if (!this.#blocks.counting && !this.#blocks.shared) return taken
+    // (A call the store's answer blocked is refunded here: the middleware has nothing to roll back.)
+    return taken.then(({ decision, period }) => ({ decision: this.#afterStore(key, n, decision), period }))
   }
 
   /**
