@@ -28,6 +28,24 @@ const BLOCKS_VERSION = 2
 const ENVELOPE_HEADER_BYTES = 12
 const TRAILER_BYTES = 4
 
+/**
+ * A snapshot's blocks and levels: [{ key, leftMs, level, sinceEndMs }] for every key blocked
+ * (`leftMsOf(key)` > 0, among `blockedKeys`) or with a level in `levels` (key -> { level,
+ * endedMs }), at `now`.
+ */
+function blockEntries(blockedKeys, leftMsOf, levels, now) {
+  const out = []
+  for (const key of new Set([...blockedKeys, ...levels.keys()])) {
+    const leftMs = leftMsOf(key)
+    const entry = levels.get(key)
+    const level = entry === undefined ? 0 : entry.level
+    if (leftMs === 0 && level === 0) continue
+    const sinceEndMs = leftMs > 0 || entry === undefined ? -1 : Math.max(0, now - entry.endedMs)
+    out.push({ key, leftMs, level, sinceEndMs })
+  }
+  return out
+}
+
 /** The `block` option read and checked: `{ after, withinMs, forMs: number[], resetAfterMs }`. */
 function parseBlockOptions(value) {
   if (!isPlainObject(value)) throw typeError('ERR_INVALID_OPTION', 'block', 'an object { after, withinMs, forMs, resetAfterMs? }', value)
@@ -320,18 +338,11 @@ class BlockBook {
   entries() {
     if (this.#until.size === 0 && this.#levels.size === 0) return []
     const now = this.#seen
-    const out = []
-    const keys = new Set([...this.#until.keys(), ...this.#levels.keys()])
-    for (const key of keys) {
+    const leftMsOf = (key) => {
       const until = this.#until.get(key)
-      const leftMs = until !== undefined && until > now ? until - now : 0
-      const levels = this.#levels.get(key)
-      const level = levels === undefined ? 0 : levels.level
-      if (leftMs === 0 && level === 0) continue
-      const sinceEndMs = leftMs > 0 || levels === undefined ? -1 : Math.max(0, now - levels.endedMs)
-      out.push({ key, leftMs, level, sinceEndMs })
+      return until !== undefined && until > now ? until - now : 0
     }
-    return out
+    return blockEntries(this.#until.keys(), leftMsOf, this.#levels, now)
   }
 
   /** Blocks and levels from a snapshot, on this limiter's clock. */
@@ -447,4 +458,4 @@ function readSnapshot(bytes) {
   return { keysImage, entries }
 }
 
-module.exports = { BlockBook, parseBlockOptions, checkBlockMs, blockDecision, blockAnswer, levelBlockMs, writeSnapshot, readSnapshot, MAX_BLOCK_MS }
+module.exports = { BlockBook, blockEntries, parseBlockOptions, checkBlockMs, blockDecision, blockAnswer, levelBlockMs, writeSnapshot, readSnapshot, MAX_BLOCK_MS }

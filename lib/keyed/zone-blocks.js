@@ -12,7 +12,7 @@
 
 const fs = require('node:fs')
 const path = require('node:path')
-const { blockAnswer, levelBlockMs } = require('./blocks.js')
+const { blockAnswer, blockEntries, levelBlockMs } = require('./blocks.js')
 
 // How long a change of the levels waits for another process's (a change takes a millisecond or
 // so): past it, the lock is taken as a dead process's would be.
@@ -230,17 +230,7 @@ class ZoneBlockBook {
   entries() {
     const blocks = this.#zone.blocks()
     if (blocks.size === 0 && this.#levels.size === 0) return []
-    const now = this.#seen
-    const out = []
-    for (const key of new Set([...blocks.keys(), ...this.#levels.keys()])) {
-      const leftMs = blocks.get(key) ?? 0
-      const levels = this.#levels.get(key)
-      const level = levels === undefined ? 0 : levels.level
-      if (leftMs === 0 && level === 0) continue
-      const sinceEndMs = leftMs > 0 || levels === undefined ? -1 : Math.max(0, now - levels.endedMs)
-      out.push({ key, leftMs, level, sinceEndMs })
-    }
-    return out
+    return blockEntries(blocks.keys(), (key) => blocks.get(key) ?? 0, this.#levels, this.#seen)
   }
 
   /** Blocks and levels from a snapshot, applied only by the process that made the zone (as its keys are). */

@@ -317,15 +317,11 @@ impl Zone {
                 stored.store(word, Ordering::Relaxed);
             }
         }
-        record
-            .capacity
-            .store(policy.capacity.to_bits(), Ordering::Relaxed);
-        record
-            .refill_per_second
-            .store(policy.refill_per_second.to_bits(), Ordering::Relaxed);
-        record.quota_limit.store(
-            policy.quota.as_ref().map_or(NO_LIMIT, |quota| quota.limit),
-            Ordering::Relaxed,
+        write_limits(
+            record,
+            policy.capacity,
+            policy.refill_per_second,
+            policy.quota.as_ref().map(|quota| quota.limit),
         );
         record
             .meta
@@ -423,6 +419,22 @@ pub(super) fn read_state(record: &Slot) -> KeyState {
 #[inline(always)]
 pub(super) fn write_state(record: &Slot, state: KeyState) {
     write_state_cut(record, state, WRITE_STEPS);
+}
+
+/// A slot's limits (capacity, refill per second, quota limit: `None` for none), written in place.
+pub(super) fn write_limits(
+    record: &Slot,
+    capacity: f64,
+    refill_per_second: f64,
+    quota_limit: Option<u64>,
+) {
+    record.capacity.store(capacity.to_bits(), Ordering::Relaxed);
+    record
+        .refill_per_second
+        .store(refill_per_second.to_bits(), Ordering::Relaxed);
+    record
+        .quota_limit
+        .store(quota_limit.unwrap_or(NO_LIMIT), Ordering::Relaxed);
 }
 
 /// The stores of a key's write: four words, then the flip.

@@ -5,10 +5,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::groups::{read_state, write_state};
+use super::groups::{read_state, write_limits, write_state};
 use super::layout::{SlotMeta, GROUP_SLOTS, META_POLICY_DUE};
 use super::storage::Named;
-use super::{refresh, Limits, Outcome, Zone, NO_LIMIT, NO_SLOT};
+use super::{refresh, Limits, Outcome, Zone, NO_SLOT};
 use crate::anomaly::Anomaly;
 use crate::clock;
 use crate::error::Error;
@@ -111,15 +111,7 @@ impl Zone {
             .map_or(NO_SLOT, |period| period.slot);
         state.carry_over(shape(&old), shape(&new), open_slot);
         write_state(record, state);
-        record
-            .capacity
-            .store(new.capacity.to_bits(), Ordering::Relaxed);
-        record
-            .refill_per_second
-            .store(new.refill_per_second.to_bits(), Ordering::Relaxed);
-        record
-            .quota_limit
-            .store(new.quota_limit.unwrap_or(NO_LIMIT), Ordering::Relaxed);
+        write_limits(record, new.capacity, new.refill_per_second, new.quota_limit);
         let meta = SlotMeta(record.meta.load(Ordering::Relaxed));
         let spec_bits = new.spec.map_or(0, |spec| spec as u64 + 1) << 24;
         let renewed = (meta.0 & !(0xff << 24) & !META_POLICY_DUE) | spec_bits;
