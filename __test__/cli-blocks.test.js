@@ -44,8 +44,10 @@ describe('quota-clock-source block, unblock, blocked, keys and grant --create', 
       assert.deepEqual([none.status, none.stdout], [0, 'no keys\n'])
       const lifted = await cli(['unblock', ...flag(), '--name', name, '--key', key])
       assert.equal(lifted.status, 0, lifted.stderr)
-      assert.match(lifted.stdout, /^unblocked: 203\.0\.113\.9 /)
+      assert.match(lifted.stdout, new RegExp(`^unblocked: 203\\.0\\.113\\.9 \\(limiter "${name}"\\): lifted with (59m \\d+s|1h) left, level 0\\n$`))
       assert.equal((await admin.blocked(key)).blockedForMs, 0)
+      const again = await cli(['unblock', ...flag(), '--name', name, '--key', key])
+      assert.equal(again.stdout, `unblocked: 203.0.113.9 (limiter "${name}"): was not blocked, level 0\n`)
       const after = await cli(['blocked', ...flag(), '--name', name, '--key', key])
       assert.equal(after.stdout, `203.0.113.9 (limiter "${name}"): not blocked, level 0\n`)
       for (const [text, ms] of [['30s', 30_000], ['5m', 300_000], ['1d', 86_400_000], ['1500', 1500]]) {

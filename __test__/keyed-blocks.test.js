@@ -6,6 +6,7 @@ const test = require('node:test')
 const assert = require('node:assert/strict')
 const { KeyedQuotaClock, QuotaClockError, manualClock } = require('..')
 const { testStore, sharedLimiter } = require('./helpers/test-store.js')
+const { storeOperations } = require('../lib/share/protocol.js')
 
 const NOON = Date.UTC(2024, 0, 15, 12)
 const MINUTE = 60_000
@@ -398,6 +399,113 @@ test('with share, an unblock is seen by another instance within a second: the st
   await a.close()
   await b.close()
 })
+
+// A fleet bucket (share.bucket): capacity 10, no quota.
+const fleetBucket = (t, options = {}) => sharedLimiter(t, { bucket: true, leaseMs: 10_000 }, { capacity: 10, refillPerSecond: 1, quota: undefined, ...options })
+
+test('with share.bucket, a block made by another instance is honoured from the next take, which answers it in its own call', async () => {
+  const t = testStore()
+  const { limiter: a } = fleetBucket(t)
+  const { limiter: b } = fleetBucket(t)
+  assert.equal((await b.consume('k')).allowed, true)
+  a.block('k', MINUTE)
+  await tick()
+  assert.equal(t.blockLeft('api', 'k'), MINUTE)
+  const takes = t.calls.bucketTake.length
+  let admitted = 0
+  let d
+  while ((d = await b.consume('k')).allowed) admitted++
+  assert.ok(admitted < 10, `at most what its slice held: ${admitted}`)
+  assert.ok(t.calls.bucketTake.length > takes, 'the take that found the block')
+  assert.equal(t.calls.blockRead.length, 0, 'the block came with the take, no call of its own')
+  assert.deepEqual([d.allowed, d.retryAfterBasis, d.retryAfterMs], [false, 'block', MINUTE])
+  assert.equal(b.status('k').blockedForMs, MINUTE)
+  const calls = b.stats().store.calls
+  for (let i = 0; i < 5; i++) assert.equal((await b.consume('k')).retryAfterBasis, 'block')
+  assert.equal(b.stats().store.calls, calls, 'denied locally')
+  await a.close()
+  await b.close()
+})
+
+test("with share.bucket, an operator's block in the store is honoured from the next take, and its lifting seen within a second", async () => {
+  const t = testStore()
+  const clock = manualClock({ monotonicMs: 0, wallMs: NOON })
+  const { limiter } = fleetBucket(t, { clock })
+  assert.equal((await limiter.consume('k', 10)).allowed, true, 'the slice spent whole')
+  const operator = storeOperations(t.store)
+  await operator.blockSet({ name: 'api', key: 'k', forMs: MINUTE, resetAfterMs: 86_400_000 })
+  t.stepClock(5000)
+  clock.advance(5000)
+  const d = await limiter.consume('k')
+  assert.deepEqual([d.allowed, d.retryAfterBasis], [false, 'block'])
+  assert.equal(limiter.stats().blocks, 1, 'a block started, as the store said')
+  await operator.blockClear({ name: 'api', key: 'k' })
+  const reads = t.calls.blockRead.length
+  assert.equal((await limiter.consume('k')).retryAfterBasis, 'block', 'within the second, denied locally')
+  assert.equal(t.calls.blockRead.length, reads)
+  clock.advance(1000)
+  assert.equal((await limiter.consume('k')).retryAfterBasis, 'block', 'this call asks again, in the background')
+  assert.equal(t.calls.blockRead.length, reads + 1)
+  await tick()
+  assert.equal((await limiter.consume('k')).allowed, true, 'the lifting is seen')
+  await limiter.close()
+})
+
+test('with share.bucket, a denial that starts an automatic block writes it to the store, and another instance honours it', async () => {
+  const t = testStore()
+  const block = { after: 2, withinMs: MINUTE, forMs: [5000, MINUTE] }
+  const { limiter: a } = fleetBucket(t, { capacity: 1, block })
+  const { limiter: b } = fleetBucket(t, { capacity: 1, block })
+  assert.equal((await a.consume('k')).allowed, true)
+  assert.equal((await a.consume('k')).allowed, false)
+  assert.equal((await a.consume('k')).retryAfterBasis, 'block', 'the second denial starts the block')
+  await tick()
+  assert.equal(t.blockLeft('api', 'k'), 5000)
+  t.stepClock(1000)
+  const d = await b.consume('k')
+  assert.deepEqual([d.allowed, d.retryAfterBasis], [false, 'block'], 'a refilled token, but the key is blocked fleet-wide')
+  assert.equal(b.status('k').blockedForMs, 4000)
+  await a.close()
+  await b.close()
+})
+
+for (const shape of ['a shared quota', 'a fleet bucket']) {
+  test(`with share (${shape}), a snapshot carries blocks and levels: a limiter restored from it denies the key with no store call, and sees the store's lifting within a second`, async () => {
+    const t = testStore()
+    const block = { after: 1, withinMs: MINUTE, forMs: [5000, MINUTE] }
+    const open = (clock, restore) =>
+      shape === 'a shared quota'
+        ? sharedLimiter(t, { leaseUnits: 1 }, { clock, capacity: 1, block, restore })
+        : fleetBucket(t, { clock, capacity: 1, block, restore })
+    const { limiter: a } = open(manualClock({ monotonicMs: 0, wallMs: NOON }))
+    assert.equal((await a.consume('k')).allowed, true)
+    assert.equal((await a.consume('k')).retryAfterBasis, 'block', 'level 0: 5 s')
+    a.block('m', 30_000)
+    await tick()
+    const image = a.snapshot()
+    const later = manualClock({ monotonicMs: 9_000_000, wallMs: NOON })
+    const { limiter: b } = open(later, image)
+    assert.deepEqual([b.status('k').blockedForMs, b.status('m').blockedForMs], [5000, 30_000])
+    const calls = t.calls.reserve.length + t.calls.bucketTake.length
+    const reads = t.calls.blockRead.length
+    const d = await b.consume('m')
+    assert.deepEqual([d.allowed, d.retryAfterBasis, d.retryAfterMs], [false, 'block', 30_000])
+    assert.equal(t.calls.reserve.length + t.calls.bucketTake.length, calls, 'no reservation or take for a blocked key')
+    assert.ok(t.calls.blockRead.length - reads <= 1, 'at most the one ask of its first second')
+    await storeOperations(t.store).blockClear({ name: 'api', key: 'm' })
+    later.advance(1000)
+    await b.consume('m') // asks again, in the background
+    await tick()
+    assert.equal((await b.consume('m')).allowed, true, "the store's lifting is seen")
+    later.advance(5000)
+    t.stepClock(6000)
+    assert.equal((await b.consume('k')).allowed, true, "k's block over, here and in the store")
+    const again = await b.consume('k')
+    assert.deepEqual([again.retryAfterBasis, again.retryAfterMs], ['block', MINUTE], 'its level came back with the snapshot: level 1')
+    await a.close()
+    await b.close()
+  })
+}
 
 test('with share, the level is the fleet\'s: an automatic block escalates from the level the store has', async () => {
   const t = testStore()

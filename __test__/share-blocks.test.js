@@ -33,6 +33,7 @@ async function until(check, withinMs, what) {
   return Date.now() - started
 }
 
+const takeOf = (name, key, fields = {}) => ({ name, key, capacity: 10, refillPerSecond: 2, instance: 'A', leaseMs: 10_000, want: 1, more: 0, held: 0, give: 0, charge: 0, fleetMs: -1, recordId: 0, spend: true, ...fields })
 const reserveOf = (name, key, fields = {}) => ({ name, key, periodId: '2026-12', limit: 100, leaseUnits: 5, lacking: 0, charge: 0, expiresAtMs: Date.now() + 3_600_000, instance: 'A', held: 0, owned: 0, recordId: 0, ...fields })
 
 describe('blocks in the stores', () => {
@@ -98,6 +99,32 @@ describe('blocks in the stores', () => {
       assert.ok(next.blockedMs > MINUTE - 2000, `another period's new record too: ${next.blockedMs}`)
       await ops.blockClear({ name, key: 'k' })
       assert.equal((await ops.reserve(reserveOf(name, 'k', { recordId: first.recordId }))).blockedMs, undefined, 'lifted on the record too')
+    })
+
+    test(`a fleet bucket's take answers the key's block in its own round trip, on either path, and a bucket made after a block carries it (${kind})`, async () => {
+      const ops = storeOperations(kinds[kind].store)
+      const name = freshName('take')
+      const key = 'a{b}:c'
+      const first = await ops.bucketTake(takeOf(name, key))
+      assert.equal(first.blockedMs, undefined, 'no block, nothing in the answer')
+      await ops.blockSet({ name, key, forMs: MINUTE, resetAfterMs: 86_400_000 })
+      let trips = 0
+      // Spent at once, nothing held: a record that lists no instance stays so (Redis's fast path).
+      const spent = await ops.bucketTake(takeOf(name, key, { recordId: first.recordId }), () => trips++)
+      assert.equal(trips, 1, "the block came in the take's own round trip")
+      assert.ok(spent.blockedMs > MINUTE - 2000 && spent.blockedMs <= MINUTE, `the spent take answers the block: ${spent.blockedMs}`)
+      // A slice kept: the record lists the instance (the full path).
+      const kept = await ops.bucketTake(takeOf(name, key, { recordId: first.recordId, more: 1, spend: false }))
+      assert.ok(kept.blockedMs > MINUTE - 2000 && kept.blockedMs <= MINUTE, `the kept take answers the block: ${kept.blockedMs}`)
+      const giveBack = await ops.bucketTake(takeOf(name, key, { recordId: first.recordId, want: 0, held: 0, give: kept.held, spend: false }))
+      assert.ok(giveBack.blockedMs > 0, 'a give-back answers it too')
+      await ops.blockSet({ name, key: 'later', forMs: MINUTE, resetAfterMs: 86_400_000 })
+      const made = await ops.bucketTake(takeOf(name, 'later'))
+      assert.ok(made.blockedMs > MINUTE - 2000 && made.blockedMs <= MINUTE, `the take that makes the bucket: ${made.blockedMs}`)
+      await ops.blockClear({ name, key })
+      const lifted = await ops.bucketTake(takeOf(name, key, { recordId: first.recordId }))
+      assert.equal(lifted.blockedMs, undefined, 'lifted')
+      assert.ok(lifted.granted >= 1, 'and the take took as before')
     })
 
     test(`block times are the store's, not the writer's wall clock (${kind})`, async () => {
@@ -168,9 +195,12 @@ describe('blocks in the stores', () => {
       await assert.rejects(admin.keys({ blocked: 'yes' }), (e) => e instanceof TypeError && e.code === 'ERR_INVALID_ARG')
     })
 
-    test(`a block made by one process is honoured by another from its next store call, and an unblock is seen within a second (${kind})`, { timeout: 120_000 }, async () => {
+    for (const shape of ['a shared quota', 'a fleet bucket']) test(`${shape}: a block made by one process is honoured by another from its next store call, and an unblock is seen within a second (${kind})`, { timeout: 120_000 }, async () => {
       const name = freshName('fleet')
-      const config = { ...kinds[kind].worker, share: { name, leaseUnits: 1 }, quota: { limit: 1000, period: MONTH } }
+      const config =
+        shape === 'a shared quota'
+          ? { ...kinds[kind].worker, share: { name, leaseUnits: 1 }, quota: { limit: 1000, period: MONTH } }
+          : { ...kinds[kind].worker, share: { name, bucket: true, leaseMs: 10_000 }, policy: { k: { capacity: 10, refillPerSecond: 1 } } }
       const [a, b] = await Promise.all([startWorker(WORKER, config), startWorker(WORKER, config)])
       const admin = quotaAdmin(kinds[kind].store, { name })
       let exited = false
@@ -188,7 +218,8 @@ describe('blocks in the stores', () => {
         }
         const calls = (await b.call('stats')).stats.store.calls - before
         assert.equal(decision.retryAfterBasis, 'block')
-        assert.ok(admitted <= 1, `at most what its reservation held: ${admitted}`)
+        // (A reservation of leaseUnits 1; a slice of the bucket of 10.)
+        assert.ok(admitted <= (shape === 'a shared quota' ? 1 : 9), `at most what its reservation or slice held: ${admitted}`)
         // (A reservation, maybe a background refill.)
         assert.ok(calls <= 2, `the first store call answered the block: ${calls}`)
         assert.ok((await b.call('status', { key: 'k' })).status.blockedForMs > MINUTE - 5000)

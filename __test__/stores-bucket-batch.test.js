@@ -110,6 +110,22 @@ describe('takes for many keys in one turn are one script call on a Redis that is
     assert.deepEqual(answers.slice(-2).map((answer) => answer.tokens), [4, 4])
   })
 
+  test("a blocked key's take in a batch answers its block, on either path, and the others none, in the one call", async () => {
+    const name = freshName()
+    await ops.blockSet({ name, key: 'blocked-fast', forMs: 60_000, resetAfterMs: 86_400_000 })
+    await ops.blockSet({ name, key: 'blocked-full', forMs: 60_000, resetAfterMs: 86_400_000 })
+    await admin.config('RESETSTAT')
+    const [fast, full, free] = await Promise.all([
+      ops.bucketTake(takeOf(name, 'blocked-fast', { spend: true })),
+      ops.bucketTake(takeOf(name, 'blocked-full', { more: 1 })),
+      ops.bucketTake(takeOf(name, 'free', { more: 1 })),
+    ])
+    assert.deepEqual(await commandCalls(admin), { evalsha: 1, eval: 0 })
+    for (const [what, answer] of [['fast', fast], ['full', full]]) assert.ok(answer.blockedMs > 58_000 && answer.blockedMs <= 60_000, `${what}: ${answer.blockedMs}`)
+    assert.equal(free.blockedMs, undefined)
+    assert.deepEqual([fast.granted, full.granted >= 1, free.granted >= 1], [1, true, true], 'each take took as it would have')
+  })
+
   test('a take with a short deadline in a batch times out alone; the others are answered', async () => {
     const name = freshName()
     const counters = [{ calls: 0 }, { calls: 0 }]

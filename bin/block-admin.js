@@ -38,12 +38,18 @@ function durationText(ms) {
   return parts.join(' ')
 }
 
+// The line an unblock starts with.
+const UNBLOCKED = 'unblocked: '
+
 /**
  * One line, e.g.
  *   blocked: 203.0.113.7 (limiter "login"): blocked for 59m 58s more, level 2
+ *   unblocked: 203.0.113.7 (limiter "login"): lifted with 59m 57s left, level 0
  */
 function describeBlock(block, done) {
   const head = `${done}${block.key} (limiter "${block.name}")`
+  // (unblock answers what was left of the block it lifted.)
+  if (done === UNBLOCKED) return block.blockedForMs === 0 ? `${head}: was not blocked, level 0` : `${head}: lifted with ${durationText(block.blockedForMs)} left, level 0`
   if (block.blockedForMs === 0) return `${head}: not blocked, level ${block.level}`
   return `${head}: blocked for ${durationText(block.blockedForMs)} more, level ${block.level}`
 }
@@ -80,4 +86,4 @@ Example:
   run: (values) => run(values, Object.assign((admin, key, _period, prepared) => operate(admin, key, prepared), { prepare: operate.prepare }), () => done, { describe: describeBlock, periodless: true }),
 })
 
-module.exports = { blockCommand, durationValue, durationText, describeBlock, BLOCK_OPTIONS }
+module.exports = { blockCommand, durationValue, durationText, describeBlock, BLOCK_OPTIONS, UNBLOCKED }

@@ -1,7 +1,7 @@
 'use strict'
 // The `unblock` command: one key's block lifted, fleet-wide.
 
-const { blockCommand } = require('./block-admin.js')
+const { blockCommand, UNBLOCKED } = require('./block-admin.js')
 
 module.exports = blockCommand(
   'unblock',
@@ -10,5 +10,5 @@ module.exports = blockCommand(
 a second. Prints what was left of the block.`,
   { options: {}, usage: '', help: '', example: '' },
   (admin, key) => admin.unblock(key),
-  'unblocked: ',
+  UNBLOCKED,
 )

@@ -254,7 +254,12 @@ function testStore() {
     },
     bucketTake(request) {
       calls.bucketTake.push({ ...request })
-      return answer(() => checkBucketAnswer(control.answer !== undefined ? control.answer : bucketTakeNow(records, clock.nowMs, request), request))
+      return answer(() => {
+        if (control.answer !== undefined) return checkBucketAnswer(control.answer, request)
+        // The key's block comes with the take, as with a reservation.
+        const blockedMs = blockLeft(request.name, request.key)
+        return checkBucketAnswer({ ...bucketTakeNow(records, clock.nowMs, request), ...(blockedMs > 0 ? { blockedMs } : {}) }, request)
+      })
     },
     bucketRead(request) {
       calls.bucketRead.push({ ...request })

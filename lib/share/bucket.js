@@ -15,6 +15,9 @@
 //   within its own timeoutMs; when that has passed it is refused with ERR_STORE_UNAVAILABLE (with
 //   failOpen, denied on what it holds): no call waits for the store longer than timeoutMs, and its
 //   time counts from when the process turned to I/O after its first store call was sent.
+// - A take's answer that the key is blocked fleet-wide (blockedMs) goes to the limiter's block
+//   book before the calls waiting for it are decided: they are denied by the block (their tokens
+//   refunded to the slice), and so is every call of the key while the block lasts.
 // - A covered consume that leaves the slice low (half of what it brought) or its lease in its
 //   last quarter fetches the next slice in the background.
 // - A timer (unref'd, running only while slices are held) gives back the unspent tokens of keys
@@ -50,6 +53,7 @@ class BucketDriver {
   #instance
   #stats
   #outage
+  #onBlock
   #leaseMs
   #idleMs
   #timeoutMs
@@ -64,7 +68,8 @@ class BucketDriver {
   #giveBacksUnderWay = 0
 
   /**
-   * `shared`: `{ handle, ops, name, instance, stats, outage }`. `decide(key, n, operation)`: the
+   * `shared`: `{ handle, ops, name, instance, stats, outage, onBlock }` (onBlock(key, blockedMs):
+   * where a take's answer that the key is blocked fleet-wide goes, before its calls are decided). `decide(key, n, operation)`: the
    * limiter's native shared consume (a Decision, or a StoreNeed: lib/share/need.js).
    */
   constructor(shared, options, decide, readMonotonic) {
@@ -74,6 +79,7 @@ class BucketDriver {
     this.#instance = shared.instance
     this.#stats = shared.stats
     this.#outage = shared.outage
+    this.#onBlock = shared.onBlock
     this.#leaseMs = options.leaseMs
     this.#idleMs = Math.min(options.idleMs, options.leaseMs / 2)
     this.#timeoutMs = options.timeoutMs
@@ -209,6 +215,7 @@ class BucketDriver {
       failed: () => native.keyedSliceFailed(this.#handle, key, request.give, request.charge),
       answered: (answer) => {
         this.#outage.answered()
+        if (answer.blockedMs !== undefined) this.#onBlock(key, answer.blockedMs)
         if (answer.repaired) {
           // The store found a record that was not a bucket record and made it anew, empty.
           warn(

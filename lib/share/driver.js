@@ -85,7 +85,7 @@ class ShareDriver {
     this.#decide = decide
     this.#readPeriodSlot = readPeriodSlot
     this.#readMonotonic = readMonotonic
-    const shared = { handle, ops: this.#ops, name: options.name, instance: this.#instance, stats: this.#stats, outage: this.#outage }
+    const shared = { handle, ops: this.#ops, name: options.name, instance: this.#instance, stats: this.#stats, outage: this.#outage, onBlock: (key, blockedMs) => this.#onBlock(key, blockedMs) }
     this.#keys = new KeyFlights(shared, options, () => this.#giveBacks.sendIdle(options.idleMs, readMonotonic))
     if (options.bucket) this.#bucket = new BucketDriver(shared, options, decide, readMonotonic)
   }

@@ -54,8 +54,8 @@
 //   blockRead({ name, key }) -> { blockedMs, level } ({ 0, 0 } without a record)
 //   keys({ name, blocked, limit }) -> [{ key, blockedMs }]: the keys of the name with a record,
 //     read incrementally (Redis SCAN, a MongoDB index range), at most limit of them
-//   reserve's answer carries blockedMs, the key's block left by store time, while there is one
-//   (absent: none), read in the reservation's own round trip.
+//   reserve's answer (and bucketTake's) carries blockedMs, the key's block left by store time,
+//   while there is one (absent: none), read in the call's own round trip.
 //
 // Every number crossing is a non-negative safe integer; an answer that is not one is the store's
 // fault (ERR_STORE_RESPONSE), checked by checkReserveAnswer below. A record holding more than
@@ -160,7 +160,9 @@
 //        ms of store time from now (bucketTerms.keptAfterTake),
 //        L the longest leaseMs of the instances it lists (X's included)
 //   and answers granted, held = o:X, tokens = tk, fleetMs = F, storeNowMs = now, recordId = id,
-//   others = k. checkBucketAnswer below refuses anything else (ERR_STORE_RESPONSE).
+//   others = k, and blockedMs as reserve's does (the key's block left by store time, read in
+//   the take's own round trip; absent: none). checkBucketAnswer below refuses anything else
+//   (ERR_STORE_RESPONSE).
 //   X learns that its slice was written off from the answer: held = o:X is then only what this
 //   call granted, and X keeps no more than held - granted of its slice. The answer's check is
 //   held <= request.held + granted, not held <= capacity: after a capacity cut an instance may
@@ -331,19 +333,21 @@ const MAX_BUCKET_CAPACITY = 2 ** 31
  */
 function checkBucketAnswer(answer, request) {
   const a = typeof answer === 'object' && answer !== null ? answer : {}
-  const { granted, held, tokens, fleetMs, storeNowMs, recordId, others } = a
+  const { granted, held, tokens, fleetMs, storeNowMs, recordId, others, blockedMs } = a
   const repaired = a.repaired === undefined ? false : a.repaired
   const capacity = request.capacity
   const ok =
-    typeof repaired === 'boolean' && isCount(granted) && isCount(held) && isCount(others) &&
+    typeof repaired === 'boolean' && isCount(granted) && isCount(held) && isCount(others) && (blockedMs === undefined || isAmount(blockedMs)) &&
     (granted === 0 || granted >= request.want) && granted <= capacity && held >= granted && held - granted <= request.held &&
     typeof tokens === 'number' && Number.isFinite(tokens) && tokens <= capacity &&
     isAmount(fleetMs) && isAmount(storeNowMs) && isCount(recordId) && recordId > 0
   if (!ok) {
     throw badAnswer('a bucket request', request.name, answer,
-      '{ granted, held, tokens, fleetMs, storeNowMs, recordId, others, repaired }: granted, held and others non-negative safe integers, granted 0 or at least want and at most capacity, held from granted to granted plus the held kept, tokens finite and at most capacity, fleetMs and storeNowMs finite non-negative, recordId a positive integer, repaired a boolean')
+      '{ granted, held, tokens, fleetMs, storeNowMs, recordId, others, repaired, blockedMs? }: granted, held and others non-negative safe integers, granted 0 or at least want and at most capacity, held from granted to granted plus the held kept, tokens finite and at most capacity, fleetMs and storeNowMs finite non-negative, recordId a positive integer, repaired a boolean, blockedMs a non-negative number of ms')
   }
-  return { granted, held, tokens, fleetMs, storeNowMs, recordId, others, repaired }
+  const checked = { granted, held, tokens, fleetMs, storeNowMs, recordId, others, repaired }
+  if (blockedMs > 0) checked.blockedMs = blockedMs
+  return checked
 }
 
 /**

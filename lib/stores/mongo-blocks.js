@@ -10,10 +10,10 @@
 // write is one pipeline update of the one document, which MongoDB applies atomically. An unblock
 // keeps the document (until 0, level 0) as long as a block's reset would: its revision orders the
 // stamps below.
-// A block is also stamped on the key's quota records (`blk`: its end, `blkRev`: the revision it
-// came with; a stamp of an older revision changes nothing), so that a reservation, which answers
-// its whole record, carries it with no call of its own; a quota record made later reads the block
-// document once, as it is made (`stampNew`), so it carries it too.
+// A block is also stamped on the key's quota records and its fleet bucket's (`blk`: its end,
+// `blkRev`: the revision it came with; a stamp of an older revision changes nothing), so that a
+// reservation or a take, which answers its whole record, carries it with no call of its own; a
+// record made later reads the block document once, as it is made (`stampNew`), so it carries it too.
 
 const { checkBlockAnswer, checkKeysAnswer } = require('../share/protocol.js')
 const { part } = require('./record-key.js')
@@ -27,7 +27,8 @@ const FRESH_KEPT_MS = 60_000
 
 const blockId = (name, key) => `block:${part(name)}:${part(key)}`
 const escapeRegex = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
-const quotaRecords = (name, key) => ({ $regex: `^${escapeRegex(`${part(name)}:${part(key)}:`)}` })
+// The key's quota records (every period) and its fleet bucket's (lib/stores/mongo-bucket.js).
+const keyRecords = (name, key) => ({ $or: [{ _id: { $regex: `^${escapeRegex(`${part(name)}:${part(key)}:`)}` } }, { _id: `bucket:${part(name)}:${part(key)}` }] })
 const or0 = (field) => ({ $ifNull: [field, 0] })
 
 /** The pipeline of blockSet: the block's end pushed out to now + forMs (or the next level's). */
@@ -119,7 +120,7 @@ function blockOperations(records) {
   /** Stamps the key's quota records with the document's end and revision. */
   async function stamp(name, key, document, roundTrip) {
     roundTrip()
-    await records().updateMany({ _id: quotaRecords(name, key) }, stampOf(document.until, document.rev))
+    await records().updateMany(keyRecords(name, key), stampOf(document.until, document.rev))
   }
 
   return {
@@ -140,7 +141,7 @@ function blockOperations(records) {
         .toArray()
       return answerOf(document, Number(document?._now), name)
     },
-    /** A quota record just made (`_id`) stamped with the key's block document, if it has one. */
+    /** A quota or bucket record just made (`_id`) stamped with the key's block document, if it has one. */
     async stampNew(name, key, _id, roundTrip = noTrip) {
       roundTrip()
       const document = await records().findOne({ _id: blockId(name, key), fresh: { $ne: true } })

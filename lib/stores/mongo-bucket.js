@@ -9,8 +9,10 @@
 //                 d: until when (fleet ms) X counts as hungry (-1: not) }
 //          (an instance holding no slice is listed as { o: 0, d } while it is hungry) }
 //          (instance ids are field names: the driver's are hex),
-//     ans: { g, h, k, n }   the latest take's granted, held, others and store time, read back from
-//                           its own update
+//     ans: { g, h, k, n, r, bl }  the latest take's granted, held, others, store time, whether it
+//                           repaired the document, and the key's block left, read back from its own
+//                           update
+//     blk, blkRev           the key's block stamped on it (lib/stores/mongo-blocks.js)
 //     expiresAt }           a Date for the TTL index, bucketTerms.keptAfterTake (lib/share/protocol.js)
 //                           of store time after the latest take
 // Store time is `$$NOW` turned into ms by `$toLong` before any arithmetic: the MongoDB-compatible
@@ -34,6 +36,9 @@ const UPSERT = { upsert: true }
 const FRESH_KEPT_MS = 60_000
 
 const documentId = (name, key) => `bucket:${part(name)}:${part(key)}`
+// The key's block stamped on the document (lib/stores/mongo-blocks.js: blk, its end in store ms),
+// left at the take's store time (0: none).
+const BLOCK_LEFT = { $max: [0, { $subtract: [{ $ifNull: ['$blk', 0] }, '$_now'] }] }
 
 const EMPTY = { $literal: {} }
 const entries = (field) => ({ $objectToArray: { $ifNull: [field, EMPTY] } })
@@ -292,7 +297,7 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
     {
       $set: {
         expiresAt: { $toDate: { $add: ['$_now', { $ceil: bucketTerms.keptAfterTake(PIPELINE, '$C', '$R', '$_longest') }] } },
-        ans: { g: '$_granted', h: '$_slice', k: '$_k', n: '$_now', r: '$_bad' },
+        ans: { g: '$_granted', h: '$_slice', k: '$_k', n: '$_now', r: '$_bad', bl: BLOCK_LEFT },
       },
     },
     { $unset: TEMPORARY },
@@ -345,8 +350,11 @@ function viewOf(document, name, now) {
   return checkBucketUsage({ capacity: C, refillPerSecond: R, tokens, out, expiresAt }, name)
 }
 
-/** The three operations for a mongoStore over `records()` (the collection, asked for on first use). */
-function bucketOperations(records) {
+/**
+ * The three operations for a mongoStore over `records()` (the collection, asked for on first use);
+ * `blockOps` the store's block operations (lib/stores/mongo-blocks.js), which stamp a new bucket.
+ */
+function bucketOperations(records, blockOps) {
   return {
     async bucketTake(request, roundTrip = () => {}) {
       const { name, key } = request
@@ -358,14 +366,17 @@ function bucketOperations(records) {
           roundTrip()
           return documentOf(await records().findOneAndUpdate({ _id }, pipeline, AFTER), `a bucket request for "${name}"`)
         },
-        () => {
+        async () => {
           roundTrip()
-          return records().updateOne({ _id }, { $setOnInsert: { name, key, rid, fresh: true, expiresAt: new Date(Date.now() + FRESH_KEPT_MS) } }, UPSERT)
+          const made = await records().updateOne({ _id }, { $setOnInsert: { name, key, rid, fresh: true, expiresAt: new Date(Date.now() + FRESH_KEPT_MS) } }, UPSERT)
+          // A bucket made after the key was blocked carries the block too.
+          if (made?.upsertedCount > 0) await blockOps.stampNew(name, key, _id, roundTrip)
         },
         (attempts) => storeResponse(`quota store (MongoDB) lost the bucket record of "${name}" for key ${describe(key)}: not found after ${attempts} attempts to create it`),
       )
       const a = document.ans ?? {}
-      return checkBucketAnswer({ granted: a.g, held: a.h, tokens: document.tk, fleetMs: document.F, storeNowMs: a.n, recordId: document.rid, others: a.k, repaired: a.r }, request)
+      const blockedMs = typeof a.bl === 'number' && a.bl > 0 ? { blockedMs: a.bl } : {}
+      return checkBucketAnswer({ granted: a.g, held: a.h, tokens: document.tk, fleetMs: document.F, storeNowMs: a.n, recordId: document.rid, others: a.k, repaired: a.r, ...blockedMs }, request)
     },
     // One aggregate: the document and the store's time, read together; nothing written.
     async bucketRead({ name, key }) {

@@ -197,7 +197,7 @@ function mongoStore(db, options) {
     async reset({ name, key, periodId }) {
       return recordOf(documentOf(await records().findOneAndUpdate({ _id: recordKey(name, key, periodId) }, RESET, WITH_DOCUMENT), `a reset for "${name}"`), name)
     },
-    ...bucketOperations(records),
+    ...bucketOperations(records, blockOps),
     blockSet: blockOps.blockSet,
     blockClear: blockOps.blockClear,
     blockRead: blockOps.blockRead,

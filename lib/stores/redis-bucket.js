@@ -25,6 +25,7 @@
 
 const { checkBucketAnswer, checkBucketUsage, unsoundBucketRecord, newRecordId, bucketTerms, SHARE_REFILL_MS, MAX_CLOCK_MS, MAX_BUCKET_CAPACITY, MAX_RECORD_ID } = require('../share/protocol.js')
 const { redisBucketKey } = require('./record-key.js')
+const { redisBlockKey } = require('./redis-blocks.js')
 const { StoreBatch } = require('../share/store-call.js')
 
 // The fleet bucket's terms (lib/share/protocol.js) written as Lua expressions.
@@ -236,7 +237,9 @@ if type(v) == 'string' and #v == HEAD_BYTES and held == 0 and give == 0 and char
       redis.call('SET', ${key}, struct.pack(HEAD, C, R, tk, moved, now, i), 'PX', math.ceil(${bucketTerms.keptAfterTake(LUA, 'C', 'R', 'lease')}))
       -- tokens, fleet clock and store time exactly: their 24 bytes as four 48-bit integers
       local w1, w2, w3, w4 = struct.unpack('<I6I6I6I6', struct.pack('<ddd', tk, moved, now))
-      return { granted, i, w1, w2, w3, w4 }
+      local reply = { granted, i, w1, w2, w3, w4 }
+      if blocked > 0 then reply[7] = string.format('%.3f', blocked) end
+      return reply
     end
   end
 end
@@ -347,33 +350,44 @@ end
 local longest = lease
 for _, l in pairs(r.l) do longest = math.max(longest, l) end
 redis.call('SET', ${key}, encode(r), 'PX', kept_after_take(r.C, r.R, longest))
-return { granted, mine, text(r.tk), text(r.F), text(now), r.i, k, repaired and 1 or 0 }`
+local reply = { granted, mine, text(r.tk), text(r.F), text(now), r.i, k, repaired and 1 or 0 }
+if blocked > 0 then reply[9] = string.format('%.3f', blocked) end
+return reply
+`
 const argvAt = (n) => `ARGV[${n}]`
+// The key's block left at store time \`now\` (0: none), from its block record (lib/stores/redis-blocks.js),
+// which shares the bucket record's hash tag: the take answers it in its own round trip.
+const takeBlock = (blockKey) => `
+local blocked = tonumber(redis.pcall('HGET', ${blockKey}, 'u'))
+if blocked and blocked > now then blocked = blocked - now else blocked = 0 end
+`
 
-// KEYS[1] the record. ARGV: capacity, refillPerSecond, instance, leaseMs, want, more, held, give,
+// KEYS[1] the record, KEYS[2] the key's block record. ARGV: capacity, refillPerSecond, instance, leaseMs, want, more, held, give,
 // charge, fleetMs, recordId ('0': none), newId, most (0: no limit), spentMs, spend ('1': not
 // recorded). Answers { granted, held, tokens, fleetMs, now, identity, others, repaired }, or from
 // the fast path { granted, identity, and tokens, fleetMs, now as four 48-bit words } (held =
-// granted, others 0): formatting a float as exact text costs a script a microsecond each.
+// granted, others 0): formatting a float as exact text costs a script a microsecond each. Either
+// has the key's block left (ms, as text) after it while the key is blocked.
 const TAKE = `${CONSTANTS}${takeArgs(argvAt)}local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
 local v = redis.pcall('GET', KEYS[1])
-${takeFast('KEYS[1]', argvAt)}${COMMON}${takeFull('KEYS[1]', argvAt)}`
+${takeBlock('KEYS[2]')}${takeFast('KEYS[1]', argvAt)}${COMMON}${takeFull('KEYS[1]', argvAt)}`
 
 // Arguments of one take in TAKE_BATCH (bucketTake's args).
 const TAKE_ARGS = 15
 
-// KEYS the records of different keys; ARGV each one's TAKE arguments in turn (TAKE_ARGS each).
+// KEYS the records of different keys, each followed by its block record; ARGV each one's TAKE
+// arguments in turn (TAKE_ARGS each).
 // TIME read once, then each record's take as TAKE runs it; answers TAKE's answer of each, in turn.
 const TAKE_BATCH = `${CONSTANTS}${COMMON}
 local now
-local function take(key, b)
+local function take(key, block, b)
 ${takeArgs((n) => `ARGV[b + ${n}]`)}  local v = redis.pcall('GET', key)
-${takeFast('key', (n) => `ARGV[b + ${n}]`)}${takeFull('key', (n) => `ARGV[b + ${n}]`)}end
+${takeBlock('block')}${takeFast('key', (n) => `ARGV[b + ${n}]`)}${takeFull('key', (n) => `ARGV[b + ${n}]`)}end
 local clock = redis.call('TIME')
 now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
 local answers = {}
-for j = 1, #KEYS do answers[j] = take(KEYS[j], (j - 1) * ${TAKE_ARGS}) end
+for j = 1, #KEYS / 2 do answers[j] = take(KEYS[2 * j - 1], KEYS[2 * j], (j - 1) * ${TAKE_ARGS}) end
 return answers
 `
 
@@ -446,15 +460,15 @@ function doublesOf(words) {
 /** TAKE's reply as bucketTake answers it: the whole one, or the fast path's (nothing held before, no other holder). */
 function answerOf(reply) {
   if (!Array.isArray(reply)) return reply
-  if (reply.length === 6) {
-    const doubles = doublesOf(reply.slice(2))
+  if (reply.length === 6 || reply.length === 7) {
+    const doubles = doublesOf(reply.slice(2, 6))
     if (doubles === null) return reply
     const granted = numberOf(reply[0])
     const [tokens, fleetMs, storeNowMs] = doubles
-    return { granted, held: granted, tokens, fleetMs, storeNowMs, recordId: numberOf(reply[1]), others: 0, repaired: false }
+    return withBlock({ granted, held: granted, tokens, fleetMs, storeNowMs, recordId: numberOf(reply[1]), others: 0, repaired: false }, reply[6])
   }
-  if (reply.length !== 8) return reply
-  return {
+  if (reply.length !== 8 && reply.length !== 9) return reply
+  return withBlock({
     granted: numberOf(reply[0]),
     held: numberOf(reply[1]),
     tokens: numberOf(reply[2]),
@@ -463,7 +477,15 @@ function answerOf(reply) {
     recordId: numberOf(reply[5]),
     others: numberOf(reply[6]),
     repaired: reply[7] === 1 ? true : reply[7] === 0 ? false : reply[7],
-  }
+  }, reply[8])
+}
+
+/** A take's answer with the key's block left, when the reply has one (the script sends only a block that lasts: anything else is refused). */
+function withBlock(answer, blocked) {
+  if (blocked === undefined) return answer
+  const blockedMs = numberOf(blocked)
+  answer.blockedMs = blockedMs > 0 ? blockedMs : Number.NaN
+  return answer
 }
 
 // Most takes one batch carries (its records' keys and 15 arguments each in one EVALSHA): a take
@@ -483,12 +505,13 @@ function bucketOperations({ prefix, evaluate, script, batches = false }) {
   const readScript = script(READ)
   const fillScript = script(FILL)
   const recordOf = (name, key) => prefix + redisBucketKey(name, key)
+  const blockOf = (name, key) => prefix + redisBlockKey(name, key)
 
   // Takes asked since the last flush, in batches of at most MAX_BATCH distinct records, in order.
   let queued = []
 
   /** Queues a take for the next flush (setImmediate: the timers and I/O of one loop iteration join one batch); resolves to its reply. */
-  function queue(record, args, roundTrip) {
+  function queue(record, block, args, roundTrip) {
     if (queued.length === 0) setImmediate(flush)
     let batch = queued.at(-1)
     if (batch === undefined || batch.takes.length === MAX_BATCH || batch.records.has(record)) {
@@ -499,7 +522,7 @@ function bucketOperations({ prefix, evaluate, script, batches = false }) {
     // A call sent through the store-call primitive rides in the batch's round trips; a bare caller's roundTrip hears of each.
     if (typeof roundTrip?.rideIn === 'function') roundTrip.rideIn(batch.counted)
     else if (typeof roundTrip === 'function') batch.tripped.push(roundTrip)
-    return new Promise((resolve, reject) => batch.takes.push({ record, args, resolve, reject }))
+    return new Promise((resolve, reject) => batch.takes.push({ record, block, args, resolve, reject }))
   }
 
   function flush() {
@@ -516,10 +539,10 @@ function bucketOperations({ prefix, evaluate, script, batches = false }) {
     }
     try {
       if (takes.length === 1) {
-        takes[0].resolve(await evaluate(takeScript, [takes[0].record], takes[0].args, roundTrip))
+        takes[0].resolve(await evaluate(takeScript, [takes[0].record, takes[0].block], takes[0].args, roundTrip))
         return
       }
-      const replies = await evaluate(batchScript, takes.map((take) => take.record), takes.flatMap((take) => take.args), roundTrip)
+      const replies = await evaluate(batchScript, takes.flatMap((take) => [take.record, take.block]), takes.flatMap((take) => take.args), roundTrip)
       // (An answer that is not one reply a take is each take's reply, which its check refuses.)
       const whole = Array.isArray(replies) && replies.length === takes.length
       takes.forEach((take, at) => take.resolve(whole ? replies[at] : replies))
@@ -544,7 +567,8 @@ function bucketOperations({ prefix, evaluate, script, batches = false }) {
       const newId = request.newId ?? newRecordId()
       const args = [capacity, refillPerSecond, instance, leaseMs, want, more, held, give, charge, fleetMs, recordId, newId, request.most ?? 0, request.spentMs ?? 0, request.spend ? 1 : 0].map(String)
       const record = recordOf(name, key)
-      const reply = batches ? await queue(record, args, roundTrip) : await evaluate(takeScript, [record], args, roundTrip)
+      const block = blockOf(name, key)
+      const reply = batches ? await queue(record, block, args, roundTrip) : await evaluate(takeScript, [record, block], args, roundTrip)
       return checkBucketAnswer(answerOf(reply), request)
     },
     bucketRead: (request, roundTrip) => view(readScript, request, [], roundTrip),
