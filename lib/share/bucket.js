@@ -69,8 +69,9 @@ class BucketDriver {
 
   /**
    * `shared`: `{ handle, ops, name, instance, stats, outage, onBlock }` (onBlock(key, blockedMs):
-   * where a take's answer that the key is blocked fleet-wide goes, before its calls are decided). `decide(key, n, operation)`: the
-   * limiter's native shared consume (a Decision, or a StoreNeed: lib/share/need.js).
+   * where a take's answer that the key is blocked fleet-wide goes, before its calls are decided).
+   * `decide(key, n, operation)`: the limiter's native shared consume (a Decision, or a StoreNeed:
+   * lib/share/need.js).
    */
   constructor(shared, options, decide, readMonotonic) {
     this.#handle = shared.handle

@@ -19,6 +19,8 @@
 // Doubles keep every number exactly (o is an integer up to 2**53 - 1). A script reads the record
 // with one GET and writes it whole with one SET ... PX; a take on a record that lists no instance,
 // by a call that reports nothing, runs the same steps on the fixed part alone (TAKE's fast path).
+// A take also reads the key's block (one HGET of its block record, lib/stores/redis-blocks.js, in
+// the same slot) and answers it while it lasts.
 // Anything else under the name (a wrong length, a field out of range, another type) is not a
 // record (docs/several-instances.md, failures: treated as lost); so is a record of the hash
 // layout of releases before this one.
@@ -362,9 +364,9 @@ local blocked = tonumber(redis.pcall('HGET', ${blockKey}, 'u'))
 if blocked and blocked > now then blocked = blocked - now else blocked = 0 end
 `
 
-// KEYS[1] the record, KEYS[2] the key's block record. ARGV: capacity, refillPerSecond, instance, leaseMs, want, more, held, give,
-// charge, fleetMs, recordId ('0': none), newId, most (0: no limit), spentMs, spend ('1': not
-// recorded). Answers { granted, held, tokens, fleetMs, now, identity, others, repaired }, or from
+// KEYS[1] the record, KEYS[2] the key's block record. ARGV: capacity, refillPerSecond, instance,
+// leaseMs, want, more, held, give, charge, fleetMs, recordId ('0': none), newId, most (0: no
+// limit), spentMs, spend ('1': not recorded). Answers { granted, held, tokens, fleetMs, now, identity, others, repaired }, or from
 // the fast path { granted, identity, and tokens, fleetMs, now as four 48-bit words } (held =
 // granted, others 0): formatting a float as exact text costs a script a microsecond each. Either
 // has the key's block left (ms, as text) after it while the key is blocked.
