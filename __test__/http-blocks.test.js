@@ -171,11 +171,15 @@ describe('a fleet-wide block on a real Redis (Express)', () => {
     await redis?.stop()
   })
 
-  it("an operator's block is the instance's 429 from its first store call for the key: the block item, Retry-After its time left", async () => {
+  for (const shape of ['a shared quota', 'a fleet bucket']) it(`an operator's block is the instance's 429 from its first store call for the key: the block item, Retry-After its time left (${shape})`, async () => {
     const store = redisStore(client)
-    const name = `http-blocks-${process.pid}`
+    const name = `http-blocks-${process.pid}-${shape === 'a shared quota' ? 'quota' : 'bucket'}`
     await quotaAdmin(store, { name }).block('k', 90_000)
-    const limiter = new KeyedQuotaClock({ capacity: 5, refillPerSecond: 1, suspendPolicy: 'ignore', quota: { limit: 100, period: { unit: 'day', timeZone: 'UTC' } }, share: { store, name, timeoutMs: 10_000 } })
+    const limits =
+      shape === 'a shared quota'
+        ? { quota: { limit: 100, period: { unit: 'day', timeZone: 'UTC' } }, share: { store, name, timeoutMs: 10_000 } }
+        : { share: { store, name, bucket: true, timeoutMs: 10_000 } }
+    const limiter = new KeyedQuotaClock({ capacity: 5, refillPerSecond: 1, suspendPolicy: 'ignore', ...limits })
     const server = await serve('Express 5', rateLimit({ limiter, key: (req) => req.get('x-key') ?? 'k', name: 'api' }))
     try {
       const res = await server.get()
