@@ -400,6 +400,29 @@ test('with share, an unblock is seen by another instance within a second: the st
   await b.close()
 })
 
+test("with share, the call whose store call brings the block is the block's denial, whatever the quota said; stats count it once", async () => {
+  const t = testStore()
+  const operator = storeOperations(t.store)
+  const { limiter, clock } = sharedLimiter(t, { leaseUnits: 1 }, { quota: { limit: 1, period: { unit: 'day', timeZone: 'UTC' } } })
+  assert.equal((await limiter.consume('k')).allowed, true)
+  await operator.blockSet({ name: 'api', key: 'k', forMs: MINUTE, resetAfterMs: 86_400_000 })
+  clock.advance(2000) // past the second a key the store found exhausted is denied without a store call
+  const calls = limiter.stats().store.calls
+  const d = await limiter.consume('k')
+  assert.equal(limiter.stats().store.calls, calls + 1, 'the call asked the store')
+  assert.deepEqual([d.allowed, d.retryAfterBasis, d.retryAfterMs], [false, 'block', MINUTE], 'the quota is spent too, but the key is blocked')
+  // Another key's call the store's answer allows, then the block denies (refunded).
+  const { limiter: other } = sharedLimiter(t, { leaseUnits: 1 })
+  assert.equal((await other.consume('j')).allowed, true)
+  await operator.blockSet({ name: 'api', key: 'j', forMs: MINUTE, resetAfterMs: 86_400_000 })
+  assert.equal((await other.consume('j', 2)).retryAfterBasis, 'block')
+  const stats = other.stats()
+  assert.deepEqual([stats.allowed, stats.denied, stats.blocked, stats.blocks], [1, 1, 1, 1], 'the call the block denied is counted once, as denied')
+  assert.deepEqual([limiter.stats().allowed, limiter.stats().denied, limiter.stats().blocked], [1, 1, 1])
+  await limiter.close()
+  await other.close()
+})
+
 // A fleet bucket (share.bucket): capacity 10, no quota.
 const fleetBucket = (t, options = {}) => sharedLimiter(t, { bucket: true, leaseMs: 10_000 }, { capacity: 10, refillPerSecond: 1, quota: undefined, ...options })
 

@@ -103,9 +103,11 @@ class BlockBook {
   // The timer at the earliest end of a block (unref'd), and that end (Infinity: none set).
   #timer
   #timerAt = Infinity
-  // Counters for stats(): calls a block denied (with no native call: `short`), blocks started.
+  // Counters for stats(): calls a block denied (not counted as denied natively: `short`; of those,
+  // counted as allowed natively: `unallowed`), blocks started.
   blocked = 0
   short = 0
+  unallowed = 0
   blocks = 0
 
   constructor(policy, now, maxKeys, store, pin) {
@@ -243,6 +245,20 @@ class BlockBook {
     this.#askAgain(key)
     this.blocked++
     this.short++
+    return blockDecision(leftMs, status.tokens, status.quotaRemaining)
+  }
+
+  /**
+   * A call decided natively (`allowed`, or denied: counted so there) that a block of `key` denies
+   * after all: a block the call's store answer brought, or one that began meanwhile.
+   */
+  denyDecided(key, leftMs, status, allowed) {
+    this.#askAgain(key)
+    this.blocked++
+    if (allowed) {
+      this.short++
+      this.unallowed++
+    }
     return blockDecision(leftMs, status.tokens, status.quotaRemaining)
   }
 

@@ -172,15 +172,21 @@ class KeyedQuotaClock {
     return promise.then((decision) => this.#afterStore(key, n, decision))
   }
 
-  /** A consume's decision as the block book has it once the store answered (see #counted). */
+  /**
+   * A consume's decision as the block book has it once the store answered (see #counted): a key
+   * blocked now (the store's answer brought the block, or one began meanwhile) is the block's
+   * denial, allowed or not (what it took refunded); another denial counts toward a block.
+   */
   #afterStore(key, n, decision) {
     const blocks = this.#blocks
-    if (!decision.allowed) return blocks.denied(key, decision)
-    if (blocks.active === 0) return decision
-    const leftMs = blocks.leftMs(key)
-    if (leftMs === 0) return decision
-    this.refund(key, n)
-    return blocks.deny(key, leftMs, this.#backend.status(key))
+    if (blocks.active !== 0) {
+      const leftMs = blocks.leftMs(key)
+      if (leftMs !== 0) {
+        if (decision.allowed) this.refund(key, n)
+        return blocks.denyDecided(key, leftMs, this.#backend.status(key), decision.allowed)
+      }
+    }
+    return decision.allowed ? decision : blocks.denied(key, decision)
   }
 
   /**
@@ -299,8 +305,10 @@ class KeyedQuotaClock {
   /** Counters since construction: decisions, anomalies, keys held now, evictions, key-limit refusals (and `store`, when shared). Reads no clock. */
   stats() {
     const stats = this.#backend.stats()
-    // A block's denials made no native call: they join `denied` here.
+    // A block's denials made no native call, or one that allowed (then refunded): they join
+    // `denied` here, and the latter leave `allowed`.
     stats.denied += this.#blocks.short
+    stats.allowed -= this.#blocks.unallowed
     stats.blocked = this.#blocks.blocked
     stats.blocks = this.#blocks.blocks
     return stats

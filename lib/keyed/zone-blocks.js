@@ -125,8 +125,10 @@ class ZoneBlockBook {
   // The latest reading of the clock (snapshot() reads none).
   #seen = 0
   // Counters for stats(): calls a block denied (counted in `denied` natively), blocks started here.
+  // (No call a zone's block denies is counted otherwise: `short` and `unallowed` stay 0.)
   blocked = 0
   short = 0
+  unallowed = 0
   blocks = 0
 
   constructor(policy, now, zone, zonePath) {
