@@ -1,14 +1,16 @@
 'use strict'
-// Blocks with share (docs/blocking.md), on a real redis-server, a three-node Redis Cluster and the
-// MongoDB wire server: the store's block records (blockSet, blockClear, blockRead, keys), the
-// reservation that carries the key's block, quotaAdmin's block, unblock, blocked and keys, and
-// instances in processes of their own: a block made by one is honoured by the others from their
-// next store call for the key, and an unblock is seen within a second.
+// Blocks with share (docs/blocking.md), on a real redis-server (ioredis and node-redis), a
+// three-node Redis Cluster and the MongoDB wire server: the store's block records (blockSet,
+// blockClear, blockRead, keys), the reservation and the fleet bucket's take that carry the key's
+// block, quotaAdmin's block, unblock, blocked and keys, and instances in processes of their own
+// (a shared quota, a fleet bucket): a block made by one is honoured by the others from their next
+// store call for the key, and an unblock is seen within a second.
 
 const { describe, test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
 const Redis = require('ioredis')
+const { createClient } = require('redis')
 const { MongoClient } = require('mongodb')
 const { redisStore, mongoStore, quotaAdmin } = require('../lib/shared.js')
 const { storeOperations } = require('../lib/share/protocol.js')
@@ -51,6 +53,10 @@ describe('blocks in the stores', () => {
     await mongoClient.connect()
     closers.push(() => single.quit(), () => clustered.quit(), () => mongoClient.close())
     kinds.redis = { store: redisStore(single), worker: { client: 'ioredis', url: redis.url } }
+    const nodeRedis = createClient({ url: redis.url })
+    await nodeRedis.connect()
+    closers.push(() => nodeRedis.close())
+    kinds['redis (node-redis)'] = { store: redisStore(nodeRedis), worker: { client: 'node-redis', url: redis.url } }
     kinds.mongo = { db: mongoClient.db(`blocks_${process.pid}`), store: mongoStore(mongoClient.db(`blocks_${process.pid}`)), worker: { client: 'mongo', url: mongo.uri, dbName: `blocks_${process.pid}` } }
     kinds['redis cluster'] = { store: redisStore(clustered), worker: { client: 'ioredis-cluster', nodes: cluster.rootNodes } }
   })
@@ -61,7 +67,7 @@ describe('blocks in the stores', () => {
     await Promise.allSettled([redis?.stop(), cluster?.stop(), mongo?.stop()])
   })
 
-  for (const kind of ['redis', 'redis cluster', 'mongo']) {
+  for (const kind of ['redis', 'redis (node-redis)', 'redis cluster', 'mongo']) {
     test(`blockSet, blockRead, blockClear and the reservation's blockedMs (${kind})`, async () => {
       const ops = storeOperations(kinds[kind].store)
       const name = freshName('ops')
