@@ -254,6 +254,31 @@ test('a block that has ended no longer holds its key: seen by a call, or at its 
   assert.equal(limiter.delete('c'), true)
 })
 
+test('a full table lets go of a key whose block has ended before it refuses a new one, with no timer fired (a manual clock moved on)', async () => {
+  for (const shared of [false, true]) {
+    const t = testStore()
+    const options = { capacity: 10, refillPerSecond: 1, maxKeys: 1 }
+    const { clock, limiter } = shared ? sharedLimiter(t, { leaseUnits: 1 }, { ...options, quota: undefined }) : make(options)
+    const what = shared ? 'shared' : 'local'
+    limiter.block('a', 1000)
+    assert.throws(() => limiter.block('b', 1000), isCode(QuotaClockError, 'ERR_KEY_LIMIT'), `${what}: a blocked key is not dropped`)
+    clock.advance(3_600_000) // no timer fires: the block's end is seen by the full table
+    assert.equal((await limiter.consume('b')).allowed, true, `${what}: a's block over, a dropped for b`)
+    assert.equal(limiter.delete('a'), false)
+    assert.equal(limiter.stats().keyLimitRefusals, 1, `${what}: only the refusal while a was blocked`)
+    // block() of a new key likewise; an automatic block's key too.
+    limiter.block('b', 1000)
+    clock.advance(1000)
+    limiter.block('c', 5000)
+    assert.equal(limiter.status('c').blockedForMs, 5000, `${what}: b's block over, c held and blocked`)
+    if (!shared) {
+      clock.advance(5000)
+      assert.equal(limiter.tryConsume('d').allowed, true, `${what}: tryConsume of a new key`)
+    }
+    await limiter.close?.()
+  }
+})
+
 test('automatic blocks and blocks restored from a snapshot hold their keys too', () => {
   const options = { capacity: 1, refillPerSecond: 1, maxKeys: 2, block: { after: 1, withinMs: MINUTE, forMs: MINUTE } }
   const { clock, limiter } = make(options)

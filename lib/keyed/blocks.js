@@ -153,19 +153,40 @@ class BlockBook {
   #expire() {
     this.#timer = undefined
     this.#timerAt = Infinity
+    this.#letGo()
+  }
+
+  /**
+   * Lets go of every key whose block has ended (and sets the timer for the next end): true if
+   * there was one. The timer's work, and the table's when it is full (ERR_KEY_LIMIT): a manual
+   * clock moved past a block's end, or a loop that never yields, fires no timer.
+   */
+  letGo() {
+    if (this.#until.size === 0) return false
+    clearTimeout(this.#timer)
+    this.#timer = undefined
+    this.#timerAt = Infinity
+    return this.#letGo()
+  }
+
+  #letGo() {
     let now
     try {
       now = this.#now()
     } catch {
       // A clock that fails here leaves each block to end at its key's next look.
-      return
+      return false
     }
     let next = Infinity
+    let ended = false
     for (const [key, until] of this.#until) {
-      if (until <= now) this.#ended(key)
-      else next = Math.min(next, until)
+      if (until <= now) {
+        this.#ended(key)
+        ended = true
+      } else next = Math.min(next, until)
     }
     if (next !== Infinity) this.#schedule(next)
+    return ended
   }
 
   /** The fleet's block of `key` as the store answered it: blockedMs left (0: none, or lifted). */

@@ -21,6 +21,9 @@ const NEEDS_SLICE_STATUS = STATUS.needsSlice
 class KeyedTable extends ImmediateBackend {
   #native
   #call
+  // The block book's letGo (see onKeyLimit), and the ERR_KEY_LIMIT refusals it undid.
+  #letGo = () => false
+  #refusalsUndone = 0
   #result
   // The JsClock of a limiter that reads a clock (or systemClock's reader) in JS, as QuotaClock's.
   #js
@@ -78,6 +81,42 @@ class KeyedTable extends ImmediateBackend {
    * quota units its reservation lacks, or a slice of its fleet bucket (`share.bucket`).
    */
   settle(key, n, operation) {
+    try {
+      return this.#settle(key, n, operation)
+    } catch (error) {
+      if (!this.#roomMade(error)) throw error
+      // Keys whose blocks had ended were let go: the call once more, a key of them dropped for it.
+      const result = this.#result
+      result[N_OR_STATUS] = n
+      result[AT.operation] = operation
+      this.#call(key)
+      return this.#settle(key, n, operation)
+    }
+  }
+
+  /**
+   * Whether an ERR_KEY_LIMIT refusal made room: the block book let go of keys whose blocks have
+   * ended and no call or timer has seen end yet (a manual clock moved on, a loop that never
+   * yielded to the timer). The refusal is then not counted: the call is made again.
+   */
+  #roomMade(error) {
+    if (error?.code !== 'ERR_KEY_LIMIT' || !this.#letGo()) return false
+    this.#refusalsUndone++
+    return true
+  }
+
+  /** `letGo()`: lets go of the keys whose blocks have ended; true if there were any (the block book's). */
+  set onKeyLimit(letGo) {
+    this.#letGo = letGo
+  }
+
+  stats() {
+    const stats = super.stats()
+    stats.keyLimitRefusals -= this.#refusalsUndone
+    return stats
+  }
+
+  #settle(key, n, operation) {
     const result = this.#result
     const final = (status) => {
       if (status === DECIDED) return operation === REFUND ? undefined : readDecision(result, NO_ANOMALIES)
@@ -114,7 +153,12 @@ class KeyedTable extends ImmediateBackend {
 
   /** The key held as a consume would hold it (its policy asked), its bucket untouched: `block(key, forMs)`'s. */
   hold(key) {
-    this.status(key, true)
+    try {
+      this.status(key, true)
+    } catch (error) {
+      if (!this.#roomMade(error)) throw error
+      this.status(key, true)
+    }
   }
 
   delete(key) {

@@ -122,6 +122,8 @@ class KeyedQuotaClock {
     } else {
       const pin = (key, blocked) => this.#backend.setBlocked(key, blocked)
       this.#blocks = new BlockBook(blockPolicy, () => this.#backend.timelineMs(), maxKeys, store, pin)
+      // A full table lets go of keys whose blocks have ended before it refuses a new key.
+      this.#backend.onKeyLimit = () => this.#blocks.letGo()
       if (store !== undefined) store.onBlock = (key, blockedMs) => this.#blocks.fleet(key, blockedMs)
     }
     // (A zone's applies only when this open made it, as its keys do.)

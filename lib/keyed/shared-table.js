@@ -137,6 +137,11 @@ class SharedTable {
     this.#table.hold(key)
   }
 
+  /** KeyedTable's onKeyLimit. */
+  set onKeyLimit(letGo) {
+    this.#table.onKeyLimit = letGo
+  }
+
   setBlocked(key, blocked) {
     return this.#table.setBlocked(key, blocked)
   }
