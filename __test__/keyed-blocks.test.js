@@ -567,12 +567,25 @@ test('with share, the level is the fleet\'s: an automatic block escalates from t
   t.stepClock(1000)
   assert.equal((await b.consume('k')).allowed, true)
   const d = await b.consume('k')
-  assert.equal(d.retryAfterBasis, 'block')
+  assert.deepEqual([d.retryAfterBasis, d.retryAfterMs], ['block', 5000], "the denial that starts b's block answers with the fleet's level 1, not b's own 0")
   await tick()
   assert.equal(t.blockLeft('api', 'k'), 5000, "b's block is the fleet's level 1")
   assert.equal(b.status('k').blockedForMs, 5000)
   await a.close()
   await b.close()
+})
+
+test("with share, the denial that starts a block answers with this process's block when the store's write fails, at once", async () => {
+  const t = testStore()
+  const block = { after: 1, withinMs: MINUTE, forMs: [1000, 5000] }
+  const { limiter } = sharedLimiter(t, { leaseUnits: 1 }, { capacity: 1, refillPerSecond: 1, block })
+  assert.equal((await limiter.consume('k')).allowed, true)
+  t.control.mode = 'fail'
+  const d = await limiter.consume('k')
+  assert.deepEqual([d.allowed, d.retryAfterBasis, d.retryAfterMs], [false, 'block', 1000])
+  assert.equal(limiter.stats().store.errors, 1, 'the write failed')
+  t.control.mode = 'ok'
+  await limiter.close()
 })
 
 test('block holds a key the limiter does not hold: size counts it, its status is a held key\'s, a later call finds it blocked', async () => {

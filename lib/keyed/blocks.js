@@ -206,18 +206,35 @@ class BlockBook {
     }
   }
 
-  /** A blockSet sent to the store; its answer is the fleet's block. */
+  /**
+   * A blockSet sent to the store; its answer is the fleet's block, and its level the key's here.
+   * Resolves to the answer, or undefined when none came.
+   */
   #write(key, fields) {
     this.#writing.set(key, (this.#writing.get(key) ?? 0) + 1)
     this.#asked.set(key, this.#now())
-    this.#store.sendBlock('blockSet', { key, resetAfterMs: this.#policy?.resetAfterMs ?? DEFAULT_RESET_AFTER_MS, ...fields }, (answer) => {
+    const written = this.#store.sendBlock('blockSet', { key, resetAfterMs: this.#policy?.resetAfterMs ?? DEFAULT_RESET_AFTER_MS, ...fields }, (answer) => {
       const left = this.#writing.get(key) - 1
       if (left === 0) this.#writing.delete(key)
       else this.#writing.set(key, left)
       this.fleet(key, answer.blockedMs)
+      this.#fleetLevel(key, answer.level)
     })
     // A write that fails or times out lands no answer: the count goes with the next answer's key.
     setTimeout(() => this.#writing.delete(key), 60_000).unref()
+    return written
+  }
+
+  /** The fleet's level of `key` as a store answer has it (with the block option). */
+  #fleetLevel(key, level) {
+    const policy = this.#policy
+    if (policy === undefined) return
+    const levels = this.#levels.get(key)
+    if (levels !== undefined) levels.level = Math.min(level, policy.forMs.length - 1)
+    else if (level > 0) {
+      this.#bounded(this.#levels)
+      this.#levels.set(key, { level: Math.min(level, policy.forMs.length - 1), endedMs: this.#until.get(key) ?? this.#seen })
+    }
   }
 
   /** A blocked key called on a shared limiter: the store is asked again, at most once a second. */
@@ -227,7 +244,10 @@ class BlockBook {
     const asked = this.#asked.get(key)
     if (asked !== undefined && now - asked < 1000) return
     this.#asked.set(key, now)
-    this.#store.sendBlock('blockRead', { key }, (answer) => this.fleet(key, answer.blockedMs))
+    this.#store.sendBlock('blockRead', { key }, (answer) => {
+      this.fleet(key, answer.blockedMs)
+      this.#fleetLevel(key, answer.level)
+    })
   }
 
   /** How many keys may be blocked now: 0 means no call needs a look. */
@@ -313,8 +333,10 @@ class BlockBook {
     this.#started(key, longest)
     this.blocks++
     this.blocked++
-    if (this.#store !== undefined) this.#write(key, { forMs: policy.forMs[0], levels: policy.forMs })
-    return blockAnswer(decision, forMs)
+    if (this.#store === undefined) return blockAnswer(decision, forMs)
+    // The level is the fleet's: the denial answers with the block the store wrote (this process's
+    // own when no answer came within timeoutMs).
+    return this.#write(key, { forMs: policy.forMs[0], levels: policy.forMs }).then((answer) => blockAnswer(decision, Math.max(forMs, answer?.blockedMs ?? 0)))
   }
 
   /** block(key, forMs): blocked until forMs from now unless already blocked for longer; true if a block started. */

@@ -177,7 +177,8 @@ class KeyedQuotaClock {
   /**
    * A consume's decision as the block book has it once the store answered (see #counted): a key
    * blocked now (the store's answer brought the block, or one began meanwhile) is the block's
-   * denial, allowed or not (what it took refunded); another denial counts toward a block.
+   * denial, allowed or not (what it took refunded); another denial counts toward a block (on a
+   * shared limiter, the denial that starts one is a promise of the block the store wrote).
    */
   #afterStore(key, n, decision) {
     const blocks = this.#blocks
@@ -246,7 +247,11 @@ class KeyedQuotaClock {
     const taken = this.#backend.consumeTaken(key, n)
     if (!this.#blocks.counting && !this.#blocks.shared) return taken
     // (A call the store's answer blocked is refunded here: the middleware has nothing to roll back.)
-    return taken.then(({ decision, period }) => ({ decision: this.#afterStore(key, n, decision), period }))
+    return taken.then(({ decision, period }) => {
+      const after = this.#afterStore(key, n, decision)
+      // (A shared limiter's denial that starts a block waits for the store's answer: a promise.)
+      return after instanceof Promise ? after.then((decided) => ({ decision: decided, period })) : { decision: after, period }
+    })
   }
 
   /**

@@ -70,7 +70,7 @@ class SharedTable {
 
   /** A block operation sent to the store in the background (ShareDriver's sendBlock). */
   sendBlock(operation, fields, then) {
-    this.#driver.sendBlock(operation, fields, then)
+    return this.#driver.sendBlock(operation, fields, then)
   }
 
   get result() {

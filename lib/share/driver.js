@@ -99,19 +99,26 @@ class ShareDriver {
    * A block operation (lib/share/protocol.js: blockSet, blockClear, blockRead) sent in the
    * background, bounded by timeoutMs and counted in the store counters; its answer goes to `then`,
    * a failure is counted and dropped (the key's next store call, or the next ask, tells again).
+   * Resolves (never rejects) to the answer, or undefined when none came.
    */
   sendBlock(operation, fields, then) {
     const call = storeCallWithin((roundTrip) => this.#ops[operation]({ name: this.#name, ...fields }, roundTrip), this.#stats, this.#timeoutMs, () => BLOCK_TIMED_OUT).then(
       (answer) => {
-        if (answer === BLOCK_TIMED_OUT) this.#stats.timeouts++
-        else then?.(answer)
+        if (answer === BLOCK_TIMED_OUT) {
+          this.#stats.timeouts++
+          return undefined
+        }
+        then?.(answer)
+        return answer
       },
       () => {
         this.#stats.errors++
+        return undefined
       },
     )
     this.#blockCalls.add(call)
     call.finally(() => this.#blockCalls.delete(call))
+    return call
   }
 
   /** Whether the limiter's buckets are the fleet's (`share.bucket`). */
