@@ -189,12 +189,14 @@ class BlockBook {
     return ended
   }
 
-  /** The fleet's block of `key` as the store answered it: blockedMs left (0: none, or lifted). */
+  /**
+   * The fleet's block of `key` as the store answered it: blockedMs left (0: none, or lifted). (A
+   * block learnt so is not one this process started: `blocks` counts those alone, as a zone's.)
+   */
   fleet(key, blockedMs) {
     if (blockedMs > 0) {
       const now = this.#now()
       const until = now + blockedMs
-      if (!(this.#until.get(key) > now)) this.blocks++
       this.#until.set(key, until)
       this.#started(key, until)
       this.#asked.set(key, now)
