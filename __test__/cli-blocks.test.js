@@ -104,6 +104,16 @@ describe('quota-clock-source block, unblock, blocked, keys and grant --create', 
     }
   })
 
+  test('--mongo with no database in its path says on stderr which database it uses', async () => {
+    const url = new URL(servers.mongo.uri)
+    url.pathname = '/'
+    const result = await cli(['blocked', '--mongo', url.href, '--name', freshName('nodb'), '--key', 'k'])
+    assert.equal(result.status, 0, result.stderr)
+    assert.match(result.stderr, /--mongo names no database \(mongodb:\/\/host:port\/<database>\): using the driver's default, "test"/)
+    const named = await cli(['blocked', ...kinds.mongo.flag(), '--name', freshName('nodb'), '--key', 'k'])
+    assert.deepEqual([named.status, named.stderr], [0, ''], 'a database named: nothing said')
+  })
+
   test('a store that cannot be reached exits 1 with one line, within the deadline', async () => {
     for (const command of [['block', '--for', '1h', '--key', 'k'], ['unblock', '--key', 'k'], ['blocked', '--key', 'k'], ['keys']]) {
       const result = await cli([...command, '--redis', 'redis://127.0.0.1:1', '--name', 'n'])

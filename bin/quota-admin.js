@@ -122,7 +122,11 @@ async function connectMongo(url, collection, closers) {
   const client = new mongodb.MongoClient(url.href, { serverSelectionTimeoutMS: CONNECT_TIMEOUT_MS, connectTimeoutMS: CONNECT_TIMEOUT_MS })
   closers.push(() => quietly(() => client.close(true)))
   await client.connect()
-  return mongoStore(client.db(), { collection })
+  const db = client.db()
+  // A URL with no database is the driver's default: said, so that an operator who forgot the
+  // path does not write where no limiter reads.
+  if (url.pathname === '' || url.pathname === '/') process.stderr.write(`quota-clock-source: --mongo names no database (mongodb://host:port/<database>): using the driver's default, "${db.databaseName}"\n`)
+  return mongoStore(db, { collection })
 }
 
 /**

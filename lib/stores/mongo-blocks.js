@@ -91,11 +91,16 @@ const stampOf = (until, rev) => [
   },
 ]
 
-/** A block document's answer: what is left of it at store time `now`, and its level. */
+/**
+ * A block document's answer: what is left of it at store time `now`, and its level, 0 once the
+ * document is past its expiresAt (the block's end and resetAfterMs): the TTL monitor deletes it
+ * only within a minute of that.
+ */
 function answerOf(document, now, name) {
   const until = document?.until
   const blockedMs = typeof until === 'number' && typeof now === 'number' ? Math.max(0, until - now) : 0
-  return checkBlockAnswer({ blockedMs, level: document?.level ?? 0 }, name)
+  const forgotten = document?.expiresAt instanceof Date && typeof now === 'number' && now >= document.expiresAt.getTime()
+  return checkBlockAnswer({ blockedMs, level: forgotten ? 0 : (document?.level ?? 0) }, name)
 }
 
 /** The MongoDB operations of blocks on `records()`, the store's collection. */
