@@ -1,6 +1,7 @@
 'use strict'
-// The HTTP headers report the limits in force from the next request after setLimits or
-// refreshPolicy, on a plain node:http server.
+// The HTTP headers report the limits in force from the next request after setLimits,
+// refreshPolicy, a policyTtlMs refresh or a zone's refresh made by another limiter, on a plain
+// node:http server.
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
@@ -39,4 +40,42 @@ test('KeyedQuotaClock#refreshPolicy: a key\'s next response carries its new plan
   assert.deepEqual(items(after, 'ratelimit-policy').burst, { q: 3, w: 6 })
   assert.equal(items(after, 'ratelimit-policy').month.q, 20)
   assert.equal(items(after, 'ratelimit').month.r, 18)
+})
+
+test("policyTtlMs: a key's response after its policy was asked again carries the new plan, a downgrade included", async (t) => {
+  const plans = new Map([['acme', { capacity: 50, quota: { limit: 100, period: MONTH_UTC } }]])
+  const clock = manualClock({ wallMs: NOON })
+  const limiter = new KeyedQuotaClock({ capacity: 5, refillPerSecond: 1, suspendPolicy: 'ignore', clock, policyTtlMs: 1000, policy: (key) => plans.get(key) })
+  const server = await serve('node:http', rateLimit({ limiter, key: (req) => req.headers['x-client'] }))
+  t.after(() => server.close())
+  const acme = { headers: { 'x-client': 'acme' } }
+  assert.equal(items(await server.get('/', acme), 'ratelimit-policy').burst.q, 50)
+  plans.set('acme', { capacity: 20, quota: { limit: 50, period: MONTH_UTC } })
+  clock.advance(2000) // past policyTtlMs: the key's next call asks policy again
+  const after = await server.get('/', acme)
+  assert.deepEqual(items(after, 'ratelimit-policy').burst, { q: 20, w: 20 })
+  assert.equal(items(after, 'ratelimit-policy').month.q, 50)
+  assert.equal(items(after, 'ratelimit').burst.t, 1, 'the reset from the new capacity')
+})
+
+test("a zone: a key refreshed by another limiter of the zone answers with its new plan here", async (t) => {
+  const fs = require('node:fs')
+  const os = require('node:os')
+  const path = require('node:path')
+  const dir = fs.mkdtempSync(path.join(fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir(), 'qcs-live-'))
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const plans = new Map([['acme', { capacity: 500, quota: { limit: 100, period: MONTH_UTC } }]])
+  const open = () => new KeyedQuotaClock({ capacity: 5, refillPerSecond: 1, suspendPolicy: 'ignore', maxKeys: 64, zone: { path: path.join(dir, 'zone') }, policy: (key) => plans.get(key) })
+  const a = open()
+  const b = open()
+  t.after(() => Promise.all([a.close(), b.close()]))
+  const server = await serve('node:http', rateLimit({ limiter: b, key: (req) => req.headers['x-client'] }))
+  t.after(() => server.close())
+  const acme = { headers: { 'x-client': 'acme' } }
+  assert.equal(items(await server.get('/', acme), 'ratelimit-policy').burst.q, 500)
+  plans.set('acme', { capacity: 200, quota: { limit: 50, period: MONTH_UTC } })
+  a.refreshPolicy('acme')
+  const after = await server.get('/', acme)
+  assert.equal(items(after, 'ratelimit-policy').burst.q, 200)
+  assert.equal(items(after, 'ratelimit-policy').month.q, 50)
 })

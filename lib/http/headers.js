@@ -16,7 +16,7 @@
 // runtime dependency. The tests parse every header with that library instead, and compare the
 // text written here with its serialization for many limits, names and clocks.
 
-const { limitsGeneration } = require('../limiter/limiter-facts.js')
+const { limitsGeneration, policyAskedCount } = require('../limiter/limiter-facts.js')
 
 // sf-integer range (RFC 9651 §3.3.1); larger values are written as this maximum.
 const MAX_SF_INTEGER = 999_999_999_999_999
@@ -64,6 +64,8 @@ function recordFrom(entry, status, wallNowMs) {
     policy,
     // The wall reading of the request being answered (set by recordFor when readsWall).
     wallNowMs: 0,
+    // How many times the key's policy had been asked when this was read (recordFor sets it).
+    asked: 0,
     // The last `RateLimit` items written from this record, with the integers they carry
     // (limitItems): requests that leave a key with the same tokens and reset reuse the string.
     burstR: -1,
@@ -114,10 +116,14 @@ function recordFor(entry, key, tokens, quotaRemaining) {
     entry.limitsGeneration = generation
     record = undefined
   }
-  if (record !== undefined && !record.readsWall) return record
+  // A key's policy asked again since its record was read (a refresh: policyTtlMs, or a zone's mark
+  // from another limiter): its limits are read again.
+  const asked = entry.recordPerKey ? policyAskedCount(entry.limiter, key) : 0
+  if (record !== undefined && !record.readsWall && record.asked === asked) return record
   const wallNowMs = readWall(entry)
-  if (record === undefined || wallNowMs >= record.staleAtMs || (entry.recordPerKey && !fits(record, tokens, quotaRemaining))) {
+  if (record === undefined || record.asked !== asked || wallNowMs >= record.staleAtMs || (entry.recordPerKey && !fits(record, tokens, quotaRemaining))) {
     record = recordFrom(entry, statusOf(entry, key), wallNowMs)
+    record.asked = entry.recordPerKey ? policyAskedCount(entry.limiter, key) : 0
     if (entry.records.size >= MAX_RECORDS) entry.records.delete(entry.records.keys().next().value)
     entry.records.delete(recordKey) // re-inserted last: the oldest record goes first when full
     entry.records.set(recordKey, record)

@@ -5,7 +5,7 @@
 const native = require('../native/native.js')
 const { registerListener } = require('../time/anomalies.js')
 const { callNative } = require('../native/errors.js')
-const { rememberLimiter, rememberClosed, rememberLimitsChanged } = require('../limiter/limiter-facts.js')
+const { rememberLimiter, rememberClosed, rememberLimitsChanged, rememberPolicyAsked } = require('../limiter/limiter-facts.js')
 const { parseOptions, checkCount } = require('../limiter/options.js')
 const { AT, OPERATION } = require('../native/contract.js')
 const { ZoneFace, zoneInput } = require('./zone.js')
@@ -98,7 +98,11 @@ class KeyedQuotaClock {
       plan = callNative(() => native.snapshotParse(keysImage, maxKeys))
       if (policy !== undefined) assignPolicies(plan, policy, defaults)
     }
-    const policyOf = (key) => resolvePolicy(policy, key, defaults)
+    const policyOf = (key) => {
+      // (A held key's limits may change with the answer: the HTTP middleware reads them again.)
+      rememberPolicyAsked(this, key)
+      return resolvePolicy(policy, key, defaults)
+    }
     if (read.zone !== undefined) {
       const zone = zoneInput(read.zone)
       const listener = onAnomaly === undefined ? undefined : registerListener(this, onAnomaly)

@@ -65,4 +65,26 @@ function limitsGeneration(limiter) {
   return limitChanges.get(limiter) ?? 0
 }
 
-module.exports = { rememberLimiter, rememberClosed, isClosed, isLimiter, limiterFacts, rememberLimitsChanged, limitsGeneration }
+// How many times a KeyedQuotaClock's `policy` was asked for a key (a new key, or a held key's
+// refresh: policyTtlMs, or a mark another limiter of its zone made): the HTTP middleware reads the
+// key's limits again when it moved. At most MAX_ASKED keys a limiter; a key let go of reads as 0,
+// which only makes the middleware read its limits once more.
+const policyAsks = new WeakMap()
+const MAX_ASKED = 10_000
+
+/** Called when `limiter`'s `policy` is asked for `key`. */
+function rememberPolicyAsked(limiter, key) {
+  let asked = policyAsks.get(limiter)
+  if (asked === undefined) policyAsks.set(limiter, (asked = new Map()))
+  const count = (asked.get(key) ?? 0) + 1
+  asked.delete(key) // (re-inserted last: the key asked least recently goes first when full)
+  if (asked.size >= MAX_ASKED) asked.delete(asked.keys().next().value)
+  asked.set(key, count)
+}
+
+/** How many times `limiter`'s `policy` was asked for `key`, as remembered (0: not, or let go of). */
+function policyAskedCount(limiter, key) {
+  return policyAsks.get(limiter)?.get(key) ?? 0
+}
+
+module.exports = { rememberLimiter, rememberClosed, isClosed, isLimiter, limiterFacts, rememberLimitsChanged, limitsGeneration, rememberPolicyAsked, policyAskedCount }
