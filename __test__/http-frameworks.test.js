@@ -198,4 +198,18 @@ describe('Hono without @hono/node-server (app.request): headers on the Context, 
     assert.equal(body.code, 'ERR_INVALID_ARG')
     assert.match(body.message, /@hono\/node-server/)
   })
+
+  it("onLimited gets Hono's c and the info, second and third, so that both (c, info) and (c, res, info) read it", async () => {
+    const seen = []
+    for (const onLimited of [(c, info) => c.json({ violated: info.violated }, 429), (c, res, info) => c.json({ violated: info.violated }, 429)]) {
+      const app = new Hono()
+      app.use(rateLimit({ limiter: limiterOn({ capacity: 1 }), name: 'api', onLimited }))
+      app.get('/', (c) => c.text('ok'))
+      await app.request('/')
+      const denied = await app.request('/')
+      assert.equal(denied.status, 429)
+      seen.push(await denied.json())
+    }
+    assert.deepEqual(seen, [{ violated: ['api-burst'] }, { violated: ['api-burst'] }])
+  })
 })

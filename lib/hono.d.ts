@@ -17,8 +17,8 @@ export interface HonoRateLimitCommonOptions {
   name?: string | undefined
   headers?: 'draft-11' | false | undefined
   skip?: ((c: Context) => boolean | Promise<boolean>) | undefined
-  /** Replaces the 429 problem: returns the Response to answer with (`c.text(...)`); the RateLimit headers and `Retry-After` are already set. */
-  onLimited?: ((c: Context, info: RateLimitInfo) => Response | void | Promise<Response | void>) | undefined
+  /** Replaces the 429 problem: returns the Response to answer with (`c.text(...)`); the RateLimit headers and `Retry-After` are already set. The info is passed second and third (so `(c, res, info)` reads it too). */
+  onLimited?: ((c: Context, info: RateLimitInfo, alsoInfo: RateLimitInfo) => Response | void | Promise<Response | void>) | undefined
   mode?: RateLimitMode | undefined
   onShadowLimited?: ((c: Context, info: RateLimitInfo) => void | Promise<void>) | undefined
   /** Called once the handler's Response is made: `true` gives back what the request took. */

@@ -88,8 +88,8 @@ const HONO_IO = {
 }
 
 /**
- * Hono's callbacks as the decision calls them: `onLimited(c, info)` answers with the Response it
- * returns (else an empty 429); `refundIf(c, res)` is told the Response the handler made.
+ * Hono's callbacks as the decision calls them: `onLimited(c, info, info)` answers with the
+ * Response it returns (else an empty 429); `refundIf(c, res)` is told the Response the handler made.
  */
 function honoOptions(options) {
   if (!isPlainObject(options) || typeof options.onLimited !== 'function') return options
@@ -100,7 +100,8 @@ function honoOptions(options) {
   return {
     ...options,
     onLimited(c, step, info) {
-      const returned = onLimited(c, info)
+      // (info second, as Hono's callbacks take it, and third, where §11's (req, res, info) reads it.)
+      const returned = onLimited(c, info, info)
       if (!isThenable(returned)) return answer(step, returned)
       return Promise.resolve(returned).then((value) => answer(step, value))
     },
