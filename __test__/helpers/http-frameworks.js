@@ -253,8 +253,7 @@ Object.assign(FRAMEWORKS, {
   },
   'NestJS (Express)': {
     nest: true,
-    // Nest's exception filter sends the problem body, as JSON.
-    problemType: 'application/json; charset=utf-8',
+    // Nest's exception filter sends the problem body, with the problem's type.
     async start(options, settings) {
       const app = await nestApp('express', options, settings)
       return overSocket(await app.getUrl(), () => app.close(), settings.state)
@@ -262,8 +261,9 @@ Object.assign(FRAMEWORKS, {
   },
   'NestJS (Fastify)': {
     nest: true,
-    problemType: 'application/json; charset=utf-8',
     fastify: true,
+    // (Fastify serializes the exception filter's object and adds the charset to a JSON type.)
+    problemType: 'application/problem+json; charset=utf-8',
     async start(options, settings) {
       const app = await nestApp('fastify', options, settings)
       return overSocket(await app.getUrl(), () => app.close(), settings.state)
@@ -277,7 +277,7 @@ function headerOf(kind, req, name) {
   return framework.headerOf === undefined ? req.headers[name] : framework.headerOf(req, name)
 }
 
-/** The Content-Type of `kind`'s problem answers (NestJS's exception filter sends the problem as JSON). */
+/** The Content-Type of `kind`'s problem answers (every adapter's the same; a framework may say otherwise). */
 function problemTypeOf(kind) {
   return FRAMEWORKS[kind].problemType ?? 'application/problem+json'
 }

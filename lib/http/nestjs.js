@@ -10,7 +10,7 @@
 //   @RateLimit({ cost: () => 5 })  @RateLimit(false)          // a controller's or handler's own options
 
 const { createDecider } = require('./decide.js')
-const { quotaExceededProblem } = require('./responses.js')
+const { quotaExceededProblem, PROBLEM_CONTENT_TYPE } = require('./responses.js')
 const { isPlainObject, coded, describe } = require('../common/validate.js')
 const { isThenable, isError } = require('./plan.js')
 const { requirePeer } = require('../common/peer.js')
@@ -39,6 +39,24 @@ class NestStep {
   }
 }
 
+/**
+ * The problem's type on an Express response whose head is still to be written: the JSON type the
+ * exception filter's `res.json` gives it becomes the problem's (a filter that answers with another
+ * type keeps its own).
+ */
+function problemTypeAtHead(response) {
+  if (typeof response.writeHead !== 'function' || response.headersSent) return
+  const own = Object.hasOwn(response, 'writeHead')
+  const writeHead = response.writeHead
+  response.writeHead = function writeProblemHead(...args) {
+    if (own) response.writeHead = writeHead
+    else delete response.writeHead
+    const type = response.getHeader('Content-Type')
+    if (typeof type === 'string' && type.startsWith('application/json')) response.setHeader('Content-Type', PROBLEM_CONTENT_TYPE)
+    return writeHead.apply(this, args)
+  }
+}
+
 /** Fastify's reply (Nest's Fastify platform) rather than Node's ServerResponse (its Express platform). */
 function isReply(response) {
   return typeof response.header === 'function' && typeof response.code === 'function' && response.raw !== undefined
@@ -50,9 +68,13 @@ const NEST_IO = {
     else step.response.setHeader(name, value)
   },
   getHeader: (step, name) => step.response.getHeader(name),
-  // The exception filters send the body (Nest's own as JSON: its Express platform would replace a
-  // problem+json type set here, so none is set, and both platforms answer alike).
+  // The exception filters send the body; its type is the problem's, as every adapter sends it:
+  // set on Fastify's reply now, and on Express's response as its head is written (Nest's Express
+  // platform replaces a type set before with JSON's, warning; its Fastify platform keeps it).
   sendProblem(step, status, problem) {
+    const response = step.response
+    if (isReply(response)) response.header('Content-Type', PROBLEM_CONTENT_TYPE)
+    else problemTypeAtHead(response)
     step.exception = status === 429 ? new RateLimitException(problem) : new HttpException(problem, status)
   },
   pass(step) {
