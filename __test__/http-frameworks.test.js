@@ -117,8 +117,17 @@ describe('NestJS: @RateLimit on a controller or a handler', () => {
     assert.equal(denied.headers.get('retry-after'), '2')
   })
 
-  it('@RateLimit refuses anything but options or false; bad guard options throw when the guard is made', () => {
+  it('@RateLimit refuses anything but options or false, and options bad on their own, where it is applied; bad guard options throw when the guard is made', () => {
     for (const bad of [true, 'off', null, 5]) assert.throws(() => RateLimit(bad), (err) => err.code === 'ERR_INVALID_OPTION')
+    for (const [bad, named] of [
+      [{ keyGenerator: () => 'x' }, /keyGenerator/],
+      [{ mode: 'x' }, /mode/],
+      [{ key: 'ip' }, /key must be a function/],
+      [{ onLimited: 1 }, /onLimited/],
+    ]) {
+      assert.throws(() => RateLimit(bad), (err) => err.code === 'ERR_INVALID_OPTION' && named.test(err.message), JSON.stringify(Object.keys(bad)))
+    }
+    assert.doesNotThrow(() => RateLimit({ cost: () => 2, mode: 'shadow', name: 'n' }))
     assert.throws(() => new RateLimitGuard({ limiter: limiterOn(), keyGenerator: () => 'k' }), (err) => err.code === 'ERR_INVALID_OPTION' && /keyGenerator/.test(err.message))
   })
 })

@@ -10,6 +10,7 @@
 //   @RateLimit({ cost: () => 5 })  @RateLimit(false)          // a controller's or handler's own options
 
 const { createDecider } = require('./decide.js')
+const { checkPartialOptions } = require('./options.js')
 const { quotaExceededProblem, PROBLEM_CONTENT_TYPE } = require('./responses.js')
 const { isPlainObject, coded, describe } = require('../common/validate.js')
 const { isThenable, isError } = require('./plan.js')
@@ -131,6 +132,9 @@ function checkOwn(own) {
   if (own !== false && !isPlainObject(own)) {
     throw coded(TypeError, 'ERR_INVALID_OPTION', `@RateLimit: expected false (not limited) or an object of rateLimit options, received ${describe(own)}`)
   }
+  // What can be checked of a part alone is checked where the decorator is applied (the whole, once
+  // merged over the guard's, when the handler's first request comes).
+  if (own !== false) checkPartialOptions(own)
   return own
 }
 

@@ -305,4 +305,20 @@ function parseOptions(options, clientOf) {
   }
 }
 
-module.exports = { parseOptions, THROTTLE_LIMITS }
+/**
+ * The checks a part of the options can have alone (NestJS's `@RateLimit`, merged over the guard's
+ * when its first request comes): known names, the callbacks functions, `mode` one of the modes.
+ * The whole is checked again as `rateLimit` checks it once merged.
+ */
+function checkPartialOptions(options) {
+  refuseUnknownOptions(options, OPTION_NAMES, '')
+  checkMode(options.mode, 'mode', undefined)
+  checkFunction(options.key, 'key', '(req) => string')
+  checkFunction(options.cost, 'cost', '(req) => number')
+  checkFunction(options.skip, 'skip', '(req) => boolean')
+  checkFunction(options.onLimited, 'onLimited', '(req, res, { decision, violated }) => void')
+  checkFunction(options.onShadowLimited, 'onShadowLimited', '(req, { decision, violated }) => void')
+  checkFunction(options.refundIf, 'refundIf', '(req, res) => boolean')
+}
+
+module.exports = { parseOptions, checkPartialOptions, THROTTLE_LIMITS }
