@@ -86,3 +86,31 @@ test('share.bucket: the store takes the new C and R at the key\'s next store cal
   const fleetNow = (await limiter.status('k')).fleetTokens + limiter.status('k').tokens
   assert.ok(fleetNow > 20 && fleetNow < 22.2, `${fleetNow} tokens`)
 })
+
+test('share.bucket: a key the store left short asks it again at its next call after a refresh that raised its limits', async () => {
+  const t = testStore()
+  const plans = new Map()
+  const { limiter } = sharedLimiter(t, { bucket: true, leaseMs: 10_000 }, { capacity: 10, refillPerSecond: 1, quota: undefined, policy: (key) => plans.get(key) })
+  assert.equal(await admitted(limiter, 'k', 11), 10)
+  const takes = t.calls.bucketTake.length
+  assert.equal((await limiter.consume('k')).allowed, false, 'short: denied here, no store call')
+  assert.equal(t.calls.bucketTake.length, takes)
+  plans.set('k', { capacity: 30, refillPerSecond: 1 })
+  limiter.refreshPolicy('k')
+  const decision = await limiter.consume('k')
+  assert.equal(decision.allowed, true, 'the 20 tokens the raise brought')
+  assert.deepEqual([t.calls.bucketTake.at(-1).capacity, t.calls.bucketTake.length > takes], [30, true])
+})
+
+test("share.bucket: after a capacity cut the key's fleet estimate is at most the new capacity", async () => {
+  const t = testStore()
+  const plans = new Map()
+  const { limiter } = sharedLimiter(t, { bucket: true, leaseMs: 10_000 }, { capacity: 10, refillPerSecond: 1, quota: undefined, policy: (key) => plans.get(key) })
+  assert.equal((await limiter.consume('k')).allowed, true)
+  assert.ok(limiter.status('k').fleetTokens > 4)
+  plans.set('k', { capacity: 4, refillPerSecond: 1 })
+  limiter.refreshPolicy('k')
+  const status = limiter.status('k')
+  assert.equal(status.capacity, 4)
+  assert.ok(status.fleetTokens <= 4, `fleetTokens ${status.fleetTokens}`)
+})

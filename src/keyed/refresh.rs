@@ -170,6 +170,9 @@ impl KeyedLimiter {
         let limit =
             |quota: Option<super::policies::PolicyQuota>| quota.map_or(0, |quota| quota.limit);
         self.reservation_limit_changed(index, limit(old.quota), limit(new.quota));
+        if old.capacity != new.capacity || old.refill_per_second != new.refill_per_second {
+            self.slice_limits_changed(index);
+        }
         Ok(())
     }
 }

@@ -288,6 +288,18 @@ impl KeyedLimiter {
         }
     }
 
+    /// A held key's bucket limits changed: a key the store left short asks it again at its next
+    /// call, which sends the new capacity and refill (as a reservation's under a changed limit).
+    pub(in crate::keyed) fn slice_limits_changed(&mut self, index: u32) {
+        if let Some(slice) = self
+            .slices
+            .as_mut()
+            .and_then(|book| book.entries.get_mut(index as usize))
+        {
+            slice.hold.clear_short();
+        }
+    }
+
     /// The bucket capacity of a key.
     pub(in crate::keyed) fn bucket_capacity(&self, index: u32) -> f64 {
         self.policies[self.table.records[index as usize].policy as usize].capacity
@@ -606,13 +618,15 @@ pub(super) fn fleet_tokens_of(slice: &Slice, policy: &Policy, timeline_ms: f64) 
     if slice.fleet_at_ms == f64::NEG_INFINITY {
         return policy.capacity;
     }
-    // (The store's answer is at most C: the answer's check.)
+    // (The store's answer is at most the C it was asked with; a capacity cut since is applied
+    // at the key's next store call: until then the estimate is at most the new C.)
     refilled(
         slice.fleet_tokens,
         timeline_ms - slice.fleet_at_ms,
         policy.refill_per_second,
         policy.capacity,
     )
+    .min(policy.capacity)
 }
 
 #[cfg(test)]
