@@ -100,7 +100,7 @@ function honoOptions(options) {
   return {
     ...options,
     onLimited(c, step, info) {
-      // (info second, as Hono's callbacks take it, and third, where §11's (req, res, info) reads it.)
+      // (info second, as Hono's callbacks take it, and third, where the Express shape (req, res, info) reads it.)
       const returned = onLimited(c, info, info)
       if (!isThenable(returned)) return answer(step, returned)
       return Promise.resolve(returned).then((value) => answer(step, value))
