@@ -103,7 +103,7 @@ test("index.d.ts's unions are exactly the native contract's lists", () => {
 })
 
 test('the anomalies made for the check are one of every kind, each with the fields every kind has first, in one order', async () => {
-  // store-clock-step is raised by a shared bucket's store answers and only delivered to onAnomaly.
+  // store-clock-step is raised by a shared bucket's store answers: delivered to onAnomaly (and on the decision of a call that waited for that answer).
   const delivered = []
   const { keyed, clock, owner } = slicesTable({ onAnomaly: (anomaly) => delivered.push(anomaly) })
   keyed.result[AT.nOrStatus] = 1

@@ -304,3 +304,19 @@ test('a quota and a shared bucket: both limits hold', async () => {
   assert.deepEqual(decisions.map((d) => d.allowed), [true, true, true, false, false])
   assert.equal(decisions[3].retryAfterBasis, 'wall-period')
 })
+
+test("a store-clock-step is on the decision of the call whose take showed it, as well as onAnomaly's and stats'", async () => {
+  const t = testStore()
+  const seen = []
+  const { limiter, clock } = bucketLimiter(t, {}, { capacity: 100, refillPerSecond: 1, onAnomaly: (anomaly) => seen.push(anomaly.kind) })
+  assert.equal((await limiter.consume('k', 100)).allowed, true)
+  t.stepClock(60_000) // the store's clock a minute on, this process's two seconds
+  clock.advance(2_000)
+  const decision = await limiter.consume('k')
+  assert.deepEqual(decision.anomalies.map((anomaly) => [anomaly.kind, anomaly.stepMs]), [['store-clock-step', 58_000]])
+  assert.deepEqual((await limiter.consume('k')).anomalies, [], 'once')
+  assert.equal(limiter.stats().anomalies['store-clock-step'], 1)
+  await new Promise((resolve) => setTimeout(resolve, 20))
+  assert.deepEqual(seen, ['store-clock-step'])
+  await limiter.close()
+})

@@ -140,7 +140,7 @@ class BucketDriver {
         if (outcome !== OK) return this.#unavailable(key, n, flight, performance.now() - startedMs)
         if (round === 0) deadline = Math.max(calledMs, flight.timedFromMs ?? performance.now()) + this.#timeoutMs
         const decision = this.#decide(key, n, SHARED_CONSUME)
-        if (decision !== NEEDS_SLICE) return decision
+        if (decision !== NEEDS_SLICE) return withAnomaly(decision, flight.anomaly)
         // Not covered: others waiting took what came, or it came after its lease had lapsed (the
         // process kept the answer waiting). Denied when the fleet's bucket lacks n; else asked
         // again while the call's time lasts.
@@ -233,6 +233,8 @@ class BucketDriver {
         const late = request.spend && flight.timedOut
         const credit = late ? { ...answer, granted: 0, held: answer.held - answer.granted } : answer
         const credited = generation === keys.generation && native.keyedSliceCredit(this.#handle, key, request.sentMs, credit, this.#readMonotonic())
+        // A store-clock-step the answer showed: on the decisions of the calls that waited for it too.
+        if (credited) flight.anomaly = native.keyedSliceAnomaly(this.#handle) ?? undefined
         // (What the store counts out to this process: what a take spent at once granted, never.)
         const give = request.spend ? answer.held - answer.granted : answer.held
         if (credited) keys.arm()
@@ -331,6 +333,12 @@ class BucketDriver {
       )
     }
   }
+}
+
+/** A decision (or the quota's need) with the anomaly its store call showed, if any. */
+function withAnomaly(decision, anomaly) {
+  if (anomaly === undefined || decision === null || typeof decision !== 'object' || !Array.isArray(decision.anomalies)) return decision
+  return { ...decision, anomalies: [...decision.anomalies, anomaly] }
 }
 
 module.exports = { BucketDriver }

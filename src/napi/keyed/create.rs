@@ -120,6 +120,7 @@ pub fn keyed_create(env: &Env, mut input: KeyedInput<'_>) -> napi::Result<Extern
             anomaly_listener: input.anomaly_listener,
             has_policy: input.has_policy,
             refill_wanted: false,
+            slice_anomaly: None,
             result: ResultBuffer(address),
             _result_buffer: input.result,
         };

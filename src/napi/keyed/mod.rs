@@ -39,6 +39,9 @@ struct KeyedState {
     has_policy: bool,
     /// The last shared consume asked for a background refill of its key (taken by `shareWork`).
     refill_wanted: bool,
+    /// The anomaly the last `keyedSliceCredit` raised (taken by `keyedSliceAnomaly`: the calls
+    /// waiting for that take carry it on their decisions).
+    slice_anomaly: Option<Anomaly>,
     result: ResultBuffer,
     /// Keeps the result buffer alive while `result` points into it.
     _result_buffer: Float64Array,

@@ -9,6 +9,7 @@ use super::KeyedState;
 use crate::anomaly::Anomaly;
 use crate::args::{finite_from, not_negative, units};
 use crate::keyed::{SliceAnswer, SliceRequest};
+use crate::napi::anomaly::AnomalyOutput;
 use crate::napi::object::objects;
 use crate::napi::registry::notify_listener;
 
@@ -113,8 +114,20 @@ pub fn keyed_slice_credit(
         };
         let limiter = &mut state.limiter;
         let (credited, anomaly) = limiter.credit_slice(index, sent_ms, answer, monotonic_ms);
+        state.slice_anomaly.clone_from(&anomaly);
         state.deliver(anomaly);
         Ok(credited)
+    })
+}
+
+/// The anomaly the last `keyedSliceCredit` raised (a `store-clock-step`), taken: `null` if none.
+#[napi(js_name = "keyedSliceAnomaly")]
+pub fn keyed_slice_anomaly(
+    env: &Env,
+    limiter: &External<NativeKeyed>,
+) -> napi::Result<Option<AnomalyOutput>> {
+    limiter.state.with(env, |state| {
+        Ok(state.slice_anomaly.take().as_ref().map(AnomalyOutput::from))
     })
 }
 
