@@ -320,3 +320,22 @@ test("a store-clock-step is on the decision of the call whose take showed it, as
   assert.deepEqual(seen, ['store-clock-step'])
   await limiter.close()
 })
+
+test('close() on a store that hangs rejects after timeoutMs, not after twice it (the give-back that timed out is not waited for again)', async () => {
+  const t = testStore()
+  const { limiter } = sharedLimiter(t, { bucket: true, leaseMs: 10_000, timeoutMs: 1_000 }, { capacity: 1000, refillPerSecond: 1, quota: undefined })
+  for (let i = 0; i < 5; i++) {
+    assert.equal((await limiter.consume('k')).allowed, true)
+    await new Promise(setImmediate)
+  }
+  t.control.mode = 'hang'
+  const keep = setInterval(() => {}, 1_000) // (the store's deadlines do not keep the process up)
+  const started = performance.now()
+  try {
+    await assert.rejects(limiter.close(), isCode(Error, 'ERR_STORE_UNAVAILABLE'))
+  } finally {
+    clearInterval(keep)
+  }
+  const tookMs = performance.now() - started
+  assert.ok(tookMs >= 990 && tookMs < 1_800, `rejected after ${Math.round(tookMs)} ms`)
+})

@@ -314,13 +314,14 @@ class BucketDriver {
     this.#pump(0)
     // Until nothing is under way: a take that started as the calls before close() were decided (a
     // background fetch) or answered late (after its timeout) is not the key's any more, and its
-    // answer queues the give-back of what it brought; close() waits for those too.
+    // answer queues the give-back of what it brought; close() waits for those too, unless a
+    // give-back has failed already (then it rejects at once: late answers are given back as they come).
     let failed
     for (;;) {
       if (this.#pending.size > 0) {
         const outcomes = await Promise.all([...this.#pending])
         failed ??= outcomes.find((outcome) => outcome !== undefined)
-      } else if (this.#keys.flights.size > 0) {
+      } else if (this.#keys.flights.size > 0 && failed === undefined) {
         await this.#keys.finished(this.#timeoutMs)
         await new Promise(setImmediate) // (the give-backs their answers queued)
       } else break
