@@ -137,7 +137,7 @@ class BlockBook {
     this.#timerAt = until
     // (A weak reference: a pending timer keeps no dropped limiter alive.)
     const book = new WeakRef(this)
-    this.#timer = setTimeout(() => book.deref()?.#expire(), Math.min(MAX_TIMER_MS, Math.max(0, until - this.#seen)))
+    this.#timer = setTimeout(() => book.deref()?.letGo(), Math.min(MAX_TIMER_MS, Math.max(0, until - this.#seen)))
     this.#timer.unref()
   }
 
@@ -149,27 +149,17 @@ class BlockBook {
     if (this.#until.size === 0) this.close()
   }
 
-  /** The timer: every block that has ended lets its key go; the next end sets the timer again. */
-  #expire() {
-    this.#timer = undefined
-    this.#timerAt = Infinity
-    this.#letGo()
-  }
-
   /**
    * Lets go of every key whose block has ended (and sets the timer for the next end): true if
-   * there was one. The timer's work, and the table's when it is full (ERR_KEY_LIMIT): a manual
-   * clock moved past a block's end, or a loop that never yields, fires no timer.
+   * there was one. The timer's work at the earliest end, and the table's when it is full
+   * (ERR_KEY_LIMIT): a manual clock moved past a block's end, or a loop that never yields, fires
+   * no timer.
    */
   letGo() {
-    if (this.#until.size === 0) return false
     clearTimeout(this.#timer)
     this.#timer = undefined
     this.#timerAt = Infinity
-    return this.#letGo()
-  }
-
-  #letGo() {
+    if (this.#until.size === 0) return false
     let now
     try {
       now = this.#now()
@@ -283,25 +273,17 @@ class BlockBook {
     return 0
   }
 
-  /** A call of a blocked key, denied: the decision (tokens and quota as `status` has them). */
-  deny(key, leftMs, status) {
-    this.#askAgain(key)
-    this.blocked++
-    this.short++
-    return blockDecision(leftMs, status.tokens, status.quotaRemaining)
-  }
-
   /**
-   * A call decided natively (`allowed`, or denied: counted so there) that a block of `key` denies
-   * after all: a block the call's store answer brought, or one that began meanwhile.
+   * A call of a blocked key, denied: the decision (tokens and quota as `status` has them).
+   * `decided`: how the native call counted it, when one decided it before the block was seen (a
+   * block the call's store answer brought, or one that began meanwhile): 'allowed' or 'denied';
+   * undefined: no native call counted it.
    */
-  denyDecided(key, leftMs, status, allowed) {
+  deny(key, leftMs, status, decided) {
     this.#askAgain(key)
     this.blocked++
-    if (allowed) {
-      this.short++
-      this.unallowed++
-    }
+    if (decided !== 'denied') this.short++
+    if (decided === 'allowed') this.unallowed++
     return blockDecision(leftMs, status.tokens, status.quotaRemaining)
   }
 

@@ -190,7 +190,7 @@ class KeyedQuotaClock {
       const leftMs = blocks.leftMs(key)
       if (leftMs !== 0) {
         if (decision.allowed) this.refund(key, n)
-        return blocks.denyDecided(key, leftMs, this.#backend.status(key), decision.allowed)
+        return blocks.deny(key, leftMs, this.#backend.status(key), decision.allowed ? 'allowed' : 'denied')
       }
     }
     return decision.allowed ? decision : blocks.denied(key, decision)

@@ -16,7 +16,7 @@
 // record made later reads the block document once, as it is made (`stampNew`), so it carries it too.
 
 const { checkBlockAnswer, checkKeysAnswer } = require('../share/protocol.js')
-const { part } = require('./record-key.js')
+const { part, mongoBucketId } = require('./record-key.js')
 const { storeResponse, documentOf, createThenUpdate } = require('./mongo-calls.js')
 
 const AFTER = { returnDocument: 'after', includeResultMetadata: true }
@@ -28,7 +28,7 @@ const FRESH_KEPT_MS = 60_000
 const blockId = (name, key) => `block:${part(name)}:${part(key)}`
 const escapeRegex = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 // The key's quota records (every period) and its fleet bucket's (lib/stores/mongo-bucket.js).
-const keyRecords = (name, key) => ({ $or: [{ _id: { $regex: `^${escapeRegex(`${part(name)}:${part(key)}:`)}` } }, { _id: `bucket:${part(name)}:${part(key)}` }] })
+const keyRecords = (name, key) => ({ $or: [{ _id: { $regex: `^${escapeRegex(`${part(name)}:${part(key)}:`)}` } }, { _id: mongoBucketId(name, key) }] })
 const or0 = (field) => ({ $ifNull: [field, 0] })
 
 /** The pipeline of blockSet: the block's end pushed out to now + forMs (or the next level's). */
@@ -178,7 +178,10 @@ function blockOperations(records) {
   }
 }
 
-/** The reservation pipeline's field of the block left on the record, in ms at store time (removed when none). */
-const RESERVED_BLOCK = { _bl: { $cond: [{ $gt: [or0('$blk'), NOW] }, { $subtract: ['$blk', NOW] }, '$$REMOVE'] } }
+/** The block stamped on a record (`blk`) left at store time `now` (a pipeline expression), in ms: 0 without one. */
+const blockLeftAt = (now) => ({ $max: [0, { $subtract: [or0('$blk'), now] }] })
 
-module.exports = { blockOperations, RESERVED_BLOCK }
+/** The reservation pipeline's field of the block left on the record, in ms at store time (removed when none). */
+const RESERVED_BLOCK = { _bl: { $cond: [{ $gt: [blockLeftAt(NOW), 0] }, blockLeftAt(NOW), '$$REMOVE'] } }
+
+module.exports = { blockOperations, blockLeftAt, RESERVED_BLOCK }

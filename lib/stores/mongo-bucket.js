@@ -28,17 +28,15 @@ const { checkBucketAnswer, checkBucketUsage, unsoundBucketRecord, newRecordId, w
 )
 const { describe } = require('../common/validate.js')
 const { storeResponse, documentOf, createThenUpdate } = require('./mongo-calls.js')
-const { part } = require('./record-key.js')
+const { mongoBucketId } = require('./record-key.js')
+const { blockLeftAt } = require('./mongo-blocks.js')
 
 const AFTER = { returnDocument: 'after', includeResultMetadata: true }
 const UPSERT = { upsert: true }
 // A fresh document no take has made a bucket of yet is kept this long.
 const FRESH_KEPT_MS = 60_000
 
-const documentId = (name, key) => `bucket:${part(name)}:${part(key)}`
-// The key's block stamped on the document (lib/stores/mongo-blocks.js: blk, its end in store ms),
-// left at the take's store time (0: none).
-const BLOCK_LEFT = { $max: [0, { $subtract: [{ $ifNull: ['$blk', 0] }, '$_now'] }] }
+const documentId = mongoBucketId
 
 const EMPTY = { $literal: {} }
 const entries = (field) => ({ $objectToArray: { $ifNull: [field, EMPTY] } })
@@ -297,7 +295,7 @@ function takePipeline({ capacity, refillPerSecond, instance: me, leaseMs, want, 
     {
       $set: {
         expiresAt: { $toDate: { $add: ['$_now', { $ceil: bucketTerms.keptAfterTake(PIPELINE, '$C', '$R', '$_longest') }] } },
-        ans: { g: '$_granted', h: '$_slice', k: '$_k', n: '$_now', r: '$_bad', bl: BLOCK_LEFT },
+        ans: { g: '$_granted', h: '$_slice', k: '$_k', n: '$_now', r: '$_bad', bl: blockLeftAt('$_now') },
       },
     },
     { $unset: TEMPORARY },

@@ -58,4 +58,9 @@ function redisBucketKey(name, key) {
   return `${slotTag(name, key)}:b`
 }
 
-module.exports = { recordKey, part, slotTag, redisQuotaKey, redisBucketKey }
+/** The MongoDB document of (name, key)'s fleet bucket (lib/stores/mongo-bucket.js). */
+function mongoBucketId(name, key) {
+  return `bucket:${part(name)}:${part(key)}`
+}
+
+module.exports = { recordKey, part, slotTag, redisQuotaKey, redisBucketKey, mongoBucketId }
